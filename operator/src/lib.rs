@@ -1,0 +1,1 @@
+//! Work on this crate has not started yet; see the open issues.
