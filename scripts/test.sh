@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The keda-rs test command (README, .ci/run): brings up the local services the tests talk to
+# (scripts/services.sh), then checks formatting and lints and runs every test in the workspace.
+# End-to-end tests against a real cluster are #[ignore]d here; see docs/testing.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/services.sh
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo test --workspace --locked
