@@ -10,6 +10,7 @@ pub mod annotations;
 pub mod condition;
 pub mod crd;
 pub mod gvkr;
+pub mod metric_name;
 pub mod scaled_job;
 pub mod scaled_object;
 pub mod trigger;
