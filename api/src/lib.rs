@@ -15,6 +15,7 @@ pub mod scaled_job;
 pub mod scaled_object;
 pub mod trigger;
 pub mod trigger_authentication;
+pub mod validation;
 
 pub use condition::Condition;
 pub use gvkr::GroupVersionKindResource;
