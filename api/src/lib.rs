@@ -1,6 +1,32 @@
 //! keda-rs custom resource types (`keda.sh/v1alpha1`), their defaults, pure validation and
 //! KEDA's metric naming. No IO lives here.
+//!
+//! - [`ScaledObject`], [`ScaledJob`], [`TriggerAuthentication`] and
+//!   [`ClusterTriggerAuthentication`]: the four CRDs, wire-compatible with KEDA.
+//! - [`condition`]: condition types and reasons; [`annotations`]: annotation and label keys.
+//! - [`gvkr`]: scale target type parsing.
 
+pub mod annotations;
+pub mod condition;
+pub mod crd;
+pub mod gvkr;
+pub mod metric_name;
+pub mod scaled_job;
+pub mod scaled_object;
 pub mod trigger;
+pub mod trigger_authentication;
+pub mod validation;
 
+pub use condition::Condition;
+pub use gvkr::GroupVersionKindResource;
+pub use scaled_job::{Rollout, ScaledJob, ScaledJobSpec, ScaledJobStatus, ScalingStrategy};
+pub use scaled_object::{
+    AdvancedConfig, Fallback, FallbackBehavior, HealthStatus, HorizontalPodAutoscalerConfig,
+    ScaleTarget, ScaledObject, ScaledObjectSpec, ScaledObjectStatus, ScalingModifiers,
+    TriggerActivityStatus,
+};
 pub use trigger::{AuthenticationKind, AuthenticationRef, ScaleTrigger};
+pub use trigger_authentication::{
+    ClusterTriggerAuthentication, ClusterTriggerAuthenticationSpec, TriggerAuthentication,
+    TriggerAuthenticationSpec, TriggerAuthenticationStatus,
+};

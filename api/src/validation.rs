@@ -1,0 +1,964 @@
+//! Admission rules of KEDA's webhooks that need no cluster lookup (KEDA-CONTRACT 1.11), as pure
+//! functions.
+//!
+//! Every `validate_*` function checks **all** rules and returns every violation, in a fixed
+//! order (the order of the rules below, then trigger order), so a user fixes everything in one
+//! round. Each [`ValidationError`] names the field path and the rule; [`ValidationErrors`]
+//! displays them joined by `"; "`.
+//!
+//! Not here because they need the cluster: another ScaledObject or HPA owning the same target or
+//! HPA name, cpu/memory requests on the target's containers. Not here yet: compiling the
+//! `scalingModifiers` formula (a later issue); only its shape is checked.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use kube::ResourceExt;
+
+use crate::scaled_job::ScaledJob;
+use crate::scaled_object::{FallbackBehavior, ScaledObject, default_hpa_name};
+use crate::trigger::ScaleTrigger;
+use crate::trigger_authentication::{
+    ClusterTriggerAuthentication, OAUTH2_CLIENT_CREDENTIALS, POD_IDENTITY_AWS,
+    POD_IDENTITY_AZURE_WORKLOAD, TriggerAuthentication, TriggerAuthenticationSpec,
+};
+
+/// Longest ScaledObject name and HPA name Kubernetes labels allow.
+pub const MAX_NAME_LENGTH: usize = 63;
+
+/// Trigger types whose metrics the HPA reads from the resource metrics API.
+pub const RESOURCE_TRIGGER_TYPES: [&str; 2] = ["cpu", "memory"];
+/// Trigger types that reject `useCachedMetrics`.
+pub const NO_CACHED_METRICS_TRIGGER_TYPES: [&str; 3] = ["cpu", "memory", "cron"];
+
+/// One violated rule.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ValidationError {
+    /// The object has no trigger.
+    #[error("spec.triggers: at least one trigger is required")]
+    NoTriggers,
+    /// Two triggers share a name.
+    #[error(
+        "spec.triggers[{index}].name: {name:?} is defined multiple times, trigger names must be unique"
+    )]
+    DuplicateTriggerName {
+        /// Index of the second (or later) trigger with this name.
+        index: usize,
+        /// The name.
+        name: String,
+    },
+    /// `useCachedMetrics` on a trigger type that cannot use it.
+    #[error(
+        "spec.triggers[{index}].useCachedMetrics: not supported for trigger type {trigger_type:?}"
+    )]
+    CachedMetricsNotSupported {
+        /// Trigger index.
+        index: usize,
+        /// Its type.
+        trigger_type: String,
+    },
+    /// `metricType` on a ScaledJob trigger.
+    #[error("spec.triggers[{index}].metricType: not supported on ScaledJob triggers")]
+    ScaledJobMetricType {
+        /// Trigger index.
+        index: usize,
+    },
+    /// Effective min above effective max.
+    #[error("spec.minReplicaCount ({min}) must not be greater than spec.maxReplicaCount ({max})")]
+    MinAboveMax {
+        /// Effective minimum.
+        min: i32,
+        /// Effective maximum.
+        max: i32,
+    },
+    /// idle >= effective min.
+    #[error("spec.idleReplicaCount ({idle}) must be less than spec.minReplicaCount ({min})")]
+    IdleNotBelowMin {
+        /// idleReplicaCount.
+        idle: i32,
+        /// Effective minimum (see [`validate_scaled_object`]).
+        min: i32,
+    },
+    /// Only cpu/memory triggers and min 0 or unset.
+    #[error(
+        "spec.minReplicaCount must be at least 1 when all triggers are cpu or memory (they cannot scale to zero)"
+    )]
+    ResourceTriggersNeedMinReplicas,
+    /// A negative fallback number.
+    #[error("spec.fallback.{field} ({value}) must be greater than or equal to 0")]
+    NegativeFallback {
+        /// `failureThreshold` or `replicas`.
+        field: &'static str,
+        /// The value.
+        value: i32,
+    },
+    /// Fallback without any non-cpu/memory trigger and without scaling modifiers.
+    #[error(
+        "spec.fallback: at least one trigger that is not cpu or memory is required for fallback"
+    )]
+    FallbackNeedsExternalTrigger,
+    /// `fallback.behavior: scalingModifiers` without a formula.
+    #[error(
+        "spec.fallback.behavior: \"scalingModifiers\" requires spec.advanced.scalingModifiers.formula"
+    )]
+    FallbackBehaviorNeedsFormula,
+    /// Scaling modifiers set but no formula.
+    #[error("spec.advanced.scalingModifiers.formula: required when scalingModifiers is used")]
+    ModifiersFormulaMissing,
+    /// Formula without target.
+    #[error("spec.advanced.scalingModifiers.target: required when formula is set")]
+    ModifiersTargetMissing,
+    /// Target not a float > 0.
+    #[error("spec.advanced.scalingModifiers.target ({target:?}) must be a number greater than 0")]
+    ModifiersTargetInvalid {
+        /// The target as written.
+        target: String,
+    },
+    /// Activation target not a number.
+    #[error(
+        "spec.advanced.scalingModifiers.activationTarget ({activation_target:?}) must be a number"
+    )]
+    ModifiersActivationTargetInvalid {
+        /// The activation target as written.
+        activation_target: String,
+    },
+    /// metricType other than AverageValue/Value.
+    #[error(
+        "spec.advanced.scalingModifiers.metricType ({metric_type:?}) must be AverageValue or Value"
+    )]
+    ModifiersMetricTypeInvalid {
+        /// The metric type as written.
+        metric_type: String,
+    },
+    /// ScaledObject name too long.
+    #[error("metadata.name: {name:?} is {len} characters, the maximum is 63")]
+    NameTooLong {
+        /// The name.
+        name: String,
+        /// Its length.
+        len: usize,
+    },
+    /// HPA name (custom or derived) too long.
+    #[error("{field}: the HPA name {hpa_name:?} is {len} characters, the maximum is 63")]
+    HpaNameTooLong {
+        /// `metadata.name` for the derived name, else the custom name's path.
+        field: &'static str,
+        /// The HPA name.
+        hpa_name: String,
+        /// Its length.
+        len: usize,
+    },
+    /// azure-workload `identityId` set to "".
+    #[error("{prefix}podIdentity.identityId: must not be empty when set")]
+    EmptyIdentityId {
+        /// `spec.` path prefix.
+        prefix: &'static str,
+    },
+    /// azure-workload `identityTenantId` set to "".
+    #[error("{prefix}podIdentity.identityTenantId: must not be empty when set")]
+    EmptyIdentityTenantId {
+        /// `spec.` path prefix.
+        prefix: &'static str,
+    },
+    /// azure-workload authority host without tenant.
+    #[error("{prefix}podIdentity.identityTenantId: required when identityAuthorityHost is set")]
+    AuthorityHostWithoutTenant {
+        /// `spec.` path prefix.
+        prefix: &'static str,
+    },
+    /// aws roleArn with identityOwner workload.
+    #[error("{prefix}podIdentity.roleArn: cannot be set when identityOwner is \"workload\"")]
+    RoleArnWithWorkloadOwner {
+        /// `spec.` path prefix.
+        prefix: &'static str,
+    },
+    /// aws externalID without roleArn.
+    #[error("{prefix}podIdentity.externalID: requires roleArn to be set")]
+    ExternalIdWithoutRoleArn {
+        /// `spec.` path prefix.
+        prefix: &'static str,
+    },
+    /// oauth2.type not clientCredentials.
+    #[error("spec.oauth2.type ({type_:?}) must be \"clientCredentials\"")]
+    OAuth2Type {
+        /// The type as written.
+        type_: String,
+    },
+    /// oauth2 without clientId.
+    #[error("spec.oauth2.clientId: required when oauth2 is configured")]
+    OAuth2ClientIdMissing,
+    /// oauth2 without tokenUrl.
+    #[error("spec.oauth2.tokenUrl: required when oauth2 is configured")]
+    OAuth2TokenUrlMissing,
+    /// oauth2 tokenUrl not an http(s) URL with a host.
+    #[error("spec.oauth2.tokenUrl ({url:?}) must be an http or https URL")]
+    OAuth2TokenUrlInvalid {
+        /// The URL as written.
+        url: String,
+    },
+    /// `filePath` on a namespaced TriggerAuthentication.
+    #[error("spec.filePath: only allowed on ClusterTriggerAuthentication")]
+    FilePathNotClusterScoped,
+}
+
+impl ValidationError {
+    /// A short, stable identifier of the rule, for metric labels and condition reasons.
+    pub fn rule(&self) -> &'static str {
+        match self {
+            Self::NoTriggers => "no-triggers",
+            Self::DuplicateTriggerName { .. } => "duplicate-trigger-name",
+            Self::CachedMetricsNotSupported { .. } => "cached-metrics-not-supported",
+            Self::ScaledJobMetricType { .. } => "scaledjob-metric-type",
+            Self::MinAboveMax { .. } => "min-above-max",
+            Self::IdleNotBelowMin { .. } => "idle-not-below-min",
+            Self::ResourceTriggersNeedMinReplicas => "scale-to-zero-requirements-not-met",
+            Self::NegativeFallback { .. } => "negative-fallback",
+            Self::FallbackNeedsExternalTrigger => "fallback-needs-external-trigger",
+            Self::FallbackBehaviorNeedsFormula => "fallback-behavior-needs-formula",
+            Self::ModifiersFormulaMissing => "scaling-modifiers-formula-missing",
+            Self::ModifiersTargetMissing => "scaling-modifiers-target-missing",
+            Self::ModifiersTargetInvalid { .. } => "scaling-modifiers-target-invalid",
+            Self::ModifiersActivationTargetInvalid { .. } => {
+                "scaling-modifiers-activation-target-invalid"
+            }
+            Self::ModifiersMetricTypeInvalid { .. } => "scaling-modifiers-metric-type-invalid",
+            Self::NameTooLong { .. } => "name-too-long",
+            Self::HpaNameTooLong { .. } => "hpa-name-too-long",
+            Self::EmptyIdentityId { .. } => "empty-identity-id",
+            Self::EmptyIdentityTenantId { .. } => "empty-identity-tenant-id",
+            Self::AuthorityHostWithoutTenant { .. } => "authority-host-without-tenant",
+            Self::RoleArnWithWorkloadOwner { .. } => "role-arn-with-workload-owner",
+            Self::ExternalIdWithoutRoleArn { .. } => "external-id-without-role-arn",
+            Self::OAuth2Type { .. } => "oauth2-type",
+            Self::OAuth2ClientIdMissing => "oauth2-client-id-missing",
+            Self::OAuth2TokenUrlMissing => "oauth2-token-url-missing",
+            Self::OAuth2TokenUrlInvalid { .. } => "oauth2-token-url-invalid",
+            Self::FilePathNotClusterScoped => "file-path-not-cluster-scoped",
+        }
+    }
+}
+
+/// All violations found in one object, in rule order. Never empty when returned as an error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ValidationErrors(pub Vec<ValidationError>);
+
+impl fmt::Display for ValidationErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ValidationErrors {}
+
+impl ValidationErrors {
+    /// The individual violations.
+    pub fn errors(&self) -> &[ValidationError] {
+        &self.0
+    }
+}
+
+fn into_result(errors: Vec<ValidationError>) -> Result<(), ValidationErrors> {
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ValidationErrors(errors))
+    }
+}
+
+/// Rules shared by ScaledObject and ScaledJob triggers: at least one, unique names,
+/// no `useCachedMetrics` on cpu/memory/cron.
+fn check_triggers(triggers: &[ScaleTrigger], errors: &mut Vec<ValidationError>) {
+    if triggers.is_empty() {
+        errors.push(ValidationError::NoTriggers);
+    }
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for (index, t) in triggers.iter().enumerate() {
+        if !t.name.is_empty() && seen.insert(t.name.as_str(), index).is_some() {
+            errors.push(ValidationError::DuplicateTriggerName {
+                index,
+                name: t.name.clone(),
+            });
+        }
+        if t.use_cached_metrics && NO_CACHED_METRICS_TRIGGER_TYPES.contains(&t.type_.as_str()) {
+            errors.push(ValidationError::CachedMetricsNotSupported {
+                index,
+                trigger_type: t.type_.clone(),
+            });
+        }
+    }
+}
+
+fn is_resource_trigger(t: &ScaleTrigger) -> bool {
+    RESOURCE_TRIGGER_TYPES.contains(&t.type_.as_str())
+}
+
+/// Validates a ScaledObject. Rules, in order:
+/// 1. triggers: at least one; unique names; no `useCachedMetrics` on cpu/memory/cron;
+/// 2. replica bounds, with KEDA's arithmetic: the effective min is 0 when `minReplicaCount` is
+///    unset and `max(minReplicaCount, 1)` when set; the effective max is `maxReplicaCount` or 100;
+///    min must not exceed max and `idleReplicaCount` must be below the effective min;
+/// 3. only cpu/memory triggers need `minReplicaCount` >= 1;
+/// 4. fallback: non-negative numbers; without scaling modifiers, a trigger that is not
+///    cpu/memory; behavior `scalingModifiers` needs a formula;
+/// 5. scaling modifiers (when any field is set): formula required, target required and a float
+///    > 0, activationTarget a float when set, metricType AverageValue or Value;
+/// 6. name <= 63 characters, HPA name (custom or `keda-hpa-<name>`) <= 63 characters.
+///
+/// # Errors
+/// Every violation found, see [`ValidationErrors`].
+pub fn validate_scaled_object(so: &ScaledObject) -> Result<(), ValidationErrors> {
+    let spec = &so.spec;
+    let mut errors = Vec::new();
+
+    check_triggers(&spec.triggers, &mut errors);
+
+    let min = match spec.min_replica_count {
+        None => 0,
+        Some(_) => spec.hpa_min_replicas(),
+    };
+    let max = spec.hpa_max_replicas();
+    if min > max {
+        errors.push(ValidationError::MinAboveMax { min, max });
+    }
+    if let Some(idle) = spec.idle_replica_count
+        && idle >= min
+    {
+        errors.push(ValidationError::IdleNotBelowMin { idle, min });
+    }
+
+    if !spec.triggers.is_empty()
+        && spec.triggers.iter().all(is_resource_trigger)
+        && spec.min_replica_count.unwrap_or(0) == 0
+    {
+        errors.push(ValidationError::ResourceTriggersNeedMinReplicas);
+    }
+
+    let modifiers = spec.scaling_modifiers();
+    let formula = modifiers
+        .and_then(|m| m.formula.as_deref())
+        .filter(|f| !f.is_empty());
+    if let Some(fallback) = &spec.fallback {
+        for (field, value) in [
+            ("failureThreshold", fallback.failure_threshold),
+            ("replicas", fallback.replicas),
+        ] {
+            if value < 0 {
+                errors.push(ValidationError::NegativeFallback { field, value });
+            }
+        }
+        if modifiers.is_none() && spec.triggers.iter().all(is_resource_trigger) {
+            errors.push(ValidationError::FallbackNeedsExternalTrigger);
+        }
+        if fallback.behavior == Some(FallbackBehavior::ScalingModifiers) && formula.is_none() {
+            errors.push(ValidationError::FallbackBehaviorNeedsFormula);
+        }
+    }
+
+    if let Some(m) = modifiers {
+        if formula.is_none() {
+            errors.push(ValidationError::ModifiersFormulaMissing);
+        }
+        match m.target.as_deref().filter(|t| !t.is_empty()) {
+            None if formula.is_some() => errors.push(ValidationError::ModifiersTargetMissing),
+            Some(t) if !t.trim().parse::<f64>().is_ok_and(|v| v > 0.0) => {
+                errors.push(ValidationError::ModifiersTargetInvalid {
+                    target: t.to_string(),
+                });
+            }
+            _ => {}
+        }
+        if let Some(a) = m.activation_target.as_deref().filter(|a| !a.is_empty())
+            && a.trim().parse::<f64>().is_err()
+        {
+            errors.push(ValidationError::ModifiersActivationTargetInvalid {
+                activation_target: a.to_string(),
+            });
+        }
+        if let Some(mt) = m.metric_type.as_deref()
+            && !matches!(mt, "" | "AverageValue" | "Value")
+        {
+            errors.push(ValidationError::ModifiersMetricTypeInvalid {
+                metric_type: mt.to_string(),
+            });
+        }
+    }
+
+    let name = so.name_any();
+    if name.len() > MAX_NAME_LENGTH {
+        errors.push(ValidationError::NameTooLong {
+            len: name.len(),
+            name: name.clone(),
+        });
+    }
+    let hpa_name = so.hpa_name();
+    if hpa_name.len() > MAX_NAME_LENGTH {
+        let field = if hpa_name == default_hpa_name(&name) {
+            "metadata.name"
+        } else {
+            "spec.advanced.horizontalPodAutoscalerConfig.name"
+        };
+        errors.push(ValidationError::HpaNameTooLong {
+            field,
+            len: hpa_name.len(),
+            hpa_name,
+        });
+    }
+
+    into_result(errors)
+}
+
+/// Validates a ScaledJob: the trigger rules of [`validate_scaled_object`] (at least one, unique
+/// names, no `useCachedMetrics` on cpu/memory/cron), plus no `metricType` on its triggers (KEDA
+/// rejects that in the reconciler rather than the webhook).
+///
+/// # Errors
+/// Every violation found, see [`ValidationErrors`].
+pub fn validate_scaled_job(sj: &ScaledJob) -> Result<(), ValidationErrors> {
+    let mut errors = Vec::new();
+    check_triggers(&sj.spec.triggers, &mut errors);
+    for (index, t) in sj.spec.triggers.iter().enumerate() {
+        if t.metric_type.as_deref().is_some_and(|m| !m.is_empty()) {
+            errors.push(ValidationError::ScaledJobMetricType { index });
+        }
+    }
+    into_result(errors)
+}
+
+/// Validates a namespaced TriggerAuthentication: the rules of
+/// [`validate_trigger_authentication_spec`], and `filePath` is refused (cluster-scoped only).
+///
+/// # Errors
+/// Every violation found, see [`ValidationErrors`].
+pub fn validate_trigger_authentication(ta: &TriggerAuthentication) -> Result<(), ValidationErrors> {
+    let mut errors = spec_errors(&ta.spec);
+    if ta.spec.file_path.is_some() {
+        errors.push(ValidationError::FilePathNotClusterScoped);
+    }
+    into_result(errors)
+}
+
+/// Validates a ClusterTriggerAuthentication: the rules of
+/// [`validate_trigger_authentication_spec`].
+///
+/// # Errors
+/// Every violation found, see [`ValidationErrors`].
+pub fn validate_cluster_trigger_authentication(
+    cta: &ClusterTriggerAuthentication,
+) -> Result<(), ValidationErrors> {
+    validate_trigger_authentication_spec(&cta.spec)
+}
+
+/// Rules of KEDA's (Cluster)TriggerAuthentication webhook:
+/// - `azure-workload`: `identityId` and `identityTenantId` not empty when set;
+///   `identityAuthorityHost` needs `identityTenantId`;
+/// - `aws`: `roleArn` not with `identityOwner: workload`; `externalID` needs `roleArn`;
+/// - `oauth2`: type `clientCredentials`, `clientId` and `tokenUrl` required, `tokenUrl` an
+///   http(s) URL with a host.
+///
+/// Deliberate difference: KEDA skips the oauth2 checks when `podIdentity` names another provider
+/// (an early return); keda-rs always checks oauth2.
+///
+/// # Errors
+/// Every violation found, see [`ValidationErrors`].
+pub fn validate_trigger_authentication_spec(
+    spec: &TriggerAuthenticationSpec,
+) -> Result<(), ValidationErrors> {
+    into_result(spec_errors(spec))
+}
+
+fn spec_errors(spec: &TriggerAuthenticationSpec) -> Vec<ValidationError> {
+    const P: &str = "spec.";
+    let mut errors = Vec::new();
+    if let Some(pi) = &spec.pod_identity {
+        let set_nonempty = |v: &Option<String>| v.as_deref().is_some_and(|s| !s.is_empty());
+        match pi.provider.as_str() {
+            POD_IDENTITY_AZURE_WORKLOAD => {
+                if pi.identity_id.as_deref() == Some("") {
+                    errors.push(ValidationError::EmptyIdentityId { prefix: P });
+                }
+                if set_nonempty(&pi.identity_authority_host) {
+                    if !set_nonempty(&pi.identity_tenant_id) {
+                        errors.push(ValidationError::AuthorityHostWithoutTenant { prefix: P });
+                    }
+                } else if pi.identity_tenant_id.as_deref() == Some("") {
+                    errors.push(ValidationError::EmptyIdentityTenantId { prefix: P });
+                }
+            }
+            POD_IDENTITY_AWS => {
+                if set_nonempty(&pi.role_arn) && pi.is_workload_identity_owner() {
+                    errors.push(ValidationError::RoleArnWithWorkloadOwner { prefix: P });
+                }
+                if set_nonempty(&pi.external_id) && !set_nonempty(&pi.role_arn) {
+                    errors.push(ValidationError::ExternalIdWithoutRoleArn { prefix: P });
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(o) = &spec.oauth2 {
+        if o.type_ != OAUTH2_CLIENT_CREDENTIALS {
+            errors.push(ValidationError::OAuth2Type {
+                type_: o.type_.clone(),
+            });
+        }
+        if o.client_id.is_empty() {
+            errors.push(ValidationError::OAuth2ClientIdMissing);
+        }
+        if o.token_url.is_empty() {
+            errors.push(ValidationError::OAuth2TokenUrlMissing);
+        } else if !is_http_url_with_host(&o.token_url) {
+            errors.push(ValidationError::OAuth2TokenUrlInvalid {
+                url: o.token_url.clone(),
+            });
+        }
+    }
+    errors
+}
+
+/// `http://host...` or `https://host...` with a non-empty host (case-insensitive scheme).
+fn is_http_url_with_host(url: &str) -> bool {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return false;
+    };
+    if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+        return false;
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    !host.is_empty() && !host.starts_with(':')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scaled_object::{
+        AdvancedConfig, Fallback, HorizontalPodAutoscalerConfig, ScaleTarget, ScaledObjectSpec,
+        ScalingModifiers,
+    };
+    use crate::trigger_authentication::{AuthPodIdentity, OAuth2};
+
+    fn trigger(type_: &str, name: &str) -> ScaleTrigger {
+        ScaleTrigger {
+            type_: type_.into(),
+            name: name.into(),
+            ..ScaleTrigger::default()
+        }
+    }
+
+    fn base_so() -> ScaledObject {
+        ScaledObject::new(
+            "worker",
+            ScaledObjectSpec {
+                scale_target_ref: ScaleTarget {
+                    name: "worker".into(),
+                    ..ScaleTarget::default()
+                },
+                triggers: vec![trigger("redis", "")],
+                ..ScaledObjectSpec::default()
+            },
+        )
+    }
+
+    fn modifiers(so: &mut ScaledObject, m: ScalingModifiers) {
+        so.spec.advanced = Some(AdvancedConfig {
+            scaling_modifiers: Some(m),
+            ..AdvancedConfig::default()
+        });
+    }
+
+    fn rules(result: Result<(), ValidationErrors>) -> Vec<&'static str> {
+        result.err().map_or_else(Vec::new, |e| {
+            e.errors().iter().map(ValidationError::rule).collect()
+        })
+    }
+
+    #[test]
+    fn scaled_object_rules() {
+        type Case = (&'static str, fn(&mut ScaledObject), &'static [&'static str]);
+        let cases: &[Case] = &[
+            ("a plain redis ScaledObject is valid", |_| {}, &[]),
+            (
+                "zero triggers",
+                |so| so.spec.triggers.clear(),
+                &["no-triggers"],
+            ),
+            (
+                "two triggers named alike",
+                |so| so.spec.triggers = vec![trigger("redis", "q"), trigger("kafka", "q")],
+                &["duplicate-trigger-name"],
+            ),
+            (
+                "unnamed triggers never collide",
+                |so| so.spec.triggers = vec![trigger("redis", ""), trigger("kafka", "")],
+                &[],
+            ),
+            (
+                "useCachedMetrics on cron",
+                |so| {
+                    so.spec.triggers[0] = trigger("cron", "");
+                    so.spec.triggers[0].use_cached_metrics = true;
+                },
+                &["cached-metrics-not-supported"],
+            ),
+            (
+                "useCachedMetrics on redis is fine",
+                |so| so.spec.triggers[0].use_cached_metrics = true,
+                &[],
+            ),
+            (
+                "min above max",
+                |so| {
+                    so.spec.min_replica_count = Some(5);
+                    so.spec.max_replica_count = Some(3);
+                },
+                &["min-above-max"],
+            ),
+            (
+                "min above the default max of 100",
+                |so| so.spec.min_replica_count = Some(101),
+                &["min-above-max"],
+            ),
+            (
+                "idle equal to min",
+                |so| {
+                    so.spec.min_replica_count = Some(2);
+                    so.spec.idle_replica_count = Some(2);
+                },
+                &["idle-not-below-min"],
+            ),
+            (
+                "idle 0 with min unset: effective min is 0",
+                |so| so.spec.idle_replica_count = Some(0),
+                &["idle-not-below-min"],
+            ),
+            (
+                "idle 0 with min 0 set: KEDA counts min as 1, accepted",
+                |so| {
+                    so.spec.min_replica_count = Some(0);
+                    so.spec.idle_replica_count = Some(0);
+                },
+                &[],
+            ),
+            (
+                "only cpu and memory with min unset",
+                |so| so.spec.triggers = vec![trigger("cpu", ""), trigger("memory", "")],
+                &["scale-to-zero-requirements-not-met"],
+            ),
+            (
+                "only cpu with min 1",
+                |so| {
+                    so.spec.triggers = vec![trigger("cpu", "")];
+                    so.spec.min_replica_count = Some(1);
+                },
+                &[],
+            ),
+            (
+                "negative fallback numbers are both reported",
+                |so| {
+                    so.spec.fallback = Some(Fallback {
+                        failure_threshold: -1,
+                        replicas: -2,
+                        behavior: None,
+                    })
+                },
+                &["negative-fallback", "negative-fallback"],
+            ),
+            (
+                "fallback with only cpu",
+                |so| {
+                    so.spec.triggers = vec![trigger("cpu", "")];
+                    so.spec.min_replica_count = Some(1);
+                    so.spec.fallback = Some(Fallback::default());
+                },
+                &["fallback-needs-external-trigger"],
+            ),
+            (
+                "fallback behavior scalingModifiers without formula",
+                |so| {
+                    so.spec.fallback = Some(Fallback {
+                        behavior: Some(FallbackBehavior::ScalingModifiers),
+                        ..Fallback::default()
+                    })
+                },
+                &["fallback-behavior-needs-formula"],
+            ),
+            (
+                "modifiers without formula",
+                |so| {
+                    modifiers(
+                        so,
+                        ScalingModifiers {
+                            target: Some("2".into()),
+                            ..ScalingModifiers::default()
+                        },
+                    )
+                },
+                &["scaling-modifiers-formula-missing"],
+            ),
+            (
+                "formula without target",
+                |so| {
+                    modifiers(
+                        so,
+                        ScalingModifiers {
+                            formula: Some("a + b".into()),
+                            ..ScalingModifiers::default()
+                        },
+                    )
+                },
+                &["scaling-modifiers-target-missing"],
+            ),
+            (
+                "target zero, activation not a number, metricType Utilization",
+                |so| {
+                    modifiers(
+                        so,
+                        ScalingModifiers {
+                            formula: Some("a".into()),
+                            target: Some("0".into()),
+                            activation_target: Some("x".into()),
+                            metric_type: Some("Utilization".into()),
+                        },
+                    )
+                },
+                &[
+                    "scaling-modifiers-target-invalid",
+                    "scaling-modifiers-activation-target-invalid",
+                    "scaling-modifiers-metric-type-invalid",
+                ],
+            ),
+            (
+                "complete modifiers with fallback on cpu only are fine",
+                |so| {
+                    so.spec.triggers = vec![trigger("cpu", "c")];
+                    so.spec.min_replica_count = Some(1);
+                    so.spec.fallback = Some(Fallback {
+                        behavior: Some(FallbackBehavior::ScalingModifiers),
+                        ..Fallback::default()
+                    });
+                    modifiers(
+                        so,
+                        ScalingModifiers {
+                            formula: Some("c".into()),
+                            target: Some("1.5".into()),
+                            ..ScalingModifiers::default()
+                        },
+                    )
+                },
+                &[],
+            ),
+            (
+                "name of 64 characters: too long, and so is the derived HPA name",
+                |so| so.metadata.name = Some("a".repeat(64)),
+                &["name-too-long", "hpa-name-too-long"],
+            ),
+            (
+                "name of 60 characters: the derived HPA name has 69",
+                |so| so.metadata.name = Some("a".repeat(60)),
+                &["hpa-name-too-long"],
+            ),
+            (
+                "long name with a short custom HPA name is fine",
+                |so| {
+                    so.metadata.name = Some("a".repeat(60));
+                    so.spec.advanced = Some(AdvancedConfig {
+                        horizontal_pod_autoscaler_config: Some(HorizontalPodAutoscalerConfig {
+                            name: Some("short".into()),
+                            behavior: None,
+                        }),
+                        ..AdvancedConfig::default()
+                    });
+                },
+                &[],
+            ),
+        ];
+        for (what, mutate, want) in cases {
+            let mut so = base_so();
+            mutate(&mut so);
+            assert_eq!(rules(validate_scaled_object(&so)), *want, "{what}");
+        }
+    }
+
+    #[test]
+    fn messages_name_the_field_and_the_rule() {
+        let mut so = base_so();
+        so.spec.min_replica_count = Some(2);
+        so.spec.idle_replica_count = Some(3);
+        so.spec.triggers = vec![trigger("redis", "queue"), trigger("redis", "queue")];
+        let err = validate_scaled_object(&so).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "spec.triggers[1].name: \"queue\" is defined multiple times, trigger names must be unique; \
+             spec.idleReplicaCount (3) must be less than spec.minReplicaCount (2)"
+        );
+    }
+
+    #[test]
+    fn scaled_job_rules() {
+        let mut sj = ScaledJob::new("job", Default::default());
+        assert_eq!(
+            rules(validate_scaled_job(&sj)),
+            ["no-triggers"],
+            "no trigger"
+        );
+        sj.spec.triggers = vec![trigger("redis", "a"), trigger("memory", "a")];
+        sj.spec.triggers[1].use_cached_metrics = true;
+        sj.spec.triggers[0].metric_type = Some("Value".into());
+        assert_eq!(
+            rules(validate_scaled_job(&sj)),
+            [
+                "duplicate-trigger-name",
+                "cached-metrics-not-supported",
+                "scaledjob-metric-type"
+            ]
+        );
+    }
+
+    #[test]
+    fn trigger_authentication_rules() {
+        type Case = (
+            &'static str,
+            fn(&mut TriggerAuthenticationSpec),
+            &'static [&'static str],
+        );
+        fn identity(provider: &str) -> AuthPodIdentity {
+            AuthPodIdentity {
+                provider: provider.into(),
+                ..AuthPodIdentity::default()
+            }
+        }
+        fn oauth2() -> OAuth2 {
+            OAuth2 {
+                type_: "clientCredentials".into(),
+                client_id: "id".into(),
+                token_url: "https://auth.example.com/token".into(),
+                ..OAuth2::default()
+            }
+        }
+        let cases: &[Case] = &[
+            ("empty spec is valid", |_| {}, &[]),
+            (
+                "provider none is valid",
+                |s| s.pod_identity = Some(identity("none")),
+                &[],
+            ),
+            (
+                "azure identityId set but empty",
+                |s| {
+                    let mut p = identity("azure-workload");
+                    p.identity_id = Some(String::new());
+                    s.pod_identity = Some(p);
+                },
+                &["empty-identity-id"],
+            ),
+            (
+                "azure identityTenantId set but empty",
+                |s| {
+                    let mut p = identity("azure-workload");
+                    p.identity_tenant_id = Some(String::new());
+                    s.pod_identity = Some(p);
+                },
+                &["empty-identity-tenant-id"],
+            ),
+            (
+                "azure authority host without tenant",
+                |s| {
+                    let mut p = identity("azure-workload");
+                    p.identity_authority_host = Some("https://login".into());
+                    s.pod_identity = Some(p);
+                },
+                &["authority-host-without-tenant"],
+            ),
+            (
+                "aws roleArn with workload owner",
+                |s| {
+                    let mut p = identity("aws");
+                    p.role_arn = Some("arn:aws:iam::1:role/r".into());
+                    p.identity_owner = Some("workload".into());
+                    s.pod_identity = Some(p);
+                },
+                &["role-arn-with-workload-owner"],
+            ),
+            (
+                "aws externalID without roleArn",
+                |s| {
+                    let mut p = identity("aws");
+                    p.external_id = Some("x".into());
+                    s.pod_identity = Some(p);
+                },
+                &["external-id-without-role-arn"],
+            ),
+            (
+                "complete oauth2 is valid",
+                |s| s.oauth2 = Some(oauth2()),
+                &[],
+            ),
+            (
+                "oauth2 wrong type, no client id, ftp token url",
+                |s| {
+                    let mut o = oauth2();
+                    o.type_ = "password".into();
+                    o.client_id.clear();
+                    o.token_url = "ftp://auth.example.com/token".into();
+                    s.oauth2 = Some(o);
+                },
+                &[
+                    "oauth2-type",
+                    "oauth2-client-id-missing",
+                    "oauth2-token-url-invalid",
+                ],
+            ),
+            (
+                "oauth2 without token url",
+                |s| {
+                    let mut o = oauth2();
+                    o.token_url.clear();
+                    s.oauth2 = Some(o);
+                },
+                &["oauth2-token-url-missing"],
+            ),
+            (
+                "oauth2 token url without host",
+                |s| {
+                    let mut o = oauth2();
+                    o.token_url = "https:///token".into();
+                    s.oauth2 = Some(o);
+                },
+                &["oauth2-token-url-invalid"],
+            ),
+        ];
+        for (what, mutate, want) in cases {
+            let mut spec = TriggerAuthenticationSpec::default();
+            mutate(&mut spec);
+            assert_eq!(
+                rules(validate_trigger_authentication_spec(&spec)),
+                *want,
+                "{what}"
+            );
+        }
+    }
+
+    #[test]
+    fn file_path_is_refused_on_namespaced_trigger_authentication_only() {
+        let spec = TriggerAuthenticationSpec {
+            file_path: Some(vec![]),
+            ..TriggerAuthenticationSpec::default()
+        };
+        let ta = TriggerAuthentication::new("a", spec.clone());
+        assert_eq!(
+            rules(validate_trigger_authentication(&ta)),
+            ["file-path-not-cluster-scoped"]
+        );
+        let cta = ClusterTriggerAuthentication::new("a", spec.into());
+        assert_eq!(
+            rules(validate_cluster_trigger_authentication(&cta)),
+            Vec::<&str>::new()
+        );
+    }
+}
