@@ -25,8 +25,8 @@ pub struct ScaleTrigger {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub use_cached_metrics: bool,
 
-    /// Scaler parameters, exactly as written by the user. Parsed per scaler type.
-    #[serde(default)]
+    /// Scaler parameters, exactly as written by the user. Parsed per scaler type. Required, as in
+    /// KEDA's CRD (it may be empty: `metadata: {}`).
     pub metadata: BTreeMap<String, String>,
 
     /// The (Cluster)TriggerAuthentication that supplies secret parameters.

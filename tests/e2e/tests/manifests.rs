@@ -1,0 +1,226 @@
+//! Offline checks of the install manifests in config/ (no cluster needed): every kustomization
+//! names files that exist, every document is a well-formed object, and the objects reference
+//! each other consistently (service accounts, selectors, probe ports).
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use keda_e2e::{repo_root, yaml_documents};
+use serde_json::Value;
+
+fn kustomization_resources(dir: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(dir.join("kustomization.yaml"))
+        .unwrap_or_else(|e| panic!("{}/kustomization.yaml: {e}", dir.display()));
+    let k: Value = serde_yaml::from_str(&text).expect("kustomization is YAML");
+    k["resources"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{}/kustomization.yaml has no resources", dir.display()))
+        .iter()
+        .map(|r| {
+            r.as_str()
+                .expect("resource entries are strings")
+                .to_string()
+        })
+        .collect()
+}
+
+/// Every object the top-level kustomization installs, following nested kustomizations.
+fn installed_objects(dir: &Path, out: &mut Vec<(String, Value)>) {
+    for resource in kustomization_resources(dir) {
+        let path = dir.join(&resource);
+        if path.is_dir() {
+            installed_objects(&path, out);
+        } else {
+            assert!(
+                path.is_file(),
+                "{} lists {resource}, which does not exist",
+                dir.display()
+            );
+            let text = std::fs::read_to_string(&path).expect("manifest readable");
+            for doc in serde_yaml::Deserializer::from_str(&text) {
+                let value: Value = serde::Deserialize::deserialize(doc)
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                if !value.is_null() {
+                    out.push((path.display().to_string(), value));
+                }
+            }
+        }
+    }
+}
+
+fn objects() -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    installed_objects(&repo_root().join("config"), &mut out);
+    out
+}
+
+#[test]
+fn every_installed_manifest_is_a_named_kubernetes_object() {
+    let objects = objects();
+    assert!(
+        objects.len() > 10,
+        "the install has only {} objects",
+        objects.len()
+    );
+    for (file, obj) in &objects {
+        assert!(
+            obj["apiVersion"].is_string(),
+            "{file}: an object without apiVersion"
+        );
+        assert!(obj["kind"].is_string(), "{file}: an object without kind");
+        assert!(
+            obj["metadata"]["name"].is_string(),
+            "{file}: a {} without a name",
+            obj["kind"]
+        );
+    }
+}
+
+#[test]
+fn every_crd_file_is_installed_by_the_kustomization() {
+    let installed: BTreeSet<String> = objects()
+        .into_iter()
+        .filter(|(_, o)| o["kind"] == "CustomResourceDefinition")
+        .map(|(_, o)| {
+            o["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    let on_disk: BTreeSet<String> = yaml_documents(&repo_root().join("config/crd"))
+        .expect("config/crd readable")
+        .into_iter()
+        .filter(|(_, o)| o["kind"] == "CustomResourceDefinition")
+        .map(|(_, o)| {
+            o["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(installed, on_disk);
+    for name in [
+        "scaledobjects.keda.sh",
+        "scaledjobs.keda.sh",
+        "triggerauthentications.keda.sh",
+        "clustertriggerauthentications.keda.sh",
+    ] {
+        assert!(installed.contains(name), "{name} is not installed");
+    }
+}
+
+#[test]
+fn deployments_use_existing_service_accounts_and_named_probe_ports() {
+    let objects = objects();
+    let accounts: BTreeSet<(String, String)> = objects
+        .iter()
+        .filter(|(_, o)| o["kind"] == "ServiceAccount")
+        .map(|(_, o)| {
+            let m = &o["metadata"];
+            (
+                m["namespace"].as_str().unwrap_or("").into(),
+                m["name"].as_str().unwrap_or("").into(),
+            )
+        })
+        .collect();
+    let deployments: Vec<_> = objects
+        .iter()
+        .filter(|(_, o)| o["kind"] == "Deployment")
+        .collect();
+    assert_eq!(
+        deployments.len(),
+        3,
+        "operator, metrics-apiserver and activator"
+    );
+    for (file, d) in deployments {
+        let ns = d["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        let pod = &d["spec"]["template"]["spec"];
+        let sa = pod["serviceAccountName"].as_str().unwrap_or("").to_string();
+        assert!(
+            accounts.contains(&(ns.clone(), sa.clone())),
+            "{file}: no ServiceAccount {ns}/{sa}"
+        );
+        let selector = d["spec"]["selector"]["matchLabels"]
+            .as_object()
+            .expect("matchLabels");
+        for (k, v) in selector {
+            assert_eq!(
+                &d["spec"]["template"]["metadata"]["labels"][k], v,
+                "{file}: selector {k}"
+            );
+        }
+        for c in pod["containers"].as_array().expect("containers") {
+            let ports: BTreeSet<&str> = c["ports"]
+                .as_array()
+                .map(|p| p.iter().filter_map(|p| p["name"].as_str()).collect())
+                .unwrap_or_default();
+            for probe in ["livenessProbe", "readinessProbe"] {
+                if let Some(port) = c[probe]["httpGet"]["port"].as_str() {
+                    assert!(
+                        ports.contains(port),
+                        "{file}: {probe} names unknown port {port}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn services_select_a_deployment_and_target_its_named_ports() {
+    let objects = objects();
+    let deployments: Vec<&Value> = objects
+        .iter()
+        .filter(|(_, o)| o["kind"] == "Deployment")
+        .map(|(_, o)| o)
+        .collect();
+    for (file, svc) in objects.iter().filter(|(_, o)| o["kind"] == "Service") {
+        let selector = svc["spec"]["selector"]
+            .as_object()
+            .expect("service selector");
+        let target = deployments
+            .iter()
+            .find(|d| {
+                selector
+                    .iter()
+                    .all(|(k, v)| &d["spec"]["template"]["metadata"]["labels"][k] == v)
+            })
+            .unwrap_or_else(|| panic!("{file}: Service selects no Deployment"));
+        let names: BTreeSet<&str> = target["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .expect("containers")
+            .iter()
+            .flat_map(|c| c["ports"].as_array().into_iter().flatten())
+            .filter_map(|p| p["name"].as_str())
+            .collect();
+        for port in svc["spec"]["ports"].as_array().expect("service ports") {
+            if let Some(t) = port["targetPort"].as_str() {
+                assert!(
+                    names.contains(t),
+                    "{file}: targetPort {t} is not a container port"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_api_service_points_at_the_metrics_apiserver_service() {
+    let objects = objects();
+    let (_, api) = objects
+        .iter()
+        .find(|(_, o)| o["kind"] == "APIService")
+        .expect("an APIService is installed");
+    assert_eq!(api["metadata"]["name"], "v1beta1.external.metrics.k8s.io");
+    let svc = &api["spec"]["service"];
+    assert!(
+        objects.iter().any(|(_, o)| o["kind"] == "Service"
+            && o["metadata"]["name"] == svc["name"]
+            && o["metadata"]["namespace"] == svc["namespace"]),
+        "the APIService names a Service that is not installed"
+    );
+}
