@@ -3,4 +3,5 @@
 //! Everything here is pure: no IO, no clock reads. The controllers and scale loops that feed
 //! these functions live beside them as they land.
 
+pub mod decision;
 pub mod fallback;
