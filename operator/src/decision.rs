@@ -225,7 +225,7 @@ impl ScalingSettings {
 /// The combined result of one poll of all triggers.
 ///
 /// With `scalingModifiers`, `active` is the composite activity
-/// (`crate::formula::composite_is_active`), which replaces the per-trigger activity.
+/// ([`crate::formula::composite_is_active`]), which replaces the per-trigger activity.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TriggerSummary {
     /// Some trigger (or the composite value) is active.

@@ -15,7 +15,7 @@
 //!   `currentReplicas`, `currentReplicasIfHigher` (the larger of the two) and
 //!   `currentReplicasIfLower` (the smaller).
 //! * Behavior `scalingModifiers` does not invent a value: the failing trigger is fed to the
-//!   formula as `nil`, so the formula decides with `??` (see `crate::formula`).
+//!   formula as `nil`, so the formula decides with `??` (see [`crate::formula`]).
 //!
 //! The same [`evaluate`] call serves the scale loop (activity) and the metric service (values),
 //! so both see one health record and one answer. A metric served from fallback counts as active

@@ -5,3 +5,4 @@
 
 pub mod decision;
 pub mod fallback;
+pub mod formula;
