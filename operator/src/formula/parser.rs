@@ -205,6 +205,29 @@ pub(crate) enum NodeKind {
 pub(crate) struct Node {
     pub(crate) kind: NodeKind,
     pub(crate) pos: Position,
+    /// Height of the tree under this node (a leaf is 1).
+    depth: usize,
+}
+
+/// How deep a formula may nest. Parsing and evaluation recurse over the tree, and a formula is
+/// user input: without a bound, `((((...` or `a+a+a+...` thousands deep would overflow the
+/// operator's stack.
+pub(crate) const MAX_DEPTH: usize = 200;
+
+impl NodeKind {
+    fn children(&self) -> Vec<&Node> {
+        match self {
+            NodeKind::Number(_)
+            | NodeKind::Bool(_)
+            | NodeKind::Nil
+            | NodeKind::Trigger(_)
+            | NodeKind::Element => Vec::new(),
+            NodeKind::Array(items) | NodeKind::Call(_, items) => items.iter().collect(),
+            NodeKind::Unary(_, a) => vec![a],
+            NodeKind::Binary(_, a, b) => vec![a, b],
+            NodeKind::Conditional(a, b, c) => vec![a, b, c],
+        }
+    }
 }
 
 struct Parser<'a> {
@@ -214,6 +237,8 @@ struct Parser<'a> {
     triggers: &'a [String],
     /// How many predicates enclose the current point (`#` needs at least one).
     predicate_depth: usize,
+    /// How many `expression` calls are active.
+    nesting: usize,
 }
 
 /// Parses a whole formula.
@@ -228,6 +253,7 @@ pub(crate) fn parse(
         at: 0,
         triggers,
         predicate_depth: 0,
+        nesting: 0,
     };
     if p.peek().tok == Tok::Eof {
         return Err(FormulaError {
@@ -284,6 +310,35 @@ impl<'a> Parser<'a> {
     /// Precedence climbing as expr-lang's `parseExpression`: binary operators at or above
     /// `min`, then, at the top level, a ternary.
     fn expression(&mut self, min: u16) -> Result<Node, FormulaError> {
+        self.nesting += 1;
+        let result = if self.nesting > MAX_DEPTH {
+            Err(self.too_deep(self.peek().pos))
+        } else {
+            self.binary_and_ternary(min)
+        };
+        self.nesting -= 1;
+        result
+    }
+
+    fn too_deep(&self, pos: Position) -> FormulaError {
+        self.error(
+            ErrorKind::Syntax(format!(
+                "the formula nests more than {MAX_DEPTH} levels deep"
+            )),
+            pos,
+        )
+    }
+
+    /// Builds a node, refusing trees deeper than [`MAX_DEPTH`].
+    fn node(&self, kind: NodeKind, pos: Position) -> Result<Node, FormulaError> {
+        let depth = 1 + kind.children().iter().map(|c| c.depth).max().unwrap_or(0);
+        if depth > MAX_DEPTH {
+            return Err(self.too_deep(pos));
+        }
+        Ok(Node { kind, pos, depth })
+    }
+
+    fn binary_and_ternary(&mut self, min: u16) -> Result<Node, FormulaError> {
         let mut left = self.unary()?;
         while let Some((op, prec, right_assoc)) = BinaryOp::of(&self.peek().tok) {
             if prec < min {
@@ -291,20 +346,17 @@ impl<'a> Parser<'a> {
             }
             let pos = self.next().pos;
             let right = self.expression(if right_assoc { prec } else { prec + 1 })?;
-            left = Node {
-                kind: NodeKind::Binary(op, Box::new(left), Box::new(right)),
-                pos,
-            };
+            left = self.node(NodeKind::Binary(op, Box::new(left), Box::new(right)), pos)?;
         }
         if min == 0 && self.peek().tok == Tok::Question {
             let pos = self.next().pos;
             let then = self.expression(0)?;
             self.expect(Tok::Colon, "`:` of the ternary `cond ? a : b`")?;
             let otherwise = self.expression(0)?;
-            left = Node {
-                kind: NodeKind::Conditional(Box::new(left), Box::new(then), Box::new(otherwise)),
+            left = self.node(
+                NodeKind::Conditional(Box::new(left), Box::new(then), Box::new(otherwise)),
                 pos,
-            };
+            )?;
         }
         Ok(left)
     }
@@ -318,10 +370,7 @@ impl<'a> Parser<'a> {
         };
         let pos = self.next().pos;
         let operand = self.expression(prec)?;
-        Ok(Node {
-            kind: NodeKind::Unary(op, Box::new(operand)),
-            pos,
-        })
+        self.node(NodeKind::Unary(op, Box::new(operand)), pos)
     }
 
     fn primary(&mut self) -> Result<Node, FormulaError> {
@@ -362,7 +411,7 @@ impl<'a> Parser<'a> {
             },
             _ => return Err(self.unexpected(t, "a number, a trigger name, `(` or `[`")),
         };
-        Ok(Node { kind, pos })
+        self.node(kind, pos)
     }
 
     /// Comma-separated expressions up to `close` (a trailing comma is allowed, as in expr).
@@ -427,10 +476,7 @@ impl<'a> Parser<'a> {
                 pos,
             ));
         }
-        Ok(Node {
-            kind: NodeKind::Call(function, args),
-            pos,
-        })
+        self.node(NodeKind::Call(function, args), pos)
     }
 
     /// A predicate: an expression over `#`, optionally in braces.

@@ -306,3 +306,20 @@ fn composite_activity_is_value_above_activation_target_without_errors() {
     assert_eq!(COMPOSITE_METRIC_NAME, "composite-metric");
     assert_eq!(MODIFIERS_TRIGGER, "ModifiersTrigger");
 }
+
+#[test]
+fn formulas_nested_beyond_the_limit_are_refused_instead_of_overflowing_the_stack() {
+    let deep_parens = format!("{}1{}", "(".repeat(5000), ")".repeat(5000));
+    let long_chain = vec!["trig_one"; 5000].join(" + ");
+    let deep_unary = format!("{}1", "-".repeat(5000));
+    for formula in [deep_parens, long_chain, deep_unary] {
+        let err = Formula::compile(&formula, &NAMES).unwrap_err();
+        assert!(
+            err.to_string().contains("nests more than 200 levels deep"),
+            "{err}"
+        );
+    }
+    // Reasonable formulas are far from the limit.
+    let ok = vec!["trig_one"; 150].join(" + ");
+    assert_eq!(eval(&ok, [Some(1.0), None, None]), Ok(Some(150.0)));
+}
