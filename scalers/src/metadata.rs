@@ -100,6 +100,13 @@ impl Param {
         p
     }
 
+    /// This parameter, made required: for a parameter that is required only in some
+    /// configurations (`port` when `host` is used).
+    pub const fn require(mut self) -> Self {
+        self.required = true;
+        self
+    }
+
     /// Alternative names (`addresses` for `address`).
     pub const fn aliases(mut self, aliases: &'static [&'static str]) -> Self {
         self.aliases = aliases;
