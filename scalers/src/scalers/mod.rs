@@ -1,5 +1,6 @@
 //! The built-in scalers, one module per source.
 
+pub mod cron;
 pub mod redis;
 pub mod resource;
 
