@@ -10,6 +10,7 @@ use crate::registry::{Declared, Registry};
 pub(crate) fn register_builtin(registry: &mut Registry) {
     use self::redis::{LIST_PARAMS, STREAMS_PARAMS, list, streams};
     registry.register("cpu", Declared::new(resource::build_cpu, resource::PARAMS));
+    registry.register("cron", Declared::new(cron::build, cron::PARAMS));
     registry.register(
         "memory",
         Declared::new(resource::build_memory, resource::PARAMS),

@@ -268,7 +268,11 @@ impl RedisSettings {
                     Some(certs) => Client::build_with_tls(info, certs)?,
                     None => Client::open(info)?,
                 };
+                // Few, short retries (as go-redis: 3): a failed build is retried at the next
+                // poll anyway, and the error should reach the user's condition quickly.
                 let config = ConnectionManagerConfig::new()
+                    .set_number_of_retries(3)
+                    .set_max_delay(Duration::from_secs(1))
                     .set_connection_timeout(Some(CONNECT_TIMEOUT))
                     .set_response_timeout(Some(RESPONSE_TIMEOUT));
                 let manager = client.get_connection_manager_with_config(config).await?;
