@@ -23,3 +23,8 @@ pub use metadata::{MetadataParser, Param};
 pub use registry::{Registry, ScalerFactory};
 pub use scaler::{BuiltScaler, MetricValue, MetricsAndActivity, PushScaler, Scaler};
 pub use secret::Secret;
+
+/// `docs/writing-a-scaler.md`, included so its example is compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/writing-a-scaler.md")]
+pub struct WritingAScalerGuide;
