@@ -1,1 +1,30 @@
-//! Work on this crate has not started yet; see the open issues.
+//! keda-rs scalers: the extension point (traits, context, typed metadata, registry, shared
+//! clients) and the built-in scalers.
+//!
+//! A trigger becomes a scaler like this: the operator fills a [`ScalerContext`] from the
+//! trigger (metadata, resolved env, auth params) and asks the [`Registry`] to build it; the
+//! factory of the trigger type parses the metadata with a [`metadata::MetadataParser`] into a
+//! typed config, leases a shared client from [`pool::ClientPools`] if it needs one, and
+//! returns a [`BuiltScaler`]. See `docs/writing-a-scaler.md` for a complete custom scaler.
+
+pub mod context;
+pub mod error;
+pub mod metadata;
+pub mod metric;
+pub mod pool;
+pub mod registry;
+pub mod scaler;
+pub mod scalers;
+pub mod secret;
+
+pub use context::{Clock, ScalableKind, ScalerContext};
+pub use error::{MetadataError, MetadataErrorKind, ScalerError, Source, TriggerId};
+pub use metadata::{MetadataParser, Param};
+pub use registry::{Registry, ScalerFactory};
+pub use scaler::{BuiltScaler, MetricValue, MetricsAndActivity, PushScaler, Scaler};
+pub use secret::Secret;
+
+/// `docs/writing-a-scaler.md`, included so its example is compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/writing-a-scaler.md")]
+pub struct WritingAScalerGuide;

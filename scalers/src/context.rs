@@ -1,0 +1,224 @@
+//! What a scaler factory gets: everything KEDA's `ScalerConfig` carries, plus the shared client
+//! pools and a clock.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::{MetadataError, MetadataErrorKind, TriggerId};
+use crate::metadata::MetadataParser;
+use crate::metric::{MetricTargetType, metric_name_with_index, normalize_metric_name};
+use crate::pool::ClientPools;
+use crate::secret::Secret;
+
+/// KEDA's default `KEDA_HTTP_DEFAULT_TIMEOUT` (3000 ms).
+pub const DEFAULT_HTTP_TIMEOUT: Duration = Duration::from_millis(3000);
+
+/// The kind of object a trigger belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum ScalableKind {
+    /// A `ScaledObject`.
+    #[default]
+    ScaledObject,
+    /// A `ScaledJob`.
+    ScaledJob,
+}
+
+impl ScalableKind {
+    /// The Kubernetes kind name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ScaledObject => "ScaledObject",
+            Self::ScaledJob => "ScaledJob",
+        }
+    }
+}
+
+/// The current time, injected so tests can use fixed instants.
+#[derive(Clone)]
+pub struct Clock(Arc<dyn Fn() -> jiff::Timestamp + Send + Sync>);
+
+impl Clock {
+    /// The system clock.
+    pub fn system() -> Self {
+        Self(Arc::new(jiff::Timestamp::now))
+    }
+
+    /// Always `at`.
+    pub fn fixed(at: jiff::Timestamp) -> Self {
+        Self(Arc::new(move || at))
+    }
+
+    /// Whatever `now` returns, e.g. a value a test moves forward.
+    pub fn from_fn(now: impl Fn() -> jiff::Timestamp + Send + Sync + 'static) -> Self {
+        Self(Arc::new(now))
+    }
+
+    /// The current instant.
+    pub fn now(&self) -> jiff::Timestamp {
+        (self.0)()
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Self::system()
+    }
+}
+
+impl fmt::Debug for Clock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Clock")
+    }
+}
+
+/// Everything needed to build the scaler of one trigger (KEDA's `ScalerConfig`).
+///
+/// The operator fills it from the parsed object: `resolved_env` from the scale target's
+/// container (for `<name>FromEnv`), `auth_params` from the trigger's TriggerAuthentication.
+/// Factories read parameters through [`ScalerContext::params`].
+#[derive(Clone, Debug, Default)]
+pub struct ScalerContext {
+    /// Name of the ScaledObject or ScaledJob.
+    pub scalable_name: String,
+    /// Its namespace.
+    pub scalable_namespace: String,
+    /// Its kind.
+    pub scalable_kind: ScalableKind,
+    /// Position of the trigger in `spec.triggers`.
+    pub trigger_index: usize,
+    /// The trigger's `type`.
+    pub trigger_type: String,
+    /// The trigger's optional `name`.
+    pub trigger_name: String,
+    /// The trigger's `useCachedMetrics`.
+    pub use_cached_metrics: bool,
+    /// The trigger's `metadata`, as written.
+    pub metadata: BTreeMap<String, String>,
+    /// Environment of the scale target's container, resolved (values of `<name>FromEnv`).
+    pub resolved_env: BTreeMap<String, String>,
+    /// Parameters resolved from the trigger's (Cluster)TriggerAuthentication.
+    pub auth_params: BTreeMap<String, Secret>,
+    /// The trigger's `metricType`, as written; parse with
+    /// [`ScalerContext::external_metric_type`].
+    pub metric_type: Option<String>,
+    /// The object uses `scalingModifiers`: the trigger feeds a formula, so its own target
+    /// parameters are optional.
+    pub as_metric_source: bool,
+    /// Default timeout for HTTP-based scalers (`KEDA_HTTP_DEFAULT_TIMEOUT`).
+    pub global_http_timeout: Duration,
+    /// Shared client pools: one client per event source, however many objects use it.
+    pub clients: ClientPools,
+    /// The clock scalers must use instead of reading the system time.
+    pub clock: Clock,
+}
+
+impl ScalerContext {
+    /// A context for trigger `index` of type `trigger_type` with empty metadata, fresh pools, the
+    /// system clock and KEDA's default HTTP timeout. Fill the rest with struct update syntax.
+    pub fn new(trigger_type: impl Into<String>, trigger_index: usize) -> Self {
+        Self {
+            trigger_type: trigger_type.into(),
+            trigger_index,
+            global_http_timeout: DEFAULT_HTTP_TIMEOUT,
+            ..Self::default()
+        }
+    }
+
+    /// A context from a trigger as written in a ScaledObject. Env and auth params are empty; the
+    /// caller resolves them.
+    pub fn from_trigger(trigger: &keda_api::ScaleTrigger, trigger_index: usize) -> Self {
+        Self {
+            trigger_name: trigger.name.clone(),
+            use_cached_metrics: trigger.use_cached_metrics,
+            metadata: trigger.metadata.clone(),
+            metric_type: trigger.metric_type.clone(),
+            ..Self::new(trigger.type_.clone(), trigger_index)
+        }
+    }
+
+    /// `trigger <index> (<type>)`, for errors.
+    pub fn trigger_id(&self) -> TriggerId {
+        TriggerId {
+            index: self.trigger_index,
+            trigger_type: self.trigger_type.clone(),
+        }
+    }
+
+    /// KEDA's `TriggerUniqueKey`: `<Kind>-<namespace>-<name>-<index>`.
+    pub fn unique_key(&self) -> String {
+        format!(
+            "{}-{}-{}-{}",
+            self.scalable_kind.as_str(),
+            self.scalable_namespace,
+            self.scalable_name,
+            self.trigger_index
+        )
+    }
+
+    /// Runs `f` with a typed parser over this trigger's metadata, env and auth params. The
+    /// [`crate::error::TriggerId`] it needs lives only for the call.
+    pub fn parse<T>(
+        &self,
+        f: impl FnOnce(&MetadataParser<'_>) -> Result<T, MetadataError>,
+    ) -> Result<T, MetadataError> {
+        let id = self.trigger_id();
+        let parser =
+            MetadataParser::new(&id, &self.metadata, &self.resolved_env, &self.auth_params);
+        f(&parser)
+    }
+
+    /// `s<index>-<normalized name>`: the external metric name of this trigger.
+    pub fn metric_name(&self, name: &str) -> String {
+        metric_name_with_index(self.trigger_index, &normalize_metric_name(name))
+    }
+
+    /// The trigger's `metricType` for an external metric (absent = AverageValue).
+    ///
+    /// # Errors
+    /// `Utilization` or an unknown type.
+    pub fn external_metric_type(&self) -> Result<MetricTargetType, MetadataError> {
+        MetricTargetType::parse_external(self.metric_type.as_deref()).map_err(|message| {
+            MetadataError {
+                trigger: self.trigger_id(),
+                kind: MetadataErrorKind::Rule(message),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn context_from_a_keda_trigger_keeps_its_fields() {
+        let trigger = keda_api::ScaleTrigger {
+            type_: "redis".into(),
+            name: "queue".into(),
+            metadata: [("listName".to_string(), "a/b".to_string())].into(),
+            metric_type: Some("Value".into()),
+            ..Default::default()
+        };
+        let ctx = ScalerContext {
+            scalable_name: "worker".into(),
+            scalable_namespace: "ns".into(),
+            ..ScalerContext::from_trigger(&trigger, 2)
+        };
+        assert_eq!(ctx.metric_name("redis-a/b"), "s2-redis-a-b");
+        assert_eq!(ctx.unique_key(), "ScaledObject-ns-worker-2");
+        assert_eq!(ctx.external_metric_type().unwrap(), MetricTargetType::Value);
+        assert_eq!(ctx.global_http_timeout, DEFAULT_HTTP_TIMEOUT);
+        let list: String = ctx
+            .parse(|p| p.get(&crate::metadata::Param::required("listName")))
+            .unwrap();
+        assert_eq!(list, "a/b");
+    }
+
+    #[test]
+    fn fixed_clock_is_fixed() {
+        let at: jiff::Timestamp = "2024-03-10T12:00:00Z".parse().unwrap();
+        assert_eq!(Clock::fixed(at).now(), at);
+    }
+}

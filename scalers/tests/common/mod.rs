@@ -1,0 +1,246 @@
+//! Shared test helpers: the conformance harness every scaler test goes through, and access to
+//! the local Redis.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use keda_scalers::metric::metric_value_quantity;
+use keda_scalers::{BuiltScaler, Clock, Registry, ScalerContext, ScalerError, Secret};
+
+/// Where the test Redis listens.
+pub const REDIS_ADDRESS: &str = "127.0.0.1:6379";
+
+/// A connection to the local Redis for driving the source, or `None` (with a printed reason)
+/// when there is none. With `CI=true` a missing Redis fails the test instead: CI must not skip.
+pub async fn redis_or_skip(test: &str) -> Option<redis::aio::MultiplexedConnection> {
+    let attempt = async {
+        let client = redis::Client::open(format!("redis://{REDIS_ADDRESS}/"))?;
+        client.get_multiplexed_async_connection().await
+    };
+    let result = tokio::time::timeout(std::time::Duration::from_secs(3), attempt).await;
+    let error = match result {
+        Ok(Ok(connection)) => return Some(connection),
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => "timed out".to_string(),
+    };
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("{test}: Redis at {REDIS_ADDRESS} is required in CI: {error}");
+    }
+    eprintln!("skipping {test}: no Redis at {REDIS_ADDRESS} ({error})");
+    None
+}
+
+/// A key name no other test (or concurrent run) uses.
+pub fn unique(prefix: &str) -> String {
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "keda-rs-test-{prefix}-{}-{nanos}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn docs_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs")
+}
+
+/// The documentation page of `trigger_type`, plus the pages it links to in `docs/scalers/`
+/// (cluster/sentinel variants refer to the main page for shared parameters).
+pub fn doc_text(trigger_type: &str) -> String {
+    let dir = docs_dir().join("scalers");
+    let page = std::fs::read_to_string(dir.join(format!("{trigger_type}.md")))
+        .unwrap_or_else(|e| panic!("docs/scalers/{trigger_type}.md: {e}"));
+    let mut text = page.clone();
+    for link in page.split("](").skip(1) {
+        if let Some((file, _)) = link.split_once(".md")
+            && let Ok(linked) = std::fs::read_to_string(dir.join(format!("{file}.md")))
+        {
+            text.push_str(&linked);
+        }
+    }
+    text
+}
+
+/// The ```yaml blocks of a markdown text, split into documents.
+pub fn yaml_documents(markdown: &str) -> Vec<serde_yaml::Value> {
+    let mut docs = Vec::new();
+    for block in markdown.split("```yaml").skip(1) {
+        let body = block.split("```").next().unwrap_or("");
+        for doc in body.split("\n---\n") {
+            docs.push(serde_yaml::from_str(doc).unwrap_or_else(|e| panic!("bad YAML: {e}\n{doc}")));
+        }
+    }
+    docs
+}
+
+/// The documented example trigger of `trigger_type`: the first trigger of that type in the
+/// first ScaledObject of its page, and its index.
+pub fn documented_trigger(trigger_type: &str) -> (keda_api::ScaleTrigger, usize) {
+    let page = std::fs::read_to_string(docs_dir().join(format!("scalers/{trigger_type}.md")))
+        .unwrap_or_else(|e| panic!("docs/scalers/{trigger_type}.md: {e}"));
+    let docs = yaml_documents(&page);
+    let object = docs
+        .iter()
+        .find(|d| d["kind"].as_str() == Some("ScaledObject"))
+        .unwrap_or_else(|| panic!("docs/scalers/{trigger_type}.md has no ScaledObject example"));
+    let triggers = object["spec"]["triggers"]
+        .as_sequence()
+        .expect("spec.triggers is a list");
+    let (index, trigger) = triggers
+        .iter()
+        .enumerate()
+        .find(|(_, t)| t["type"].as_str() == Some(trigger_type))
+        .unwrap_or_else(|| panic!("the example has no {trigger_type} trigger"));
+    let trigger: keda_api::ScaleTrigger =
+        serde_yaml::from_value(trigger.clone()).expect("the trigger deserializes as KEDA's");
+    (trigger, index)
+}
+
+/// Every parameter the registry declares for `trigger_type` is named (in backticks) in its
+/// docs.
+pub fn assert_parameters_documented(registry: &Registry, trigger_type: &str) {
+    let text = doc_text(trigger_type);
+    let factory = registry.get(trigger_type).expect("registered");
+    for param in factory.params() {
+        for name in param.names() {
+            assert!(
+                text.contains(&format!("`{name}`")),
+                "docs/scalers/{trigger_type}.md does not document parameter `{name}`"
+            );
+        }
+    }
+}
+
+/// How a test adapts the documented example to the local machine.
+#[derive(Default)]
+pub struct Setup<'a> {
+    /// Metadata entries replacing the documented ones (an empty value removes the entry, which
+    /// the parser treats as absent anyway).
+    pub metadata: &'a [(&'a str, &'a str)],
+    /// The scale target's resolved environment.
+    pub env: &'a [(&'a str, &'a str)],
+    /// Resolved TriggerAuthentication parameters.
+    pub auth: &'a [(&'a str, &'a str)],
+    /// A fixed clock.
+    pub clock: Option<Clock>,
+}
+
+/// A scaler built from its documented example through the registry, with its metric specs
+/// already checked.
+pub struct Harness {
+    pub built: BuiltScaler,
+    pub metric_name: String,
+}
+
+/// The conformance helper every scaler test calls: parses the documented example of
+/// `trigger_type`, checks its parameters are documented, applies `setup`, builds the scaler
+/// through the built-in registry, and checks its metric specs (External metrics named
+/// `s<index>-...` with exactly one target quantity; Resource metrics for cpu/memory).
+pub async fn conformance(trigger_type: &str, setup: Setup<'_>) -> Harness {
+    let registry = Registry::builtin();
+    assert_parameters_documented(&registry, trigger_type);
+    let (trigger, index) = documented_trigger(trigger_type);
+    let mut context = ScalerContext::from_trigger(&trigger, index);
+    context.scalable_name = "conformance".into();
+    context.scalable_namespace = "default".into();
+    for (k, v) in setup.metadata {
+        context.metadata.insert(k.to_string(), v.to_string());
+    }
+    context.resolved_env = setup
+        .env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect::<BTreeMap<_, _>>();
+    context.auth_params = setup
+        .auth
+        .iter()
+        .map(|(k, v)| (k.to_string(), Secret::new(*v)))
+        .collect();
+    if let Some(clock) = setup.clock {
+        context.clock = clock;
+    }
+    let built = registry
+        .build(context.clone())
+        .await
+        .unwrap_or_else(|e| panic!("{trigger_type}: the documented example does not build: {e}"));
+    let specs = built.scaler().metric_specs();
+    assert!(!specs.is_empty(), "{trigger_type}: no metric specs");
+    let mut metric_name = String::new();
+    for spec in &specs {
+        match spec.type_.as_str() {
+            "External" => {
+                let external = spec.external.as_ref().expect("External spec has external");
+                let name = &external.metric.name;
+                assert!(
+                    name.starts_with(&format!("s{index}-")),
+                    "{trigger_type}: metric name {name} lacks the s{index}- prefix"
+                );
+                let t = &external.target;
+                let quantities = [t.value.is_some(), t.average_value.is_some()];
+                assert_eq!(quantities.iter().filter(|q| **q).count(), 1, "{t:?}");
+                assert!(t.type_ == "AverageValue" || t.type_ == "Value", "{t:?}");
+                if metric_name.is_empty() {
+                    metric_name = name.clone();
+                }
+            }
+            "Resource" => assert!(spec.resource.is_some()),
+            "ContainerResource" => assert!(spec.container_resource.is_some()),
+            other => panic!("{trigger_type}: unexpected metric type {other}"),
+        }
+    }
+    Harness { built, metric_name }
+}
+
+impl Harness {
+    /// Asks for the metric and asserts the exact value (and its HPA quantity) and activity.
+    pub async fn expect(&self, value: f64, active: bool) {
+        let report = self
+            .built
+            .scaler()
+            .metrics_and_activity(&self.metric_name)
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", self.metric_name));
+        assert_eq!(report.values.len(), 1, "{report:?}");
+        assert_eq!(report.values[0].name, self.metric_name);
+        assert_eq!(
+            report.values[0].value, value,
+            "value of {}",
+            self.metric_name
+        );
+        assert_eq!(report.values[0].quantity(), metric_value_quantity(value));
+        assert_eq!(report.active, active, "activity at value {value}");
+    }
+
+    /// Asks for the metric and returns the error.
+    pub async fn expect_error(&self) -> ScalerError {
+        match self
+            .built
+            .scaler()
+            .metrics_and_activity(&self.metric_name)
+            .await
+        {
+            Ok(r) => panic!("expected an error, got {r:?}"),
+            Err(e) => e,
+        }
+    }
+
+    /// Closes the scaler (twice: it must be idempotent); afterwards a query either still
+    /// works (stateless scalers) or fails with `Closed`.
+    pub async fn close(self) {
+        self.built.scaler().close().await;
+        self.built.scaler().close().await;
+        if let Err(e) = self
+            .built
+            .scaler()
+            .metrics_and_activity(&self.metric_name)
+            .await
+        {
+            assert!(matches!(e, ScalerError::Closed { .. }), "after close: {e}");
+        }
+    }
+}

@@ -1,0 +1,359 @@
+//! Every built-in scaler, built from its documented example through the registry and driven
+//! against the real source where there is one (Redis on 127.0.0.1:6379).
+
+mod common;
+
+use common::{Setup, conformance, redis_or_skip, unique};
+use keda_scalers::{Clock, Registry, ScalerError};
+use redis::AsyncCommands;
+
+#[test]
+fn every_builtin_type_is_documented_with_an_example_that_parses() {
+    let registry = Registry::builtin();
+    let types: Vec<&str> = registry.types().collect();
+    let mut sorted = types.clone();
+    sorted.sort_unstable();
+    assert_eq!(types, sorted);
+    assert_eq!(
+        types,
+        [
+            "cpu",
+            "cron",
+            "memory",
+            "redis",
+            "redis-cluster",
+            "redis-cluster-streams",
+            "redis-sentinel",
+            "redis-sentinel-streams",
+            "redis-streams"
+        ]
+    );
+    for t in types {
+        common::assert_parameters_documented(&registry, t);
+        let (trigger, _) = common::documented_trigger(t);
+        assert_eq!(trigger.type_, t);
+    }
+}
+
+#[tokio::test]
+async fn unknown_trigger_type_lists_the_known_ones() {
+    let err = Registry::builtin()
+        .build(keda_scalers::ScalerContext::new("foo", 0))
+        .await
+        .expect_err("unknown type");
+    assert_eq!(
+        err.to_string(),
+        "unknown trigger type \"foo\"; known types: cpu, cron, memory, redis, redis-cluster, \
+         redis-cluster-streams, redis-sentinel, redis-sentinel-streams, redis-streams"
+    );
+}
+
+mod resource {
+    use super::*;
+
+    #[tokio::test]
+    async fn cpu_and_memory_are_always_active_resource_metrics() {
+        for t in ["cpu", "memory"] {
+            let h = conformance(t, Setup::default()).await;
+            let specs = h.built.scaler().metric_specs();
+            let cr = specs[0]
+                .container_resource
+                .as_ref()
+                .expect("containerName given");
+            assert_eq!((cr.name.as_str(), cr.container.as_str()), (t, "app"));
+            assert_eq!(cr.target.average_utilization, Some(60));
+            let r = h.built.scaler().metrics_and_activity("").await.expect("ok");
+            assert!(r.active && r.values.is_empty());
+            h.close().await;
+        }
+    }
+}
+
+mod cron {
+    use super::*;
+
+    fn at(instant: &str) -> Setup<'static> {
+        Setup {
+            clock: Some(Clock::fixed(instant.parse().expect("instant"))),
+            ..Setup::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn documented_office_hours_window() {
+        // The example: Europe/Berlin, 08:00-17:30 Monday to Friday, 10 replicas.
+        // (instant, value, active); 2024-01-15 is a Monday, Berlin is UTC+1 in winter.
+        for (instant, value, active) in [
+            ("2024-01-15T06:59:00Z", 0.0, false),
+            ("2024-01-15T07:00:00Z", 10.0, true),
+            ("2024-01-15T16:29:00Z", 10.0, true),
+            ("2024-01-15T16:30:00Z", 0.0, false),
+            ("2024-01-13T12:00:00Z", 0.0, false), // Saturday
+            ("2024-03-29T06:30:00Z", 0.0, false), // Friday, 07:30 local (still UTC+1)
+        ] {
+            let h = conformance("cron", at(instant)).await;
+            assert_eq!(h.metric_name, "s0-cron-Europe-Berlin-08xx1-5-3017xx1-5");
+            h.expect(value, active).await;
+            h.close().await;
+        }
+        // After the spring-forward change (2024-03-31) Berlin is UTC+2: 08:00 local = 06:00Z.
+        let h = conformance("cron", at("2024-04-01T06:00:00Z")).await;
+        h.expect(10.0, true).await;
+        h.close().await;
+    }
+}
+
+mod redis_list {
+    use super::*;
+
+    /// Runs `body` against a conformance-built `redis` scaler on `key`, then deletes the key.
+    async fn with_key(key: &str) -> common::Harness {
+        conformance(
+            "redis",
+            Setup {
+                metadata: &[("address", common::REDIS_ADDRESS), ("listName", key)],
+                ..Setup::default()
+            },
+        )
+        .await
+    }
+
+    #[tokio::test]
+    async fn list_length_and_activation_boundary() {
+        let Some(mut r) = redis_or_skip("redis list").await else {
+            return;
+        };
+        let key = unique("list");
+        let h = with_key(&key).await;
+        let target = h.built.scaler().metric_specs()[0]
+            .external
+            .as_ref()
+            .and_then(|e| e.target.average_value.clone())
+            .expect("AverageValue target");
+        assert_eq!(target.0, "10"); // the example's listLength
+        // The example's activationListLength is 2.
+        h.expect(0.0, false).await; // missing key counts as an empty list
+        let _: () = r.rpush(&key, &["a", "b"]).await.expect("rpush");
+        h.expect(2.0, false).await; // equal to the threshold: inactive
+        let _: () = r.rpush(&key, "c").await.expect("rpush");
+        h.expect(3.0, true).await;
+        let _: () = r.del(&key).await.expect("del");
+        h.close().await;
+    }
+
+    #[tokio::test]
+    async fn sets_sorted_sets_and_hashes_are_measured_by_their_size() {
+        let Some(mut r) = redis_or_skip("redis key types").await else {
+            return;
+        };
+        let (zset, set, hash, string) =
+            (unique("zset"), unique("set"), unique("hash"), unique("str"));
+        let _: () = r.zadd(&zset, "a", 1).await.expect("zadd");
+        let _: () = r.zadd(&zset, "b", 2).await.expect("zadd");
+        let _: () = r.zadd(&zset, "c", 3).await.expect("zadd");
+        let _: () = r.sadd(&set, &["a", "b"]).await.expect("sadd");
+        let _: () = r
+            .hset_multiple(&hash, &[("a", 1), ("b", 2), ("c", 3), ("d", 4)])
+            .await
+            .expect("hset");
+        let _: () = r.set(&string, "x").await.expect("set");
+        for (key, value, active) in [(&zset, 3.0, true), (&set, 2.0, false), (&hash, 4.0, true)] {
+            let h = with_key(key).await;
+            h.expect(value, active).await;
+            h.close().await;
+        }
+        let h = with_key(&string).await;
+        let err = h.expect_error().await;
+        assert!(matches!(err, ScalerError::Unexpected { .. }), "{err}");
+        assert!(err.to_string().contains("is a string"), "{err}");
+        h.close().await;
+        let _: () = r.del(&[&zset, &set, &hash, &string]).await.expect("del");
+    }
+
+    #[tokio::test]
+    async fn two_scalers_on_one_redis_share_one_connection_closed_after_both() {
+        let Some(mut r) = redis_or_skip("redis pool").await else {
+            return;
+        };
+        // Database 13 is used only by this test, so the server's count of clients on it is
+        // ours alone.
+        const DB: &str = "13";
+        async fn clients_on_db(r: &mut redis::aio::MultiplexedConnection) -> usize {
+            let list: String = redis::cmd("CLIENT")
+                .arg("LIST")
+                .query_async(r)
+                .await
+                .expect("client list");
+            list.lines()
+                .filter(|l| l.split(' ').any(|f| f == format!("db={DB}")))
+                .count()
+        }
+        async fn wait_for(r: &mut redis::aio::MultiplexedConnection, expected: usize) -> usize {
+            // The server notices a closed socket asynchronously: poll briefly.
+            let mut n = clients_on_db(r).await;
+            for _ in 0..50 {
+                if n == expected {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                n = clients_on_db(r).await;
+            }
+            n
+        }
+        let before = clients_on_db(&mut r).await;
+        let registry = Registry::builtin();
+        let pools = keda_scalers::pool::ClientPools::new();
+        let build = |list: String| {
+            let mut ctx = keda_scalers::ScalerContext::new("redis", 0);
+            ctx.metadata = [
+                ("address", common::REDIS_ADDRESS),
+                ("listName", list.as_str()),
+                ("databaseIndex", DB),
+            ]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+            ctx.clients = pools.clone();
+            registry.build(ctx)
+        };
+        let a = build(unique("a")).await.expect("a builds");
+        let b = build(unique("b")).await.expect("b builds");
+        let pool = pools.pool::<
+            keda_scalers::scalers::redis::connection::RedisSettings,
+            keda_scalers::scalers::redis::connection::RedisClient,
+        >();
+        assert_eq!(pool.len(), 1);
+        assert_eq!(wait_for(&mut r, before + 1).await, before + 1);
+        a.scaler()
+            .metrics_and_activity("s0-redis-a")
+            .await
+            .expect("a reads");
+        b.scaler()
+            .metrics_and_activity("s0-redis-b")
+            .await
+            .expect("b reads");
+        a.scaler().close().await;
+        assert_eq!(pool.len(), 1);
+        assert_eq!(wait_for(&mut r, before + 1).await, before + 1);
+        b.scaler().close().await;
+        assert!(pool.is_empty());
+        assert_eq!(wait_for(&mut r, before).await, before);
+    }
+
+    #[tokio::test]
+    async fn unreachable_redis_fails_to_build_naming_the_address_not_the_password() {
+        let err = Registry::builtin()
+            .build(keda_scalers::ScalerContext {
+                metadata: [
+                    ("address", "127.0.0.1:1"),
+                    ("listName", "x"),
+                    ("password", "hunter2"),
+                ]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+                ..keda_scalers::ScalerContext::new("redis", 0)
+            })
+            .await
+            .expect_err("cannot connect");
+        let message = err.to_string();
+        assert!(
+            message.starts_with("trigger 0 (redis): connecting to redis at 127.0.0.1:1 failed"),
+            "{message}"
+        );
+        assert!(!message.contains("hunter2"), "{message}");
+    }
+}
+
+mod redis_streams {
+    use super::*;
+
+    async fn harness(stream: &str, metadata: &[(&str, &str)]) -> common::Harness {
+        let mut all = vec![("stream", stream)];
+        all.extend_from_slice(metadata);
+        conformance(
+            "redis-streams",
+            Setup {
+                metadata: &all,
+                // The example reads the address from the container's REDIS_ADDRESS.
+                env: &[("REDIS_ADDRESS", common::REDIS_ADDRESS)],
+                ..Setup::default()
+            },
+        )
+        .await
+    }
+
+    #[tokio::test]
+    async fn lag_pending_and_length_modes() {
+        let Some(mut r) = redis_or_skip("redis streams").await else {
+            return;
+        };
+        let stream = unique("stream");
+        let xadd = |r: &mut redis::aio::MultiplexedConnection| {
+            let mut cmd = redis::cmd("XADD");
+            cmd.arg(&stream).arg("*").arg("k").arg("v");
+            let mut r = r.clone();
+            async move {
+                let _: String = cmd.query_async(&mut r).await.expect("xadd");
+            }
+        };
+
+        // The example: consumerGroup workers, lagCount 10, activationLagCount 1 (lag mode).
+        let lag = harness(&stream, &[]).await;
+        assert_eq!(lag.metric_name, format!("s0-redis-streams-{stream}"));
+        xadd(&mut r).await;
+        // No group yet: the whole stream is lag. 1 equals the threshold: inactive.
+        lag.expect(1.0, false).await;
+        let _: () = redis::cmd("XGROUP")
+            .arg("CREATE")
+            .arg(&stream)
+            .arg("workers")
+            .arg("0")
+            .query_async(&mut r)
+            .await
+            .expect("xgroup create");
+        lag.expect(1.0, false).await;
+        xadd(&mut r).await;
+        lag.expect(2.0, true).await;
+
+        let _: redis::Value = redis::cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg("workers")
+            .arg("c1")
+            .arg("COUNT")
+            .arg(2)
+            .arg("STREAMS")
+            .arg(&stream)
+            .arg(">")
+            .query_async(&mut r)
+            .await
+            .expect("xreadgroup");
+        lag.expect(0.0, false).await;
+
+        // Without lagCount: pending entries of the group.
+        let pending = harness(&stream, &[("lagCount", "")]).await;
+        pending.expect(2.0, true).await;
+        let ids: redis::streams::StreamRangeReply =
+            r.xrange_count(&stream, "-", "+", 1).await.expect("xrange");
+        let _: i64 = r
+            .xack(&stream, "workers", &[&ids.ids[0].id])
+            .await
+            .expect("xack");
+        pending.expect(1.0, false).await;
+
+        // Without consumerGroup: the stream length.
+        let length = harness(&stream, &[("consumerGroup", "")]).await;
+        length.expect(2.0, true).await;
+        let target = length.built.scaler().metric_specs()[0]
+            .external
+            .as_ref()
+            .and_then(|e| e.target.average_value.clone())
+            .expect("target");
+        assert_eq!(target.0, "5"); // streamLength default
+
+        let _: () = r.del(&stream).await.expect("del");
+        for h in [lag, pending, length] {
+            h.close().await;
+        }
+    }
+}
