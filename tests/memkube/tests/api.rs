@@ -1115,3 +1115,120 @@ async fn a_kubeconfig_written_for_the_loopback_port_reaches_the_server() {
     let namespaces: Api<Namespace> = Api::all(client);
     assert!(namespaces.get("default").await.is_ok());
 }
+
+#[tokio::test]
+async fn streaming_list_watchers_bookmarks_and_metadata_watchers_work() {
+    on_both_transports(|ctx| async move {
+        let api: Api<ConfigMap> = Api::default_namespaced(ctx.client.clone());
+        api.create(&PostParams::default(), &config_map("before", &[]))
+            .await
+            .expect("create");
+
+        // sendInitialEvents=true: initial ADDED events, then the initial-events-end bookmark.
+        let mut streaming = watch_events(api.clone(), watcher::Config::default().streaming_lists());
+        let mut initial = Vec::new();
+        next_matching(&mut streaming, "streamed initial state", |e| match e {
+            Ok(watcher::Event::InitApply(cm)) => {
+                initial.push(name_of(cm));
+                None
+            }
+            Ok(watcher::Event::InitDone) => Some(()),
+            _ => None,
+        })
+        .await;
+        assert_eq!(initial, vec!["before".to_string()], "{}", ctx.transport);
+
+        // A raw watch that allows bookmarks gets one.
+        let mut raw = api
+            .watch(&WatchParams::default().timeout(30), "0")
+            .await
+            .expect("watch")
+            .boxed();
+        within("a bookmark", async {
+            loop {
+                match raw.try_next().await.expect("watch works") {
+                    Some(WatchEvent::Bookmark(bookmark)) => {
+                        assert!(!bookmark.metadata.resource_version.is_empty());
+                        return;
+                    }
+                    Some(_) => {}
+                    None => panic!("watch ended before a bookmark"),
+                }
+            }
+        })
+        .await;
+
+        let metadata_api: Api<kube::core::PartialObjectMeta<ConfigMap>> =
+            Api::default_namespaced(ctx.client.clone());
+        let mut metadata = watcher(metadata_api, watcher::Config::default()).boxed();
+        api.create(&PostParams::default(), &config_map("after", &[]))
+            .await
+            .expect("create");
+        let mut names = Vec::new();
+        within("metadata events", async {
+            while !(names.contains(&"after".to_string()) && names.contains(&"before".to_string())) {
+                if let Some(watcher::Event::Apply(meta) | watcher::Event::InitApply(meta)) =
+                    metadata.try_next().await.expect("metadata watch works")
+                {
+                    names.push(name_of(&meta));
+                }
+            }
+        })
+        .await;
+        next_matching(
+            &mut streaming,
+            "events after the streamed list",
+            |e| match e {
+                Ok(watcher::Event::Apply(cm)) if name_of(cm) == "after" => Some(()),
+                _ => None,
+            },
+        )
+        .await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_selector_watch_sees_objects_enter_and_leave_the_selection() {
+    on_both_transports(|ctx| async move {
+        let api: Api<ConfigMap> = Api::default_namespaced(ctx.client.clone());
+        let mut events = watch_events(api.clone(), watcher::Config::default().labels("team=a"));
+        next_matching(&mut events, "initial list", |e| {
+            matches!(e, Ok(watcher::Event::InitDone)).then_some(())
+        })
+        .await;
+        api.create(&PostParams::default(), &config_map("cm", &[("team", "b")]))
+            .await
+            .expect("create");
+        let relabel =
+            |team: &str| Patch::Merge(json!({ "metadata": { "labels": { "team": team } } }));
+        api.patch("cm", &PatchParams::default(), &relabel("a"))
+            .await
+            .expect("enter");
+        next_matching(&mut events, "entering the selection", |e| match e {
+            Ok(watcher::Event::Apply(cm)) if name_of(cm) == "cm" => Some(()),
+            Ok(watcher::Event::Delete(_)) => panic!("unexpected delete"),
+            _ => None,
+        })
+        .await;
+        api.patch("cm", &PatchParams::default(), &relabel("c"))
+            .await
+            .expect("leave");
+        next_matching(&mut events, "leaving the selection", |e| match e {
+            Ok(watcher::Event::Delete(cm)) if name_of(cm) == "cm" => Some(()),
+            _ => None,
+        })
+        .await;
+        assert_eq!(
+            api.list(&ListParams::default().labels("team=a"))
+                .await
+                .expect("list")
+                .items
+                .len(),
+            0,
+            "{}",
+            ctx.transport
+        );
+    })
+    .await;
+}
