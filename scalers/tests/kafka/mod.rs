@@ -268,6 +268,27 @@ async fn partition_limitation_watches_only_the_listed_partitions() {
 }
 
 #[tokio::test]
+async fn a_topic_that_does_not_exist_is_an_error_naming_it() {
+    if Broker::connect_or_skip("kafka missing topic")
+        .await
+        .is_none()
+    {
+        return;
+    }
+    let topic = unique("missing");
+    let h = harness(&topic, &unique("group"), &[]).await;
+    let err = h.expect_error().await;
+    assert!(matches!(err, ScalerError::Query { .. }), "{err}");
+    assert!(
+        err.to_string().starts_with(&format!(
+            "trigger 0 (kafka): describing topic \"{topic}\" failed"
+        )),
+        "{err}"
+    );
+    h.close().await;
+}
+
+#[tokio::test]
 async fn persistent_lag_is_excluded_from_the_second_poll_but_keeps_the_trigger_active() {
     let Some(broker) = Broker::connect_or_skip("kafka excludePersistentLag").await else {
         return;
