@@ -1,6 +1,7 @@
 //! The built-in scalers, one module per source.
 
 pub mod cron;
+pub mod rabbitmq;
 pub mod redis;
 pub mod resource;
 
@@ -15,6 +16,7 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "memory",
         Declared::new(resource::build_memory, resource::PARAMS),
     );
+    registry.register("rabbitmq", Declared::new(rabbitmq::build, rabbitmq::PARAMS));
     registry.register("redis", Declared::new(list::build_redis, LIST_PARAMS));
     registry.register(
         "redis-cluster",
