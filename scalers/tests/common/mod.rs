@@ -24,11 +24,17 @@ pub async fn redis_or_skip(test: &str) -> Option<redis::aio::MultiplexedConnecti
         Ok(Err(e)) => e.to_string(),
         Err(_) => "timed out".to_string(),
     };
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("{test}: Redis at {REDIS_ADDRESS} is required in CI: {error}");
-    }
-    eprintln!("skipping {test}: no Redis at {REDIS_ADDRESS} ({error})");
+    skip_or_fail(test, "Redis", REDIS_ADDRESS, &error);
     None
+}
+
+/// A test's local service is missing: with `CI=true` the test fails (CI must not skip),
+/// otherwise it prints why it skips and the caller returns.
+pub fn skip_or_fail(test: &str, service: &str, address: &str, error: &str) {
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("{test}: {service} at {address} is required in CI: {error}");
+    }
+    eprintln!("skipping {test}: no {service} at {address} ({error})");
 }
 
 /// A key name no other test (or concurrent run) uses.

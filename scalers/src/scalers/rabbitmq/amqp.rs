@@ -77,6 +77,10 @@ impl AmqpClient {
         let mut uri: AMQPUri = key.host.expose().parse().map_err(AmqpError::Uri)?;
         if let Some(vhost) = &key.vhost {
             uri.vhost.clone_from(vhost);
+        } else if uri.vhost.is_empty() {
+            // `amqp://host:5672/`: amqp091-go (KEDA) reads a bare `/` as the default vhost,
+            // lapin as the empty vhost, which cannot exist. Follow KEDA.
+            uri.vhost = "/".to_string();
         }
         if let Some((user, password)) = &key.credentials {
             uri.authority.userinfo.username.clone_from(user);
