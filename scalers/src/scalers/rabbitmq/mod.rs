@@ -146,7 +146,7 @@ impl RabbitMqScaler {
         let query_error = |source: BoxError| ScalerError::Query {
             trigger: self.trigger.clone(),
             operation: format!(
-                "inspecting RabbitMQ queue \"{}\" at {}",
+                "reading queue \"{}\" from {}",
                 self.config.queue_name,
                 describe(&self.config)
             ),
