@@ -16,6 +16,7 @@ pub mod registry;
 pub mod scaler;
 pub mod scalers;
 pub mod secret;
+pub mod tls;
 
 pub use context::{Clock, ScalableKind, ScalerContext};
 pub use error::{MetadataError, MetadataErrorKind, ScalerError, Source, TriggerId};

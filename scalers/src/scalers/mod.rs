@@ -2,6 +2,7 @@
 
 pub mod cron;
 pub mod kafka;
+pub mod rabbitmq;
 pub mod redis;
 pub mod resource;
 
@@ -17,6 +18,7 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "memory",
         Declared::new(resource::build_memory, resource::PARAMS),
     );
+    registry.register("rabbitmq", Declared::new(rabbitmq::build, rabbitmq::PARAMS));
     registry.register("redis", Declared::new(list::build_redis, LIST_PARAMS));
     registry.register(
         "redis-cluster",

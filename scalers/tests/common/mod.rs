@@ -1,5 +1,5 @@
 //! Shared test helpers: the conformance harness every scaler test goes through, and access to
-//! the local services (Redis, the Kafka-protocol broker).
+//! the local services (Redis, RabbitMQ, the Kafka-protocol broker).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -89,16 +89,8 @@ pub enum Topology {
     Sentinel,
 }
 
-/// TLS settings, part of the pool key.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct TlsSettings {
-    /// `unsafeSsl`: skip certificate verification.
-    pub insecure: bool,
-    /// PEM CA bundle replacing the system roots.
-    pub ca: Option<Secret>,
-    /// PEM client certificate and key (mTLS).
-    pub client: Option<(Secret, Secret)>,
-}
+/// TLS settings, part of the pool key (shared with the other scalers).
+pub use crate::tls::TlsSettings;
 
 /// Everything that identifies a Redis client: the pool key. Two triggers with equal settings
 /// share one connection.

@@ -1,0 +1,617 @@
+//! The `rabbitmq` trigger's parameters, parsed and validated with KEDA's rules
+//! (`pkg/scalers/rabbitmq_scaler.go`: `rabbitMQMetadata.Validate` and `validateTrigger`).
+
+use std::time::Duration;
+
+use crate::context::ScalerContext;
+use crate::error::{ScalerError, Source};
+use crate::metadata::{AUTH, AUTH_ENV, METADATA_AUTH_ENV, MetadataParser, Param};
+use crate::metric::MetricTargetType;
+use crate::secret::Secret;
+use crate::tls::TlsSettings;
+
+use super::url::query_escape;
+
+const METADATA_AUTH: &[Source] = &[Source::Metadata, Source::Auth];
+
+pub(super) const HOST: Param = Param::optional("host").order(METADATA_AUTH_ENV).secret();
+pub(super) const QUEUE_NAME: Param = Param::required("queueName");
+pub(super) const MODE: Param = Param::optional("mode");
+pub(super) const VALUE: Param = Param::optional("value");
+pub(super) const QUEUE_LENGTH: Param = Param::optional("queueLength");
+pub(super) const ACTIVATION_VALUE: Param = Param::optional("activationValue").default("0");
+pub(super) const PROTOCOL: Param = Param::optional("protocol")
+    .order(METADATA_AUTH)
+    .default("auto")
+    .allowed(&["auto", "amqp", "http"]);
+pub(super) const VHOST_NAME: Param = Param::optional("vhostName").order(METADATA_AUTH);
+pub(super) const USE_REGEX: Param = Param::optional("useRegex").default("false");
+pub(super) const EXCLUDE_UNACKNOWLEDGED: Param =
+    Param::optional("excludeUnacknowledged").default("false");
+pub(super) const PAGE_SIZE: Param = Param::optional("pageSize").default("100");
+pub(super) const OPERATION: Param = Param::optional("operation")
+    .default("sum")
+    .allowed(&["sum", "avg", "max"]);
+pub(super) const TIMEOUT: Param = Param::optional("timeout").range(0.0, f64::MAX);
+pub(super) const USERNAME: Param = Param::optional("username").order(AUTH_ENV);
+pub(super) const PASSWORD: Param = Param::optional("password").order(AUTH_ENV).secret();
+pub(super) const TLS: Param = Param::optional("tls")
+    .order(AUTH)
+    .default("disable")
+    .allowed(&["enable", "disable"]);
+pub(super) const CA: Param = Param::optional("ca").order(AUTH).secret();
+pub(super) const CERT: Param = Param::optional("cert").order(AUTH).secret();
+pub(super) const KEY: Param = Param::optional("key").order(AUTH).secret();
+pub(super) const KEY_PASSWORD: Param = Param::optional("keyPassword").order(AUTH).secret();
+pub(super) const UNSAFE_SSL: Param = Param::optional("unsafeSsl").default("false");
+pub(super) const WORKLOAD_IDENTITY_RESOURCE: Param =
+    Param::optional("workloadIdentityResource").order(AUTH);
+pub(super) const OAUTH_TOKEN_URI: Param = Param::optional("oauthTokenURI").order(AUTH);
+pub(super) const CLIENT_ID: Param = Param::optional("clientID").order(AUTH);
+pub(super) const CLIENT_SECRET: Param = Param::optional("clientSecret").order(AUTH).secret();
+
+/// Every parameter of the `rabbitmq` trigger.
+pub const PARAMS: &[Param] = &[
+    HOST,
+    QUEUE_NAME,
+    MODE,
+    VALUE,
+    QUEUE_LENGTH,
+    ACTIVATION_VALUE,
+    PROTOCOL,
+    VHOST_NAME,
+    USE_REGEX,
+    EXCLUDE_UNACKNOWLEDGED,
+    PAGE_SIZE,
+    OPERATION,
+    TIMEOUT,
+    USERNAME,
+    PASSWORD,
+    TLS,
+    CA,
+    CERT,
+    KEY,
+    KEY_PASSWORD,
+    UNSAFE_SSL,
+    WORKLOAD_IDENTITY_RESOURCE,
+    OAUTH_TOKEN_URI,
+    CLIENT_ID,
+    CLIENT_SECRET,
+];
+
+/// KEDA's default target when none of `mode`, `value`, `queueLength` is given.
+pub const DEFAULT_QUEUE_LENGTH: f64 = 20.0;
+
+/// How the broker is asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    /// AMQP 0-9-1: a passive queue declare, which reports ready messages.
+    Amqp,
+    /// The management plugin's HTTP API.
+    Http,
+}
+
+/// What the metric measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Messages in the queue.
+    QueueLength,
+    /// Publish rate (messages per second).
+    MessageRate,
+    /// Deliver + get rate (messages per second).
+    DeliverGetRate,
+    /// Publish rate divided by deliver + get rate.
+    PublishedToDeliveredRatio,
+    /// Seconds until the queue is drained at the current rates.
+    ExpectedQueueConsumptionTime,
+}
+
+impl Mode {
+    const ALL: [(&'static str, Self); 5] = [
+        ("QueueLength", Self::QueueLength),
+        ("MessageRate", Self::MessageRate),
+        ("DeliverGetRate", Self::DeliverGetRate),
+        ("PublishedToDeliveredRatio", Self::PublishedToDeliveredRatio),
+        (
+            "ExpectedQueueConsumptionTime",
+            Self::ExpectedQueueConsumptionTime,
+        ),
+    ];
+
+    /// The name users write in `mode`.
+    pub fn as_str(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, m)| *m == self)
+            .map_or("QueueLength", |(name, _)| name)
+    }
+
+    fn parse(name: &str) -> Option<Self> {
+        Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, m)| *m)
+    }
+}
+
+/// How several queues matched by a regex are combined.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operation {
+    /// Sum of every counter and rate.
+    Sum,
+    /// Average (message counts by integer division, as KEDA).
+    Avg,
+    /// Maximum of each counter and rate, taken separately.
+    Max,
+}
+
+/// The parsed trigger.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RabbitMqConfig {
+    /// The broker URL as given (credentials included); never shown.
+    pub host: Secret,
+    /// AMQP or HTTP (after `auto` detection).
+    pub protocol: Protocol,
+    /// The queue, or a regex over queue names with `useRegex`.
+    pub queue_name: String,
+    /// What is measured.
+    pub mode: Mode,
+    /// The target.
+    pub value: f64,
+    /// Active iff the value is above this (with the mode-specific extra rules).
+    pub activation_value: f64,
+    /// Overrides the vhost of `host`.
+    pub vhost_name: Option<String>,
+    /// `queueName` is a regex (HTTP only).
+    pub use_regex: bool,
+    /// Count ready messages only (HTTP only).
+    pub exclude_unacknowledged: bool,
+    /// Page size of the regex query.
+    pub page_size: i64,
+    /// How regex matches are combined.
+    pub operation: Operation,
+    /// HTTP timeout: `timeout` or the operator's default.
+    pub timeout: Duration,
+    /// Credentials replacing those of the URL (both or neither).
+    pub credentials: Option<(String, Secret)>,
+    /// TLS settings; used for `amqps://` and `https://` URLs.
+    pub tls: TlsSettings,
+    /// `s<index>-rabbitmq-<escaped queue name>`.
+    pub metric_name: String,
+    /// AverageValue or Value.
+    pub metric_type: MetricTargetType,
+}
+
+impl RabbitMqConfig {
+    /// Parses and validates the trigger.
+    ///
+    /// # Errors
+    /// A parameter is missing, malformed, or combined with one it cannot be combined with.
+    pub fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
+        let metric_type = ctx.external_metric_type()?;
+        Ok(ctx.parse(|p| {
+            let host: Secret = p.get(&HOST.require())?;
+            let queue_name: String = p.get(&QUEUE_NAME)?;
+            let protocol_name: String = p.get(&PROTOCOL)?;
+            let tls_enabled = p.get::<String>(&TLS)? == "enable";
+            let cert: Option<Secret> = p.get_opt(&CERT)?;
+            let key: Option<Secret> = p.get_opt(&KEY)?;
+            let client = match (cert, key) {
+                (Some(c), Some(k)) => Some((c, k)),
+                (None, None) => None,
+                _ => return Err(p.rule("parameters \"cert\" and \"key\" must be given together")),
+            };
+            if p.is_present(&KEY_PASSWORD) {
+                return Err(p.rule(
+                    "parameter \"keyPassword\" is not supported: provide an unencrypted PEM key",
+                ));
+            }
+            let page_size: i64 = p.get(&PAGE_SIZE)?;
+            if page_size < 1 {
+                return Err(p.rule("parameter \"pageSize\" should be 1 or greater"));
+            }
+            let username: Option<String> = p.get_opt(&USERNAME)?;
+            let password: Option<Secret> = p.get_opt(&PASSWORD)?;
+            let credentials = match (username, password) {
+                (Some(u), Some(pw)) => Some((u, pw)),
+                (None, None) => None,
+                _ => return Err(p.rule("username and password must be given together")),
+            };
+            let protocol = match protocol_name.as_str() {
+                "amqp" => Protocol::Amqp,
+                "http" => Protocol::Http,
+                _ => detect_protocol(p, host.expose())?,
+            };
+            for unsupported in [
+                &WORKLOAD_IDENTITY_RESOURCE,
+                &OAUTH_TOKEN_URI,
+                &CLIENT_ID,
+                &CLIENT_SECRET,
+            ] {
+                if p.is_present(unsupported) {
+                    return Err(p.rule(format!(
+                        "parameter \"{}\" is not supported by keda-rs's rabbitmq scaler yet; use username and password",
+                        unsupported.name
+                    )));
+                }
+            }
+            let use_regex: bool = p.get(&USE_REGEX)?;
+            if use_regex && protocol != Protocol::Http {
+                return Err(p.rule("configure useRegex=true only with HTTP protocol"));
+            }
+            let exclude_unacknowledged: bool = p.get(&EXCLUDE_UNACKNOWLEDGED)?;
+            if exclude_unacknowledged && protocol != Protocol::Http {
+                return Err(p.rule("configure excludeUnacknowledged=true only with HTTP protocol"));
+            }
+            let (mode, value) = trigger_mode(p, protocol)?;
+            let timeout_ms: Option<u64> = p.get_opt(&TIMEOUT)?;
+            let timeout_ms = timeout_ms.filter(|ms| *ms > 0);
+            if let (Protocol::Amqp, Some(ms)) = (protocol, timeout_ms) {
+                return Err(p.rule(format!(
+                    "AMQP protocol doesn't support custom timeouts: {ms}; remove \"timeout\" or use the HTTP protocol"
+                )));
+            }
+            Ok(Self {
+                host,
+                protocol,
+                metric_name: ctx.metric_name(&format!("rabbitmq-{}", query_escape(&queue_name))),
+                queue_name,
+                mode,
+                value,
+                activation_value: p.get(&ACTIVATION_VALUE)?,
+                vhost_name: p.get_opt(&VHOST_NAME)?,
+                use_regex,
+                exclude_unacknowledged,
+                page_size,
+                operation: match p.get::<String>(&OPERATION)?.as_str() {
+                    "avg" => Operation::Avg,
+                    "max" => Operation::Max,
+                    _ => Operation::Sum,
+                },
+                timeout: timeout_ms.map_or(ctx.global_http_timeout, Duration::from_millis),
+                credentials,
+                tls: TlsSettings {
+                    insecure: p.get(&UNSAFE_SSL)?,
+                    ca: if tls_enabled { p.get_opt(&CA)? } else { None },
+                    client: if tls_enabled { client } else { None },
+                },
+                metric_type,
+            })
+        })?)
+    }
+}
+
+/// `protocol: auto`: the scheme of `host` decides. Only the scheme is shown in errors: the URL
+/// may hold credentials.
+fn detect_protocol(p: &MetadataParser<'_>, host: &str) -> Result<Protocol, crate::MetadataError> {
+    let scheme = host
+        .split_once("://")
+        .map(|(scheme, _)| scheme.to_ascii_lowercase())
+        .unwrap_or_default();
+    match scheme.as_str() {
+        "amqp" | "amqps" => Ok(Protocol::Amqp),
+        "http" | "https" => Ok(Protocol::Http),
+        other => Err(p.rule(format!(
+            "unknown host URL scheme: `{other}`; \"host\" must start with amqp://, amqps://, http:// or https://, or set \"protocol\""
+        ))),
+    }
+}
+
+/// KEDA's `validateTrigger`: zero counts as absent for `queueLength` and `value`.
+fn trigger_mode(
+    p: &MetadataParser<'_>,
+    protocol: Protocol,
+) -> Result<(Mode, f64), crate::MetadataError> {
+    let mode_name: Option<String> = p.get_opt(&MODE)?;
+    let value = p.get_opt::<f64>(&VALUE)?.filter(|v| *v != 0.0);
+    let queue_length = p.get_opt::<f64>(&QUEUE_LENGTH)?.filter(|v| *v != 0.0);
+    match (queue_length, mode_name.as_deref(), value) {
+        (None, None, None) => return Ok((Mode::QueueLength, DEFAULT_QUEUE_LENGTH)),
+        (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
+            return Err(p.rule("queueLength is deprecated; use mode and value"));
+        }
+        (Some(length), None, None) => return Ok((Mode::QueueLength, length)),
+        (None, None, Some(_)) => return Err(p.rule("mode must be specified")),
+        (None, Some(_), None) => return Err(p.rule("value must be specified")),
+        (None, Some(_), Some(_)) => {}
+    }
+    let (Some(name), Some(value)) = (mode_name, value) else {
+        return Err(p.rule("mode must be specified"));
+    };
+    let mode = Mode::parse(&name).ok_or_else(|| {
+        p.rule(format!(
+            "trigger mode {name} must be one of QueueLength, MessageRate, DeliverGetRate, PublishedToDeliveredRatio or ExpectedQueueConsumptionTime"
+        ))
+    })?;
+    if mode != Mode::QueueLength && protocol != Protocol::Http {
+        return Err(p.rule(format!(
+            "protocol amqp not supported; must be HTTP to use trigger mode {name}"
+        )));
+    }
+    Ok((mode, value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx(metadata: &[(&str, &str)], auth: &[(&str, &str)]) -> ScalerContext {
+        ScalerContext {
+            metadata: metadata
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            auth_params: auth
+                .iter()
+                .map(|(k, v)| (k.to_string(), Secret::new(*v)))
+                .collect(),
+            ..ScalerContext::new("rabbitmq", 0)
+        }
+    }
+
+    fn parse(metadata: &[(&str, &str)], auth: &[(&str, &str)]) -> Result<RabbitMqConfig, String> {
+        RabbitMqConfig::parse(&ctx(metadata, auth)).map_err(|e| e.to_string())
+    }
+
+    const AMQP: &str = "amqp://user:sekret@rabbit:5672/vhost";
+    const HTTP: &str = "http://user:sekret@rabbit:15672/";
+
+    #[test]
+    fn defaults_to_queue_length_twenty() {
+        let c = parse(&[("host", AMQP), ("queueName", "q")], &[]).unwrap();
+        assert_eq!((c.mode, c.value), (Mode::QueueLength, 20.0));
+        assert_eq!(c.activation_value, 0.0);
+        assert_eq!(c.protocol, Protocol::Amqp);
+        assert_eq!(c.page_size, 100);
+        assert_eq!(c.operation, Operation::Sum);
+        assert_eq!(c.timeout, crate::context::DEFAULT_HTTP_TIMEOUT);
+        assert_eq!(c.metric_name, "s0-rabbitmq-q");
+    }
+
+    #[test]
+    fn metric_names_escape_the_queue_name_as_keda_does() {
+        // url.QueryEscape, then NormalizeString: "/" -> %2F -> -2F.
+        for (queue, expected) in [
+            ("sample", "s0-rabbitmq-sample"),
+            ("namespace/name", "s0-rabbitmq-namespace-2Fname"),
+            ("a b.c", "s0-rabbitmq-a+b-c"),
+        ] {
+            let c = parse(&[("host", HTTP), ("queueName", queue)], &[]).unwrap();
+            assert_eq!(c.metric_name, expected, "{queue}");
+        }
+    }
+
+    #[test]
+    fn protocol_follows_the_scheme_unless_given() {
+        // (host, protocol, expected)
+        for (host, protocol, expected) in [
+            ("amqp://h", "", Protocol::Amqp),
+            ("amqps://h", "", Protocol::Amqp),
+            ("http://h", "", Protocol::Http),
+            ("HTTPS://h", "", Protocol::Http),
+            ("amqp://h", "http", Protocol::Http),
+            ("http://h", "amqp", Protocol::Amqp),
+        ] {
+            let c = parse(
+                &[("host", host), ("queueName", "q"), ("protocol", protocol)],
+                &[],
+            )
+            .unwrap();
+            assert_eq!(c.protocol, expected, "{host} {protocol}");
+        }
+    }
+
+    #[test]
+    fn modes_values_and_the_deprecated_queue_length() {
+        let c = parse(
+            &[("host", HTTP), ("queueName", "q"), ("queueLength", "7")],
+            &[],
+        )
+        .unwrap();
+        assert_eq!((c.mode, c.value), (Mode::QueueLength, 7.0));
+        let c = parse(
+            &[
+                ("host", HTTP),
+                ("queueName", "q"),
+                ("mode", "MessageRate"),
+                ("value", "2.5"),
+                ("activationValue", "1.5"),
+            ],
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            (c.mode, c.value, c.activation_value),
+            (Mode::MessageRate, 2.5, 1.5)
+        );
+    }
+
+    #[test]
+    fn invalid_combinations_fail_with_keda_messages() {
+        // (metadata, auth params, expected message after the trigger prefix)
+        type Row<'a> = (&'a [(&'a str, &'a str)], &'a [(&'a str, &'a str)], &'a str);
+        let rows: &[Row<'_>] = &[
+            (
+                &[("queueName", "q")],
+                &[],
+                r#"missing required parameter "host""#,
+            ),
+            (
+                &[("host", HTTP)],
+                &[],
+                r#"missing required parameter "queueName""#,
+            ),
+            (
+                &[("host", "ftp://u:sekret@h"), ("queueName", "q")],
+                &[],
+                "unknown host URL scheme: `ftp`",
+            ),
+            (
+                &[("host", HTTP), ("queueName", "q"), ("protocol", "kafka")],
+                &[],
+                r#"parameter "protocol": "kafka" is not one of auto, amqp, http"#,
+            ),
+            (
+                &[
+                    ("host", HTTP),
+                    ("queueName", "q"),
+                    ("queueLength", "5"),
+                    ("mode", "QueueLength"),
+                ],
+                &[],
+                "queueLength is deprecated; use mode and value",
+            ),
+            (
+                &[
+                    ("host", HTTP),
+                    ("queueName", "q"),
+                    ("queueLength", "5"),
+                    ("value", "5"),
+                ],
+                &[],
+                "queueLength is deprecated; use mode and value",
+            ),
+            (
+                &[("host", HTTP), ("queueName", "q"), ("mode", "QueueLength")],
+                &[],
+                "value must be specified",
+            ),
+            (
+                &[("host", HTTP), ("queueName", "q"), ("value", "5")],
+                &[],
+                "mode must be specified",
+            ),
+            (
+                &[
+                    ("host", HTTP),
+                    ("queueName", "q"),
+                    ("mode", "Foo"),
+                    ("value", "5"),
+                ],
+                &[],
+                "trigger mode Foo must be one of QueueLength, MessageRate, DeliverGetRate, PublishedToDeliveredRatio or ExpectedQueueConsumptionTime",
+            ),
+            (
+                &[
+                    ("host", AMQP),
+                    ("queueName", "q"),
+                    ("mode", "MessageRate"),
+                    ("value", "5"),
+                ],
+                &[],
+                "protocol amqp not supported; must be HTTP to use trigger mode MessageRate",
+            ),
+            (
+                &[("host", AMQP), ("queueName", "q"), ("timeout", "10")],
+                &[],
+                "AMQP protocol doesn't support custom timeouts: 10",
+            ),
+            (
+                &[("host", AMQP), ("queueName", "q"), ("useRegex", "true")],
+                &[],
+                "configure useRegex=true only with HTTP protocol",
+            ),
+            (
+                &[
+                    ("host", AMQP),
+                    ("queueName", "q"),
+                    ("excludeUnacknowledged", "true"),
+                ],
+                &[],
+                "configure excludeUnacknowledged=true only with HTTP protocol",
+            ),
+            (
+                &[("host", HTTP), ("queueName", "q"), ("pageSize", "0")],
+                &[],
+                r#"parameter "pageSize" should be 1 or greater"#,
+            ),
+            (
+                &[("host", HTTP), ("queueName", "q"), ("pageSize", "a")],
+                &[],
+                r#"parameter "pageSize": "a" is not a valid integer"#,
+            ),
+            (
+                &[("host", HTTP), ("queueName", "q"), ("operation", "min")],
+                &[],
+                r#"parameter "operation": "min" is not one of sum, avg, max"#,
+            ),
+            (
+                &[("host", HTTP), ("queueName", "q")],
+                &[("username", "u")],
+                "username and password must be given together",
+            ),
+            (
+                &[("host", HTTP), ("queueName", "q")],
+                &[("tls", "yes")],
+                r#"parameter "tls": the value from TriggerAuthentication is not one of enable, disable"#,
+            ),
+            (
+                &[("host", HTTP), ("queueName", "q")],
+                &[("tls", "enable"), ("cert", "C")],
+                r#"parameters "cert" and "key" must be given together"#,
+            ),
+            (
+                &[("host", HTTP), ("queueName", "q")],
+                &[("workloadIdentityResource", "r")],
+                r#"parameter "workloadIdentityResource" is not supported"#,
+            ),
+        ];
+        for (metadata, auth, expected) in rows {
+            let err = parse(metadata, auth).unwrap_err();
+            assert!(
+                err.starts_with(&format!("trigger 0 (rabbitmq): {expected}")),
+                "expected {expected:?}, got {err:?}"
+            );
+            assert!(!err.contains("sekret"), "{err}");
+        }
+    }
+
+    #[test]
+    fn host_and_credentials_come_from_auth_and_env() {
+        let c = RabbitMqConfig::parse(&ScalerContext {
+            metadata: [
+                ("hostFromEnv", "RABBIT"),
+                ("queueName", "q"),
+                ("usernameFromEnv", "U"),
+            ]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+            resolved_env: [("RABBIT", HTTP), ("U", "env-user")]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            auth_params: [("password", Secret::new("pw"))]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            ..ScalerContext::new("rabbitmq", 0)
+        })
+        .unwrap();
+        assert_eq!(c.host.expose(), HTTP);
+        let (user, password) = c.credentials.as_ref().unwrap();
+        assert_eq!((user.as_str(), password.expose()), ("env-user", "pw"));
+        assert!(!format!("{c:?}").contains("sekret"));
+    }
+
+    #[test]
+    fn tls_material_is_used_only_when_enabled_and_timeout_overrides_the_default() {
+        let c = parse(
+            &[
+                ("host", "https://h"),
+                ("queueName", "q"),
+                ("timeout", "1500"),
+                ("unsafeSsl", "true"),
+            ],
+            &[("ca", "CA"), ("cert", "C"), ("key", "K")],
+        )
+        .unwrap();
+        assert_eq!(c.tls.ca, None);
+        assert!(c.tls.insecure);
+        assert_eq!(c.timeout, Duration::from_millis(1500));
+        let c = parse(
+            &[("host", "https://h"), ("queueName", "q")],
+            &[("tls", "enable"), ("ca", "CA"), ("cert", "C"), ("key", "K")],
+        )
+        .unwrap();
+        assert_eq!(c.tls.ca.as_ref().map(Secret::expose), Some("CA"));
+        assert!(c.tls.client.is_some());
+    }
+}

@@ -1,0 +1,414 @@
+//! `rabbitmq`: scales on a RabbitMQ queue, read over AMQP (ready messages, from a passive
+//! queue declare) or over the management plugin's HTTP API (messages, ready messages, publish
+//! and deliver rates; one queue or every queue matching a regex). Compatible with KEDA's
+//! `rabbitmq` trigger.
+//!
+//! Clients are shared: one AMQP connection per (URL with credentials, vhost, TLS settings) and
+//! one HTTP client per (TLS settings, timeout), however many triggers use them.
+
+pub mod amqp;
+pub mod config;
+pub mod http;
+pub mod url;
+
+use async_trait::async_trait;
+use k8s_openapi::api::autoscaling::v2::MetricSpec;
+
+use self::amqp::{AmqpClient, AmqpKey};
+pub use self::config::{Mode, Operation, PARAMS, Protocol, RabbitMqConfig};
+use self::http::{HttpKey, QueueInfo, QueuePage, QueueStatus};
+use crate::context::ScalerContext;
+use crate::error::{BoxError, ScalerError, TriggerId};
+use crate::metric::{external_metric_spec, metric_target_milli};
+use crate::pool::Lease;
+use crate::scaler::{BuiltScaler, MetricValue, MetricsAndActivity, Scaler};
+
+/// The metric value and activity KEDA reports for `status` in `mode` (`GetMetricsAndActivity`
+/// of KEDA's scaler, including the empty-queue rule of ExpectedQueueConsumptionTime).
+pub fn evaluate(mode: Mode, activation: f64, status: QueueStatus) -> (f64, bool) {
+    let messages = status.messages as f64;
+    let (publish, deliver) = (status.publish_rate, status.deliver_get_rate);
+    match mode {
+        Mode::QueueLength => (messages, messages > activation),
+        Mode::MessageRate => (publish, publish > activation || messages > activation),
+        Mode::DeliverGetRate => (deliver, deliver > activation),
+        Mode::PublishedToDeliveredRatio => {
+            let stalled = publish > 0.0 && deliver == 0.0;
+            let ratio = if stalled {
+                activation
+            } else if publish > 0.0 && deliver > 0.0 {
+                publish / deliver
+            } else {
+                0.0
+            };
+            (ratio, ratio > activation || stalled)
+        }
+        Mode::ExpectedQueueConsumptionTime => {
+            let eta = if status.messages == 0 {
+                0.0
+            } else if deliver == 0.0 {
+                activation
+            } else {
+                (publish - deliver) / deliver + messages / deliver
+            };
+            (
+                eta,
+                eta > activation || (deliver == 0.0 && status.messages > 0),
+            )
+        }
+    }
+}
+
+enum Client {
+    Amqp(Lease<AmqpKey, AmqpClient>),
+    Http(Lease<HttpKey, reqwest::Client>),
+}
+
+/// A `rabbitmq` scaler holding its share of a pooled client.
+pub struct RabbitMqScaler {
+    config: RabbitMqConfig,
+    trigger: TriggerId,
+    client: std::sync::Mutex<Option<std::sync::Arc<Client>>>,
+}
+
+impl RabbitMqScaler {
+    /// Parses the trigger and leases the shared client for it (connecting over AMQP if this is
+    /// the first trigger on the broker).
+    ///
+    /// # Errors
+    /// Invalid metadata, or the first connection fails. Errors never contain credentials.
+    pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
+        let config = RabbitMqConfig::parse(ctx)?;
+        let client = match config.protocol {
+            Protocol::Amqp => {
+                let key = AmqpKey {
+                    host: config.host.clone(),
+                    vhost: config.vhost_name.clone(),
+                    credentials: config.credentials.clone(),
+                    tls: config.tls.clone(),
+                };
+                let lease = ctx
+                    .clients
+                    .pool::<AmqpKey, AmqpClient>()
+                    .get_or_connect(key.clone(), || AmqpClient::connect(&key))
+                    .await
+                    .map_err(|e| ScalerError::Connect {
+                        trigger: ctx.trigger_id(),
+                        target: describe(&config),
+                        source: anonymized(&config, &e),
+                    })?;
+                Client::Amqp(lease)
+            }
+            Protocol::Http => {
+                let key = HttpKey {
+                    tls: config.tls.clone(),
+                    timeout: config.timeout,
+                };
+                let lease = ctx
+                    .clients
+                    .pool::<HttpKey, reqwest::Client>()
+                    .get_or_connect(key.clone(), || async { http::client(&key) })
+                    .await
+                    .map_err(|e| ScalerError::Connect {
+                        trigger: ctx.trigger_id(),
+                        target: describe(&config),
+                        source: anonymized(&config, &e),
+                    })?;
+                Client::Http(lease)
+            }
+        };
+        Ok(Self {
+            config,
+            trigger: ctx.trigger_id(),
+            client: std::sync::Mutex::new(Some(std::sync::Arc::new(client))),
+        })
+    }
+
+    /// The parsed trigger.
+    pub fn config(&self) -> &RabbitMqConfig {
+        &self.config
+    }
+
+    /// The queue's message count and rates now (rates are 0 over AMQP).
+    ///
+    /// # Errors
+    /// The broker cannot be reached or answers an error (a missing queue, wrong credentials);
+    /// the scaler is closed.
+    pub async fn status(&self) -> Result<QueueStatus, ScalerError> {
+        let client = self
+            .client
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+            .ok_or_else(|| ScalerError::Closed {
+                trigger: self.trigger.clone(),
+            })?;
+        let query_error = |source: BoxError| ScalerError::Query {
+            trigger: self.trigger.clone(),
+            operation: format!(
+                "reading queue \"{}\" from {}",
+                self.config.queue_name,
+                describe(&self.config)
+            ),
+            source,
+        };
+        match client.as_ref() {
+            Client::Amqp(amqp) => {
+                let ready = amqp
+                    .ready_messages(&self.config.queue_name)
+                    .await
+                    .map_err(|e| query_error(anonymized(&self.config, &e)))?;
+                Ok(QueueStatus {
+                    messages: i64::from(ready),
+                    ..QueueStatus::default()
+                })
+            }
+            Client::Http(http) => self
+                .http_status(http)
+                .await
+                .map_err(|message| query_error(message.into())),
+        }
+    }
+
+    async fn http_status(&self, client: &reqwest::Client) -> Result<QueueStatus, String> {
+        let c = &self.config;
+        let request = url::management_request(
+            c.host.expose(),
+            c.vhost_name.as_deref(),
+            c.credentials.as_ref(),
+            &c.queue_name,
+            c.use_regex.then_some(c.page_size),
+        )?;
+        let mut builder = client.get(&request.url);
+        if let Some((user, password)) = &request.credentials {
+            builder = builder.basic_auth(user, Some(password.expose()));
+        }
+        let secrets: Vec<&str> = request
+            .credentials
+            .iter()
+            .map(|(_, p)| p.expose())
+            .collect();
+        let scrub = |text: String| url::anonymize(&text, &secrets);
+        let response = builder
+            .send()
+            .await
+            .map_err(|e| scrub(error_chain(&e.without_url())))?;
+        let status = response.status();
+        if !status.is_success() {
+            let body = response.text().await.unwrap_or_default();
+            let body: String = body.chars().take(300).collect();
+            return Err(scrub(format!(
+                "error requesting RabbitMQ API status: {status}, response: {}, from: {}",
+                body.trim(),
+                request.url
+            )));
+        }
+        let ready_only = c.exclude_unacknowledged;
+        if c.use_regex {
+            let page: QueuePage = response
+                .json()
+                .await
+                .map_err(|e| scrub(error_chain(&e.without_url())))?;
+            if page.page_count > 1 {
+                return Err(format!(
+                    "regex matches more queues than can be recovered at once (more than pageSize {}); raise \"pageSize\" or narrow the regex",
+                    c.page_size
+                ));
+            }
+            Ok(http::compose(&page.items, c.operation, ready_only))
+        } else {
+            let info: QueueInfo = response
+                .json()
+                .await
+                .map_err(|e| scrub(error_chain(&e.without_url())))?;
+            Ok(info.status(ready_only))
+        }
+    }
+}
+
+/// `RabbitMQ at <scheme>://<host>[:port]`: what errors name instead of the URL.
+fn describe(config: &RabbitMqConfig) -> String {
+    let host = config.host.expose();
+    let (scheme, rest) = host.split_once("://").unwrap_or(("", host));
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
+    let protocol = match config.protocol {
+        Protocol::Amqp => "AMQP",
+        Protocol::Http => "management API",
+    };
+    format!("RabbitMQ {protocol} at {scheme}://{authority}")
+}
+
+/// The error's message chain with credentials removed, as the boxed cause.
+fn anonymized(config: &RabbitMqConfig, error: &dyn std::error::Error) -> BoxError {
+    let mut secrets: Vec<&str> = vec![];
+    if let Some((_, password)) = &config.credentials {
+        secrets.push(password.expose());
+    }
+    if let Ok(parsed) = ::url::Url::parse(config.host.expose())
+        && let Some(password) = parsed.password()
+    {
+        // The URL's own password, as written and decoded.
+        let decoded = percent_encoding::percent_decode_str(password)
+            .decode_utf8_lossy()
+            .into_owned();
+        return url::anonymize(
+            &error_chain(error),
+            &[&secrets[..], &[password, &decoded]].concat(),
+        )
+        .into();
+    }
+    url::anonymize(&error_chain(error), &secrets).into()
+}
+
+/// `error: cause: cause`.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = cause.source();
+    }
+    message
+}
+
+#[async_trait]
+impl Scaler for RabbitMqScaler {
+    fn metric_specs(&self) -> Vec<MetricSpec> {
+        vec![external_metric_spec(
+            self.config.metric_name.clone(),
+            metric_target_milli(self.config.metric_type, self.config.value),
+        )]
+    }
+
+    async fn metrics_and_activity(
+        &self,
+        metric_name: &str,
+    ) -> Result<MetricsAndActivity, ScalerError> {
+        let status = self.status().await?;
+        let (value, active) = evaluate(self.config.mode, self.config.activation_value, status);
+        Ok(MetricsAndActivity {
+            values: vec![MetricValue::new(metric_name, value)],
+            active,
+        })
+    }
+
+    async fn close(&self) {
+        let client = self
+            .client
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        drop(client);
+    }
+}
+
+/// Factory of `rabbitmq`.
+///
+/// # Errors
+/// See [`RabbitMqScaler::build`].
+pub async fn build(ctx: ScalerContext) -> Result<BuiltScaler, ScalerError> {
+    Ok(BuiltScaler::Pull(Box::new(
+        RabbitMqScaler::build(&ctx).await?,
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(messages: i64, publish: f64, deliver: f64) -> QueueStatus {
+        QueueStatus {
+            messages,
+            publish_rate: publish,
+            deliver_get_rate: deliver,
+        }
+    }
+
+    #[test]
+    fn values_and_activity_follow_keda_per_mode() {
+        use Mode::*;
+        // (mode, activation, messages, publish, deliver, value, active)
+        let rows = [
+            (QueueLength, 0.0, 0, 0.0, 0.0, 0.0, false),
+            (QueueLength, 3.0, 3, 0.0, 0.0, 3.0, false), // equal to activation: inactive
+            (QueueLength, 3.0, 4, 0.0, 0.0, 4.0, true),
+            (MessageRate, 1.0, 0, 1.0, 0.0, 1.0, false),
+            (MessageRate, 1.0, 2, 0.5, 0.0, 0.5, true), // messages above activation
+            (MessageRate, 1.0, 0, 1.5, 0.0, 1.5, true),
+            (DeliverGetRate, 0.0, 10, 5.0, 0.0, 0.0, false),
+            (DeliverGetRate, 0.0, 0, 0.0, 2.0, 2.0, true),
+            (PublishedToDeliveredRatio, 0.0, 0, 0.0, 0.0, 0.0, false),
+            (PublishedToDeliveredRatio, 2.0, 0, 4.0, 0.0, 2.0, true), // stalled consumers
+            (PublishedToDeliveredRatio, 2.0, 0, 4.0, 2.0, 2.0, false),
+            (PublishedToDeliveredRatio, 1.0, 0, 3.0, 2.0, 1.5, true),
+            (PublishedToDeliveredRatio, 1.0, 0, 0.0, 2.0, 0.0, false),
+            (ExpectedQueueConsumptionTime, 5.0, 0, 0.0, 0.0, 0.0, false), // empty, idle
+            (ExpectedQueueConsumptionTime, 5.0, 10, 0.0, 0.0, 5.0, true), // nobody consumes
+            (ExpectedQueueConsumptionTime, 5.0, 10, 1.0, 2.0, 4.5, false), // -0.5 + 5
+            (ExpectedQueueConsumptionTime, 1.0, 10, 4.0, 2.0, 6.0, true), // 1 + 5
+        ];
+        for (i, (mode, activation, messages, publish, deliver, value, active)) in
+            rows.into_iter().enumerate()
+        {
+            assert_eq!(
+                evaluate(mode, activation, status(messages, publish, deliver)),
+                (value, active),
+                "row {i}: {mode:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn targets_are_milli_quantities_of_value() {
+        let ctx = ScalerContext {
+            metadata: [
+                ("host", "http://h:15672"),
+                ("queueName", "q"),
+                ("mode", "MessageRate"),
+                ("value", "0.5"),
+            ]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+            metric_type: Some("Value".into()),
+            ..ScalerContext::new("rabbitmq", 3)
+        };
+        let config = RabbitMqConfig::parse(&ctx).unwrap();
+        let target = metric_target_milli(config.metric_type, config.value);
+        assert_eq!(target.type_, "Value");
+        assert_eq!(target.value.map(|q| q.0), Some("500m".to_string()));
+        assert_eq!(config.metric_name, "s3-rabbitmq-q");
+    }
+
+    #[test]
+    fn descriptions_never_contain_credentials() {
+        let ctx = ScalerContext {
+            metadata: [
+                ("host", "amqps://user:hunter2@rabbit.svc:5671/vh"),
+                ("queueName", "q"),
+            ]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+            ..ScalerContext::new("rabbitmq", 0)
+        };
+        let config = RabbitMqConfig::parse(&ctx).unwrap();
+        assert_eq!(
+            describe(&config),
+            "RabbitMQ AMQP at amqps://rabbit.svc:5671"
+        );
+        let err =
+            std::io::Error::other("dial amqps://user:hunter2@rabbit.svc:5671 refused; hunter2");
+        let message = anonymized(&config, &err).to_string();
+        assert!(!message.contains("hunter2"), "{message}");
+        assert!(
+            message.contains("amqps://user:password@rabbit.svc"),
+            "{message}"
+        );
+    }
+}
