@@ -214,12 +214,15 @@ impl Resolver {
 
     /// What `scalable`'s last resolution read, e.g. `Secret team/redis`, sorted.
     pub fn dependencies(&self, scalable: &ScalableRef) -> Vec<String> {
-        self.inner
+        let mut deps: Vec<String> = self
+            .inner
             .notifier
             .deps(scalable)
             .iter()
             .map(ToString::to_string)
-            .collect()
+            .collect();
+        deps.sort();
+        deps
     }
 
     /// Waits until the Secret, ConfigMap and (Cluster)TriggerAuthentication caches have listed
