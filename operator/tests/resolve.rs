@@ -891,3 +891,37 @@ spec:
         "{error}"
     );
 }
+
+#[tokio::test]
+async fn the_example_in_docs_authentication_resolves_as_documented() {
+    let page = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/authentication.md"),
+    )
+    .expect("docs/authentication.md");
+    let block = page
+        .split("```yaml")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("a yaml example");
+    let mut documents = block.split("\n---\n");
+    let so: ScaledObject = yaml(documents.next().expect("the ScaledObject"));
+    let ta: keda_api::TriggerAuthentication =
+        yaml(documents.next().expect("the TriggerAuthentication"));
+    let c = cluster();
+    c.server.seed(&ta).unwrap();
+    c.server
+        .seed(&secret(NS, "redis-secret", &[("password", SECRET_VALUE)]))
+        .unwrap();
+    c.server
+        .seed(&deployment(
+            "worker",
+            "[{name: sidecar, image: x}, {name: app, image: x, env: [{name: REDIS_ADDRESS, value: 'redis:6379'}]}]",
+        ))
+        .unwrap();
+    let mut session = c
+        .resolver
+        .session(ScaleTargetPodSource::for_scaled_object(&so));
+    let resolved = session.resolve(&so.spec.triggers[0], 0).await.unwrap();
+    assert_eq!(resolved.resolved_env["REDIS_ADDRESS"], "redis:6379");
+    assert_eq!(auth(&resolved, "password"), SECRET_VALUE);
+}
