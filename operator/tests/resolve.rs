@@ -363,7 +363,11 @@ spec:
     let mut session = c
         .resolver
         .session(ScaleTargetPodSource::for_scaled_job(&sj));
-    let resolved = session.resolve(&t, 0).await.unwrap();
+    // the controller resolves inside spawned tasks: the future must be Send
+    fn assert_send<T: Send>(value: T) -> T {
+        value
+    }
+    let resolved = assert_send(session.resolve(&t, 0)).await.unwrap();
     assert_eq!(resolved.resolved_env["PASSWORD"], SECRET_VALUE);
 }
 
