@@ -1,10 +1,12 @@
-//! keda-rs operator: the ScaledObject scale decision, fallback, `scalingModifiers` formulas and
-//! the ScaledJob job-count decision.
+//! keda-rs operator.
 //!
-//! Everything here is pure: no IO, no clock reads. The controllers and scale loops that feed
-//! these functions live beside them as they land.
+//! Pure logic, no IO and no clock reads: `decision` (the ScaledObject 0 <-> 1 decision),
+//! `fallback`, `formula` (`scalingModifiers`) and `job_decision` (how many Jobs a ScaledJob
+//! creates). Against the cluster: `resolve` (a trigger's `*FromEnv` values and its
+//! TriggerAuthentication parameters, from watch caches, with rebuild signals when they change).
 
 pub mod decision;
 pub mod fallback;
 pub mod formula;
 pub mod job_decision;
+pub mod resolve;

@@ -1,0 +1,172 @@
+//! Configuration of the [`super::Resolver`]: which namespaces it watches, where
+//! ClusterTriggerAuthentications read their Secrets, and the `filePath` root.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// `WATCH_NAMESPACE`: comma-separated namespaces to watch; empty means all.
+pub const WATCH_NAMESPACE_ENV: &str = "WATCH_NAMESPACE";
+/// `KEDA_CLUSTER_OBJECT_NAMESPACE`: where ClusterTriggerAuthentications read Secrets and
+/// ConfigMaps.
+pub const CLUSTER_OBJECT_NAMESPACE_ENV: &str = "KEDA_CLUSTER_OBJECT_NAMESPACE";
+/// `POD_NAMESPACE`: the operator's own namespace (downward API), the default cluster-object
+/// namespace.
+pub const POD_NAMESPACE_ENV: &str = "POD_NAMESPACE";
+/// The cluster-object namespace when neither variable above is set (KEDA's install namespace).
+pub const DEFAULT_CLUSTER_OBJECT_NAMESPACE: &str = "keda";
+/// Secrets of this type (Helm release history, often large) are not cached by default.
+pub const DEFAULT_SECRET_FIELD_SELECTOR: &str = "type!=helm.sh/release.v1";
+/// How long a resolution waits for the caches' first list before it fails.
+pub const DEFAULT_CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Which namespaces the resolver's caches cover.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WatchScope {
+    /// Every namespace (one cluster-wide watch per resource).
+    All,
+    /// Only these namespaces (one watch per namespace and resource). The cluster-object
+    /// namespace is always added for Secrets and ConfigMaps.
+    Namespaces(Vec<String>),
+}
+
+impl WatchScope {
+    /// Parses `WATCH_NAMESPACE`: a comma-separated list, empty (or only commas and spaces)
+    /// meaning all namespaces, as in KEDA.
+    pub fn parse(value: &str) -> Self {
+        let mut namespaces: Vec<String> = value
+            .split(',')
+            .map(str::trim)
+            .filter(|ns| !ns.is_empty())
+            .map(str::to_string)
+            .collect();
+        namespaces.sort();
+        namespaces.dedup();
+        if namespaces.is_empty() {
+            Self::All
+        } else {
+            Self::Namespaces(namespaces)
+        }
+    }
+
+    /// Whether `namespace` is covered.
+    pub fn covers(&self, namespace: &str) -> bool {
+        match self {
+            Self::All => true,
+            Self::Namespaces(list) => list.iter().any(|ns| ns == namespace),
+        }
+    }
+
+    /// This scope plus `namespace`.
+    pub(crate) fn with(&self, namespace: &str) -> Self {
+        match self {
+            Self::All => Self::All,
+            Self::Namespaces(list) => {
+                let mut list = list.clone();
+                if !list.iter().any(|ns| ns == namespace) {
+                    list.push(namespace.to_string());
+                    list.sort();
+                }
+                Self::Namespaces(list)
+            }
+        }
+    }
+}
+
+/// Settings of a [`super::Resolver`].
+#[derive(Clone, Debug)]
+pub struct ResolverConfig {
+    /// Namespaces whose Secrets, ConfigMaps, TriggerAuthentications and scale targets are
+    /// cached.
+    pub watch_scope: WatchScope,
+    /// Where ClusterTriggerAuthentications read `secretTargetRef` / `configMapTargetRef`.
+    pub cluster_object_namespace: String,
+    /// Root of `filePath` entries of ClusterTriggerAuthentications (KEDA's
+    /// `--filepath-auth-root-path`); `None` refuses `filePath`.
+    pub file_path_auth_root: Option<PathBuf>,
+    /// Field selector of the Secret watch; `None` caches every Secret in scope.
+    pub secret_field_selector: Option<String>,
+    /// How long the first resolution waits for the caches' initial list.
+    pub cache_sync_timeout: Duration,
+}
+
+impl ResolverConfig {
+    /// All namespaces, cluster objects in `cluster_object_namespace`, no `filePath` root,
+    /// Helm release Secrets skipped, a 30 s sync timeout.
+    pub fn new(cluster_object_namespace: impl Into<String>) -> Self {
+        Self {
+            watch_scope: WatchScope::All,
+            cluster_object_namespace: cluster_object_namespace.into(),
+            file_path_auth_root: None,
+            secret_field_selector: Some(DEFAULT_SECRET_FIELD_SELECTOR.to_string()),
+            cache_sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,
+        }
+    }
+
+    /// Reads KEDA's variables through `get` (pass `|k| std::env::var(k).ok()` in the binary):
+    /// `WATCH_NAMESPACE`, then `KEDA_CLUSTER_OBJECT_NAMESPACE`, falling back to `POD_NAMESPACE`
+    /// and then `keda`. Empty values count as unset.
+    pub fn from_env_with(get: impl Fn(&str) -> Option<String>) -> Self {
+        let non_empty = |key: &str| get(key).filter(|v| !v.trim().is_empty());
+        let cluster_object_namespace = non_empty(CLUSTER_OBJECT_NAMESPACE_ENV)
+            .or_else(|| non_empty(POD_NAMESPACE_ENV))
+            .unwrap_or_else(|| DEFAULT_CLUSTER_OBJECT_NAMESPACE.to_string());
+        Self {
+            watch_scope: WatchScope::parse(&get(WATCH_NAMESPACE_ENV).unwrap_or_default()),
+            ..Self::new(cluster_object_namespace.trim())
+        }
+    }
+
+    /// The scope of the Secret and ConfigMap caches: the watch scope plus the cluster-object
+    /// namespace.
+    pub(crate) fn reference_scope(&self) -> WatchScope {
+        self.watch_scope.with(&self.cluster_object_namespace)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watch_namespace_is_a_comma_list_and_empty_means_all() {
+        assert_eq!(WatchScope::parse(""), WatchScope::All);
+        assert_eq!(WatchScope::parse(" , "), WatchScope::All);
+        assert_eq!(
+            WatchScope::parse("b, a,,b"),
+            WatchScope::Namespaces(vec!["a".into(), "b".into()])
+        );
+        assert!(WatchScope::parse("a").covers("a"));
+        assert!(!WatchScope::parse("a").covers("b"));
+        assert!(WatchScope::All.covers("anything"));
+    }
+
+    #[test]
+    fn cluster_object_namespace_falls_back_to_the_pod_namespace_then_keda() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |key: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == key)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let config = ResolverConfig::from_env_with(env(&[
+            (CLUSTER_OBJECT_NAMESPACE_ENV, "shared"),
+            (POD_NAMESPACE_ENV, "ops"),
+            (WATCH_NAMESPACE_ENV, "team-a,team-b"),
+        ]));
+        assert_eq!(config.cluster_object_namespace, "shared");
+        assert_eq!(
+            config.reference_scope(),
+            WatchScope::Namespaces(vec!["shared".into(), "team-a".into(), "team-b".into()])
+        );
+        let config = ResolverConfig::from_env_with(env(&[
+            (CLUSTER_OBJECT_NAMESPACE_ENV, " "),
+            (POD_NAMESPACE_ENV, "ops"),
+        ]));
+        assert_eq!(config.cluster_object_namespace, "ops");
+        assert_eq!(config.watch_scope, WatchScope::All);
+        let config = ResolverConfig::from_env_with(env(&[]));
+        assert_eq!(config.cluster_object_namespace, "keda");
+    }
+}

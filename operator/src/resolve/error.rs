@@ -1,0 +1,339 @@
+//! Why a trigger's environment or authentication could not be resolved.
+//!
+//! Every message names the trigger and what the user must fix: the TriggerAuthentication, the
+//! parameter, the Secret or ConfigMap and key, the container and the variable. Values never
+//! appear in them: the resolver never formats a value it read.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use keda_scalers::TriggerId;
+
+/// A (Cluster)TriggerAuthentication, for messages: `TriggerAuthentication team/redis-auth`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuthName {
+    /// `TriggerAuthentication` or `ClusterTriggerAuthentication`.
+    pub kind: &'static str,
+    /// Its namespace, empty for a ClusterTriggerAuthentication.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+}
+
+impl fmt::Display for AuthName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.namespace.is_empty() {
+            write!(f, "{} {}", self.kind, self.name)
+        } else {
+            write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+        }
+    }
+}
+
+/// Who asked for an environment variable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EnvUse {
+    /// `metadata["<parameter>FromEnv"]` of the trigger.
+    Metadata {
+        /// The metadata key, e.g. `passwordFromEnv`.
+        key: String,
+    },
+    /// An `env` entry of a (Cluster)TriggerAuthentication.
+    Auth {
+        /// The TriggerAuthentication.
+        auth: AuthName,
+        /// The entry's `parameter`.
+        parameter: String,
+    },
+}
+
+impl fmt::Display for EnvUse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Metadata { key } => write!(f, "metadata \"{key}\""),
+            Self::Auth { auth, parameter } => {
+                write!(f, "{auth}: env parameter \"{parameter}\"")
+            }
+        }
+    }
+}
+
+/// What went wrong reading a variable of the target's container.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EnvProblem {
+    /// The container defines no such variable.
+    #[error(
+        "variable \"{variable}\" is not defined in container \"{container}\" of {target}{hint}"
+    )]
+    Missing {
+        /// The variable.
+        variable: String,
+        /// The container.
+        container: String,
+        /// The scale target.
+        target: String,
+        /// Why it may be missing (an `envFrom` source that could not be read), or empty.
+        hint: String,
+    },
+    /// The container defines it, but its value could not be read.
+    #[error("variable \"{variable}\" of container \"{container}\" of {target}: {reason}")]
+    Unresolvable {
+        /// The variable.
+        variable: String,
+        /// The container.
+        container: String,
+        /// The scale target.
+        target: String,
+        /// What failed, e.g. `Secret team/db not found`.
+        reason: String,
+    },
+    /// No container has the requested name.
+    #[error("container \"{container}\" not found in {target} (containers: {available})")]
+    ContainerNotFound {
+        /// The requested container.
+        container: String,
+        /// The scale target.
+        target: String,
+        /// The containers it has, comma-separated.
+        available: String,
+    },
+    /// The pod template has no containers.
+    #[error("{target} has no containers in its pod template")]
+    NoContainers {
+        /// The scale target.
+        target: String,
+    },
+    /// The scale target does not exist.
+    #[error("scale target {target} not found")]
+    TargetNotFound {
+        /// The scale target.
+        target: String,
+    },
+    /// The scale target's type cannot be watched.
+    #[error("scale target {target}: {reason}")]
+    TargetType {
+        /// The scale target.
+        target: String,
+        /// Why (invalid apiVersion, unknown kind).
+        reason: String,
+    },
+}
+
+/// What went wrong reading one TriggerAuthentication parameter from a Secret, a ConfigMap or a
+/// file.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RefProblem {
+    /// The Secret or ConfigMap does not exist.
+    #[error("{kind} {namespace}/{name} not found")]
+    NotFound {
+        /// `Secret` or `ConfigMap`.
+        kind: &'static str,
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+    /// It exists but has no such key.
+    #[error("key \"{key}\" not found in {kind} {namespace}/{name}")]
+    KeyNotFound {
+        /// `Secret` or `ConfigMap`.
+        kind: &'static str,
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// The key.
+        key: String,
+    },
+    /// The key's bytes are not UTF-8 text.
+    #[error("key \"{key}\" of {kind} {namespace}/{name} is not UTF-8 text")]
+    NotUtf8 {
+        /// `Secret` or `ConfigMap`.
+        kind: &'static str,
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// The key.
+        key: String,
+    },
+    /// `name` or `key` is empty.
+    #[error("{kind} reference needs both name and key")]
+    Incomplete {
+        /// `secretTargetRef` or `configMapTargetRef`.
+        kind: &'static str,
+    },
+    /// The namespace is outside the resolver's watch scope.
+    #[error("namespace \"{namespace}\" is not watched by keda-rs (WATCH_NAMESPACE)")]
+    NamespaceNotWatched {
+        /// The namespace.
+        namespace: String,
+    },
+}
+
+/// Why a trigger's environment or authentication could not be resolved.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// `authenticationRef.kind` is neither TriggerAuthentication nor
+    /// ClusterTriggerAuthentication.
+    #[error(
+        "{trigger}: authenticationRef.kind \"{kind}\" is unknown: use TriggerAuthentication or ClusterTriggerAuthentication"
+    )]
+    UnknownAuthKind {
+        /// The trigger.
+        trigger: TriggerId,
+        /// The kind as written.
+        kind: String,
+    },
+    /// `authenticationRef.name` is empty.
+    #[error("{trigger}: authenticationRef.name is empty")]
+    EmptyAuthName {
+        /// The trigger.
+        trigger: TriggerId,
+    },
+    /// The referenced (Cluster)TriggerAuthentication does not exist.
+    #[error("{trigger}: authenticationRef: {auth} not found")]
+    AuthNotFound {
+        /// The trigger.
+        trigger: TriggerId,
+        /// The missing object.
+        auth: AuthName,
+    },
+    /// Its spec does not deserialize.
+    #[error("{trigger}: {auth}: invalid spec: {reason}")]
+    AuthInvalid {
+        /// The trigger.
+        trigger: TriggerId,
+        /// The object.
+        auth: AuthName,
+        /// The deserialization error.
+        reason: String,
+    },
+    /// `podIdentity.provider` other than `none`.
+    #[error("{trigger}: {auth}: podIdentity provider \"{provider}\" is not supported by keda-rs")]
+    PodIdentityUnsupported {
+        /// The trigger.
+        trigger: TriggerId,
+        /// The object.
+        auth: AuthName,
+        /// The provider as written.
+        provider: String,
+    },
+    /// A secret store keda-rs does not read yet.
+    #[error("{trigger}: {auth}: spec.{field} is not supported by keda-rs yet")]
+    SourceUnsupported {
+        /// The trigger.
+        trigger: TriggerId,
+        /// The object.
+        auth: AuthName,
+        /// The spec field, e.g. `hashiCorpVault`.
+        field: &'static str,
+    },
+    /// A `secretTargetRef` / `configMapTargetRef` entry could not be read.
+    #[error("{trigger}: {auth}: parameter \"{parameter}\": {problem}")]
+    AuthRef {
+        /// The trigger.
+        trigger: TriggerId,
+        /// The object.
+        auth: AuthName,
+        /// The entry's `parameter`.
+        parameter: String,
+        /// What failed.
+        problem: RefProblem,
+    },
+    /// `filePath` on a namespaced TriggerAuthentication.
+    #[error("{trigger}: {auth}: spec.filePath is only allowed on a ClusterTriggerAuthentication")]
+    FilePathNotClusterScoped {
+        /// The trigger.
+        trigger: TriggerId,
+        /// The object.
+        auth: AuthName,
+    },
+    /// `filePath` without a configured root.
+    #[error(
+        "{trigger}: {auth}: spec.filePath needs the operator's filepath-auth-root-path, which is not configured"
+    )]
+    FilePathRootNotConfigured {
+        /// The trigger.
+        trigger: TriggerId,
+        /// The object.
+        auth: AuthName,
+    },
+    /// A `filePath` entry that is absolute or leaves the root.
+    #[error(
+        "{trigger}: {auth}: filePath parameter \"{parameter}\": path \"{path}\" must be relative and must not contain \"..\""
+    )]
+    FilePathOutsideRoot {
+        /// The trigger.
+        trigger: TriggerId,
+        /// The object.
+        auth: AuthName,
+        /// The entry's `parameter`.
+        parameter: String,
+        /// The path as written.
+        path: String,
+    },
+    /// A `filePath` file could not be read.
+    #[error("{trigger}: {auth}: filePath parameter \"{parameter}\": cannot read {}", path.display())]
+    FileRead {
+        /// The trigger.
+        trigger: TriggerId,
+        /// The object.
+        auth: AuthName,
+        /// The entry's `parameter`.
+        parameter: String,
+        /// The full path.
+        path: PathBuf,
+        /// The IO error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A variable of the target's container could not be read.
+    #[error("{trigger}: {used_by}: {problem}")]
+    Env {
+        /// The trigger.
+        trigger: TriggerId,
+        /// Who asked for it.
+        used_by: EnvUse,
+        /// What failed.
+        problem: EnvProblem,
+    },
+    /// The caches did not finish their first list in time.
+    #[error(
+        "the caches of {caches} were not ready after {waited:?}: check the operator's access to the API server"
+    )]
+    CachesNotReady {
+        /// Which caches.
+        caches: String,
+        /// How long the resolution waited.
+        waited: Duration,
+    },
+    /// The resolver was shut down.
+    #[error("the resolver has been shut down")]
+    Shutdown,
+}
+
+impl ResolveError {
+    /// A short, stable label for metrics and condition reasons.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Self::UnknownAuthKind { .. } | Self::EmptyAuthName { .. } => {
+                "invalid-authentication-ref"
+            }
+            Self::AuthNotFound { .. } => "authentication-not-found",
+            Self::AuthInvalid { .. } => "authentication-invalid",
+            Self::PodIdentityUnsupported { .. } | Self::SourceUnsupported { .. } => {
+                "authentication-unsupported"
+            }
+            Self::AuthRef { .. } => "authentication-reference",
+            Self::FilePathNotClusterScoped { .. }
+            | Self::FilePathRootNotConfigured { .. }
+            | Self::FilePathOutsideRoot { .. }
+            | Self::FileRead { .. } => "authentication-file",
+            Self::Env { .. } => "environment",
+            Self::CachesNotReady { .. } => "caches-not-ready",
+            Self::Shutdown => "shutdown",
+        }
+    }
+}

@@ -1,0 +1,558 @@
+//! One resolution of a scalable object's triggers.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Component, Path};
+use std::sync::Arc;
+
+use keda_api::trigger_authentication::{
+    AuthTargetRef, POD_IDENTITY_NONE, TriggerAuthenticationSpec,
+};
+use keda_api::{AuthenticationKind, ScaleTrigger};
+use keda_scalers::{Secret, TriggerId};
+
+use super::env::{self, Lookup, Refs, ResolvedContainer, VarError};
+use super::error::{AuthName, EnvProblem, EnvUse, RefProblem, ResolveError};
+use super::keys::{DepKey, ObjKey, PodSource, ScaleTargetPodSource};
+use super::projection::{self, ConfigMapData, ContainerEnv, SecretData};
+use super::target;
+use super::{Inner, ResolvedTrigger};
+
+/// The suffix of metadata keys that name a container variable.
+const FROM_ENV_SUFFIX: &str = "FromEnv";
+
+/// Resolves the triggers of one ScaledObject or ScaledJob; see
+/// [`super::Resolver::session`]. Reads the target's pod template at most once.
+///
+/// Dropping it records everything it read as the object's dependencies.
+pub struct ResolveSession {
+    inner: Arc<Inner>,
+    source: ScaleTargetPodSource,
+    start: u64,
+    deps: HashSet<DepKey>,
+    ready: bool,
+    containers: Option<Result<Arc<Vec<ContainerEnv>>, EnvProblem>>,
+    resolved: HashMap<String, Arc<ResolvedContainer>>,
+}
+
+impl ResolveSession {
+    pub(super) fn new(inner: Arc<Inner>, source: ScaleTargetPodSource) -> Self {
+        let start = inner.notifier.begin();
+        Self {
+            inner,
+            source,
+            start,
+            deps: HashSet::new(),
+            ready: false,
+            containers: None,
+            resolved: HashMap::new(),
+        }
+    }
+
+    /// Resolves trigger `index`: the variables named by its `<name>FromEnv` metadata and the
+    /// parameters of its `authenticationRef`. Waits (bounded) for the caches' first list on
+    /// the first call.
+    ///
+    /// # Errors
+    /// Any [`ResolveError`]; the message names the trigger and what to fix, never a value.
+    pub async fn resolve(
+        &mut self,
+        trigger: &ScaleTrigger,
+        index: usize,
+    ) -> Result<ResolvedTrigger, ResolveError> {
+        if !self.ready {
+            self.inner.wait_ready().await?;
+            self.ready = true;
+        }
+        let id = TriggerId {
+            index,
+            trigger_type: trigger.type_.clone(),
+        };
+        let mut resolved = ResolvedTrigger {
+            resolved_env: self.env_params(&id, &trigger.metadata).await?,
+            ..ResolvedTrigger::default()
+        };
+        if let Some(auth_ref) = &trigger.authentication_ref
+            && !auth_ref.name.is_empty()
+        {
+            let kind = auth_ref
+                .auth_kind()
+                .map_err(|kind| ResolveError::UnknownAuthKind {
+                    trigger: id.clone(),
+                    kind,
+                })?;
+            let (auth, spec, refs_namespace) = self.auth_spec(&id, kind, &auth_ref.name)?;
+            if let Some(identity) = &spec.pod_identity {
+                resolved.pod_identity = identity.clone();
+            }
+            resolved.auth_params = self
+                .auth_params(&id, &auth, kind, &spec, &refs_namespace)
+                .await?;
+        }
+        Ok(resolved)
+    }
+
+    /// `metadata["<p>FromEnv"] = VAR` for every `<p>`: the values of those variables.
+    async fn env_params(
+        &mut self,
+        id: &TriggerId,
+        metadata: &BTreeMap<String, String>,
+    ) -> Result<BTreeMap<String, String>, ResolveError> {
+        let mut env = BTreeMap::new();
+        for (key, variable) in metadata {
+            let variable = variable.trim();
+            if key.len() <= FROM_ENV_SUFFIX.len()
+                || !key.ends_with(FROM_ENV_SUFFIX)
+                || variable.is_empty()
+            {
+                continue;
+            }
+            let used_by = EnvUse::Metadata { key: key.clone() };
+            let value = self.variable(id, &used_by, None, variable).await?;
+            env.insert(variable.to_string(), value);
+        }
+        Ok(env)
+    }
+
+    /// The value of `variable` in `container` (default: `envSourceContainerName` or the first).
+    async fn variable(
+        &mut self,
+        id: &TriggerId,
+        used_by: &EnvUse,
+        container: Option<&str>,
+        variable: &str,
+    ) -> Result<String, ResolveError> {
+        let env_error = |problem| ResolveError::Env {
+            trigger: id.clone(),
+            used_by: used_by.clone(),
+            problem,
+        };
+        let resolved = self.container(container).await.map_err(env_error)?;
+        match resolved.get(variable) {
+            Ok(value) => Ok(value.to_string()),
+            Err(VarError::Missing { hint }) => Err(env_error(EnvProblem::Missing {
+                variable: variable.to_string(),
+                container: resolved.name.clone(),
+                target: self.target_name(),
+                hint,
+            })),
+            Err(VarError::Unresolvable { reason }) => Err(env_error(EnvProblem::Unresolvable {
+                variable: variable.to_string(),
+                container: resolved.name.clone(),
+                target: self.target_name(),
+                reason,
+            })),
+        }
+    }
+
+    async fn container(
+        &mut self,
+        name: Option<&str>,
+    ) -> Result<Arc<ResolvedContainer>, EnvProblem> {
+        let containers = self.containers().await?;
+        let name = name
+            .filter(|n| !n.is_empty())
+            .map(str::to_string)
+            .or_else(|| self.source.env_source_container_name.clone());
+        let container = match &name {
+            Some(name) => containers.iter().find(|c| &c.name == name),
+            None => containers.first(),
+        };
+        let Some(container) = container else {
+            return Err(match name {
+                Some(container) if !containers.is_empty() => EnvProblem::ContainerNotFound {
+                    container,
+                    target: self.target_name(),
+                    available: containers
+                        .iter()
+                        .map(|c| c.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                },
+                _ => EnvProblem::NoContainers {
+                    target: self.target_name(),
+                },
+            });
+        };
+        if let Some(resolved) = self.resolved.get(&container.name) {
+            return Ok(Arc::clone(resolved));
+        }
+        let namespace = self.source.scalable.namespace.clone();
+        let mut refs = SessionRefs {
+            inner: &self.inner,
+            deps: &mut self.deps,
+        };
+        let resolved = Arc::new(env::resolve_container(container, &namespace, &mut refs));
+        self.resolved
+            .insert(container.name.clone(), Arc::clone(&resolved));
+        Ok(resolved)
+    }
+
+    /// The containers of the pod template, read once per session.
+    async fn containers(&mut self) -> Result<Arc<Vec<ContainerEnv>>, EnvProblem> {
+        if let Some(containers) = &self.containers {
+            return containers.clone();
+        }
+        let containers = self.read_containers().await.map(Arc::new);
+        self.containers = Some(containers.clone());
+        containers
+    }
+
+    async fn read_containers(&mut self) -> Result<Vec<ContainerEnv>, EnvProblem> {
+        let (api_version, kind, name) = match &self.source.pod {
+            PodSource::Template(template) => return Ok(projection::pod_template(template)),
+            PodSource::Target {
+                api_version,
+                kind,
+                name,
+            } => (api_version.clone(), kind.clone(), name.clone()),
+        };
+        let target = self.target_name();
+        let type_error = |reason: String| EnvProblem::TargetType {
+            target: target.clone(),
+            reason,
+        };
+        let namespace = self.source.scalable.namespace.clone();
+        if !self.inner.config.watch_scope.covers(&namespace) {
+            return Err(type_error(format!(
+                "namespace \"{namespace}\" is not watched by keda-rs (WATCH_NAMESPACE)"
+            )));
+        }
+        let gvk = keda_api::gvkr::parse_gvk(&api_version, &kind)
+            .map_err(|e| type_error(e.to_string()))?;
+        let gvk = kube::core::GroupVersionKind::gvk(&gvk.group, &gvk.version, &gvk.kind);
+        let kind = self.inner.targets.kind(&gvk).await.map_err(type_error)?;
+        let key = ObjKey::new(&namespace, &name);
+        self.deps
+            .insert(DepKey::Target(kind.id.clone(), key.clone()));
+        let timeout = self.inner.config.cache_sync_timeout;
+        if !kind.cache.wait_ready(timeout).await {
+            return Err(type_error(format!(
+                "the cache of {} was not ready after {timeout:?}",
+                target::api_version(&gvk)
+            )));
+        }
+        match kind.cache.get(&key) {
+            None => Err(EnvProblem::TargetNotFound { target }),
+            Some(template) => match template.as_ref() {
+                Ok(containers) => Ok(containers.clone()),
+                Err(reason) => Err(type_error(reason.clone())),
+            },
+        }
+    }
+
+    /// `Deployment team/worker`, or `ScaledJob team/x jobTargetRef.template`.
+    fn target_name(&self) -> String {
+        let scalable = &self.source.scalable;
+        match &self.source.pod {
+            PodSource::Target { kind, name, .. } => {
+                let kind = if kind.is_empty() {
+                    keda_api::gvkr::DEFAULT_KIND
+                } else {
+                    kind
+                };
+                format!("{kind} {}/{name}", scalable.namespace)
+            }
+            PodSource::Template(_) => format!("{scalable} jobTargetRef.template"),
+        }
+    }
+
+    /// The referenced spec, its name for messages, and the namespace its Secrets and ConfigMaps
+    /// are read from.
+    // A failed resolution builds one error; boxing its fields would only hide them from callers.
+    #[allow(clippy::result_large_err)]
+    fn auth_spec(
+        &mut self,
+        id: &TriggerId,
+        kind: AuthenticationKind,
+        name: &str,
+    ) -> Result<(AuthName, TriggerAuthenticationSpec, String), ResolveError> {
+        let namespace = &self.source.scalable.namespace;
+        let (auth, cache, key, dep, refs_namespace) = match kind {
+            AuthenticationKind::TriggerAuthentication => {
+                let key = ObjKey::new(namespace, name);
+                (
+                    AuthName {
+                        kind: "TriggerAuthentication",
+                        namespace: namespace.clone(),
+                        name: name.to_string(),
+                    },
+                    &self.inner.auths,
+                    key.clone(),
+                    DepKey::TriggerAuthentication(key),
+                    namespace.clone(),
+                )
+            }
+            AuthenticationKind::ClusterTriggerAuthentication => {
+                let key = ObjKey::new("", name);
+                (
+                    AuthName {
+                        kind: "ClusterTriggerAuthentication",
+                        namespace: String::new(),
+                        name: name.to_string(),
+                    },
+                    &self.inner.cluster_auths,
+                    key.clone(),
+                    DepKey::ClusterTriggerAuthentication(key),
+                    self.inner.config.cluster_object_namespace.clone(),
+                )
+            }
+        };
+        self.deps.insert(dep);
+        let spec = cache.get(&key).ok_or_else(|| ResolveError::AuthNotFound {
+            trigger: id.clone(),
+            auth: auth.clone(),
+        })?;
+        match spec.as_ref() {
+            Ok(spec) => Ok((auth, spec.clone(), refs_namespace)),
+            Err(reason) => Err(ResolveError::AuthInvalid {
+                trigger: id.clone(),
+                auth,
+                reason: reason.clone(),
+            }),
+        }
+    }
+
+    async fn auth_params(
+        &mut self,
+        id: &TriggerId,
+        auth: &AuthName,
+        kind: AuthenticationKind,
+        spec: &TriggerAuthenticationSpec,
+        refs_namespace: &str,
+    ) -> Result<BTreeMap<String, Secret>, ResolveError> {
+        check_supported(id, auth, spec)?;
+        let mut params = BTreeMap::new();
+
+        if let Some(files) = spec.file_path.as_ref().filter(|f| !f.is_empty()) {
+            if kind != AuthenticationKind::ClusterTriggerAuthentication {
+                return Err(ResolveError::FilePathNotClusterScoped {
+                    trigger: id.clone(),
+                    auth: auth.clone(),
+                });
+            }
+            let Some(root) = self.inner.config.file_path_auth_root.clone() else {
+                return Err(ResolveError::FilePathRootNotConfigured {
+                    trigger: id.clone(),
+                    auth: auth.clone(),
+                });
+            };
+            for entry in files {
+                let relative = Path::new(&entry.path);
+                let escapes = relative
+                    .components()
+                    .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir));
+                if entry.path.is_empty() || escapes || entry.path.contains("..") {
+                    return Err(ResolveError::FilePathOutsideRoot {
+                        trigger: id.clone(),
+                        auth: auth.clone(),
+                        parameter: entry.parameter.clone(),
+                        path: entry.path.clone(),
+                    });
+                }
+                let path = root.join(relative);
+                let value = tokio::fs::read_to_string(&path).await.map_err(|source| {
+                    ResolveError::FileRead {
+                        trigger: id.clone(),
+                        auth: auth.clone(),
+                        parameter: entry.parameter.clone(),
+                        path: path.clone(),
+                        source,
+                    }
+                })?;
+                params.insert(entry.parameter.clone(), Secret::new(value));
+            }
+            // As in KEDA, filePath replaces every other source.
+            return Ok(params);
+        }
+
+        for entry in spec.env.iter().flatten() {
+            let used_by = EnvUse::Auth {
+                auth: auth.clone(),
+                parameter: entry.parameter.clone(),
+            };
+            let value = self
+                .variable(id, &used_by, entry.container_name.as_deref(), &entry.name)
+                .await?;
+            params.insert(entry.parameter.clone(), Secret::new(value));
+        }
+
+        let mut refs = SessionRefs {
+            inner: &self.inner,
+            deps: &mut self.deps,
+        };
+        let ref_error = |entry: &AuthTargetRef, problem| ResolveError::AuthRef {
+            trigger: id.clone(),
+            auth: auth.clone(),
+            parameter: entry.parameter.clone(),
+            problem,
+        };
+        for entry in spec.config_map_target_ref.iter().flatten() {
+            let value = config_map_key(&mut refs, refs_namespace, entry)
+                .map_err(|p| ref_error(entry, p))?;
+            params.insert(entry.parameter.clone(), Secret::new(value));
+        }
+        for entry in spec.secret_target_ref.iter().flatten() {
+            let value =
+                secret_key(&mut refs, refs_namespace, entry).map_err(|p| ref_error(entry, p))?;
+            params.insert(entry.parameter.clone(), Secret::new(value));
+        }
+        Ok(params)
+    }
+}
+
+impl Drop for ResolveSession {
+    fn drop(&mut self) {
+        let deps = std::mem::take(&mut self.deps);
+        self.inner
+            .notifier
+            .end(&self.source.scalable, self.start, deps);
+    }
+}
+
+/// Sources keda-rs does not read: a clear error instead of silently missing parameters.
+#[allow(clippy::result_large_err)] // see `auth_spec`
+fn check_supported(
+    id: &TriggerId,
+    auth: &AuthName,
+    spec: &TriggerAuthenticationSpec,
+) -> Result<(), ResolveError> {
+    let unsupported = |field| ResolveError::SourceUnsupported {
+        trigger: id.clone(),
+        auth: auth.clone(),
+        field,
+    };
+    if spec.hashi_corp_vault.is_some() {
+        return Err(unsupported("hashiCorpVault"));
+    }
+    if spec.azure_key_vault.is_some() {
+        return Err(unsupported("azureKeyVault"));
+    }
+    if spec.gcp_secret_manager.is_some() {
+        return Err(unsupported("gcpSecretManager"));
+    }
+    if spec.aws_secret_manager.is_some() {
+        return Err(unsupported("awsSecretManager"));
+    }
+    if spec
+        .bound_service_account_token
+        .as_ref()
+        .is_some_and(|t| !t.is_empty())
+    {
+        return Err(unsupported("boundServiceAccountToken"));
+    }
+    if spec.oauth2.is_some() {
+        return Err(unsupported("oauth2"));
+    }
+    match spec.pod_identity.as_ref().map(|p| p.provider.trim()) {
+        None | Some("") => Ok(()),
+        Some(provider) if provider == POD_IDENTITY_NONE => Ok(()),
+        Some(provider) => Err(ResolveError::PodIdentityUnsupported {
+            trigger: id.clone(),
+            auth: auth.clone(),
+            provider: provider.to_string(),
+        }),
+    }
+}
+
+fn secret_key(
+    refs: &mut SessionRefs<'_>,
+    namespace: &str,
+    entry: &AuthTargetRef,
+) -> Result<String, RefProblem> {
+    if entry.name.is_empty() || entry.key.is_empty() {
+        return Err(RefProblem::Incomplete {
+            kind: "secretTargetRef",
+        });
+    }
+    let data = match refs.secret(namespace, &entry.name) {
+        Lookup::Found(data) => data,
+        Lookup::NotFound => return Err(not_found("Secret", namespace, entry)),
+        Lookup::NotWatched => return Err(not_watched(namespace)),
+    };
+    let bytes = data
+        .0
+        .get(&entry.key)
+        .ok_or_else(|| key_not_found("Secret", namespace, entry))?;
+    String::from_utf8(bytes.clone()).map_err(|_| RefProblem::NotUtf8 {
+        kind: "Secret",
+        namespace: namespace.to_string(),
+        name: entry.name.clone(),
+        key: entry.key.clone(),
+    })
+}
+
+fn config_map_key(
+    refs: &mut SessionRefs<'_>,
+    namespace: &str,
+    entry: &AuthTargetRef,
+) -> Result<String, RefProblem> {
+    if entry.name.is_empty() || entry.key.is_empty() {
+        return Err(RefProblem::Incomplete {
+            kind: "configMapTargetRef",
+        });
+    }
+    let data = match refs.config_map(namespace, &entry.name) {
+        Lookup::Found(data) => data,
+        Lookup::NotFound => return Err(not_found("ConfigMap", namespace, entry)),
+        Lookup::NotWatched => return Err(not_watched(namespace)),
+    };
+    data.0
+        .get(&entry.key)
+        .cloned()
+        .ok_or_else(|| key_not_found("ConfigMap", namespace, entry))
+}
+
+fn not_found(kind: &'static str, namespace: &str, entry: &AuthTargetRef) -> RefProblem {
+    RefProblem::NotFound {
+        kind,
+        namespace: namespace.to_string(),
+        name: entry.name.clone(),
+    }
+}
+
+fn key_not_found(kind: &'static str, namespace: &str, entry: &AuthTargetRef) -> RefProblem {
+    RefProblem::KeyNotFound {
+        kind,
+        namespace: namespace.to_string(),
+        name: entry.name.clone(),
+        key: entry.key.clone(),
+    }
+}
+
+fn not_watched(namespace: &str) -> RefProblem {
+    RefProblem::NamespaceNotWatched {
+        namespace: namespace.to_string(),
+    }
+}
+
+/// Cache reads that record what they read (found or not) as dependencies.
+struct SessionRefs<'a> {
+    inner: &'a Inner,
+    deps: &'a mut HashSet<DepKey>,
+}
+
+impl Refs for SessionRefs<'_> {
+    fn secret(&mut self, namespace: &str, name: &str) -> Lookup<Arc<SecretData>> {
+        if !self.inner.secrets.covers(namespace) {
+            return Lookup::NotWatched;
+        }
+        let key = ObjKey::new(namespace, name);
+        self.deps.insert(DepKey::Secret(key.clone()));
+        self.inner
+            .secrets
+            .get(&key)
+            .map_or(Lookup::NotFound, Lookup::Found)
+    }
+
+    fn config_map(&mut self, namespace: &str, name: &str) -> Lookup<Arc<ConfigMapData>> {
+        if !self.inner.config_maps.covers(namespace) {
+            return Lookup::NotWatched;
+        }
+        let key = ObjKey::new(namespace, name);
+        self.deps.insert(DepKey::ConfigMap(key.clone()));
+        self.inner
+            .config_maps
+            .get(&key)
+            .map_or(Lookup::NotFound, Lookup::Found)
+    }
+}
