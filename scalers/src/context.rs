@@ -78,7 +78,11 @@ impl fmt::Debug for Clock {
 /// The operator fills it from the parsed object: `resolved_env` from the scale target's
 /// container (for `<name>FromEnv`), `auth_params` from the trigger's TriggerAuthentication.
 /// Factories read parameters through [`ScalerContext::params`].
-#[derive(Clone, Debug, Default)]
+///
+/// Its `Debug` output shows the names of the resolved environment variables but not their
+/// values: they can come from Secrets (`valueFrom.secretKeyRef`), and auth params are
+/// [`Secret`]s already.
+#[derive(Clone, Default)]
 pub struct ScalerContext {
     /// Name of the ScaledObject or ScaledJob.
     pub scalable_name: String,
@@ -112,6 +116,29 @@ pub struct ScalerContext {
     pub clients: ClientPools,
     /// The clock scalers must use instead of reading the system time.
     pub clock: Clock,
+}
+
+impl std::fmt::Debug for ScalerContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScalerContext")
+            .field("scalable_name", &self.scalable_name)
+            .field("scalable_namespace", &self.scalable_namespace)
+            .field("scalable_kind", &self.scalable_kind)
+            .field("trigger_index", &self.trigger_index)
+            .field("trigger_type", &self.trigger_type)
+            .field("trigger_name", &self.trigger_name)
+            .field("use_cached_metrics", &self.use_cached_metrics)
+            .field("metadata", &self.metadata)
+            .field(
+                "resolved_env",
+                &self.resolved_env.keys().collect::<Vec<_>>(),
+            )
+            .field("auth_params", &self.auth_params)
+            .field("metric_type", &self.metric_type)
+            .field("as_metric_source", &self.as_metric_source)
+            .field("global_http_timeout", &self.global_http_timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ScalerContext {
@@ -191,6 +218,19 @@ impl ScalerContext {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_output_names_env_variables_but_hides_env_and_auth_values() {
+        let ctx = ScalerContext {
+            resolved_env: [("REDIS_PASSWORD".to_string(), "env-s3cret".to_string())].into(),
+            auth_params: [("password".to_string(), Secret::new("auth-s3cret"))].into(),
+            ..ScalerContext::new("redis", 0)
+        };
+        let debug = format!("{ctx:?}");
+        assert!(debug.contains("REDIS_PASSWORD"), "{debug}");
+        assert!(!debug.contains("env-s3cret"), "{debug}");
+        assert!(!debug.contains("auth-s3cret"), "{debug}");
+    }
 
     #[test]
     fn context_from_a_keda_trigger_keeps_its_fields() {
