@@ -19,6 +19,7 @@ fn every_builtin_type_is_documented_with_an_example_that_parses() {
         [
             "cpu",
             "cron",
+            "http",
             "memory",
             "redis",
             "redis-cluster",

@@ -1,6 +1,7 @@
 //! The built-in scalers, one module per source.
 
 pub mod cron;
+pub mod http;
 pub mod redis;
 pub mod resource;
 
@@ -11,6 +12,7 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     use self::redis::{LIST_PARAMS, STREAMS_PARAMS, list, streams};
     registry.register("cpu", Declared::new(resource::build_cpu, resource::PARAMS));
     registry.register("cron", Declared::new(cron::build, cron::PARAMS));
+    registry.register("http", Declared::new(http::build, http::PARAMS));
     registry.register(
         "memory",
         Declared::new(resource::build_memory, resource::PARAMS),
