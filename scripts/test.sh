@@ -5,6 +5,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Build dependencies of the C parts (librdkafka with TLS/SCRAM links OpenSSL). Present on the
+# machines we develop on; installed when missing.
+if ! dpkg -s libssl-dev pkg-config >/dev/null 2>&1; then
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libssl-dev pkg-config make g++
+fi
+
 bash scripts/services.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings

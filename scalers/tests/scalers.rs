@@ -1,7 +1,9 @@
 //! Every built-in scaler, built from its documented example through the registry and driven
-//! against the real source where there is one (Redis on 127.0.0.1:6379).
+//! against the real source where there is one (Redis on 127.0.0.1:6379, the Kafka-protocol
+//! broker on 127.0.0.1:9092).
 
 mod common;
+mod kafka;
 
 use common::{Setup, conformance, redis_or_skip, unique};
 use keda_scalers::{Clock, Registry, ScalerError};
@@ -20,6 +22,7 @@ fn every_builtin_type_is_documented_with_an_example_that_parses() {
             "cpu",
             "cron",
             "http",
+            "kafka",
             "memory",
             "redis",
             "redis-cluster",
@@ -44,7 +47,7 @@ async fn unknown_trigger_type_lists_the_known_ones() {
         .expect_err("unknown type");
     assert_eq!(
         err.to_string(),
-        "unknown trigger type \"foo\"; known types: cpu, cron, memory, redis, redis-cluster, \
+        "unknown trigger type \"foo\"; known types: cpu, cron, kafka, memory, redis, redis-cluster, \
          redis-cluster-streams, redis-sentinel, redis-sentinel-streams, redis-streams"
     );
 }

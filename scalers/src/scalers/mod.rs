@@ -2,6 +2,7 @@
 
 pub mod cron;
 pub mod http;
+pub mod kafka;
 pub mod redis;
 pub mod resource;
 
@@ -13,6 +14,7 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     registry.register("cpu", Declared::new(resource::build_cpu, resource::PARAMS));
     registry.register("cron", Declared::new(cron::build, cron::PARAMS));
     registry.register("http", Declared::new(http::build, http::PARAMS));
+    registry.register("kafka", Declared::new(kafka::build, kafka::PARAMS));
     registry.register(
         "memory",
         Declared::new(resource::build_memory, resource::PARAMS),

@@ -1,5 +1,5 @@
 //! Shared test helpers: the conformance harness every scaler test goes through, and access to
-//! the local Redis.
+//! the local services (Redis, the Kafka-protocol broker).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -11,13 +11,17 @@ use keda_scalers::{BuiltScaler, Clock, Registry, ScalerContext, ScalerError, Sec
 /// Where the test Redis listens.
 pub const REDIS_ADDRESS: &str = "127.0.0.1:6379";
 
-/// A connection to the local Redis for driving the source, or `None` (with a printed reason)
-/// when there is none. With `CI=true` a missing Redis fails the test instead: CI must not skip.
-pub async fn redis_or_skip(test: &str) -> Option<redis::aio::MultiplexedConnection> {
-    let attempt = async {
-        let client = redis::Client::open(format!("redis://{REDIS_ADDRESS}/"))?;
-        client.get_multiplexed_async_connection().await
-    };
+/// Where the test Kafka-protocol broker (tansu) listens.
+pub const KAFKA_BOOTSTRAP: &str = "127.0.0.1:9092";
+
+/// Runs `attempt` (bounded to 3 s) to reach a local service for `test`. Returns its result, or
+/// `None` with a printed reason when the service is not there. With `CI=true` a missing service
+/// fails the test instead: CI must not skip.
+pub async fn service_or_skip<T, E: std::fmt::Display>(
+    test: &str,
+    service: &str,
+    attempt: impl std::future::Future<Output = Result<T, E>>,
+) -> Option<T> {
     let result = tokio::time::timeout(std::time::Duration::from_secs(3), attempt).await;
     let error = match result {
         Ok(Ok(connection)) => return Some(connection),
@@ -25,10 +29,20 @@ pub async fn redis_or_skip(test: &str) -> Option<redis::aio::MultiplexedConnecti
         Err(_) => "timed out".to_string(),
     };
     if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("{test}: Redis at {REDIS_ADDRESS} is required in CI: {error}");
+        panic!("{test}: {service} is required in CI: {error}");
     }
-    eprintln!("skipping {test}: no Redis at {REDIS_ADDRESS} ({error})");
+    eprintln!("skipping {test}: no {service} ({error})");
     None
+}
+
+/// A connection to the local Redis for driving the source, or `None` (see
+/// [`service_or_skip`]).
+pub async fn redis_or_skip(test: &str) -> Option<redis::aio::MultiplexedConnection> {
+    let attempt = async {
+        let client = redis::Client::open(format!("redis://{REDIS_ADDRESS}/"))?;
+        client.get_multiplexed_async_connection().await
+    };
+    service_or_skip(test, &format!("Redis at {REDIS_ADDRESS}"), attempt).await
 }
 
 /// A key name no other test (or concurrent run) uses.
