@@ -17,3 +17,4 @@ pub mod server;
 pub mod stats;
 pub mod target;
 pub mod targets;
+pub mod watch;
