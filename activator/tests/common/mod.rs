@@ -50,7 +50,9 @@ pub async fn activator() -> Activator {
     let (wake_tx, wake_rx) = mpsc::channel(1024);
     let targets = Targets::new(wake_tx, Arc::clone(&metrics));
     let proxy = Arc::new(Proxy::new(targets.routes(), Arc::clone(&metrics)));
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("test harness");
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("test harness");
     let addr = listener.local_addr().expect("test harness");
     let stop = CancellationToken::new();
     tokio::spawn(server::serve_proxy(
@@ -106,7 +108,9 @@ impl Drop for CancelGuard {
 /// A hyper backend: `/` answers `hello from <name>`, `/hang` never answers, `/echo` streams
 /// the request body back.
 pub async fn backend(name: &'static str) -> (SocketAddr, Arc<Seen>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("test harness");
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("test harness");
     let addr = listener.local_addr().expect("test harness");
     let seen = Arc::new(Seen::default());
     let state = Arc::clone(&seen);
@@ -121,14 +125,20 @@ pub async fn backend(name: &'static str) -> (SocketAddr, Arc<Seen>) {
                     let state = Arc::clone(&state);
                     async move {
                         state.requests.fetch_add(1, Ordering::SeqCst);
-                        *state.last_headers.lock().expect("test harness") = Some(request.headers().clone());
+                        *state.last_headers.lock().expect("test harness") =
+                            Some(request.headers().clone());
                         let mut guard = CancelGuard(Arc::clone(&state), false);
                         let body = match request.uri().path() {
                             "/hang" => {
                                 std::future::pending::<()>().await;
                                 Bytes::new()
                             }
-                            "/echo" => request.into_body().collect().await.expect("test harness").to_bytes(),
+                            "/echo" => request
+                                .into_body()
+                                .collect()
+                                .await
+                                .expect("test harness")
+                                .to_bytes(),
                             _ => Bytes::from(format!("hello from {name}")),
                         };
                         guard.1 = true;
@@ -159,7 +169,12 @@ pub async fn get(client: &TestClient, addr: SocketAddr, host: &str, path: &str) 
         .expect("test harness");
     let response = client.request(request).await.expect("test harness");
     let status = response.status().as_u16();
-    let body = response.into_body().collect().await.expect("test harness").to_bytes();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("test harness")
+        .to_bytes();
     (status, String::from_utf8_lossy(&body).into_owned())
 }
 
