@@ -32,7 +32,7 @@ struct Args {
     #[arg(
         long,
         env = "KEDA_ACTIVATOR_OPERATOR_URL",
-        default_value = "http://keda-operator.keda.svc:9667/activator/v1/reports"
+        default_value = "http://keda-operator.keda.svc:9666/activator/v1/reports"
     )]
     operator_url: http::Uri,
     /// This replica's name in reports (the pod name).
