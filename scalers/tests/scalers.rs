@@ -47,7 +47,7 @@ async fn unknown_trigger_type_lists_the_known_ones() {
         .expect_err("unknown type");
     assert_eq!(
         err.to_string(),
-        "unknown trigger type \"foo\"; known types: cpu, cron, kafka, memory, redis, redis-cluster, \
+        "unknown trigger type \"foo\"; known types: cpu, cron, http, kafka, memory, redis, redis-cluster, \
          redis-cluster-streams, redis-sentinel, redis-sentinel-streams, redis-streams"
     );
 }
