@@ -1,1 +1,20 @@
-//! Work on this crate has not started yet; see the open issues.
+//! keda-rs activator: the HTTP path of scale-from-zero.
+//!
+//! A proxy in front of HTTP workloads configured by ScaledObject triggers of type `http`: it
+//! routes by host and path prefix ([`route`]), forwards to the least-loaded ready pod within
+//! `containerConcurrency` ([`balance`], [`target`]), holds requests in a bounded queue while no
+//! pod is ready and wakes the operator at once ([`report`]), measures per-second concurrency
+//! and rate ([`stats`]) for the operator's `http` scaler, and answers errors in one place
+//! ([`error`]).
+
+pub mod balance;
+pub mod error;
+pub mod metrics;
+pub mod proxy;
+pub mod report;
+pub mod route;
+pub mod server;
+pub mod stats;
+pub mod target;
+pub mod targets;
+pub mod watch;

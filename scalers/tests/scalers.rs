@@ -21,6 +21,7 @@ fn every_builtin_type_is_documented_with_an_example_that_parses() {
         [
             "cpu",
             "cron",
+            "http",
             "kafka",
             "memory",
             "rabbitmq",
@@ -47,7 +48,7 @@ async fn unknown_trigger_type_lists_the_known_ones() {
         .expect_err("unknown type");
     assert_eq!(
         err.to_string(),
-        "unknown trigger type \"foo\"; known types: cpu, cron, kafka, memory, rabbitmq, redis, redis-cluster, \
+        "unknown trigger type \"foo\"; known types: cpu, cron, http, kafka, memory, rabbitmq, redis, redis-cluster, \
          redis-cluster-streams, redis-sentinel, redis-sentinel-streams, redis-streams"
     );
 }

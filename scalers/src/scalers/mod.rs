@@ -1,6 +1,7 @@
 //! The built-in scalers, one module per source.
 
 pub mod cron;
+pub mod http;
 pub mod kafka;
 pub mod rabbitmq;
 pub mod redis;
@@ -13,6 +14,7 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     use self::redis::{LIST_PARAMS, STREAMS_PARAMS, list, streams};
     registry.register("cpu", Declared::new(resource::build_cpu, resource::PARAMS));
     registry.register("cron", Declared::new(cron::build, cron::PARAMS));
+    registry.register("http", Declared::new(http::build, http::PARAMS));
     registry.register("kafka", Declared::new(kafka::build, kafka::PARAMS));
     registry.register(
         "memory",

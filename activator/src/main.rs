@@ -1,0 +1,163 @@
+//! The keda-rs activator binary: wires the library together.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use keda_activator::metrics::Metrics;
+use keda_activator::proxy::Proxy;
+use keda_activator::report::{self, ReporterConfig};
+use keda_activator::server::{self, Readiness};
+use keda_activator::targets::Targets;
+use keda_activator::watch::{self, WatchConfig};
+use keda_scalers::scalers::http::GoDuration;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, Parser)]
+#[command(about = "keda-rs activator: HTTP scale-from-zero proxy")]
+struct Args {
+    /// Where the proxy listens.
+    #[arg(long, env = "KEDA_ACTIVATOR_LISTEN", default_value = "0.0.0.0:8080")]
+    listen: SocketAddr,
+    /// Where /healthz, /readyz and /metrics are served.
+    #[arg(
+        long,
+        env = "KEDA_ACTIVATOR_ADMIN_LISTEN",
+        default_value = "0.0.0.0:9090"
+    )]
+    admin_listen: SocketAddr,
+    /// The operator's report endpoint.
+    #[arg(
+        long,
+        env = "KEDA_ACTIVATOR_OPERATOR_URL",
+        default_value = "http://keda-operator.keda.svc:9666/activator/v1/reports"
+    )]
+    operator_url: http::Uri,
+    /// This replica's name in reports (the pod name).
+    #[arg(long, env = "POD_NAME", default_value = "keda-activator")]
+    replica: String,
+    /// This replica's pod IP, for the capacity split across replicas.
+    #[arg(long, env = "POD_IP")]
+    pod_ip: Option<IpAddr>,
+    /// The namespace of the activator's own Service.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "keda")]
+    pod_namespace: String,
+    /// The activator's own Service, whose endpoints are the activator replicas.
+    #[arg(long, env = "KEDA_ACTIVATOR_SERVICE", default_value = "keda-activator")]
+    service: String,
+    /// Watch only this namespace (default: all namespaces).
+    #[arg(long, env = "KEDA_ACTIVATOR_WATCH_NAMESPACE")]
+    watch_namespace: Option<String>,
+    /// After SIGTERM, how long to keep serving while /readyz fails so load balancers stop
+    /// sending new connections.
+    #[arg(long, env = "KEDA_ACTIVATOR_DRAIN_DELAY", default_value = "5s", value_parser = duration)]
+    drain_delay: Duration,
+    /// Then, how long open requests may take to finish.
+    #[arg(long, env = "KEDA_ACTIVATOR_DRAIN_TIMEOUT", default_value = "20s", value_parser = duration)]
+    drain_timeout: Duration,
+}
+
+fn duration(raw: &str) -> Result<Duration, String> {
+    GoDuration::parse(raw)
+        .map(|d| d.0)
+        .ok_or_else(|| format!("\"{raw}\" is not a duration such as 500ms, 5s or 1m"))
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .json()
+        .init();
+    let args = Args::parse();
+    let client = kube::Client::try_default()
+        .await
+        .context("no Kubernetes configuration (in-cluster or KUBECONFIG)")?;
+
+    let metrics = Arc::new(Metrics::new());
+    let (wake_tx, wake_rx) = tokio::sync::mpsc::channel(4096);
+    let targets = Targets::new(wake_tx, Arc::clone(&metrics));
+    let proxy = Arc::new(Proxy::new(targets.routes(), Arc::clone(&metrics)));
+    let ready = Readiness::default();
+    let stop_watching = CancellationToken::new();
+    let stop_proxy = CancellationToken::new();
+    let stop_reporting = CancellationToken::new();
+
+    let proxy_listener = server::bind(args.listen).await?;
+    let admin_listener = server::bind(args.admin_listen).await?;
+    let watch_task = tokio::spawn(watch::run(
+        client,
+        WatchConfig {
+            namespace: args.watch_namespace.clone(),
+            self_service: Some((args.pod_namespace.clone(), args.service.clone())),
+            pod_ip: args.pod_ip,
+        },
+        Arc::clone(&targets),
+        ready.clone(),
+        stop_watching.clone(),
+    ));
+    let report_task = tokio::spawn(report::run(
+        ReporterConfig {
+            url: args.operator_url.clone(),
+            replica: args.replica.clone(),
+            idle_after: Duration::from_secs(3600),
+        },
+        Arc::clone(&targets),
+        wake_rx,
+        stop_reporting.clone(),
+    ));
+    let admin_task = tokio::spawn(server::serve_admin(
+        admin_listener,
+        ready.clone(),
+        Arc::clone(&metrics),
+        stop_reporting.clone(),
+    ));
+    let proxy_task = tokio::spawn(server::serve_proxy(
+        proxy_listener,
+        proxy,
+        stop_proxy.clone(),
+        args.drain_timeout,
+    ));
+    tracing::info!(listen = %args.listen, admin = %args.admin_listen, "activator started");
+
+    shutdown_signal().await;
+    // Drain: fail readiness so no new traffic is sent here, keep serving for the delay, then
+    // stop accepting and let open requests finish; keep reporting until the end so the
+    // operator sees the requests still running, then say bye.
+    tracing::info!(delay = ?args.drain_delay, "draining");
+    ready.set(false);
+    stop_watching.cancel();
+    tokio::time::sleep(args.drain_delay).await;
+    stop_proxy.cancel();
+    let _ = proxy_task.await;
+    stop_reporting.cancel();
+    let _ = tokio::join!(watch_task, report_task, admin_task);
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,205 @@
+//! Prometheus metrics of the activator. Per-target handles are looked up once, when the target
+//! is created, so the request path only touches atomics.
+
+use std::sync::Arc;
+
+use keda_scalers::scalers::http::protocol::TargetKey;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TargetLabels {
+    namespace: String,
+    scaledobject: String,
+}
+
+type HistogramFamily = Family<TargetLabels, Histogram, fn() -> Histogram>;
+
+fn latency_histogram() -> Histogram {
+    // 0.5 ms .. ~16 s.
+    Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+}
+
+/// All metrics of the process.
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<TargetLabels, Counter>,
+    held: Family<TargetLabels, Gauge>,
+    held_total: Family<TargetLabels, Counter>,
+    queue_overflows: Family<TargetLabels, Counter>,
+    hold_timeouts: Family<TargetLabels, Counter>,
+    upstream_errors: Family<TargetLabels, Counter>,
+    latency: HistogramFamily,
+    /// Requests no route matched.
+    pub no_route: Counter,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+/// The handles of one target.
+#[derive(Clone, Debug)]
+pub struct TargetMetrics {
+    /// Requests routed to the target.
+    pub requests: Counter,
+    /// Requests held now.
+    pub held: Gauge,
+    /// Requests that were held.
+    pub held_total: Counter,
+    /// Requests refused with 503 because the queue was full.
+    pub queue_overflows: Counter,
+    /// Requests answered 504 after the hold timeout.
+    pub hold_timeouts: Counter,
+    /// Requests answered 502.
+    pub upstream_errors: Counter,
+    /// Time from arrival to the response head, held time included.
+    pub latency: Histogram,
+}
+
+impl Default for TargetMetrics {
+    /// Handles registered nowhere (for tests).
+    fn default() -> Self {
+        Self {
+            requests: Counter::default(),
+            held: Gauge::default(),
+            held_total: Counter::default(),
+            queue_overflows: Counter::default(),
+            hold_timeouts: Counter::default(),
+            upstream_errors: Counter::default(),
+            latency: latency_histogram(),
+        }
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Registers every metric under the `keda_activator` prefix.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("keda_activator");
+        let requests = Family::default();
+        let held = Family::default();
+        let held_total = Family::default();
+        let queue_overflows = Family::default();
+        let hold_timeouts = Family::default();
+        let upstream_errors = Family::default();
+        let latency: HistogramFamily = Family::new_with_constructor(latency_histogram);
+        let no_route = Counter::default();
+        registry.register("requests", "Requests routed to a target", requests.clone());
+        registry.register(
+            "held_requests",
+            "Requests waiting for a ready pod or a free slot",
+            held.clone(),
+        );
+        registry.register(
+            "requests_held",
+            "Requests that waited for a ready pod or a free slot",
+            held_total.clone(),
+        );
+        registry.register(
+            "queue_overflows",
+            "Requests refused with 503 because the hold queue was full",
+            queue_overflows.clone(),
+        );
+        registry.register(
+            "hold_timeouts",
+            "Requests answered 504 because no pod was ready within holdTimeout",
+            hold_timeouts.clone(),
+        );
+        registry.register(
+            "upstream_errors",
+            "Requests answered 502 because the pod failed",
+            upstream_errors.clone(),
+        );
+        registry.register(
+            "request_duration_seconds",
+            "Time from arrival to the response head, held time included",
+            latency.clone(),
+        );
+        registry.register(
+            "no_route",
+            "Requests answered 404 because no route matched",
+            no_route.clone(),
+        );
+        Self {
+            registry,
+            requests,
+            held,
+            held_total,
+            queue_overflows,
+            hold_timeouts,
+            upstream_errors,
+            latency,
+            no_route,
+        }
+    }
+
+    /// The handles of `key`'s target.
+    pub fn target(&self, key: &TargetKey) -> TargetMetrics {
+        let labels = TargetLabels {
+            namespace: key.namespace.clone(),
+            scaledobject: key.name.clone(),
+        };
+        TargetMetrics {
+            requests: self.requests.get_or_create(&labels).clone(),
+            held: self.held.get_or_create(&labels).clone(),
+            held_total: self.held_total.get_or_create(&labels).clone(),
+            queue_overflows: self.queue_overflows.get_or_create(&labels).clone(),
+            hold_timeouts: self.hold_timeouts.get_or_create(&labels).clone(),
+            upstream_errors: self.upstream_errors.get_or_create(&labels).clone(),
+            latency: self.latency.get_or_create(&labels).clone(),
+        }
+    }
+
+    /// The text exposition format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// Shared metrics.
+pub type SharedMetrics = Arc<Metrics>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn target_handles_feed_the_exposition() {
+        let metrics = Metrics::new();
+        let t = metrics.target(&TargetKey::new("shop", "web", 0));
+        t.requests.inc();
+        t.queue_overflows.inc();
+        t.latency.observe(0.002);
+        let text = metrics.encode();
+        assert!(
+            text.contains(
+                "keda_activator_requests_total{namespace=\"shop\",scaledobject=\"web\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("keda_activator_queue_overflows_total"),
+            "{text}"
+        );
+        assert!(
+            text.contains("keda_activator_request_duration_seconds_bucket"),
+            "{text}"
+        );
+        assert!(text.contains("keda_activator_held_requests{"), "{text}");
+    }
+}

@@ -1,0 +1,364 @@
+//! The request path: route, take a slot (or wait in the hold queue), forward with hyper, and
+//! map every failure to a status in one place ([`Proxy::handle`] via
+//! [`ProxyError::to_response`]).
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Request, Response, StatusCode, Uri, Version};
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::time::Instant;
+
+use crate::error::ProxyError;
+use crate::metrics::SharedMetrics;
+use crate::route::RouteTable;
+use crate::target::{Admission, Lease, Target};
+
+/// The routing table the watcher swaps and the proxy reads.
+pub type SharedRoutes = Arc<ArcSwap<RouteTable<Target>>>;
+
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+const KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
+const PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
+
+/// Headers that describe one hop, not the message (RFC 9110 7.6.1).
+const HOP_BY_HOP: [HeaderName; 8] = [
+    header::CONNECTION,
+    KEEP_ALIVE,
+    PROXY_CONNECTION,
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+];
+
+/// The response body: the pod's body (holding the pod slot until it ends or the client goes
+/// away), or a body the activator wrote.
+pub struct ProxyBody {
+    kind: Kind,
+}
+
+enum Kind {
+    Upstream {
+        body: Incoming,
+        lease: Option<Lease>,
+    },
+    Full(Option<Bytes>),
+}
+
+impl ProxyBody {
+    /// A complete body.
+    pub fn full(bytes: Bytes) -> Self {
+        Self {
+            kind: Kind::Full(Some(bytes)),
+        }
+    }
+
+    fn upstream(body: Incoming, lease: Lease) -> Self {
+        Self {
+            kind: Kind::Upstream {
+                body,
+                lease: Some(lease),
+            },
+        }
+    }
+}
+
+impl Body for ProxyBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        match &mut self.get_mut().kind {
+            Kind::Upstream { body, lease } => {
+                let polled = Pin::new(body).poll_frame(cx);
+                if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
+                    // The slot is free as soon as the pod is done, not when hyper drops us.
+                    lease.take();
+                }
+                polled
+            }
+            Kind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            Kind::Upstream { body, .. } => body.is_end_stream(),
+            Kind::Full(bytes) => bytes.is_none(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            Kind::Upstream { body, .. } => body.size_hint(),
+            Kind::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
+            Kind::Full(None) => SizeHint::with_exact(0),
+        }
+    }
+}
+
+/// The proxy: shared by every connection.
+pub struct Proxy {
+    routes: SharedRoutes,
+    client: Client<HttpConnector, Incoming>,
+    metrics: SharedMetrics,
+}
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Proxy")
+    }
+}
+
+impl Proxy {
+    /// A proxy reading `routes`. Upstream connections are pooled per pod (keep-alive, idle for
+    /// at most 90 s).
+    pub fn new(routes: SharedRoutes, metrics: SharedMetrics) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(Duration::from_secs(5)));
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build(connector);
+        Self {
+            routes,
+            client,
+            metrics,
+        }
+    }
+
+    /// Handles one request; every error becomes its status here, and only here.
+    pub async fn handle(
+        &self,
+        request: Request<Incoming>,
+        remote: SocketAddr,
+    ) -> Response<ProxyBody> {
+        match self.forward(request, remote).await {
+            Ok(response) => response,
+            Err(error) => {
+                if let ProxyError::Upstream { .. } = &error {
+                    tracing::debug!(%error, "upstream failed");
+                }
+                error.to_response().map(ProxyBody::full)
+            }
+        }
+    }
+
+    async fn forward(
+        &self,
+        mut request: Request<Incoming>,
+        remote: SocketAddr,
+    ) -> Result<Response<ProxyBody>, ProxyError> {
+        let started = Instant::now();
+        let host = request_host(&request).to_owned();
+        let target = {
+            let routes = self.routes.load();
+            routes.lookup(&host, request.uri().path()).cloned()
+        };
+        let Some(target) = target else {
+            self.metrics.no_route.inc();
+            return Err(ProxyError::NoRoute {
+                host,
+                path: request.uri().path().to_owned(),
+            });
+        };
+        target.metrics().requests.inc();
+        let lease = match target.admit()? {
+            Admission::Ready(lease) => lease,
+            Admission::Held(held) => held.wait().await?,
+        };
+        let pod = lease.addr();
+        let upgrade = is_upgrade(&request);
+        let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
+        let (mut parts, body) = request.into_parts();
+        let path = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
+        parts.uri = Uri::builder()
+            .scheme("http")
+            .authority(pod.to_string())
+            .path_and_query(path)
+            .build()
+            .map_err(|e| upstream(&target, pod, e))?;
+        let client_version = parts.version;
+        parts.version = Version::HTTP_11;
+        prepare_request_headers(&mut parts.headers, &host, remote, upgrade);
+        let mut response = self
+            .client
+            .request(Request::from_parts(parts, body))
+            .await
+            .map_err(|e| upstream(&target, pod, e))?;
+        target
+            .metrics()
+            .latency
+            .observe(started.elapsed().as_secs_f64());
+        if let Some(client_upgrade) = client_upgrade
+            && response.status() == StatusCode::SWITCHING_PROTOCOLS
+        {
+            let server_upgrade = hyper::upgrade::on(&mut response);
+            tokio::spawn(async move {
+                // The slot stays taken for the life of the upgraded connection.
+                let _lease = lease;
+                if let (Ok(client), Ok(server)) = tokio::join!(client_upgrade, server_upgrade) {
+                    let mut client = TokioIo::new(client);
+                    let mut server = TokioIo::new(server);
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                }
+            });
+            let (parts, _) = response.into_parts();
+            return Ok(Response::from_parts(parts, ProxyBody::full(Bytes::new())));
+        }
+        let (mut parts, body) = response.into_parts();
+        strip_hop_by_hop(&mut parts.headers);
+        if client_version == Version::HTTP_2 {
+            parts.version = Version::HTTP_2;
+        }
+        Ok(Response::from_parts(
+            parts,
+            ProxyBody::upstream(body, lease),
+        ))
+    }
+}
+
+fn upstream(
+    target: &Target,
+    pod: SocketAddr,
+    e: impl std::error::Error + Send + Sync + 'static,
+) -> ProxyError {
+    target.metrics().upstream_errors.inc();
+    ProxyError::Upstream {
+        target: target.label().to_owned(),
+        pod,
+        source: Box::new(e),
+    }
+}
+
+/// The host a request is for: the URI authority (HTTP/2, absolute-form) or the Host header.
+fn request_host<B>(request: &Request<B>) -> &str {
+    request
+        .uri()
+        .host()
+        .or_else(|| {
+            request
+                .headers()
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+        })
+        .unwrap_or("")
+}
+
+fn is_upgrade<B>(request: &Request<B>) -> bool {
+    request.version() == Version::HTTP_11
+        && request.headers().contains_key(header::UPGRADE)
+        && request
+            .headers()
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
+}
+
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    // Headers named in Connection are hop-by-hop too.
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
+        .collect();
+    for name in named.iter().chain(HOP_BY_HOP.iter()) {
+        headers.remove(name);
+    }
+}
+
+fn prepare_request_headers(headers: &mut HeaderMap, host: &str, remote: SocketAddr, upgrade: bool) {
+    let upgrade_to = upgrade
+        .then(|| headers.get(header::UPGRADE).cloned())
+        .flatten();
+    strip_hop_by_hop(headers);
+    headers.remove(header::UPGRADE);
+    if let Some(protocol) = upgrade_to {
+        headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+        headers.insert(header::UPGRADE, protocol);
+    }
+    if !headers.contains_key(header::HOST)
+        && let Ok(value) = HeaderValue::from_str(host)
+    {
+        // HTTP/2 clients send :authority; the pod speaks HTTP/1.1 and needs Host.
+        headers.insert(header::HOST, value);
+    }
+    let ip = remote.ip().to_string();
+    let forwarded_for = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
+        Some(previous) => format!("{previous}, {ip}"),
+        None => ip,
+    };
+    if let Ok(value) = HeaderValue::from_str(&forwarded_for) {
+        headers.insert(X_FORWARDED_FOR, value);
+    }
+    if !headers.contains_key(&X_FORWARDED_HOST)
+        && let Ok(value) = HeaderValue::from_str(host)
+    {
+        headers.insert(X_FORWARDED_HOST, value);
+    }
+    if !headers.contains_key(&X_FORWARDED_PROTO) {
+        headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forwarded_headers_are_added_and_hop_by_hop_ones_removed() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::CONNECTION,
+            HeaderValue::from_static("keep-alive, x-secret-hop"),
+        );
+        headers.insert("x-secret-hop", HeaderValue::from_static("1"));
+        headers.insert(KEEP_ALIVE, HeaderValue::from_static("timeout=5"));
+        headers.insert(X_FORWARDED_FOR, HeaderValue::from_static("203.0.113.7"));
+        headers.insert("x-app", HeaderValue::from_static("kept"));
+        prepare_request_headers(
+            &mut headers,
+            "shop.example.com",
+            "127.0.0.9:5555".parse().unwrap(),
+            false,
+        );
+        assert!(!headers.contains_key(header::CONNECTION));
+        assert!(!headers.contains_key("x-secret-hop"));
+        assert!(!headers.contains_key(KEEP_ALIVE));
+        assert_eq!(headers[X_FORWARDED_FOR], "203.0.113.7, 127.0.0.9");
+        assert_eq!(headers[X_FORWARDED_HOST], "shop.example.com");
+        assert_eq!(headers[X_FORWARDED_PROTO], "http");
+        assert_eq!(headers[header::HOST], "shop.example.com");
+        assert_eq!(headers["x-app"], "kept");
+    }
+
+    #[test]
+    fn upgrade_requests_keep_their_upgrade_headers() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+        headers.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+        prepare_request_headers(&mut headers, "h", "127.0.0.1:1".parse().unwrap(), true);
+        assert_eq!(headers[header::CONNECTION], "upgrade");
+        assert_eq!(headers[header::UPGRADE], "websocket");
+    }
+}

@@ -1,0 +1,492 @@
+//! One routed target on this activator replica: its pods, the per-pod in-flight counts, the
+//! bounded FIFO of requests held while no pod has room, and its statistics.
+//!
+//! All state sits behind one short `std` mutex that is never held across an `.await`: a
+//! request takes a slot (or a place in the queue) under the lock and awaits outside it. A
+//! finishing request hands its slot straight to the oldest held request, so held requests are
+//! forwarded in arrival order.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use keda_scalers::scalers::http::protocol::{TargetKey, TargetSample};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use crate::balance::{PodSlot, Replicas, assign, pick};
+use crate::error::ProxyError;
+use crate::metrics::TargetMetrics;
+use crate::stats::Meter;
+
+/// The per-target settings from the `http` trigger.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TargetSettings {
+    /// Per-pod limit (0 = none), before the split across activator replicas.
+    pub container_concurrency: u32,
+    /// Longest wait for a slot.
+    pub hold_timeout: Duration,
+    /// Most requests waiting at once.
+    pub queue_depth: usize,
+}
+
+struct Waiter {
+    id: u64,
+    tx: oneshot::Sender<SocketAddr>,
+}
+
+struct State {
+    settings: TargetSettings,
+    ready: Vec<SocketAddr>,
+    replicas: Replicas,
+    pods: Vec<PodSlot>,
+    cursor: usize,
+    queue: VecDeque<Waiter>,
+    next_id: u64,
+    meter: Meter,
+    last_active: Option<Instant>,
+}
+
+impl State {
+    /// Hands free slots to held requests, oldest first.
+    fn dispatch(&mut self) {
+        while !self.queue.is_empty() {
+            let Some(i) = pick(&self.pods, self.cursor) else {
+                return;
+            };
+            let Some(waiter) = self.queue.pop_front() else {
+                return;
+            };
+            let addr = self.pods[i].addr;
+            self.pods[i].in_flight += 1;
+            if waiter.tx.send(addr).is_err() {
+                // The request gave up at this very moment: the slot stays free.
+                self.pods[i].in_flight -= 1;
+            } else {
+                self.cursor = i + 1;
+            }
+        }
+    }
+
+    fn release(&mut self, addr: SocketAddr) {
+        if let Some(pod) = self.pods.iter_mut().find(|p| p.addr == addr) {
+            pod.in_flight = pod.in_flight.saturating_sub(1);
+        }
+        self.dispatch();
+    }
+
+    fn rebuild_pods(&mut self) {
+        let assigned = assign(
+            &self.ready,
+            self.settings.container_concurrency,
+            self.replicas,
+        );
+        let old = std::mem::take(&mut self.pods);
+        self.pods = assigned
+            .into_iter()
+            .map(|(addr, capacity)| PodSlot {
+                addr,
+                capacity,
+                // Requests still running on a pod that stays keep counting against it.
+                in_flight: old
+                    .iter()
+                    .find(|p| p.addr == addr)
+                    .map_or(0, |p| p.in_flight),
+            })
+            .collect();
+        self.dispatch();
+    }
+}
+
+/// A routed target.
+pub struct Target {
+    key: TargetKey,
+    label: String,
+    state: Mutex<State>,
+    wake: mpsc::Sender<TargetKey>,
+    metrics: TargetMetrics,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Target").field("key", &self.key).finish()
+    }
+}
+
+/// How a request got its slot.
+pub enum Admission {
+    /// A pod had room at once.
+    Ready(Lease),
+    /// The request waits in the queue.
+    Held(Held),
+}
+
+/// A slot on one pod, released when dropped (when the response body is done, or the client
+/// went away).
+pub struct Lease {
+    target: Arc<Target>,
+    addr: SocketAddr,
+}
+
+impl Lease {
+    /// The pod to forward to.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The target.
+    pub fn target(&self) -> &Arc<Target> {
+        &self.target
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let now = Instant::now();
+        let mut state = self.target.lock();
+        state.release(self.addr);
+        state.meter.finished(now);
+    }
+}
+
+/// A place in the hold queue. Dropping it (timeout, client gone) leaves the queue.
+pub struct Held {
+    target: Arc<Target>,
+    id: u64,
+    rx: oneshot::Receiver<SocketAddr>,
+    done: bool,
+}
+
+impl Held {
+    /// Waits for a slot until the target's hold timeout.
+    ///
+    /// # Errors
+    /// [`ProxyError::HoldTimeout`].
+    pub async fn wait(mut self) -> Result<Lease, ProxyError> {
+        let timeout = self.target.lock().settings.hold_timeout;
+        match tokio::time::timeout(timeout, &mut self.rx).await {
+            Ok(Ok(addr)) => {
+                self.done = true;
+                self.target.metrics.held.dec();
+                Ok(Lease {
+                    target: Arc::clone(&self.target),
+                    addr,
+                })
+            }
+            // The sender is dropped only when the target is removed; report it as a timeout
+            // after the wait so the client sees the same answer.
+            Ok(Err(_)) | Err(_) => {
+                self.target.metrics.hold_timeouts.inc();
+                Err(ProxyError::HoldTimeout {
+                    target: self.target.label.clone(),
+                    timeout,
+                })
+            }
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        self.target.metrics.held.dec();
+        let now = Instant::now();
+        let mut state = self.target.lock();
+        state.queue.retain(|w| w.id != self.id);
+        state.meter.finished(now);
+        // A slot may have been handed over just before we gave up: give it back.
+        if let Ok(addr) = self.rx.try_recv() {
+            state.release(addr);
+        }
+    }
+}
+
+impl Target {
+    /// A target without pods. `wake` receives the key when a request is held while no pod
+    /// is ready.
+    pub fn new(
+        key: TargetKey,
+        settings: TargetSettings,
+        wake: mpsc::Sender<TargetKey>,
+        metrics: TargetMetrics,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            label: format!("{}/{}", key.namespace, key.name),
+            key,
+            state: Mutex::new(State {
+                settings,
+                ready: Vec::new(),
+                replicas: Replicas::default(),
+                pods: Vec::new(),
+                cursor: 0,
+                queue: VecDeque::new(),
+                next_id: 0,
+                meter: Meter::new(Instant::now()),
+                last_active: None,
+            }),
+            wake,
+            metrics,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The target's key.
+    pub fn key(&self) -> &TargetKey {
+        &self.key
+    }
+
+    /// `namespace/name`, for errors and logs.
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// Its metrics.
+    pub fn metrics(&self) -> &TargetMetrics {
+        &self.metrics
+    }
+
+    /// Takes a slot on the least-loaded pod with room, or a place in the queue.
+    ///
+    /// # Errors
+    /// [`ProxyError::QueueFull`] when the queue is at `queueDepth`.
+    pub fn admit(self: &Arc<Self>) -> Result<Admission, ProxyError> {
+        let now = Instant::now();
+        let mut state = self.lock();
+        state.meter.arrived(now);
+        state.last_active = Some(now);
+        if state.queue.is_empty()
+            && let Some(i) = pick(&state.pods, state.cursor)
+        {
+            state.pods[i].in_flight += 1;
+            state.cursor = i + 1;
+            let addr = state.pods[i].addr;
+            return Ok(Admission::Ready(Lease {
+                target: Arc::clone(self),
+                addr,
+            }));
+        }
+        if state.queue.len() >= state.settings.queue_depth {
+            state.meter.finished(now);
+            let depth = state.settings.queue_depth;
+            drop(state);
+            self.metrics.queue_overflows.inc();
+            return Err(ProxyError::QueueFull {
+                target: self.label.clone(),
+                depth,
+            });
+        }
+        let (tx, rx) = oneshot::channel();
+        let id = state.next_id;
+        state.next_id += 1;
+        let first_without_pods = state.queue.is_empty() && state.ready.is_empty();
+        state.queue.push_back(Waiter { id, tx });
+        drop(state);
+        self.metrics.held.inc();
+        self.metrics.held_total.inc();
+        if first_without_pods {
+            // Never blocks: if the reporter is behind, the next per-second sample (held > 0,
+            // ready == 0) wakes the operator anyway.
+            let _ = self.wake.try_send(self.key.clone());
+        }
+        Ok(Admission::Held(Held {
+            target: Arc::clone(self),
+            id,
+            rx,
+            done: false,
+        }))
+    }
+
+    /// Replaces the ready endpoints (from EndpointSlices) and forwards held requests that now
+    /// have room.
+    pub fn set_ready(&self, mut ready: Vec<SocketAddr>) {
+        ready.sort_unstable();
+        ready.dedup();
+        let mut state = self.lock();
+        if state.ready != ready {
+            state.ready = ready;
+            state.rebuild_pods();
+        }
+    }
+
+    /// Updates this replica's place among the activators (for the capacity split).
+    pub fn set_replicas(&self, replicas: Replicas) {
+        let mut state = self.lock();
+        if state.replicas != replicas {
+            state.replicas = replicas;
+            state.rebuild_pods();
+        }
+    }
+
+    /// Updates the settings from a changed trigger.
+    pub fn set_settings(&self, settings: TargetSettings) {
+        let mut state = self.lock();
+        if state.settings != settings {
+            let limit_changed =
+                state.settings.container_concurrency != settings.container_concurrency;
+            state.settings = settings;
+            if limit_changed {
+                state.rebuild_pods();
+            }
+        }
+    }
+
+    /// Requests held now.
+    pub fn held(&self) -> usize {
+        self.lock().queue.len()
+    }
+
+    /// Ready endpoints known.
+    pub fn ready(&self) -> usize {
+        self.lock().ready.len()
+    }
+
+    /// This second's statistics for the report, or `None` when the target has been idle for
+    /// longer than `idle_after` (so idle targets cost nothing on the wire).
+    pub fn sample(&self, now: Instant, idle_after: Duration) -> Option<TargetSample> {
+        let mut state = self.lock();
+        let sample = state.meter.take(now);
+        let held = state.queue.len() as u32;
+        let in_flight = state.pods.iter().map(|p| p.in_flight).sum::<u32>();
+        if held > 0 || in_flight > 0 {
+            state.last_active = Some(now);
+        }
+        let recent = state
+            .last_active
+            .is_some_and(|t| now.saturating_duration_since(t) <= idle_after);
+        recent.then(|| TargetSample {
+            target: self.key.clone(),
+            concurrency: sample.concurrency,
+            requests: sample.requests as f64,
+            held,
+            in_flight,
+            ready: state.ready.len() as u32,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(cc: u32, depth: usize, hold: Duration) -> (Arc<Target>, mpsc::Receiver<TargetKey>) {
+        let (tx, rx) = mpsc::channel(8);
+        let t = Target::new(
+            TargetKey::new("ns", "web", 0),
+            TargetSettings {
+                container_concurrency: cc,
+                hold_timeout: hold,
+                queue_depth: depth,
+            },
+            tx,
+            TargetMetrics::default(),
+        );
+        (t, rx)
+    }
+
+    fn addr(last: u8) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, last], 80))
+    }
+
+    fn held(a: Admission) -> Held {
+        match a {
+            Admission::Held(h) => h,
+            Admission::Ready(_) => panic!("expected to be held"),
+        }
+    }
+
+    fn ready(a: Admission) -> Lease {
+        match a {
+            Admission::Ready(l) => l,
+            Admission::Held(_) => panic!("expected a slot"),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn held_requests_are_forwarded_in_arrival_order_when_a_pod_turns_ready() {
+        let (t, mut wake) = target(1, 10, Duration::from_secs(30));
+        let first = held(t.admit().unwrap());
+        let second = held(t.admit().unwrap());
+        // Only the first held request wakes the operator.
+        assert_eq!(wake.try_recv().unwrap(), TargetKey::new("ns", "web", 0));
+        assert!(wake.try_recv().is_err());
+        let second = tokio::spawn(second.wait());
+        tokio::task::yield_now().await;
+        t.set_ready(vec![addr(1)]);
+        // Capacity 1: the first gets the slot, the second keeps waiting.
+        let lease = first.wait().await.unwrap();
+        assert_eq!(lease.addr(), addr(1));
+        assert!(!second.is_finished());
+        assert_eq!(t.held(), 1);
+        drop(lease);
+        let lease = second.await.unwrap().unwrap();
+        assert_eq!(lease.addr(), addr(1));
+        assert_eq!(t.held(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_queue_rejects_and_a_held_request_times_out() {
+        let (t, _wake) = target(0, 2, Duration::from_secs(3));
+        let a = held(t.admit().unwrap());
+        let _b = held(t.admit().unwrap());
+        let err = t.admit().err().unwrap();
+        assert!(
+            matches!(err, ProxyError::QueueFull { depth: 2, .. }),
+            "{err}"
+        );
+        let started = Instant::now();
+        let err = a.wait().await.err().unwrap();
+        assert!(matches!(err, ProxyError::HoldTimeout { .. }), "{err}");
+        assert_eq!(started.elapsed(), Duration::from_secs(3));
+        // The timed-out request left the queue: there is room again.
+        assert_eq!(t.held(), 1);
+        assert!(matches!(t.admit().unwrap(), Admission::Held(_)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn container_concurrency_limits_each_pod_and_picks_the_least_loaded() {
+        let (t, _wake) = target(2, 10, Duration::from_secs(30));
+        t.set_ready(vec![addr(1), addr(2)]);
+        let leases: Vec<Lease> = (0..4).map(|_| ready(t.admit().unwrap())).collect();
+        let on = |a| leases.iter().filter(|l| l.addr() == a).count();
+        assert_eq!((on(addr(1)), on(addr(2))), (2, 2));
+        // Both pods are full: the fifth waits.
+        let fifth = held(t.admit().unwrap());
+        drop(leases);
+        assert!(fifth.wait().await.is_ok());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_that_gives_up_frees_its_place_and_its_slot() {
+        let (t, _wake) = target(1, 10, Duration::from_secs(30));
+        let gone = held(t.admit().unwrap());
+        let next = held(t.admit().unwrap());
+        t.set_ready(vec![addr(1)]);
+        // The slot went to `gone`, which is dropped without taking it: it passes to `next`.
+        drop(gone);
+        let lease = next.wait().await.unwrap();
+        assert_eq!(lease.addr(), addr(1));
+        assert_eq!(t.held(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn samples_report_activity_then_go_quiet() {
+        let (t, _wake) = target(0, 10, Duration::from_secs(30));
+        t.set_ready(vec![addr(1)]);
+        let lease = ready(t.admit().unwrap());
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let s = t.sample(Instant::now(), Duration::from_secs(5)).unwrap();
+        assert_eq!((s.in_flight, s.held, s.ready, s.requests), (1, 0, 1, 1.0));
+        assert!((s.concurrency - 1.0).abs() < 1e-9);
+        drop(lease);
+        tokio::time::advance(Duration::from_secs(5)).await;
+        assert!(t.sample(Instant::now(), Duration::from_secs(5)).is_some());
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(t.sample(Instant::now(), Duration::from_secs(5)).is_none());
+    }
+}

@@ -1,0 +1,143 @@
+//! The set of targets on this replica, kept across configuration changes (so in-flight counts
+//! and held requests survive an edit of the ScaledObject), and the routing table built from
+//! them.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use arc_swap::ArcSwap;
+use keda_scalers::scalers::http::HttpTrigger;
+use keda_scalers::scalers::http::protocol::TargetKey;
+use tokio::sync::mpsc;
+
+use crate::balance::Replicas;
+use crate::metrics::SharedMetrics;
+use crate::proxy::SharedRoutes;
+use crate::route::{RouteSpec, RouteTable};
+use crate::target::{Target, TargetSettings};
+
+/// One `http` trigger of one ScaledObject, parsed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TargetConfig {
+    /// The ScaledObject and trigger index.
+    pub key: TargetKey,
+    /// The trigger.
+    pub trigger: HttpTrigger,
+}
+
+impl TargetConfig {
+    fn settings(&self) -> TargetSettings {
+        TargetSettings {
+            container_concurrency: self.trigger.container_concurrency,
+            hold_timeout: self.trigger.hold_timeout,
+            queue_depth: self.trigger.queue_depth,
+        }
+    }
+}
+
+/// All targets and the routing table.
+pub struct Targets {
+    targets: Mutex<HashMap<TargetKey, (Arc<Target>, TargetConfig)>>,
+    routes: SharedRoutes,
+    wake: mpsc::Sender<TargetKey>,
+    metrics: SharedMetrics,
+    replicas: Mutex<Replicas>,
+}
+
+impl std::fmt::Debug for Targets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Targets")
+            .field("count", &self.lock().len())
+            .finish()
+    }
+}
+
+impl Targets {
+    /// No targets; `wake` receives the key of a target whose first request is held.
+    pub fn new(wake: mpsc::Sender<TargetKey>, metrics: SharedMetrics) -> Arc<Self> {
+        Arc::new(Self {
+            targets: Mutex::default(),
+            routes: Arc::new(ArcSwap::from_pointee(RouteTable::default())),
+            wake,
+            metrics,
+            replicas: Mutex::default(),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<TargetKey, (Arc<Target>, TargetConfig)>> {
+        self.targets.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The routing table the proxy reads.
+    pub fn routes(&self) -> SharedRoutes {
+        Arc::clone(&self.routes)
+    }
+
+    /// Makes the targets exactly `configs`: new ones are created, changed ones updated in
+    /// place, missing ones dropped; then the routing table is rebuilt and swapped in. Routes
+    /// are added in key order, so when two ScaledObjects claim the same host and prefix the
+    /// first by namespace/name wins, on every replica alike.
+    pub fn apply(&self, mut configs: Vec<TargetConfig>) {
+        configs.sort_by(|a, b| a.key.cmp(&b.key));
+        let replicas = *self.replicas.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut targets = self.lock();
+        let mut next = HashMap::with_capacity(configs.len());
+        let mut specs = Vec::with_capacity(configs.len());
+        for config in configs {
+            let target = match targets.remove(&config.key) {
+                Some((target, _)) => {
+                    target.set_settings(config.settings());
+                    target
+                }
+                None => {
+                    let target = Target::new(
+                        config.key.clone(),
+                        config.settings(),
+                        self.wake.clone(),
+                        self.metrics.target(&config.key),
+                    );
+                    target.set_replicas(replicas);
+                    target
+                }
+            };
+            specs.push(RouteSpec {
+                hosts: config.trigger.hosts.clone(),
+                path_prefixes: config.trigger.path_prefixes.clone(),
+                target: Arc::clone(&target),
+            });
+            next.insert(config.key.clone(), (target, config));
+        }
+        *targets = next;
+        drop(targets);
+        self.routes.store(Arc::new(RouteTable::build(specs)));
+    }
+
+    /// The target of `key`.
+    pub fn get(&self, key: &TargetKey) -> Option<Arc<Target>> {
+        self.lock().get(key).map(|(t, _)| Arc::clone(t))
+    }
+
+    /// Every target with its configuration.
+    pub fn all(&self) -> Vec<(Arc<Target>, TargetConfig)> {
+        self.lock()
+            .values()
+            .map(|(t, c)| (Arc::clone(t), c.clone()))
+            .collect()
+    }
+
+    /// Sets the ready endpoints of `key`.
+    pub fn set_ready(&self, key: &TargetKey, ready: Vec<SocketAddr>) {
+        if let Some(target) = self.get(key) {
+            target.set_ready(ready);
+        }
+    }
+
+    /// Sets this replica's place among the activators, for every target.
+    pub fn set_replicas(&self, replicas: Replicas) {
+        *self.replicas.lock().unwrap_or_else(PoisonError::into_inner) = replicas;
+        for (target, _) in self.all() {
+            target.set_replicas(replicas);
+        }
+    }
+}

@@ -1,0 +1,400 @@
+//! Kubernetes input: ScaledObjects (the `http` triggers become targets and routes) and
+//! EndpointSlices (the ready endpoints of each target's Service, and of the activator's own
+//! Service for the capacity split), through `kube::runtime` reflectors. Every change rebuilds
+//! the configuration from the two caches; the request path never calls the API.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use futures::{FutureExt, StreamExt, TryStreamExt};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use keda_api::ScaledObject;
+use keda_scalers::ScalerContext;
+use keda_scalers::scalers::http::protocol::TargetKey;
+use keda_scalers::scalers::http::{HttpTrigger, PortRef};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, ResourceExt};
+use tokio_util::sync::CancellationToken;
+
+use crate::balance::Replicas;
+use crate::server::Readiness;
+use crate::targets::{TargetConfig, Targets};
+
+/// The label EndpointSlices carry naming their Service.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
+/// What to watch.
+#[derive(Clone, Debug, Default)]
+pub struct WatchConfig {
+    /// Only ScaledObjects and EndpointSlices of this namespace; `None` = all namespaces.
+    pub namespace: Option<String>,
+    /// The activator's own Service (`namespace`, `name`), for the capacity split.
+    pub self_service: Option<(String, String)>,
+    /// This replica's pod IP, to find its place among the activator endpoints.
+    pub pod_ip: Option<IpAddr>,
+}
+
+/// The `http` triggers of `objects`, parsed; triggers that do not parse are returned as
+/// errors (`key`, message) so the caller can report them once.
+pub fn target_configs(
+    objects: &[Arc<ScaledObject>],
+) -> (Vec<TargetConfig>, Vec<(TargetKey, String)>) {
+    let mut configs = Vec::new();
+    let mut errors = Vec::new();
+    for so in objects {
+        let namespace = so.namespace().unwrap_or_default();
+        let name = so.name_any();
+        for (index, trigger) in so.spec.triggers.iter().enumerate() {
+            if trigger.type_ != "http" {
+                continue;
+            }
+            let key = TargetKey::new(namespace.clone(), name.clone(), index);
+            let ctx = ScalerContext {
+                scalable_name: name.clone(),
+                scalable_namespace: namespace.clone(),
+                ..ScalerContext::from_trigger(trigger, index)
+            };
+            match HttpTrigger::parse(&ctx) {
+                Ok(trigger) => configs.push(TargetConfig { key, trigger }),
+                Err(e) => errors.push((key, e.to_string())),
+            }
+        }
+    }
+    (configs, errors)
+}
+
+/// The ready endpoints of Service `namespace/service` on `port`, from `slices`.
+///
+/// An endpoint counts when its `ready` condition is true or unset (the API's rule). The port
+/// is found by name, else by number, else, when the slice has exactly one port, that one
+/// (EndpointSlices carry target ports, so a Service port number that differs from its target
+/// port is matched this way).
+pub fn ready_endpoints(
+    slices: &[Arc<EndpointSlice>],
+    namespace: &str,
+    service: &str,
+    port: &PortRef,
+) -> Vec<SocketAddr> {
+    let mut ready = Vec::new();
+    for slice in slices {
+        if slice.namespace().as_deref() != Some(namespace)
+            || slice.labels().get(SERVICE_NAME_LABEL).map(String::as_str) != Some(service)
+            || !matches!(slice.address_type.as_str(), "IPv4" | "IPv6")
+        {
+            continue;
+        }
+        let ports = slice.ports.as_deref().unwrap_or_default();
+        let by_name = |name: &str| {
+            ports
+                .iter()
+                .find(|p| p.name.as_deref() == Some(name))
+                .and_then(|p| p.port)
+        };
+        let only = || match ports {
+            [single] => single.port,
+            _ => None,
+        };
+        let number = match port {
+            PortRef::Only => only(),
+            PortRef::Name(name) => by_name(name),
+            PortRef::Number(n) => ports
+                .iter()
+                .find(|p| p.port == Some(i32::from(*n)))
+                .and_then(|p| p.port)
+                .or_else(only),
+        };
+        let Some(number) = number.and_then(|n| u16::try_from(n).ok()) else {
+            continue;
+        };
+        for endpoint in &slice.endpoints {
+            let is_ready = endpoint
+                .conditions
+                .as_ref()
+                .and_then(|c| c.ready)
+                .unwrap_or(true);
+            if !is_ready {
+                continue;
+            }
+            if let Some(ip) = endpoint
+                .addresses
+                .first()
+                .and_then(|a| a.parse::<IpAddr>().ok())
+            {
+                ready.push(SocketAddr::new(ip, number));
+            }
+        }
+    }
+    ready.sort_unstable();
+    ready.dedup();
+    ready
+}
+
+/// This replica's place among the ready endpoints of its own Service.
+pub fn replicas(
+    slices: &[Arc<EndpointSlice>],
+    self_service: &(String, String),
+    pod_ip: Option<IpAddr>,
+) -> Replicas {
+    let mut ips: Vec<IpAddr> =
+        ready_endpoints(slices, &self_service.0, &self_service.1, &PortRef::Only)
+            .into_iter()
+            .map(|a| a.ip())
+            .collect();
+    if ips.is_empty() {
+        // A Service with several ports: any port will do to list the pods.
+        for slice in slices {
+            if slice.namespace().as_deref() == Some(self_service.0.as_str())
+                && slice.labels().get(SERVICE_NAME_LABEL) == Some(&self_service.1)
+            {
+                for e in &slice.endpoints {
+                    if e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true)
+                        && let Some(ip) = e.addresses.first().and_then(|a| a.parse().ok())
+                    {
+                        ips.push(ip);
+                    }
+                }
+            }
+        }
+    }
+    ips.sort_unstable();
+    ips.dedup();
+    Replicas {
+        index: pod_ip.and_then(|ip| ips.iter().position(|i| *i == ip)),
+        count: ips.len().max(1),
+    }
+}
+
+/// Applies the caches to `targets`, logging each trigger error once (until it changes).
+struct Applier {
+    targets: Arc<Targets>,
+    config: WatchConfig,
+    reported: HashMap<TargetKey, String>,
+}
+
+impl Applier {
+    fn apply(&mut self, objects: &Store<ScaledObject>, slices: &Store<EndpointSlice>) {
+        let (configs, errors) = target_configs(&objects.state());
+        let errors: HashMap<TargetKey, String> = errors.into_iter().collect();
+        for (key, message) in &errors {
+            if self.reported.get(key) != Some(message) {
+                tracing::warn!(target = %key, error = %message, "http trigger ignored");
+            }
+        }
+        self.reported = errors;
+        let slices = slices.state();
+        let ready: BTreeMap<TargetKey, Vec<SocketAddr>> = configs
+            .iter()
+            .map(|c| {
+                let addrs = ready_endpoints(
+                    &slices,
+                    &c.key.namespace,
+                    &c.trigger.service,
+                    &c.trigger.port,
+                );
+                (c.key.clone(), addrs)
+            })
+            .collect();
+        if let Some(own) = &self.config.self_service {
+            self.targets
+                .set_replicas(replicas(&slices, own, self.config.pod_ip));
+        }
+        self.targets.apply(configs);
+        for (key, addrs) in ready {
+            self.targets.set_ready(&key, addrs);
+        }
+    }
+}
+
+/// Watches until `cancel`, keeping `targets` in line with the cluster; sets `ready` once both
+/// caches have their first full list. Watch errors are retried with backoff (logged).
+pub async fn run(
+    client: Client,
+    config: WatchConfig,
+    targets: Arc<Targets>,
+    ready: Readiness,
+    cancel: CancellationToken,
+) {
+    let (objects_api, slices_api): (Api<ScaledObject>, Api<EndpointSlice>) = match &config.namespace
+    {
+        Some(ns) => (
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced(client, ns),
+        ),
+        None => (Api::all(client.clone()), Api::all(client)),
+    };
+    let (objects, objects_writer) = reflector::store::<ScaledObject>();
+    let (slices, slices_writer) = reflector::store::<EndpointSlice>();
+    let object_events = reflector::reflector(
+        objects_writer,
+        watcher(objects_api, watcher::Config::default()).default_backoff(),
+    )
+    .map_ok(|_| ())
+    .boxed();
+    let slice_events = reflector::reflector(
+        slices_writer,
+        watcher(
+            slices_api,
+            watcher::Config::default().labels(SERVICE_NAME_LABEL),
+        )
+        .default_backoff(),
+    )
+    .map_ok(|_| ())
+    .boxed();
+    let mut events = futures::stream::select(object_events, slice_events);
+    let mut applier = Applier {
+        targets,
+        config,
+        reported: HashMap::new(),
+    };
+    loop {
+        let event = tokio::select! {
+            () = cancel.cancelled() => return,
+            event = events.next() => event,
+        };
+        match event {
+            Some(Ok(())) => {
+                if is_ready(&objects) && is_ready(&slices) {
+                    // Drain what is already queued so a burst causes one rebuild.
+                    while let Some(Some(Ok(()))) = events.next().now_or_never() {}
+                    applier.apply(&objects, &slices);
+                    ready.set(true);
+                }
+            }
+            Some(Err(error)) => tracing::warn!(%error, "watch failed; retrying"),
+            None => return,
+        }
+    }
+}
+
+fn is_ready<K>(store: &Store<K>) -> bool
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    store
+        .wait_until_ready()
+        .now_or_never()
+        .is_some_and(|r| r.is_ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort};
+    use kube::api::ObjectMeta;
+
+    use super::*;
+
+    fn slice(
+        ns: &str,
+        service: &str,
+        ports: &[(&str, i32)],
+        endpoints: &[(&str, Option<bool>)],
+    ) -> Arc<EndpointSlice> {
+        Arc::new(EndpointSlice {
+            metadata: ObjectMeta {
+                namespace: Some(ns.into()),
+                name: Some(format!("{service}-abc")),
+                labels: Some([(SERVICE_NAME_LABEL.to_string(), service.to_string())].into()),
+                ..ObjectMeta::default()
+            },
+            address_type: "IPv4".into(),
+            ports: Some(
+                ports
+                    .iter()
+                    .map(|(name, port)| EndpointPort {
+                        name: Some(name.to_string()),
+                        port: Some(*port),
+                        ..EndpointPort::default()
+                    })
+                    .collect(),
+            ),
+            endpoints: endpoints
+                .iter()
+                .map(|(ip, ready)| Endpoint {
+                    addresses: vec![ip.to_string()],
+                    conditions: Some(EndpointConditions {
+                        ready: *ready,
+                        ..EndpointConditions::default()
+                    }),
+                    ..Endpoint::default()
+                })
+                .collect(),
+        })
+    }
+
+    #[test]
+    fn ready_endpoints_follow_the_ready_condition_and_the_port() {
+        let slices = vec![
+            slice(
+                "shop",
+                "web",
+                &[("http", 8080), ("metrics", 9090)],
+                &[
+                    ("10.0.0.2", Some(true)),
+                    ("10.0.0.1", None),
+                    ("10.0.0.3", Some(false)),
+                ],
+            ),
+            slice(
+                "shop",
+                "other",
+                &[("http", 80)],
+                &[("10.0.0.9", Some(true))],
+            ),
+            slice(
+                "elsewhere",
+                "web",
+                &[("http", 8080)],
+                &[("10.0.1.1", Some(true))],
+            ),
+        ];
+        let addrs = |port: PortRef| -> Vec<String> {
+            ready_endpoints(&slices, "shop", "web", &port)
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        assert_eq!(
+            addrs(PortRef::Name("http".into())),
+            ["10.0.0.1:8080", "10.0.0.2:8080"]
+        );
+        assert_eq!(
+            addrs(PortRef::Number(9090)),
+            ["10.0.0.1:9090", "10.0.0.2:9090"]
+        );
+        // Two ports and no choice: nothing (the trigger must name one).
+        assert!(addrs(PortRef::Only).is_empty());
+        assert!(addrs(PortRef::Name("grpc".into())).is_empty());
+    }
+
+    #[test]
+    fn this_replica_finds_its_place_among_the_activators() {
+        let slices = vec![slice(
+            "keda",
+            "keda-activator",
+            &[("http", 8080), ("admin", 9090)],
+            &[
+                ("10.1.0.7", Some(true)),
+                ("10.1.0.3", Some(true)),
+                ("10.1.0.5", Some(false)),
+            ],
+        )];
+        let own = ("keda".to_string(), "keda-activator".to_string());
+        assert_eq!(
+            replicas(&slices, &own, Some("10.1.0.7".parse().unwrap())),
+            Replicas {
+                index: Some(1),
+                count: 2
+            }
+        );
+        assert_eq!(
+            replicas(&slices, &own, None),
+            Replicas {
+                index: None,
+                count: 2
+            }
+        );
+    }
+}

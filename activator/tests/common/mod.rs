@@ -1,0 +1,197 @@
+//! Test harness: an activator on a loopback port fed directly with targets, and real HTTP
+//! backends on loopback.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use keda_activator::metrics::Metrics;
+use keda_activator::proxy::Proxy;
+use keda_activator::server;
+use keda_activator::targets::{TargetConfig, Targets};
+use keda_scalers::ScalerContext;
+use keda_scalers::scalers::http::HttpTrigger;
+use keda_scalers::scalers::http::protocol::TargetKey;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// An activator serving on loopback.
+pub struct Activator {
+    pub addr: SocketAddr,
+    pub targets: Arc<Targets>,
+    pub metrics: Arc<Metrics>,
+    pub wake: Option<mpsc::Receiver<TargetKey>>,
+    pub stop: CancellationToken,
+}
+
+impl Drop for Activator {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+pub async fn activator() -> Activator {
+    let metrics = Arc::new(Metrics::new());
+    let (wake_tx, wake_rx) = mpsc::channel(1024);
+    let targets = Targets::new(wake_tx, Arc::clone(&metrics));
+    let proxy = Arc::new(Proxy::new(targets.routes(), Arc::clone(&metrics)));
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("test harness");
+    let addr = listener.local_addr().expect("test harness");
+    let stop = CancellationToken::new();
+    tokio::spawn(server::serve_proxy(
+        listener,
+        proxy,
+        stop.clone(),
+        Duration::from_secs(5),
+    ));
+    Activator {
+        addr,
+        targets,
+        metrics,
+        wake: Some(wake_rx),
+        stop,
+    }
+}
+
+/// The parsed `http` trigger of ScaledObject `shop/<name>` with `metadata`.
+pub fn config(name: &str, metadata: &[(&str, &str)]) -> TargetConfig {
+    let metadata: BTreeMap<String, String> = metadata
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let ctx = ScalerContext {
+        scalable_name: name.into(),
+        scalable_namespace: "shop".into(),
+        metadata,
+        ..ScalerContext::new("http", 0)
+    };
+    TargetConfig {
+        key: TargetKey::new("shop", name, 0),
+        trigger: HttpTrigger::parse(&ctx).expect("test harness"),
+    }
+}
+
+/// Counts what a backend saw.
+#[derive(Default)]
+pub struct Seen {
+    pub requests: AtomicUsize,
+    pub cancelled: AtomicUsize,
+    pub last_headers: std::sync::Mutex<Option<http::HeaderMap>>,
+}
+
+struct CancelGuard(Arc<Seen>, bool);
+impl Drop for CancelGuard {
+    fn drop(&mut self) {
+        if !self.1 {
+            self.0.cancelled.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// A hyper backend: `/` answers `hello from <name>`, `/hang` never answers, `/echo` streams
+/// the request body back.
+pub async fn backend(name: &'static str) -> (SocketAddr, Arc<Seen>) {
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("test harness");
+    let addr = listener.local_addr().expect("test harness");
+    let seen = Arc::new(Seen::default());
+    let state = Arc::clone(&seen);
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let state = Arc::clone(&state);
+            tokio::spawn(async move {
+                let service = service_fn(move |request: Request<Incoming>| {
+                    let state = Arc::clone(&state);
+                    async move {
+                        state.requests.fetch_add(1, Ordering::SeqCst);
+                        *state.last_headers.lock().expect("test harness") =
+                            Some(request.headers().clone());
+                        let mut guard = CancelGuard(Arc::clone(&state), false);
+                        let body = match request.uri().path() {
+                            "/hang" => {
+                                std::future::pending::<()>().await;
+                                Bytes::new()
+                            }
+                            "/echo" => request
+                                .into_body()
+                                .collect()
+                                .await
+                                .expect("test harness")
+                                .to_bytes(),
+                            _ => Bytes::from(format!("hello from {name}")),
+                        };
+                        guard.1 = true;
+                        Ok::<_, Infallible>(Response::new(Full::new(body)))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .with_upgrades()
+                    .await;
+            });
+        }
+    });
+    (addr, seen)
+}
+
+pub type TestClient = Client<HttpConnector, Full<Bytes>>;
+
+pub fn client() -> TestClient {
+    Client::builder(TokioExecutor::new()).build_http()
+}
+
+/// GET `http://<addr><path>` with `Host: <host>`; the status and body.
+pub async fn get(client: &TestClient, addr: SocketAddr, host: &str, path: &str) -> (u16, String) {
+    let request = Request::get(format!("http://{addr}{path}"))
+        .header(http::header::HOST, host)
+        .body(Full::new(Bytes::new()))
+        .expect("test harness");
+    let response = client.request(request).await.expect("test harness");
+    let status = response.status().as_u16();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("test harness")
+        .to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// Polls `condition` until it holds, failing after 10 s.
+pub async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+    let waited = tokio::time::timeout(Duration::from_secs(10), async {
+        while !condition() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert!(waited.is_ok(), "timed out waiting for {what}");
+}
+
+/// Awaits `future`, failing after `secs` seconds.
+pub async fn within<T>(secs: u64, what: &str, future: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(secs), future)
+        .await
+        .unwrap_or_else(|_| panic!("timed out: {what}"))
+}
