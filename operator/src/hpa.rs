@@ -260,3 +260,190 @@ pub async fn delete_hpa(api: &Api<HorizontalPodAutoscaler>, name: &str) -> Resul
         Err(e) => Err(Error::kube(format!("deleting HPA {name}"), e)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::autoscaling::v2::ResourceMetricSource;
+    use keda_api::gvkr::parse_gvkr;
+    use keda_scalers::metric::metric_target;
+    use kube::api::ApiResource;
+
+    use super::*;
+    use crate::scalers::TriggerScaler;
+
+    fn object(yaml: &str) -> ScaledObject {
+        let mut so: ScaledObject = serde_yaml::from_str(yaml).expect("yaml");
+        so.metadata.namespace = Some("ns".into());
+        so.metadata.uid = Some("u1".into());
+        so
+    }
+
+    fn target() -> Target {
+        let gvkr = parse_gvkr("", "").expect("Deployment");
+        Target {
+            api_resource: ApiResource {
+                group: gvkr.group.clone(),
+                version: gvkr.version.clone(),
+                api_version: gvkr.api_version(),
+                kind: gvkr.kind.clone(),
+                plural: gvkr.resource.clone(),
+            },
+            gvkr,
+            namespace: "ns".into(),
+            name: "app".into(),
+        }
+    }
+
+    struct NoScaler;
+
+    #[async_trait::async_trait]
+    impl keda_scalers::Scaler for NoScaler {
+        fn metric_specs(&self) -> Vec<MetricSpec> {
+            Vec::new()
+        }
+        async fn metrics_and_activity(
+            &self,
+            _: &str,
+        ) -> Result<keda_scalers::MetricsAndActivity, keda_scalers::ScalerError> {
+            Ok(keda_scalers::MetricsAndActivity::single("m", 0.0, 0.0))
+        }
+        async fn close(&self) {}
+    }
+
+    fn trigger(index: usize, trigger_type: &str, specs: Vec<MetricSpec>) -> TriggerScaler {
+        TriggerScaler {
+            index,
+            name: String::new(),
+            trigger_type: trigger_type.into(),
+            use_cached_metrics: false,
+            metric_specs: specs,
+            scaler: keda_scalers::BuiltScaler::Pull(Box::new(NoScaler)),
+        }
+    }
+
+    fn external(name: &str) -> MetricSpec {
+        external_metric_spec(name, metric_target(TargetType::AverageValue, 5))
+    }
+
+    fn cpu() -> MetricSpec {
+        MetricSpec {
+            type_: "Resource".into(),
+            resource: Some(ResourceMetricSource {
+                name: "cpu".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    const SO: &str = r#"
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata:
+  name: worker
+  labels: { team: a, secret: b }
+  annotations:
+    scaledobject.keda.sh/hpa-excluded-labels: secret
+    autoscaling.keda.sh/paused-scale-in: "true"
+spec:
+  scaleTargetRef: { name: app }
+  maxReplicaCount: 7
+  triggers: [{ type: redis, metadata: { listName: a } }]
+"#;
+
+    #[test]
+    fn metrics_are_sorted_by_type_and_select_the_object() {
+        let scalers = ObjectScalers {
+            triggers: vec![
+                trigger(0, "redis", vec![external("s0-redis-a")]),
+                trigger(1, "cpu", vec![cpu()]),
+            ],
+            modifiers: None,
+        };
+        let m = metric_specs("worker", &scalers).expect("specs");
+        let types: Vec<&str> = m.specs.iter().map(|s| s.type_.as_str()).collect();
+        assert_eq!(types, ["External", "Resource"]);
+        assert_eq!(m.external_names, ["s0-redis-a"]);
+        assert_eq!(m.resource_names, ["cpu"]);
+        let selector = m.specs[0]
+            .external
+            .as_ref()
+            .and_then(|e| e.metric.selector.as_ref())
+            .and_then(|s| s.match_labels.as_ref())
+            .and_then(|l| l.get(SCALED_OBJECT_NAME_LABEL).cloned());
+        assert_eq!(selector.as_deref(), Some("worker"));
+    }
+
+    #[test]
+    fn duplicate_external_metric_names_are_an_error_in_keda_words() {
+        let scalers = ObjectScalers {
+            triggers: vec![
+                trigger(0, "redis", vec![external("s0-redis-a")]),
+                trigger(0, "redis", vec![external("s0-redis-a")]),
+            ],
+            modifiers: None,
+        };
+        let err = metric_specs("worker", &scalers).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "metricName s0-redis-a defined multiple times"
+        );
+    }
+
+    #[test]
+    fn the_hpa_is_built_as_keda_builds_it() {
+        let so = object(SO);
+        let m = MetricSpecs {
+            specs: vec![external("s0-redis-a")],
+            ..Default::default()
+        };
+        let hpa = desired_hpa(&so, &target(), &m);
+        assert_eq!(hpa.metadata.name.as_deref(), Some("keda-hpa-worker"));
+        let labels = hpa.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(labels["app.kubernetes.io/name"], "keda-hpa-worker");
+        assert_eq!(labels["app.kubernetes.io/part-of"], "worker");
+        assert_eq!(labels["app.kubernetes.io/managed-by"], "keda-operator");
+        assert_eq!(labels["team"], "a");
+        assert!(!labels.contains_key("secret"), "excluded label copied");
+        let owner = &hpa.metadata.owner_references.clone().unwrap_or_default()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.controller),
+            ("ScaledObject", Some(true))
+        );
+        let spec = hpa.spec.expect("spec");
+        assert_eq!(spec.min_replicas, Some(1), "max(min, 1)");
+        assert_eq!(spec.max_replicas, 7);
+        assert_eq!(
+            spec.scale_target_ref.api_version.as_deref(),
+            Some("apps/v1")
+        );
+        let behavior = spec.behavior.expect("paused-scale-in sets a behavior");
+        assert_eq!(
+            behavior.scale_down.and_then(|r| r.select_policy).as_deref(),
+            Some("Disabled")
+        );
+        assert!(behavior.scale_up.is_none());
+    }
+
+    #[test]
+    fn the_name_label_is_cut_to_a_valid_label_value() {
+        let long = format!("{}-x", "a".repeat(62));
+        assert_eq!(name_label(&long), "a".repeat(62));
+    }
+
+    #[test]
+    fn an_identical_hpa_needs_no_update_and_a_changed_one_does() {
+        let so = object(SO);
+        let m = MetricSpecs {
+            specs: vec![external("s0-redis-a")],
+            ..Default::default()
+        };
+        let hpa = desired_hpa(&so, &target(), &m);
+        assert!(!hpa_differs(&hpa, &hpa.clone()));
+        let mut changed = hpa.clone();
+        if let Some(s) = changed.spec.as_mut() {
+            s.max_replicas = 3;
+        }
+        assert!(hpa_differs(&changed, &hpa));
+    }
+}

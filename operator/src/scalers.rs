@@ -178,3 +178,43 @@ pub async fn scalers_for(so: &ScaledObject, env: &ScalerEnv) -> Result<ObjectSca
         modifiers,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(trigger: &str) -> ScaledObject {
+        let yaml = format!(
+            "apiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nmetadata: {{ name: w, namespace: ns }}\nspec:\n  scaleTargetRef: {{ name: app }}\n  triggers: [{trigger}]\n"
+        );
+        serde_yaml::from_str(&yaml).expect("yaml")
+    }
+
+    #[tokio::test]
+    async fn a_trigger_with_authentication_ref_is_not_built_without_credentials() {
+        let so =
+            object("{ type: redis, metadata: { listName: a }, authenticationRef: { name: auth } }");
+        let err = scalers_for(&so, &ScalerEnv::default()).await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "spec.triggers[0] (redis): authenticationRef \"auth\" is not supported by this \
+             keda-rs build yet; put the values in the trigger metadata"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_trigger_reading_the_environment_is_not_built_without_it() {
+        let so = object("{ type: redis, metadata: { listName: a, addressFromEnv: REDIS } }");
+        let err = scalers_for(&so, &ScalerEnv::default()).await.unwrap_err();
+        assert!(err.to_string().contains("metadata.addressFromEnv"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_bad_parameter_is_named_with_its_trigger() {
+        let so = object("{ type: redis, metadata: { address: \"127.0.0.1:6379\" } }");
+        let err = scalers_for(&so, &ScalerEnv::default()).await.unwrap_err();
+        let text = err.to_string();
+        assert!(text.starts_with("spec.triggers[0]: "), "{text}");
+        assert!(text.contains("listName"), "{text}");
+    }
+}
