@@ -107,3 +107,99 @@ async fn status_is_not_patched_again_when_nothing_changed() {
     );
     op.stop().await;
 }
+
+/// A push scaler whose source a test switches on: `run` sends `true` when told to.
+mod push {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use async_trait::async_trait;
+    use k8s_openapi::api::autoscaling::v2::MetricSpec;
+    use keda_scalers::metric::{MetricTargetType, external_metric_spec, metric_target};
+    use keda_scalers::{
+        BuiltScaler, MetricsAndActivity, PushScaler, Scaler, ScalerContext, ScalerError,
+    };
+    use tokio::sync::{Notify, mpsc};
+    use tokio_util::sync::CancellationToken;
+
+    #[derive(Clone, Default)]
+    pub struct Source {
+        pub active: Arc<AtomicBool>,
+        pub wake: Arc<Notify>,
+    }
+
+    struct Switch(Source);
+
+    #[async_trait]
+    impl Scaler for Switch {
+        fn metric_specs(&self) -> Vec<MetricSpec> {
+            vec![external_metric_spec(
+                "s0-switch",
+                metric_target(MetricTargetType::AverageValue, 1),
+            )]
+        }
+        async fn metrics_and_activity(
+            &self,
+            name: &str,
+        ) -> Result<MetricsAndActivity, ScalerError> {
+            let on = self.0.active.load(Ordering::SeqCst);
+            Ok(MetricsAndActivity::single(
+                name,
+                if on { 1.0 } else { 0.0 },
+                0.0,
+            ))
+        }
+        async fn close(&self) {}
+    }
+
+    #[async_trait]
+    impl PushScaler for Switch {
+        async fn run(&self, cancel: CancellationToken, activity: mpsc::Sender<bool>) {
+            loop {
+                tokio::select! {
+                    () = cancel.cancelled() => return,
+                    () = self.0.wake.notified() => {
+                        if activity.send(self.0.active.load(Ordering::SeqCst)).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn registry(source: Source) -> keda_scalers::Registry {
+        let mut r = keda_scalers::Registry::builtin();
+        r.register("switch", move |_ctx: ScalerContext| {
+            let s = source.clone();
+            async move { Ok::<_, ScalerError>(BuiltScaler::Push(Box::new(Switch(s)))) }
+        });
+        r
+    }
+}
+
+#[tokio::test]
+async fn a_push_scaler_activation_scales_from_zero_without_waiting_for_a_poll() {
+    let Some((_server, mut w)) = world("push").await else {
+        return;
+    };
+    let source = push::Source::default();
+    w.registry = std::sync::Arc::new(push::registry(source.clone()));
+    w.deployment("pushed", 0).await;
+    let op = w.start_operator();
+    let so = w
+        .create(
+            "apiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nmetadata:\n  name: pushed\nspec:\n  scaleTargetRef:\n    name: pushed\n  triggers:\n    - type: switch\n      metadata: {}\n",
+        )
+        .await;
+    w.polls_reach(&op, &so, 1).await;
+    assert_eq!(w.replicas("pushed").await, 0);
+    source
+        .active
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    source.wake.notify_one();
+    // No tick is given: only the push can cause this poll.
+    w.polls_reach(&op, &so, 2).await;
+    assert_eq!(w.replicas("pushed").await, 1);
+    op.stop().await;
+}

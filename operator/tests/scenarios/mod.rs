@@ -76,6 +76,7 @@ pub struct World {
     pub clock: ManualClock,
     pub ticks: ManualTicks,
     pub pools: ClientPools,
+    pub registry: Arc<keda_scalers::Registry>,
     pub redis: redis::aio::MultiplexedConnection,
 }
 
@@ -87,6 +88,7 @@ impl World {
             clock: ManualClock::new(),
             ticks: ManualTicks::new(),
             pools: ClientPools::new(),
+            registry: Arc::new(keda_scalers::Registry::builtin()),
             redis,
         }
     }
@@ -97,6 +99,7 @@ impl World {
             env: ScalerEnv {
                 pools: self.pools.clone(),
                 clock: self.clock.clock(),
+                registry: self.registry.clone(),
                 ..ScalerEnv::default()
             },
             ticks: Arc::new(self.ticks.clone()),
