@@ -1,12 +1,31 @@
-//! keda-rs operator.
+//! keda-rs operator: the ScaledObject controller and its scale loops, over the pure scale
+//! decision, fallback and `scalingModifiers` formulas.
 //!
-//! Pure logic, no IO and no clock reads: `decision` (the ScaledObject 0 <-> 1 decision),
-//! `fallback`, `formula` (`scalingModifiers`) and `job_decision` (how many Jobs a ScaledJob
-//! creates). Against the cluster: `resolve` (a trigger's `*FromEnv` values and its
-//! TriggerAuthentication parameters, from watch caches, with rebuild signals when they change).
+//! - [`controller`]: reconcile (finalizer, label, target, HPA, status) and the entry point
+//!   [`controller::run_scaled_object_controller`].
+//! - [`scale_loop`]: one task per object polling its scalers and applying [`decision`].
+//! - [`resolve`]: a trigger's `*FromEnv` values and its TriggerAuthentication parameters, from
+//!   watch caches, with rebuild signals when they change.
+//! - [`decision`], [`fallback`], [`formula`], [`job_decision`] (how many Jobs a ScaledJob
+//!   creates): pure, no IO, no clock reads.
 
+pub mod controller;
 pub mod decision;
+pub mod error;
+pub mod events;
 pub mod fallback;
 pub mod formula;
+pub mod hpa;
 pub mod job_decision;
+pub mod recording;
 pub mod resolve;
+pub mod scale_loop;
+pub mod scalers;
+pub mod settings;
+pub mod status;
+pub mod target;
+
+pub use controller::{ControllerConfig, ScaledObjectController, run_scaled_object_controller};
+pub use error::Error;
+pub use scale_loop::{ManualTicks, MetricQueryError, ScaleLoops};
+pub use scalers::{ScalerEnv, scalers_for};

@@ -1,0 +1,535 @@
+//! The ScaledObject controller: finalizer, label, target check, HPA, status, and the scale
+//! loop registry (KEDA-CONTRACT 1.4-1.6, 1.15).
+//!
+//! Reconcile is idempotent and never branches on why it ran. It runs when the generation,
+//! labels, annotations, finalizers or deletion state of an object change, or an owned HPA's
+//! spec, labels or annotations change: not on status writes (the loops' or the HPA
+//! controller's), so the loops' status updates never cause reconciles.
+//!
+//! Ready is shared with the scale loops: the reconciler sets `Ready=False
+//! ScaledObjectCheckFailed` when the object cannot be reconciled, and `Ready=True` only when
+//! Ready is not already owned by the loop (`TriggerError`, `PartialTriggerError`,
+//! `ErrorGettingCurrentReplicas`), so the two never fight over it.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use keda_api::annotations::{FINALIZER, SCALED_OBJECT_NAME_LABEL};
+use keda_api::condition::{
+    CONDITION_PAUSED, CONDITION_READY, STATUS_FALSE, STATUS_TRUE, find_condition, message,
+    reason as keda_reason,
+};
+use keda_api::validation::validate_scaled_object;
+use keda_api::{ScaledObject, ScaledObjectStatus};
+use keda_scalers::Clock;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::finalizer::{Event as Finalizer, finalizer};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::decision::{Observed, Pause, ScaleAnnotations, TriggerSummary, decide};
+use crate::error::Error;
+use crate::events::{self, Events};
+use crate::hpa::{MANAGED_BY, delete_hpa, desired_hpa, ensure_hpa, metric_specs};
+use crate::recording;
+use crate::scale_loop::{DEFAULT_PERSIST_INTERVAL, IntervalTicks, LoopConfig, ScaleLoops, Ticks};
+use crate::scalers::ScalerEnv;
+use crate::settings::scaling_settings;
+use crate::status::{apply_updates, conditions_or_initial, patch_status, set_condition};
+use crate::target::resolve_target;
+
+/// How the ScaledObject controller runs.
+#[derive(Clone)]
+pub struct ControllerConfig {
+    /// Scaler registry, shared client pools, HTTP timeout.
+    pub env: ScalerEnv,
+    /// When the loops poll (real intervals by default).
+    pub ticks: Arc<dyn Ticks>,
+    /// "now" for decisions (the system clock by default).
+    pub clock: Clock,
+    /// When this operator started; `None`: the clock's now at start.
+    pub operator_started_at: Option<Timestamp>,
+    /// How often a refreshed `lastActiveTime` is persisted while an object stays active.
+    pub persist_interval: SignedDuration,
+    /// Only this namespace (`WATCH_NAMESPACE`); `None`: all.
+    pub watch_namespace: Option<String>,
+    /// Reporter of events (`keda-operator`).
+    pub reporter: String,
+    /// Reconciles at once (`KEDA_SCALEDOBJECT_CTRL_MAX_RECONCILES`, default 5).
+    pub max_concurrent_reconciles: u16,
+    /// Delay before a failed reconcile is retried.
+    pub retry_after_error: Duration,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        ControllerConfig {
+            env: ScalerEnv::default(),
+            ticks: Arc::new(IntervalTicks),
+            clock: Clock::system(),
+            operator_started_at: None,
+            persist_interval: DEFAULT_PERSIST_INTERVAL,
+            watch_namespace: None,
+            reporter: MANAGED_BY.to_string(),
+            max_concurrent_reconciles: 5,
+            retry_after_error: Duration::from_secs(10),
+        }
+    }
+}
+
+struct Context {
+    client: Client,
+    loops: ScaleLoops,
+    events: Events,
+    clock: Clock,
+    started_at: Timestamp,
+    retry_after_error: Duration,
+}
+
+/// The controller, built before it runs so callers (tests, the metric service) can hold its
+/// [`ScaleLoops`].
+pub struct ScaledObjectController {
+    client: Client,
+    config: ControllerConfig,
+    loops: ScaleLoops,
+    store: Store<ScaledObject>,
+    writer: reflector::store::Writer<ScaledObject>,
+    started_at: Timestamp,
+}
+
+impl ScaledObjectController {
+    /// A controller over `client`.
+    pub fn new(client: Client, config: ControllerConfig) -> ScaledObjectController {
+        let (store, writer) = reflector::store();
+        let started_at = config
+            .operator_started_at
+            .unwrap_or_else(|| config.clock.now());
+        let loops = ScaleLoops::new(
+            client.clone(),
+            store.clone(),
+            LoopConfig {
+                env: config.env.clone(),
+                ticks: config.ticks.clone(),
+                clock: config.clock.clone(),
+                operator_started_at: started_at,
+                persist_interval: config.persist_interval,
+                watch_namespace: config.watch_namespace.clone(),
+                reporter: config.reporter.clone(),
+            },
+        );
+        ScaledObjectController {
+            client,
+            config,
+            loops,
+            store,
+            writer,
+            started_at,
+        }
+    }
+
+    /// The scale loops (metric reads, loop inspection).
+    pub fn loops(&self) -> ScaleLoops {
+        self.loops.clone()
+    }
+
+    /// Runs until `shutdown` is cancelled, then stops every loop (leaving replicas as they
+    /// are).
+    ///
+    /// # Errors
+    /// None today; the signature leaves room for start-up failures.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
+        let ns = self.config.watch_namespace.clone();
+        let (so_api, hpa_api): (Api<ScaledObject>, Api<HorizontalPodAutoscaler>) = match &ns {
+            Some(ns) => (
+                Api::namespaced(self.client.clone(), ns),
+                Api::namespaced(self.client.clone(), ns),
+            ),
+            None => (Api::all(self.client.clone()), Api::all(self.client.clone())),
+        };
+        let objects = watcher(so_api, watcher::Config::default().any_semantic())
+            .default_backoff()
+            .reflect(self.writer)
+            .applied_objects()
+            .predicate_filter(reconcile_trigger, Default::default());
+        let hpas = watcher(
+            hpa_api,
+            watcher::Config::default()
+                .any_semantic()
+                .labels(&format!("app.kubernetes.io/managed-by={MANAGED_BY}")),
+        )
+        .default_backoff()
+        .applied_objects()
+        .predicate_filter(hpa_trigger, Default::default());
+        let ctx = Arc::new(Context {
+            client: self.client.clone(),
+            loops: self.loops.clone(),
+            events: Events::new(self.client.clone(), &self.config.reporter),
+            clock: self.config.clock.clone(),
+            started_at: self.started_at,
+            retry_after_error: self.config.retry_after_error,
+        });
+        let config = kube::runtime::controller::Config::default()
+            .concurrency(self.config.max_concurrent_reconciles);
+        info!(namespace = ?ns, "ScaledObject controller started");
+        Controller::for_stream(objects, self.store)
+            .owns_stream(hpas)
+            .with_config(config)
+            .graceful_shutdown_on(shutdown.cancelled_owned())
+            .run(reconcile, error_policy, ctx)
+            .for_each(|r| async move {
+                if let Err(e) = r {
+                    tracing::debug!(error = %e, "reconcile failed");
+                }
+            })
+            .await;
+        self.loops.stop_all().await;
+        info!("ScaledObject controller stopped");
+        Ok(())
+    }
+}
+
+/// Runs the ScaledObject controller until `shutdown` is cancelled: the entry point of the
+/// operator binary.
+///
+/// # Errors
+/// See [`ScaledObjectController::run`].
+pub async fn run_scaled_object_controller(
+    client: Client,
+    config: ControllerConfig,
+    shutdown: CancellationToken,
+) -> Result<(), Error> {
+    ScaledObjectController::new(client, config)
+        .run(shutdown)
+        .await
+}
+
+/// The changes of a ScaledObject that need a reconcile: generation, labels, annotations,
+/// finalizers, deletion. Status changes are not among them.
+fn reconcile_trigger(so: &ScaledObject) -> Option<u64> {
+    let mut h = DefaultHasher::new();
+    so.metadata.generation.hash(&mut h);
+    so.metadata.labels.hash(&mut h);
+    so.metadata.annotations.hash(&mut h);
+    so.metadata.finalizers.hash(&mut h);
+    so.metadata.deletion_timestamp.is_some().hash(&mut h);
+    Some(h.finish())
+}
+
+/// The changes of an owned HPA that need a reconcile: spec, labels, annotations.
+fn hpa_trigger(hpa: &HorizontalPodAutoscaler) -> Option<u64> {
+    let mut h = DefaultHasher::new();
+    serde_json::to_string(&hpa.spec)
+        .unwrap_or_default()
+        .hash(&mut h);
+    hpa.metadata.labels.hash(&mut h);
+    hpa.metadata.annotations.hash(&mut h);
+    hpa.metadata.deletion_timestamp.is_some().hash(&mut h);
+    Some(h.finish())
+}
+
+fn error_policy(_so: Arc<ScaledObject>, _e: &Error, ctx: Arc<Context>) -> Action {
+    Action::requeue(ctx.retry_after_error)
+}
+
+async fn reconcile(so: Arc<ScaledObject>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let api: Api<ScaledObject> =
+        Api::namespaced(ctx.client.clone(), &so.namespace().unwrap_or_default());
+    let so = add_finalizer(&api, so).await?;
+    finalizer(&api, FINALIZER, so, |event| async {
+        match event {
+            Finalizer::Apply(so) => apply(&so, &ctx).await,
+            Finalizer::Cleanup(so) => cleanup(&so, &ctx).await,
+        }
+    })
+    .await
+    .map_err(|e| Error::Finalizer(Box::new(e)))
+}
+
+/// Adds `finalizer.keda.sh` with a merge patch guarded by the resourceVersion. kube's
+/// finalizer helper then finds it present; adding it here keeps the first write a plain merge
+/// patch, which every API server (and memkube) applies the same way.
+async fn add_finalizer(
+    api: &Api<ScaledObject>,
+    so: Arc<ScaledObject>,
+) -> Result<Arc<ScaledObject>, Error> {
+    if so.metadata.deletion_timestamp.is_some() || so.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(so);
+    }
+    let mut finalizers = so.finalizers().to_vec();
+    finalizers.push(FINALIZER.to_string());
+    let patch = serde_json::json!({
+        "metadata": {
+            "finalizers": finalizers,
+            "resourceVersion": so.resource_version(),
+        }
+    });
+    let name = so.name_any();
+    let updated = api
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| Error::kube(format!("adding the finalizer to ScaledObject {name}"), e))?;
+    Ok(Arc::new(updated))
+}
+
+async fn apply(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> {
+    match apply_inner(so, ctx).await {
+        Ok(action) => Ok(action),
+        Err(e) => {
+            report_failure(so, &e, ctx).await;
+            Err(e)
+        }
+    }
+}
+
+/// Reasons of Ready that the scale loop sets and the reconciler must leave alone.
+const LOOP_OWNED_READY: [&str; 3] = [
+    keda_reason::TRIGGER_ERROR,
+    keda_reason::PARTIAL_TRIGGER_ERROR,
+    keda_reason::ERROR_GETTING_CURRENT_REPLICAS,
+];
+
+async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> {
+    let ns = so.namespace().unwrap_or_default();
+    let name = so.name_any();
+    let uid = so.uid().unwrap_or_default();
+    let api: Api<ScaledObject> = Api::namespaced(ctx.client.clone(), &ns);
+    let hpa_api: Api<HorizontalPodAutoscaler> = Api::namespaced(ctx.client.clone(), &ns);
+
+    if so.labels().get(SCALED_OBJECT_NAME_LABEL) != Some(&name) {
+        let patch =
+            serde_json::json!({ "metadata": { "labels": { SCALED_OBJECT_NAME_LABEL: name } } });
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| Error::kube(format!("labelling ScaledObject {name}"), e))?;
+    }
+    validate_scaled_object(so)?;
+    let annotations = ScaleAnnotations::from_annotations(so.annotations())?;
+    let target = resolve_target(&ctx.client, so).await?;
+    let scale = target.get_scale(&ctx.client).await?;
+    let current = scale.spec.and_then(|s| s.replicas).unwrap_or(0);
+
+    let current_status = so.status.clone().unwrap_or_default();
+    let mut desired = current_status.clone();
+    let mut conditions = conditions_or_initial(so.status.as_ref());
+    let was_paused = find_condition(&conditions, CONDITION_PAUSED).is_some_and(|c| c.is_true());
+    desired.scale_target_kind = Some(target.kind_string());
+    desired.scale_target_gvkr = Some(target.gvkr.clone());
+    desired.original_replica_count = current_status.original_replica_count.or(Some(current));
+    desired.triggers_types = join_unique(so.spec.triggers.iter().map(|t| t.type_.as_str()));
+    desired.authentications_types = join_unique(
+        so.spec
+            .triggers
+            .iter()
+            .filter_map(|t| t.authentication_ref.as_ref().map(|a| a.name.as_str())),
+    );
+
+    if annotations.pause != Pause::No {
+        // Paused: no loop, no HPA; with paused-replicas the target is held at that count.
+        ctx.loops.stop(&uid).await;
+        delete_hpa(&hpa_api, &so.hpa_name()).await?;
+        let settings = scaling_settings(so, &target)?;
+        let now = ctx.clock.now();
+        let decision = decide(
+            &settings,
+            &Observed {
+                current_replicas: current,
+                last_active_time: None,
+                created_at: now,
+                operator_started_at: ctx.started_at,
+                now,
+            },
+            &TriggerSummary::default(),
+        );
+        if let Some(write) = &decision.scale {
+            target.set_replicas(&ctx.client, write.to).await?;
+            info!(
+                namespace = ns,
+                name,
+                replicas = write.to,
+                "target held at paused replicas"
+            );
+        }
+        apply_updates(&mut conditions, &decision.conditions);
+        desired.conditions = Some(conditions);
+        desired.paused_replica_count = match annotations.pause {
+            Pause::AtReplicas(n) => Some(n),
+            _ => None,
+        };
+        patch_status(&api, &name, &current_status, &desired).await?;
+        recording::scaled_object_paused(&ns, &name, true);
+        if !was_paused {
+            ctx.events
+                .publish(
+                    so,
+                    false,
+                    events::SCALED_OBJECT_PAUSED,
+                    message::SCALED_OBJECT_PAUSED.to_string(),
+                )
+                .await;
+        }
+        return Ok(Action::await_change());
+    }
+
+    let (scalers, started) = ctx.loops.ensure(so, &target).await?;
+    if started {
+        for t in &scalers.triggers {
+            ctx.events
+                .publish(
+                    so,
+                    false,
+                    events::KEDA_SCALERS_STARTED,
+                    format!("Scaler {} is built.", t.trigger_type),
+                )
+                .await;
+        }
+    }
+    let metrics = metric_specs(&name, &scalers)?;
+    let hpa = desired_hpa(so, &target, &metrics);
+    ensure_hpa(&hpa_api, &hpa, current_status.hpa_name.as_deref()).await?;
+
+    desired.hpa_name = Some(so.hpa_name());
+    desired.external_metric_names =
+        (!metrics.external_names.is_empty()).then(|| metrics.external_names.clone());
+    desired.resource_metric_names =
+        (!metrics.resource_names.is_empty()).then(|| metrics.resource_names.clone());
+    desired.composite_scaler_name = metrics.composite.clone();
+    desired.paused_replica_count = None;
+    let paused_direction = annotations.paused_scale_in || annotations.paused_scale_out;
+    if paused_direction {
+        set_condition(
+            &mut conditions,
+            CONDITION_PAUSED,
+            STATUS_TRUE,
+            keda_reason::SCALED_OBJECT_PAUSED,
+            message::SCALED_OBJECT_PAUSED,
+        );
+    } else {
+        set_condition(
+            &mut conditions,
+            CONDITION_PAUSED,
+            STATUS_FALSE,
+            keda_reason::SCALED_OBJECT_UNPAUSED,
+            "ScaledObject is unpaused",
+        );
+    }
+    let ready = find_condition(&conditions, CONDITION_READY).cloned();
+    let loop_owned = ready.as_ref().is_some_and(|c| {
+        c.reason
+            .as_deref()
+            .is_some_and(|r| LOOP_OWNED_READY.contains(&r))
+    });
+    let became_ready = !ready.as_ref().is_some_and(|c| c.is_true()) && !loop_owned;
+    if became_ready {
+        set_condition(
+            &mut conditions,
+            CONDITION_READY,
+            STATUS_TRUE,
+            keda_reason::SCALED_OBJECT_READY,
+            message::SCALED_OBJECT_READY,
+        );
+    }
+    desired.conditions = Some(conditions);
+    patch_status(&api, &name, &current_status, &desired).await?;
+    recording::scaled_object_paused(&ns, &name, paused_direction);
+    if was_paused && !paused_direction {
+        ctx.events
+            .publish(
+                so,
+                false,
+                events::SCALED_OBJECT_UNPAUSED,
+                "ScaledObject is unpaused".to_string(),
+            )
+            .await;
+    }
+    if became_ready {
+        ctx.events
+            .publish(
+                so,
+                false,
+                events::SCALED_OBJECT_READY,
+                message::SCALED_OBJECT_READY.to_string(),
+            )
+            .await;
+    }
+    Ok(Action::await_change())
+}
+
+fn join_unique<'a>(items: impl Iterator<Item = &'a str>) -> Option<String> {
+    let mut seen: Vec<&str> = Vec::new();
+    for i in items {
+        if !seen.contains(&i) {
+            seen.push(i);
+        }
+    }
+    (!seen.is_empty()).then(|| seen.join(","))
+}
+
+async fn report_failure(so: &ScaledObject, e: &Error, ctx: &Context) {
+    let ns = so.namespace().unwrap_or_default();
+    let name = so.name_any();
+    warn!(namespace = ns, name, error = %e, "ScaledObject check failed");
+    recording::scaled_object_error(&ns, &name);
+    let api: Api<ScaledObject> = Api::namespaced(ctx.client.clone(), &ns);
+    let current: ScaledObjectStatus = so.status.clone().unwrap_or_default();
+    let mut desired = current.clone();
+    let mut conditions = conditions_or_initial(so.status.as_ref());
+    let message = e.to_string();
+    set_condition(
+        &mut conditions,
+        CONDITION_READY,
+        STATUS_FALSE,
+        keda_reason::SCALED_OBJECT_CHECK_FAILED,
+        &message,
+    );
+    desired.conditions = Some(conditions);
+    if let Err(e) = patch_status(&api, &name, &current, &desired).await {
+        warn!(namespace = ns, name, error = %e, "writing the failure to the status failed");
+    }
+    ctx.events
+        .publish(so, true, events::SCALED_OBJECT_CHECK_FAILED, message)
+        .await;
+}
+
+async fn cleanup(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> {
+    let ns = so.namespace().unwrap_or_default();
+    let name = so.name_any();
+    ctx.loops.forget(&so.uid().unwrap_or_default()).await;
+    let hpa_api: Api<HorizontalPodAutoscaler> = Api::namespaced(ctx.client.clone(), &ns);
+    delete_hpa(&hpa_api, &so.hpa_name()).await?;
+    let original = so.status.as_ref().and_then(|s| s.original_replica_count);
+    if so.spec.restore_to_original_replica_count()
+        && let Some(n) = original
+    {
+        match resolve_target(&ctx.client, so).await {
+            Ok(target) => match target.set_replicas(&ctx.client, n).await {
+                Ok(()) => info!(
+                    namespace = ns,
+                    name,
+                    replicas = n,
+                    "restored original replicas"
+                ),
+                Err(Error::Kube { source, .. }) if crate::error::is_not_found(&source) => {}
+                Err(e) => return Err(e),
+            },
+            Err(e) => warn!(namespace = ns, name, error = %e, "cannot restore replicas"),
+        }
+    }
+    recording::scaled_object_paused(&ns, &name, false);
+    ctx.events
+        .publish(
+            so,
+            false,
+            events::SCALED_OBJECT_DELETED,
+            "ScaledObject was deleted".to_string(),
+        )
+        .await;
+    Ok(Action::await_change())
+}

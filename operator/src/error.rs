@@ -1,0 +1,129 @@
+//! The errors of reconciling a ScaledObject. Each one lands in `Ready=False
+//! ScaledObjectCheckFailed` and in a `ScaledObjectCheckFailed` event, so every message names
+//! what the user must fix: the field, the trigger, the parameter.
+
+use keda_api::gvkr::GvkrError;
+use keda_api::validation::ValidationErrors;
+use keda_scalers::ScalerError;
+
+use crate::decision::InvalidPausedReplicas;
+use crate::formula::ModifiersError;
+
+/// Why a ScaledObject could not be reconciled.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The object breaks one of KEDA's admission rules.
+    #[error("ScaledObject is invalid: {0}")]
+    Invalid(#[from] ValidationErrors),
+    /// `autoscaling.keda.sh/paused-replicas` is not a replica count.
+    #[error(transparent)]
+    PausedReplicas(#[from] InvalidPausedReplicas),
+    /// `scaleTargetRef.apiVersion` cannot be parsed.
+    #[error(transparent)]
+    TargetType(#[from] GvkrError),
+    /// Discovery does not know the target's kind.
+    #[error(
+        "spec.scaleTargetRef: kind {kind:?} is not served in {api_version:?} by the API server"
+    )]
+    UnknownTargetKind {
+        /// The target's apiVersion.
+        api_version: String,
+        /// The target's kind.
+        kind: String,
+    },
+    /// The target does not exist (KEDA: "Target resource doesn't exist").
+    #[error("spec.scaleTargetRef: target resource {kind} {namespace}/{name} doesn't exist")]
+    TargetNotFound {
+        /// `apiVersion.Kind` of the target.
+        kind: String,
+        /// Namespace.
+        namespace: String,
+        /// `scaleTargetRef.name`.
+        name: String,
+    },
+    /// The target exists but has no `/scale` subresource (KEDA: "Target resource doesn't
+    /// expose /scale subresource").
+    #[error(
+        "spec.scaleTargetRef: target resource {kind} {namespace}/{name} doesn't expose /scale subresource"
+    )]
+    TargetNotScalable {
+        /// `apiVersion.Kind` of the target.
+        kind: String,
+        /// Namespace.
+        namespace: String,
+        /// `scaleTargetRef.name`.
+        name: String,
+    },
+    /// A trigger needs values this operator cannot resolve yet.
+    #[error(
+        "spec.triggers[{index}] ({trigger_type}): {what} is not supported by this keda-rs build yet; \
+         put the values in the trigger metadata"
+    )]
+    Unresolvable {
+        /// Trigger index.
+        index: usize,
+        /// Trigger type.
+        trigger_type: String,
+        /// What cannot be resolved, e.g. `authenticationRef "redis-auth"`.
+        what: String,
+    },
+    /// A trigger's scaler could not be built (bad metadata, unknown type, source unreachable).
+    #[error("spec.triggers[{index}]: {source}")]
+    BuildScaler {
+        /// Trigger index.
+        index: usize,
+        /// The scaler's error (names the parameter).
+        #[source]
+        source: ScalerError,
+    },
+    /// `advanced.scalingModifiers` is invalid.
+    #[error(transparent)]
+    Modifiers(#[from] ModifiersError),
+    /// Two triggers produce the same external metric name (KEDA's wording).
+    #[error("metricName {0} defined multiple times")]
+    DuplicateMetricName(String),
+    /// A Kubernetes API call failed.
+    #[error("{action} failed: {source}")]
+    Kube {
+        /// What was being done, e.g. `creating HPA keda-hpa-app`.
+        action: String,
+        /// The client's error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The finalizer machinery failed.
+    #[error(transparent)]
+    Finalizer(#[from] Box<kube::runtime::finalizer::Error<Error>>),
+}
+
+impl Error {
+    /// A Kubernetes API error while doing `action`.
+    pub fn kube(action: impl Into<String>, source: kube::Error) -> Error {
+        Error::Kube {
+            action: action.into(),
+            source,
+        }
+    }
+
+    /// A short label for logs and metrics.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Error::Invalid(_) => "invalid",
+            Error::PausedReplicas(_) => "paused_replicas",
+            Error::TargetType(_) | Error::UnknownTargetKind { .. } => "target_type",
+            Error::TargetNotFound { .. } => "target_not_found",
+            Error::TargetNotScalable { .. } => "target_not_scalable",
+            Error::Unresolvable { .. } => "unresolvable",
+            Error::BuildScaler { .. } => "build_scaler",
+            Error::Modifiers(_) => "scaling_modifiers",
+            Error::DuplicateMetricName(_) => "duplicate_metric",
+            Error::Kube { .. } => "kube",
+            Error::Finalizer(_) => "finalizer",
+        }
+    }
+}
+
+/// Whether a kube error is a 404.
+pub(crate) fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}

@@ -1,0 +1,449 @@
+//! The HPA of a ScaledObject (KEDA-CONTRACT 1.4, 1.6): built as a pure function of the object,
+//! its target and its scalers' metric specs, written only when it differs from what exists.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::autoscaling::v2::{
+    CrossVersionObjectReference, HPAScalingRules, HorizontalPodAutoscaler,
+    HorizontalPodAutoscalerBehavior, HorizontalPodAutoscalerSpec, MetricSpec, MetricTarget,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use keda_api::ScaledObject;
+use keda_api::annotations::{HPA_EXCLUDED_LABELS, SCALED_OBJECT_NAME_LABEL};
+use keda_scalers::metric::{
+    MetricTargetType as TargetType, external_metric_spec, metric_target_milli,
+};
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::{Resource, ResourceExt};
+
+use crate::error::{Error, is_not_found};
+use crate::fallback::MetricTargetType;
+use crate::formula::{COMPOSITE_METRIC_NAME, CompiledModifiers};
+use crate::scalers::ObjectScalers;
+use crate::target::Target;
+
+/// `app.kubernetes.io/managed-by` on the HPA.
+pub const MANAGED_BY: &str = "keda-operator";
+/// `selectPolicy` that switches a scaling direction off.
+const SELECT_POLICY_DISABLED: &str = "Disabled";
+
+/// The HPA metrics of an object and the names the status lists.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MetricSpecs {
+    /// The HPA's `spec.metrics`, sorted by type, External metrics with the object's selector.
+    pub specs: Vec<MetricSpec>,
+    /// `status.externalMetricNames`, in trigger order.
+    pub external_names: Vec<String>,
+    /// `status.resourceMetricNames`.
+    pub resource_names: Vec<String>,
+    /// `status.compositeScalerName` (`composite-metric` with scalingModifiers).
+    pub composite: Option<String>,
+}
+
+/// KEDA's `getScaledObjectMetricSpecs`: the union of the scalers' specs, one `composite-metric`
+/// instead of the External ones when the object uses `scalingModifiers`, every External metric
+/// selecting `scaledobject.keda.sh/name=<so>`, sorted by type.
+///
+/// # Errors
+/// [`Error::DuplicateMetricName`] when two triggers produce the same External metric name.
+pub fn metric_specs(so_name: &str, scalers: &ObjectScalers) -> Result<MetricSpecs, Error> {
+    let mut out = MetricSpecs::default();
+    let mut resource_specs = Vec::new();
+    let mut external_specs = Vec::new();
+    for spec in scalers.triggers.iter().flat_map(|t| t.metric_specs.iter()) {
+        if let Some(ext) = &spec.external {
+            if out.external_names.contains(&ext.metric.name) {
+                return Err(Error::DuplicateMetricName(ext.metric.name.clone()));
+            }
+            out.external_names.push(ext.metric.name.clone());
+            external_specs.push(spec.clone());
+        } else {
+            if let Some(r) = &spec.resource {
+                out.resource_names.push(r.name.clone());
+            }
+            if let Some(r) = &spec.container_resource {
+                out.resource_names.push(r.name.clone());
+            }
+            resource_specs.push(spec.clone());
+        }
+    }
+    if let Some(m) = &scalers.modifiers {
+        external_specs = vec![composite_spec(m)];
+        out.composite = Some(COMPOSITE_METRIC_NAME.to_string());
+    }
+    let selector = LabelSelector {
+        match_labels: Some(BTreeMap::from([(
+            SCALED_OBJECT_NAME_LABEL.to_string(),
+            so_name.to_string(),
+        )])),
+        ..LabelSelector::default()
+    };
+    for spec in &mut external_specs {
+        if let Some(ext) = spec.external.as_mut() {
+            ext.metric.selector = Some(selector.clone());
+        }
+    }
+    let mut specs = resource_specs;
+    specs.extend(external_specs);
+    // Sorted by type so that the order never causes a spurious update (KEDA #1531).
+    specs.sort_by(|a, b| a.type_.cmp(&b.type_));
+    out.specs = specs;
+    Ok(out)
+}
+
+fn composite_spec(m: &CompiledModifiers) -> MetricSpec {
+    let t = match m.metric_type {
+        MetricTargetType::AverageValue => TargetType::AverageValue,
+        MetricTargetType::Value => TargetType::Value,
+    };
+    let target: MetricTarget = metric_target_milli(t, m.target);
+    external_metric_spec(COMPOSITE_METRIC_NAME, target)
+}
+
+/// `app.kubernetes.io/name`: the HPA name cut to 63 characters, trailing non-alphanumerics
+/// trimmed (a label value must end alphanumeric).
+fn name_label(hpa_name: &str) -> String {
+    let cut: String = hpa_name.chars().take(63).collect();
+    cut.trim_end_matches(|c: char| !c.is_ascii_alphanumeric())
+        .to_string()
+}
+
+/// The HPA KEDA would write for `so`.
+pub fn desired_hpa(
+    so: &ScaledObject,
+    target: &Target,
+    metrics: &MetricSpecs,
+) -> HorizontalPodAutoscaler {
+    let hpa_name = so.hpa_name();
+    let excluded: Vec<&str> = so
+        .annotations()
+        .get(HPA_EXCLUDED_LABELS)
+        .map(|v| v.split(',').map(str::trim).collect())
+        .unwrap_or_default();
+    let mut labels: BTreeMap<String, String> = BTreeMap::from([
+        ("app.kubernetes.io/name".to_string(), name_label(&hpa_name)),
+        (
+            "app.kubernetes.io/version".to_string(),
+            env!("CARGO_PKG_VERSION").to_string(),
+        ),
+        ("app.kubernetes.io/part-of".to_string(), so.name_any()),
+        (
+            "app.kubernetes.io/managed-by".to_string(),
+            MANAGED_BY.to_string(),
+        ),
+    ]);
+    for (k, v) in so.labels() {
+        if !excluded.contains(&k.as_str()) {
+            labels.insert(k.clone(), v.clone());
+        }
+    }
+    let mut behavior = so.spec.hpa_behavior().cloned();
+    let disable = |rules: &mut Option<HPAScalingRules>| {
+        rules
+            .get_or_insert_with(HPAScalingRules::default)
+            .select_policy = Some(SELECT_POLICY_DISABLED.to_string());
+    };
+    if so.is_paused_scale_in() {
+        disable(
+            &mut behavior
+                .get_or_insert_with(HorizontalPodAutoscalerBehavior::default)
+                .scale_down,
+        );
+    }
+    if so.is_paused_scale_out() {
+        disable(
+            &mut behavior
+                .get_or_insert_with(HorizontalPodAutoscalerBehavior::default)
+                .scale_up,
+        );
+    }
+    HorizontalPodAutoscaler {
+        metadata: ObjectMeta {
+            name: Some(hpa_name),
+            namespace: so.namespace(),
+            labels: Some(labels),
+            annotations: so.metadata.annotations.clone().filter(|a| !a.is_empty()),
+            owner_references: owner_reference(so).map(|o| vec![o]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(HorizontalPodAutoscalerSpec {
+            behavior,
+            max_replicas: so.spec.hpa_max_replicas(),
+            min_replicas: Some(so.spec.hpa_min_replicas()),
+            metrics: Some(metrics.specs.clone()),
+            scale_target_ref: CrossVersionObjectReference {
+                api_version: Some(target.gvkr.api_version()),
+                kind: target.gvkr.kind.clone(),
+                name: target.name.clone(),
+            },
+        }),
+        status: None,
+    }
+}
+
+fn owner_reference(so: &ScaledObject) -> Option<OwnerReference> {
+    let mut owner = so.controller_owner_ref(&())?;
+    owner.block_owner_deletion = Some(true);
+    Some(owner)
+}
+
+/// Whether `existing` must be updated to match `desired`: spec, labels, annotations or owner
+/// references differ.
+pub fn hpa_differs(existing: &HorizontalPodAutoscaler, desired: &HorizontalPodAutoscaler) -> bool {
+    let labels = |h: &HorizontalPodAutoscaler| h.metadata.labels.clone().unwrap_or_default();
+    let annotations =
+        |h: &HorizontalPodAutoscaler| h.metadata.annotations.clone().unwrap_or_default();
+    existing.spec != desired.spec
+        || labels(existing) != labels(desired)
+        || annotations(existing) != annotations(desired)
+        || existing.metadata.owner_references != desired.metadata.owner_references
+}
+
+/// What [`ensure_hpa`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HpaChange {
+    /// The HPA did not exist and was created.
+    Created,
+    /// It existed and differed.
+    Updated,
+    /// It was already as desired: no write.
+    Unchanged,
+}
+
+/// Creates or updates the HPA; deletes the previous one when the name changed (`old_name`).
+///
+/// # Errors
+/// The API error, naming the HPA.
+pub async fn ensure_hpa(
+    api: &Api<HorizontalPodAutoscaler>,
+    desired: &HorizontalPodAutoscaler,
+    old_name: Option<&str>,
+) -> Result<HpaChange, Error> {
+    let name = desired.name_any();
+    if let Some(old) = old_name.filter(|old| *old != name) {
+        delete_hpa(api, old).await?;
+    }
+    let existing = api
+        .get_opt(&name)
+        .await
+        .map_err(|e| Error::kube(format!("reading HPA {name}"), e))?;
+    match existing {
+        None => {
+            api.create(&PostParams::default(), desired)
+                .await
+                .map_err(|e| Error::kube(format!("creating HPA {name}"), e))?;
+            Ok(HpaChange::Created)
+        }
+        Some(existing) if hpa_differs(&existing, desired) => {
+            let mut updated = existing.clone();
+            updated.spec = desired.spec.clone();
+            updated.metadata.labels = desired.metadata.labels.clone();
+            updated.metadata.annotations = desired.metadata.annotations.clone();
+            updated.metadata.owner_references = desired.metadata.owner_references.clone();
+            api.replace(&name, &PostParams::default(), &updated)
+                .await
+                .map_err(|e| Error::kube(format!("updating HPA {name}"), e))?;
+            Ok(HpaChange::Updated)
+        }
+        Some(_) => Ok(HpaChange::Unchanged),
+    }
+}
+
+/// Deletes the HPA `name`; a missing HPA is fine.
+///
+/// # Errors
+/// The API error, naming the HPA.
+pub async fn delete_hpa(api: &Api<HorizontalPodAutoscaler>, name: &str) -> Result<bool, Error> {
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(true),
+        Err(e) if is_not_found(&e) => Ok(false),
+        Err(e) => Err(Error::kube(format!("deleting HPA {name}"), e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::autoscaling::v2::ResourceMetricSource;
+    use keda_api::gvkr::parse_gvkr;
+    use keda_scalers::metric::metric_target;
+    use kube::api::ApiResource;
+
+    use super::*;
+    use crate::scalers::TriggerScaler;
+
+    fn object(yaml: &str) -> ScaledObject {
+        let mut so: ScaledObject = serde_yaml::from_str(yaml).expect("yaml");
+        so.metadata.namespace = Some("ns".into());
+        so.metadata.uid = Some("u1".into());
+        so
+    }
+
+    fn target() -> Target {
+        let gvkr = parse_gvkr("", "").expect("Deployment");
+        Target {
+            api_resource: ApiResource {
+                group: gvkr.group.clone(),
+                version: gvkr.version.clone(),
+                api_version: gvkr.api_version(),
+                kind: gvkr.kind.clone(),
+                plural: gvkr.resource.clone(),
+            },
+            gvkr,
+            namespace: "ns".into(),
+            name: "app".into(),
+        }
+    }
+
+    struct NoScaler;
+
+    #[async_trait::async_trait]
+    impl keda_scalers::Scaler for NoScaler {
+        fn metric_specs(&self) -> Vec<MetricSpec> {
+            Vec::new()
+        }
+        async fn metrics_and_activity(
+            &self,
+            _: &str,
+        ) -> Result<keda_scalers::MetricsAndActivity, keda_scalers::ScalerError> {
+            Ok(keda_scalers::MetricsAndActivity::single("m", 0.0, 0.0))
+        }
+        async fn close(&self) {}
+    }
+
+    fn trigger(index: usize, trigger_type: &str, specs: Vec<MetricSpec>) -> TriggerScaler {
+        TriggerScaler {
+            index,
+            name: String::new(),
+            trigger_type: trigger_type.into(),
+            use_cached_metrics: false,
+            metric_specs: specs,
+            scaler: keda_scalers::BuiltScaler::Pull(Box::new(NoScaler)),
+        }
+    }
+
+    fn external(name: &str) -> MetricSpec {
+        external_metric_spec(name, metric_target(TargetType::AverageValue, 5))
+    }
+
+    fn cpu() -> MetricSpec {
+        MetricSpec {
+            type_: "Resource".into(),
+            resource: Some(ResourceMetricSource {
+                name: "cpu".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    const SO: &str = r#"
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata:
+  name: worker
+  labels: { team: a, secret: b }
+  annotations:
+    scaledobject.keda.sh/hpa-excluded-labels: secret
+    autoscaling.keda.sh/paused-scale-in: "true"
+spec:
+  scaleTargetRef: { name: app }
+  maxReplicaCount: 7
+  triggers: [{ type: redis, metadata: { listName: a } }]
+"#;
+
+    #[test]
+    fn metrics_are_sorted_by_type_and_select_the_object() {
+        let scalers = ObjectScalers {
+            triggers: vec![
+                trigger(0, "redis", vec![external("s0-redis-a")]),
+                trigger(1, "cpu", vec![cpu()]),
+            ],
+            modifiers: None,
+        };
+        let m = metric_specs("worker", &scalers).expect("specs");
+        let types: Vec<&str> = m.specs.iter().map(|s| s.type_.as_str()).collect();
+        assert_eq!(types, ["External", "Resource"]);
+        assert_eq!(m.external_names, ["s0-redis-a"]);
+        assert_eq!(m.resource_names, ["cpu"]);
+        let selector = m.specs[0]
+            .external
+            .as_ref()
+            .and_then(|e| e.metric.selector.as_ref())
+            .and_then(|s| s.match_labels.as_ref())
+            .and_then(|l| l.get(SCALED_OBJECT_NAME_LABEL).cloned());
+        assert_eq!(selector.as_deref(), Some("worker"));
+    }
+
+    #[test]
+    fn duplicate_external_metric_names_are_an_error_in_keda_words() {
+        let scalers = ObjectScalers {
+            triggers: vec![
+                trigger(0, "redis", vec![external("s0-redis-a")]),
+                trigger(0, "redis", vec![external("s0-redis-a")]),
+            ],
+            modifiers: None,
+        };
+        let err = metric_specs("worker", &scalers).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "metricName s0-redis-a defined multiple times"
+        );
+    }
+
+    #[test]
+    fn the_hpa_is_built_as_keda_builds_it() {
+        let so = object(SO);
+        let m = MetricSpecs {
+            specs: vec![external("s0-redis-a")],
+            ..Default::default()
+        };
+        let hpa = desired_hpa(&so, &target(), &m);
+        assert_eq!(hpa.metadata.name.as_deref(), Some("keda-hpa-worker"));
+        let labels = hpa.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(labels["app.kubernetes.io/name"], "keda-hpa-worker");
+        assert_eq!(labels["app.kubernetes.io/part-of"], "worker");
+        assert_eq!(labels["app.kubernetes.io/managed-by"], "keda-operator");
+        assert_eq!(labels["team"], "a");
+        assert!(!labels.contains_key("secret"), "excluded label copied");
+        let owner = &hpa.metadata.owner_references.clone().unwrap_or_default()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.controller),
+            ("ScaledObject", Some(true))
+        );
+        let spec = hpa.spec.expect("spec");
+        assert_eq!(spec.min_replicas, Some(1), "max(min, 1)");
+        assert_eq!(spec.max_replicas, 7);
+        assert_eq!(
+            spec.scale_target_ref.api_version.as_deref(),
+            Some("apps/v1")
+        );
+        let behavior = spec.behavior.expect("paused-scale-in sets a behavior");
+        assert_eq!(
+            behavior.scale_down.and_then(|r| r.select_policy).as_deref(),
+            Some("Disabled")
+        );
+        assert!(behavior.scale_up.is_none());
+    }
+
+    #[test]
+    fn the_name_label_is_cut_to_a_valid_label_value() {
+        let long = format!("{}-x", "a".repeat(62));
+        assert_eq!(name_label(&long), "a".repeat(62));
+    }
+
+    #[test]
+    fn an_identical_hpa_needs_no_update_and_a_changed_one_does() {
+        let so = object(SO);
+        let m = MetricSpecs {
+            specs: vec![external("s0-redis-a")],
+            ..Default::default()
+        };
+        let hpa = desired_hpa(&so, &target(), &m);
+        assert!(!hpa_differs(&hpa, &hpa.clone()));
+        let mut changed = hpa.clone();
+        if let Some(s) = changed.spec.as_mut() {
+            s.max_replicas = 3;
+        }
+        assert!(hpa_differs(&changed, &hpa));
+    }
+}

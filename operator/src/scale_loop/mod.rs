@@ -1,0 +1,701 @@
+//! The scale loops: one task per ScaledObject, holding its scalers.
+//!
+//! [`ScaleLoops`] keeps one [`CancellationToken`] per object UID with the (generation, pause
+//! and force-activation annotations) it was started for. [`ScaleLoops::ensure`] is called by
+//! every reconcile: with the same key it does nothing; with a new generation or changed
+//! annotations it cancels the old loop, closes its scalers (releasing shared clients) and
+//! starts a fresh one. Deletion and pause stop the loop.
+//!
+//! A loop polls at once, then on every tick of its [`Ticker`]; push scalers run in their own
+//! tasks and an activity of `true` triggers an immediate poll. Each poll reads the target's
+//! replicas from a watch cache, applies [`crate::decision::decide`], writes `/scale` only when
+//! the decision asks for it, and patches the status only when it changes. `lastActiveTime`
+//! lives in memory (surviving loop restarts) and is persisted on Active transitions and every
+//! `persist_interval`.
+//!
+//! The same scalers answer the metric service ([`ScaleLoops::metric_values`]): never a second
+//! connection.
+
+mod poll;
+mod ticks;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use keda_api::condition::{
+    CONDITION_ACTIVE, CONDITION_FALLBACK, CONDITION_READY, STATUS_FALSE, STATUS_TRUE,
+    find_condition, reason as keda_reason,
+};
+use keda_api::{HealthStatus, ScaledObject, ScaledObjectStatus, TriggerActivityStatus};
+use keda_scalers::{Clock, MetricValue};
+use kube::api::Api;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Client, ResourceExt};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+pub use poll::{MetricReading, PollResult, ReadContext, quantity_value, spec_target};
+pub use ticks::{IntervalTicks, ManualTicks, Ticker, Ticks};
+
+use crate::decision::{ConditionType, Observed, decide};
+use crate::error::Error;
+use crate::events::{self, Events};
+use crate::fallback::{MetricHealth, any_exceeded};
+use crate::formula::COMPOSITE_METRIC_NAME;
+use crate::recording;
+use crate::scalers::{ObjectScalers, ScalerEnv, scalers_for};
+use crate::settings::{fallback_spec, loop_annotations, scaling_settings};
+use crate::status::{apply_updates, conditions_or_initial, patch_status, set_condition};
+use crate::target::{Target, TargetCache};
+
+/// Default interval between two persists of an unchanged-but-refreshed `lastActiveTime`.
+pub const DEFAULT_PERSIST_INTERVAL: SignedDuration = SignedDuration::from_mins(5);
+
+/// What a loop was started for: a change restarts it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct LoopKey {
+    generation: Option<i64>,
+    annotations: BTreeMap<String, String>,
+    target: Target,
+}
+
+/// What the operator remembers about an object across loop restarts.
+#[derive(Debug)]
+struct Memory {
+    /// `lastActiveTime` as the loop knows it (may be newer than the persisted one).
+    last_active: Option<Timestamp>,
+    /// Whether `last_active` was initialised from the status.
+    loaded: bool,
+    /// When `lastActiveTime` was last written.
+    persisted_at: Option<Timestamp>,
+    /// Per metric health (fallback).
+    health: BTreeMap<String, MetricHealth>,
+    /// The last reading of every metric (for `useCachedMetrics`).
+    readings: BTreeMap<String, MetricReading>,
+    /// Completed polls.
+    polls: watch::Sender<u64>,
+}
+
+impl Default for Memory {
+    fn default() -> Self {
+        Memory {
+            last_active: None,
+            loaded: false,
+            persisted_at: None,
+            health: BTreeMap::new(),
+            readings: BTreeMap::new(),
+            polls: watch::channel(0).0,
+        }
+    }
+}
+
+type SharedMemory = Arc<Mutex<Memory>>;
+
+fn lock(m: &SharedMemory) -> std::sync::MutexGuard<'_, Memory> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+struct Entry {
+    key: LoopKey,
+    namespace: String,
+    name: String,
+    token: CancellationToken,
+    task: JoinHandle<()>,
+    scalers: Arc<ObjectScalers>,
+}
+
+/// How the loops run: time, ticks, and the status write policy.
+#[derive(Clone)]
+pub struct LoopConfig {
+    /// Builds scalers.
+    pub env: ScalerEnv,
+    /// When loops poll.
+    pub ticks: Arc<dyn Ticks>,
+    /// "now" for decisions.
+    pub clock: Clock,
+    /// When this operator started (the cooldown never counts from earlier after a restart).
+    pub operator_started_at: Timestamp,
+    /// How often a refreshed `lastActiveTime` is persisted while the object stays active.
+    pub persist_interval: SignedDuration,
+    /// Namespace watched by the target caches (`None`: all).
+    pub watch_namespace: Option<String>,
+    /// Event reporter name.
+    pub reporter: String,
+}
+
+struct Inner {
+    client: Client,
+    config: LoopConfig,
+    store: Store<ScaledObject>,
+    targets: TargetCache,
+    events: Events,
+    entries: tokio::sync::Mutex<HashMap<String, Entry>>,
+    memory: Mutex<HashMap<String, SharedMemory>>,
+    shutdown: CancellationToken,
+}
+
+/// The registry of scale loops. Cheap to clone.
+#[derive(Clone)]
+pub struct ScaleLoops {
+    inner: Arc<Inner>,
+}
+
+/// Why the metric service got no value.
+#[derive(Debug, thiserror::Error)]
+pub enum MetricQueryError {
+    /// No loop runs for that object (unknown, paused, or not reconciled yet).
+    #[error("no scale loop for ScaledObject {namespace}/{name}")]
+    NoLoop {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+    },
+    /// The object has no metric of that name (KEDA's wording).
+    #[error("no matching metrics found for {0}")]
+    NoMatchingMetric(String),
+    /// The source failed and no fallback applies (KEDA's wording).
+    #[error("metric:{metric} encountered error: {error}")]
+    Failed {
+        /// The metric.
+        metric: String,
+        /// The error.
+        error: String,
+    },
+}
+
+impl ScaleLoops {
+    /// Loops over `client`, reading objects from `store` (the controller's reflector).
+    pub fn new(client: Client, store: Store<ScaledObject>, config: LoopConfig) -> ScaleLoops {
+        let shutdown = CancellationToken::new();
+        let targets = TargetCache::new(
+            client.clone(),
+            config.watch_namespace.clone(),
+            shutdown.clone(),
+        );
+        let events = Events::new(client.clone(), &config.reporter);
+        ScaleLoops {
+            inner: Arc::new(Inner {
+                client,
+                config,
+                store,
+                targets,
+                events,
+                entries: tokio::sync::Mutex::default(),
+                memory: Mutex::default(),
+                shutdown,
+            }),
+        }
+    }
+
+    /// The target caches, shared with the reconciler.
+    pub fn targets(&self) -> &TargetCache {
+        &self.inner.targets
+    }
+
+    fn memory(&self, uid: &str) -> SharedMemory {
+        let mut m = self
+            .inner
+            .memory
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        m.entry(uid.to_string()).or_default().clone()
+    }
+
+    /// Makes sure a loop runs for `so` as it is now, and returns its scalers. Restarts the loop
+    /// when the generation, the pause/force-activation annotations or the target changed.
+    ///
+    /// # Errors
+    /// The scalers cannot be built (the old loop is stopped all the same).
+    pub async fn ensure(
+        &self,
+        so: &ScaledObject,
+        target: &Target,
+    ) -> Result<(Arc<ObjectScalers>, bool), Error> {
+        let uid = so.uid().unwrap_or_default();
+        let key = LoopKey {
+            generation: so.metadata.generation,
+            annotations: loop_annotations(so),
+            target: target.clone(),
+        };
+        let mut entries = self.inner.entries.lock().await;
+        if let Some(e) = entries.get(&uid)
+            && e.key == key
+            && !e.task.is_finished()
+        {
+            return Ok((e.scalers.clone(), false));
+        }
+        if let Some(old) = entries.remove(&uid) {
+            stop_entry(old).await;
+        }
+        let scalers = Arc::new(scalers_for(so, &self.inner.config.env).await?);
+        let token = self.inner.shutdown.child_token();
+        let namespace = so.namespace().unwrap_or_default();
+        let name = so.name_any();
+        let interval =
+            Duration::from_secs(u64::try_from(so.spec.polling_interval().max(1)).unwrap_or(30));
+        let task_ctx = LoopTask {
+            loops: self.clone(),
+            so_ref: ObjectRef::new(&name).within(&namespace),
+            target: target.clone(),
+            scalers: scalers.clone(),
+            memory: self.memory(&uid),
+            token: token.clone(),
+        };
+        let ticker = self.inner.config.ticks.ticker(interval);
+        let task = tokio::spawn(task_ctx.run(ticker));
+        recording::resource_registered(&namespace, 1);
+        for t in &scalers.triggers {
+            recording::trigger_registered(&t.trigger_type, 1);
+        }
+        info!(namespace, name, ?interval, "scale loop started");
+        entries.insert(
+            uid,
+            Entry {
+                key,
+                namespace,
+                name,
+                token,
+                task,
+                scalers: scalers.clone(),
+            },
+        );
+        Ok((scalers, true))
+    }
+
+    /// Stops the loop of `uid` (pause), keeping what is remembered about the object.
+    pub async fn stop(&self, uid: &str) {
+        let entry = self.inner.entries.lock().await.remove(uid);
+        if let Some(e) = entry {
+            stop_entry(e).await;
+        }
+    }
+
+    /// Stops the loop of `uid` and forgets the object (deletion).
+    pub async fn forget(&self, uid: &str) {
+        self.stop(uid).await;
+        self.inner
+            .memory
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(uid);
+    }
+
+    /// Stops every loop and the target caches (shutdown). Targets keep their replicas.
+    pub async fn stop_all(&self) {
+        let all: Vec<Entry> = self
+            .inner
+            .entries
+            .lock()
+            .await
+            .drain()
+            .map(|(_, e)| e)
+            .collect();
+        for e in all {
+            stop_entry(e).await;
+        }
+        self.inner.shutdown.cancel();
+    }
+
+    /// Whether a loop runs for `namespace/name`.
+    pub async fn is_running(&self, namespace: &str, name: &str) -> bool {
+        self.inner
+            .entries
+            .lock()
+            .await
+            .values()
+            .any(|e| e.namespace == namespace && e.name == name && !e.task.is_finished())
+    }
+
+    /// How many loops run.
+    pub async fn len(&self) -> usize {
+        self.inner.entries.lock().await.len()
+    }
+
+    /// Whether no loop runs.
+    pub async fn is_empty(&self) -> bool {
+        self.len().await == 0
+    }
+
+    /// A receiver of the number of completed polls of the object with this UID.
+    pub fn polls(&self, uid: &str) -> watch::Receiver<u64> {
+        lock(&self.memory(uid)).polls.subscribe()
+    }
+
+    /// The current value of `metric_name` of ScaledObject `namespace/name`, as the HPA must
+    /// be served it: from the loop's own scalers (or its cache with `useCachedMetrics`), with
+    /// fallback and `scalingModifiers` applied. Metric names match case-insensitively, as the
+    /// metrics API lower-cases them.
+    ///
+    /// # Errors
+    /// See [`MetricQueryError`].
+    pub async fn metric_values(
+        &self,
+        namespace: &str,
+        name: &str,
+        metric_name: &str,
+    ) -> Result<Vec<MetricValue>, MetricQueryError> {
+        let found = {
+            let entries = self.inner.entries.lock().await;
+            entries
+                .iter()
+                .find(|(_, e)| e.namespace == namespace && e.name == name)
+                .map(|(uid, e)| (uid.clone(), e.scalers.clone(), e.key.target.clone()))
+        };
+        let Some((uid, scalers, target)) = found else {
+            return Err(MetricQueryError::NoLoop {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+            });
+        };
+        let memory = self.memory(&uid);
+        let so = self
+            .inner
+            .store
+            .get(&ObjectRef::new(name).within(namespace));
+        let fallback = so.as_deref().and_then(fallback_spec);
+        let current = self.inner.targets.current_replicas(&target).await.ok();
+        let ctx = ReadContext {
+            namespace,
+            name,
+            fallback,
+            current_replicas: current,
+            ready_replicas: self.inner.targets.ready_replicas(&target).await,
+        };
+        if scalers.modifiers.is_some() && metric_name.eq_ignore_ascii_case(COMPOSITE_METRIC_NAME) {
+            let previous = lock(&memory).health.clone();
+            let result = poll::poll(&scalers, &ctx, &previous).await;
+            lock(&memory).health.extend(result.health.clone());
+            if !result.summary.errors.is_empty() && result.composite.is_none() {
+                return Err(MetricQueryError::Failed {
+                    metric: metric_name.to_string(),
+                    error: result.summary.errors.join("; "),
+                });
+            }
+            return Ok(vec![MetricValue::new(
+                COMPOSITE_METRIC_NAME,
+                result.composite.unwrap_or(0.0),
+            )]);
+        }
+        for t in &scalers.triggers {
+            for spec in &t.metric_specs {
+                let Some(ext) = &spec.external else { continue };
+                if !ext.metric.name.eq_ignore_ascii_case(metric_name) {
+                    continue;
+                }
+                let cached = t
+                    .use_cached_metrics
+                    .then(|| lock(&memory).readings.get(&ext.metric.name).cloned())
+                    .flatten();
+                let reading = match cached {
+                    Some(r) => r,
+                    None => {
+                        let prev = lock(&memory).health.get(&ext.metric.name).copied();
+                        let (r, health) = poll::read_metric(&scalers, t, spec, &ctx, prev).await;
+                        if let Some(h) = health {
+                            lock(&memory).health.insert(ext.metric.name.clone(), h);
+                        }
+                        r
+                    }
+                };
+                return match (reading.value, reading.error) {
+                    (Some(v), _) => Ok(vec![MetricValue::new(ext.metric.name.clone(), v)]),
+                    (None, Some(error)) => Err(MetricQueryError::Failed {
+                        metric: ext.metric.name.clone(),
+                        error,
+                    }),
+                    (None, None) => Ok(vec![MetricValue::new(ext.metric.name.clone(), 0.0)]),
+                };
+            }
+        }
+        Err(MetricQueryError::NoMatchingMetric(metric_name.to_string()))
+    }
+}
+
+async fn stop_entry(e: Entry) {
+    e.token.cancel();
+    // The loop sees the cancellation at its next await; it never holds a lock across one.
+    let _ = e.task.await;
+    e.scalers.close().await;
+    recording::resource_registered(&e.namespace, -1);
+    for t in &e.scalers.triggers {
+        recording::trigger_registered(&t.trigger_type, -1);
+    }
+    info!(namespace = e.namespace, name = e.name, "scale loop stopped");
+}
+
+struct LoopTask {
+    loops: ScaleLoops,
+    so_ref: ObjectRef<ScaledObject>,
+    target: Target,
+    scalers: Arc<ObjectScalers>,
+    memory: SharedMemory,
+    token: CancellationToken,
+}
+
+impl LoopTask {
+    async fn run(self, mut ticker: Box<dyn Ticker>) {
+        let (push_tx, mut push_rx) = mpsc::channel::<bool>(16);
+        for (i, t) in self.scalers.triggers.iter().enumerate() {
+            if t.scaler.push().is_some() {
+                let scalers = self.scalers.clone();
+                let token = self.token.child_token();
+                let tx = push_tx.clone();
+                tokio::spawn(async move {
+                    if let Some(push) = scalers.triggers[i].scaler.push() {
+                        push.run(token, tx).await;
+                    }
+                });
+            }
+        }
+        drop(push_tx);
+        let mut push_open = true;
+        loop {
+            tokio::select! {
+                () = self.token.cancelled() => break,
+                () = self.poll_once() => {}
+            }
+            // Wait for the next tick, or a push scaler's activation.
+            loop {
+                tokio::select! {
+                    () = self.token.cancelled() => return,
+                    lag = ticker.tick() => {
+                        recording::scale_loop_latency(
+                            self.so_ref.namespace.as_deref().unwrap_or_default(),
+                            &self.so_ref.name,
+                            lag,
+                        );
+                        break;
+                    }
+                    active = push_rx.recv(), if push_open => match active {
+                        Some(true) => break,
+                        Some(false) => {}
+                        None => push_open = false,
+                    },
+                }
+            }
+        }
+    }
+
+    async fn poll_once(&self) {
+        let inner = &self.loops.inner;
+        let Some(so) = inner.store.get(&self.so_ref) else {
+            return;
+        };
+        let namespace = so.namespace().unwrap_or_default();
+        let name = so.name_any();
+        let now = inner.config.clock.now();
+        let current_status = so.status.clone().unwrap_or_default();
+        let mut desired = current_status.clone();
+        let mut conditions = conditions_or_initial(so.status.as_ref());
+
+        let current = match inner.targets.current_replicas(&self.target).await {
+            Ok(n) => n,
+            Err(e) => {
+                set_condition(
+                    &mut conditions,
+                    CONDITION_READY,
+                    STATUS_FALSE,
+                    keda_reason::ERROR_GETTING_CURRENT_REPLICAS,
+                    &format!(
+                        "Error getting current replicas of {}: {e}",
+                        self.target.describe()
+                    ),
+                );
+                desired.conditions = Some(conditions);
+                self.write_status(&so, &current_status, &desired).await;
+                self.finish_poll();
+                return;
+            }
+        };
+        let settings = match scaling_settings(&so, &self.target) {
+            Ok(s) => s,
+            // The reconciler reports this and stops the loop.
+            Err(_) => return,
+        };
+        let previous_health = lock(&self.memory).health.clone();
+        let ctx = ReadContext {
+            namespace: &namespace,
+            name: &name,
+            fallback: settings.fallback,
+            current_replicas: Some(current),
+            ready_replicas: inner.targets.ready_replicas(&self.target).await,
+        };
+        let result = poll::poll(&self.scalers, &ctx, &previous_health).await;
+
+        let last_active = {
+            let mut m = lock(&self.memory);
+            if !m.loaded {
+                m.loaded = true;
+                m.last_active = current_status.last_active_time.as_ref().map(|t| t.0);
+            }
+            m.last_active
+        };
+        let created_at = so
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(inner.config.operator_started_at, |t| t.0);
+        let observed = Observed {
+            current_replicas: current,
+            last_active_time: last_active,
+            created_at,
+            operator_started_at: inner.config.operator_started_at,
+            now,
+        };
+        let decision = decide(&settings, &observed, &result.summary);
+        let mut new_last_active = decision.last_active_time;
+        if let Some(write) = &decision.scale {
+            match self.target.set_replicas(&inner.client, write.to).await {
+                Ok(()) => {
+                    info!(namespace, name, from = write.from, to = write.to, kind = ?write.kind, "scaled target");
+                    if let Some(e) = &decision.event {
+                        inner.events.publish_decision(&so, e).await;
+                    }
+                }
+                Err(e) => {
+                    warn!(namespace, name, error = %e, "scaling the target failed");
+                    recording::scaled_object_error(&namespace, &name);
+                    new_last_active = last_active;
+                    if let Some(ev) = write.failure_event(&settings.target) {
+                        inner.events.publish_decision(&so, &ev).await;
+                    }
+                }
+            }
+        }
+        if !result.summary.errors.is_empty() {
+            recording::scaled_object_error(&namespace, &name);
+        }
+
+        // Status: conditions from the decision, fallback, health, activity, lastActiveTime.
+        let was_active = find_condition(&conditions, CONDITION_ACTIVE).is_some_and(|c| c.is_true());
+        apply_updates(&mut conditions, &decision.conditions);
+        let fallback_now = settings
+            .fallback
+            .filter(|f| f.is_valid(self.scalers.modifiers.as_ref().map(|m| m.target)))
+            .is_some_and(|f| any_exceeded(&f, result.health.values()));
+        let fallback_before =
+            find_condition(&conditions, CONDITION_FALLBACK).is_some_and(|c| c.is_true());
+        if fallback_now {
+            set_condition(
+                &mut conditions,
+                CONDITION_FALLBACK,
+                STATUS_TRUE,
+                keda_reason::FALLBACK_EXISTS,
+                "At least one trigger is falling back on this scaled object",
+            );
+        } else {
+            set_condition(
+                &mut conditions,
+                CONDITION_FALLBACK,
+                STATUS_FALSE,
+                keda_reason::NO_FALLBACK_FOUND,
+                "No fallbacks are active on this scaled object",
+            );
+        }
+        if fallback_now != fallback_before {
+            let (reason, message) = if fallback_now {
+                (events::FALLBACK_ACTIVATED, "Fallback activated")
+            } else {
+                (events::FALLBACK_DEACTIVATED, "Fallback deactivated")
+            };
+            if fallback_now || so.spec.fallback.is_some() {
+                inner
+                    .events
+                    .publish(&so, fallback_now, reason, message.to_string())
+                    .await;
+            }
+        }
+        desired.conditions = Some(conditions);
+        desired.health = (!result.health.is_empty()).then(|| {
+            result
+                .health
+                .iter()
+                .map(|(k, h)| {
+                    (
+                        k.clone(),
+                        HealthStatus {
+                            number_of_failures: Some(h.number_of_failures),
+                            status: Some(h.status.as_str().to_string()),
+                        },
+                    )
+                })
+                .collect()
+        });
+        desired.triggers_activity = (!result.readings.is_empty()).then(|| {
+            result
+                .readings
+                .iter()
+                .map(|(k, r)| {
+                    (
+                        k.clone(),
+                        TriggerActivityStatus {
+                            is_active: r.active,
+                        },
+                    )
+                })
+                .collect()
+        });
+        let now_active = decision
+            .condition(ConditionType::Active)
+            .is_some_and(|c| c.status == crate::decision::ConditionStatus::True);
+        let persist = {
+            let m = lock(&self.memory);
+            let persisted = current_status.last_active_time.as_ref().map(|t| t.0);
+            new_last_active.is_some()
+                && new_last_active != persisted
+                && (persisted.is_none()
+                    || now_active != was_active
+                    || m.persisted_at
+                        .is_none_or(|at| now.duration_since(at) >= inner.config.persist_interval))
+        };
+        if persist {
+            desired.last_active_time = new_last_active.map(Time);
+        }
+        {
+            let mut m = lock(&self.memory);
+            m.last_active = new_last_active;
+            m.health = result.health.clone();
+            m.readings = result.readings.clone();
+        }
+        if self.write_status(&so, &current_status, &desired).await && persist {
+            lock(&self.memory).persisted_at = Some(now);
+        }
+        debug!(
+            namespace,
+            name,
+            active = result.summary.active,
+            current,
+            "polled"
+        );
+        self.finish_poll();
+    }
+
+    async fn write_status(
+        &self,
+        so: &ScaledObject,
+        current: &ScaledObjectStatus,
+        desired: &ScaledObjectStatus,
+    ) -> bool {
+        let api: Api<ScaledObject> = Api::namespaced(
+            self.loops.inner.client.clone(),
+            &so.namespace().unwrap_or_default(),
+        );
+        match patch_status(&api, &so.name_any(), current, desired).await {
+            Ok(written) => written,
+            Err(e) => {
+                warn!(error = %e, "status update failed");
+                false
+            }
+        }
+    }
+
+    fn finish_poll(&self) {
+        lock(&self.memory).polls.send_modify(|n| *n += 1);
+    }
+}

@@ -1,0 +1,326 @@
+//! One poll of an object's triggers: every External metric read once, fallback applied through
+//! [`crate::fallback::evaluate`], `scalingModifiers` through [`crate::formula`], and the
+//! result summarized for [`crate::decision::decide`]. The metric service reads through the
+//! same functions, so activity and served values always agree.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::autoscaling::v2::MetricSpec;
+use keda_scalers::MetricValue;
+
+use crate::decision::TriggerSummary;
+use crate::fallback::{
+    self, FallbackContext, FallbackSpec, MetricHealth, MetricOutcome, MetricTargetType,
+};
+use crate::formula::{MODIFIERS_TRIGGER, composite_is_active, composite_value};
+use crate::recording::{self, ScalerLabels};
+use crate::scalers::{ObjectScalers, TriggerScaler};
+
+/// How long one scaler read may take before it counts as failed.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The last read of one metric, kept for `useCachedMetrics` and the status.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MetricReading {
+    /// Index of the trigger.
+    pub trigger_index: usize,
+    /// The value to serve (the source's, or the fallback's); `None` when failing or nil.
+    pub value: Option<f64>,
+    /// Whether this metric makes the object active.
+    pub active: bool,
+    /// The error, when the read failed and no fallback value stands in.
+    pub error: Option<String>,
+}
+
+/// What one poll found.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PollResult {
+    /// For the decision.
+    pub summary: TriggerSummary,
+    /// Per External metric name.
+    pub readings: BTreeMap<String, MetricReading>,
+    /// `status.health` records to store (only metrics of objects with a valid fallback).
+    pub health: BTreeMap<String, MetricHealth>,
+    /// The composite value, with `scalingModifiers`.
+    pub composite: Option<f64>,
+}
+
+/// What reading a metric needs besides the scaler.
+#[derive(Clone, Copy, Debug)]
+pub struct ReadContext<'a> {
+    /// Namespace of the object (for recording).
+    pub namespace: &'a str,
+    /// Name of the object (for recording).
+    pub name: &'a str,
+    /// `spec.fallback`.
+    pub fallback: Option<FallbackSpec>,
+    /// The target's current replicas (for the `currentReplicas*` behaviors).
+    pub current_replicas: Option<i32>,
+    /// Ready pods of the target (for `Value` metrics in fallback).
+    pub ready_replicas: Option<i32>,
+}
+
+/// Parses a Kubernetes quantity as a number (`5`, `1500m`, `2k`, `1Gi`).
+pub fn quantity_value(q: &str) -> Option<f64> {
+    let q = q.trim();
+    let suffixes: [(&str, f64); 10] = [
+        ("Ki", 1024.0),
+        ("Mi", 1024.0 * 1024.0),
+        ("Gi", 1024.0 * 1024.0 * 1024.0),
+        ("Ti", 1024.0 * 1024.0 * 1024.0 * 1024.0),
+        ("m", 1e-3),
+        ("k", 1e3),
+        ("M", 1e6),
+        ("G", 1e9),
+        ("T", 1e12),
+        ("u", 1e-6),
+    ];
+    for (s, factor) in suffixes {
+        if let Some(n) = q.strip_suffix(s) {
+            return n.parse::<f64>().ok().map(|n| n * factor);
+        }
+    }
+    q.parse().ok()
+}
+
+/// The target type and value of an External metric spec.
+pub fn spec_target(spec: &MetricSpec) -> (MetricTargetType, f64) {
+    let Some(ext) = &spec.external else {
+        return (MetricTargetType::AverageValue, 0.0);
+    };
+    let t = &ext.target;
+    if t.type_ == "Value" {
+        let v = t.value.as_ref().and_then(|q| quantity_value(&q.0));
+        (MetricTargetType::Value, v.unwrap_or(0.0))
+    } else {
+        let v = t.average_value.as_ref().and_then(|q| quantity_value(&q.0));
+        (MetricTargetType::AverageValue, v.unwrap_or(0.0))
+    }
+}
+
+/// Reads one External metric of one trigger and applies fallback.
+pub async fn read_metric(
+    scalers: &ObjectScalers,
+    trigger: &TriggerScaler,
+    spec: &MetricSpec,
+    ctx: &ReadContext<'_>,
+    previous: Option<MetricHealth>,
+) -> (MetricReading, Option<MetricHealth>) {
+    let metric = spec
+        .external
+        .as_ref()
+        .map(|e| e.metric.name.clone())
+        .unwrap_or_default();
+    let labels = ScalerLabels {
+        namespace: ctx.namespace,
+        metric: &metric,
+        scaled_object: ctx.name,
+        scaler: &trigger.trigger_type,
+        trigger_index: trigger.index,
+    };
+    let started = Instant::now();
+    let read = tokio::time::timeout(
+        READ_TIMEOUT,
+        trigger.scaler.scaler().metrics_and_activity(&metric),
+    )
+    .await;
+    recording::scaler_metrics_latency(labels, started.elapsed());
+    let (value, scaler_active) = match read {
+        Ok(Ok(m)) => {
+            let total: f64 = m
+                .values
+                .iter()
+                .filter(|v: &&MetricValue| v.name.eq_ignore_ascii_case(&metric))
+                .map(|v| v.value)
+                .sum();
+            (Ok(total), m.active)
+        }
+        Ok(Err(e)) => (Err(e.to_string()), false),
+        Err(_) => (
+            Err(format!(
+                "trigger {} ({}): reading {metric} timed out after {}s",
+                trigger.index,
+                trigger.trigger_type,
+                READ_TIMEOUT.as_secs()
+            )),
+            false,
+        ),
+    };
+    if value.is_err() {
+        recording::scaler_error(labels);
+    }
+    let (target_type, target) = match &scalers.modifiers {
+        Some(m) => (m.metric_type, m.target),
+        None => spec_target(spec),
+    };
+    let fctx = FallbackContext {
+        spec: ctx.fallback,
+        modifiers_target: scalers.modifiers.as_ref().map(|m| m.target),
+        target_type,
+        target,
+        current_replicas: ctx.current_replicas,
+        ready_replicas: ctx.ready_replicas,
+    };
+    let evaluated = fallback::evaluate(&fctx, previous, value);
+    let active = evaluated.outcome.is_active(scaler_active);
+    let reading = match evaluated.outcome {
+        MetricOutcome::Value(v) | MetricOutcome::Fallback(v) => MetricReading {
+            trigger_index: trigger.index,
+            value: Some(v),
+            active,
+            error: None,
+        },
+        MetricOutcome::Nil => MetricReading {
+            trigger_index: trigger.index,
+            value: None,
+            active,
+            error: None,
+        },
+        MetricOutcome::Failed(e) => MetricReading {
+            trigger_index: trigger.index,
+            value: None,
+            active,
+            error: Some(e),
+        },
+        MetricOutcome::FallbackFailed(e) => MetricReading {
+            trigger_index: trigger.index,
+            value: None,
+            active,
+            error: Some(format!(
+                "trigger {} ({}): {e}",
+                trigger.index, trigger.trigger_type
+            )),
+        },
+    };
+    if let Some(v) = reading.value {
+        recording::scaler_metrics_value(labels, v);
+    }
+    recording::scaler_active(labels, active);
+    (reading, evaluated.health)
+}
+
+/// Reads every External metric of every trigger (concurrently) and summarizes.
+pub async fn poll(
+    scalers: &ObjectScalers,
+    ctx: &ReadContext<'_>,
+    previous: &BTreeMap<String, MetricHealth>,
+) -> PollResult {
+    let reads = scalers.triggers.iter().flat_map(|t| {
+        t.metric_specs
+            .iter()
+            .filter(|s| s.external.is_some())
+            .map(move |s| (t, s))
+    });
+    let futures = reads.map(|(t, s)| async move {
+        let name = s
+            .external
+            .as_ref()
+            .map(|e| e.metric.name.clone())
+            .unwrap_or_default();
+        let prev = previous.get(&name).copied();
+        let (reading, health) = read_metric(scalers, t, s, ctx, prev).await;
+        (name, reading, health)
+    });
+    let results = futures::future::join_all(futures).await;
+    let mut out = PollResult::default();
+    for (name, reading, health) in results {
+        if let Some(h) = health {
+            out.health.insert(name.clone(), h);
+        }
+        out.readings.insert(name, reading);
+    }
+    out.summary = summarize(
+        scalers,
+        ctx.fallback.as_ref(),
+        &out.readings,
+        &mut out.composite,
+    );
+    out
+}
+
+/// The decision's view of a set of readings: per-trigger activity, or the composite activity
+/// with `scalingModifiers`.
+fn summarize(
+    scalers: &ObjectScalers,
+    fallback: Option<&FallbackSpec>,
+    readings: &BTreeMap<String, MetricReading>,
+    composite_out: &mut Option<f64>,
+) -> TriggerSummary {
+    let mut summary = TriggerSummary::default();
+    // Errors in trigger order, as the user wrote the triggers.
+    let mut ordered: Vec<(&String, &MetricReading)> = readings.iter().collect();
+    ordered.sort_by_key(|(_, r)| r.trigger_index);
+    for (_, r) in &ordered {
+        if let Some(e) = &r.error {
+            summary.errors.push(e.clone());
+        }
+    }
+    match &scalers.modifiers {
+        None => {
+            for (name, r) in &ordered {
+                if r.active {
+                    summary.active = true;
+                    summary.active_triggers.push((*name).clone());
+                }
+            }
+        }
+        Some(m) => {
+            let composite = composite_of(scalers, readings, fallback, &mut summary.errors);
+            *composite_out = composite;
+            summary.active =
+                composite_is_active(composite, m.activation_target, !summary.errors.is_empty());
+            if summary.active {
+                summary.active_triggers.push(MODIFIERS_TRIGGER.to_string());
+            }
+        }
+    }
+    summary
+}
+
+/// Evaluates the formula over the readings (a failing or nil trigger is `nil`).
+pub fn composite_of(
+    scalers: &ObjectScalers,
+    readings: &BTreeMap<String, MetricReading>,
+    fallback: Option<&FallbackSpec>,
+    errors: &mut Vec<String>,
+) -> Option<f64> {
+    let m = scalers.modifiers.as_ref()?;
+    let values: Vec<Option<f64>> = m
+        .formula
+        .trigger_names()
+        .iter()
+        .map(|trigger_name| {
+            let index = scalers
+                .triggers
+                .iter()
+                .find(|t| &t.name == trigger_name)
+                .map(|t| t.index)?;
+            readings
+                .values()
+                .find(|r| r.trigger_index == index)
+                .and_then(|r| r.value)
+        })
+        .collect();
+    match m.formula.evaluate(&values) {
+        Ok(result) => composite_value(result, fallback, m.target),
+        Err(e) => {
+            errors.push(e.to_string());
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantities_read_as_numbers() {
+        assert_eq!(quantity_value("5"), Some(5.0));
+        assert_eq!(quantity_value("1500m"), Some(1.5));
+        assert_eq!(quantity_value("2k"), Some(2000.0));
+        assert_eq!(quantity_value("1Ki"), Some(1024.0));
+        assert_eq!(quantity_value("x"), None);
+    }
+}

@@ -1,0 +1,220 @@
+//! Building the scalers of a ScaledObject: the one place that turns triggers into
+//! [`ScalerContext`]s, so plugging in the resolver of `xxxFromEnv` values and
+//! TriggerAuthentication parameters is a change here only.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::autoscaling::v2::MetricSpec;
+use keda_api::{ScaleTrigger, ScaledObject};
+use keda_scalers::context::DEFAULT_HTTP_TIMEOUT;
+use keda_scalers::pool::ClientPools;
+use keda_scalers::{BuiltScaler, Clock, Registry, ScalableKind, ScalerContext};
+use kube::ResourceExt;
+
+use crate::error::Error;
+use crate::formula::{CompiledModifiers, ScalingModifiersSpec, compile_scaling_modifiers};
+
+/// What building a scaler needs besides the trigger: the registry, the shared client pools,
+/// the clock and KEDA's HTTP timeout.
+#[derive(Clone, Debug)]
+pub struct ScalerEnv {
+    /// Trigger type -> factory.
+    pub registry: Arc<Registry>,
+    /// Shared clients: one per event source, however many objects use it.
+    pub pools: ClientPools,
+    /// The clock scalers read.
+    pub clock: Clock,
+    /// `KEDA_HTTP_DEFAULT_TIMEOUT`.
+    pub http_timeout: Duration,
+}
+
+impl Default for ScalerEnv {
+    fn default() -> Self {
+        ScalerEnv {
+            registry: Arc::new(Registry::builtin()),
+            pools: ClientPools::new(),
+            clock: Clock::system(),
+            http_timeout: DEFAULT_HTTP_TIMEOUT,
+        }
+    }
+}
+
+/// The scaler of one trigger, with what the loop and the HPA need to know about it.
+#[derive(Debug)]
+pub struct TriggerScaler {
+    /// Position in `spec.triggers`.
+    pub index: usize,
+    /// `triggers[].name` (may be empty).
+    pub name: String,
+    /// `triggers[].type`.
+    pub trigger_type: String,
+    /// `triggers[].useCachedMetrics`.
+    pub use_cached_metrics: bool,
+    /// The scaler's HPA metric specs, read once at build.
+    pub metric_specs: Vec<MetricSpec>,
+    /// The scaler.
+    pub scaler: BuiltScaler,
+}
+
+impl TriggerScaler {
+    /// The names of this trigger's External metrics (`s<i>-...`).
+    pub fn external_metric_names(&self) -> impl Iterator<Item = &str> {
+        self.metric_specs
+            .iter()
+            .filter_map(|s| s.external.as_ref())
+            .map(|e| e.metric.name.as_str())
+    }
+
+    /// Whether this is a cpu/memory trigger (Resource metrics only, no value to poll).
+    pub fn is_resource(&self) -> bool {
+        keda_api::validation::RESOURCE_TRIGGER_TYPES.contains(&self.trigger_type.as_str())
+    }
+}
+
+/// Every scaler of an object, and its compiled `scalingModifiers`.
+#[derive(Debug)]
+pub struct ObjectScalers {
+    /// One per trigger, in trigger order.
+    pub triggers: Vec<TriggerScaler>,
+    /// The compiled formula, when the object uses `scalingModifiers`.
+    pub modifiers: Option<CompiledModifiers>,
+}
+
+impl ObjectScalers {
+    /// Closes every scaler, releasing shared clients.
+    pub async fn close(&self) {
+        for t in &self.triggers {
+            t.scaler.scaler().close().await;
+        }
+    }
+}
+
+/// The context of trigger `index` of `so`, from its metadata alone.
+///
+/// # Errors
+/// [`Error::Unresolvable`] when the trigger needs an `authenticationRef` or `xxxFromEnv`
+/// value: building it without them would silently run without credentials.
+pub fn context_for(
+    so: &ScaledObject,
+    trigger: &ScaleTrigger,
+    index: usize,
+    env: &ScalerEnv,
+) -> Result<ScalerContext, Error> {
+    let unresolvable = |what: String| Error::Unresolvable {
+        index,
+        trigger_type: trigger.type_.clone(),
+        what,
+    };
+    if let Some(auth) = &trigger.authentication_ref {
+        return Err(unresolvable(format!("authenticationRef {:?}", auth.name)));
+    }
+    if let Some((key, _)) = trigger
+        .metadata
+        .iter()
+        .find(|(k, v)| k.ends_with("FromEnv") && !v.trim().is_empty())
+    {
+        return Err(unresolvable(format!("metadata.{key}")));
+    }
+    Ok(ScalerContext {
+        scalable_name: so.name_any(),
+        scalable_namespace: so.namespace().unwrap_or_default(),
+        scalable_kind: ScalableKind::ScaledObject,
+        as_metric_source: so.spec.is_using_modifiers(),
+        global_http_timeout: env.http_timeout,
+        clients: env.pools.clone(),
+        clock: env.clock.clone(),
+        ..ScalerContext::from_trigger(trigger, index)
+    })
+}
+
+/// Builds every scaler of `so` and compiles its `scalingModifiers`. On any error the scalers
+/// built so far are closed (as KEDA does) and the error names the trigger and parameter.
+///
+/// # Errors
+/// See [`context_for`]; a scaler that does not build; invalid `scalingModifiers`.
+pub async fn scalers_for(so: &ScaledObject, env: &ScalerEnv) -> Result<ObjectScalers, Error> {
+    let modifiers = match so.spec.scaling_modifiers() {
+        None => None,
+        Some(m) => Some(compile_scaling_modifiers(
+            ScalingModifiersSpec {
+                formula: m.formula.as_deref().unwrap_or_default(),
+                target: m.target.as_deref().unwrap_or_default(),
+                activation_target: m.activation_target.as_deref().unwrap_or_default(),
+                metric_type: m.metric_type.as_deref().unwrap_or_default(),
+            },
+            &so.spec.triggers,
+        )?),
+    };
+    let mut built: Vec<TriggerScaler> = Vec::with_capacity(so.spec.triggers.len());
+    for (index, trigger) in so.spec.triggers.iter().enumerate() {
+        let result = match context_for(so, trigger, index, env) {
+            Ok(ctx) => env
+                .registry
+                .build(ctx)
+                .await
+                .map_err(|source| Error::BuildScaler { index, source }),
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(scaler) => built.push(TriggerScaler {
+                index,
+                name: trigger.name.clone(),
+                trigger_type: trigger.type_.clone(),
+                use_cached_metrics: trigger.use_cached_metrics,
+                metric_specs: scaler.scaler().metric_specs(),
+                scaler,
+            }),
+            Err(e) => {
+                for b in &built {
+                    b.scaler.scaler().close().await;
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(ObjectScalers {
+        triggers: built,
+        modifiers,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(trigger: &str) -> ScaledObject {
+        let yaml = format!(
+            "apiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nmetadata: {{ name: w, namespace: ns }}\nspec:\n  scaleTargetRef: {{ name: app }}\n  triggers: [{trigger}]\n"
+        );
+        serde_yaml::from_str(&yaml).expect("yaml")
+    }
+
+    #[tokio::test]
+    async fn a_trigger_with_authentication_ref_is_not_built_without_credentials() {
+        let so =
+            object("{ type: redis, metadata: { listName: a }, authenticationRef: { name: auth } }");
+        let err = scalers_for(&so, &ScalerEnv::default()).await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "spec.triggers[0] (redis): authenticationRef \"auth\" is not supported by this \
+             keda-rs build yet; put the values in the trigger metadata"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_trigger_reading_the_environment_is_not_built_without_it() {
+        let so = object("{ type: redis, metadata: { listName: a, addressFromEnv: REDIS } }");
+        let err = scalers_for(&so, &ScalerEnv::default()).await.unwrap_err();
+        assert!(err.to_string().contains("metadata.addressFromEnv"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_bad_parameter_is_named_with_its_trigger() {
+        let so = object("{ type: redis, metadata: { address: \"127.0.0.1:6379\" } }");
+        let err = scalers_for(&so, &ScalerEnv::default()).await.unwrap_err();
+        let text = err.to_string();
+        assert!(text.starts_with("spec.triggers[0]: "), "{text}");
+        assert!(text.contains("listName"), "{text}");
+    }
+}

@@ -1,0 +1,205 @@
+//! The ScaledObject scenarios against the in-memory API server and the local Redis.
+
+mod scenarios;
+
+#[allow(dead_code)]
+#[path = "../../scalers/tests/common/mod.rs"]
+mod redis_common;
+
+use memkube::{MemKube, Verb};
+use scenarios::World;
+
+async fn world(test: &str) -> Option<(MemKube, World)> {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .try_init();
+    let redis = redis_common::redis_or_skip(test).await?;
+    let server = MemKube::new();
+    let crds = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/crd");
+    server.load_crds_from_dir(crds).expect("CRDs load");
+    server.create_namespace("team").expect("namespace");
+    let world = World::new(server.client(), "team", redis);
+    Some((server, world))
+}
+
+fn list(prefix: &str) -> String {
+    redis_common::unique(prefix)
+}
+
+#[tokio::test]
+async fn a_list_below_activation_stays_at_zero_then_activates_and_cools_down() {
+    let Some((_server, w)) = world("activation").await else {
+        return;
+    };
+    scenarios::activation_and_cooldown(&w, &list("activation")).await;
+}
+
+#[tokio::test]
+async fn paused_replicas_hold_the_count_above_max_and_resume_when_removed() {
+    let Some((_server, w)) = world("paused").await else {
+        return;
+    };
+    scenarios::paused_replicas(&w, &list("paused")).await;
+}
+
+#[tokio::test]
+async fn fallback_replaces_a_failing_metric() {
+    let Some((_server, w)) = world("fallback").await else {
+        return;
+    };
+    scenarios::fallback(&w, &list("fallback")).await;
+}
+
+#[tokio::test]
+async fn a_restart_mid_cooldown_does_not_scale_to_zero_early() {
+    let Some((_server, w)) = world("restart").await else {
+        return;
+    };
+    scenarios::restart_mid_cooldown(&w, &list("restart")).await;
+}
+
+#[tokio::test]
+async fn a_deleted_object_leaves_no_loop_no_hpa_and_restores_replicas() {
+    let Some((_server, w)) = world("restore").await else {
+        return;
+    };
+    scenarios::deletion_restores(&w, &list("restore")).await;
+}
+
+#[tokio::test]
+async fn broken_objects_are_not_ready_with_a_message_naming_the_field() {
+    let Some((_server, w)) = world("broken").await else {
+        return;
+    };
+    scenarios::broken_objects(&w).await;
+}
+
+#[tokio::test]
+async fn status_is_not_patched_again_when_nothing_changed() {
+    let Some((server, w)) = world("quiet").await else {
+        return;
+    };
+    let list = list("quiet");
+    w.deployment("quiet", 0).await;
+    let op = w.start_operator();
+    let so = w
+        .create(&scenarios::redis_object("quiet", "quiet", &list, "", ""))
+        .await;
+    scenarios::hpa_exists(&w, "keda-hpa-quiet").await;
+    w.poll_after(&op, &so, 10).await;
+    w.poll_after(&op, &so, 10).await;
+    server.reset_request_counts();
+    for _ in 0..5 {
+        w.poll_after(&op, &so, 10).await;
+    }
+    let counts = server.request_counts();
+    assert_eq!(
+        counts.get(Verb::Patch, "scaledobjects/status"),
+        0,
+        "{counts:?}"
+    );
+    assert_eq!(counts.get(Verb::Patch, "deployments/scale"), 0);
+    assert_eq!(
+        counts.get(Verb::Get, "deployments"),
+        0,
+        "replicas come from the cache"
+    );
+    op.stop().await;
+}
+
+/// A push scaler whose source a test switches on: `run` sends `true` when told to.
+mod push {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use async_trait::async_trait;
+    use k8s_openapi::api::autoscaling::v2::MetricSpec;
+    use keda_scalers::metric::{MetricTargetType, external_metric_spec, metric_target};
+    use keda_scalers::{
+        BuiltScaler, MetricsAndActivity, PushScaler, Scaler, ScalerContext, ScalerError,
+    };
+    use tokio::sync::{Notify, mpsc};
+    use tokio_util::sync::CancellationToken;
+
+    #[derive(Clone, Default)]
+    pub struct Source {
+        pub active: Arc<AtomicBool>,
+        pub wake: Arc<Notify>,
+    }
+
+    struct Switch(Source);
+
+    #[async_trait]
+    impl Scaler for Switch {
+        fn metric_specs(&self) -> Vec<MetricSpec> {
+            vec![external_metric_spec(
+                "s0-switch",
+                metric_target(MetricTargetType::AverageValue, 1),
+            )]
+        }
+        async fn metrics_and_activity(
+            &self,
+            name: &str,
+        ) -> Result<MetricsAndActivity, ScalerError> {
+            let on = self.0.active.load(Ordering::SeqCst);
+            Ok(MetricsAndActivity::single(
+                name,
+                if on { 1.0 } else { 0.0 },
+                0.0,
+            ))
+        }
+        async fn close(&self) {}
+    }
+
+    #[async_trait]
+    impl PushScaler for Switch {
+        async fn run(&self, cancel: CancellationToken, activity: mpsc::Sender<bool>) {
+            loop {
+                tokio::select! {
+                    () = cancel.cancelled() => return,
+                    () = self.0.wake.notified() => {
+                        if activity.send(self.0.active.load(Ordering::SeqCst)).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn registry(source: Source) -> keda_scalers::Registry {
+        let mut r = keda_scalers::Registry::builtin();
+        r.register("switch", move |_ctx: ScalerContext| {
+            let s = source.clone();
+            async move { Ok::<_, ScalerError>(BuiltScaler::Push(Box::new(Switch(s)))) }
+        });
+        r
+    }
+}
+
+#[tokio::test]
+async fn a_push_scaler_activation_scales_from_zero_without_waiting_for_a_poll() {
+    let Some((_server, mut w)) = world("push").await else {
+        return;
+    };
+    let source = push::Source::default();
+    w.registry = std::sync::Arc::new(push::registry(source.clone()));
+    w.deployment("pushed", 0).await;
+    let op = w.start_operator();
+    let so = w
+        .create(
+            "apiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nmetadata:\n  name: pushed\nspec:\n  scaleTargetRef:\n    name: pushed\n  triggers:\n    - type: switch\n      metadata: {}\n",
+        )
+        .await;
+    w.polls_reach(&op, &so, 1).await;
+    assert_eq!(w.replicas("pushed").await, 0);
+    source
+        .active
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    source.wake.notify_one();
+    // No tick is given: only the push can cause this poll.
+    w.polls_reach(&op, &so, 2).await;
+    assert_eq!(w.replicas("pushed").await, 1);
+    op.stop().await;
+}

@@ -1,0 +1,107 @@
+//! The ScaledObject scenarios of `operator/tests` against a real cluster: the controller runs
+//! in process (manual clock and ticks) against the cluster named by KEDA_RS_E2E_KUBECONFIG,
+//! with the local Redis. The keda.sh CRDs must be installed (the `crds` test installs them).
+//! Each scenario runs in its own namespace, deleted at the end.
+
+#[path = "../../../operator/tests/scenarios/mod.rs"]
+mod scenarios;
+
+use k8s_openapi::api::core::v1::Namespace;
+use keda_e2e::cluster_client;
+use kube::api::{Api, DeleteParams, GroupVersionKind, PostParams};
+use scenarios::World;
+
+const REDIS: &str = "redis://127.0.0.1:6379/";
+
+struct Cluster {
+    world: World,
+    namespaces: Api<Namespace>,
+}
+
+impl Cluster {
+    async fn new(scenario: &str) -> Cluster {
+        let client = cluster_client().await.expect("a cluster to test against");
+        let gvk = GroupVersionKind::gvk("keda.sh", "v1alpha1", "ScaledObject");
+        kube::discovery::pinned_kind(&client, &gvk)
+            .await
+            .expect("the keda.sh CRDs are installed (run the crds test or apply config/crd)");
+        let name = format!("keda-rs-e2e-{scenario}-{}", std::process::id());
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let ns: Namespace = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": name }
+        }))
+        .expect("a namespace");
+        namespaces
+            .create(&PostParams::default(), &ns)
+            .await
+            .expect("namespace created");
+        let redis = redis::Client::open(REDIS)
+            .expect("a Redis URL")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("the local Redis at 127.0.0.1:6379");
+        Cluster {
+            world: World::new(client, &name, redis),
+            namespaces,
+        }
+    }
+
+    async fn cleanup(self) {
+        let _ = self
+            .namespaces
+            .delete(&self.world.namespace, &DeleteParams::default())
+            .await;
+    }
+}
+
+fn list(scenario: &str) -> String {
+    format!("keda-rs-e2e-{scenario}-{}", std::process::id())
+}
+
+#[tokio::test]
+#[ignore = "end-to-end: needs a real cluster named by KEDA_RS_E2E_KUBECONFIG"]
+async fn a_list_below_activation_stays_at_zero_then_activates_and_cools_down_on_a_real_cluster() {
+    let c = Cluster::new("activation").await;
+    scenarios::activation_and_cooldown(&c.world, &list("activation")).await;
+    c.cleanup().await;
+}
+
+#[tokio::test]
+#[ignore = "end-to-end: needs a real cluster named by KEDA_RS_E2E_KUBECONFIG"]
+async fn paused_replicas_hold_the_count_above_max_and_resume_on_a_real_cluster() {
+    let c = Cluster::new("paused").await;
+    scenarios::paused_replicas(&c.world, &list("paused")).await;
+    c.cleanup().await;
+}
+
+#[tokio::test]
+#[ignore = "end-to-end: needs a real cluster named by KEDA_RS_E2E_KUBECONFIG"]
+async fn fallback_replaces_a_failing_metric_on_a_real_cluster() {
+    let c = Cluster::new("fallback").await;
+    scenarios::fallback(&c.world, &list("fallback")).await;
+    c.cleanup().await;
+}
+
+#[tokio::test]
+#[ignore = "end-to-end: needs a real cluster named by KEDA_RS_E2E_KUBECONFIG"]
+async fn a_restart_mid_cooldown_does_not_scale_to_zero_early_on_a_real_cluster() {
+    let c = Cluster::new("restart").await;
+    scenarios::restart_mid_cooldown(&c.world, &list("restart")).await;
+    c.cleanup().await;
+}
+
+#[tokio::test]
+#[ignore = "end-to-end: needs a real cluster named by KEDA_RS_E2E_KUBECONFIG"]
+async fn a_deleted_object_restores_replicas_on_a_real_cluster() {
+    let c = Cluster::new("restore").await;
+    scenarios::deletion_restores(&c.world, &list("restore")).await;
+    c.cleanup().await;
+}
+
+#[tokio::test]
+#[ignore = "end-to-end: needs a real cluster named by KEDA_RS_E2E_KUBECONFIG"]
+async fn broken_objects_are_not_ready_on_a_real_cluster() {
+    let c = Cluster::new("broken").await;
+    scenarios::broken_objects(&c.world).await;
+    c.cleanup().await;
+}
