@@ -1,8 +1,12 @@
-//! keda-rs operator: the ScaledObject scale decision, fallback and `scalingModifiers` formulas.
-//!
-//! Everything here is pure: no IO, no clock reads. The controllers and scale loops that feed
-//! these functions live beside them as they land.
+//! keda-rs operator: the ScaledObject scale decision, fallback and `scalingModifiers` formulas
+//! (pure: no IO, no clock reads), and the operations side: settings, leader election, metrics,
+//! probes and the process wiring of the `keda-operator` binary.
 
+pub mod admin;
+pub mod config;
 pub mod decision;
 pub mod fallback;
 pub mod formula;
+pub mod leader;
+pub mod run;
+pub mod telemetry;
