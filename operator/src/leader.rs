@@ -222,6 +222,9 @@ impl LeaderElector {
             match acquired {
                 Ok(true) => {}
                 Ok(false) => {
+                    if *self.role.borrow() != Role::Standby {
+                        info!(%lease, identity = %self.config.identity, "leader election: another replica holds the lease; standing by");
+                    }
                     self.set_role(Role::Standby);
                     tokio::select! {
                         () = stop.cancelled() => break,

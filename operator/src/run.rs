@@ -225,6 +225,10 @@ fn run_tasks(
         .map(|task| (task.name().to_string(), task.run(cancel.clone())))
         .collect();
     async move {
+        if started.is_empty() {
+            info!("leading; no leader-only components are registered");
+            return Ok(());
+        }
         info!(
             components = started.len(),
             "leading: starting leader-only components"
