@@ -240,6 +240,7 @@ async fn the_binary_serves_probes_and_metrics_and_takes_the_lease() {
     let (status, metrics) = get(a.metrics, "/metrics").await;
     assert_eq!(status, 200);
     assert!(metrics.contains("keda_build_info{version=\""), "{metrics}");
+    assert!(metrics.contains("goversion=\"rustc 1."), "{metrics}");
     assert!(metrics.ends_with("# EOF\n"), "{metrics}");
     eventually(
         "operator-a holds the lease",
