@@ -1,5 +1,6 @@
 //! keda-rs operator: the ScaledObject controller and its scale loops, over the pure scale
-//! decision, fallback and `scalingModifiers` formulas.
+//! decision, fallback and `scalingModifiers` formulas, plus the operations side of the
+//! `keda-operator` binary.
 //!
 //! - [`controller`]: reconcile (finalizer, label, target, HPA, status) and the entry point
 //!   [`controller::run_scaled_object_controller`].
@@ -8,7 +9,12 @@
 //!   watch caches, with rebuild signals when they change.
 //! - [`decision`], [`fallback`], [`formula`], [`job_decision`] (how many Jobs a ScaledJob
 //!   creates): pure, no IO, no clock reads.
+//! - Operations: [`config`] (flags, env, client), [`leader`] (Lease election), [`telemetry`]
+//!   (KEDA's Prometheus metrics, logging), [`admin`] (probes and `/metrics`), [`run`] (the
+//!   process wiring).
 
+pub mod admin;
+pub mod config;
 pub mod controller;
 pub mod decision;
 pub mod error;
@@ -17,13 +23,16 @@ pub mod fallback;
 pub mod formula;
 pub mod hpa;
 pub mod job_decision;
+pub mod leader;
 pub mod recording;
 pub mod resolve;
+pub mod run;
 pub mod scale_loop;
 pub mod scalers;
 pub mod settings;
 pub mod status;
 pub mod target;
+pub mod telemetry;
 
 pub use controller::{ControllerConfig, ScaledObjectController, run_scaled_object_controller};
 pub use error::Error;

@@ -1,0 +1,638 @@
+//! The operator's settings: KEDA's flags (clap) and environment variables, with KEDA's
+//! defaults, so nothing is required to start.
+//!
+//! Environment variables are read through [`Environment`], so tests inject them instead of
+//! changing the process environment.
+
+mod cluster;
+mod rate_limit;
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use clap::Parser;
+
+pub use cluster::{ClusterError, build_client, check_reachable, infer_config};
+pub use rate_limit::{RateLimit, RateLimitLayer, TokenBucket};
+
+use crate::leader::{
+    DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, LeaseConfig,
+};
+use crate::telemetry::LogFormat;
+
+/// Where the in-cluster service account's namespace is written.
+const SERVICE_ACCOUNT_NAMESPACE_FILE: &str =
+    "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+/// KEDA's default namespace when `POD_NAMESPACE` is unset.
+pub const DEFAULT_POD_NAMESPACE: &str = "keda";
+
+/// KEDA's leader election id, the Lease's name.
+pub const DEFAULT_LEADER_ELECTION_ID: &str = "operator.keda.sh";
+
+pub const ENV_WATCH_NAMESPACE: &str = "WATCH_NAMESPACE";
+pub const ENV_POD_NAMESPACE: &str = "POD_NAMESPACE";
+pub const ENV_POD_NAME: &str = "POD_NAME";
+pub const ENV_CLUSTER_OBJECT_NAMESPACE: &str = "KEDA_CLUSTER_OBJECT_NAMESPACE";
+pub const ENV_LEASE_DURATION: &str = "KEDA_OPERATOR_LEADER_ELECTION_LEASE_DURATION";
+pub const ENV_RENEW_DEADLINE: &str = "KEDA_OPERATOR_LEADER_ELECTION_RENEW_DEADLINE";
+pub const ENV_RETRY_PERIOD: &str = "KEDA_OPERATOR_LEADER_ELECTION_RETRY_PERIOD";
+pub const ENV_RUST_LOG: &str = "RUST_LOG";
+
+const ENV_HELP: &str = "\
+Environment:
+  WATCH_NAMESPACE                                Namespaces to watch, comma separated; empty or unset: all namespaces
+  POD_NAMESPACE                                  Namespace of the leader election Lease [default: keda]
+  POD_NAME                                       Leader election identity [default: <hostname>_<pid>]
+  KEDA_CLUSTER_OBJECT_NAMESPACE                  Namespace of Secrets referenced by ClusterTriggerAuthentications
+                                                 [default: the service account's namespace, else POD_NAMESPACE]
+  KEDA_OPERATOR_LEADER_ELECTION_LEASE_DURATION   How long a standby waits for a silent leader (Go duration) [default: 15s]
+  KEDA_OPERATOR_LEADER_ELECTION_RENEW_DEADLINE   How long the leader retries renewing before it steps down [default: 10s]
+  KEDA_OPERATOR_LEADER_ELECTION_RETRY_PERIOD     How often candidates retry and the leader renews [default: 2s]
+  RUST_LOG                                       Log filter; overrides --log-level
+  KUBECONFIG                                     Kubeconfig path; else ~/.kube/config, else the in-cluster service account
+
+Ports: metrics :8080 (/metrics), probes :8081 (/healthz, /readyz), metric service :9666.
+See docs/operations.md.";
+
+/// Reads environment variables and the few files the settings depend on.
+pub trait Environment {
+    /// A variable's value; `None` when unset or not UTF-8.
+    fn var(&self, name: &str) -> Option<String>;
+    /// Whether a file exists.
+    fn file_exists(&self, path: &Path) -> bool;
+    /// A small text file's contents.
+    fn read_file(&self, path: &Path) -> Option<String>;
+    /// This process's id.
+    fn pid(&self) -> u32;
+}
+
+/// The real process environment and file system.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProcessEnv;
+
+impl Environment for ProcessEnv {
+    fn var(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok()
+    }
+
+    fn file_exists(&self, path: &Path) -> bool {
+        path.is_file()
+    }
+
+    fn read_file(&self, path: &Path) -> Option<String> {
+        std::fs::read_to_string(path).ok()
+    }
+
+    fn pid(&self) -> u32 {
+        std::process::id()
+    }
+}
+
+/// An environment from a map, for tests: variables and files are only what was given.
+#[derive(Debug, Clone, Default)]
+pub struct MapEnv {
+    vars: HashMap<String, String>,
+    files: HashMap<PathBuf, String>,
+}
+
+impl MapEnv {
+    pub fn new(vars: &[(&str, &str)]) -> Self {
+        Self {
+            vars: vars
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect(),
+            files: HashMap::new(),
+        }
+    }
+
+    /// Adds an empty file.
+    pub fn with_file(self, path: impl Into<PathBuf>) -> Self {
+        self.with_file_contents(path, "")
+    }
+
+    /// Adds a file with contents.
+    pub fn with_file_contents(mut self, path: impl Into<PathBuf>, contents: &str) -> Self {
+        self.files.insert(path.into(), contents.to_string());
+        self
+    }
+}
+
+impl Environment for MapEnv {
+    fn var(&self, name: &str) -> Option<String> {
+        self.vars.get(name).cloned()
+    }
+
+    fn file_exists(&self, path: &Path) -> bool {
+        self.files.contains_key(path)
+    }
+
+    fn read_file(&self, path: &Path) -> Option<String> {
+        self.files.get(path).cloned()
+    }
+
+    fn pid(&self) -> u32 {
+        4242
+    }
+}
+
+/// A listen address as KEDA writes it: `:8080` (all interfaces), `127.0.0.1:8080`, or `0` to
+/// turn the listener off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BindAddress(pub Option<SocketAddr>);
+
+impl FromStr for BindAddress {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        if s.is_empty() || s == "0" {
+            return Ok(Self(None));
+        }
+        let invalid =
+            || format!("{s:?} is not a listen address: use :PORT, IP:PORT, or 0 to disable");
+        if let Some(port) = s.strip_prefix(':') {
+            let port = port.parse::<u16>().map_err(|_| invalid())?;
+            return Ok(Self(Some(SocketAddr::new(
+                IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+                port,
+            ))));
+        }
+        if let Some(port) = s.strip_prefix("localhost:") {
+            let port = port.parse::<u16>().map_err(|_| invalid())?;
+            return Ok(Self(Some(SocketAddr::new(
+                IpAddr::V4(Ipv4Addr::LOCALHOST),
+                port,
+            ))));
+        }
+        s.parse::<SocketAddr>()
+            .map(|addr| Self(Some(addr)))
+            .map_err(|_| invalid())
+    }
+}
+
+/// The command line. Every flag has KEDA's name and default.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "keda-operator",
+    version,
+    about = "keda-rs operator: scales workloads from ScaledObjects and ScaledJobs written for KEDA",
+    after_long_help = ENV_HELP
+)]
+pub struct Flags {
+    /// Address of the Prometheus /metrics endpoint (`0` disables it).
+    #[arg(long, value_name = "ADDR", default_value = ":8080")]
+    pub metrics_bind_address: BindAddress,
+    /// Address of the /healthz and /readyz probes (`0` disables them).
+    #[arg(long, value_name = "ADDR", default_value = ":8081")]
+    pub health_probe_bind_address: BindAddress,
+    /// Address of the metric service the metrics API server asks (served by the leader).
+    #[arg(long, value_name = "ADDR", default_value = ":9666")]
+    pub metrics_service_bind_address: BindAddress,
+    /// Take part in leader election so only one replica runs the controllers and scale loops.
+    /// Off by default, as in KEDA; the install manifest turns it on (`--leader-elect`).
+    #[arg(
+        long,
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_value_t = false,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub leader_elect: bool,
+    /// Name of the leader election Lease.
+    #[arg(long, value_name = "NAME", default_value = DEFAULT_LEADER_ELECTION_ID)]
+    pub leader_election_id: String,
+    /// Kubernetes API requests per second, client side (0 or less: unlimited).
+    #[arg(long, value_name = "QPS", default_value_t = 20.0)]
+    pub kube_api_qps: f32,
+    /// Kubernetes API requests allowed in a burst above the QPS.
+    #[arg(long, value_name = "N", default_value_t = 30)]
+    pub kube_api_burst: u32,
+    /// Log format: `text` or `json` (`console` is accepted for KEDA's `--zap-encoder`).
+    #[arg(
+        long,
+        alias = "zap-encoder",
+        value_name = "FORMAT",
+        default_value = "text"
+    )]
+    pub log_format: LogFormat,
+    /// Log filter, a tracing directive such as `info` or `keda_operator=debug,kube=warn`.
+    #[arg(
+        long,
+        alias = "zap-log-level",
+        value_name = "FILTER",
+        default_value = "info"
+    )]
+    pub log_level: String,
+}
+
+/// Which namespaces the controllers watch.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum WatchNamespaces {
+    /// Every namespace (`WATCH_NAMESPACE` empty or unset).
+    #[default]
+    All,
+    /// Only these, in the order given, without duplicates.
+    Only(Vec<String>),
+}
+
+impl WatchNamespaces {
+    /// Parses KEDA's comma-separated list; blanks are ignored.
+    pub fn parse(value: &str) -> Self {
+        let mut names: Vec<String> = Vec::new();
+        for name in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            if !names.iter().any(|n| n == name) {
+                names.push(name.to_string());
+            }
+        }
+        if names.is_empty() {
+            Self::All
+        } else {
+            Self::Only(names)
+        }
+    }
+}
+
+/// Everything the operator binary is configured with.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `/metrics` listener; `None` when disabled.
+    pub metrics_addr: Option<SocketAddr>,
+    /// `/healthz` and `/readyz` listener; `None` when disabled.
+    pub probe_addr: Option<SocketAddr>,
+    /// The metric service listener (served by the leader).
+    pub metrics_service_addr: Option<SocketAddr>,
+    /// The Lease to compete for; `None` when leader election is off (this process leads).
+    pub leader_election: Option<LeaseConfig>,
+    pub kube_api_qps: f32,
+    pub kube_api_burst: u32,
+    pub watch_namespaces: WatchNamespaces,
+    /// `POD_NAMESPACE`, default `keda`.
+    pub pod_namespace: String,
+    /// Where cluster-scoped authentication reads its Secrets.
+    pub cluster_object_namespace: String,
+    pub log_format: LogFormat,
+    /// The effective log filter (`RUST_LOG` if set, else `--log-level`).
+    pub log_filter: String,
+}
+
+/// Why the settings cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A flag is wrong, or `--help`/`--version` was asked for (print it with `clap::Error::exit`).
+    #[error(transparent)]
+    Flags(#[from] clap::Error),
+    /// A duration variable is not a Go duration.
+    #[error("{name}={value:?} is not a duration: use Go's format, for example 15s, 500ms or 1m30s")]
+    Duration { name: &'static str, value: String },
+    /// The leader election settings contradict each other.
+    #[error(transparent)]
+    LeaderElection(#[from] crate::leader::LeaderError),
+}
+
+impl Settings {
+    /// Settings from this process's arguments and environment.
+    ///
+    /// # Errors
+    /// As [`from_sources`](Self::from_sources).
+    pub fn from_process() -> Result<Self, ConfigError> {
+        Self::from_sources(std::env::args_os(), &ProcessEnv)
+    }
+
+    /// Settings from `args` (the program name first) and `env`.
+    ///
+    /// # Errors
+    /// A bad flag (or `--help`), a variable in the wrong format, or inconsistent leader election
+    /// durations.
+    pub fn from_sources<I, T>(args: I, env: &dyn Environment) -> Result<Self, ConfigError>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        let flags = Flags::try_parse_from(args)?;
+        let present = |name: &str| env.var(name).filter(|v| !v.trim().is_empty());
+        let pod_namespace =
+            present(ENV_POD_NAMESPACE).unwrap_or_else(|| DEFAULT_POD_NAMESPACE.to_string());
+        let cluster_object_namespace = present(ENV_CLUSTER_OBJECT_NAMESPACE)
+            .or_else(|| {
+                env.read_file(Path::new(SERVICE_ACCOUNT_NAMESPACE_FILE))
+                    .map(|ns| ns.trim().to_string())
+                    .filter(|ns| !ns.is_empty())
+            })
+            .unwrap_or_else(|| pod_namespace.clone());
+        let leader_election = if flags.leader_elect {
+            let identity = present(ENV_POD_NAME).unwrap_or_else(|| default_identity(env));
+            let lease = LeaseConfig {
+                lease_duration: duration(env, ENV_LEASE_DURATION)?
+                    .unwrap_or(DEFAULT_LEASE_DURATION),
+                renew_deadline: duration(env, ENV_RENEW_DEADLINE)?
+                    .unwrap_or(DEFAULT_RENEW_DEADLINE),
+                retry_period: duration(env, ENV_RETRY_PERIOD)?.unwrap_or(DEFAULT_RETRY_PERIOD),
+                ..LeaseConfig::new(
+                    flags.leader_election_id.clone(),
+                    pod_namespace.clone(),
+                    identity,
+                )
+            };
+            lease.validate()?;
+            Some(lease)
+        } else {
+            None
+        };
+        Ok(Self {
+            metrics_addr: flags.metrics_bind_address.0,
+            probe_addr: flags.health_probe_bind_address.0,
+            metrics_service_addr: flags.metrics_service_bind_address.0,
+            leader_election,
+            kube_api_qps: flags.kube_api_qps,
+            kube_api_burst: flags.kube_api_burst,
+            watch_namespaces: env
+                .var(ENV_WATCH_NAMESPACE)
+                .map_or(WatchNamespaces::All, |v| WatchNamespaces::parse(&v)),
+            pod_namespace,
+            cluster_object_namespace,
+            log_format: flags.log_format,
+            log_filter: present(ENV_RUST_LOG).unwrap_or(flags.log_level),
+        })
+    }
+}
+
+/// `<hostname>_<pid>`: unique per process, so two local replicas never share an identity.
+fn default_identity(env: &dyn Environment) -> String {
+    let host = env
+        .var("HOSTNAME")
+        .filter(|h| !h.trim().is_empty())
+        .or_else(|| {
+            env.read_file(Path::new("/etc/hostname"))
+                .map(|h| h.trim().to_string())
+                .filter(|h| !h.is_empty())
+        })
+        .unwrap_or_else(|| "keda-operator".to_string());
+    format!("{}_{}", host.trim(), env.pid())
+}
+
+/// An optional duration variable in Go's format (`15s`, `500ms`, `1m30s`).
+fn duration(env: &dyn Environment, name: &'static str) -> Result<Option<Duration>, ConfigError> {
+    let Some(value) = env.var(name).filter(|v| !v.trim().is_empty()) else {
+        return Ok(None);
+    };
+    let invalid = || ConfigError::Duration {
+        name,
+        value: value.clone(),
+    };
+    let parsed: jiff::SignedDuration = value.trim().parse().map_err(|_| invalid())?;
+    Duration::try_from(parsed).map(Some).map_err(|_| invalid())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str], env: &MapEnv) -> Result<Settings, ConfigError> {
+        let mut argv = vec!["keda-operator"];
+        argv.extend_from_slice(args);
+        Settings::from_sources(argv, env)
+    }
+
+    fn addr(s: &str) -> Option<SocketAddr> {
+        Some(s.parse().expect("socket address"))
+    }
+
+    #[test]
+    fn no_flags_and_no_environment_give_keda_s_defaults() {
+        let settings = parse(&[], &MapEnv::default()).expect("defaults");
+        assert_eq!(settings.metrics_addr, addr("0.0.0.0:8080"));
+        assert_eq!(settings.probe_addr, addr("0.0.0.0:8081"));
+        assert_eq!(settings.metrics_service_addr, addr("0.0.0.0:9666"));
+        assert_eq!(settings.leader_election, None);
+        assert_eq!(settings.kube_api_qps, 20.0);
+        assert_eq!(settings.kube_api_burst, 30);
+        assert_eq!(settings.watch_namespaces, WatchNamespaces::All);
+        assert_eq!(settings.pod_namespace, "keda");
+        assert_eq!(settings.cluster_object_namespace, "keda");
+        assert_eq!(settings.log_format, LogFormat::Text);
+        assert_eq!(settings.log_filter, "info");
+    }
+
+    #[test]
+    fn leader_election_uses_the_pod_name_namespace_and_default_durations() {
+        let env = MapEnv::new(&[
+            ("POD_NAMESPACE", "autoscaling"),
+            ("POD_NAME", "keda-operator-7d9f"),
+        ]);
+        let settings = parse(&["--leader-elect"], &env).expect("settings");
+        assert_eq!(
+            settings.leader_election,
+            Some(LeaseConfig::new(
+                "operator.keda.sh",
+                "autoscaling",
+                "keda-operator-7d9f"
+            ))
+        );
+    }
+
+    #[test]
+    fn leader_elect_accepts_go_style_explicit_values() {
+        let env = MapEnv::default();
+        assert!(
+            parse(&["--leader-elect=true"], &env)
+                .expect("true")
+                .leader_election
+                .is_some()
+        );
+        assert!(
+            parse(&["--leader-elect=false"], &env)
+                .expect("false")
+                .leader_election
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn without_a_pod_name_the_identity_is_host_and_pid() {
+        let env = MapEnv::new(&[("HOSTNAME", "laptop")]);
+        let lease = parse(&["--leader-elect"], &env)
+            .expect("settings")
+            .leader_election
+            .expect("enabled");
+        assert_eq!(lease.identity, "laptop_4242");
+    }
+
+    #[test]
+    fn lease_durations_come_from_keda_s_variables_in_go_format() {
+        let env = MapEnv::new(&[
+            (ENV_LEASE_DURATION, "1m30s"),
+            (ENV_RENEW_DEADLINE, "20s"),
+            (ENV_RETRY_PERIOD, "500ms"),
+        ]);
+        let lease = parse(&["--leader-elect", "--leader-election-id", "shard-a"], &env)
+            .expect("settings")
+            .leader_election
+            .expect("enabled");
+        assert_eq!(lease.name, "shard-a");
+        assert_eq!(lease.lease_duration, Duration::from_secs(90));
+        assert_eq!(lease.renew_deadline, Duration::from_secs(20));
+        assert_eq!(lease.retry_period, Duration::from_millis(500));
+    }
+
+    #[test]
+    fn a_malformed_duration_names_the_variable_and_the_format() {
+        let env = MapEnv::new(&[(ENV_RETRY_PERIOD, "soon")]);
+        let error = parse(&["--leader-elect"], &env).expect_err("bad duration");
+        assert_eq!(
+            error.to_string(),
+            r#"KEDA_OPERATOR_LEADER_ELECTION_RETRY_PERIOD="soon" is not a duration: use Go's format, for example 15s, 500ms or 1m30s"#
+        );
+    }
+
+    #[test]
+    fn a_renew_deadline_longer_than_the_lease_is_refused() {
+        let env = MapEnv::new(&[(ENV_LEASE_DURATION, "5s"), (ENV_RENEW_DEADLINE, "10s")]);
+        let error = parse(&["--leader-elect"], &env).expect_err("inconsistent");
+        assert!(
+            error
+                .to_string()
+                .contains("KEDA_OPERATOR_LEADER_ELECTION_LEASE_DURATION must be greater than KEDA_OPERATOR_LEADER_ELECTION_RENEW_DEADLINE"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn durations_are_ignored_when_leader_election_is_off() {
+        let env = MapEnv::new(&[(ENV_RETRY_PERIOD, "soon")]);
+        assert!(parse(&[], &env).is_ok());
+    }
+
+    #[test]
+    fn watch_namespace_is_a_comma_list_and_empty_means_all() {
+        for (value, expected) in [
+            ("", WatchNamespaces::All),
+            (" , ", WatchNamespaces::All),
+            ("team-a", WatchNamespaces::Only(vec!["team-a".into()])),
+            (
+                "team-a, team-b,team-a,",
+                WatchNamespaces::Only(vec!["team-a".into(), "team-b".into()]),
+            ),
+        ] {
+            let env = MapEnv::new(&[(ENV_WATCH_NAMESPACE, value)]);
+            assert_eq!(
+                parse(&[], &env).expect("settings").watch_namespaces,
+                expected,
+                "{value:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn bind_addresses_accept_go_forms_and_zero_disables() {
+        let settings = parse(
+            &[
+                "--metrics-bind-address",
+                "127.0.0.1:9100",
+                "--health-probe-bind-address=0",
+                "--metrics-service-bind-address",
+                "localhost:9667",
+            ],
+            &MapEnv::default(),
+        )
+        .expect("settings");
+        assert_eq!(settings.metrics_addr, addr("127.0.0.1:9100"));
+        assert_eq!(settings.probe_addr, None);
+        assert_eq!(settings.metrics_service_addr, addr("127.0.0.1:9667"));
+        let error = parse(&["--metrics-bind-address", "nowhere"], &MapEnv::default())
+            .expect_err("bad address");
+        assert!(
+            error.to_string().contains(
+                r#""nowhere" is not a listen address: use :PORT, IP:PORT, or 0 to disable"#
+            ),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn qps_burst_and_logging_flags_parse_including_keda_s_zap_names() {
+        let settings = parse(
+            &[
+                "--kube-api-qps",
+                "100",
+                "--kube-api-burst",
+                "150",
+                "--zap-encoder",
+                "json",
+                "--zap-log-level",
+                "debug",
+            ],
+            &MapEnv::default(),
+        )
+        .expect("settings");
+        assert_eq!(settings.kube_api_qps, 100.0);
+        assert_eq!(settings.kube_api_burst, 150);
+        assert_eq!(settings.log_format, LogFormat::Json);
+        assert_eq!(settings.log_filter, "debug");
+    }
+
+    #[test]
+    fn rust_log_overrides_the_log_level_flag() {
+        let env = MapEnv::new(&[("RUST_LOG", "kube=trace")]);
+        let settings = parse(&["--log-level", "warn"], &env).expect("settings");
+        assert_eq!(settings.log_filter, "kube=trace");
+    }
+
+    #[test]
+    fn the_cluster_object_namespace_prefers_the_variable_then_the_service_account() {
+        let sa = MapEnv::new(&[("POD_NAMESPACE", "ops")])
+            .with_file_contents(SERVICE_ACCOUNT_NAMESPACE_FILE, "keda-system\n");
+        assert_eq!(
+            parse(&[], &sa).expect("settings").cluster_object_namespace,
+            "keda-system"
+        );
+        let explicit = MapEnv::new(&[(ENV_CLUSTER_OBJECT_NAMESPACE, "secrets")])
+            .with_file_contents(SERVICE_ACCOUNT_NAMESPACE_FILE, "keda-system");
+        assert_eq!(
+            parse(&[], &explicit)
+                .expect("settings")
+                .cluster_object_namespace,
+            "secrets"
+        );
+    }
+
+    #[test]
+    fn help_documents_every_flag_and_environment_variable() {
+        let error = parse(&["--help"], &MapEnv::default()).expect_err("help is an early exit");
+        let ConfigError::Flags(help) = error else {
+            panic!("help is a clap early exit");
+        };
+        assert_eq!(help.kind(), clap::error::ErrorKind::DisplayHelp);
+        let text = help.to_string();
+        for item in [
+            "--metrics-bind-address",
+            "--health-probe-bind-address",
+            "--metrics-service-bind-address",
+            "--leader-elect",
+            "--leader-election-id",
+            "--kube-api-qps",
+            "--kube-api-burst",
+            "--log-format",
+            "--log-level",
+            ENV_WATCH_NAMESPACE,
+            ENV_POD_NAMESPACE,
+            ENV_POD_NAME,
+            ENV_CLUSTER_OBJECT_NAMESPACE,
+            ENV_LEASE_DURATION,
+            ENV_RENEW_DEADLINE,
+            ENV_RETRY_PERIOD,
+            "KUBECONFIG",
+        ] {
+            assert!(
+                text.contains(item),
+                "--help does not mention {item}:\n{text}"
+            );
+        }
+    }
+}

@@ -1,0 +1,967 @@
+//! The operator's Prometheus metrics, with KEDA's names, types, labels and help texts
+//! (KEDA's `pkg/metricscollector/prommetrics.go`), so dashboards and alerts written for KEDA
+//! keep working.
+//!
+//! The scale loops and controllers record through the typed methods of [`Metrics`]; nothing
+//! else touches the registry. Label values are object names, namespaces, trigger types and
+//! metric names only: never trigger metadata or resolved authentication, so no secret can reach
+//! a label.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+use prometheus_client::encoding::{EncodeLabelSet, LabelSetEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::{Metric, Registry};
+
+/// The `Content-Type` of [`Metrics::encode`]'s output (OpenMetrics text, which Prometheus
+/// scrapes natively).
+pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Every metric name starts with this, as in KEDA.
+const NAMESPACE: &str = "keda";
+
+/// KEDA reports cluster-scoped resources under this namespace label.
+const CLUSTER_SCOPE_NAMESPACE: &str = "default";
+
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// Which kind of scalable resource a scaler or loop belongs to: the `type` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ResourceKind {
+    ScaledObject,
+    ScaledJob,
+}
+
+impl ResourceKind {
+    /// The label value KEDA uses: `scaledobject` or `scaledjob`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ScaledObject => "scaledobject",
+            Self::ScaledJob => "scaledjob",
+        }
+    }
+}
+
+/// A KEDA custom resource kind, the `type` label of `keda_resource_registered_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CustomResourceKind {
+    ScaledObject,
+    ScaledJob,
+    TriggerAuthentication,
+    ClusterTriggerAuthentication,
+}
+
+impl CustomResourceKind {
+    /// The label value KEDA uses (`scaled_object`, `scaled_job`, `trigger_authentication`,
+    /// `cluster_trigger_authentication`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ScaledObject => "scaled_object",
+            Self::ScaledJob => "scaled_job",
+            Self::TriggerAuthentication => "trigger_authentication",
+            Self::ClusterTriggerAuthentication => "cluster_trigger_authentication",
+        }
+    }
+}
+
+/// The labels of the per-scaler metrics: `namespace`, `metric`, `scaledObject`, `scaler`,
+/// `triggerIndex`, `type`.
+///
+/// For a ScaledJob, `scaledObject` holds the ScaledJob's name and `type` is `scaledjob`, as in
+/// KEDA.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ScalerLabels {
+    /// The namespace of the ScaledObject or ScaledJob.
+    pub namespace: String,
+    /// The name of the ScaledObject or ScaledJob.
+    pub scaled_resource: String,
+    /// The scaler's name. KEDA reports its Go type name here (`redisScaler`, `kafkaScaler`, ...).
+    pub scaler: String,
+    /// The trigger's position in `spec.triggers`.
+    pub trigger_index: usize,
+    /// The external metric name (`s0-redis-mylist`).
+    pub metric: String,
+    /// ScaledObject or ScaledJob.
+    pub kind: ResourceKind,
+}
+
+impl ScalerLabels {
+    fn owner(&self) -> Owner {
+        Owner {
+            namespace: self.namespace.clone(),
+            name: self.scaled_resource.clone(),
+            kind: self.kind,
+        }
+    }
+}
+
+impl EncodeLabelSet for ScalerLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        let index = self.trigger_index.to_string();
+        [
+            ("namespace", self.namespace.as_str()),
+            ("metric", self.metric.as_str()),
+            ("scaledObject", self.scaled_resource.as_str()),
+            ("scaler", self.scaler.as_str()),
+            ("triggerIndex", index.as_str()),
+            ("type", self.kind.as_str()),
+        ]
+        .encode(encoder)
+    }
+}
+
+/// `{namespace, scaledObject}` or `{namespace, scaledJob}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct ObjectLabels {
+    namespace: String,
+    name: String,
+    key: &'static str,
+}
+
+impl EncodeLabelSet for ObjectLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        [
+            ("namespace", self.namespace.as_str()),
+            (self.key, self.name.as_str()),
+        ]
+        .encode(encoder)
+    }
+}
+
+/// `{namespace, type, resource}` of the scale loop latency.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct LoopLabels {
+    namespace: String,
+    kind: ResourceKind,
+    resource: String,
+}
+
+impl EncodeLabelSet for LoopLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        [
+            ("namespace", self.namespace.as_str()),
+            ("type", self.kind.as_str()),
+            ("resource", self.resource.as_str()),
+        ]
+        .encode(encoder)
+    }
+}
+
+/// `{type, namespace}` of `keda_resource_registered_total`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct ResourceLabels {
+    kind: CustomResourceKind,
+    namespace: String,
+}
+
+impl EncodeLabelSet for ResourceLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        [
+            ("type", self.kind.as_str()),
+            ("namespace", self.namespace.as_str()),
+        ]
+        .encode(encoder)
+    }
+}
+
+/// `{type}` of `keda_trigger_registered_total`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct TriggerLabels {
+    trigger_type: String,
+}
+
+impl EncodeLabelSet for TriggerLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        [("type", self.trigger_type.as_str())].encode(encoder)
+    }
+}
+
+/// The static labels of `keda_build_info`. KEDA's label names are kept (`goversion`, `goos`,
+/// `goarch`) so existing queries match; the values describe the Rust build.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BuildInfo {
+    pub version: String,
+    pub git_commit: String,
+    /// The compiler (`rustc 1.95.0 ...`).
+    pub goversion: String,
+    /// The operating system, Go's names (`linux`).
+    pub goos: String,
+    /// The architecture, Go's names (`amd64`, `arm64`).
+    pub goarch: String,
+}
+
+impl BuildInfo {
+    /// This binary: the crate version, the commit from `KEDA_RS_GIT_COMMIT` at build time
+    /// (`unknown` without it), the compiler that built it, and the platform.
+    pub fn current() -> Self {
+        let goarch = match std::env::consts::ARCH {
+            "x86_64" => "amd64",
+            "aarch64" => "arm64",
+            "x86" => "386",
+            "powerpc64" => "ppc64",
+            other => other,
+        };
+        Self {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            git_commit: option_env!("KEDA_RS_GIT_COMMIT")
+                .unwrap_or("unknown")
+                .to_string(),
+            goversion: option_env!("KEDA_RS_RUSTC_VERSION")
+                .unwrap_or("rustc")
+                .to_string(),
+            goos: std::env::consts::OS.to_string(),
+            goarch: goarch.to_string(),
+        }
+    }
+}
+
+impl EncodeLabelSet for BuildInfo {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        [
+            ("version", self.version.as_str()),
+            ("git_commit", self.git_commit.as_str()),
+            ("goversion", self.goversion.as_str()),
+            ("goos", self.goos.as_str()),
+            ("goarch", self.goarch.as_str()),
+        ]
+        .encode(encoder)
+    }
+}
+
+/// The object a set of per-scaler series belongs to, for deleting them when it goes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Owner {
+    namespace: String,
+    name: String,
+    kind: ResourceKind,
+}
+
+struct Families {
+    scaler_value: Family<ScalerLabels, FloatGauge>,
+    scaler_latency: Family<ScalerLabels, FloatGauge>,
+    scaler_active: Family<ScalerLabels, FloatGauge>,
+    scaler_errors: Family<ScalerLabels, Counter>,
+    scaled_object_errors: Family<ObjectLabels, Counter>,
+    scaled_job_errors: Family<ObjectLabels, Counter>,
+    scaled_object_paused: Family<ObjectLabels, FloatGauge>,
+    trigger_registered: Family<TriggerLabels, Gauge>,
+    resource_registered: Family<ResourceLabels, Gauge>,
+    loop_latency: Family<LoopLabels, FloatGauge>,
+    build_info: Family<BuildInfo, Gauge>,
+}
+
+struct Inner {
+    registry: RwLock<Registry>,
+    families: Families,
+    /// Per-scaler label sets recorded so far, by owner, so [`Metrics::forget_scalers`] can
+    /// delete them (KEDA's `DeletePartialMatch`).
+    recorded: Mutex<HashMap<Owner, HashSet<ScalerLabels>>>,
+}
+
+/// The operator's metrics registry and its typed recording API. Cheap to clone; clones share
+/// one registry.
+///
+/// ```
+/// use std::time::Duration;
+/// use keda_operator::telemetry::{Metrics, ResourceKind, ScalerLabels};
+///
+/// let metrics = Metrics::new();
+/// let labels = ScalerLabels {
+///     namespace: "shop".into(),
+///     scaled_resource: "orders".into(),
+///     scaler: "redisScaler".into(),
+///     trigger_index: 0,
+///     metric: "s0-redis-orders".into(),
+///     kind: ResourceKind::ScaledObject,
+/// };
+/// metrics.scaler_value(&labels, 42.0);
+/// metrics.scaler_latency(&labels, Duration::from_millis(3));
+/// let text = metrics.encode();
+/// assert!(text.contains(r#"keda_scaler_metrics_value{namespace="shop",metric="s0-redis-orders""#));
+/// ```
+#[derive(Clone)]
+pub struct Metrics {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Registers under KEDA's exact help text. prometheus-client appends a period to every help
+/// text, so one already there is taken off first.
+fn register(registry: &mut Registry, name: &str, help: &str, metric: impl Metric) {
+    registry.register(name, help.strip_suffix('.').unwrap_or(help), metric);
+}
+
+impl Metrics {
+    /// A registry with every KEDA operator metric, `keda_build_info` set for this binary.
+    pub fn new() -> Self {
+        Self::with_build_info(BuildInfo::current())
+    }
+
+    /// As [`new`](Self::new), with the given build information.
+    pub fn with_build_info(build: BuildInfo) -> Self {
+        let families = Families {
+            scaler_value: Family::default(),
+            scaler_latency: Family::default(),
+            scaler_active: Family::default(),
+            scaler_errors: Family::default(),
+            scaled_object_errors: Family::default(),
+            scaled_job_errors: Family::default(),
+            scaled_object_paused: Family::default(),
+            trigger_registered: Family::default(),
+            resource_registered: Family::default(),
+            loop_latency: Family::default(),
+            build_info: Family::default(),
+        };
+        let mut registry = Registry::with_prefix(NAMESPACE);
+        let r = &mut registry;
+        let f = &families;
+        register(
+            r,
+            "build_info",
+            "Info metric, with static information about KEDA build like: version, git commit and Golang runtime info.",
+            f.build_info.clone(),
+        );
+        register(
+            r,
+            "scaler_metrics_value",
+            "The current value for each scaler's metric that would be used by the HPA in computing the target average.",
+            f.scaler_value.clone(),
+        );
+        register(
+            r,
+            "scaler_metrics_latency_seconds",
+            "The latency of retrieving current metric from each scaler, in seconds.",
+            f.scaler_latency.clone(),
+        );
+        register(
+            r,
+            "scaler_active",
+            "Indicates whether a scaler is active (1), or not (0).",
+            f.scaler_active.clone(),
+        );
+        register(
+            r,
+            "scaled_object_paused",
+            "Indicates whether a ScaledObject is paused (1), or not (0).",
+            f.scaled_object_paused.clone(),
+        );
+        // Counters get their `_total` suffix from the encoder.
+        register(
+            r,
+            "scaler_detail_errors",
+            "The total number of errors encountered for each scaler.",
+            f.scaler_errors.clone(),
+        );
+        register(
+            r,
+            "scaled_object_errors",
+            "The number of errors that have occurred for each ScaledObject.",
+            f.scaled_object_errors.clone(),
+        );
+        register(
+            r,
+            "scaled_job_errors",
+            "Number of scaled job errors",
+            f.scaled_job_errors.clone(),
+        );
+        register(
+            r,
+            "trigger_registered_total",
+            "Total number of triggers per trigger type registered.",
+            f.trigger_registered.clone(),
+        );
+        register(
+            r,
+            "resource_registered_total",
+            "Total number of KEDA custom resources per namespace for each custom resource type (CRD) registered.",
+            f.resource_registered.clone(),
+        );
+        register(
+            r,
+            "internal_scale_loop_latency_seconds",
+            "Total deviation (in seconds) between the expected execution time and the actual execution time for the scaling loop.",
+            f.loop_latency.clone(),
+        );
+        families.build_info.get_or_create(&build).set(1);
+        Self {
+            inner: Arc::new(Inner {
+                registry: RwLock::new(registry),
+                families,
+                recorded: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    fn families(&self) -> &Families {
+        &self.inner.families
+    }
+
+    fn remember(&self, labels: &ScalerLabels) {
+        let mut recorded = self
+            .inner
+            .recorded
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let set = recorded.entry(labels.owner()).or_default();
+        if !set.contains(labels) {
+            set.insert(labels.clone());
+        }
+    }
+
+    /// `keda_scaler_metrics_value`: the metric value the HPA would use.
+    pub fn scaler_value(&self, labels: &ScalerLabels, value: f64) {
+        self.remember(labels);
+        self.families()
+            .scaler_value
+            .get_or_create(labels)
+            .set(value);
+    }
+
+    /// `keda_scaler_active`: 1 when the scaler is active, else 0.
+    pub fn scaler_active(&self, labels: &ScalerLabels, active: bool) {
+        self.remember(labels);
+        self.families()
+            .scaler_active
+            .get_or_create(labels)
+            .set(if active { 1.0 } else { 0.0 });
+    }
+
+    /// `keda_scaler_metrics_latency_seconds`: how long reading the scaler's metric took.
+    pub fn scaler_latency(&self, labels: &ScalerLabels, latency: Duration) {
+        self.remember(labels);
+        self.families()
+            .scaler_latency
+            .get_or_create(labels)
+            .set(latency.as_secs_f64());
+    }
+
+    /// A failed scaler read: increments `keda_scaler_detail_errors_total` for the scaler and
+    /// the owner's `keda_scaled_object_errors_total` (or `keda_scaled_job_errors_total`), as
+    /// KEDA does.
+    pub fn scaler_error(&self, labels: &ScalerLabels) {
+        self.remember(labels);
+        self.families().scaler_errors.get_or_create(labels).inc();
+        match labels.kind {
+            ResourceKind::ScaledObject => {
+                self.scaled_object_error(&labels.namespace, &labels.scaled_resource)
+            }
+            ResourceKind::ScaledJob => {
+                self.scaled_job_error(&labels.namespace, &labels.scaled_resource)
+            }
+        }
+    }
+
+    /// A successful scaler read: makes sure the error counters exist at 0 so `rate()` works
+    /// from the first error on, as KEDA does.
+    pub fn scaler_ok(&self, labels: &ScalerLabels) {
+        self.remember(labels);
+        // Creating the series is the point; the returned read guard is released at once.
+        let _ = self.families().scaler_errors.get_or_create(labels);
+        let object = object_labels(labels.kind, &labels.namespace, &labels.scaled_resource);
+        match labels.kind {
+            ResourceKind::ScaledObject => {
+                let _ = self.families().scaled_object_errors.get_or_create(&object);
+            }
+            ResourceKind::ScaledJob => {
+                let _ = self.families().scaled_job_errors.get_or_create(&object);
+            }
+        }
+    }
+
+    /// `keda_scaled_object_errors_total`: an error of the ScaledObject (reconcile or loop).
+    pub fn scaled_object_error(&self, namespace: &str, name: &str) {
+        let labels = object_labels(ResourceKind::ScaledObject, namespace, name);
+        self.families()
+            .scaled_object_errors
+            .get_or_create(&labels)
+            .inc();
+    }
+
+    /// `keda_scaled_job_errors_total`: an error of the ScaledJob.
+    pub fn scaled_job_error(&self, namespace: &str, name: &str) {
+        let labels = object_labels(ResourceKind::ScaledJob, namespace, name);
+        self.families()
+            .scaled_job_errors
+            .get_or_create(&labels)
+            .inc();
+    }
+
+    /// `keda_scaled_object_paused`: 1 while the ScaledObject is paused, else 0.
+    pub fn paused(&self, namespace: &str, name: &str, paused: bool) {
+        let labels = object_labels(ResourceKind::ScaledObject, namespace, name);
+        self.families()
+            .scaled_object_paused
+            .get_or_create(&labels)
+            .set(if paused { 1.0 } else { 0.0 });
+    }
+
+    /// `keda_internal_scale_loop_latency_seconds`: how late the loop's tick ran compared with
+    /// when it was due.
+    pub fn loop_latency(&self, namespace: &str, name: &str, kind: ResourceKind, lag: Duration) {
+        let labels = LoopLabels {
+            namespace: namespace.to_string(),
+            kind,
+            resource: name.to_string(),
+        };
+        self.families()
+            .loop_latency
+            .get_or_create(&labels)
+            .set(lag.as_secs_f64());
+    }
+
+    /// `keda_resource_registered_total` + 1: a custom resource appeared. An empty namespace
+    /// (cluster-scoped) is reported as `default`, as in KEDA.
+    pub fn resource_registered(&self, kind: CustomResourceKind, namespace: &str) {
+        self.families()
+            .resource_registered
+            .get_or_create(&resource_labels(kind, namespace))
+            .inc();
+    }
+
+    /// `keda_resource_registered_total` - 1: a custom resource went away.
+    pub fn resource_unregistered(&self, kind: CustomResourceKind, namespace: &str) {
+        self.families()
+            .resource_registered
+            .get_or_create(&resource_labels(kind, namespace))
+            .dec();
+    }
+
+    /// `keda_trigger_registered_total` + 1 for a trigger type. Empty types are ignored, as in
+    /// KEDA.
+    pub fn trigger_registered(&self, trigger_type: &str) {
+        if let Some(labels) = trigger_labels(trigger_type) {
+            self.families()
+                .trigger_registered
+                .get_or_create(&labels)
+                .inc();
+        }
+    }
+
+    /// `keda_trigger_registered_total` - 1 for a trigger type.
+    pub fn trigger_unregistered(&self, trigger_type: &str) {
+        if let Some(labels) = trigger_labels(trigger_type) {
+            self.families()
+                .trigger_registered
+                .get_or_create(&labels)
+                .dec();
+        }
+    }
+
+    /// Deletes every per-scaler series (value, active, latency, errors) of one ScaledObject or
+    /// ScaledJob, and its paused and loop-latency series, so a deleted object or a removed
+    /// trigger does not keep reporting stale values. The object's error counter is kept, as in
+    /// KEDA.
+    pub fn forget_scalers(&self, namespace: &str, name: &str, kind: ResourceKind) {
+        let owner = Owner {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            kind,
+        };
+        let labels = self
+            .inner
+            .recorded
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&owner)
+            .unwrap_or_default();
+        let f = self.families();
+        for labels in &labels {
+            f.scaler_value.remove(labels);
+            f.scaler_active.remove(labels);
+            f.scaler_latency.remove(labels);
+            f.scaler_errors.remove(labels);
+        }
+        if kind == ResourceKind::ScaledObject {
+            f.scaled_object_paused
+                .remove(&object_labels(kind, namespace, name));
+        }
+        f.loop_latency.remove(&LoopLabels {
+            namespace: namespace.to_string(),
+            kind,
+            resource: name.to_string(),
+        });
+    }
+
+    /// Registers another metric in the same registry (for example the metric service's request
+    /// metrics); `name` gets the `keda_` prefix.
+    pub fn register(&self, name: &str, help: &str, metric: impl Metric) {
+        let mut registry = self
+            .inner
+            .registry
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        register(&mut registry, name, help, metric);
+    }
+
+    /// The OpenMetrics text exposition of every metric (served as [`METRICS_CONTENT_TYPE`]).
+    pub fn encode(&self) -> String {
+        let registry = self
+            .inner
+            .registry
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut text = String::new();
+        // Writing to a String cannot fail; an encoder error would mean a broken label set, and
+        // a scrape still gets everything written before it.
+        if prometheus_client::encoding::text::encode(&mut text, &registry).is_err() {
+            let _ = writeln!(text, "# EOF");
+        }
+        text
+    }
+}
+
+fn object_labels(kind: ResourceKind, namespace: &str, name: &str) -> ObjectLabels {
+    ObjectLabels {
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        key: match kind {
+            ResourceKind::ScaledObject => "scaledObject",
+            ResourceKind::ScaledJob => "scaledJob",
+        },
+    }
+}
+
+fn resource_labels(kind: CustomResourceKind, namespace: &str) -> ResourceLabels {
+    let namespace = if namespace.is_empty() {
+        CLUSTER_SCOPE_NAMESPACE
+    } else {
+        namespace
+    };
+    ResourceLabels {
+        kind,
+        namespace: namespace.to_string(),
+    }
+}
+
+fn trigger_labels(trigger_type: &str) -> Option<TriggerLabels> {
+    (!trigger_type.is_empty()).then(|| TriggerLabels {
+        trigger_type: trigger_type.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(index: usize) -> ScalerLabels {
+        ScalerLabels {
+            namespace: "shop".into(),
+            scaled_resource: "orders".into(),
+            scaler: "redisScaler".into(),
+            trigger_index: index,
+            metric: format!("s{index}-redis-orders"),
+            kind: ResourceKind::ScaledObject,
+        }
+    }
+
+    fn build() -> BuildInfo {
+        BuildInfo {
+            version: "0.1.0".into(),
+            git_commit: "abc123".into(),
+            goversion: "rustc 1.95.0".into(),
+            goos: "linux".into(),
+            goarch: "amd64".into(),
+        }
+    }
+
+    fn line_value(text: &str, prefix: &str) -> Option<String> {
+        text.lines()
+            .find(|l| l.starts_with(prefix))
+            .and_then(|l| l.rsplit(' ').next())
+            .map(str::to_string)
+    }
+
+    const SCALER_LABELS_0: &str = r#"{namespace="shop",metric="s0-redis-orders",scaledObject="orders",scaler="redisScaler",triggerIndex="0",type="scaledobject"}"#;
+
+    #[test]
+    fn a_fresh_registry_reports_only_the_build_info() {
+        let text = Metrics::with_build_info(build()).encode();
+        assert!(
+            text.contains(
+                r#"keda_build_info{version="0.1.0",git_commit="abc123",goversion="rustc 1.95.0",goos="linux",goarch="amd64"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(text.contains("# TYPE keda_build_info gauge"), "{text}");
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    #[test]
+    fn every_keda_metric_is_declared_with_keda_s_type_and_help() {
+        // Families without series are not exposed (as in KEDA): record one of each first.
+        let metrics = Metrics::with_build_info(build());
+        metrics.scaler_value(&labels(0), 1.0);
+        metrics.scaler_latency(&labels(0), Duration::from_millis(1));
+        metrics.scaler_active(&labels(0), true);
+        metrics.scaler_error(&labels(0));
+        metrics.paused("shop", "orders", false);
+        metrics.trigger_registered("redis");
+        metrics.resource_registered(CustomResourceKind::ScaledObject, "shop");
+        metrics.loop_latency("shop", "orders", ResourceKind::ScaledObject, Duration::ZERO);
+        metrics.scaled_job_error("shop", "batch");
+        let text = metrics.encode();
+        for (name, kind, help) in [
+            (
+                "keda_scaler_metrics_value",
+                "gauge",
+                "The current value for each scaler's metric that would be used by the HPA in computing the target average.",
+            ),
+            (
+                "keda_scaler_metrics_latency_seconds",
+                "gauge",
+                "The latency of retrieving current metric from each scaler, in seconds.",
+            ),
+            (
+                "keda_scaler_active",
+                "gauge",
+                "Indicates whether a scaler is active (1), or not (0).",
+            ),
+            (
+                "keda_scaled_object_paused",
+                "gauge",
+                "Indicates whether a ScaledObject is paused (1), or not (0).",
+            ),
+            (
+                "keda_scaler_detail_errors",
+                "counter",
+                "The total number of errors encountered for each scaler.",
+            ),
+            (
+                "keda_scaled_object_errors",
+                "counter",
+                "The number of errors that have occurred for each ScaledObject.",
+            ),
+            (
+                "keda_trigger_registered_total",
+                "gauge",
+                "Total number of triggers per trigger type registered.",
+            ),
+            (
+                "keda_resource_registered_total",
+                "gauge",
+                "Total number of KEDA custom resources per namespace for each custom resource type (CRD) registered.",
+            ),
+            (
+                "keda_internal_scale_loop_latency_seconds",
+                "gauge",
+                "Total deviation (in seconds) between the expected execution time and the actual execution time for the scaling loop.",
+            ),
+            // KEDA's text has no final period; prometheus-client always adds one.
+            (
+                "keda_scaled_job_errors",
+                "counter",
+                "Number of scaled job errors.",
+            ),
+        ] {
+            assert!(
+                text.contains(&format!("# TYPE {name} {kind}\n")),
+                "{name}: {text}"
+            );
+            assert!(
+                text.contains(&format!("# HELP {name} {help}\n")),
+                "{name}: {text}"
+            );
+        }
+    }
+
+    #[test]
+    fn scaler_readings_appear_with_keda_s_labels() {
+        let metrics = Metrics::with_build_info(build());
+        metrics.scaler_value(&labels(0), 12.5);
+        metrics.scaler_active(&labels(0), true);
+        metrics.scaler_latency(&labels(0), Duration::from_millis(250));
+        metrics.scaler_ok(&labels(0));
+        let text = metrics.encode();
+        assert_eq!(
+            line_value(
+                &text,
+                &format!("keda_scaler_metrics_value{SCALER_LABELS_0}")
+            ),
+            Some("12.5".into())
+        );
+        assert_eq!(
+            line_value(&text, &format!("keda_scaler_active{SCALER_LABELS_0}")),
+            Some("1.0".into())
+        );
+        assert_eq!(
+            line_value(
+                &text,
+                &format!("keda_scaler_metrics_latency_seconds{SCALER_LABELS_0}")
+            ),
+            Some("0.25".into())
+        );
+        assert_eq!(
+            line_value(
+                &text,
+                &format!("keda_scaler_detail_errors_total{SCALER_LABELS_0}")
+            ),
+            Some("0".into())
+        );
+        assert_eq!(
+            line_value(
+                &text,
+                r#"keda_scaled_object_errors_total{namespace="shop",scaledObject="orders"}"#
+            ),
+            Some("0".into())
+        );
+    }
+
+    #[test]
+    fn a_scaler_error_counts_for_the_scaler_and_for_its_scaled_object() {
+        let metrics = Metrics::with_build_info(build());
+        metrics.scaler_error(&labels(0));
+        metrics.scaler_error(&labels(0));
+        metrics.scaler_error(&labels(1));
+        let text = metrics.encode();
+        assert_eq!(
+            line_value(
+                &text,
+                &format!("keda_scaler_detail_errors_total{SCALER_LABELS_0}")
+            ),
+            Some("2".into())
+        );
+        assert_eq!(
+            line_value(
+                &text,
+                r#"keda_scaled_object_errors_total{namespace="shop",scaledObject="orders"}"#
+            ),
+            Some("3".into())
+        );
+    }
+
+    #[test]
+    fn scaled_job_scalers_are_labelled_scaledjob_and_count_scaled_job_errors() {
+        let metrics = Metrics::with_build_info(build());
+        let job = ScalerLabels {
+            kind: ResourceKind::ScaledJob,
+            scaled_resource: "batch".into(),
+            ..labels(0)
+        };
+        metrics.scaler_error(&job);
+        let text = metrics.encode();
+        assert!(
+            text.contains(
+                r#"scaledObject="batch",scaler="redisScaler",triggerIndex="0",type="scaledjob"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"keda_scaled_job_errors_total{namespace="shop",scaledJob="batch"} 1"#),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn paused_and_loop_latency_use_their_own_labels() {
+        let metrics = Metrics::with_build_info(build());
+        metrics.paused("shop", "orders", true);
+        metrics.loop_latency(
+            "shop",
+            "orders",
+            ResourceKind::ScaledObject,
+            Duration::from_millis(1500),
+        );
+        let text = metrics.encode();
+        assert!(
+            text.contains(
+                r#"keda_scaled_object_paused{namespace="shop",scaledObject="orders"} 1.0"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"keda_internal_scale_loop_latency_seconds{namespace="shop",type="scaledobject",resource="orders"} 1.5"#),
+            "{text}"
+        );
+        metrics.paused("shop", "orders", false);
+        assert!(
+            metrics.encode().contains(
+                r#"keda_scaled_object_paused{namespace="shop",scaledObject="orders"} 0.0"#
+            )
+        );
+    }
+
+    #[test]
+    fn registered_totals_go_up_and_down_as_objects_come_and_go() {
+        let metrics = Metrics::with_build_info(build());
+        metrics.resource_registered(CustomResourceKind::ScaledObject, "shop");
+        metrics.resource_registered(CustomResourceKind::ScaledObject, "shop");
+        metrics.resource_registered(CustomResourceKind::ClusterTriggerAuthentication, "");
+        metrics.trigger_registered("redis");
+        metrics.trigger_registered("redis");
+        metrics.trigger_registered("");
+        metrics.resource_unregistered(CustomResourceKind::ScaledObject, "shop");
+        metrics.trigger_unregistered("redis");
+        let text = metrics.encode();
+        assert!(
+            text.contains(
+                r#"keda_resource_registered_total{type="scaled_object",namespace="shop"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"keda_resource_registered_total{type="cluster_trigger_authentication",namespace="default"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"keda_trigger_registered_total{type="redis"} 1"#),
+            "{text}"
+        );
+        assert!(!text.contains(r#"type="""#), "{text}");
+    }
+
+    #[test]
+    fn forgetting_an_object_removes_its_scaler_series_and_keeps_others() {
+        let metrics = Metrics::with_build_info(build());
+        metrics.scaler_value(&labels(0), 1.0);
+        metrics.scaler_active(&labels(1), false);
+        metrics.paused("shop", "orders", false);
+        let other = ScalerLabels {
+            scaled_resource: "payments".into(),
+            ..labels(0)
+        };
+        metrics.scaler_value(&other, 7.0);
+        metrics.forget_scalers("shop", "orders", ResourceKind::ScaledObject);
+        let text = metrics.encode();
+        assert!(!text.contains(r#"scaledObject="orders""#), "{text}");
+        assert!(text.contains(r#"scaledObject="payments""#), "{text}");
+    }
+
+    #[test]
+    fn label_values_are_escaped_in_the_exposition() {
+        let metrics = Metrics::with_build_info(build());
+        let odd = ScalerLabels {
+            metric: "s0-\"quoted\"".into(),
+            ..labels(0)
+        };
+        metrics.scaler_value(&odd, 1.0);
+        assert!(metrics.encode().contains(r#"metric="s0-\"quoted\"""#));
+    }
+
+    #[test]
+    fn extra_metrics_share_the_registry_and_the_prefix() {
+        let metrics = Metrics::with_build_info(build());
+        let counter: Counter = Counter::default();
+        metrics.register("internal_extra", "An extra counter.", counter.clone());
+        counter.inc();
+        let text = metrics.encode();
+        assert!(text.contains("keda_internal_extra_total 1"), "{text}");
+        assert!(text.contains("# HELP keda_internal_extra An extra counter.\n"));
+    }
+}

@@ -1,0 +1,10 @@
+//! What the operator tells its operators: Prometheus metrics with KEDA's names and labels
+//! ([`Metrics`]) and structured logs ([`init_logging`]).
+
+mod logging;
+mod metrics;
+
+pub use logging::{LogFormat, LoggingError, init_logging};
+pub use metrics::{
+    BuildInfo, CustomResourceKind, METRICS_CONTENT_TYPE, Metrics, ResourceKind, ScalerLabels,
+};

@@ -1,0 +1,86 @@
+//! The installed Deployment (`config/operator/deployment.yaml`) passes flags and environment
+//! the binary accepts, and its named ports are the ones those flags choose.
+
+use std::path::PathBuf;
+
+use keda_operator::config::{MapEnv, Settings, WatchNamespaces};
+use serde_json::Value;
+
+fn operator_container() -> Value {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../config/operator/deployment.yaml");
+    let text = std::fs::read_to_string(&path).expect("deployment.yaml");
+    let deployment = text
+        .split("\n---")
+        .map(|doc| serde_yaml::from_str::<Value>(doc).expect("YAML"))
+        .find(|doc| doc["kind"] == "Deployment")
+        .expect("a Deployment");
+    deployment["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == "keda-operator"))
+        .cloned()
+        .expect("the keda-operator container")
+}
+
+#[test]
+fn the_installed_deployment_s_args_and_env_are_accepted_and_match_its_ports() {
+    let container = operator_container();
+    let mut argv = vec!["keda-operator".to_string()];
+    argv.extend(
+        container["args"]
+            .as_array()
+            .expect("args")
+            .iter()
+            .map(|a| a.as_str().expect("string arg").to_string()),
+    );
+    // Values from the pod (fieldRef) get what the kubelet would put there.
+    let vars: Vec<(String, String)> = container["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .map(|e| {
+            let name = e["name"].as_str().expect("env name").to_string();
+            let value = match e["value"].as_str() {
+                Some(v) => v.to_string(),
+                None => match e["valueFrom"]["fieldRef"]["fieldPath"].as_str() {
+                    Some("metadata.namespace") => "keda".to_string(),
+                    Some("metadata.name") => "keda-operator-5d8f7-abcde".to_string(),
+                    other => panic!("unexpected env source for {name}: {other:?}"),
+                },
+            };
+            (name, value)
+        })
+        .collect();
+    let refs: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let settings =
+        Settings::from_sources(argv, &MapEnv::new(&refs)).expect("the manifest's settings parse");
+
+    let lease = settings
+        .leader_election
+        .expect("the manifest enables leader election");
+    assert_eq!(lease.name, "operator.keda.sh");
+    assert_eq!(lease.namespace, "keda");
+    assert_eq!(lease.identity, "keda-operator-5d8f7-abcde");
+    assert_eq!(settings.watch_namespaces, WatchNamespaces::All);
+
+    let port = |name: &str| -> u16 {
+        container["ports"]
+            .as_array()
+            .and_then(|ports| ports.iter().find(|p| p["name"] == name))
+            .and_then(|p| p["containerPort"].as_u64())
+            .and_then(|p| u16::try_from(p).ok())
+            .unwrap_or_else(|| panic!("no container port named {name}"))
+    };
+    assert_eq!(
+        settings.metrics_addr.map(|a| a.port()),
+        Some(port("metrics"))
+    );
+    assert_eq!(settings.probe_addr.map(|a| a.port()), Some(port("probes")));
+    assert_eq!(
+        settings.metrics_service_addr.map(|a| a.port()),
+        Some(port("metricsservice"))
+    );
+    for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
+        assert_eq!(container[probe]["httpGet"]["path"], path, "{probe}");
+        assert_eq!(container[probe]["httpGet"]["port"], "probes", "{probe}");
+    }
+}
