@@ -6,3 +6,4 @@
 pub mod decision;
 pub mod fallback;
 pub mod formula;
+pub mod metrics_service;
