@@ -78,6 +78,9 @@ pub fn secure_server(
             .configure(configure)
     })
     .on_connect(capture_peer_certificates)
+    // Answers are small and written in a few frames: without this, Nagle's algorithm and
+    // delayed ACKs hold the last frame of an answer for tens of milliseconds.
+    .tcp_nodelay(true)
     .workers(workers.max(1))
     .disable_signals()
     .listen_rustls_0_23(listener, tls)?

@@ -352,4 +352,84 @@ mod tests {
             "{error}"
         );
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn changed_certificate_files_are_served_after_the_next_poll() {
+        let dir = std::env::temp_dir().join(format!(
+            "keda-rs-tls-reload-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+        let write = |hosts: &[String]| {
+            let (c, k) = self_signed(hosts).expect("generated");
+            std::fs::write(&cert, c).expect("write cert");
+            std::fs::write(&key, k).expect("write key");
+        };
+        write(&["first.example".into()]);
+        let store = Arc::new(CertStore::from_files(&cert, &key).expect("loads"));
+        let before = store.current().cert[0].clone();
+        let cancel = CancellationToken::new();
+        store.reload_on_change(
+            cert.clone(),
+            key.clone(),
+            Duration::from_secs(10),
+            cancel.clone(),
+        );
+
+        write(&["second.example".into()]);
+        // Virtual time: each sleep lets the poller run its next tick.
+        tokio::time::timeout(Duration::from_secs(60), async {
+            while store.current().cert[0] == before {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        })
+        .await
+        .expect("the new certificate is loaded within a few polls");
+        cancel.cancel();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_broken_replacement_keeps_the_previous_certificate() {
+        let dir = std::env::temp_dir().join(format!(
+            "keda-rs-tls-broken-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+        let (c, k) = self_signed(&["first.example".into()]).expect("generated");
+        std::fs::write(&cert, c).expect("write cert");
+        std::fs::write(&key, k).expect("write key");
+        let store = Arc::new(CertStore::from_files(&cert, &key).expect("loads"));
+        let before = store.current().cert[0].clone();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let cancel = CancellationToken::new();
+        watch_files(
+            vec![cert.clone()],
+            Duration::from_secs(10),
+            cancel.clone(),
+            move || {
+                let _ = tx.send(());
+            },
+        );
+        store.reload_on_change(
+            cert.clone(),
+            key.clone(),
+            Duration::from_secs(10),
+            cancel.clone(),
+        );
+        std::fs::write(&cert, "garbage").expect("write");
+        tokio::time::timeout(Duration::from_secs(60), rx.recv())
+            .await
+            .expect("the change is seen")
+            .expect("watcher alive");
+        // Both watchers tick at the same virtual instants; one more tick settles the store's.
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert_eq!(store.current().cert[0], before);
+        cancel.cancel();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
