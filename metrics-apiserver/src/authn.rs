@@ -62,6 +62,11 @@ pub enum RequestHeaderConfigError {
 /// The request-header settings in force.
 pub struct RequestHeaderConfig {
     verifier: Arc<dyn ClientCertVerifier>,
+    /// Client certificates that passed the chain and name checks under these settings, and
+    /// when: the front proxy presents the same certificate on every request, and verifying its
+    /// signature each time is most of the cost of a request. Replacing the settings (a new CA)
+    /// starts with an empty set.
+    verified: std::sync::Mutex<std::collections::HashMap<Vec<u8>, std::time::Instant>>,
     allowed_names: Vec<String>,
     username_headers: Vec<String>,
     group_headers: Vec<String>,
@@ -119,6 +124,7 @@ impl RequestHeaderConfig {
         };
         Ok(Self {
             verifier,
+            verified: std::sync::Mutex::default(),
             allowed_names: allowed_names
                 .into_iter()
                 .filter(|s| !s.is_empty())
@@ -164,6 +170,28 @@ impl RequestHeaderConfig {
             list("requestheader-group-headers")?,
             list("requestheader-extra-headers-prefix")?,
         )
+    }
+}
+
+/// How long a verified client certificate is trusted without verifying it again.
+const VERIFIED_TTL: std::time::Duration = std::time::Duration::from_secs(60);
+/// The most verified certificates remembered (the front proxy has one or two).
+const VERIFIED_MAX: usize = 64;
+
+impl RequestHeaderConfig {
+    fn recently_verified(&self, cert: &CertificateDer<'_>) -> bool {
+        let verified = self.verified.lock().unwrap_or_else(|e| e.into_inner());
+        verified
+            .get(cert.as_ref())
+            .is_some_and(|at| at.elapsed() < VERIFIED_TTL)
+    }
+
+    fn remember_verified(&self, cert: &CertificateDer<'_>) {
+        let mut verified = self.verified.lock().unwrap_or_else(|e| e.into_inner());
+        if verified.len() >= VERIFIED_MAX {
+            verified.clear();
+        }
+        verified.insert(cert.as_ref().to_vec(), std::time::Instant::now());
     }
 }
 
@@ -271,18 +299,21 @@ impl Authenticator {
             .and_then(|chain| chain.split_first())
             .ok_or(AuthnError::NoClientCertificate)?;
         let config = self.config.load_full().ok_or(AuthnError::NotConfigured)?;
-        config
-            .verifier
-            .verify_client_cert(end_entity, intermediates, UnixTime::now())
-            .map_err(|e| AuthnError::UntrustedCertificate(e.to_string()))?;
-        if !config.allowed_names.is_empty() {
-            let common_name = common_name(end_entity).unwrap_or_default();
-            if !config.allowed_names.contains(&common_name) {
-                return Err(AuthnError::NameNotAllowed {
-                    common_name,
-                    allowed: config.allowed_names.clone(),
-                });
+        if !config.recently_verified(end_entity) {
+            config
+                .verifier
+                .verify_client_cert(end_entity, intermediates, UnixTime::now())
+                .map_err(|e| AuthnError::UntrustedCertificate(e.to_string()))?;
+            if !config.allowed_names.is_empty() {
+                let common_name = common_name(end_entity).unwrap_or_default();
+                if !config.allowed_names.contains(&common_name) {
+                    return Err(AuthnError::NameNotAllowed {
+                        common_name,
+                        allowed: config.allowed_names.clone(),
+                    });
+                }
             }
+            config.remember_verified(end_entity);
         }
         let name = config
             .username_headers
