@@ -18,6 +18,30 @@ pub struct PkiError {
     pub source: rcgen::Error,
 }
 
+/// How long a CA is valid.
+const CA_VALIDITY_DAYS: i64 = 10 * 365;
+/// How long an issued certificate is valid.
+const LEAF_VALIDITY_DAYS: i64 = 365;
+
+/// Valid from yesterday (clock skew) for `days`.
+fn set_validity(params: &mut CertificateParams, days: i64) {
+    let today = jiff::Zoned::now().date();
+    let ymd = |d: jiff::civil::Date| {
+        rcgen::date_time_ymd(
+            i32::from(d.year()),
+            d.month().unsigned_abs(),
+            d.day().unsigned_abs(),
+        )
+    };
+    if let (Ok(from), Ok(until)) = (
+        today.checked_sub(jiff::Span::new().days(1)),
+        today.checked_add(jiff::Span::new().days(days)),
+    ) {
+        params.not_before = ymd(from);
+        params.not_after = ymd(until);
+    }
+}
+
 /// A certificate and its private key, PEM-encoded.
 #[derive(Clone, Debug)]
 pub struct PemPair {
@@ -54,6 +78,7 @@ impl CertificateAuthority {
         params
             .distinguished_name
             .push(DnType::CommonName, common_name);
+        set_validity(&mut params, CA_VALIDITY_DAYS);
         params.key_usages = vec![
             KeyUsagePurpose::KeyCertSign,
             KeyUsagePurpose::CrlSign,
@@ -86,11 +111,36 @@ impl CertificateAuthority {
         self.issue(common_name, &[], ExtendedKeyUsagePurpose::ClientAuth)
     }
 
+    /// A certificate usable both to serve `hosts` and as a client certificate, like KEDA's
+    /// shared `tls.crt` of the operator and its metrics server.
+    ///
+    /// # Errors
+    /// [`PkiError`].
+    pub fn issue_peer(&self, common_name: &str, hosts: &[&str]) -> Result<PemPair, PkiError> {
+        self.issue_with(
+            common_name,
+            hosts,
+            vec![
+                ExtendedKeyUsagePurpose::ServerAuth,
+                ExtendedKeyUsagePurpose::ClientAuth,
+            ],
+        )
+    }
+
     fn issue(
         &self,
         common_name: &str,
         hosts: &[&str],
         usage: ExtendedKeyUsagePurpose,
+    ) -> Result<PemPair, PkiError> {
+        self.issue_with(common_name, hosts, vec![usage])
+    }
+
+    fn issue_with(
+        &self,
+        common_name: &str,
+        hosts: &[&str],
+        usages: Vec<ExtendedKeyUsagePurpose>,
     ) -> Result<PemPair, PkiError> {
         let wrap = |source| PkiError {
             subject: common_name.to_string(),
@@ -105,7 +155,8 @@ impl CertificateAuthority {
             KeyUsagePurpose::DigitalSignature,
             KeyUsagePurpose::KeyEncipherment,
         ];
-        params.extended_key_usages = vec![usage];
+        params.extended_key_usages = usages;
+        set_validity(&mut params, LEAF_VALIDITY_DAYS);
         let key = KeyPair::generate().map_err(wrap)?;
         let cert = params.signed_by(&key, &self.issuer).map_err(wrap)?;
         Ok(PemPair {
