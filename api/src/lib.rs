@@ -5,10 +5,13 @@
 //!   [`ClusterTriggerAuthentication`]: the four CRDs, wire-compatible with KEDA.
 //! - [`condition`]: condition types and reasons; [`annotations`]: annotation and label keys.
 //! - [`gvkr`]: scale target type parsing.
+//! - [`external_metrics`]: the wire types of `external.metrics.k8s.io` and of the operator's
+//!   metric service.
 
 pub mod annotations;
 pub mod condition;
 pub mod crd;
+pub mod external_metrics;
 pub mod gvkr;
 pub mod metric_name;
 pub mod scaled_job;

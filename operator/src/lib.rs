@@ -24,6 +24,7 @@ pub mod formula;
 pub mod hpa;
 pub mod job_decision;
 pub mod leader;
+pub mod metrics_service;
 pub mod recording;
 pub mod resolve;
 pub mod run;

@@ -1,0 +1,226 @@
+//! Command-line flags, named as Kubernetes' own aggregated API servers name them.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+/// keda-rs metrics-apiserver: serves `external.metrics.k8s.io/v1beta1` to the HPA through the
+/// kube-apiserver aggregator, answering from the keda-rs operator's metric service.
+#[derive(Clone, Debug, Parser)]
+#[command(name = "keda-metrics-apiserver", version, about, long_about = None)]
+pub struct Args {
+    /// The address the secure port and the metrics port listen on.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub bind_address: IpAddr,
+
+    /// The HTTPS port serving the external metrics API, discovery, OpenAPI and the health
+    /// endpoints (`/healthz`, `/livez`, `/readyz`).
+    #[arg(long, default_value_t = 6443)]
+    pub secure_port: u16,
+
+    /// The plain-HTTP port serving Prometheus metrics at `/metrics`.
+    #[arg(long, default_value_t = 8080)]
+    pub metrics_port: u16,
+
+    /// PEM serving certificate (chain) of the secure port. Reloaded when the file changes.
+    /// Without it (and `--tls-private-key-file`), a self-signed certificate is generated at
+    /// start for `--self-signed-cert-hosts`.
+    #[arg(long, requires = "tls_private_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// PEM private key of `--tls-cert-file`. Reloaded when the file changes.
+    #[arg(long, requires = "tls_cert_file")]
+    pub tls_private_key_file: Option<PathBuf>,
+
+    /// Names and addresses of the self-signed certificate generated when no
+    /// `--tls-cert-file` is given.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "localhost,127.0.0.1,keda-metrics-apiserver,keda-metrics-apiserver.keda,keda-metrics-apiserver.keda.svc"
+    )]
+    pub self_signed_cert_hosts: Vec<String>,
+
+    /// PEM CA bundle that signs the front proxy's (kube-apiserver aggregator's) client
+    /// certificate. Reloaded when the file changes. Without it, the CA, allowed names and
+    /// header names are read from ConfigMap kube-system/extension-apiserver-authentication
+    /// and followed as it changes.
+    #[arg(long)]
+    pub requestheader_client_ca_file: Option<PathBuf>,
+
+    /// Common names allowed in the front proxy's client certificate (comma-separated). Empty:
+    /// any certificate signed by the request-header CA.
+    #[arg(long, value_delimiter = ',')]
+    pub requestheader_allowed_names: Vec<String>,
+
+    /// Headers naming the user, first non-empty wins (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "X-Remote-User")]
+    pub requestheader_username_headers: Vec<String>,
+
+    /// Headers naming the groups (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "X-Remote-Group")]
+    pub requestheader_group_headers: Vec<String>,
+
+    /// Prefixes of the headers carrying extra user attributes (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "X-Remote-Extra-")]
+    pub requestheader_extra_headers_prefix: Vec<String>,
+
+    /// Kubeconfig used to read ConfigMap kube-system/extension-apiserver-authentication.
+    /// Default: `--kubeconfig`, then in-cluster configuration or `$KUBECONFIG`.
+    #[arg(long)]
+    pub authentication_kubeconfig: Option<PathBuf>,
+
+    /// Kubeconfig used to create SubjectAccessReviews. Default: `--kubeconfig`, then
+    /// in-cluster configuration or `$KUBECONFIG`.
+    #[arg(long)]
+    pub authorization_kubeconfig: Option<PathBuf>,
+
+    /// Kubeconfig for both of the above when they are not given.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// How long an allowed SubjectAccessReview decision is reused (e.g. `10s`).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub authorization_webhook_cache_authorized_ttl: Duration,
+
+    /// How long a denied SubjectAccessReview decision is reused (e.g. `10s`).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub authorization_webhook_cache_unauthorized_ttl: Duration,
+
+    /// `host:port` of the keda-rs operator's metric service.
+    #[arg(long, default_value = "keda-operator.keda.svc.cluster.local:9666")]
+    pub metrics_service_address: String,
+
+    /// The name the operator's serving certificate must carry. Default: the host of
+    /// `--metrics-service-address`.
+    #[arg(long)]
+    pub metrics_service_server_name: Option<String>,
+
+    /// PEM CA bundle that signs the operator's serving certificate.
+    #[arg(long, default_value = "/certs/ca.crt")]
+    pub metrics_service_ca_file: PathBuf,
+
+    /// PEM client certificate presented to the operator. Reloaded when the file changes.
+    #[arg(long, default_value = "/certs/tls.crt")]
+    pub metrics_service_client_cert_file: PathBuf,
+
+    /// PEM private key of `--metrics-service-client-cert-file`.
+    #[arg(long, default_value = "/certs/tls.key")]
+    pub metrics_service_client_key_file: PathBuf,
+
+    /// The longest a request to the operator may take, connecting included (e.g. `3s`).
+    #[arg(long, default_value = "3s", value_parser = parse_duration)]
+    pub metrics_service_timeout: Duration,
+
+    /// The longest a connection attempt to the operator may take.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub metrics_service_connect_timeout: Duration,
+
+    /// How often certificate and CA files are checked for changes.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub cert_reload_interval: Duration,
+
+    /// Worker threads of the secure port. Default: the number of CPUs.
+    #[arg(long)]
+    pub workers: Option<usize>,
+}
+
+/// Parses a Go-style duration: a sequence of `<number><unit>` with units `ms`, `s`, `m`, `h`
+/// (`1m30s`, `500ms`).
+///
+/// # Errors
+/// A message naming the value.
+pub fn parse_duration(value: &str) -> Result<Duration, String> {
+    let bad = || format!("invalid duration {value:?}: use e.g. 500ms, 10s, 1m30s");
+    let mut total = Duration::ZERO;
+    let mut rest = value.trim();
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    if rest == "0" {
+        return Ok(Duration::ZERO);
+    }
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let (number, tail) = rest.split_at(digits);
+        let number: f64 = number.parse().map_err(|_| bad())?;
+        let unit_len = tail
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(unit_len);
+        let seconds = match unit {
+            "ms" => number / 1000.0,
+            "s" => number,
+            "m" => number * 60.0,
+            "h" => number * 3600.0,
+            _ => return Err(bad()),
+        };
+        total += Duration::try_from_secs_f64(seconds).map_err(|_| bad())?;
+        rest = tail;
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn durations_parse_as_go_writes_them() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert!(parse_duration("10").is_err());
+        assert!(parse_duration("ten seconds").is_err());
+    }
+
+    #[test]
+    fn every_flag_is_documented_in_help() {
+        let command = Args::command();
+        for arg in command.get_arguments() {
+            let id = arg.get_id().as_str();
+            if id == "help" || id == "version" {
+                continue;
+            }
+            assert!(
+                arg.get_help().is_some_and(|h| !h.to_string().is_empty()),
+                "--{id} has no help text"
+            );
+        }
+        command.debug_assert();
+    }
+
+    #[test]
+    fn kubernetes_flag_names_and_defaults_are_accepted() {
+        let args = Args::try_parse_from([
+            "keda-metrics-apiserver",
+            "--secure-port=7443",
+            "--tls-cert-file=/c/tls.crt",
+            "--tls-private-key-file=/c/tls.key",
+            "--requestheader-client-ca-file=/c/front-proxy-ca.crt",
+            "--requestheader-allowed-names=front-proxy-client,aggregator",
+            "--authorization-kubeconfig=/k/config",
+        ])
+        .expect("parses");
+        assert_eq!(args.secure_port, 7443);
+        assert_eq!(
+            args.requestheader_allowed_names,
+            vec!["front-proxy-client", "aggregator"]
+        );
+        assert_eq!(args.requestheader_username_headers, vec!["X-Remote-User"]);
+        assert_eq!(args.metrics_service_timeout, Duration::from_secs(3));
+    }
+
+    #[test]
+    fn a_certificate_without_its_key_is_refused() {
+        assert!(
+            Args::try_parse_from(["keda-metrics-apiserver", "--tls-cert-file=/c/tls.crt"]).is_err()
+        );
+    }
+}

@@ -1,0 +1,309 @@
+//! Wiring: builds the metrics-apiserver from its flags and runs it.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use actix_web::{App, HttpServer, web};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use rustls_pki_types::ServerName;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::app::{AppState, capture_peer_certificates, configure, configure_metrics_port, record};
+use crate::authn::{Authenticator, RequestHeaderConfig, RequestHeaderConfigError};
+use crate::authz::{CacheTtl, CachedAuthorizer, SubjectAccessReviewer};
+use crate::config::Args;
+use crate::metrics::Metrics;
+use crate::operator_client::{OperatorClient, OperatorClientConfig, client_tls_config};
+use crate::tls::{self, CertStore, TlsError};
+
+/// Why the metrics-apiserver cannot start. Each message names the flag to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// TLS material is unusable.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// The request-header settings are unusable.
+    #[error("--requestheader-client-ca-file: {0}")]
+    RequestHeader(#[from] RequestHeaderConfigError),
+    /// A kubeconfig is unusable.
+    #[error("{flag}: cannot build a Kubernetes client: {source}")]
+    Kubeconfig {
+        /// The flag (or `in-cluster/$KUBECONFIG`).
+        flag: String,
+        /// The cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The operator's address or server name is not usable.
+    #[error(
+        "--metrics-service-server-name / --metrics-service-address: {0:?} is not a valid TLS server name"
+    )]
+    ServerName(String),
+    /// A port cannot be bound.
+    #[error("{flag}: cannot listen on {address}: {source}")]
+    Bind {
+        /// The flag.
+        flag: &'static str,
+        /// The address.
+        address: SocketAddr,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The rustls configuration of the secure port cannot be built.
+    #[error("the secure port's TLS configuration is invalid: {0}")]
+    Rustls(#[from] rustls::Error),
+    /// A server stopped with an error.
+    #[error("serving failed: {0}")]
+    Serve(#[source] std::io::Error),
+}
+
+/// Builds the secure-port server on `listener` (not started until awaited or spawned).
+///
+/// # Errors
+/// actix cannot use the listener.
+pub fn secure_server(
+    state: AppState,
+    listener: TcpListener,
+    tls: rustls::ServerConfig,
+    workers: usize,
+) -> std::io::Result<actix_web::dev::Server> {
+    let data = web::Data::new(state);
+    Ok(HttpServer::new(move || {
+        App::new()
+            .app_data(data.clone())
+            .wrap_fn(record)
+            .configure(configure)
+    })
+    .on_connect(capture_peer_certificates)
+    // Answers are small and written in a few frames: without this, Nagle's algorithm and
+    // delayed ACKs hold the last frame of an answer for tens of milliseconds.
+    .tcp_nodelay(true)
+    .workers(workers.max(1))
+    .disable_signals()
+    .listen_rustls_0_23(listener, tls)?
+    .run())
+}
+
+/// Builds the plain metrics-port server on `listener`.
+///
+/// # Errors
+/// actix cannot use the listener.
+pub fn metrics_server(
+    metrics: Arc<Metrics>,
+    listener: TcpListener,
+) -> std::io::Result<actix_web::dev::Server> {
+    let data = web::Data::from(metrics);
+    Ok(HttpServer::new(move || {
+        App::new()
+            .app_data(data.clone())
+            .configure(configure_metrics_port)
+    })
+    .workers(1)
+    .disable_signals()
+    .listen(listener)?
+    .run())
+}
+
+async fn kube_client(
+    specific: Option<&Path>,
+    flag: &str,
+    fallback: Option<&Path>,
+) -> Result<kube::Client, StartError> {
+    let (path, flag) = match (specific, fallback) {
+        (Some(p), _) => (Some(p), flag.to_string()),
+        (None, Some(p)) => (Some(p), "--kubeconfig".to_string()),
+        (None, None) => (None, "in-cluster configuration or $KUBECONFIG".to_string()),
+    };
+    let wrap = |source: Box<dyn std::error::Error + Send + Sync>| StartError::Kubeconfig {
+        flag: flag.clone(),
+        source,
+    };
+    let config = match path {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path).map_err(|e| wrap(Box::new(e)))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .map_err(|e| wrap(Box::new(e)))?
+        }
+        None => kube::Config::infer().await.map_err(|e| wrap(Box::new(e)))?,
+    };
+    kube::Client::try_from(config).map_err(|e| wrap(Box::new(e)))
+}
+
+fn bind(flag: &'static str, address: SocketAddr) -> Result<TcpListener, StartError> {
+    TcpListener::bind(address).map_err(|source| StartError::Bind {
+        flag,
+        address,
+        source,
+    })
+}
+
+fn request_header_from_flags(args: &Args, ca: &Path) -> Result<RequestHeaderConfig, StartError> {
+    Ok(RequestHeaderConfig::new(
+        &tls::read(ca)?,
+        &ca.display().to_string(),
+        args.requestheader_allowed_names.clone(),
+        args.requestheader_username_headers.clone(),
+        args.requestheader_group_headers.clone(),
+        args.requestheader_extra_headers_prefix.clone(),
+    )?)
+}
+
+/// Runs the metrics-apiserver described by `args` until `cancel` or until a server fails.
+///
+/// # Errors
+/// [`StartError`] naming the flag whose value is unusable, or a server failure.
+pub async fn run(args: Args, cancel: CancellationToken) -> Result<(), StartError> {
+    // Serving certificate: files (reloaded) or self-signed.
+    let serving = match (&args.tls_cert_file, &args.tls_private_key_file) {
+        (Some(cert), Some(key)) => {
+            let store = Arc::new(CertStore::from_files(cert, key)?);
+            store.reload_on_change(
+                cert.clone(),
+                key.clone(),
+                args.cert_reload_interval,
+                cancel.clone(),
+            );
+            store
+        }
+        _ => {
+            let (cert, key) = tls::self_signed(&args.self_signed_cert_hosts)?;
+            info!(hosts = ?args.self_signed_cert_hosts, "serving with a generated self-signed certificate");
+            Arc::new(CertStore::new(tls::certified_key(
+                cert.as_bytes(),
+                key.as_bytes(),
+                "self-signed certificate",
+            )?))
+        }
+    };
+
+    // Authentication: request-header settings from flags (CA file reloaded) or the ConfigMap.
+    let authenticator = Arc::new(Authenticator::new());
+    match &args.requestheader_client_ca_file {
+        Some(ca) => {
+            authenticator.set(request_header_from_flags(&args, ca)?);
+            let (authn, flags, path) = (Arc::clone(&authenticator), args.clone(), ca.clone());
+            tls::watch_files(
+                vec![ca.clone()],
+                args.cert_reload_interval,
+                cancel.clone(),
+                move || match request_header_from_flags(&flags, &path) {
+                    Ok(config) => {
+                        authn.set(config);
+                        info!(ca = %path.display(), "request-header CA reloaded");
+                    }
+                    Err(error) => {
+                        warn!(%error, "request-header CA changed but cannot be loaded; keeping the previous one")
+                    }
+                },
+            );
+        }
+        None => {
+            let client = kube_client(
+                args.authentication_kubeconfig.as_deref(),
+                "--authentication-kubeconfig",
+                args.kubeconfig.as_deref(),
+            )
+            .await?;
+            tokio::spawn(crate::authn::follow_authentication_configmap(
+                client,
+                Arc::clone(&authenticator),
+                cancel.clone(),
+            ));
+        }
+    }
+
+    // Authorization.
+    let authz_client = kube_client(
+        args.authorization_kubeconfig.as_deref(),
+        "--authorization-kubeconfig",
+        args.kubeconfig.as_deref(),
+    )
+    .await?;
+    let authorizer = Arc::new(CachedAuthorizer::new(
+        Arc::new(SubjectAccessReviewer::new(authz_client)),
+        CacheTtl {
+            allowed: args.authorization_webhook_cache_authorized_ttl,
+            denied: args.authorization_webhook_cache_unauthorized_ttl,
+        },
+    ));
+
+    // The operator.
+    let client_cert = Arc::new(CertStore::from_files(
+        &args.metrics_service_client_cert_file,
+        &args.metrics_service_client_key_file,
+    )?);
+    client_cert.reload_on_change(
+        args.metrics_service_client_cert_file.clone(),
+        args.metrics_service_client_key_file.clone(),
+        args.cert_reload_interval,
+        cancel.clone(),
+    );
+    let ca_path: PathBuf = args.metrics_service_ca_file.clone();
+    let client_tls = client_tls_config(
+        &tls::read(&ca_path)?,
+        &ca_path.display().to_string(),
+        client_cert,
+    )?;
+    let server_name = args.metrics_service_server_name.clone().unwrap_or_else(|| {
+        args.metrics_service_address
+            .rsplit_once(':')
+            .map_or(args.metrics_service_address.as_str(), |(host, _)| host)
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string()
+    });
+    let server_name = ServerName::try_from(server_name.clone())
+        .map_err(|_| StartError::ServerName(server_name))?;
+    let operator = Arc::new(OperatorClient::new(OperatorClientConfig {
+        address: args.metrics_service_address.clone(),
+        server_name,
+        tls: Arc::new(client_tls),
+        connect_timeout: args.metrics_service_connect_timeout,
+        request_timeout: args.metrics_service_timeout,
+    }));
+    operator.keep_warm(cancel.clone());
+
+    let metrics = Arc::new(Metrics::new());
+    let state = AppState {
+        authenticator,
+        authorizer,
+        source: operator,
+        metrics: Arc::clone(&metrics),
+    };
+    let secure_address = SocketAddr::new(args.bind_address, args.secure_port);
+    let metrics_address = SocketAddr::new(args.bind_address, args.metrics_port);
+    let workers = args
+        .workers
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from));
+    let secure = secure_server(
+        state,
+        bind("--secure-port", secure_address)?,
+        tls::secure_port_config(serving)?,
+        workers,
+    )
+    .map_err(StartError::Serve)?;
+    let plain = metrics_server(metrics, bind("--metrics-port", metrics_address)?)
+        .map_err(StartError::Serve)?;
+    info!(%secure_address, %metrics_address, "metrics-apiserver serving");
+    let (secure_handle, plain_handle) = (secure.handle(), plain.handle());
+    let secure = tokio::spawn(secure);
+    let plain = tokio::spawn(plain);
+    tokio::select! {
+        () = cancel.cancelled() => {}
+        result = secure => {
+            plain_handle.stop(true).await;
+            return result.map_err(|e| StartError::Serve(std::io::Error::other(e)))?.map_err(StartError::Serve);
+        }
+        result = plain => {
+            secure_handle.stop(true).await;
+            return result.map_err(|e| StartError::Serve(std::io::Error::other(e)))?.map_err(StartError::Serve);
+        }
+    }
+    secure_handle.stop(true).await;
+    plain_handle.stop(true).await;
+    Ok(())
+}

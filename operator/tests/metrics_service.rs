@@ -1,0 +1,286 @@
+//! The operator's metric service: statuses and bodies for every outcome, and mutual TLS.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use http::{Method, StatusCode};
+use http_body_util::BodyExt;
+use keda_api::external_metrics::{
+    MetricValuesResponse, ServiceError, ServiceErrorReason, metric_names_match, metric_values_path,
+};
+use keda_operator::metrics_service::{
+    MetricValues, MetricsError, MetricsService, MetricsServiceOptions, server_config,
+};
+use keda_scalers::{Clock, MetricValue, ScalerError, TriggerId};
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair,
+};
+use tokio_util::sync::CancellationToken;
+
+/// One ScaledObject `apps/worker` with metric `s0-redis-Jobs` = 7.25; `apps/broken` whose
+/// scaler fails; `apps/slow` that never answers.
+struct Fixed;
+
+#[async_trait]
+impl MetricValues for Fixed {
+    async fn metric_values(
+        &self,
+        namespace: &str,
+        scaled_object: &str,
+        metric_name: &str,
+    ) -> Result<Vec<MetricValue>, MetricsError> {
+        match (namespace, scaled_object) {
+            ("apps", "worker") if metric_names_match(metric_name, "s0-redis-Jobs") => {
+                Ok(vec![MetricValue::new("s0-redis-Jobs", 7.25)])
+            }
+            ("apps", "worker") => Err(MetricsError::MetricNotFound {
+                namespace: namespace.into(),
+                name: scaled_object.into(),
+                metric: metric_name.into(),
+            }),
+            ("apps", "broken") => Err(MetricsError::ScalerFailed {
+                namespace: namespace.into(),
+                name: scaled_object.into(),
+                metric: metric_name.into(),
+                source: ScalerError::Closed {
+                    trigger: TriggerId {
+                        index: 0,
+                        trigger_type: "redis".into(),
+                    },
+                },
+            }),
+            ("apps", "slow") => std::future::pending().await,
+            ("standby", _) => Err(MetricsError::Unavailable {
+                reason: "not the leader".into(),
+            }),
+            _ => Err(MetricsError::ScaledObjectNotFound {
+                namespace: namespace.into(),
+                name: scaled_object.into(),
+            }),
+        }
+    }
+}
+
+fn service() -> MetricsService {
+    MetricsService::new(
+        Arc::new(Fixed),
+        MetricsServiceOptions {
+            request_timeout: Duration::from_millis(200),
+            clock: Clock::fixed("2026-01-02T03:04:05Z".parse().expect("timestamp")),
+            ..MetricsServiceOptions::default()
+        },
+    )
+}
+
+async fn ask(namespace: &str, name: &str, metric: &str) -> (StatusCode, Vec<u8>) {
+    let response = service()
+        .respond(&Method::GET, &metric_values_path(namespace, name, metric))
+        .await;
+    let status = response.status();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    (status, body.to_vec())
+}
+
+#[tokio::test]
+async fn values_are_answered_as_milli_quantities_with_a_timestamp() {
+    let (status, body) = ask("apps", "worker", "s0-redis-jobs").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        String::from_utf8_lossy(&body),
+        r#"{"items":[{"metricName":"s0-redis-Jobs","metricLabels":{},"timestamp":"2026-01-02T03:04:05Z","value":"7250m"}]}"#
+    );
+    let parsed: MetricValuesResponse = serde_json::from_slice(&body).expect("protocol");
+    assert_eq!(parsed.items.len(), 1);
+}
+
+#[tokio::test]
+async fn each_failure_has_its_status_and_reason() {
+    for (namespace, name, metric, status, reason, mentions) in [
+        (
+            "apps",
+            "nobody",
+            "m",
+            404,
+            ServiceErrorReason::ScaledObjectNotFound,
+            "apps/nobody",
+        ),
+        (
+            "apps",
+            "worker",
+            "s1-other",
+            404,
+            ServiceErrorReason::MetricNotFound,
+            "s1-other",
+        ),
+        (
+            "standby",
+            "worker",
+            "m",
+            503,
+            ServiceErrorReason::Unavailable,
+            "not the leader",
+        ),
+        (
+            "apps",
+            "broken",
+            "m",
+            500,
+            ServiceErrorReason::ScalerFailed,
+            "apps/broken",
+        ),
+        // The in-memory source never answers: bounded by the request timeout.
+        (
+            "apps",
+            "slow",
+            "m",
+            504,
+            ServiceErrorReason::Timeout,
+            "took longer than",
+        ),
+    ] {
+        let (got, body) = ask(namespace, name, metric).await;
+        assert_eq!(got.as_u16(), status, "{namespace}/{name}");
+        let error: ServiceError = serde_json::from_slice(&body).expect("a ServiceError");
+        assert_eq!(error.reason, reason, "{namespace}/{name}");
+        assert!(error.message.contains(mentions), "{}", error.message);
+    }
+}
+
+#[tokio::test]
+async fn other_paths_and_methods_are_refused() {
+    let service = service();
+    let response = service.respond(&Method::GET, "/v1/other").await;
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    let response = service
+        .respond(&Method::POST, &metric_values_path("apps", "worker", "m"))
+        .await;
+    assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
+}
+
+struct Pki {
+    ca: CertifiedIssuer<'static, KeyPair>,
+}
+
+impl Pki {
+    fn new(name: &str) -> Self {
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        let key = KeyPair::generate().expect("key");
+        Self {
+            ca: CertifiedIssuer::self_signed(params, key).expect("CA"),
+        }
+    }
+
+    fn issue(&self, hosts: &[&str], usage: ExtendedKeyUsagePurpose) -> (String, String) {
+        let mut params =
+            CertificateParams::new(hosts.iter().map(|h| h.to_string()).collect::<Vec<_>>())
+                .expect("params");
+        params.extended_key_usages = vec![usage];
+        let key = KeyPair::generate().expect("key");
+        let cert = params.signed_by(&key, &self.ca).expect("signed");
+        (cert.pem(), key.serialize_pem())
+    }
+}
+
+async fn handshake(
+    address: std::net::SocketAddr,
+    ca: &Pki,
+    client: Option<(String, String)>,
+) -> Result<(), std::io::Error> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(ca.ca.as_ref().pem().as_bytes()).expect("CA"))
+        .expect("root");
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_root_certificates(roots);
+    let config = match client {
+        Some((cert, key)) => builder
+            .with_client_auth_cert(
+                vec![CertificateDer::from_pem_slice(cert.as_bytes()).expect("cert")],
+                PrivateKeyDer::from_pem_slice(key.as_bytes()).expect("key"),
+            )
+            .expect("client auth"),
+        None => builder.with_no_client_auth(),
+    };
+    let tcp = tokio::net::TcpStream::connect(address).await?;
+    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from("localhost").expect("name"), tcp)
+        .await?;
+    // TLS 1.3 reports a refused client certificate on the first read.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    tls.write_all(b"GET /healthz HTTP/1.1\r\nhost: localhost\r\n\r\n")
+        .await?;
+    let mut buffer = [0_u8; 64];
+    let read = tls.read(&mut buffer).await?;
+    if buffer[..read].starts_with(b"HTTP/1.1 200") {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(
+            String::from_utf8_lossy(&buffer[..read]).into_owned(),
+        ))
+    }
+}
+
+#[tokio::test]
+async fn only_clients_with_a_certificate_of_the_client_ca_are_served() {
+    let pki = Pki::new("operator-ca");
+    let stranger = Pki::new("stranger-ca");
+    let (cert, key) = pki.issue(&["localhost"], ExtendedKeyUsagePurpose::ServerAuth);
+    let tls = server_config(
+        cert.as_bytes(),
+        key.as_bytes(),
+        pki.ca.as_ref().pem().as_bytes(),
+    )
+    .expect("TLS configuration");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address");
+    let cancel = CancellationToken::new();
+    tokio::spawn(service().serve(listener, Arc::new(tls), cancel.clone()));
+
+    let good = pki.issue(&[], ExtendedKeyUsagePurpose::ClientAuth);
+    let bad = stranger.issue(&[], ExtendedKeyUsagePurpose::ClientAuth);
+    let bounded = |f| tokio::time::timeout(Duration::from_secs(10), f);
+    assert!(
+        bounded(handshake(address, &pki, Some(good)))
+            .await
+            .expect("in time")
+            .is_ok()
+    );
+    assert!(
+        bounded(handshake(address, &pki, None))
+            .await
+            .expect("in time")
+            .is_err()
+    );
+    assert!(
+        bounded(handshake(address, &pki, Some(bad)))
+            .await
+            .expect("in time")
+            .is_err()
+    );
+    cancel.cancel();
+}
+
+#[test]
+fn a_client_ca_file_without_certificates_is_refused_naming_it() {
+    let pki = Pki::new("operator-ca");
+    let (cert, key) = pki.issue(&["localhost"], ExtendedKeyUsagePurpose::ServerAuth);
+    let error = server_config(cert.as_bytes(), key.as_bytes(), b"").expect_err("no CA");
+    assert!(error.to_string().contains("client CA"), "{error}");
+}
