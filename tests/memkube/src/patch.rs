@@ -57,12 +57,25 @@ pub(crate) fn apply(kind: PatchKind, doc: &Value, patch: &Value) -> Result<Value
         PatchKind::Json => {
             let ops: json_patch::Patch = serde_json::from_value(patch.clone())
                 .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
-            json_patch::patch(&mut out, &ops.0).map_err(|e| {
-                ApiError::from_code(
-                    422,
-                    format!("the server rejected our request due to an error in our request: {e}"),
-                )
-            })?;
+            for op in &ops.0 {
+                // The API server's JSON-patch library treats a missing path as null, so a
+                // `test` for null passes on an absent field (kube's finalizer helper relies on
+                // it when an object has no finalizers yet). The json-patch crate fails it.
+                if let json_patch::PatchOperation::Test(test) = op
+                    && test.value.is_null()
+                    && out.pointer(test.path.as_str()).is_none()
+                {
+                    continue;
+                }
+                json_patch::patch(&mut out, std::slice::from_ref(op)).map_err(|e| {
+                    ApiError::from_code(
+                        422,
+                        format!(
+                            "the server rejected our request due to an error in our request: {e}"
+                        ),
+                    )
+                })?;
+            }
         }
     }
     Ok(out)
@@ -95,6 +108,29 @@ mod tests {
             &json!([{ "op": "test", "path": "/a", "value": 2 }]),
         )
         .expect_err("test op fails");
+        assert_eq!(err.code, 422);
+    }
+
+    #[test]
+    fn a_json_patch_test_for_null_passes_on_a_missing_path_as_on_a_real_server() {
+        let doc = json!({ "metadata": { "name": "a" } });
+        let patched = apply(
+            PatchKind::Json,
+            &doc,
+            &json!([
+                { "op": "test", "path": "/metadata/finalizers", "value": null },
+                { "op": "add", "path": "/metadata/finalizers", "value": ["f"] }
+            ]),
+        )
+        .expect("test for null on a missing path passes");
+        assert_eq!(patched["metadata"]["finalizers"], json!(["f"]));
+        // A test for null on a present, non-null value still fails.
+        let err = apply(
+            PatchKind::Json,
+            &patched,
+            &json!([{ "op": "test", "path": "/metadata/finalizers", "value": null }]),
+        )
+        .expect_err("finalizers are present");
         assert_eq!(err.code, 422);
     }
 
