@@ -29,6 +29,7 @@ pub mod recording;
 pub mod resolve;
 pub mod run;
 pub mod scale_loop;
+pub mod scaled_job;
 pub mod scalers;
 pub mod settings;
 pub mod status;
