@@ -23,7 +23,7 @@ use keda_api::ScaledJob;
 use keda_api::annotations::SCALED_JOB_NAME_LABEL;
 use keda_api::condition::{
     CONDITION_ACTIVE, CONDITION_READY, STATUS_FALSE, STATUS_TRUE, STATUS_UNKNOWN, find_condition,
-    initial_conditions, reason as keda_reason,
+    reason as keda_reason,
 };
 use keda_scalers::Clock;
 use kube::api::{Api, DeleteParams, PostParams};
@@ -536,65 +536,66 @@ impl LoopTask {
         errors: &[String],
     ) -> Result<(), ScaledJobError> {
         let now = self.loops.inner.config.clock.now();
-        let current = sj.status.clone().unwrap_or_default();
-        let mut desired = current.clone();
-        let mut conditions = current
-            .conditions
-            .clone()
-            .filter(|c| !c.is_empty())
-            .unwrap_or_else(initial_conditions);
-        let was_active = find_condition(&conditions, CONDITION_ACTIVE).is_some_and(|c| c.is_true());
-        if active {
-            set_condition(
-                &mut conditions,
-                CONDITION_ACTIVE,
-                STATUS_TRUE,
-                keda_reason::SCALER_ACTIVE,
-                "Scaling is performed because triggers are active",
-            );
-        } else {
-            set_condition(
-                &mut conditions,
-                CONDITION_ACTIVE,
-                STATUS_FALSE,
-                keda_reason::SCALER_NOT_ACTIVE,
-                "Scaling is not performed because triggers are not active",
-            );
-        }
-        let ready = find_condition(&conditions, CONDITION_READY).cloned();
-        if !errors.is_empty() {
-            set_condition(
-                &mut conditions,
-                CONDITION_READY,
-                STATUS_UNKNOWN,
-                keda_reason::PARTIAL_TRIGGER_ERROR,
-                "Some triggers defined in ScaledJob are not working correctly",
-            );
-        } else if ready
-            .is_some_and(|c| c.reason.as_deref() == Some(keda_reason::PARTIAL_TRIGGER_ERROR))
-        {
-            set_condition(
-                &mut conditions,
-                CONDITION_READY,
-                STATUS_TRUE,
-                keda_reason::SCALED_JOB_READY,
-                super::READY_MESSAGE,
-            );
-        }
-        desired.conditions = Some(conditions);
-        {
+        let due = {
             let mut m = lock(&self.memory);
             if active {
                 m.last_active = Some(now);
-                let due = m.persisted_at.is_none_or(|t| {
-                    now.duration_since(t) >= self.loops.inner.config.persist_interval
-                });
-                if !was_active || due || current.last_active_time.is_none() {
-                    desired.last_active_time = Some(Time(now));
-                    m.persisted_at = Some(now);
-                }
             }
+            m.persisted_at
+                .is_none_or(|t| now.duration_since(t) >= self.loops.inner.config.persist_interval)
+        };
+        let mut persisted = false;
+        super::update_status(&self.loops.inner.client, sj, |status| {
+            let mut conditions = super::conditions_of(status);
+            let was_active =
+                find_condition(&conditions, CONDITION_ACTIVE).is_some_and(|c| c.is_true());
+            if active {
+                set_condition(
+                    &mut conditions,
+                    CONDITION_ACTIVE,
+                    STATUS_TRUE,
+                    keda_reason::SCALER_ACTIVE,
+                    "Scaling is performed because triggers are active",
+                );
+            } else {
+                set_condition(
+                    &mut conditions,
+                    CONDITION_ACTIVE,
+                    STATUS_FALSE,
+                    keda_reason::SCALER_NOT_ACTIVE,
+                    "Scaling is not performed because triggers are not active",
+                );
+            }
+            let partial = find_condition(&conditions, CONDITION_READY)
+                .is_some_and(|c| c.reason.as_deref() == Some(keda_reason::PARTIAL_TRIGGER_ERROR));
+            if !errors.is_empty() {
+                set_condition(
+                    &mut conditions,
+                    CONDITION_READY,
+                    STATUS_UNKNOWN,
+                    keda_reason::PARTIAL_TRIGGER_ERROR,
+                    "Some triggers defined in ScaledJob are not working correctly",
+                );
+            } else if partial {
+                set_condition(
+                    &mut conditions,
+                    CONDITION_READY,
+                    STATUS_TRUE,
+                    keda_reason::SCALED_JOB_READY,
+                    super::READY_MESSAGE,
+                );
+            }
+            status.conditions = Some(conditions);
+            // lastActiveTime: on becoming active, then at most every persist interval.
+            persisted = active && (!was_active || due || status.last_active_time.is_none());
+            if persisted {
+                status.last_active_time = Some(Time(now));
+            }
+        })
+        .await?;
+        if persisted {
+            lock(&self.memory).persisted_at = Some(now);
         }
-        super::patch_status(&self.loops.inner.client, sj, &current, &desired).await
+        Ok(())
     }
 }

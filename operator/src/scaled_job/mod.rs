@@ -140,22 +140,47 @@ pub async fn scalers_for_job(sj: &ScaledJob, env: &ScalerEnv) -> Result<ObjectSc
     })
 }
 
-/// Patches the ScaledJob's status to `desired` when it differs from `current`.
-async fn patch_status(
+/// Applies `change` to the ScaledJob's status and patches what differs. The copy in hand
+/// (from a watch cache) may lag the writes of the other writer (the reconciler or the loop),
+/// and `conditions` is replaced as a whole by a merge patch: so when `change` alters the copy
+/// in hand, it is applied again to a fresh read, and only that result is written. Nothing is
+/// read or written when `change` alters nothing. Returns whether a patch was sent.
+async fn update_status(
     client: &Client,
     sj: &ScaledJob,
-    current: &ScaledJobStatus,
-    desired: &ScaledJobStatus,
-) -> Result<(), ScaledJobError> {
-    let Some(patch) = status_patch(current, desired) else {
-        return Ok(());
-    };
+    mut change: impl FnMut(&mut ScaledJobStatus),
+) -> Result<bool, ScaledJobError> {
+    let cached = sj.status.clone().unwrap_or_default();
+    let mut desired = cached.clone();
+    change(&mut desired);
+    if status_patch(&cached, &desired).is_none() {
+        return Ok(false);
+    }
     let name = sj.name_any();
     let api: Api<ScaledJob> = Api::namespaced(client.clone(), &sj.namespace().unwrap_or_default());
+    let fresh = api
+        .get_status(&name)
+        .await
+        .map_err(|e| ScaledJobError::kube(format!("reading the status of ScaledJob {name}"), e))?;
+    let current = fresh.status.unwrap_or_default();
+    let mut desired = current.clone();
+    change(&mut desired);
+    let Some(patch) = status_patch(&current, &desired) else {
+        return Ok(false);
+    };
     api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map_err(|e| ScaledJobError::kube(format!("updating the status of ScaledJob {name}"), e))?;
-    Ok(())
+    Ok(true)
+}
+
+/// The status's conditions, or KEDA's initial ones when it has none.
+fn conditions_of(status: &ScaledJobStatus) -> Vec<keda_api::condition::Condition> {
+    status
+        .conditions
+        .clone()
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(initial_conditions)
 }
 
 struct Context {
@@ -324,34 +349,38 @@ async fn apply(sj: &ScaledJob, ctx: &Context) -> Result<Action, ScaledJobError> 
 async fn apply_inner(sj: &ScaledJob, ctx: &Context) -> Result<Action, ScaledJobError> {
     let uid = sj.uid().unwrap_or_default();
     validate_scaled_job(sj)?;
-    let current = sj.status.clone().unwrap_or_default();
-    let mut desired = current.clone();
-    let mut conditions = current
-        .conditions
-        .clone()
-        .filter(|c| !c.is_empty())
-        .unwrap_or_else(initial_conditions);
-    let was_paused = find_condition(&conditions, CONDITION_PAUSED).is_some_and(|c| c.is_true());
-    desired.triggers_types = join_unique(sj.spec.triggers.iter().map(|t| t.type_.as_str()));
-    desired.authentications_types = join_unique(
+    let cached = conditions_of(&sj.status.clone().unwrap_or_default());
+    let was_paused = find_condition(&cached, CONDITION_PAUSED).is_some_and(|c| c.is_true());
+    let triggers_types = join_unique(sj.spec.triggers.iter().map(|t| t.type_.as_str()));
+    let authentications_types = join_unique(
         sj.spec
             .triggers
             .iter()
             .filter_map(|t| t.authentication_ref.as_ref().map(|a| a.name.as_str())),
     );
+    let types = |status: &mut ScaledJobStatus| {
+        status.triggers_types.clone_from(&triggers_types);
+        status
+            .authentications_types
+            .clone_from(&authentications_types);
+    };
 
     if sj.is_paused() {
         ctx.loops.stop(&uid).await;
-        set_condition(
-            &mut conditions,
-            CONDITION_PAUSED,
-            STATUS_TRUE,
-            keda_reason::SCALED_JOB_PAUSED,
-            message::SCALED_JOB_PAUSED,
-        );
-        desired.conditions = Some(conditions);
-        desired.paused = Some("true".to_string());
-        patch_status(&ctx.client, sj, &current, &desired).await?;
+        update_status(&ctx.client, sj, |status| {
+            types(status);
+            let mut conditions = conditions_of(status);
+            set_condition(
+                &mut conditions,
+                CONDITION_PAUSED,
+                STATUS_TRUE,
+                keda_reason::SCALED_JOB_PAUSED,
+                message::SCALED_JOB_PAUSED,
+            );
+            status.conditions = Some(conditions);
+            status.paused = Some("true".to_string());
+        })
+        .await?;
         if !was_paused {
             info!(
                 namespace = sj.namespace(),
@@ -399,30 +428,35 @@ async fn apply_inner(sj: &ScaledJob, ctx: &Context) -> Result<Action, ScaledJobE
                 .await;
         }
     }
-    set_condition(
-        &mut conditions,
-        CONDITION_PAUSED,
-        STATUS_FALSE,
-        keda_reason::SCALED_JOB_UNPAUSED,
-        message::SCALED_JOB_UNPAUSED,
-    );
-    desired.paused = None;
-    let ready = find_condition(&conditions, CONDITION_READY).cloned();
-    let loop_owned = ready
-        .as_ref()
-        .is_some_and(|c| c.reason.as_deref() == Some(keda_reason::PARTIAL_TRIGGER_ERROR));
-    let became_ready = !ready.as_ref().is_some_and(|c| c.is_true()) && !loop_owned;
-    if became_ready {
+    let mut became_ready = false;
+    update_status(&ctx.client, sj, |status| {
+        types(status);
+        let mut conditions = conditions_of(status);
         set_condition(
             &mut conditions,
-            CONDITION_READY,
-            STATUS_TRUE,
-            keda_reason::SCALED_JOB_READY,
-            READY_MESSAGE,
+            CONDITION_PAUSED,
+            STATUS_FALSE,
+            keda_reason::SCALED_JOB_UNPAUSED,
+            message::SCALED_JOB_UNPAUSED,
         );
-    }
-    desired.conditions = Some(conditions);
-    patch_status(&ctx.client, sj, &current, &desired).await?;
+        status.paused = None;
+        let ready = find_condition(&conditions, CONDITION_READY);
+        // PartialTriggerError belongs to the loop, which clears it when the triggers recover.
+        let loop_owned =
+            ready.is_some_and(|c| c.reason.as_deref() == Some(keda_reason::PARTIAL_TRIGGER_ERROR));
+        became_ready = !ready.is_some_and(|c| c.is_true()) && !loop_owned;
+        if became_ready {
+            set_condition(
+                &mut conditions,
+                CONDITION_READY,
+                STATUS_TRUE,
+                keda_reason::SCALED_JOB_READY,
+                READY_MESSAGE,
+            );
+        }
+        status.conditions = Some(conditions);
+    })
+    .await?;
     if was_paused {
         ctx.events
             .publish_on(
@@ -455,23 +489,20 @@ async fn report_failure(sj: &ScaledJob, e: &ScaledJobError, ctx: &Context) {
     let ns = sj.namespace().unwrap_or_default();
     let name = sj.name_any();
     warn!(namespace = ns, name, error = %e, "ScaledJob check failed");
-    let current = sj.status.clone().unwrap_or_default();
-    let mut desired = current.clone();
-    let mut conditions = current
-        .conditions
-        .clone()
-        .filter(|c| !c.is_empty())
-        .unwrap_or_else(initial_conditions);
     let message = e.to_string();
-    set_condition(
-        &mut conditions,
-        CONDITION_READY,
-        STATUS_FALSE,
-        keda_reason::SCALED_JOB_CHECK_FAILED,
-        &message,
-    );
-    desired.conditions = Some(conditions);
-    if let Err(e) = patch_status(&ctx.client, sj, &current, &desired).await {
+    let written = update_status(&ctx.client, sj, |status| {
+        let mut conditions = conditions_of(status);
+        set_condition(
+            &mut conditions,
+            CONDITION_READY,
+            STATUS_FALSE,
+            keda_reason::SCALED_JOB_CHECK_FAILED,
+            &message,
+        );
+        status.conditions = Some(conditions);
+    })
+    .await;
+    if let Err(e) = written {
         warn!(namespace = ns, name, error = %e, "writing the failure to the status failed");
     }
     ctx.events
