@@ -573,3 +573,55 @@ async fn a_paused_scaled_job_creates_no_jobs_until_unpaused() {
     );
     drop_key(&mut redis, &list).await;
 }
+
+#[tokio::test]
+async fn a_trigger_that_does_not_build_sets_ready_false_naming_the_parameter() {
+    let w = World::start();
+    let yaml = redis_job("broken", "unused", "", "").replace("        listName: unused\n", "");
+    w.create(&yaml).await;
+    let (status, reason, message) = eventually("Ready=False", || async {
+        let sj = w.get("broken").await;
+        let c = sj
+            .status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "Ready" && c.status == "False")?;
+        Some((
+            c.status,
+            c.reason.unwrap_or_default(),
+            c.message.unwrap_or_default(),
+        ))
+    })
+    .await;
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "ScaledJobCheckFailed")
+    );
+    assert!(message.contains("listName"), "{message}");
+    assert!(!w.loops.is_running(NS, "broken").await);
+}
+
+#[tokio::test]
+async fn deleting_a_scaled_job_stops_its_loop_and_releases_the_finalizer() {
+    let Some((w, _redis, list)) = redis_world("deletion").await else {
+        return;
+    };
+    let sj = w.create(&redis_job("gone", &list, "", "")).await;
+    w.polls_reach(&sj, 1).await;
+    assert!(
+        w.get("gone")
+            .await
+            .finalizers()
+            .iter()
+            .any(|f| f == "finalizer.keda.sh")
+    );
+    w.scaled_jobs()
+        .delete("gone", &kube::api::DeleteParams::default())
+        .await
+        .expect("delete ScaledJob");
+    eventually("the ScaledJob gone", || async {
+        matches!(w.scaled_jobs().get_opt("gone").await, Ok(None)).then_some(())
+    })
+    .await;
+    assert!(!w.loops.is_running(NS, "gone").await, "loop stopped");
+}
