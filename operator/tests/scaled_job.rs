@@ -625,3 +625,18 @@ async fn deleting_a_scaled_job_stops_its_loop_and_releases_the_finalizer() {
     .await;
     assert!(!w.loops.is_running(NS, "gone").await, "loop stopped");
 }
+
+#[tokio::test]
+async fn the_controller_stops_on_shutdown_even_without_the_crd() {
+    let server = MemKube::new();
+    let controller = ScaledJobController::new(server.client(), ControllerConfig::default());
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn(controller.run(shutdown.clone()));
+    tokio::task::yield_now().await;
+    shutdown.cancel();
+    tokio::time::timeout(WAIT, run)
+        .await
+        .expect("the controller stops")
+        .expect("no panic")
+        .expect("no error");
+}

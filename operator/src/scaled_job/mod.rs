@@ -14,7 +14,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use keda_api::annotations::FINALIZER;
 use keda_api::condition::{
     CONDITION_PAUSED, CONDITION_READY, STATUS_FALSE, STATUS_TRUE, find_condition,
@@ -51,6 +51,8 @@ pub const SCALED_JOB_DELETED: &str = "ScaledJobDeleted";
 pub const SCALED_JOB_PAUSED: &str = "ScaledJobPaused";
 /// `ScaledJobUnpaused`.
 pub const SCALED_JOB_UNPAUSED: &str = "ScaledJobUnpaused";
+/// How long running reconciles may take to finish at shutdown.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// KEDA's message of `Ready=True` on a ScaledJob.
 pub const READY_MESSAGE: &str = "ScaledJob is defined correctly and is ready to scaling";
 
@@ -254,7 +256,18 @@ impl ScaledJobController {
         let config = kube::runtime::controller::Config::default()
             .concurrency(self.config.max_concurrent_reconciles);
         info!(namespace = ?ns, "ScaledJob controller started");
-        Controller::for_stream(objects, self.store)
+        // Graceful shutdown lets running reconciles finish. kube's controller also waits for
+        // its cache to list once, which never happens while the CRD is missing: then nothing
+        // is in flight and the controller is stopped at once; otherwise after a grace period.
+        let store = self.store.clone();
+        let token = shutdown.clone();
+        let forceful = async move {
+            token.cancelled().await;
+            if store.wait_until_ready().now_or_never().is_some() {
+                tokio::time::sleep(SHUTDOWN_GRACE).await;
+            }
+        };
+        let run = Controller::for_stream(objects, self.store)
             .with_config(config)
             .graceful_shutdown_on(shutdown.cancelled_owned())
             .run(reconcile, error_policy, ctx)
@@ -262,8 +275,11 @@ impl ScaledJobController {
                 if let Err(e) = r {
                     tracing::debug!(error = %e, "ScaledJob reconcile failed");
                 }
-            })
-            .await;
+            });
+        tokio::select! {
+            () = run => {}
+            () = forceful => {}
+        }
         self.loops.stop_all().await;
         info!("ScaledJob controller stopped");
         Ok(())
