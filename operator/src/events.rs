@@ -1,4 +1,4 @@
-//! Kubernetes Events on ScaledObjects, with KEDA's reasons (`pkg/eventreason`).
+//! Kubernetes Events on ScaledObjects and ScaledJobs, with KEDA's reasons (`pkg/eventreason`).
 
 use keda_api::ScaledObject;
 use kube::Resource;
@@ -42,6 +42,17 @@ impl Events {
 
     /// Publishes an event on `so`.
     pub async fn publish(&self, so: &ScaledObject, warning: bool, reason: &str, message: String) {
+        self.publish_on(so, warning, reason, message).await;
+    }
+
+    /// Publishes an event on any object of a static kind (a ScaledJob).
+    pub async fn publish_on<K: Resource<DynamicType = ()>>(
+        &self,
+        object: &K,
+        warning: bool,
+        reason: &str,
+        message: String,
+    ) {
         let event = Event {
             type_: if warning {
                 EventType::Warning
@@ -53,7 +64,7 @@ impl Events {
             action: reason.to_string(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&event, &so.object_ref(&())).await {
+        if let Err(e) = self.recorder.publish(&event, &object.object_ref(&())).await {
             debug!(error = %e, reason, "publishing an event failed");
         }
     }

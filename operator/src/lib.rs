@@ -5,6 +5,8 @@
 //! - [`controller`]: reconcile (finalizer, label, target, HPA, status) and the entry point
 //!   [`controller::run_scaled_object_controller`].
 //! - [`scale_loop`]: one task per object polling its scalers and applying [`decision`].
+//! - [`scaled_job`]: the ScaledJob controller and its job loops, creating Jobs as
+//!   [`job_decision`] decides.
 //! - [`resolve`]: a trigger's `*FromEnv` values and its TriggerAuthentication parameters, from
 //!   watch caches, with rebuild signals when they change.
 //! - [`decision`], [`fallback`], [`formula`], [`job_decision`] (how many Jobs a ScaledJob
@@ -29,6 +31,7 @@ pub mod recording;
 pub mod resolve;
 pub mod run;
 pub mod scale_loop;
+pub mod scaled_job;
 pub mod scalers;
 pub mod settings;
 pub mod status;

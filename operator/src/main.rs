@@ -81,7 +81,10 @@ async fn operate(settings: &Settings) -> Result<(), MainError> {
     let runtime = Runtime::new(client, Metrics::new());
     // Leader-only components. The ScaledObject controller and its scale loops are added here
     // as they land (one line each).
-    let tasks: Vec<Arc<dyn LeaderTask>> = Vec::new();
+    let tasks: Vec<Arc<dyn LeaderTask>> = vec![keda_operator::scaled_job::leader_task(
+        settings,
+        runtime.client.clone(),
+    )];
     run(settings, runtime, tasks, shutdown).await?;
     Ok(())
 }

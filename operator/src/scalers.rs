@@ -101,6 +101,25 @@ pub fn context_for(
     index: usize,
     env: &ScalerEnv,
 ) -> Result<ScalerContext, Error> {
+    check_resolvable(trigger, index)?;
+    Ok(ScalerContext {
+        scalable_name: so.name_any(),
+        scalable_namespace: so.namespace().unwrap_or_default(),
+        scalable_kind: ScalableKind::ScaledObject,
+        as_metric_source: so.spec.is_using_modifiers(),
+        global_http_timeout: env.http_timeout,
+        clients: env.pools.clone(),
+        clock: env.clock.clone(),
+        ..ScalerContext::from_trigger(trigger, index)
+    })
+}
+
+/// Whether trigger `index` can be built from its metadata alone (ScaledObjects and ScaledJobs).
+///
+/// # Errors
+/// [`Error::Unresolvable`] when the trigger needs an `authenticationRef` or `xxxFromEnv`
+/// value: building it without them would silently run without credentials.
+pub fn check_resolvable(trigger: &ScaleTrigger, index: usize) -> Result<(), Error> {
     let unresolvable = |what: String| Error::Unresolvable {
         index,
         trigger_type: trigger.type_.clone(),
@@ -116,16 +135,7 @@ pub fn context_for(
     {
         return Err(unresolvable(format!("metadata.{key}")));
     }
-    Ok(ScalerContext {
-        scalable_name: so.name_any(),
-        scalable_namespace: so.namespace().unwrap_or_default(),
-        scalable_kind: ScalableKind::ScaledObject,
-        as_metric_source: so.spec.is_using_modifiers(),
-        global_http_timeout: env.http_timeout,
-        clients: env.pools.clone(),
-        clock: env.clock.clone(),
-        ..ScalerContext::from_trigger(trigger, index)
-    })
+    Ok(())
 }
 
 /// Builds every scaler of `so` and compiles its `scalingModifiers`. On any error the scalers

@@ -71,8 +71,9 @@ pub fn conditions_or_initial(status: Option<&ScaledObjectStatus>) -> Vec<Conditi
 
 /// The merge patch that turns `current` into `desired`: the top-level fields that differ
 /// (`null` for a field to remove). `None` when they are equal.
-pub fn status_patch(current: &ScaledObjectStatus, desired: &ScaledObjectStatus) -> Option<Value> {
-    let as_map = |s: &ScaledObjectStatus| match serde_json::to_value(s) {
+/// Works for any status type (ScaledObject, ScaledJob).
+pub fn status_patch<S: serde::Serialize>(current: &S, desired: &S) -> Option<Value> {
+    let as_map = |s: &S| match serde_json::to_value(s) {
         Ok(Value::Object(m)) => m,
         _ => Map::new(),
     };

@@ -1,0 +1,601 @@
+//! The job loops: one task per ScaledJob, polling its scalers and creating Jobs.
+//!
+//! [`JobLoops`] keeps one [`CancellationToken`] per ScaledJob UID with the generation it was
+//! started for: [`JobLoops::ensure`] restarts the loop (closing its scalers) when the
+//! generation changed, [`JobLoops::stop`] ends it on pause, [`JobLoops::forget`] on deletion.
+//!
+//! Jobs and their pods are read from two watch caches shared by all loops (Jobs labelled
+//! `scaledjob.keda.sh/name`, pods labelled `job-name`), never listed per poll. A cache lags
+//! the writes of the loop itself, so the loop remembers the Jobs it created until the cache
+//! shows them, and the Jobs it deleted until the cache drops them: a poll right after a
+//! creation never creates the same Jobs twice.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::StreamExt;
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use keda_api::ScaledJob;
+use keda_api::annotations::SCALED_JOB_NAME_LABEL;
+use keda_api::condition::{
+    CONDITION_ACTIVE, CONDITION_READY, STATUS_FALSE, STATUS_TRUE, STATUS_UNKNOWN, find_condition,
+    reason as keda_reason,
+};
+use keda_scalers::Clock;
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use super::ScaledJobError;
+use super::jobs::{JOB_NAME_LABEL, finished, finished_job, job_for, pod_view};
+use crate::events::Events;
+use crate::job_decision::{
+    JobCounts, ScalerJobMetrics, Strategy, combine, history_to_delete, is_pending, jobs_to_create,
+};
+use crate::scale_loop::{Ticker, Ticks, spec_target};
+use crate::scalers::{ObjectScalers, ScalerEnv};
+use crate::status::set_condition;
+
+/// `KEDAJobsCreated`: the event of every poll that creates Jobs.
+pub const KEDA_JOBS_CREATED: &str = "KEDAJobsCreated";
+
+/// How the job loops run.
+#[derive(Clone)]
+pub struct JobLoopConfig {
+    /// Builds scalers.
+    pub env: ScalerEnv,
+    /// When loops poll.
+    pub ticks: Arc<dyn Ticks>,
+    /// "now" for `lastActiveTime`.
+    pub clock: Clock,
+    /// How often a refreshed `lastActiveTime` is persisted while the ScaledJob stays active.
+    pub persist_interval: SignedDuration,
+    /// Namespace of the Job and pod caches (`None`: all).
+    pub watch_namespace: Option<String>,
+    /// Event reporter name.
+    pub reporter: String,
+}
+
+/// What the operator remembers about a ScaledJob across loop restarts.
+struct Memory {
+    last_active: Option<Timestamp>,
+    persisted_at: Option<Timestamp>,
+    /// Jobs created by the loop that the cache does not show yet.
+    created: BTreeSet<String>,
+    /// Jobs deleted by the operator that the cache still shows.
+    deleted: BTreeSet<String>,
+    polls: watch::Sender<u64>,
+}
+
+impl Default for Memory {
+    fn default() -> Self {
+        Memory {
+            last_active: None,
+            persisted_at: None,
+            created: BTreeSet::new(),
+            deleted: BTreeSet::new(),
+            polls: watch::channel(0).0,
+        }
+    }
+}
+
+type SharedMemory = Arc<Mutex<Memory>>;
+
+fn lock(m: &SharedMemory) -> std::sync::MutexGuard<'_, Memory> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+struct Entry {
+    generation: Option<i64>,
+    namespace: String,
+    name: String,
+    token: CancellationToken,
+    task: JoinHandle<()>,
+    scalers: Arc<ObjectScalers>,
+}
+
+struct Inner {
+    client: Client,
+    config: JobLoopConfig,
+    scaled_jobs: Store<ScaledJob>,
+    jobs: Store<Job>,
+    pods: Store<Pod>,
+    events: Events,
+    entries: tokio::sync::Mutex<HashMap<String, Entry>>,
+    memory: Mutex<HashMap<String, SharedMemory>>,
+    shutdown: CancellationToken,
+}
+
+/// The registry of job loops, with the Job and pod caches. Cheap to clone.
+#[derive(Clone)]
+pub struct JobLoops {
+    inner: Arc<Inner>,
+}
+
+impl JobLoops {
+    /// Loops over `client`, reading ScaledJobs from `scaled_jobs` (the controller's reflector).
+    /// Starts the Job and pod watch caches; they run until [`JobLoops::stop_all`].
+    pub fn new(client: Client, scaled_jobs: Store<ScaledJob>, config: JobLoopConfig) -> JobLoops {
+        let shutdown = CancellationToken::new();
+        let jobs = cache::<Job>(&client, &config, SCALED_JOB_NAME_LABEL, &shutdown);
+        let pods = cache::<Pod>(&client, &config, JOB_NAME_LABEL, &shutdown);
+        let events = Events::new(client.clone(), &config.reporter);
+        JobLoops {
+            inner: Arc::new(Inner {
+                client,
+                config,
+                scaled_jobs,
+                jobs,
+                pods,
+                events,
+                entries: tokio::sync::Mutex::default(),
+                memory: Mutex::default(),
+                shutdown,
+            }),
+        }
+    }
+
+    fn memory(&self, uid: &str) -> SharedMemory {
+        let mut m = self
+            .inner
+            .memory
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        m.entry(uid.to_string()).or_default().clone()
+    }
+
+    /// Makes sure a loop runs for `sj` at its current generation and returns its scalers and
+    /// whether it was (re)started.
+    ///
+    /// # Errors
+    /// The scalers cannot be built (the old loop is stopped all the same).
+    pub async fn ensure(
+        &self,
+        sj: &ScaledJob,
+    ) -> Result<(Arc<ObjectScalers>, bool), ScaledJobError> {
+        let uid = sj.uid().unwrap_or_default();
+        let mut entries = self.inner.entries.lock().await;
+        if let Some(e) = entries.get(&uid)
+            && e.generation == sj.metadata.generation
+            && !e.task.is_finished()
+        {
+            return Ok((e.scalers.clone(), false));
+        }
+        if let Some(old) = entries.remove(&uid) {
+            stop_entry(old).await;
+        }
+        let scalers = Arc::new(super::scalers_for_job(sj, &self.inner.config.env).await?);
+        let token = self.inner.shutdown.child_token();
+        let namespace = sj.namespace().unwrap_or_default();
+        let name = sj.name_any();
+        let interval =
+            Duration::from_secs(u64::try_from(sj.spec.polling_interval().max(1)).unwrap_or(30));
+        let task = LoopTask {
+            loops: self.clone(),
+            sj_ref: ObjectRef::new(&name).within(&namespace),
+            scalers: scalers.clone(),
+            memory: self.memory(&uid),
+        };
+        let ticker = self.inner.config.ticks.ticker(interval);
+        let handle = tokio::spawn(task.run(ticker, token.clone()));
+        info!(namespace, name, ?interval, "job loop started");
+        entries.insert(
+            uid,
+            Entry {
+                generation: sj.metadata.generation,
+                namespace,
+                name,
+                token,
+                task: handle,
+                scalers: scalers.clone(),
+            },
+        );
+        Ok((scalers, true))
+    }
+
+    /// Stops the loop of `uid` (pause), keeping what is remembered about the ScaledJob.
+    pub async fn stop(&self, uid: &str) {
+        let entry = self.inner.entries.lock().await.remove(uid);
+        if let Some(e) = entry {
+            stop_entry(e).await;
+        }
+    }
+
+    /// Stops the loop of `uid` and forgets the ScaledJob (deletion).
+    pub async fn forget(&self, uid: &str) {
+        self.stop(uid).await;
+        self.inner
+            .memory
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(uid);
+    }
+
+    /// Stops every loop and the caches (shutdown). Jobs keep running.
+    pub async fn stop_all(&self) {
+        let all: Vec<Entry> = self
+            .inner
+            .entries
+            .lock()
+            .await
+            .drain()
+            .map(|(_, e)| e)
+            .collect();
+        for e in all {
+            stop_entry(e).await;
+        }
+        self.inner.shutdown.cancel();
+    }
+
+    /// Whether a loop runs for `namespace/name`.
+    pub async fn is_running(&self, namespace: &str, name: &str) -> bool {
+        self.inner
+            .entries
+            .lock()
+            .await
+            .values()
+            .any(|e| e.namespace == namespace && e.name == name && !e.task.is_finished())
+    }
+
+    /// A receiver of the number of completed polls of the ScaledJob with this UID.
+    pub fn polls(&self, uid: &str) -> watch::Receiver<u64> {
+        lock(&self.memory(uid)).polls.subscribe()
+    }
+
+    /// The running and pending Jobs of `sj` as the next poll will count them (caches plus the
+    /// Jobs created or deleted but not yet seen there).
+    pub fn counts(&self, sj: &ScaledJob) -> JobCounts {
+        let memory = self.memory(&sj.uid().unwrap_or_default());
+        self.count(sj, &memory)
+    }
+
+    fn owned_jobs(&self, sj: &ScaledJob) -> Vec<Arc<Job>> {
+        let ns = sj.namespace();
+        let name = sj.name_any();
+        self.inner
+            .jobs
+            .state()
+            .into_iter()
+            .filter(|j| j.namespace() == ns && j.labels().get(SCALED_JOB_NAME_LABEL) == Some(&name))
+            .collect()
+    }
+
+    fn count(&self, sj: &ScaledJob, memory: &SharedMemory) -> JobCounts {
+        let jobs = self.owned_jobs(sj);
+        let mut m = lock(memory);
+        let cached: BTreeSet<String> = jobs.iter().map(|j| j.name_any()).collect();
+        m.created.retain(|n| !cached.contains(n));
+        m.deleted.retain(|n| cached.contains(n));
+        let conditions: Vec<String> = sj
+            .spec
+            .scaling_strategy
+            .as_ref()
+            .and_then(|s| s.pending_pod_conditions.clone())
+            .unwrap_or_default();
+        let pods = self.inner.pods.state();
+        let mut counts = JobCounts::default();
+        for job in jobs.iter().filter(|j| !m.deleted.contains(&j.name_any())) {
+            if finished(job).is_some() {
+                continue;
+            }
+            counts.running += 1;
+            let views: Vec<_> = pods
+                .iter()
+                .filter(|p| {
+                    p.namespace() == job.namespace()
+                        && p.labels().get(JOB_NAME_LABEL) == Some(&job.name_any())
+                })
+                .map(|p| pod_view(p))
+                .collect();
+            if is_pending(&views, &conditions) {
+                counts.pending += 1;
+            }
+        }
+        // Created Jobs the cache has not shown yet have no pod: running and pending.
+        let unseen = i64::try_from(m.created.len()).unwrap_or(i64::MAX);
+        counts.running += unseen;
+        counts.pending += unseen;
+        counts
+    }
+
+    /// Deletes `names` (Jobs of `sj`), remembering them until the cache drops them. A Job
+    /// already gone is not an error.
+    pub(crate) async fn delete_jobs(
+        &self,
+        sj: &ScaledJob,
+        names: &[String],
+        foreground: bool,
+    ) -> Result<(), ScaledJobError> {
+        if names.is_empty() {
+            return Ok(());
+        }
+        let ns = sj.namespace().unwrap_or_default();
+        let api: Api<Job> = Api::namespaced(self.inner.client.clone(), &ns);
+        let params = if foreground {
+            DeleteParams::foreground()
+        } else {
+            DeleteParams::background()
+        };
+        let memory = self.memory(&sj.uid().unwrap_or_default());
+        for name in names {
+            match api.delete(name, &params).await {
+                Ok(_) => {}
+                Err(e) if crate::error::is_not_found(&e) => {}
+                Err(e) => return Err(ScaledJobError::kube(format!("deleting Job {ns}/{name}"), e)),
+            }
+            lock(&memory).deleted.insert(name.clone());
+        }
+        Ok(())
+    }
+
+    /// Every Job of `sj` in the cache, with its generation annotation (for the rollout).
+    pub(crate) fn jobs_with_generation(&self, sj: &ScaledJob) -> Vec<(String, Option<String>)> {
+        self.owned_jobs(sj)
+            .iter()
+            .map(|j| (j.name_any(), super::jobs::generation(j).map(str::to_string)))
+            .collect()
+    }
+
+    /// Waits until the Job and pod caches have listed once.
+    pub async fn caches_ready(&self) {
+        let _ = self.inner.jobs.wait_until_ready().await;
+        let _ = self.inner.pods.wait_until_ready().await;
+    }
+}
+
+fn cache<K>(
+    client: &Client,
+    config: &JobLoopConfig,
+    label: &str,
+    shutdown: &CancellationToken,
+) -> Store<K>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let api: Api<K> = match &config.watch_namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let (store, writer) = reflector::store();
+    let stream = watcher(api, watcher::Config::default().labels(label).any_semantic())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects();
+    let token = shutdown.clone();
+    tokio::spawn(async move {
+        let drain = stream.for_each(|_| async {});
+        tokio::select! {
+            () = drain => {}
+            () = token.cancelled() => {}
+        }
+    });
+    store
+}
+
+async fn stop_entry(e: Entry) {
+    e.token.cancel();
+    if let Err(err) = e.task.await
+        && err.is_panic()
+    {
+        warn!(namespace = e.namespace, name = e.name, "job loop panicked");
+    }
+    e.scalers.close().await;
+    info!(namespace = e.namespace, name = e.name, "job loop stopped");
+}
+
+struct LoopTask {
+    loops: JobLoops,
+    sj_ref: ObjectRef<ScaledJob>,
+    scalers: Arc<ObjectScalers>,
+    memory: SharedMemory,
+}
+
+impl LoopTask {
+    async fn run(self, mut ticker: Box<dyn Ticker>, token: CancellationToken) {
+        tokio::select! {
+            () = self.loops.caches_ready() => {}
+            () = token.cancelled() => return,
+        }
+        loop {
+            tokio::select! {
+                () = self.poll() => {}
+                () = token.cancelled() => return,
+            }
+            lock(&self.memory).polls.send_modify(|n| *n += 1);
+            tokio::select! {
+                _ = ticker.tick() => {}
+                () = token.cancelled() => return,
+            }
+        }
+    }
+
+    async fn poll(&self) {
+        let Some(sj) = self.loops.inner.scaled_jobs.get(&self.sj_ref) else {
+            return;
+        };
+        if let Err(e) = self.poll_once(&sj).await {
+            warn!(namespace = sj.namespace(), name = sj.name_any(), error = %e, "job poll failed");
+        }
+    }
+
+    async fn poll_once(&self, sj: &ScaledJob) -> Result<(), ScaledJobError> {
+        let ns = sj.namespace().unwrap_or_default();
+        let name = sj.name_any();
+        let spec = &sj.spec;
+        let min = spec.effective_min_replica_count();
+        let max = spec.effective_max_replica_count();
+
+        // 1. Per trigger: the sum of its metric values and the average of its targets.
+        let mut per_scaler = Vec::with_capacity(self.scalers.triggers.len());
+        let mut errors = Vec::new();
+        for t in &self.scalers.triggers {
+            let (mut values, mut targets, mut active) = (Vec::new(), Vec::new(), false);
+            for ms in &t.metric_specs {
+                let Some(ext) = &ms.external else { continue };
+                targets.push(spec_target(ms).1);
+                match t
+                    .scaler
+                    .scaler()
+                    .metrics_and_activity(&ext.metric.name)
+                    .await
+                {
+                    Ok(r) => {
+                        values.extend(r.values.iter().map(|v| v.value));
+                        active |= r.active;
+                    }
+                    Err(e) => {
+                        debug!(namespace = ns, name, trigger = t.index, error = %e, "trigger failed");
+                        errors.push(format!("trigger {} ({}): {e}", t.index, t.trigger_type));
+                    }
+                }
+            }
+            per_scaler.push(ScalerJobMetrics::new(&values, &targets, active, max));
+        }
+        let combined = combine(&per_scaler, spec.multiple_scalers_calculation(), min, max);
+
+        // 2. How many Jobs, from the running and pending ones.
+        let counts = self.loops.count(sj, &self.memory);
+        let n = jobs_to_create(combined, Strategy::from_spec(spec), counts, min, max);
+        debug!(
+            namespace = ns,
+            name,
+            ?counts,
+            ?combined,
+            create = n,
+            "job poll"
+        );
+        if n > 0 {
+            let api: Api<Job> = Api::namespaced(self.loops.inner.client.clone(), &ns);
+            let job = job_for(sj);
+            let mut created = 0;
+            for _ in 0..n {
+                match api.create(&PostParams::default(), &job).await {
+                    Ok(j) => {
+                        lock(&self.memory).created.insert(j.name_any());
+                        created += 1;
+                    }
+                    Err(e) => warn!(namespace = ns, name, error = %e, "creating a Job failed"),
+                }
+            }
+            if created > 0 {
+                info!(namespace = ns, name, jobs = created, "created jobs");
+                self.loops
+                    .inner
+                    .events
+                    .publish_on(
+                        sj,
+                        false,
+                        KEDA_JOBS_CREATED,
+                        format!("Created {created} jobs"),
+                    )
+                    .await;
+            }
+        }
+
+        // 3. Status: Active on changes, lastActiveTime sparingly, Ready on trigger errors.
+        self.write_status(sj, combined.active, &errors).await?;
+
+        // 4. History limits.
+        let finished_jobs: Vec<_> = self
+            .loops
+            .owned_jobs(sj)
+            .iter()
+            .filter_map(|j| finished(j).map(|f| finished_job(j, f)))
+            .filter(|f| !lock(&self.memory).deleted.contains(&f.name))
+            .collect();
+        let excess = history_to_delete(
+            &finished_jobs,
+            spec.successful_jobs_history_limit(),
+            spec.failed_jobs_history_limit(),
+        );
+        if !excess.is_empty() {
+            info!(namespace = ns, name, jobs = ?excess, "removing jobs beyond the history limits");
+        }
+        self.loops.delete_jobs(sj, &excess, false).await
+    }
+
+    async fn write_status(
+        &self,
+        sj: &ScaledJob,
+        active: bool,
+        errors: &[String],
+    ) -> Result<(), ScaledJobError> {
+        let now = self.loops.inner.config.clock.now();
+        let due = {
+            let mut m = lock(&self.memory);
+            if active {
+                m.last_active = Some(now);
+            }
+            m.persisted_at
+                .is_none_or(|t| now.duration_since(t) >= self.loops.inner.config.persist_interval)
+        };
+        let mut persisted = false;
+        super::update_status(&self.loops.inner.client, sj, |status| {
+            let mut conditions = super::conditions_of(status);
+            let was_active =
+                find_condition(&conditions, CONDITION_ACTIVE).is_some_and(|c| c.is_true());
+            if active {
+                set_condition(
+                    &mut conditions,
+                    CONDITION_ACTIVE,
+                    STATUS_TRUE,
+                    keda_reason::SCALER_ACTIVE,
+                    "Scaling is performed because triggers are active",
+                );
+            } else {
+                set_condition(
+                    &mut conditions,
+                    CONDITION_ACTIVE,
+                    STATUS_FALSE,
+                    keda_reason::SCALER_NOT_ACTIVE,
+                    "Scaling is not performed because triggers are not active",
+                );
+            }
+            let partial = find_condition(&conditions, CONDITION_READY)
+                .is_some_and(|c| c.reason.as_deref() == Some(keda_reason::PARTIAL_TRIGGER_ERROR));
+            if !errors.is_empty() {
+                set_condition(
+                    &mut conditions,
+                    CONDITION_READY,
+                    STATUS_UNKNOWN,
+                    keda_reason::PARTIAL_TRIGGER_ERROR,
+                    "Some triggers defined in ScaledJob are not working correctly",
+                );
+            } else if partial {
+                set_condition(
+                    &mut conditions,
+                    CONDITION_READY,
+                    STATUS_TRUE,
+                    keda_reason::SCALED_JOB_READY,
+                    super::READY_MESSAGE,
+                );
+            }
+            status.conditions = Some(conditions);
+            // lastActiveTime: on becoming active, then at most every persist interval.
+            persisted = active && (!was_active || due || status.last_active_time.is_none());
+            if persisted {
+                status.last_active_time = Some(Time(now));
+            }
+        })
+        .await?;
+        if persisted {
+            lock(&self.memory).persisted_at = Some(now);
+        }
+        Ok(())
+    }
+}

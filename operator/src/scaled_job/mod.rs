@@ -1,0 +1,576 @@
+//! The ScaledJob controller (KEDA-CONTRACT 1.9): finalizer, status, the rollout of a new
+//! generation, and one job loop per ScaledJob ([`loops`]) that creates Jobs as
+//! [`crate::job_decision`] decides.
+//!
+//! Reconcile is idempotent and runs when the generation, labels, annotations, finalizers or
+//! deletion state change, never on status writes, so the loops' status updates cause no
+//! reconciles. Ready is shared with the loops as for ScaledObjects: the reconciler owns
+//! `ScaledJobReady` / `ScaledJobCheckFailed`, the loop `PartialTriggerError`.
+
+pub mod jobs;
+pub mod loops;
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{FutureExt, StreamExt};
+use keda_api::annotations::FINALIZER;
+use keda_api::condition::{
+    CONDITION_PAUSED, CONDITION_READY, STATUS_FALSE, STATUS_TRUE, find_condition,
+    initial_conditions, message, reason as keda_reason,
+};
+use keda_api::validation::{ValidationErrors, validate_scaled_job};
+use keda_api::{ScaledJob, ScaledJobStatus};
+use keda_scalers::ScalableKind;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::finalizer::{Event as Finalizer, finalizer};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+pub use loops::{JobLoopConfig, JobLoops, KEDA_JOBS_CREATED};
+
+use crate::controller::ControllerConfig;
+use crate::error::Error;
+use crate::events::{self, Events};
+use crate::job_decision::rollout_to_delete;
+use crate::scalers::{ObjectScalers, ScalerEnv, TriggerScaler};
+use crate::status::{set_condition, status_patch};
+
+/// `ScaledJobReady`.
+pub const SCALED_JOB_READY: &str = "ScaledJobReady";
+/// `ScaledJobCheckFailed`.
+pub const SCALED_JOB_CHECK_FAILED: &str = "ScaledJobCheckFailed";
+/// `ScaledJobDeleted`.
+pub const SCALED_JOB_DELETED: &str = "ScaledJobDeleted";
+/// `ScaledJobPaused`.
+pub const SCALED_JOB_PAUSED: &str = "ScaledJobPaused";
+/// `ScaledJobUnpaused`.
+pub const SCALED_JOB_UNPAUSED: &str = "ScaledJobUnpaused";
+/// How long running reconciles may take to finish at shutdown.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// KEDA's message of `Ready=True` on a ScaledJob.
+pub const READY_MESSAGE: &str = "ScaledJob is defined correctly and is ready to scaling";
+
+/// Why a ScaledJob could not be reconciled or polled. Lands in `Ready=False
+/// ScaledJobCheckFailed` and a `ScaledJobCheckFailed` event.
+#[derive(Debug, thiserror::Error)]
+pub enum ScaledJobError {
+    /// The ScaledJob breaks one of KEDA's admission rules.
+    #[error("ScaledJob is invalid: {0}")]
+    Invalid(#[from] ValidationErrors),
+    /// A trigger's scaler could not be built (names the trigger and parameter).
+    #[error(transparent)]
+    Scalers(#[from] Error),
+    /// A Kubernetes API call failed.
+    #[error("{action} failed: {source}")]
+    Kube {
+        /// What was being done, e.g. `creating a Job for ScaledJob ns/worker`.
+        action: String,
+        /// The client's error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The finalizer machinery failed.
+    #[error(transparent)]
+    Finalizer(#[from] Box<kube::runtime::finalizer::Error<ScaledJobError>>),
+}
+
+impl ScaledJobError {
+    /// A Kubernetes API error while doing `action`.
+    pub fn kube(action: impl Into<String>, source: kube::Error) -> ScaledJobError {
+        ScaledJobError::Kube {
+            action: action.into(),
+            source,
+        }
+    }
+}
+
+/// Builds every scaler of `sj`, as [`crate::scalers::scalers_for`] does for ScaledObjects but
+/// with the ScaledJob as the scalable (`ScalableKind::ScaledJob`). On any error the scalers
+/// built so far are closed.
+///
+/// # Errors
+/// A trigger needing an `authenticationRef` or `xxxFromEnv` value; a scaler that does not
+/// build.
+pub async fn scalers_for_job(sj: &ScaledJob, env: &ScalerEnv) -> Result<ObjectScalers, Error> {
+    let mut built: Vec<TriggerScaler> = Vec::with_capacity(sj.spec.triggers.len());
+    for (index, trigger) in sj.spec.triggers.iter().enumerate() {
+        let result = match crate::scalers::check_resolvable(trigger, index) {
+            Ok(()) => {
+                let ctx = keda_scalers::ScalerContext {
+                    scalable_name: sj.name_any(),
+                    scalable_namespace: sj.namespace().unwrap_or_default(),
+                    scalable_kind: ScalableKind::ScaledJob,
+                    as_metric_source: false,
+                    global_http_timeout: env.http_timeout,
+                    clients: env.pools.clone(),
+                    clock: env.clock.clone(),
+                    ..keda_scalers::ScalerContext::from_trigger(trigger, index)
+                };
+                env.registry
+                    .build(ctx)
+                    .await
+                    .map_err(|source| Error::BuildScaler { index, source })
+            }
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(scaler) => built.push(TriggerScaler {
+                index,
+                name: trigger.name.clone(),
+                trigger_type: trigger.type_.clone(),
+                use_cached_metrics: trigger.use_cached_metrics,
+                metric_specs: scaler.scaler().metric_specs(),
+                scaler,
+            }),
+            Err(e) => {
+                for b in &built {
+                    b.scaler.scaler().close().await;
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(ObjectScalers {
+        triggers: built,
+        modifiers: None,
+    })
+}
+
+/// Applies `change` to the ScaledJob's status and patches what differs. The copy in hand
+/// (from a watch cache) may lag the writes of the other writer (the reconciler or the loop),
+/// and `conditions` is replaced as a whole by a merge patch: so when `change` alters the copy
+/// in hand, it is applied again to a fresh read, and only that result is written. Nothing is
+/// read or written when `change` alters nothing. Returns whether a patch was sent.
+async fn update_status(
+    client: &Client,
+    sj: &ScaledJob,
+    mut change: impl FnMut(&mut ScaledJobStatus),
+) -> Result<bool, ScaledJobError> {
+    let cached = sj.status.clone().unwrap_or_default();
+    let mut desired = cached.clone();
+    change(&mut desired);
+    if status_patch(&cached, &desired).is_none() {
+        return Ok(false);
+    }
+    let name = sj.name_any();
+    let api: Api<ScaledJob> = Api::namespaced(client.clone(), &sj.namespace().unwrap_or_default());
+    let fresh = api
+        .get_status(&name)
+        .await
+        .map_err(|e| ScaledJobError::kube(format!("reading the status of ScaledJob {name}"), e))?;
+    let current = fresh.status.unwrap_or_default();
+    let mut desired = current.clone();
+    change(&mut desired);
+    let Some(patch) = status_patch(&current, &desired) else {
+        return Ok(false);
+    };
+    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| ScaledJobError::kube(format!("updating the status of ScaledJob {name}"), e))?;
+    Ok(true)
+}
+
+/// The status's conditions, or KEDA's initial ones when it has none.
+fn conditions_of(status: &ScaledJobStatus) -> Vec<keda_api::condition::Condition> {
+    status
+        .conditions
+        .clone()
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(initial_conditions)
+}
+
+struct Context {
+    client: Client,
+    loops: JobLoops,
+    events: Events,
+    retry_after_error: Duration,
+}
+
+/// The ScaledJob controller, built before it runs so callers (tests) can hold its
+/// [`JobLoops`]. It takes the same [`ControllerConfig`] as the ScaledObject controller.
+pub struct ScaledJobController {
+    client: Client,
+    config: ControllerConfig,
+    loops: JobLoops,
+    store: Store<ScaledJob>,
+    writer: reflector::store::Writer<ScaledJob>,
+}
+
+impl ScaledJobController {
+    /// A controller over `client`.
+    pub fn new(client: Client, config: ControllerConfig) -> ScaledJobController {
+        let (store, writer) = reflector::store();
+        let loops = JobLoops::new(
+            client.clone(),
+            store.clone(),
+            JobLoopConfig {
+                env: config.env.clone(),
+                ticks: config.ticks.clone(),
+                clock: config.clock.clone(),
+                persist_interval: config.persist_interval,
+                watch_namespace: config.watch_namespace.clone(),
+                reporter: config.reporter.clone(),
+            },
+        );
+        ScaledJobController {
+            client,
+            config,
+            loops,
+            store,
+            writer,
+        }
+    }
+
+    /// The job loops (inspection in tests).
+    pub fn loops(&self) -> JobLoops {
+        self.loops.clone()
+    }
+
+    /// Runs until `shutdown` is cancelled, then stops every loop (Jobs keep running).
+    ///
+    /// # Errors
+    /// None today; the signature leaves room for start-up failures.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), ScaledJobError> {
+        let ns = self.config.watch_namespace.clone();
+        let api: Api<ScaledJob> = match &ns {
+            Some(ns) => Api::namespaced(self.client.clone(), ns),
+            None => Api::all(self.client.clone()),
+        };
+        let objects = watcher(api, watcher::Config::default().any_semantic())
+            .default_backoff()
+            .reflect(self.writer)
+            .applied_objects()
+            .predicate_filter(reconcile_trigger, Default::default());
+        let ctx = Arc::new(Context {
+            client: self.client.clone(),
+            loops: self.loops.clone(),
+            events: Events::new(self.client.clone(), &self.config.reporter),
+            retry_after_error: self.config.retry_after_error,
+        });
+        let config = kube::runtime::controller::Config::default()
+            .concurrency(self.config.max_concurrent_reconciles);
+        info!(namespace = ?ns, "ScaledJob controller started");
+        // Graceful shutdown lets running reconciles finish. kube's controller also waits for
+        // its cache to list once, which never happens while the CRD is missing: then nothing
+        // is in flight and the controller is stopped at once; otherwise after a grace period.
+        let store = self.store.clone();
+        let token = shutdown.clone();
+        let forceful = async move {
+            token.cancelled().await;
+            if store.wait_until_ready().now_or_never().is_some() {
+                tokio::time::sleep(SHUTDOWN_GRACE).await;
+            }
+        };
+        let run = Controller::for_stream(objects, self.store)
+            .with_config(config)
+            .graceful_shutdown_on(shutdown.cancelled_owned())
+            .run(reconcile, error_policy, ctx)
+            .for_each(|r| async move {
+                if let Err(e) = r {
+                    tracing::debug!(error = %e, "ScaledJob reconcile failed");
+                }
+            });
+        tokio::select! {
+            () = run => {}
+            () = forceful => {}
+        }
+        self.loops.stop_all().await;
+        info!("ScaledJob controller stopped");
+        Ok(())
+    }
+}
+
+/// Runs the ScaledJob controller until `shutdown` is cancelled: the entry point of the
+/// operator binary.
+///
+/// # Errors
+/// See [`ScaledJobController::run`].
+pub async fn run_scaled_job_controller(
+    client: Client,
+    config: ControllerConfig,
+    shutdown: CancellationToken,
+) -> Result<(), ScaledJobError> {
+    ScaledJobController::new(client, config).run(shutdown).await
+}
+
+/// The changes of a ScaledJob that need a reconcile; status changes are not among them.
+fn reconcile_trigger(sj: &ScaledJob) -> Option<u64> {
+    let mut h = DefaultHasher::new();
+    sj.metadata.generation.hash(&mut h);
+    sj.metadata.labels.hash(&mut h);
+    sj.metadata.annotations.hash(&mut h);
+    sj.metadata.finalizers.hash(&mut h);
+    sj.metadata.deletion_timestamp.is_some().hash(&mut h);
+    Some(h.finish())
+}
+
+fn error_policy(_sj: Arc<ScaledJob>, _e: &ScaledJobError, ctx: Arc<Context>) -> Action {
+    Action::requeue(ctx.retry_after_error)
+}
+
+async fn reconcile(sj: Arc<ScaledJob>, ctx: Arc<Context>) -> Result<Action, ScaledJobError> {
+    let api: Api<ScaledJob> =
+        Api::namespaced(ctx.client.clone(), &sj.namespace().unwrap_or_default());
+    let sj = add_finalizer(&api, sj).await?;
+    finalizer(&api, FINALIZER, sj, |event| async {
+        match event {
+            Finalizer::Apply(sj) => apply(&sj, &ctx).await,
+            Finalizer::Cleanup(sj) => cleanup(&sj, &ctx).await,
+        }
+    })
+    .await
+    .map_err(|e| ScaledJobError::Finalizer(Box::new(e)))
+}
+
+/// Adds `finalizer.keda.sh` with a merge patch guarded by the resourceVersion, as the
+/// ScaledObject controller does.
+async fn add_finalizer(
+    api: &Api<ScaledJob>,
+    sj: Arc<ScaledJob>,
+) -> Result<Arc<ScaledJob>, ScaledJobError> {
+    if sj.metadata.deletion_timestamp.is_some() || sj.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(sj);
+    }
+    let mut finalizers = sj.finalizers().to_vec();
+    finalizers.push(FINALIZER.to_string());
+    let patch = serde_json::json!({
+        "metadata": { "finalizers": finalizers, "resourceVersion": sj.resource_version() }
+    });
+    let name = sj.name_any();
+    let updated = api
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| {
+            ScaledJobError::kube(format!("adding the finalizer to ScaledJob {name}"), e)
+        })?;
+    Ok(Arc::new(updated))
+}
+
+async fn apply(sj: &ScaledJob, ctx: &Context) -> Result<Action, ScaledJobError> {
+    match apply_inner(sj, ctx).await {
+        Ok(action) => Ok(action),
+        Err(e) => {
+            report_failure(sj, &e, ctx).await;
+            Err(e)
+        }
+    }
+}
+
+async fn apply_inner(sj: &ScaledJob, ctx: &Context) -> Result<Action, ScaledJobError> {
+    let uid = sj.uid().unwrap_or_default();
+    validate_scaled_job(sj)?;
+    let cached = conditions_of(&sj.status.clone().unwrap_or_default());
+    let was_paused = find_condition(&cached, CONDITION_PAUSED).is_some_and(|c| c.is_true());
+    let triggers_types = join_unique(sj.spec.triggers.iter().map(|t| t.type_.as_str()));
+    let authentications_types = join_unique(
+        sj.spec
+            .triggers
+            .iter()
+            .filter_map(|t| t.authentication_ref.as_ref().map(|a| a.name.as_str())),
+    );
+    let types = |status: &mut ScaledJobStatus| {
+        status.triggers_types.clone_from(&triggers_types);
+        status
+            .authentications_types
+            .clone_from(&authentications_types);
+    };
+
+    if sj.is_paused() {
+        ctx.loops.stop(&uid).await;
+        update_status(&ctx.client, sj, |status| {
+            types(status);
+            let mut conditions = conditions_of(status);
+            set_condition(
+                &mut conditions,
+                CONDITION_PAUSED,
+                STATUS_TRUE,
+                keda_reason::SCALED_JOB_PAUSED,
+                message::SCALED_JOB_PAUSED,
+            );
+            status.conditions = Some(conditions);
+            status.paused = Some("true".to_string());
+        })
+        .await?;
+        if !was_paused {
+            info!(
+                namespace = sj.namespace(),
+                name = sj.name_any(),
+                "ScaledJob paused"
+            );
+            ctx.events
+                .publish_on(
+                    sj,
+                    false,
+                    SCALED_JOB_PAUSED,
+                    message::SCALED_JOB_PAUSED.to_string(),
+                )
+                .await;
+        }
+        return Ok(Action::await_change());
+    }
+
+    // A new generation with the immediate rollout replaces the Jobs of older generations.
+    ctx.loops.caches_ready().await;
+    let generation = sj.metadata.generation.unwrap_or_default();
+    let jobs = ctx.loops.jobs_with_generation(sj);
+    let outdated = rollout_to_delete(
+        jobs.iter().map(|(n, g)| (n.as_str(), g.as_deref())),
+        generation,
+        sj.spec.rollout_strategy(),
+    );
+    if !outdated.is_empty() {
+        info!(namespace = sj.namespace(), name = sj.name_any(), jobs = ?outdated, "deleting the Jobs of previous generations");
+        ctx.loops
+            .delete_jobs(sj, &outdated, sj.spec.rollout_propagation_foreground())
+            .await?;
+    }
+
+    let (scalers, started) = ctx.loops.ensure(sj).await?;
+    if started {
+        for t in &scalers.triggers {
+            ctx.events
+                .publish_on(
+                    sj,
+                    false,
+                    events::KEDA_SCALERS_STARTED,
+                    format!("Scaler {} is built.", t.trigger_type),
+                )
+                .await;
+        }
+    }
+    let mut became_ready = false;
+    update_status(&ctx.client, sj, |status| {
+        types(status);
+        let mut conditions = conditions_of(status);
+        set_condition(
+            &mut conditions,
+            CONDITION_PAUSED,
+            STATUS_FALSE,
+            keda_reason::SCALED_JOB_UNPAUSED,
+            message::SCALED_JOB_UNPAUSED,
+        );
+        status.paused = None;
+        let ready = find_condition(&conditions, CONDITION_READY);
+        // PartialTriggerError belongs to the loop, which clears it when the triggers recover.
+        let loop_owned =
+            ready.is_some_and(|c| c.reason.as_deref() == Some(keda_reason::PARTIAL_TRIGGER_ERROR));
+        became_ready = !ready.is_some_and(|c| c.is_true()) && !loop_owned;
+        if became_ready {
+            set_condition(
+                &mut conditions,
+                CONDITION_READY,
+                STATUS_TRUE,
+                keda_reason::SCALED_JOB_READY,
+                READY_MESSAGE,
+            );
+        }
+        status.conditions = Some(conditions);
+    })
+    .await?;
+    if was_paused {
+        ctx.events
+            .publish_on(
+                sj,
+                false,
+                SCALED_JOB_UNPAUSED,
+                message::SCALED_JOB_UNPAUSED.to_string(),
+            )
+            .await;
+    }
+    if became_ready {
+        ctx.events
+            .publish_on(sj, false, SCALED_JOB_READY, READY_MESSAGE.to_string())
+            .await;
+    }
+    Ok(Action::await_change())
+}
+
+fn join_unique<'a>(items: impl Iterator<Item = &'a str>) -> Option<String> {
+    let mut seen: Vec<&str> = Vec::new();
+    for i in items {
+        if !seen.contains(&i) {
+            seen.push(i);
+        }
+    }
+    (!seen.is_empty()).then(|| seen.join(","))
+}
+
+async fn report_failure(sj: &ScaledJob, e: &ScaledJobError, ctx: &Context) {
+    let ns = sj.namespace().unwrap_or_default();
+    let name = sj.name_any();
+    warn!(namespace = ns, name, error = %e, "ScaledJob check failed");
+    let message = e.to_string();
+    let written = update_status(&ctx.client, sj, |status| {
+        let mut conditions = conditions_of(status);
+        set_condition(
+            &mut conditions,
+            CONDITION_READY,
+            STATUS_FALSE,
+            keda_reason::SCALED_JOB_CHECK_FAILED,
+            &message,
+        );
+        status.conditions = Some(conditions);
+    })
+    .await;
+    if let Err(e) = written {
+        warn!(namespace = ns, name, error = %e, "writing the failure to the status failed");
+    }
+    ctx.events
+        .publish_on(sj, true, SCALED_JOB_CHECK_FAILED, message)
+        .await;
+}
+
+/// Deletion: the loop stops; the Jobs go with the ScaledJob through their owner reference.
+async fn cleanup(sj: &ScaledJob, ctx: &Context) -> Result<Action, ScaledJobError> {
+    ctx.loops.forget(&sj.uid().unwrap_or_default()).await;
+    ctx.events
+        .publish_on(
+            sj,
+            false,
+            SCALED_JOB_DELETED,
+            "ScaledJob was deleted".to_string(),
+        )
+        .await;
+    Ok(Action::await_change())
+}
+
+/// The ScaledJob controller as a leader-only component of the operator binary: one controller
+/// per watched namespace (`WATCH_NAMESPACE`), or one for all, with KEDA's default of one
+/// reconcile at a time (`KEDA_SCALEDJOB_CTRL_MAX_RECONCILES`).
+pub fn leader_task(
+    settings: &crate::config::Settings,
+    client: Client,
+) -> Arc<dyn crate::run::LeaderTask> {
+    let namespaces: Vec<Option<String>> = match &settings.watch_namespaces {
+        crate::config::WatchNamespaces::All => vec![None],
+        crate::config::WatchNamespaces::Only(list) => list.iter().cloned().map(Some).collect(),
+    };
+    Arc::new(crate::run::FnTask::new(
+        "scaledjob-controller",
+        move |cancel: CancellationToken| {
+            let runs: Vec<_> = namespaces
+                .iter()
+                .map(|ns| {
+                    let config = ControllerConfig {
+                        watch_namespace: ns.clone(),
+                        max_concurrent_reconciles: 1,
+                        ..ControllerConfig::default()
+                    };
+                    run_scaled_job_controller(client.clone(), config, cancel.clone())
+                })
+                .collect();
+            async move {
+                for result in futures::future::join_all(runs).await {
+                    result.map_err(|e| Box::new(e) as crate::run::TaskError)?;
+                }
+                Ok(())
+            }
+        },
+    ))
+}

@@ -1,0 +1,642 @@
+//! The ScaledJob controller against the in-memory API server, a real RabbitMQ queue
+//! (127.0.0.1:5672, guest/guest) and a real Redis list, with manual ticks.
+//!
+//! memkube has no Job controller or kubelet: a test plays both, taking a message for each Job
+//! and creating a `Running` pod labelled `job-name=<job>`, or finishing a Job by writing its
+//! `Complete`/`Failed` condition through the status subresource.
+
+mod scenarios;
+
+#[allow(dead_code)]
+#[path = "../../scalers/tests/common/mod.rs"]
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use keda_api::ScaledJob;
+use keda_operator::ControllerConfig;
+use keda_operator::ManualTicks;
+use keda_operator::job_decision::JobCounts;
+use keda_operator::scaled_job::{JobLoops, ScaledJobController};
+use keda_operator::scalers::ScalerEnv;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use lapin::options::{
+    BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions,
+    QueueDeleteOptions,
+};
+use lapin::types::FieldTable;
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+use memkube::{MemKube, Verb};
+use scenarios::{ManualClock, WAIT, eventually};
+use tokio_util::sync::CancellationToken;
+
+const NS: &str = "team";
+
+/// One test's world: memkube, the running controller, manual ticks.
+struct World {
+    server: MemKube,
+    client: Client,
+    ticks: ManualTicks,
+    loops: JobLoops,
+    shutdown: CancellationToken,
+}
+
+impl World {
+    fn start() -> World {
+        let _ = tracing_subscriber::fmt()
+            .with_test_writer()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .try_init();
+        let server = MemKube::new();
+        server
+            .load_crds_from_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/crd"))
+            .expect("CRDs load");
+        server.create_namespace(NS).expect("namespace");
+        let client = server.client();
+        let ticks = ManualTicks::new();
+        let clock = ManualClock::new();
+        let config = ControllerConfig {
+            env: ScalerEnv {
+                clock: clock.clock(),
+                ..ScalerEnv::default()
+            },
+            ticks: Arc::new(ticks.clone()),
+            clock: clock.clock(),
+            watch_namespace: Some(NS.to_string()),
+            retry_after_error: Duration::from_millis(200),
+            ..ControllerConfig::default()
+        };
+        let controller = ScaledJobController::new(client.clone(), config);
+        let loops = controller.loops();
+        let shutdown = CancellationToken::new();
+        let token = shutdown.clone();
+        tokio::spawn(async move {
+            let _ = controller.run(token).await;
+        });
+        World {
+            server,
+            client,
+            ticks,
+            loops,
+            shutdown,
+        }
+    }
+
+    fn scaled_jobs(&self) -> Api<ScaledJob> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    fn job_api(&self) -> Api<Job> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    async fn create(&self, yaml: &str) -> ScaledJob {
+        let mut sj: ScaledJob = serde_yaml::from_str(yaml).expect("ScaledJob YAML");
+        sj.metadata.namespace = Some(NS.to_string());
+        self.scaled_jobs()
+            .create(&PostParams::default(), &sj)
+            .await
+            .expect("create ScaledJob")
+    }
+
+    async fn get(&self, name: &str) -> ScaledJob {
+        self.scaled_jobs().get(name).await.expect("get ScaledJob")
+    }
+
+    /// The ScaledJob's Jobs, by name.
+    async fn jobs(&self, name: &str) -> Vec<Job> {
+        self.job_api()
+            .list(&ListParams::default().labels(&format!("scaledjob.keda.sh/name={name}")))
+            .await
+            .expect("list Jobs")
+            .items
+    }
+
+    async fn job_names(&self, name: &str) -> BTreeSet<String> {
+        self.jobs(name).await.iter().map(|j| j.name_any()).collect()
+    }
+
+    async fn patch(&self, name: &str, patch: serde_json::Value) {
+        self.scaled_jobs()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("patch ScaledJob");
+    }
+
+    fn polls(&self, sj: &ScaledJob) -> u64 {
+        *self.loops.polls(&sj.uid().expect("uid")).borrow()
+    }
+
+    /// Waits until the loop of `sj` has completed `n` polls.
+    async fn polls_reach(&self, sj: &ScaledJob, n: u64) {
+        let mut rx = self.loops.polls(&sj.uid().expect("uid"));
+        tokio::time::timeout(WAIT, rx.wait_for(|p| *p >= n))
+            .await
+            .unwrap_or_else(|_| panic!("{n} polls of {} did not happen", sj.name_any()))
+            .expect("poll counter");
+    }
+
+    /// Lets every loop poll once more and waits for the poll of `sj`.
+    async fn tick(&self, sj: &ScaledJob) {
+        let before = *self.loops.polls(&sj.uid().expect("uid")).borrow();
+        self.ticks.tick();
+        self.polls_reach(sj, before + 1).await;
+    }
+
+    /// Plays the kubelet: a `Running` pod for each Job that has none yet.
+    async fn run_pods(&self, jobs: &[Job]) {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), NS);
+        for job in jobs {
+            let name = job.name_any();
+            let pod: Pod = serde_json::from_value(serde_json::json!({
+                "metadata": { "name": format!("{name}-pod"), "labels": { "job-name": name } },
+                "spec": { "containers": [{ "name": "w", "image": "busybox" }] }
+            }))
+            .expect("a Pod");
+            match pods.create(&PostParams::default(), &pod).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 409 => continue,
+                Err(e) => panic!("create pod: {e}"),
+            }
+            let status = serde_json::json!({ "status": { "phase": "Running" } });
+            pods.patch_status(
+                &format!("{name}-pod"),
+                &PatchParams::default(),
+                &Patch::Merge(&status),
+            )
+            .await
+            .expect("pod status");
+        }
+    }
+
+    /// Plays the Job controller: finishes `job` as `Complete` or `Failed` at `at`.
+    async fn finish(&self, job: &str, condition: &str, at: &str) {
+        let status = serde_json::json!({ "status": {
+            "conditions": [{ "type": condition, "status": "True" }],
+            "completionTime": at,
+        }});
+        self.job_api()
+            .patch_status(job, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .expect("Job status");
+    }
+
+    /// Waits until the loop counts these running and pending Jobs (its caches caught up).
+    async fn counts_reach(&self, name: &str, running: i64, pending: i64) {
+        let want = JobCounts { running, pending };
+        eventually(
+            &format!("{running} running, {pending} pending Jobs"),
+            || async {
+                let sj = self.get(name).await;
+                (self.loops.counts(&sj) == want).then_some(())
+            },
+        )
+        .await;
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// The test's side of the broker: publishes with confirms and takes messages.
+struct Broker {
+    _connection: Connection,
+    channel: Channel,
+}
+
+impl Broker {
+    async fn connect(test: &str) -> Option<Broker> {
+        let attempt = Connection::connect(
+            "amqp://guest:guest@127.0.0.1:5672/%2f",
+            ConnectionProperties::default(),
+        );
+        let connection =
+            common::service_or_skip(test, "RabbitMQ at 127.0.0.1:5672", attempt).await?;
+        let channel = connection.create_channel().await.expect("channel");
+        channel
+            .confirm_select(ConfirmSelectOptions::default())
+            .await
+            .expect("confirm.select");
+        Some(Broker {
+            _connection: connection,
+            channel,
+        })
+    }
+
+    async fn declare(&self, queue: &str) {
+        self.channel
+            .queue_declare(
+                queue.into(),
+                QueueDeclareOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .expect("queue.declare");
+    }
+
+    async fn publish(&self, queue: &str, n: usize) {
+        for i in 0..n {
+            self.channel
+                .basic_publish(
+                    "".into(),
+                    queue.into(),
+                    BasicPublishOptions::default(),
+                    format!("m{i}").as_bytes(),
+                    BasicProperties::default(),
+                )
+                .await
+                .expect("publish")
+                .await
+                .expect("confirm");
+        }
+    }
+
+    /// Takes (and acknowledges) `n` messages, as `n` Jobs starting would.
+    async fn take(&self, queue: &str, n: usize) {
+        for _ in 0..n {
+            let got = self
+                .channel
+                .basic_get(queue.into(), BasicGetOptions { no_ack: true })
+                .await
+                .expect("basic.get");
+            assert!(got.is_some(), "a message to take");
+        }
+    }
+
+    async fn delete(&self, queue: &str) {
+        self.channel
+            .queue_delete(queue.into(), QueueDeleteOptions::default())
+            .await
+            .expect("queue.delete");
+    }
+}
+
+fn rabbitmq_job(name: &str, queue: &str) -> String {
+    format!(
+        r#"
+apiVersion: keda.sh/v1alpha1
+kind: ScaledJob
+metadata: {{ name: {name} }}
+spec:
+  maxReplicaCount: 10
+  scalingStrategy: {{ strategy: eager }}
+  jobTargetRef:
+    template:
+      spec:
+        containers: [{{ name: consumer, image: busybox }}]
+  triggers:
+    - type: rabbitmq
+      metadata:
+        host: amqp://guest:guest@127.0.0.1:5672/
+        queueName: {queue}
+        mode: QueueLength
+        value: "1"
+"#
+    )
+}
+
+fn redis_job(name: &str, list: &str, extra_spec: &str, annotations: &str) -> String {
+    format!(
+        r#"
+apiVersion: keda.sh/v1alpha1
+kind: ScaledJob
+metadata:
+  name: {name}
+  annotations: {{{annotations}}}
+spec:
+  maxReplicaCount: 10
+{extra_spec}
+  jobTargetRef:
+    template:
+      spec:
+        containers: [{{ name: worker, image: busybox }}]
+  triggers:
+    - type: redis
+      metadata:
+        address: 127.0.0.1:6379
+        listName: {list}
+        listLength: "1"
+"#
+    )
+}
+
+async fn push(redis: &mut redis::aio::MultiplexedConnection, list: &str, n: usize) {
+    for i in 0..n {
+        let _: i64 = redis::cmd("RPUSH")
+            .arg(list)
+            .arg(i)
+            .query_async(redis)
+            .await
+            .expect("RPUSH");
+    }
+}
+
+async fn drop_key(redis: &mut redis::aio::MultiplexedConnection, key: &str) {
+    let _: i64 = redis::cmd("DEL")
+        .arg(key)
+        .query_async(redis)
+        .await
+        .expect("DEL");
+}
+
+#[tokio::test]
+async fn eager_with_max_ten_reaches_four_then_eight_then_ten_jobs_as_messages_arrive() {
+    let test = "eager rabbitmq";
+    let Some(broker) = Broker::connect(test).await else {
+        return;
+    };
+    let queue = common::unique("sj-eager");
+    broker.declare(&queue).await;
+    let w = World::start();
+    broker.publish(&queue, 4).await;
+    let sj = w.create(&rabbitmq_job("consumer", &queue)).await;
+    w.polls_reach(&sj, 1).await;
+    // Per poll: the Jobs expected, then the messages arriving before the next poll.
+    let mut seen = BTreeSet::new();
+    for (expected, arriving) in [(4_usize, 4), (8, 4), (10, 0)] {
+        let jobs = w.jobs("consumer").await;
+        assert_eq!(jobs.len(), expected, "Jobs after a poll");
+        // Each new Job starts and takes one message.
+        let new = jobs.iter().filter(|j| seen.insert(j.name_any())).count();
+        broker.take(&queue, new).await;
+        w.run_pods(&jobs).await;
+        w.counts_reach("consumer", i64::try_from(expected).expect("fits"), 0)
+            .await;
+        broker.publish(&queue, arriving).await;
+        w.tick(&sj).await;
+    }
+    assert_eq!(
+        w.jobs("consumer").await.len(),
+        10,
+        "never beyond maxReplicaCount"
+    );
+
+    // Nothing changes any more: further polls write no status (no storm of lastActiveTime).
+    let written = w
+        .server
+        .request_counts()
+        .get(Verb::Patch, "scaledjobs/status");
+    assert!(written > 0, "the status was written while things changed");
+    w.server.reset_request_counts();
+    w.tick(&sj).await;
+    w.tick(&sj).await;
+    let counts = w.server.request_counts();
+    assert_eq!(
+        counts.get(Verb::Patch, "scaledjobs/status"),
+        0,
+        "no status write"
+    );
+    assert_eq!(
+        counts.get(Verb::Create, "jobs"),
+        0,
+        "no Job beyond maxReplicaCount"
+    );
+
+    let sj = w.get("consumer").await;
+    let status = sj.status.clone().expect("status");
+    assert_eq!(status.triggers_types.as_deref(), Some("rabbitmq"));
+    let condition = |t: &str| {
+        status
+            .conditions
+            .as_ref()
+            .and_then(|cs| cs.iter().find(|c| c.type_ == t).cloned())
+            .map(|c| (c.status, c.reason.unwrap_or_default()))
+    };
+    assert_eq!(
+        condition("Ready"),
+        Some(("True".into(), "ScaledJobReady".into()))
+    );
+    assert_eq!(
+        condition("Active"),
+        Some(("True".into(), "ScalerActive".into()))
+    );
+    assert!(status.last_active_time.is_some(), "lastActiveTime written");
+    assert!(sj.finalizers().iter().any(|f| f == "finalizer.keda.sh"));
+    let job = &w.jobs("consumer").await[0];
+    assert_eq!(job.metadata.generate_name.as_deref(), Some("consumer-"));
+    assert_eq!(
+        job.annotations()
+            .get("scaledjob.keda.sh/generation")
+            .map(String::as_str),
+        Some("1")
+    );
+    broker.delete(&queue).await;
+}
+
+async fn redis_world(test: &str) -> Option<(World, redis::aio::MultiplexedConnection, String)> {
+    let redis = common::redis_or_skip(test).await?;
+    Some((World::start(), redis, common::unique("sj")))
+}
+
+#[tokio::test]
+async fn history_limits_delete_the_oldest_finished_jobs_beyond_each_limit() {
+    let Some((w, mut redis, list)) = redis_world("history limits").await else {
+        return;
+    };
+    push(&mut redis, &list, 4).await;
+    let sj = w
+        .create(&redis_job(
+            "batch",
+            &list,
+            "  successfulJobsHistoryLimit: 1\n  failedJobsHistoryLimit: 1",
+            "",
+        ))
+        .await;
+    w.polls_reach(&sj, 1).await;
+    drop_key(&mut redis, &list).await;
+    let names: Vec<String> = w.job_names("batch").await.into_iter().collect();
+    assert_eq!(names.len(), 4, "one Job per item");
+    w.finish(&names[0], "Complete", "2026-01-01T00:00:01Z")
+        .await;
+    w.finish(&names[1], "Complete", "2026-01-01T00:00:02Z")
+        .await;
+    w.finish(&names[2], "Failed", "2026-01-01T00:00:04Z").await;
+    w.finish(&names[3], "Failed", "2026-01-01T00:00:03Z").await;
+    w.counts_reach("batch", 0, 0).await;
+    w.tick(&sj).await;
+    assert_eq!(
+        w.job_names("batch").await,
+        BTreeSet::from([names[1].clone(), names[2].clone()]),
+        "the newest succeeded and the newest failed Job remain"
+    );
+    let sj = w.get("batch").await;
+    let active = sj
+        .status
+        .and_then(|s| s.conditions)
+        .and_then(|cs| cs.into_iter().find(|c| c.type_ == "Active"))
+        .map(|c| (c.status, c.reason.unwrap_or_default()));
+    assert_eq!(active, Some(("False".into(), "ScalerNotActive".into())));
+}
+
+/// Creates two Jobs at generation 1, drains the list, then changes the template.
+async fn rollout(
+    w: &World,
+    redis: &mut redis::aio::MultiplexedConnection,
+    list: &str,
+    spec: &str,
+) -> (ScaledJob, BTreeSet<String>) {
+    push(redis, list, 2).await;
+    let sj = w.create(&redis_job("roll", list, spec, "")).await;
+    w.polls_reach(&sj, 1).await;
+    drop_key(redis, list).await;
+    let old = w.job_names("roll").await;
+    assert_eq!(old.len(), 2);
+    w.counts_reach("roll", 2, 2).await;
+    let before = w.polls(&sj);
+    w.patch(
+        "roll",
+        serde_json::json!({ "spec": { "jobTargetRef": { "template": { "spec": {
+            "containers": [{ "name": "worker", "image": "busybox:2" }]
+        }}}}}),
+    )
+    .await;
+    // The loop restarts for generation 2 and polls at once.
+    w.polls_reach(&sj, before + 1).await;
+    (sj, old)
+}
+
+#[tokio::test]
+async fn a_new_generation_deletes_old_jobs_with_the_immediate_rollout() {
+    let Some((w, mut redis, list)) = redis_world("immediate rollout").await else {
+        return;
+    };
+    rollout(&w, &mut redis, &list, "").await;
+    eventually("the old Jobs deleted", || async {
+        w.jobs("roll").await.is_empty().then_some(())
+    })
+    .await;
+    assert_eq!(w.get("roll").await.metadata.generation, Some(2));
+}
+
+#[tokio::test]
+async fn a_new_generation_keeps_old_jobs_with_the_gradual_rollout() {
+    let Some((w, mut redis, list)) = redis_world("gradual rollout").await else {
+        return;
+    };
+    let (_sj, old) = rollout(&w, &mut redis, &list, "  rollout: { strategy: gradual }").await;
+    assert_eq!(w.job_names("roll").await, old, "old Jobs run to completion");
+}
+
+#[tokio::test]
+async fn a_paused_scaled_job_creates_no_jobs_until_unpaused() {
+    let Some((w, mut redis, list)) = redis_world("pause").await else {
+        return;
+    };
+    let sj = w.create(&redis_job("paused", &list, "", "")).await;
+    w.polls_reach(&sj, 1).await;
+    assert!(
+        w.jobs("paused").await.is_empty(),
+        "an empty list asks for no Job"
+    );
+    w.patch(
+        "paused",
+        serde_json::json!({ "metadata": { "annotations": { "autoscaling.keda.sh/paused": "true" } } }),
+    )
+    .await;
+    eventually("Paused=True and the loop stopped", || async {
+        let sj = w.get("paused").await;
+        let paused = sj
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "Paused"))
+            .is_some_and(|c| c.status == "True" && c.reason.as_deref() == Some("ScaledJobPaused"));
+        (paused && !w.loops.is_running(NS, "paused").await).then_some(())
+    })
+    .await;
+    push(&mut redis, &list, 3).await;
+    let before = w.polls(&sj);
+    w.ticks.tick();
+    w.ticks.tick();
+    tokio::task::yield_now().await;
+    assert_eq!(w.polls(&sj), before, "no poll while paused");
+    assert!(w.jobs("paused").await.is_empty(), "no Job while paused");
+
+    w.patch(
+        "paused",
+        serde_json::json!({ "metadata": { "annotations": { "autoscaling.keda.sh/paused": null } } }),
+    )
+    .await;
+    w.polls_reach(&sj, before + 1).await;
+    assert_eq!(
+        w.jobs("paused").await.len(),
+        3,
+        "unpaused, one Job per item"
+    );
+    drop_key(&mut redis, &list).await;
+}
+
+#[tokio::test]
+async fn a_trigger_that_does_not_build_sets_ready_false_naming_the_parameter() {
+    let w = World::start();
+    let yaml = redis_job("broken", "unused", "", "").replace("        listName: unused\n", "");
+    w.create(&yaml).await;
+    let (status, reason, message) = eventually("Ready=False", || async {
+        let sj = w.get("broken").await;
+        let c = sj
+            .status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "Ready" && c.status == "False")?;
+        Some((
+            c.status,
+            c.reason.unwrap_or_default(),
+            c.message.unwrap_or_default(),
+        ))
+    })
+    .await;
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "ScaledJobCheckFailed")
+    );
+    assert!(message.contains("listName"), "{message}");
+    assert!(!w.loops.is_running(NS, "broken").await);
+}
+
+#[tokio::test]
+async fn deleting_a_scaled_job_stops_its_loop_and_releases_the_finalizer() {
+    let Some((w, _redis, list)) = redis_world("deletion").await else {
+        return;
+    };
+    let sj = w.create(&redis_job("gone", &list, "", "")).await;
+    w.polls_reach(&sj, 1).await;
+    assert!(
+        w.get("gone")
+            .await
+            .finalizers()
+            .iter()
+            .any(|f| f == "finalizer.keda.sh")
+    );
+    w.scaled_jobs()
+        .delete("gone", &kube::api::DeleteParams::default())
+        .await
+        .expect("delete ScaledJob");
+    eventually("the ScaledJob gone", || async {
+        matches!(w.scaled_jobs().get_opt("gone").await, Ok(None)).then_some(())
+    })
+    .await;
+    assert!(!w.loops.is_running(NS, "gone").await, "loop stopped");
+}
+
+#[tokio::test]
+async fn the_controller_stops_on_shutdown_even_without_the_crd() {
+    let server = MemKube::new();
+    let controller = ScaledJobController::new(server.client(), ControllerConfig::default());
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn(controller.run(shutdown.clone()));
+    tokio::task::yield_now().await;
+    shutdown.cancel();
+    tokio::time::timeout(WAIT, run)
+        .await
+        .expect("the controller stops")
+        .expect("no panic")
+        .expect("no error");
+}
