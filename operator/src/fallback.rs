@@ -27,81 +27,22 @@
 //! integer, silently disabling fallback for a target such as `"0.5"`, while `doFallback` itself
 //! reads the target as a float. keda-rs accepts any target that is a float `> 0`.
 
-use std::fmt;
-use std::str::FromStr;
-
 /// Condition reason when at least one metric is served from fallback.
 pub const REASON_FALLBACK_EXISTS: &str = "FallbackExists";
 /// Condition reason when no metric is served from fallback.
 pub const REASON_NO_FALLBACK_FOUND: &str = "NoFallbackFound";
 
-/// `spec.fallback.behavior`: how many replicas a failing metric asks for.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum FallbackBehavior {
-    /// `static` (the default): `fallback.replicas`.
-    #[default]
-    Static,
-    /// `currentReplicas`: keep the replica count the target has now.
-    CurrentReplicas,
-    /// `currentReplicasIfHigher`: the larger of the current count and `fallback.replicas`.
-    CurrentReplicasIfHigher,
-    /// `currentReplicasIfLower`: the smaller of the current count and `fallback.replicas`.
-    CurrentReplicasIfLower,
-    /// `scalingModifiers`: the failing trigger is `nil` in the formula.
-    ScalingModifiers,
-}
+/// `spec.fallback.behavior`, the API type itself: one enum, parsed once when the object is read.
+pub use keda_api::FallbackBehavior;
 
-impl FallbackBehavior {
-    /// The spelling KEDA's CRD uses.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FallbackBehavior::Static => "static",
-            FallbackBehavior::CurrentReplicas => "currentReplicas",
-            FallbackBehavior::CurrentReplicasIfHigher => "currentReplicasIfHigher",
-            FallbackBehavior::CurrentReplicasIfLower => "currentReplicasIfLower",
-            FallbackBehavior::ScalingModifiers => "scalingModifiers",
-        }
-    }
-
-    /// Whether computing the fallback needs the target's current replica count.
-    pub fn needs_current_replicas(self) -> bool {
-        matches!(
-            self,
-            FallbackBehavior::CurrentReplicas
-                | FallbackBehavior::CurrentReplicasIfHigher
-                | FallbackBehavior::CurrentReplicasIfLower
-        )
-    }
-}
-
-impl fmt::Display for FallbackBehavior {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// `spec.fallback.behavior` held a value KEDA does not know.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "spec.fallback.behavior: unknown behavior {0:?}; expected one of static, currentReplicas, \
-     currentReplicasIfHigher, currentReplicasIfLower, scalingModifiers"
-)]
-pub struct UnknownFallbackBehavior(pub String);
-
-impl FromStr for FallbackBehavior {
-    type Err = UnknownFallbackBehavior;
-
-    /// Parses KEDA's spelling; the empty string is the default, `static`.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "" | "static" => Ok(FallbackBehavior::Static),
-            "currentReplicas" => Ok(FallbackBehavior::CurrentReplicas),
-            "currentReplicasIfHigher" => Ok(FallbackBehavior::CurrentReplicasIfHigher),
-            "currentReplicasIfLower" => Ok(FallbackBehavior::CurrentReplicasIfLower),
-            "scalingModifiers" => Ok(FallbackBehavior::ScalingModifiers),
-            other => Err(UnknownFallbackBehavior(other.to_string())),
-        }
-    }
+/// Whether computing the fallback for `behavior` needs the target's current replica count.
+fn needs_current_replicas(behavior: FallbackBehavior) -> bool {
+    matches!(
+        behavior,
+        FallbackBehavior::CurrentReplicas
+            | FallbackBehavior::CurrentReplicasIfHigher
+            | FallbackBehavior::CurrentReplicasIfLower
+    )
 }
 
 /// The object's `spec.fallback`, as the controller read it.
@@ -316,7 +257,7 @@ pub fn evaluate<E>(
     } else {
         // Static needs no replica count; KEDA reads it only for the other behaviors and lets
         // the scaler's error stand when that read fails.
-        let current = if spec.behavior.needs_current_replicas() {
+        let current = if needs_current_replicas(spec.behavior) {
             ctx.current_replicas
         } else {
             Some(0)
@@ -677,24 +618,5 @@ mod tests {
         assert!(any_exceeded(&s, healths.iter().flatten()));
         let healths = [MetricHealth::HAPPY, MetricHealth::after_failure(failing(2))];
         assert!(!any_exceeded(&s, &healths));
-    }
-
-    #[test]
-    fn behaviors_parse_from_keda_spelling_and_reject_unknown_ones() {
-        for b in [
-            FallbackBehavior::Static,
-            FallbackBehavior::CurrentReplicas,
-            FallbackBehavior::CurrentReplicasIfHigher,
-            FallbackBehavior::CurrentReplicasIfLower,
-            FallbackBehavior::ScalingModifiers,
-        ] {
-            assert_eq!(b.as_str().parse::<FallbackBehavior>(), Ok(b));
-        }
-        assert_eq!("".parse::<FallbackBehavior>(), Ok(FallbackBehavior::Static));
-        let err = "current".parse::<FallbackBehavior>().unwrap_err();
-        assert!(
-            err.to_string()
-                .starts_with("spec.fallback.behavior: unknown behavior \"current\"")
-        );
     }
 }

@@ -9,7 +9,7 @@ use keda_api::validation::RESOURCE_TRIGGER_TYPES;
 use kube::ResourceExt;
 
 use crate::decision::{InvalidPausedReplicas, ScaleAnnotations, ScalingSettings, TargetRef};
-use crate::fallback::{FallbackBehavior, FallbackSpec};
+use crate::fallback::FallbackSpec;
 use crate::target::Target;
 
 /// The annotations whose change restarts a scale loop (KEDA's reconcile predicate).
@@ -35,17 +35,7 @@ pub fn fallback_spec(so: &ScaledObject) -> Option<FallbackSpec> {
     so.spec.fallback.as_ref().map(|f| FallbackSpec {
         failure_threshold: f.failure_threshold,
         replicas: f.replicas,
-        behavior: match f.behavior.unwrap_or_default() {
-            keda_api::FallbackBehavior::Static => FallbackBehavior::Static,
-            keda_api::FallbackBehavior::CurrentReplicas => FallbackBehavior::CurrentReplicas,
-            keda_api::FallbackBehavior::CurrentReplicasIfHigher => {
-                FallbackBehavior::CurrentReplicasIfHigher
-            }
-            keda_api::FallbackBehavior::CurrentReplicasIfLower => {
-                FallbackBehavior::CurrentReplicasIfLower
-            }
-            keda_api::FallbackBehavior::ScalingModifiers => FallbackBehavior::ScalingModifiers,
-        },
+        behavior: f.behavior.unwrap_or_default(),
     })
 }
 
