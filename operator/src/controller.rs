@@ -40,6 +40,7 @@ use crate::error::Error;
 use crate::events::{self, Events};
 use crate::hpa::{MANAGED_BY, delete_hpa, desired_hpa, ensure_hpa, metric_specs};
 use crate::recording;
+use crate::resolve::{DEFAULT_CLUSTER_OBJECT_NAMESPACE, Resolver, ResolverConfig, ScalableRef};
 use crate::scale_loop::{DEFAULT_PERSIST_INTERVAL, IntervalTicks, LoopConfig, ScaleLoops, Ticks};
 use crate::scalers::ScalerEnv;
 use crate::settings::scaling_settings;
@@ -67,6 +68,9 @@ pub struct ControllerConfig {
     pub max_concurrent_reconciles: u16,
     /// Delay before a failed reconcile is retried.
     pub retry_after_error: Duration,
+    /// How the controller's trigger resolver watches (namespaces, cluster object namespace).
+    /// The resolver is started with the controller and replaces any in `env`.
+    pub resolver: ResolverConfig,
 }
 
 impl Default for ControllerConfig {
@@ -81,6 +85,7 @@ impl Default for ControllerConfig {
             reporter: MANAGED_BY.to_string(),
             max_concurrent_reconciles: 5,
             retry_after_error: Duration::from_secs(10),
+            resolver: ResolverConfig::new(DEFAULT_CLUSTER_OBJECT_NAMESPACE),
         }
     }
 }
@@ -92,6 +97,7 @@ struct Context {
     clock: Clock,
     started_at: Timestamp,
     retry_after_error: Duration,
+    resolver: Resolver,
 }
 
 /// The controller, built before it runs so callers (tests, the metric service) can hold its
@@ -103,12 +109,21 @@ pub struct ScaledObjectController {
     store: Store<ScaledObject>,
     writer: reflector::store::Writer<ScaledObject>,
     started_at: Timestamp,
+    resolver: Resolver,
 }
 
 impl ScaledObjectController {
-    /// A controller over `client`.
+    /// A controller over `client`. Starts the trigger resolver's watches.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime (the resolver spawns its watch tasks).
     pub fn new(client: Client, config: ControllerConfig) -> ScaledObjectController {
         let (store, writer) = reflector::store();
+        let resolver = Resolver::new(client.clone(), config.resolver.clone());
+        let env = ScalerEnv {
+            resolver: Some(resolver.clone()),
+            ..config.env.clone()
+        };
         let started_at = config
             .operator_started_at
             .unwrap_or_else(|| config.clock.now());
@@ -116,7 +131,7 @@ impl ScaledObjectController {
             client.clone(),
             store.clone(),
             LoopConfig {
-                env: config.env.clone(),
+                env,
                 ticks: config.ticks.clone(),
                 clock: config.clock.clone(),
                 operator_started_at: started_at,
@@ -132,6 +147,7 @@ impl ScaledObjectController {
             store,
             writer,
             started_at,
+            resolver,
         }
     }
 
@@ -175,12 +191,33 @@ impl ScaledObjectController {
             clock: self.config.clock.clone(),
             started_at: self.started_at,
             retry_after_error: self.config.retry_after_error,
+            resolver: self.resolver.clone(),
         });
+        // A Secret, ConfigMap, TriggerAuthentication or target env a trigger read changed:
+        // mark the object's loop for a rebuild, then reconcile it, so the new values are used.
+        let loops = self.loops.clone();
+        let rebuilds = self
+            .resolver
+            .subscribe()
+            .filter(|r| std::future::ready(r.kind == keda_scalers::ScalableKind::ScaledObject))
+            .then(move |r: ScalableRef| {
+                let loops = loops.clone();
+                async move {
+                    info!(
+                        namespace = r.namespace,
+                        name = r.name,
+                        "trigger inputs changed: rebuilding scalers"
+                    );
+                    loops.rebuild(&r.namespace, &r.name).await;
+                    r.object_ref::<ScaledObject>()
+                }
+            });
         let config = kube::runtime::controller::Config::default()
             .concurrency(self.config.max_concurrent_reconciles);
         info!(namespace = ?ns, "ScaledObject controller started");
         Controller::for_stream(objects, self.store)
             .owns_stream(hpas)
+            .reconcile_on(rebuilds)
             .with_config(config)
             .graceful_shutdown_on(shutdown.cancelled_owned())
             .run(reconcile, error_policy, ctx)
@@ -502,6 +539,11 @@ async fn cleanup(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> {
     let ns = so.namespace().unwrap_or_default();
     let name = so.name_any();
     ctx.loops.forget(&so.uid().unwrap_or_default()).await;
+    ctx.resolver.forget(&ScalableRef::new(
+        keda_scalers::ScalableKind::ScaledObject,
+        &ns,
+        &name,
+    ));
     let hpa_api: Api<HorizontalPodAutoscaler> = Api::namespaced(ctx.client.clone(), &ns);
     delete_hpa(&hpa_api, &so.hpa_name()).await?;
     let original = so.status.as_ref().and_then(|s| s.original_replica_count);

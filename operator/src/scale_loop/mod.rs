@@ -107,6 +107,8 @@ struct Entry {
     token: CancellationToken,
     task: JoinHandle<()>,
     scalers: Arc<ObjectScalers>,
+    /// The inputs of its scalers changed: the next [`ScaleLoops::ensure`] rebuilds them.
+    stale: bool,
 }
 
 /// How the loops run: time, ticks, and the status write policy.
@@ -226,6 +228,7 @@ impl ScaleLoops {
         let mut entries = self.inner.entries.lock().await;
         if let Some(e) = entries.get(&uid)
             && e.key == key
+            && !e.stale
             && !e.task.is_finished()
         {
             return Ok((e.scalers.clone(), false));
@@ -263,9 +266,21 @@ impl ScaleLoops {
                 token,
                 task,
                 scalers: scalers.clone(),
+                stale: false,
             },
         );
         Ok((scalers, true))
+    }
+
+    /// Marks the loop of `namespace/name` for a rebuild: the next [`ensure`](Self::ensure)
+    /// restarts it with freshly built scalers even though the object did not change (a Secret
+    /// its triggers read was rotated). The running loop keeps polling until then.
+    pub async fn rebuild(&self, namespace: &str, name: &str) {
+        for e in self.inner.entries.lock().await.values_mut() {
+            if e.namespace == namespace && e.name == name {
+                e.stale = true;
+            }
+        }
     }
 
     /// Stops the loop of `uid` (pause), keeping what is remembered about the object.
