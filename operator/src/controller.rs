@@ -46,6 +46,7 @@ use crate::scalers::ScalerEnv;
 use crate::settings::scaling_settings;
 use crate::status::{apply_updates, conditions_or_initial, patch_status, set_condition};
 use crate::target::resolve_target;
+use crate::telemetry::Metrics;
 
 /// How the ScaledObject controller runs.
 #[derive(Clone)]
@@ -68,6 +69,9 @@ pub struct ControllerConfig {
     pub max_concurrent_reconciles: u16,
     /// Delay before a failed reconcile is retried.
     pub retry_after_error: Duration,
+    /// Where the Prometheus metrics are recorded (the process's [`Metrics`], served on
+    /// `/metrics`).
+    pub metrics: Metrics,
     /// How the controller's trigger resolver watches (namespaces, cluster object namespace).
     /// The resolver is started with the controller and replaces any in `env`.
     pub resolver: ResolverConfig,
@@ -86,6 +90,7 @@ impl Default for ControllerConfig {
             max_concurrent_reconciles: 5,
             retry_after_error: Duration::from_secs(10),
             resolver: ResolverConfig::new(DEFAULT_CLUSTER_OBJECT_NAMESPACE),
+            metrics: Metrics::new(),
         }
     }
 }
@@ -98,6 +103,7 @@ struct Context {
     started_at: Timestamp,
     retry_after_error: Duration,
     resolver: Resolver,
+    metrics: Metrics,
 }
 
 /// The controller, built before it runs so callers (tests, the metric service) can hold its
@@ -138,6 +144,7 @@ impl ScaledObjectController {
                 persist_interval: config.persist_interval,
                 watch_namespace: config.watch_namespace.clone(),
                 reporter: config.reporter.clone(),
+                metrics: config.metrics.clone(),
             },
         );
         ScaledObjectController {
@@ -192,6 +199,7 @@ impl ScaledObjectController {
             started_at: self.started_at,
             retry_after_error: self.config.retry_after_error,
             resolver: self.resolver.clone(),
+            metrics: self.config.metrics.clone(),
         });
         // A Secret, ConfigMap, TriggerAuthentication or target env a trigger read changed:
         // mark the object's loop for a rebuild, then reconcile it, so the new values are used.
@@ -401,7 +409,7 @@ async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> 
             _ => None,
         };
         patch_status(&api, &name, &current_status, &desired).await?;
-        recording::scaled_object_paused(&ns, &name, true);
+        recording::scaled_object_paused(&ctx.metrics, &ns, &name, true);
         if !was_paused {
             ctx.events
                 .publish(
@@ -475,7 +483,7 @@ async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> 
     }
     desired.conditions = Some(conditions);
     patch_status(&api, &name, &current_status, &desired).await?;
-    recording::scaled_object_paused(&ns, &name, paused_direction);
+    recording::scaled_object_paused(&ctx.metrics, &ns, &name, paused_direction);
     if was_paused && !paused_direction {
         ctx.events
             .publish(
@@ -513,7 +521,7 @@ async fn report_failure(so: &ScaledObject, e: &Error, ctx: &Context) {
     let ns = so.namespace().unwrap_or_default();
     let name = so.name_any();
     warn!(namespace = ns, name, error = %e, "ScaledObject check failed");
-    recording::scaled_object_error(&ns, &name);
+    recording::scaled_object_error(&ctx.metrics, &ns, &name);
     let api: Api<ScaledObject> = Api::namespaced(ctx.client.clone(), &ns);
     let current: ScaledObjectStatus = so.status.clone().unwrap_or_default();
     let mut desired = current.clone();
@@ -564,7 +572,8 @@ async fn cleanup(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> {
             Err(e) => warn!(namespace = ns, name, error = %e, "cannot restore replicas"),
         }
     }
-    recording::scaled_object_paused(&ns, &name, false);
+    recording::scaled_object_paused(&ctx.metrics, &ns, &name, false);
+    recording::scaled_object_deleted(&ctx.metrics, &ns, &name);
     ctx.events
         .publish(
             so,

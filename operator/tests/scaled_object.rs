@@ -387,3 +387,38 @@ async fn a_missing_trigger_authentication_makes_the_object_not_ready_with_the_re
     );
     op.stop().await;
 }
+
+#[tokio::test]
+async fn a_poll_records_the_scaler_value_and_activity_under_keda_s_names_and_labels() {
+    let Some((_server, w)) = world("recording").await else {
+        return;
+    };
+    let list = list("recording");
+    w.deployment("recorded", 0).await;
+    w.push(&list, 7).await;
+    let op = w.start_operator();
+    let so = w
+        .create(&scenarios::redis_object(
+            "recorded", "recorded", &list, "", "",
+        ))
+        .await;
+    w.polls_reach(&op, &so, 1).await;
+    let text = w.metrics.encode();
+    let labels = format!(
+        r#"{{namespace="team",metric="s0-redis-{list}",scaledObject="recorded",scaler="redisScaler",triggerIndex="0",type="scaledobject"}}"#
+    );
+    let sample = |name: &str| {
+        let prefix = format!("{name}{labels} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no {name}{labels} in\n{text}"))
+    };
+    assert_eq!(sample("keda_scaler_metrics_value"), 7.0);
+    assert_eq!(sample("keda_scaler_active"), 1.0);
+    assert!(
+        text.contains(r#"keda_trigger_registered_total{type="redis"} 1"#),
+        "{text}"
+    );
+    op.stop().await;
+}
