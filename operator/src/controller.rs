@@ -77,6 +77,43 @@ pub struct ControllerConfig {
     pub resolver: ResolverConfig,
 }
 
+impl ControllerConfig {
+    /// The configuration the `keda-operator` binary runs with: watch namespace, resolver scope
+    /// and cluster object namespace from `settings`, metrics recorded into `metrics`, scalers
+    /// sharing `pools` (where the metric service finds the activator hub).
+    ///
+    /// # Errors
+    /// [`Error::WatchNamespaces`] when `WATCH_NAMESPACE` names more than one namespace.
+    pub fn from_settings(
+        settings: &crate::config::Settings,
+        metrics: Metrics,
+        pools: keda_scalers::pool::ClientPools,
+    ) -> Result<Self, Error> {
+        use crate::config::WatchNamespaces;
+        use crate::resolve::WatchScope;
+        let (watch_namespace, watch_scope) = match &settings.watch_namespaces {
+            WatchNamespaces::All => (None, WatchScope::All),
+            WatchNamespaces::Only(list) => match list.as_slice() {
+                [one] => (Some(one.clone()), WatchScope::Namespaces(vec![one.clone()])),
+                _ => return Err(Error::WatchNamespaces(list.join(","))),
+            },
+        };
+        Ok(ControllerConfig {
+            env: ScalerEnv {
+                pools,
+                ..ScalerEnv::default()
+            },
+            watch_namespace,
+            metrics,
+            resolver: ResolverConfig {
+                watch_scope,
+                ..ResolverConfig::new(settings.cluster_object_namespace.clone())
+            },
+            ..ControllerConfig::default()
+        })
+    }
+}
+
 impl Default for ControllerConfig {
     fn default() -> Self {
         ControllerConfig {
@@ -223,18 +260,31 @@ impl ScaledObjectController {
         let config = kube::runtime::controller::Config::default()
             .concurrency(self.config.max_concurrent_reconciles);
         info!(namespace = ?ns, "ScaledObject controller started");
-        Controller::for_stream(objects, self.store)
+        let store = self.store.clone();
+        let controller = Controller::for_stream(objects, self.store)
             .owns_stream(hpas)
             .reconcile_on(rebuilds)
             .with_config(config)
-            .graceful_shutdown_on(shutdown.cancelled_owned())
+            .graceful_shutdown_on(shutdown.clone().cancelled_owned())
             .run(reconcile, error_policy, ctx)
             .for_each(|r| async move {
                 if let Err(e) = r {
                     tracing::debug!(error = %e, "reconcile failed");
                 }
-            })
-            .await;
+            });
+        // kube's controller waits for its first list before it notices the shutdown; when
+        // ScaledObjects were never listed (no CRD, no RBAC) nothing is in flight: stop at once.
+        let never_listed = async {
+            shutdown.cancelled().await;
+            if futures::FutureExt::now_or_never(store.wait_until_ready()).is_some() {
+                std::future::pending::<()>().await;
+            }
+            warn!("stopping before ScaledObjects could ever be listed");
+        };
+        tokio::select! {
+            () = controller => {}
+            () = never_listed => {}
+        }
         self.loops.stop_all().await;
         info!("ScaledObject controller stopped");
         Ok(())

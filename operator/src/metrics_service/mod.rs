@@ -193,6 +193,56 @@ pub enum MetricsError {
     },
 }
 
+/// The scale loops of the current leadership, as the metric service sees them: set when the
+/// ScaledObject controller starts, cleared when it stops. Without loops the service answers
+/// `Unavailable` (503), so the metrics-apiserver retries rather than reporting a missing object.
+#[derive(Clone, Default)]
+pub struct CurrentLoops(Arc<std::sync::RwLock<Option<ScaleLoops>>>);
+
+impl std::fmt::Debug for CurrentLoops {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CurrentLoops")
+            .field("set", &self.get().is_some())
+            .finish()
+    }
+}
+
+impl CurrentLoops {
+    /// Publishes the loops of a controller that just started (`None` when it stopped).
+    pub fn set(&self, loops: Option<ScaleLoops>) {
+        *self
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = loops;
+    }
+
+    /// The current loops, if a controller runs.
+    pub fn get(&self) -> Option<ScaleLoops> {
+        self.0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
+#[async_trait]
+impl MetricValues for CurrentLoops {
+    async fn metric_values(
+        &self,
+        namespace: &str,
+        scaled_object: &str,
+        metric_name: &str,
+    ) -> Result<Vec<MetricValue>, MetricsError> {
+        let Some(loops) = self.get() else {
+            return Err(MetricsError::Unavailable {
+                reason: "the ScaledObject controller is not running (starting, or not the leader)"
+                    .to_string(),
+            });
+        };
+        MetricValues::metric_values(&loops, namespace, scaled_object, metric_name).await
+    }
+}
+
 /// The operator's values: the scale loops' own scalers, with fallback, `useCachedMetrics` and
 /// `scalingModifiers` applied ([`ScaleLoops::metric_values`]).
 #[async_trait]
