@@ -32,9 +32,31 @@ struct Args {
     #[arg(
         long,
         env = "KEDA_ACTIVATOR_OPERATOR_URL",
-        default_value = "http://keda-operator.keda.svc:9666/activator/v1/reports"
+        default_value = "https://keda-operator.keda.svc:9666/activator/v1/reports"
     )]
     operator_url: http::Uri,
+    /// PEM CA bundle that signs the operator's serving certificate (`ca.crt` of the
+    /// `keda-rs-certs` Secret). Used for an `https` operator URL.
+    #[arg(
+        long,
+        env = "KEDA_ACTIVATOR_OPERATOR_CA_FILE",
+        default_value = "/certs/ca.crt"
+    )]
+    operator_ca_file: std::path::PathBuf,
+    /// PEM client certificate presented to the operator (`tls.crt`).
+    #[arg(
+        long,
+        env = "KEDA_ACTIVATOR_OPERATOR_CLIENT_CERT_FILE",
+        default_value = "/certs/tls.crt"
+    )]
+    operator_client_cert_file: std::path::PathBuf,
+    /// PEM private key of the client certificate (`tls.key`).
+    #[arg(
+        long,
+        env = "KEDA_ACTIVATOR_OPERATOR_CLIENT_KEY_FILE",
+        default_value = "/certs/tls.key"
+    )]
+    operator_client_key_file: std::path::PathBuf,
     /// This replica's name in reports (the pod name).
     #[arg(long, env = "POD_NAME", default_value = "keda-activator")]
     replica: String,
@@ -100,9 +122,19 @@ async fn main() -> anyhow::Result<()> {
         ready.clone(),
         stop_watching.clone(),
     ));
+    let report_tls = if args.operator_url.scheme_str() == Some("https") {
+        Some(Arc::new(report::client_tls_from_files(
+            &args.operator_ca_file,
+            &args.operator_client_cert_file,
+            &args.operator_client_key_file,
+        )?))
+    } else {
+        None
+    };
     let report_task = tokio::spawn(report::run(
         ReporterConfig {
             url: args.operator_url.clone(),
+            tls: report_tls,
             replica: args.replica.clone(),
             idle_after: Duration::from_secs(3600),
         },

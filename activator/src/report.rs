@@ -22,8 +22,11 @@ use crate::targets::Targets;
 /// Where and as whom to report.
 #[derive(Clone, Debug)]
 pub struct ReporterConfig {
-    /// The operator's report endpoint, `http://host:port/activator/v1/reports`.
+    /// The operator's report endpoint, `https://host:port/activator/v1/reports` (the operator's
+    /// metric service port, mutual TLS) or `http://` for a plain local run.
     pub url: Uri,
+    /// The TLS client configuration for an `https` URL ([`client_tls`]).
+    pub tls: Option<Arc<rustls::ClientConfig>>,
     /// This replica's name (its pod name).
     pub replica: String,
     /// A target idle for longer than this is left out of samples.
@@ -63,7 +66,110 @@ enum StreamError {
     Http(#[source] hyper::Error),
     #[error("the operator closed the report stream")]
     Closed,
+    #[error(
+        "the report URL is https but no TLS files were given (--operator-ca-file, --operator-client-cert-file, --operator-client-key-file)"
+    )]
+    NoTls,
+    #[error("the report URL's host is not a TLS server name: {0}")]
+    ServerName(String),
 }
+
+/// Why the report client's TLS configuration cannot be built; names the file to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A file cannot be read.
+    #[error("cannot read {what} {path}: {source}")]
+    Read {
+        /// Which flag names it.
+        what: &'static str,
+        /// The path.
+        path: std::path::PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file is not the PEM it should be.
+    #[error("{what} is not usable: {reason}")]
+    Pem {
+        /// Which flag names it.
+        what: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// rustls refused the combination.
+    #[error("the report client's TLS configuration is invalid: {0}")]
+    Rustls(#[from] rustls::Error),
+}
+
+/// The report client's mutual TLS (ring provider): the operator's certificate must chain to
+/// `ca_pem`; this replica presents `cert_pem`/`key_pem` (the `keda-rs-certs` Secret's
+/// `ca.crt`, `tls.crt`, `tls.key`). HTTP/1.1 only, as the report stream is one chunked request.
+///
+/// # Errors
+/// [`TlsError`] naming the input that is not usable.
+pub fn client_tls(
+    ca_pem: &[u8],
+    cert_pem: &[u8],
+    key_pem: &[u8],
+) -> Result<rustls::ClientConfig, TlsError> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let pem = |what: &'static str| {
+        move |e: rustls_pki_types::pem::Error| TlsError::Pem {
+            what,
+            reason: e.to_string(),
+        }
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in CertificateDer::pem_slice_iter(ca_pem) {
+        roots.add(ca.map_err(pem("--operator-ca-file"))?)?;
+    }
+    if roots.is_empty() {
+        return Err(TlsError::Pem {
+            what: "--operator-ca-file",
+            reason: "no CERTIFICATE block found".into(),
+        });
+    }
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<_, _>>()
+        .map_err(pem("--operator-client-cert-file"))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(pem("--operator-client-key-file"))?;
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_root_certificates(roots)
+    .with_client_auth_cert(chain, key)?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// Reads the three files of [`client_tls`].
+///
+/// # Errors
+/// [`TlsError`] naming the file.
+pub fn client_tls_from_files(
+    ca: &std::path::Path,
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> Result<rustls::ClientConfig, TlsError> {
+    let read = |what: &'static str, path: &std::path::Path| {
+        std::fs::read(path).map_err(|source| TlsError::Read {
+            what,
+            path: path.to_path_buf(),
+            source,
+        })
+    };
+    client_tls(
+        &read("--operator-ca-file", ca)?,
+        &read("--operator-client-cert-file", cert)?,
+        &read("--operator-client-key-file", key)?,
+    )
+}
+
+/// A byte stream to the operator, plain or TLS.
+trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
 
 /// Runs until `cancel`: connects, streams, reconnects with backoff (100 ms doubling to 5 s).
 /// Wake-ups that arrive while disconnected are not lost: the next sample carries the held
@@ -102,12 +208,29 @@ async fn stream(
     cancel: &CancellationToken,
 ) -> Result<(), StreamError> {
     let authority = config.url.authority().ok_or(StreamError::NoHost)?.clone();
-    let port = authority.port_u16().unwrap_or(80);
+    let default_port = if config.url.scheme_str() == Some("https") {
+        443
+    } else {
+        80
+    };
+    let port = authority.port_u16().unwrap_or(default_port);
     let tcp = TcpStream::connect((authority.host(), port))
         .await
         .map_err(StreamError::Connect)?;
     let _ = tcp.set_nodelay(true);
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+    let io: Box<dyn Io> = if config.url.scheme_str() == Some("https") {
+        let tls = config.tls.clone().ok_or(StreamError::NoTls)?;
+        let name = rustls_pki_types::ServerName::try_from(authority.host().to_string())
+            .map_err(|e| StreamError::ServerName(e.to_string()))?;
+        let stream = tokio_rustls::TlsConnector::from(tls)
+            .connect(name, tcp)
+            .await
+            .map_err(StreamError::Connect)?;
+        Box::new(stream)
+    } else {
+        Box::new(tcp)
+    };
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io))
         .await
         .map_err(StreamError::Http)?;
     let connection = tokio::spawn(connection);

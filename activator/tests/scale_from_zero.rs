@@ -169,6 +169,7 @@ async fn a_thousand_requests_to_a_target_at_zero_all_get_the_backends_answer() {
     ));
     tokio::spawn(report::run(
         ReporterConfig {
+            tls: None,
             url: format!("http://{operator_addr}{REPORT_PATH}")
                 .parse()
                 .expect("url"),

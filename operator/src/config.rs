@@ -194,6 +194,16 @@ pub struct Flags {
     /// Address of the metric service the metrics API server asks (served by the leader).
     #[arg(long, value_name = "ADDR", default_value = ":9666")]
     pub metrics_service_bind_address: BindAddress,
+    /// PEM serving certificate of the metric service (`tls.crt` of the `keda-rs-certs` Secret).
+    #[arg(long, value_name = "FILE", default_value = "/certs/tls.crt")]
+    pub metrics_service_cert_file: PathBuf,
+    /// PEM private key of the metric service's certificate.
+    #[arg(long, value_name = "FILE", default_value = "/certs/tls.key")]
+    pub metrics_service_key_file: PathBuf,
+    /// PEM CA bundle the metric service verifies client certificates (the metrics-apiserver's,
+    /// the activators') against.
+    #[arg(long, value_name = "FILE", default_value = "/certs/ca.crt")]
+    pub metrics_service_client_ca_file: PathBuf,
     /// Take part in leader election so only one replica runs the controllers and scale loops.
     /// Off by default, as in KEDA; the install manifest turns it on (`--leader-elect`).
     #[arg(
@@ -268,6 +278,8 @@ pub struct Settings {
     pub probe_addr: Option<SocketAddr>,
     /// The metric service listener (served by the leader).
     pub metrics_service_addr: Option<SocketAddr>,
+    /// The metric service's mutual TLS files.
+    pub metrics_service_tls: crate::metrics_service::TlsFiles,
     /// The Lease to compete for; `None` when leader election is off (this process leads).
     pub leader_election: Option<LeaseConfig>,
     pub kube_api_qps: f32,
@@ -349,6 +361,11 @@ impl Settings {
             metrics_addr: flags.metrics_bind_address.0,
             probe_addr: flags.health_probe_bind_address.0,
             metrics_service_addr: flags.metrics_service_bind_address.0,
+            metrics_service_tls: crate::metrics_service::TlsFiles {
+                cert: flags.metrics_service_cert_file,
+                key: flags.metrics_service_key_file,
+                client_ca: flags.metrics_service_client_ca_file,
+            },
             leader_election,
             kube_api_qps: flags.kube_api_qps,
             kube_api_burst: flags.kube_api_burst,

@@ -40,11 +40,13 @@ use crate::error::Error;
 use crate::events::{self, Events};
 use crate::hpa::{MANAGED_BY, delete_hpa, desired_hpa, ensure_hpa, metric_specs};
 use crate::recording;
+use crate::resolve::{DEFAULT_CLUSTER_OBJECT_NAMESPACE, Resolver, ResolverConfig, ScalableRef};
 use crate::scale_loop::{DEFAULT_PERSIST_INTERVAL, IntervalTicks, LoopConfig, ScaleLoops, Ticks};
 use crate::scalers::ScalerEnv;
 use crate::settings::scaling_settings;
 use crate::status::{apply_updates, conditions_or_initial, patch_status, set_condition};
 use crate::target::resolve_target;
+use crate::telemetry::Metrics;
 
 /// How the ScaledObject controller runs.
 #[derive(Clone)]
@@ -67,6 +69,49 @@ pub struct ControllerConfig {
     pub max_concurrent_reconciles: u16,
     /// Delay before a failed reconcile is retried.
     pub retry_after_error: Duration,
+    /// Where the Prometheus metrics are recorded (the process's [`Metrics`], served on
+    /// `/metrics`).
+    pub metrics: Metrics,
+    /// How the controller's trigger resolver watches (namespaces, cluster object namespace).
+    /// The resolver is started with the controller and replaces any in `env`.
+    pub resolver: ResolverConfig,
+}
+
+impl ControllerConfig {
+    /// The configuration the `keda-operator` binary runs with: watch namespace, resolver scope
+    /// and cluster object namespace from `settings`, metrics recorded into `metrics`, scalers
+    /// sharing `pools` (where the metric service finds the activator hub).
+    ///
+    /// # Errors
+    /// [`Error::WatchNamespaces`] when `WATCH_NAMESPACE` names more than one namespace.
+    pub fn from_settings(
+        settings: &crate::config::Settings,
+        metrics: Metrics,
+        pools: keda_scalers::pool::ClientPools,
+    ) -> Result<Self, Error> {
+        use crate::config::WatchNamespaces;
+        use crate::resolve::WatchScope;
+        let (watch_namespace, watch_scope) = match &settings.watch_namespaces {
+            WatchNamespaces::All => (None, WatchScope::All),
+            WatchNamespaces::Only(list) => match list.as_slice() {
+                [one] => (Some(one.clone()), WatchScope::Namespaces(vec![one.clone()])),
+                _ => return Err(Error::WatchNamespaces(list.join(","))),
+            },
+        };
+        Ok(ControllerConfig {
+            env: ScalerEnv {
+                pools,
+                ..ScalerEnv::default()
+            },
+            watch_namespace,
+            metrics,
+            resolver: ResolverConfig {
+                watch_scope,
+                ..ResolverConfig::new(settings.cluster_object_namespace.clone())
+            },
+            ..ControllerConfig::default()
+        })
+    }
 }
 
 impl Default for ControllerConfig {
@@ -81,6 +126,8 @@ impl Default for ControllerConfig {
             reporter: MANAGED_BY.to_string(),
             max_concurrent_reconciles: 5,
             retry_after_error: Duration::from_secs(10),
+            resolver: ResolverConfig::new(DEFAULT_CLUSTER_OBJECT_NAMESPACE),
+            metrics: Metrics::new(),
         }
     }
 }
@@ -92,6 +139,8 @@ struct Context {
     clock: Clock,
     started_at: Timestamp,
     retry_after_error: Duration,
+    resolver: Resolver,
+    metrics: Metrics,
 }
 
 /// The controller, built before it runs so callers (tests, the metric service) can hold its
@@ -103,12 +152,21 @@ pub struct ScaledObjectController {
     store: Store<ScaledObject>,
     writer: reflector::store::Writer<ScaledObject>,
     started_at: Timestamp,
+    resolver: Resolver,
 }
 
 impl ScaledObjectController {
-    /// A controller over `client`.
+    /// A controller over `client`. Starts the trigger resolver's watches.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime (the resolver spawns its watch tasks).
     pub fn new(client: Client, config: ControllerConfig) -> ScaledObjectController {
         let (store, writer) = reflector::store();
+        let resolver = Resolver::new(client.clone(), config.resolver.clone());
+        let env = ScalerEnv {
+            resolver: Some(resolver.clone()),
+            ..config.env.clone()
+        };
         let started_at = config
             .operator_started_at
             .unwrap_or_else(|| config.clock.now());
@@ -116,13 +174,14 @@ impl ScaledObjectController {
             client.clone(),
             store.clone(),
             LoopConfig {
-                env: config.env.clone(),
+                env,
                 ticks: config.ticks.clone(),
                 clock: config.clock.clone(),
                 operator_started_at: started_at,
                 persist_interval: config.persist_interval,
                 watch_namespace: config.watch_namespace.clone(),
                 reporter: config.reporter.clone(),
+                metrics: config.metrics.clone(),
             },
         );
         ScaledObjectController {
@@ -132,6 +191,7 @@ impl ScaledObjectController {
             store,
             writer,
             started_at,
+            resolver,
         }
     }
 
@@ -175,21 +235,56 @@ impl ScaledObjectController {
             clock: self.config.clock.clone(),
             started_at: self.started_at,
             retry_after_error: self.config.retry_after_error,
+            resolver: self.resolver.clone(),
+            metrics: self.config.metrics.clone(),
         });
+        // A Secret, ConfigMap, TriggerAuthentication or target env a trigger read changed:
+        // mark the object's loop for a rebuild, then reconcile it, so the new values are used.
+        let loops = self.loops.clone();
+        let rebuilds = self
+            .resolver
+            .subscribe()
+            .filter(|r| std::future::ready(r.kind == keda_scalers::ScalableKind::ScaledObject))
+            .then(move |r: ScalableRef| {
+                let loops = loops.clone();
+                async move {
+                    info!(
+                        namespace = r.namespace,
+                        name = r.name,
+                        "trigger inputs changed: rebuilding scalers"
+                    );
+                    loops.rebuild(&r.namespace, &r.name).await;
+                    r.object_ref::<ScaledObject>()
+                }
+            });
         let config = kube::runtime::controller::Config::default()
             .concurrency(self.config.max_concurrent_reconciles);
         info!(namespace = ?ns, "ScaledObject controller started");
-        Controller::for_stream(objects, self.store)
+        let store = self.store.clone();
+        let controller = Controller::for_stream(objects, self.store)
             .owns_stream(hpas)
+            .reconcile_on(rebuilds)
             .with_config(config)
-            .graceful_shutdown_on(shutdown.cancelled_owned())
+            .graceful_shutdown_on(shutdown.clone().cancelled_owned())
             .run(reconcile, error_policy, ctx)
             .for_each(|r| async move {
                 if let Err(e) = r {
                     tracing::debug!(error = %e, "reconcile failed");
                 }
-            })
-            .await;
+            });
+        // kube's controller waits for its first list before it notices the shutdown; when
+        // ScaledObjects were never listed (no CRD, no RBAC) nothing is in flight: stop at once.
+        let never_listed = async {
+            shutdown.cancelled().await;
+            if futures::FutureExt::now_or_never(store.wait_until_ready()).is_some() {
+                std::future::pending::<()>().await;
+            }
+            warn!("stopping before ScaledObjects could ever be listed");
+        };
+        tokio::select! {
+            () = controller => {}
+            () = never_listed => {}
+        }
         self.loops.stop_all().await;
         info!("ScaledObject controller stopped");
         Ok(())
@@ -364,7 +459,7 @@ async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> 
             _ => None,
         };
         patch_status(&api, &name, &current_status, &desired).await?;
-        recording::scaled_object_paused(&ns, &name, true);
+        recording::scaled_object_paused(&ctx.metrics, &ns, &name, true);
         if !was_paused {
             ctx.events
                 .publish(
@@ -438,7 +533,7 @@ async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> 
     }
     desired.conditions = Some(conditions);
     patch_status(&api, &name, &current_status, &desired).await?;
-    recording::scaled_object_paused(&ns, &name, paused_direction);
+    recording::scaled_object_paused(&ctx.metrics, &ns, &name, paused_direction);
     if was_paused && !paused_direction {
         ctx.events
             .publish(
@@ -476,7 +571,7 @@ async fn report_failure(so: &ScaledObject, e: &Error, ctx: &Context) {
     let ns = so.namespace().unwrap_or_default();
     let name = so.name_any();
     warn!(namespace = ns, name, error = %e, "ScaledObject check failed");
-    recording::scaled_object_error(&ns, &name);
+    recording::scaled_object_error(&ctx.metrics, &ns, &name);
     let api: Api<ScaledObject> = Api::namespaced(ctx.client.clone(), &ns);
     let current: ScaledObjectStatus = so.status.clone().unwrap_or_default();
     let mut desired = current.clone();
@@ -502,6 +597,11 @@ async fn cleanup(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> {
     let ns = so.namespace().unwrap_or_default();
     let name = so.name_any();
     ctx.loops.forget(&so.uid().unwrap_or_default()).await;
+    ctx.resolver.forget(&ScalableRef::new(
+        keda_scalers::ScalableKind::ScaledObject,
+        &ns,
+        &name,
+    ));
     let hpa_api: Api<HorizontalPodAutoscaler> = Api::namespaced(ctx.client.clone(), &ns);
     delete_hpa(&hpa_api, &so.hpa_name()).await?;
     let original = so.status.as_ref().and_then(|s| s.original_replica_count);
@@ -522,7 +622,8 @@ async fn cleanup(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> {
             Err(e) => warn!(namespace = ns, name, error = %e, "cannot restore replicas"),
         }
     }
-    recording::scaled_object_paused(&ns, &name, false);
+    recording::scaled_object_paused(&ctx.metrics, &ns, &name, false);
+    recording::scaled_object_deleted(&ctx.metrics, &ns, &name);
     ctx.events
         .publish(
             so,

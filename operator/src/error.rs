@@ -54,10 +54,12 @@ pub enum Error {
         /// `scaleTargetRef.name`.
         name: String,
     },
-    /// A trigger needs values this operator cannot resolve yet.
+    /// A trigger needs values resolved from the cluster, but the scalers are built without a
+    /// resolver (a library caller's [`crate::ScalerEnv`] without one; the controller always
+    /// has one).
     #[error(
-        "spec.triggers[{index}] ({trigger_type}): {what} is not supported by this keda-rs build yet; \
-         put the values in the trigger metadata"
+        "spec.triggers[{index}] ({trigger_type}): {what} needs the trigger resolver, which this \
+         scaler environment does not have"
     )]
     Unresolvable {
         /// Trigger index.
@@ -67,6 +69,10 @@ pub enum Error {
         /// What cannot be resolved, e.g. `authenticationRef "redis-auth"`.
         what: String,
     },
+    /// A trigger's `xxxFromEnv` value or TriggerAuthentication parameter cannot be resolved;
+    /// the resolver's message names the trigger and what to fix.
+    #[error(transparent)]
+    Resolve(Box<crate::resolve::ResolveError>),
     /// A trigger's scaler could not be built (bad metadata, unknown type, source unreachable).
     #[error("spec.triggers[{index}]: {source}")]
     BuildScaler {
@@ -91,9 +97,22 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// `WATCH_NAMESPACE` lists several namespaces; the ScaledObject controller watches one or
+    /// all.
+    #[error(
+        "WATCH_NAMESPACE={0:?}: the ScaledObject controller of keda-rs watches one namespace or \
+         all of them; set one namespace or leave it empty"
+    )]
+    WatchNamespaces(String),
     /// The finalizer machinery failed.
     #[error(transparent)]
     Finalizer(#[from] Box<kube::runtime::finalizer::Error<Error>>),
+}
+
+impl From<crate::resolve::ResolveError> for Error {
+    fn from(e: crate::resolve::ResolveError) -> Self {
+        Error::Resolve(Box::new(e))
+    }
 }
 
 impl Error {
@@ -113,12 +132,13 @@ impl Error {
             Error::TargetType(_) | Error::UnknownTargetKind { .. } => "target_type",
             Error::TargetNotFound { .. } => "target_not_found",
             Error::TargetNotScalable { .. } => "target_not_scalable",
-            Error::Unresolvable { .. } => "unresolvable",
+            Error::Unresolvable { .. } | Error::Resolve(_) => "unresolvable",
             Error::BuildScaler { .. } => "build_scaler",
             Error::Modifiers(_) => "scaling_modifiers",
             Error::DuplicateMetricName(_) => "duplicate_metric",
             Error::Kube { .. } => "kube",
             Error::Finalizer(_) => "finalizer",
+            Error::WatchNamespaces(_) => "watch_namespaces",
         }
     }
 }

@@ -7,8 +7,15 @@ use std::sync::Arc;
 use keda_operator::config::{
     ClusterError, ConfigError, ProcessEnv, Settings, build_client, check_reachable, infer_config,
 };
-use keda_operator::run::{LeaderTask, RunError, Runtime, run};
+use keda_operator::metrics_service::{
+    CurrentLoops, MetricsService, MetricsServiceOptions, serve_on,
+};
+use keda_operator::run::{FnTask, LeaderTask, RunError, Runtime, TaskError, run};
 use keda_operator::telemetry::{LoggingError, Metrics, init_logging};
+use keda_operator::{ControllerConfig, ScaledObjectController};
+use keda_scalers::Clock;
+use keda_scalers::pool::ClientPools;
+use keda_scalers::scalers::http::hub::ActivatorHub;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -28,6 +35,8 @@ enum MainError {
     Runtime(#[source] std::io::Error),
     #[error("cannot listen for SIGTERM: {0}")]
     Signal(#[source] std::io::Error),
+    #[error(transparent)]
+    Controller(#[from] keda_operator::Error),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +63,9 @@ fn fail(error: &MainError) -> ExitCode {
 
 fn start(settings: &Settings) -> Result<(), MainError> {
     init_logging(settings.log_format, &settings.log_filter)?;
+    // reqwest-based scalers build rustls clients from the process-wide provider: ring, never
+    // aws-lc. An error only means a provider is installed already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -78,15 +90,63 @@ async fn operate(settings: &Settings) -> Result<(), MainError> {
     let shutdown = CancellationToken::new();
     watch_signals(shutdown.clone())?;
 
-    let runtime = Runtime::new(client, Metrics::new());
-    // Leader-only components. The ScaledObject controller and its scale loops are added here
-    // as they land (one line each).
-    let tasks: Vec<Arc<dyn LeaderTask>> = vec![keda_operator::scaled_job::leader_task(
-        settings,
-        runtime.client.clone(),
-    )];
+    let metrics = Metrics::new();
+    let pools = ClientPools::new();
+    let controller = ControllerConfig::from_settings(settings, metrics.clone(), pools.clone())?;
+    let loops = CurrentLoops::default();
+    let mut tasks: Vec<Arc<dyn LeaderTask>> = vec![
+        scaled_object_controller(client.clone(), controller, loops.clone()),
+        keda_operator::scaled_job::leader_task(settings, client.clone()),
+    ];
+    if let Some(addr) = settings.metrics_service_addr {
+        tasks.push(metric_service(addr, settings, loops, pools));
+    }
+    let runtime = Runtime::new(client, metrics);
     run(settings, runtime, tasks, shutdown).await?;
     Ok(())
+}
+
+/// The ScaledObject controller and its scale loops, publishing the loops for the metric
+/// service while they run.
+fn scaled_object_controller(
+    client: kube::Client,
+    config: ControllerConfig,
+    loops: CurrentLoops,
+) -> Arc<dyn LeaderTask> {
+    Arc::new(FnTask::new("scaledobject-controller", move |cancel| {
+        let controller = ScaledObjectController::new(client.clone(), config.clone());
+        let loops = loops.clone();
+        async move {
+            loops.set(Some(controller.loops()));
+            let result = controller.run(cancel).await;
+            loops.set(None);
+            result.map_err(|e| Box::new(e) as TaskError)
+        }
+    }))
+}
+
+/// The metric service on `addr` (mutual TLS), answering from the current scale loops and
+/// accepting the activators' report streams for the `http` scalers.
+fn metric_service(
+    addr: std::net::SocketAddr,
+    settings: &Settings,
+    loops: CurrentLoops,
+    pools: ClientPools,
+) -> Arc<dyn LeaderTask> {
+    let files = settings.metrics_service_tls.clone();
+    Arc::new(FnTask::new("metric-service", move |cancel| {
+        let files = files.clone();
+        let loops = loops.clone();
+        let pools = pools.clone();
+        async move {
+            let hub = ActivatorHub::shared(&pools, &Clock::system()).await;
+            let service = MetricsService::new(Arc::new(loops), MetricsServiceOptions::default())
+                .with_reports(hub);
+            serve_on(addr, &files, service, cancel)
+                .await
+                .map_err(|e| Box::new(e) as TaskError)
+        }
+    }))
 }
 
 /// Cancels `shutdown` on the first SIGTERM or SIGINT; a second one exits at once.

@@ -1,11 +1,12 @@
 //! The operator's metric recording points, in one place. Each function is called where KEDA
-//! records the Prometheus metric of the same name (KEDA-CONTRACT 1.13); until the telemetry
-//! module lands they emit `tracing` events at TRACE level with the same labels, so swapping in
-//! the Prometheus recorders is a change in this file only.
+//! records the Prometheus metric of the same name (KEDA-CONTRACT 1.13) and records it through
+//! [`Metrics`] (KEDA's names, labels and help texts), plus a `tracing` event at TRACE level.
 
 use std::time::Duration;
 
 use tracing::trace;
+
+use crate::telemetry::{CustomResourceKind, Metrics, ResourceKind, ScalerLabels as Series};
 
 /// Labels of the per-trigger metrics: `namespace, metric, scaledObject, scaler, triggerIndex,
 /// type`.
@@ -17,67 +18,162 @@ pub struct ScalerLabels<'a> {
     pub metric: &'a str,
     /// The object's name.
     pub scaled_object: &'a str,
-    /// The scaler (trigger type).
+    /// The trigger type (`redis`).
     pub scaler: &'a str,
+    /// `triggers[].name`; when set, KEDA reports it as the `scaler` label.
+    pub trigger_name: &'a str,
     /// The trigger index.
     pub trigger_index: usize,
 }
 
+impl ScalerLabels<'_> {
+    fn series(&self) -> Series {
+        Series {
+            namespace: self.namespace.to_string(),
+            scaled_resource: self.scaled_object.to_string(),
+            scaler: scaler_label(self.scaler, self.trigger_name),
+            trigger_index: self.trigger_index,
+            metric: self.metric.to_string(),
+            kind: ResourceKind::ScaledObject,
+        }
+    }
+}
+
+/// The `scaler` label KEDA reports: the trigger's name when it has one, else the Go type name
+/// of the scaler (`redisScaler`; one type serves several trigger types, e.g. `redis-cluster`).
+pub fn scaler_label(trigger_type: &str, trigger_name: &str) -> String {
+    if !trigger_name.is_empty() {
+        return trigger_name.to_string();
+    }
+    let known = match trigger_type {
+        "redis" | "redis-cluster" | "redis-sentinel" => Some("redisScaler"),
+        "redis-streams" | "redis-cluster-streams" | "redis-sentinel-streams" => {
+            Some("redisStreamsScaler")
+        }
+        "cpu" | "memory" => Some("cpuMemoryScaler"),
+        "rabbitmq" => Some("rabbitMQScaler"),
+        "external-push" => Some("externalPushScaler"),
+        _ => None,
+    };
+    if let Some(name) = known {
+        return name.to_string();
+    }
+    // Go's names are the trigger type in lower camel case: `kafka` -> `kafkaScaler`.
+    let mut name = String::with_capacity(trigger_type.len() + 6);
+    let mut upper = false;
+    for c in trigger_type.chars() {
+        if c == '-' || c == '_' {
+            upper = true;
+        } else if upper {
+            name.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            name.push(c);
+        }
+    }
+    name.push_str("Scaler");
+    name
+}
+
 /// `keda_scaler_metrics_value`.
-pub fn scaler_metrics_value(l: ScalerLabels<'_>, value: f64) {
+pub fn scaler_metrics_value(metrics: &Metrics, l: ScalerLabels<'_>, value: f64) {
     trace!(metric = "keda_scaler_metrics_value", ?l, value);
+    metrics.scaler_value(&l.series(), value);
 }
 
 /// `keda_scaler_active`.
-pub fn scaler_active(l: ScalerLabels<'_>, active: bool) {
+pub fn scaler_active(metrics: &Metrics, l: ScalerLabels<'_>, active: bool) {
     trace!(metric = "keda_scaler_active", ?l, active);
+    metrics.scaler_active(&l.series(), active);
 }
 
 /// `keda_scaler_metrics_latency_seconds`.
-pub fn scaler_metrics_latency(l: ScalerLabels<'_>, latency: Duration) {
+pub fn scaler_metrics_latency(metrics: &Metrics, l: ScalerLabels<'_>, latency: Duration) {
     trace!(metric = "keda_scaler_metrics_latency_seconds", ?l, ?latency);
+    metrics.scaler_latency(&l.series(), latency);
 }
 
-/// `keda_scaler_detail_errors_total`.
-pub fn scaler_error(l: ScalerLabels<'_>) {
+/// `keda_scaler_detail_errors_total` (and the object's `keda_scaled_object_errors_total`).
+pub fn scaler_error(metrics: &Metrics, l: ScalerLabels<'_>) {
     trace!(metric = "keda_scaler_detail_errors_total", ?l);
+    metrics.scaler_error(&l.series());
+}
+
+/// A successful read: the error counters exist at 0 from then on.
+pub fn scaler_ok(metrics: &Metrics, l: ScalerLabels<'_>) {
+    metrics.scaler_ok(&l.series());
 }
 
 /// `keda_scaled_object_errors_total`.
-pub fn scaled_object_error(namespace: &str, scaled_object: &str) {
+pub fn scaled_object_error(metrics: &Metrics, namespace: &str, scaled_object: &str) {
     trace!(
         metric = "keda_scaled_object_errors_total",
         namespace, scaled_object
     );
+    metrics.scaled_object_error(namespace, scaled_object);
 }
 
 /// `keda_scaled_object_paused`.
-pub fn scaled_object_paused(namespace: &str, scaled_object: &str, paused: bool) {
+pub fn scaled_object_paused(metrics: &Metrics, namespace: &str, scaled_object: &str, paused: bool) {
     trace!(
         metric = "keda_scaled_object_paused",
         namespace, scaled_object, paused
     );
+    metrics.paused(namespace, scaled_object, paused);
 }
 
 /// `keda_internal_scale_loop_latency_seconds`: how late a poll ran against its schedule.
-pub fn scale_loop_latency(namespace: &str, scaled_object: &str, lag: Duration) {
+pub fn scale_loop_latency(metrics: &Metrics, namespace: &str, scaled_object: &str, lag: Duration) {
     trace!(
         metric = "keda_internal_scale_loop_latency_seconds",
         namespace,
         scaled_object,
         ?lag
     );
+    metrics.loop_latency(namespace, scaled_object, ResourceKind::ScaledObject, lag);
 }
 
 /// `keda_resource_registered_total` (+1 when a loop starts, -1 when it stops).
-pub fn resource_registered(namespace: &str, delta: i64) {
+pub fn resource_registered(metrics: &Metrics, namespace: &str, delta: i64) {
     trace!(metric = "keda_resource_registered_total", namespace, delta);
+    if delta >= 0 {
+        metrics.resource_registered(CustomResourceKind::ScaledObject, namespace);
+    } else {
+        metrics.resource_unregistered(CustomResourceKind::ScaledObject, namespace);
+    }
 }
 
 /// `keda_trigger_registered_total` (+1 per trigger when a loop starts, -1 when it stops).
-pub fn trigger_registered(trigger_type: &str, delta: i64) {
+pub fn trigger_registered(metrics: &Metrics, trigger_type: &str, delta: i64) {
     trace!(
         metric = "keda_trigger_registered_total",
         trigger_type, delta
     );
+    if delta >= 0 {
+        metrics.trigger_registered(trigger_type);
+    } else {
+        metrics.trigger_unregistered(trigger_type);
+    }
+}
+
+/// A ScaledObject was deleted: its per-scaler series go away (its error counter stays).
+pub fn scaled_object_deleted(metrics: &Metrics, namespace: &str, scaled_object: &str) {
+    metrics.forget_scalers(namespace, scaled_object, ResourceKind::ScaledObject);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_scaler_label_is_the_trigger_name_or_keda_s_go_type_name() {
+        assert_eq!(scaler_label("redis", ""), "redisScaler");
+        assert_eq!(scaler_label("redis-cluster", ""), "redisScaler");
+        assert_eq!(scaler_label("redis-streams", ""), "redisStreamsScaler");
+        assert_eq!(scaler_label("memory", ""), "cpuMemoryScaler");
+        assert_eq!(scaler_label("rabbitmq", ""), "rabbitMQScaler");
+        assert_eq!(scaler_label("kafka", ""), "kafkaScaler");
+        assert_eq!(scaler_label("cron", ""), "cronScaler");
+        assert_eq!(scaler_label("redis", "orders"), "orders");
+    }
 }

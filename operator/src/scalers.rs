@@ -1,6 +1,6 @@
 //! Building the scalers of a ScaledObject: the one place that turns triggers into
-//! [`ScalerContext`]s, so plugging in the resolver of `xxxFromEnv` values and
-//! TriggerAuthentication parameters is a change here only.
+//! [`ScalerContext`]s, with `xxxFromEnv` values and TriggerAuthentication parameters filled in
+//! by the [`Resolver`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,9 +14,11 @@ use kube::ResourceExt;
 
 use crate::error::Error;
 use crate::formula::{CompiledModifiers, ScalingModifiersSpec, compile_scaling_modifiers};
+use crate::resolve::{ResolveSession, Resolver, ScaleTargetPodSource};
 
 /// What building a scaler needs besides the trigger: the registry, the shared client pools,
-/// the clock and KEDA's HTTP timeout.
+/// the clock, KEDA's HTTP timeout and the resolver of `xxxFromEnv` values and
+/// TriggerAuthentication parameters.
 #[derive(Clone, Debug)]
 pub struct ScalerEnv {
     /// Trigger type -> factory.
@@ -27,6 +29,9 @@ pub struct ScalerEnv {
     pub clock: Clock,
     /// `KEDA_HTTP_DEFAULT_TIMEOUT`.
     pub http_timeout: Duration,
+    /// Resolves `authenticationRef` and `xxxFromEnv`. The ScaledObject controller sets its
+    /// own; without one, triggers using either are refused with [`Error::Unresolvable`].
+    pub resolver: Option<Resolver>,
 }
 
 impl Default for ScalerEnv {
@@ -36,6 +41,7 @@ impl Default for ScalerEnv {
             pools: ClientPools::new(),
             clock: Clock::system(),
             http_timeout: DEFAULT_HTTP_TIMEOUT,
+            resolver: None,
         }
     }
 }
@@ -90,19 +96,21 @@ impl ObjectScalers {
     }
 }
 
-/// The context of trigger `index` of `so`, from its metadata alone.
+/// The context of trigger `index` of `so`: its metadata, plus what `session` resolves (the
+/// `xxxFromEnv` variables of the target's container and the TriggerAuthentication's
+/// parameters).
 ///
 /// # Errors
-/// [`Error::Unresolvable`] when the trigger needs an `authenticationRef` or `xxxFromEnv`
-/// value: building it without them would silently run without credentials.
-pub fn context_for(
+/// [`Error::Resolve`] when the resolver cannot resolve the trigger (the message names what to
+/// fix); [`Error::Unresolvable`] when the trigger needs resolution and there is no `session`.
+pub async fn context_for(
     so: &ScaledObject,
     trigger: &ScaleTrigger,
     index: usize,
     env: &ScalerEnv,
+    session: Option<&mut ResolveSession>,
 ) -> Result<ScalerContext, Error> {
-    check_resolvable(trigger, index)?;
-    Ok(ScalerContext {
+    let mut ctx = ScalerContext {
         scalable_name: so.name_any(),
         scalable_namespace: so.namespace().unwrap_or_default(),
         scalable_kind: ScalableKind::ScaledObject,
@@ -111,10 +119,15 @@ pub fn context_for(
         clients: env.pools.clone(),
         clock: env.clock.clone(),
         ..ScalerContext::from_trigger(trigger, index)
-    })
+    };
+    match session {
+        Some(session) => session.resolve(trigger, index).await?.apply(&mut ctx),
+        None => check_resolvable(trigger, index)?,
+    }
+    Ok(ctx)
 }
 
-/// Whether trigger `index` can be built from its metadata alone (ScaledObjects and ScaledJobs).
+/// Whether trigger `index` can be built from its metadata alone, i.e. without a resolver.
 ///
 /// # Errors
 /// [`Error::Unresolvable`] when the trigger needs an `authenticationRef` or `xxxFromEnv`
@@ -156,9 +169,15 @@ pub async fn scalers_for(so: &ScaledObject, env: &ScalerEnv) -> Result<ObjectSca
             &so.spec.triggers,
         )?),
     };
+    // One session for all triggers: the target's pod template is read once, and dropping it
+    // records what the triggers read so a change to any of it signals a rebuild.
+    let mut session = env
+        .resolver
+        .as_ref()
+        .map(|r| r.session(ScaleTargetPodSource::for_scaled_object(so)));
     let mut built: Vec<TriggerScaler> = Vec::with_capacity(so.spec.triggers.len());
     for (index, trigger) in so.spec.triggers.iter().enumerate() {
-        let result = match context_for(so, trigger, index, env) {
+        let result = match context_for(so, trigger, index, env, session.as_mut()).await {
             Ok(ctx) => env
                 .registry
                 .build(ctx)
@@ -201,19 +220,19 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_trigger_with_authentication_ref_is_not_built_without_credentials() {
+    async fn without_a_resolver_a_trigger_with_authentication_ref_is_not_built() {
         let so =
             object("{ type: redis, metadata: { listName: a }, authenticationRef: { name: auth } }");
         let err = scalers_for(&so, &ScalerEnv::default()).await.unwrap_err();
         assert_eq!(
             err.to_string(),
-            "spec.triggers[0] (redis): authenticationRef \"auth\" is not supported by this \
-             keda-rs build yet; put the values in the trigger metadata"
+            "spec.triggers[0] (redis): authenticationRef \"auth\" needs the trigger resolver, \
+             which this scaler environment does not have"
         );
     }
 
     #[tokio::test]
-    async fn a_trigger_reading_the_environment_is_not_built_without_it() {
+    async fn without_a_resolver_a_trigger_reading_the_environment_is_not_built() {
         let so = object("{ type: redis, metadata: { listName: a, addressFromEnv: REDIS } }");
         let err = scalers_for(&so, &ScalerEnv::default()).await.unwrap_err();
         assert!(err.to_string().contains("metadata.addressFromEnv"), "{err}");

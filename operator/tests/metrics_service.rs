@@ -284,3 +284,92 @@ fn a_client_ca_file_without_certificates_is_refused_naming_it() {
     let error = server_config(cert.as_bytes(), key.as_bytes(), b"").expect_err("no CA");
     assert!(error.to_string().contains("client CA"), "{error}");
 }
+
+#[tokio::test]
+async fn activator_reports_posted_over_mutual_tls_reach_the_hub_of_the_http_scalers() {
+    use keda_scalers::pool::ClientPools;
+    use keda_scalers::scalers::http::hub::ActivatorHub;
+    use keda_scalers::scalers::http::protocol::{REPORT_PATH, Report, TargetKey};
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let pki = Pki::new("operator-ca");
+    let (cert, key) = pki.issue(&["localhost"], ExtendedKeyUsagePurpose::ServerAuth);
+    let tls = server_config(
+        cert.as_bytes(),
+        key.as_bytes(),
+        pki.ca.as_ref().pem().as_bytes(),
+    )
+    .expect("TLS configuration");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address");
+    let pools = ClientPools::new();
+    let clock = Clock::system();
+    // The hub the http scalers lease from the same pools.
+    let hub = ActivatorHub::shared(&pools, &clock).await;
+    let served = ActivatorHub::shared(&pools, &clock).await;
+    let cancel = CancellationToken::new();
+    tokio::spawn(
+        service()
+            .with_reports(served)
+            .serve(listener, Arc::new(tls), cancel.clone()),
+    );
+    let target = TargetKey::new("apps", "web", 0);
+    let mut activity = hub.subscribe(&target);
+
+    let (client_cert, client_key) = pki.issue(&[], ExtendedKeyUsagePurpose::ClientAuth);
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(pki.ca.as_ref().pem().as_bytes()).expect("CA"))
+        .expect("root");
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_root_certificates(roots)
+    .with_client_auth_cert(
+        vec![CertificateDer::from_pem_slice(client_cert.as_bytes()).expect("cert")],
+        PrivateKeyDer::from_pem_slice(client_key.as_bytes()).expect("key"),
+    )
+    .expect("client auth");
+    let exchange = async {
+        let tcp = tokio::net::TcpStream::connect(address)
+            .await
+            .expect("connect");
+        let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(ServerName::try_from("localhost").expect("name"), tcp)
+            .await
+            .expect("handshake");
+        let line = Report::Wake {
+            replica: "activator-0".into(),
+            target: target.clone(),
+        }
+        .to_line();
+        let head = format!(
+            "POST {REPORT_PATH} HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/x-ndjson\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            line.len()
+        );
+        tls.write_all(head.as_bytes()).await.expect("head");
+        tls.write_all(&line).await.expect("body");
+        let mut response = Vec::new();
+        let _ = tls.read_to_end(&mut response).await;
+        String::from_utf8_lossy(&response).into_owned()
+    };
+    let response = tokio::time::timeout(Duration::from_secs(10), exchange)
+        .await
+        .expect("answered in time");
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert!(
+        response.contains(r#"{"applied":1,"rejected":0}"#),
+        "{response}"
+    );
+    tokio::time::timeout(Duration::from_secs(10), activity.wait_for(|a| a.wakes >= 1))
+        .await
+        .expect("the wake-up reaches the hub in time")
+        .expect("hub alive");
+    cancel.cancel();
+}

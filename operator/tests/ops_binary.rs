@@ -15,6 +15,10 @@ use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio::time::timeout;
 
+#[allow(dead_code)]
+#[path = "../../scalers/tests/common/mod.rs"]
+mod redis_common;
+
 const BINARY: &str = env!("CARGO_BIN_EXE_keda-operator");
 const NAMESPACE: &str = "keda";
 const LEASE: &str = "operator.keda.sh";
@@ -86,6 +90,9 @@ impl Operator {
                 "127.0.0.1:0",
                 "--health-probe-bind-address",
                 "127.0.0.1:0",
+                // No certificates here: the metric service is tested in process.
+                "--metrics-service-bind-address",
+                "0",
                 "--log-format",
                 "json",
             ])
@@ -293,4 +300,102 @@ async fn a_second_binary_stays_standby_until_the_leader_gets_sigterm_then_leads_
 
     let status = b.terminate().await;
     assert!(status.success(), "{status:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_scales_a_deployment_from_zero_for_a_redis_scaled_object() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+    use keda_api::ScaledObject;
+    use kube::api::PostParams;
+    use redis::AsyncCommands;
+
+    let Some(mut redis) = redis_common::redis_or_skip("binary scales from zero").await else {
+        return;
+    };
+    let cluster = cluster("scales").await;
+    cluster
+        .server
+        .load_crds_from_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/crd"))
+        .expect("CRDs load");
+    cluster.server.create_namespace("apps").expect("namespace");
+    let client = cluster.server.client();
+    let deployment: Deployment = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": { "name": "worker", "namespace": "apps" },
+        "spec": {
+            "replicas": 0,
+            "selector": { "matchLabels": { "app": "worker" } },
+            "template": {
+                "metadata": { "labels": { "app": "worker" } },
+                "spec": { "containers": [{ "name": "app", "image": "registry.k8s.io/pause:3.9" }] }
+            }
+        }
+    }))
+    .expect("a Deployment");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "apps");
+    deployments
+        .create(&PostParams::default(), &deployment)
+        .await
+        .expect("create Deployment");
+    let list = redis_common::unique("binary");
+    let so: ScaledObject = serde_yaml::from_str(&format!(
+        r#"
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata: {{ name: worker, namespace: apps }}
+spec:
+  scaleTargetRef: {{ name: worker }}
+  pollingInterval: 1
+  triggers:
+    - type: redis
+      metadata:
+        address: {address}
+        listName: {list}
+        listLength: "5"
+"#,
+        address = redis_common::REDIS_ADDRESS
+    ))
+    .expect("ScaledObject");
+    let mut operator = Operator::start(&cluster.kubeconfig, cluster.dir.path(), "operator-a").await;
+    Api::<ScaledObject>::namespaced(client.clone(), "apps")
+        .create(&PostParams::default(), &so)
+        .await
+        .expect("create ScaledObject");
+    let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), "apps");
+    eventually(
+        "the HPA keda-hpa-worker exists",
+        Duration::from_secs(20),
+        || async { matches!(hpas.get_opt("keda-hpa-worker").await, Ok(Some(_))) },
+    )
+    .await;
+    assert_eq!(
+        replicas(&deployments).await,
+        0,
+        "an empty list leaves the Deployment at 0"
+    );
+    let _: i64 = redis
+        .rpush(&list, vec!["a", "b", "c"])
+        .await
+        .expect("RPUSH");
+    eventually(
+        "the Deployment scales to 1",
+        Duration::from_secs(20),
+        || async { replicas(&deployments).await == 1 },
+    )
+    .await;
+    let status = operator.terminate().await;
+    assert!(status.success(), "{status:?}");
+    let _: i64 = redis.del(&list).await.expect("DEL");
+}
+
+async fn replicas(deployments: &Api<k8s_openapi::api::apps::v1::Deployment>) -> i32 {
+    deployments
+        .get("worker")
+        .await
+        .expect("get Deployment")
+        .spec
+        .and_then(|s| s.replicas)
+        .unwrap_or(-1)
 }

@@ -203,3 +203,222 @@ async fn a_push_scaler_activation_scales_from_zero_without_waiting_for_a_poll() 
     assert_eq!(w.replicas("pushed").await, 1);
     op.stop().await;
 }
+
+/// A Redis ACL user only this test knows.
+struct AclUser {
+    redis: redis::aio::MultiplexedConnection,
+    name: String,
+}
+
+impl AclUser {
+    async fn create(redis: &redis::aio::MultiplexedConnection, password: &str) -> AclUser {
+        let name = list("acl-user");
+        let mut c = redis.clone();
+        let _: () = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg(&name)
+            .arg("on")
+            .arg(format!(">{password}"))
+            .arg("~*")
+            .arg("&*")
+            .arg("+@all")
+            .query_async(&mut c)
+            .await
+            .expect("ACL SETUSER");
+        AclUser {
+            redis: redis.clone(),
+            name,
+        }
+    }
+
+    /// Deletes the user (a failed test leaves it behind; its name is unique).
+    async fn delete(self) {
+        let mut c = self.redis.clone();
+        let _: i64 = redis::cmd("ACL")
+            .arg("DELUSER")
+            .arg(&self.name)
+            .query_async(&mut c)
+            .await
+            .expect("ACL DELUSER");
+    }
+}
+
+async fn write_secret(w: &scenarios::World, name: &str, data: &[(&str, &str)]) {
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::{Api, Patch, PatchParams};
+    let data: serde_json::Map<String, serde_json::Value> = data
+        .iter()
+        .map(|(k, v)| ((*k).to_string(), serde_json::Value::from(*v)))
+        .collect();
+    let secret = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": { "name": name, "namespace": w.namespace },
+        "stringData": data,
+    });
+    let api: Api<Secret> = Api::namespaced(w.client.clone(), &w.namespace);
+    api.patch(
+        name,
+        &PatchParams::apply("keda-rs-test").force(),
+        &Patch::Apply(&secret),
+    )
+    .await
+    .expect("apply Secret");
+}
+
+async fn create_yaml<K>(w: &scenarios::World, yaml: &str)
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + Clone
+        + std::fmt::Debug,
+{
+    let object: K = serde_yaml::from_str(yaml).expect("YAML");
+    let api: kube::Api<K> = kube::Api::namespaced(w.client.clone(), &w.namespace);
+    api.create(&Default::default(), &object)
+        .await
+        .expect("create");
+}
+
+fn authenticated_object(name: &str, list: &str, auth: &str) -> String {
+    format!(
+        r#"
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata: {{ name: {name} }}
+spec:
+  scaleTargetRef: {{ name: {name} }}
+  pollingInterval: 10
+  maxReplicaCount: 1
+  triggers:
+    - type: redis
+      metadata:
+        address: 127.0.0.1:6379
+        listName: {list}
+        listLength: "5"
+        activationListLength: "5"
+      authenticationRef: {{ name: {auth} }}
+"#
+    )
+}
+
+#[tokio::test]
+async fn a_password_from_a_trigger_authentication_scales_and_its_rotation_is_picked_up() {
+    let Some((_server, w)) = world("auth-rotation").await else {
+        return;
+    };
+    let list = list("auth-rotation");
+    let user = AclUser::create(&w.redis, "right-password").await;
+    write_secret(
+        &w,
+        "redis-auth",
+        &[("user", &user.name), ("password", "right-password")],
+    )
+    .await;
+    create_yaml::<keda_api::TriggerAuthentication>(
+        &w,
+        r#"
+apiVersion: keda.sh/v1alpha1
+kind: TriggerAuthentication
+metadata: { name: redis-auth }
+spec:
+  secretTargetRef:
+    - { parameter: username, name: redis-auth, key: user }
+    - { parameter: password, name: redis-auth, key: password }
+"#,
+    )
+    .await;
+    w.deployment("authed", 0).await;
+    w.push(&list, 10).await;
+    let op = w.start_operator();
+    w.create(&authenticated_object("authed", &list, "redis-auth"))
+        .await;
+    scenarios::eventually("the Deployment scaled 0 -> 1", || async {
+        (w.replicas("authed").await == 1).then_some(())
+    })
+    .await;
+    let ready = scenarios::ready(&w.get("authed").await);
+    assert_eq!(ready.map(|r| r.0), Some("True".to_string()));
+
+    // Rotate the Secret to a password Redis does not accept: the scalers are rebuilt with it
+    // and the object reports the failure.
+    write_secret(
+        &w,
+        "redis-auth",
+        &[("user", &user.name), ("password", "wrong-password")],
+    )
+    .await;
+    let (status, reason, message) =
+        scenarios::eventually("Ready=False after the rotation", || async {
+            scenarios::ready(&w.get("authed").await).filter(|r| r.0 == "False")
+        })
+        .await;
+    assert_eq!(status, "False");
+    assert!(
+        message.contains("Password authentication failed"),
+        "{reason}: {message}"
+    );
+    op.stop().await;
+    user.delete().await;
+}
+
+#[tokio::test]
+async fn a_missing_trigger_authentication_makes_the_object_not_ready_with_the_resolver_s_message() {
+    let Some((_server, w)) = world("auth-missing").await else {
+        return;
+    };
+    w.deployment("unauthed", 0).await;
+    let op = w.start_operator();
+    w.create(&authenticated_object(
+        "unauthed",
+        &list("auth-missing"),
+        "nowhere",
+    ))
+    .await;
+    let (_, reason, message) = scenarios::eventually("Ready=False", || async {
+        scenarios::ready(&w.get("unauthed").await).filter(|r| r.0 == "False")
+    })
+    .await;
+    assert_eq!(reason, "ScaledObjectCheckFailed");
+    assert!(
+        message.contains("TriggerAuthentication team/nowhere"),
+        "{message}"
+    );
+    op.stop().await;
+}
+
+#[tokio::test]
+async fn a_poll_records_the_scaler_value_and_activity_under_keda_s_names_and_labels() {
+    let Some((_server, w)) = world("recording").await else {
+        return;
+    };
+    let list = list("recording");
+    w.deployment("recorded", 0).await;
+    w.push(&list, 7).await;
+    let op = w.start_operator();
+    let so = w
+        .create(&scenarios::redis_object(
+            "recorded", "recorded", &list, "", "",
+        ))
+        .await;
+    w.polls_reach(&op, &so, 1).await;
+    let text = w.metrics.encode();
+    let labels = format!(
+        r#"{{namespace="team",metric="s0-redis-{list}",scaledObject="recorded",scaler="redisScaler",triggerIndex="0",type="scaledobject"}}"#
+    );
+    let sample = |name: &str| {
+        let prefix = format!("{name}{labels} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no {name}{labels} in\n{text}"))
+    };
+    assert_eq!(sample("keda_scaler_metrics_value"), 7.0);
+    assert_eq!(sample("keda_scaler_active"), 1.0);
+    assert!(
+        text.contains(r#"keda_trigger_registered_total{type="redis"} 1"#),
+        "{text}"
+    );
+    op.stop().await;
+}

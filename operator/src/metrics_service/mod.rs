@@ -19,8 +19,99 @@ mod tls;
 use async_trait::async_trait;
 use keda_scalers::{MetricValue, ScalerError};
 
+use crate::scale_loop::{MetricQueryError, ScaleLoops};
+
 pub use server::{MetricsService, MetricsServiceOptions, ServeError};
 pub use tls::{TlsConfigError, server_config};
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+/// The files of the metric service's mutual TLS, as `keda-rs-certs` lays out its Secret
+/// (`tls.crt`, `tls.key`, `ca.crt`, mounted at `/certs`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The serving certificate chain (PEM).
+    pub cert: PathBuf,
+    /// Its private key (PEM).
+    pub key: PathBuf,
+    /// The CA that signs the metrics-apiserver's client certificate (PEM).
+    pub client_ca: PathBuf,
+}
+
+/// Why the metric service cannot start. Each message names the file or address to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A TLS file cannot be read.
+    #[error("cannot read the metric service's {what} {path}: {source}")]
+    Read {
+        /// Which file (`--metrics-service-cert-file`, ...).
+        what: &'static str,
+        /// Its path.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The files do not make a TLS configuration.
+    #[error(transparent)]
+    Tls(#[from] TlsConfigError),
+    /// The address cannot be bound.
+    #[error("cannot listen on {addr} (--metrics-service-bind-address): {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The listener failed.
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+}
+
+async fn read(what: &'static str, path: &Path) -> Result<Vec<u8>, StartError> {
+    tokio::fs::read(path)
+        .await
+        .map_err(|source| StartError::Read {
+            what,
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+/// Reads the TLS files, binds `addr` and serves `service` until `cancel`.
+///
+/// # Errors
+/// See [`StartError`].
+pub async fn serve_on(
+    addr: SocketAddr,
+    files: &TlsFiles,
+    service: MetricsService,
+    cancel: CancellationToken,
+) -> Result<(), StartError> {
+    let cert = read(
+        "serving certificate (--metrics-service-cert-file)",
+        &files.cert,
+    )
+    .await?;
+    let key = read("private key (--metrics-service-key-file)", &files.key).await?;
+    let ca = read(
+        "client CA (--metrics-service-client-ca-file)",
+        &files.client_ca,
+    )
+    .await?;
+    let tls = server_config(&cert, &key, &ca)?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| StartError::Bind { addr, source })?;
+    tracing::info!(%addr, "metric service listening");
+    service.serve(listener, Arc::new(tls), cancel).await?;
+    Ok(())
+}
 
 /// Where the values of external metrics come from.
 ///
@@ -87,4 +178,98 @@ pub enum MetricsError {
         #[source]
         source: ScalerError,
     },
+    /// The scale loop's read of the metric failed and no fallback applies; `message` is the
+    /// loop's own (it names the trigger).
+    #[error("ScaledObject {namespace}/{name}: reading metric {metric} failed: {message}")]
+    ReadFailed {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// The metric asked for.
+        metric: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// The scale loops of the current leadership, as the metric service sees them: set when the
+/// ScaledObject controller starts, cleared when it stops. Without loops the service answers
+/// `Unavailable` (503), so the metrics-apiserver retries rather than reporting a missing object.
+#[derive(Clone, Default)]
+pub struct CurrentLoops(Arc<std::sync::RwLock<Option<ScaleLoops>>>);
+
+impl std::fmt::Debug for CurrentLoops {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CurrentLoops")
+            .field("set", &self.get().is_some())
+            .finish()
+    }
+}
+
+impl CurrentLoops {
+    /// Publishes the loops of a controller that just started (`None` when it stopped).
+    pub fn set(&self, loops: Option<ScaleLoops>) {
+        *self
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = loops;
+    }
+
+    /// The current loops, if a controller runs.
+    pub fn get(&self) -> Option<ScaleLoops> {
+        self.0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
+#[async_trait]
+impl MetricValues for CurrentLoops {
+    async fn metric_values(
+        &self,
+        namespace: &str,
+        scaled_object: &str,
+        metric_name: &str,
+    ) -> Result<Vec<MetricValue>, MetricsError> {
+        let Some(loops) = self.get() else {
+            return Err(MetricsError::Unavailable {
+                reason: "the ScaledObject controller is not running (starting, or not the leader)"
+                    .to_string(),
+            });
+        };
+        MetricValues::metric_values(&loops, namespace, scaled_object, metric_name).await
+    }
+}
+
+/// The operator's values: the scale loops' own scalers, with fallback, `useCachedMetrics` and
+/// `scalingModifiers` applied ([`ScaleLoops::metric_values`]).
+#[async_trait]
+impl MetricValues for ScaleLoops {
+    async fn metric_values(
+        &self,
+        namespace: &str,
+        scaled_object: &str,
+        metric_name: &str,
+    ) -> Result<Vec<MetricValue>, MetricsError> {
+        ScaleLoops::metric_values(self, namespace, scaled_object, metric_name)
+            .await
+            .map_err(|e| match e {
+                MetricQueryError::NoLoop { namespace, name } => {
+                    MetricsError::ScaledObjectNotFound { namespace, name }
+                }
+                MetricQueryError::NoMatchingMetric(metric) => MetricsError::MetricNotFound {
+                    namespace: namespace.to_string(),
+                    name: scaled_object.to_string(),
+                    metric,
+                },
+                MetricQueryError::Failed { metric, error } => MetricsError::ReadFailed {
+                    namespace: namespace.to_string(),
+                    name: scaled_object.to_string(),
+                    metric,
+                    message: error,
+                },
+            })
+    }
 }

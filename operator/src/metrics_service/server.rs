@@ -16,6 +16,9 @@ use keda_api::external_metrics::{
     ExternalMetricValue, MetricValuesResponse, ServiceError, ServiceErrorReason,
 };
 use keda_scalers::Clock;
+use keda_scalers::pool::Lease;
+use keda_scalers::scalers::http::hub::{ActivatorHub, HubKey, serve_reports};
+use keda_scalers::scalers::http::protocol::REPORT_PATH;
 use rustls::ServerConfig;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
@@ -59,6 +62,7 @@ pub enum ServeError {
 pub struct MetricsService {
     values: Arc<dyn MetricValues>,
     options: MetricsServiceOptions,
+    reports: Option<Arc<Lease<HubKey, ActivatorHub>>>,
 }
 
 impl std::fmt::Debug for MetricsService {
@@ -72,7 +76,19 @@ impl std::fmt::Debug for MetricsService {
 impl MetricsService {
     /// A service answering from `values`.
     pub fn new(values: Arc<dyn MetricValues>, options: MetricsServiceOptions) -> Self {
-        Self { values, options }
+        Self {
+            values,
+            options,
+            reports: None,
+        }
+    }
+
+    /// Also accepts the activators' report streams at [`REPORT_PATH`], feeding `hub` (the one
+    /// the `http` push scalers read, shared through the controller's client pools).
+    #[must_use]
+    pub fn with_reports(mut self, hub: Lease<HubKey, ActivatorHub>) -> Self {
+        self.reports = Some(Arc::new(hub));
+        self
     }
 
     /// Serves mutual-TLS HTTP/2 (and HTTP/1.1) connections accepted on `listener` until
@@ -137,6 +153,11 @@ impl MetricsService {
         let service = service_fn(move |request: Request<Incoming>| {
             let this = this.clone();
             async move {
+                if let Some(hub) = &this.reports
+                    && request.uri().path() == REPORT_PATH
+                {
+                    return Ok::<_, Infallible>(serve_reports(hub, request).await);
+                }
                 Ok::<_, Infallible>(this.respond(request.method(), request.uri().path()).await)
             }
         });
@@ -245,7 +266,7 @@ fn classify(error: &MetricsError) -> (StatusCode, ServiceErrorReason) {
             StatusCode::SERVICE_UNAVAILABLE,
             ServiceErrorReason::Unavailable,
         ),
-        MetricsError::ScalerFailed { .. } => (
+        MetricsError::ScalerFailed { .. } | MetricsError::ReadFailed { .. } => (
             StatusCode::INTERNAL_SERVER_ERROR,
             ServiceErrorReason::ScalerFailed,
         ),

@@ -88,6 +88,14 @@ pub struct Resolver {
     inner: Arc<Inner>,
 }
 
+impl fmt::Debug for Resolver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Resolver")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
 struct Inner {
     config: ResolverConfig,
     secrets: Arc<Cache<SecretData>>,

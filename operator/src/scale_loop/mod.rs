@@ -52,6 +52,7 @@ use crate::scalers::{ObjectScalers, ScalerEnv, scalers_for};
 use crate::settings::{fallback_spec, loop_annotations, scaling_settings};
 use crate::status::{apply_updates, conditions_or_initial, patch_status, set_condition};
 use crate::target::{Target, TargetCache};
+use crate::telemetry::Metrics;
 
 /// Default interval between two persists of an unchanged-but-refreshed `lastActiveTime`.
 pub const DEFAULT_PERSIST_INTERVAL: SignedDuration = SignedDuration::from_mins(5);
@@ -107,6 +108,8 @@ struct Entry {
     token: CancellationToken,
     task: JoinHandle<()>,
     scalers: Arc<ObjectScalers>,
+    /// The inputs of its scalers changed: the next [`ScaleLoops::ensure`] rebuilds them.
+    stale: bool,
 }
 
 /// How the loops run: time, ticks, and the status write policy.
@@ -126,6 +129,8 @@ pub struct LoopConfig {
     pub watch_namespace: Option<String>,
     /// Event reporter name.
     pub reporter: String,
+    /// Where the Prometheus metrics are recorded.
+    pub metrics: Metrics,
 }
 
 struct Inner {
@@ -226,12 +231,13 @@ impl ScaleLoops {
         let mut entries = self.inner.entries.lock().await;
         if let Some(e) = entries.get(&uid)
             && e.key == key
+            && !e.stale
             && !e.task.is_finished()
         {
             return Ok((e.scalers.clone(), false));
         }
         if let Some(old) = entries.remove(&uid) {
-            stop_entry(old).await;
+            stop_entry(old, &self.inner.config.metrics).await;
         }
         let scalers = Arc::new(scalers_for(so, &self.inner.config.env).await?);
         let token = self.inner.shutdown.child_token();
@@ -249,9 +255,10 @@ impl ScaleLoops {
         };
         let ticker = self.inner.config.ticks.ticker(interval);
         let task = tokio::spawn(task_ctx.run(ticker));
-        recording::resource_registered(&namespace, 1);
+        let metrics = &self.inner.config.metrics;
+        recording::resource_registered(metrics, &namespace, 1);
         for t in &scalers.triggers {
-            recording::trigger_registered(&t.trigger_type, 1);
+            recording::trigger_registered(metrics, &t.trigger_type, 1);
         }
         info!(namespace, name, ?interval, "scale loop started");
         entries.insert(
@@ -263,16 +270,28 @@ impl ScaleLoops {
                 token,
                 task,
                 scalers: scalers.clone(),
+                stale: false,
             },
         );
         Ok((scalers, true))
+    }
+
+    /// Marks the loop of `namespace/name` for a rebuild: the next [`ensure`](Self::ensure)
+    /// restarts it with freshly built scalers even though the object did not change (a Secret
+    /// its triggers read was rotated). The running loop keeps polling until then.
+    pub async fn rebuild(&self, namespace: &str, name: &str) {
+        for e in self.inner.entries.lock().await.values_mut() {
+            if e.namespace == namespace && e.name == name {
+                e.stale = true;
+            }
+        }
     }
 
     /// Stops the loop of `uid` (pause), keeping what is remembered about the object.
     pub async fn stop(&self, uid: &str) {
         let entry = self.inner.entries.lock().await.remove(uid);
         if let Some(e) = entry {
-            stop_entry(e).await;
+            stop_entry(e, &self.inner.config.metrics).await;
         }
     }
 
@@ -297,7 +316,7 @@ impl ScaleLoops {
             .map(|(_, e)| e)
             .collect();
         for e in all {
-            stop_entry(e).await;
+            stop_entry(e, &self.inner.config.metrics).await;
         }
         self.inner.shutdown.cancel();
     }
@@ -366,6 +385,7 @@ impl ScaleLoops {
             fallback,
             current_replicas: current,
             ready_replicas: self.inner.targets.ready_replicas(&target).await,
+            metrics: &self.inner.config.metrics,
         };
         if scalers.modifiers.is_some() && metric_name.eq_ignore_ascii_case(COMPOSITE_METRIC_NAME) {
             let previous = lock(&memory).health.clone();
@@ -417,14 +437,14 @@ impl ScaleLoops {
     }
 }
 
-async fn stop_entry(e: Entry) {
+async fn stop_entry(e: Entry, metrics: &Metrics) {
     e.token.cancel();
     // The loop sees the cancellation at its next await; it never holds a lock across one.
     let _ = e.task.await;
     e.scalers.close().await;
-    recording::resource_registered(&e.namespace, -1);
+    recording::resource_registered(metrics, &e.namespace, -1);
     for t in &e.scalers.triggers {
-        recording::trigger_registered(&t.trigger_type, -1);
+        recording::trigger_registered(metrics, &t.trigger_type, -1);
     }
     info!(namespace = e.namespace, name = e.name, "scale loop stopped");
 }
@@ -466,6 +486,7 @@ impl LoopTask {
                     () = self.token.cancelled() => return,
                     lag = ticker.tick() => {
                         recording::scale_loop_latency(
+                            &self.loops.inner.config.metrics,
                             self.so_ref.namespace.as_deref().unwrap_or_default(),
                             &self.so_ref.name,
                             lag,
@@ -525,6 +546,7 @@ impl LoopTask {
             fallback: settings.fallback,
             current_replicas: Some(current),
             ready_replicas: inner.targets.ready_replicas(&self.target).await,
+            metrics: &inner.config.metrics,
         };
         let result = poll::poll(&self.scalers, &ctx, &previous_health).await;
 
@@ -560,7 +582,7 @@ impl LoopTask {
                 }
                 Err(e) => {
                     warn!(namespace, name, error = %e, "scaling the target failed");
-                    recording::scaled_object_error(&namespace, &name);
+                    recording::scaled_object_error(&inner.config.metrics, &namespace, &name);
                     new_last_active = last_active;
                     if let Some(ev) = write.failure_event(&settings.target) {
                         inner.events.publish_decision(&so, &ev).await;
@@ -568,9 +590,8 @@ impl LoopTask {
                 }
             }
         }
-        if !result.summary.errors.is_empty() {
-            recording::scaled_object_error(&namespace, &name);
-        }
+        // A failed scaler read already counted in keda_scaled_object_errors_total
+        // (recording::scaler_error), as in KEDA.
 
         // Status: conditions from the decision, fallback, health, activity, lastActiveTime.
         let was_active = find_condition(&conditions, CONDITION_ACTIVE).is_some_and(|c| c.is_true());

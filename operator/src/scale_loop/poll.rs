@@ -16,6 +16,7 @@ use crate::fallback::{
 use crate::formula::{MODIFIERS_TRIGGER, composite_is_active, composite_value};
 use crate::recording::{self, ScalerLabels};
 use crate::scalers::{ObjectScalers, TriggerScaler};
+use crate::telemetry::Metrics;
 
 /// How long one scaler read may take before it counts as failed.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -59,6 +60,8 @@ pub struct ReadContext<'a> {
     pub current_replicas: Option<i32>,
     /// Ready pods of the target (for `Value` metrics in fallback).
     pub ready_replicas: Option<i32>,
+    /// Where the per-scaler Prometheus metrics are recorded.
+    pub metrics: &'a Metrics,
 }
 
 /// Parses a Kubernetes quantity as a number (`5`, `1500m`, `2k`, `1Gi`).
@@ -117,6 +120,7 @@ pub async fn read_metric(
         metric: &metric,
         scaled_object: ctx.name,
         scaler: &trigger.trigger_type,
+        trigger_name: &trigger.name,
         trigger_index: trigger.index,
     };
     let started = Instant::now();
@@ -125,7 +129,7 @@ pub async fn read_metric(
         trigger.scaler.scaler().metrics_and_activity(&metric),
     )
     .await;
-    recording::scaler_metrics_latency(labels, started.elapsed());
+    recording::scaler_metrics_latency(ctx.metrics, labels, started.elapsed());
     let (value, scaler_active) = match read {
         Ok(Ok(m)) => {
             let total: f64 = m
@@ -148,7 +152,9 @@ pub async fn read_metric(
         ),
     };
     if value.is_err() {
-        recording::scaler_error(labels);
+        recording::scaler_error(ctx.metrics, labels);
+    } else {
+        recording::scaler_ok(ctx.metrics, labels);
     }
     let (target_type, target) = match &scalers.modifiers {
         Some(m) => (m.metric_type, m.target),
@@ -194,9 +200,9 @@ pub async fn read_metric(
         },
     };
     if let Some(v) = reading.value {
-        recording::scaler_metrics_value(labels, v);
+        recording::scaler_metrics_value(ctx.metrics, labels, v);
     }
-    recording::scaler_active(labels, active);
+    recording::scaler_active(ctx.metrics, labels, active);
     (reading, evaluated.health)
 }
 

@@ -14,6 +14,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use keda_api::ScaledObject;
 use keda_operator::scalers::ScalerEnv;
+use keda_operator::telemetry::Metrics;
 use keda_operator::{ControllerConfig, ManualTicks, ScaleLoops, ScaledObjectController};
 use keda_scalers::Clock;
 use keda_scalers::pool::ClientPools;
@@ -78,6 +79,8 @@ pub struct World {
     pub pools: ClientPools,
     pub registry: Arc<keda_scalers::Registry>,
     pub redis: redis::aio::MultiplexedConnection,
+    /// Where the operator records its Prometheus metrics.
+    pub metrics: Metrics,
 }
 
 impl World {
@@ -90,6 +93,7 @@ impl World {
             pools: ClientPools::new(),
             registry: Arc::new(keda_scalers::Registry::builtin()),
             redis,
+            metrics: Metrics::new(),
         }
     }
 
@@ -108,6 +112,7 @@ impl World {
             persist_interval: SignedDuration::from_mins(5),
             watch_namespace: Some(self.namespace.clone()),
             retry_after_error: Duration::from_millis(200),
+            metrics: self.metrics.clone(),
             ..ControllerConfig::default()
         };
         let controller = ScaledObjectController::new(self.client.clone(), config);
