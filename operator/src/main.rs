@@ -94,9 +94,12 @@ async fn operate(settings: &Settings) -> Result<(), MainError> {
     let pools = ClientPools::new();
     let controller = ControllerConfig::from_settings(settings, metrics.clone(), pools.clone())?;
     let loops = CurrentLoops::default();
+    // Both controllers share the client pools, the metrics and the resolver's scope.
+    let scaled_jobs =
+        keda_operator::scaled_job::leader_task(settings, client.clone(), controller.clone());
     let mut tasks: Vec<Arc<dyn LeaderTask>> = vec![
         scaled_object_controller(client.clone(), controller, loops.clone()),
-        keda_operator::scaled_job::leader_task(settings, client.clone()),
+        scaled_jobs,
     ];
     if let Some(addr) = settings.metrics_service_addr {
         tasks.push(metric_service(addr, settings, loops, pools));

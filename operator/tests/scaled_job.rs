@@ -640,3 +640,51 @@ async fn the_controller_stops_on_shutdown_even_without_the_crd() {
         .expect("no panic")
         .expect("no error");
 }
+
+#[tokio::test]
+async fn a_trigger_authentication_supplies_a_scaled_job_trigger_parameter() {
+    let Some((w, mut redis, list)) = redis_world("scaled job trigger authentication").await else {
+        return;
+    };
+    // The Redis address is not in the trigger: it comes from a Secret through a
+    // TriggerAuthentication, as KEDA users commonly write it.
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "redis-conn", "namespace": NS},
+        "stringData": {"address": "127.0.0.1:6379"}
+    }))
+    .expect("a Secret");
+    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(w.client.clone(), NS)
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("create Secret");
+    let auth: keda_api::TriggerAuthentication = serde_yaml::from_str(&format!(
+        r#"
+apiVersion: keda.sh/v1alpha1
+kind: TriggerAuthentication
+metadata: {{ name: redis-auth, namespace: {NS} }}
+spec:
+  secretTargetRef:
+    - {{ parameter: address, name: redis-conn, key: address }}
+"#
+    ))
+    .expect("a TriggerAuthentication");
+    Api::<keda_api::TriggerAuthentication>::namespaced(w.client.clone(), NS)
+        .create(&PostParams::default(), &auth)
+        .await
+        .expect("create TriggerAuthentication");
+    push(&mut redis, &list, 3).await;
+    let yaml = redis_job("authed", &list, "", "")
+        .replace("        address: 127.0.0.1:6379\n", "")
+        .replace(
+            "        listLength: \"1\"\n",
+            "        listLength: \"1\"\n      authenticationRef:\n        name: redis-auth\n",
+        );
+    assert!(
+        !yaml.contains("address:"),
+        "the trigger names no address itself"
+    );
+    let sj = w.create(&yaml).await;
+    w.polls_reach(&sj, 1).await;
+    assert_eq!(w.job_names("authed").await.len(), 3, "one Job per item");
+    drop_key(&mut redis, &list).await;
+}

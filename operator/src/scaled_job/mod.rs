@@ -38,6 +38,7 @@ use crate::controller::ControllerConfig;
 use crate::error::Error;
 use crate::events::{self, Events};
 use crate::job_decision::rollout_to_delete;
+use crate::resolve::{Resolver, ScaleTargetPodSource};
 use crate::scalers::{ObjectScalers, ScalerEnv, TriggerScaler};
 use crate::status::{set_condition, status_patch};
 
@@ -98,25 +99,38 @@ impl ScaledJobError {
 /// A trigger needing an `authenticationRef` or `xxxFromEnv` value; a scaler that does not
 /// build.
 pub async fn scalers_for_job(sj: &ScaledJob, env: &ScalerEnv) -> Result<ObjectScalers, Error> {
+    // As for ScaledObjects: one resolver session for all triggers (the inline Job template is
+    // the pod source), recording what they read so that a change signals a rebuild.
+    let mut session = env
+        .resolver
+        .as_ref()
+        .map(|r| r.session(ScaleTargetPodSource::for_scaled_job(sj)));
     let mut built: Vec<TriggerScaler> = Vec::with_capacity(sj.spec.triggers.len());
     for (index, trigger) in sj.spec.triggers.iter().enumerate() {
-        let result = match crate::scalers::check_resolvable(trigger, index) {
-            Ok(()) => {
-                let ctx = keda_scalers::ScalerContext {
-                    scalable_name: sj.name_any(),
-                    scalable_namespace: sj.namespace().unwrap_or_default(),
-                    scalable_kind: ScalableKind::ScaledJob,
-                    as_metric_source: false,
-                    global_http_timeout: env.http_timeout,
-                    clients: env.pools.clone(),
-                    clock: env.clock.clone(),
-                    ..keda_scalers::ScalerContext::from_trigger(trigger, index)
-                };
-                env.registry
-                    .build(ctx)
-                    .await
-                    .map_err(|source| Error::BuildScaler { index, source })
-            }
+        let mut ctx = keda_scalers::ScalerContext {
+            scalable_name: sj.name_any(),
+            scalable_namespace: sj.namespace().unwrap_or_default(),
+            scalable_kind: ScalableKind::ScaledJob,
+            as_metric_source: false,
+            global_http_timeout: env.http_timeout,
+            clients: env.pools.clone(),
+            clock: env.clock.clone(),
+            ..keda_scalers::ScalerContext::from_trigger(trigger, index)
+        };
+        let resolved = match session.as_mut() {
+            Some(session) => session
+                .resolve(trigger, index)
+                .await
+                .map(|r| r.apply(&mut ctx))
+                .map_err(Error::from),
+            None => crate::scalers::check_resolvable(trigger, index),
+        };
+        let result = match resolved {
+            Ok(()) => env
+                .registry
+                .build(ctx)
+                .await
+                .map_err(|source| Error::BuildScaler { index, source }),
             Err(e) => Err(e),
         };
         match result {
@@ -206,11 +220,17 @@ impl ScaledJobController {
     /// A controller over `client`.
     pub fn new(client: Client, config: ControllerConfig) -> ScaledJobController {
         let (store, writer) = reflector::store();
+        // Like the ScaledObject controller, the ScaledJob controller resolves its triggers'
+        // TriggerAuthentications and `*FromEnv` values through a resolver of its own.
+        let resolver = Resolver::new(client.clone(), config.resolver.clone());
         let loops = JobLoops::new(
             client.clone(),
             store.clone(),
             JobLoopConfig {
-                env: config.env.clone(),
+                env: ScalerEnv {
+                    resolver: Some(resolver),
+                    ..config.env.clone()
+                },
                 ticks: config.ticks.clone(),
                 clock: config.clock.clone(),
                 persist_interval: config.persist_interval,
@@ -546,6 +566,7 @@ async fn cleanup(sj: &ScaledJob, ctx: &Context) -> Result<Action, ScaledJobError
 pub fn leader_task(
     settings: &crate::config::Settings,
     client: Client,
+    base: ControllerConfig,
 ) -> Arc<dyn crate::run::LeaderTask> {
     let namespaces: Vec<Option<String>> = match &settings.watch_namespaces {
         crate::config::WatchNamespaces::All => vec![None],
@@ -560,7 +581,7 @@ pub fn leader_task(
                     let config = ControllerConfig {
                         watch_namespace: ns.clone(),
                         max_concurrent_reconciles: 1,
-                        ..ControllerConfig::default()
+                        ..base.clone()
                     };
                     run_scaled_job_controller(client.clone(), config, cancel.clone())
                 })
