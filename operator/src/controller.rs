@@ -337,7 +337,6 @@ fn error_policy(_so: Arc<ScaledObject>, _e: &Error, ctx: Arc<Context>) -> Action
 async fn reconcile(so: Arc<ScaledObject>, ctx: Arc<Context>) -> Result<Action, Error> {
     let api: Api<ScaledObject> =
         Api::namespaced(ctx.client.clone(), &so.namespace().unwrap_or_default());
-    let so = add_finalizer(&api, so).await?;
     finalizer(&api, FINALIZER, so, |event| async {
         match event {
             Finalizer::Apply(so) => apply(&so, &ctx).await,
@@ -346,32 +345,6 @@ async fn reconcile(so: Arc<ScaledObject>, ctx: Arc<Context>) -> Result<Action, E
     })
     .await
     .map_err(|e| Error::Finalizer(Box::new(e)))
-}
-
-/// Adds `finalizer.keda.sh` with a merge patch guarded by the resourceVersion. kube's
-/// finalizer helper then finds it present; adding it here keeps the first write a plain merge
-/// patch, which every API server (and memkube) applies the same way.
-async fn add_finalizer(
-    api: &Api<ScaledObject>,
-    so: Arc<ScaledObject>,
-) -> Result<Arc<ScaledObject>, Error> {
-    if so.metadata.deletion_timestamp.is_some() || so.finalizers().iter().any(|f| f == FINALIZER) {
-        return Ok(so);
-    }
-    let mut finalizers = so.finalizers().to_vec();
-    finalizers.push(FINALIZER.to_string());
-    let patch = serde_json::json!({
-        "metadata": {
-            "finalizers": finalizers,
-            "resourceVersion": so.resource_version(),
-        }
-    });
-    let name = so.name_any();
-    let updated = api
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(|e| Error::kube(format!("adding the finalizer to ScaledObject {name}"), e))?;
-    Ok(Arc::new(updated))
 }
 
 async fn apply(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> {

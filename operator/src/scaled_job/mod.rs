@@ -337,7 +337,6 @@ fn error_policy(_sj: Arc<ScaledJob>, _e: &ScaledJobError, ctx: Arc<Context>) -> 
 async fn reconcile(sj: Arc<ScaledJob>, ctx: Arc<Context>) -> Result<Action, ScaledJobError> {
     let api: Api<ScaledJob> =
         Api::namespaced(ctx.client.clone(), &sj.namespace().unwrap_or_default());
-    let sj = add_finalizer(&api, sj).await?;
     finalizer(&api, FINALIZER, sj, |event| async {
         match event {
             Finalizer::Apply(sj) => apply(&sj, &ctx).await,
@@ -346,30 +345,6 @@ async fn reconcile(sj: Arc<ScaledJob>, ctx: Arc<Context>) -> Result<Action, Scal
     })
     .await
     .map_err(|e| ScaledJobError::Finalizer(Box::new(e)))
-}
-
-/// Adds `finalizer.keda.sh` with a merge patch guarded by the resourceVersion, as the
-/// ScaledObject controller does.
-async fn add_finalizer(
-    api: &Api<ScaledJob>,
-    sj: Arc<ScaledJob>,
-) -> Result<Arc<ScaledJob>, ScaledJobError> {
-    if sj.metadata.deletion_timestamp.is_some() || sj.finalizers().iter().any(|f| f == FINALIZER) {
-        return Ok(sj);
-    }
-    let mut finalizers = sj.finalizers().to_vec();
-    finalizers.push(FINALIZER.to_string());
-    let patch = serde_json::json!({
-        "metadata": { "finalizers": finalizers, "resourceVersion": sj.resource_version() }
-    });
-    let name = sj.name_any();
-    let updated = api
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(|e| {
-            ScaledJobError::kube(format!("adding the finalizer to ScaledJob {name}"), e)
-        })?;
-    Ok(Arc::new(updated))
 }
 
 async fn apply(sj: &ScaledJob, ctx: &Context) -> Result<Action, ScaledJobError> {
