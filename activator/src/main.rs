@@ -57,6 +57,15 @@ struct Args {
         default_value = "/certs/tls.key"
     )]
     operator_client_key_file: std::path::PathBuf,
+    /// How often the three files above are checked for changes; a changed file is used by the
+    /// next connection to the operator.
+    #[arg(
+        long,
+        env = "KEDA_ACTIVATOR_CERT_RELOAD_INTERVAL",
+        default_value = keda_tls::DEFAULT_RELOAD_INTERVAL,
+        value_parser = positive_duration
+    )]
+    cert_reload_interval: Duration,
     /// This replica's name in reports (the pod name).
     #[arg(long, env = "POD_NAME", default_value = "keda-activator")]
     replica: String,
@@ -79,6 +88,9 @@ struct Args {
     /// Then, how long open requests may take to finish.
     #[arg(long, env = "KEDA_ACTIVATOR_DRAIN_TIMEOUT", default_value = "20s", value_parser = duration)]
     drain_timeout: Duration,
+    /// Threads serving the proxy, each with its own connections (0: one per CPU).
+    #[arg(long, env = "KEDA_ACTIVATOR_PROXY_THREADS", default_value = "0")]
+    proxy_threads: usize,
 }
 
 fn duration(raw: &str) -> Result<Duration, String> {
@@ -87,7 +99,16 @@ fn duration(raw: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("\"{raw}\" is not a duration such as 500ms, 5s or 1m"))
 }
 
-#[tokio::main]
+fn positive_duration(raw: &str) -> Result<Duration, String> {
+    match duration(raw)? {
+        Duration::ZERO => Err(format!("\"{raw}\" is not more than zero")),
+        positive => Ok(positive),
+    }
+}
+
+// The watches, the report stream and the admin endpoints run here; the proxy has threads of
+// its own (`server::spawn_proxy_threads`).
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -109,7 +130,7 @@ async fn main() -> anyhow::Result<()> {
     let stop_proxy = CancellationToken::new();
     let stop_reporting = CancellationToken::new();
 
-    let proxy_listener = server::bind(args.listen).await?;
+    let proxy_listener = server::bind(args.listen).await?.into_std()?;
     let admin_listener = server::bind(args.admin_listen).await?;
     let watch_task = tokio::spawn(watch::run(
         client,
@@ -123,10 +144,15 @@ async fn main() -> anyhow::Result<()> {
         stop_watching.clone(),
     ));
     let report_tls = if args.operator_url.scheme_str() == Some("https") {
+        let files = report::TlsFiles {
+            operator_ca: args.operator_ca_file.clone(),
+            cert: args.operator_client_cert_file.clone(),
+            key: args.operator_client_key_file.clone(),
+        };
         Some(Arc::new(report::client_tls_from_files(
-            &args.operator_ca_file,
-            &args.operator_client_cert_file,
-            &args.operator_client_key_file,
+            &files,
+            args.cert_reload_interval,
+            &stop_reporting,
         )?))
     } else {
         None
@@ -148,13 +174,19 @@ async fn main() -> anyhow::Result<()> {
         Arc::clone(&metrics),
         stop_reporting.clone(),
     ));
-    let proxy_task = tokio::spawn(server::serve_proxy(
+    let threads = match args.proxy_threads {
+        0 => std::thread::available_parallelism().map_or(1, usize::from),
+        n => n,
+    };
+    let proxy_threads = server::spawn_proxy_threads(
         proxy_listener,
+        threads,
         proxy,
         stop_proxy.clone(),
         args.drain_timeout,
-    ));
-    tracing::info!(listen = %args.listen, admin = %args.admin_listen, "activator started");
+    )
+    .context("starting the proxy threads")?;
+    tracing::info!(listen = %args.listen, admin = %args.admin_listen, threads, "activator started");
 
     shutdown_signal().await;
     // Drain: fail readiness so no new traffic is sent here, keep serving for the delay, then
@@ -165,7 +197,12 @@ async fn main() -> anyhow::Result<()> {
     stop_watching.cancel();
     tokio::time::sleep(args.drain_delay).await;
     stop_proxy.cancel();
-    let _ = proxy_task.await;
+    let _ = tokio::task::spawn_blocking(move || {
+        for thread in proxy_threads {
+            let _ = thread.join();
+        }
+    })
+    .await;
     stop_reporting.cancel();
     let _ = tokio::join!(watch_task, report_task, admin_task);
     tracing::info!("stopped");

@@ -2,6 +2,7 @@
 //! operator carrying wake-ups the moment they happen and a sample of every recently active
 //! target each second (see `keda_scalers::scalers::http::protocol`).
 
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -12,6 +13,7 @@ use http::{Request, Uri, header};
 use hyper::body::{Body, Frame, SizeHint};
 use hyper_util::rt::TokioIo;
 use keda_scalers::scalers::http::protocol::{Report, TargetKey};
+use keda_tls::{CertStore, ServerCaVerifier};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
@@ -74,97 +76,75 @@ enum StreamError {
     ServerName(String),
 }
 
-/// Why the report client's TLS configuration cannot be built; names the file to fix.
+/// Why the report client's TLS configuration cannot be built; names the flag to fix.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
-    /// A file cannot be read.
-    #[error("cannot read {what} {path}: {source}")]
-    Read {
-        /// Which flag names it.
-        what: &'static str,
-        /// The path.
-        path: std::path::PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A file is not the PEM it should be.
-    #[error("{what} is not usable: {reason}")]
-    Pem {
-        /// Which flag names it.
-        what: &'static str,
-        /// Why.
-        reason: String,
-    },
-    /// rustls refused the combination.
+    /// The operator's CA bundle is unusable.
+    #[error("--operator-ca-file: {0}")]
+    OperatorCa(#[source] keda_tls::TlsError),
+    /// The client certificate or its key is unusable, or they do not match.
+    #[error("--operator-client-cert-file / --operator-client-key-file: {0}")]
+    ClientCert(#[source] keda_tls::TlsError),
+    /// rustls refused the configuration.
     #[error("the report client's TLS configuration is invalid: {0}")]
     Rustls(#[from] rustls::Error),
 }
 
-/// The report client's mutual TLS (ring provider): the operator's certificate must chain to
-/// `ca_pem`; this replica presents `cert_pem`/`key_pem` (the `keda-rs-certs` Secret's
-/// `ca.crt`, `tls.crt`, `tls.key`). HTTP/1.1 only, as the report stream is one chunked request.
+/// The files of the report client's mutual TLS (the `keda-rs-certs` Secret's `ca.crt`,
+/// `tls.crt`, `tls.key`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The CA the operator's serving certificate must chain to (`--operator-ca-file`).
+    pub operator_ca: PathBuf,
+    /// The client certificate chain (`--operator-client-cert-file`).
+    pub cert: PathBuf,
+    /// Its private key (`--operator-client-key-file`).
+    pub key: PathBuf,
+}
+
+/// The report client's mutual TLS (ring provider): the operator's certificate must chain to the
+/// CA of `operator_ca`; this replica presents the certificate of `client_cert`. Both are read
+/// per connection, so reloading them ([`client_tls_from_files`]) reaches the next connection.
+/// HTTP/1.1 only, as the report stream is one chunked request.
 ///
 /// # Errors
-/// [`TlsError`] naming the input that is not usable.
+/// [`TlsError::Rustls`] (does not happen with the ring provider).
 pub fn client_tls(
-    ca_pem: &[u8],
-    cert_pem: &[u8],
-    key_pem: &[u8],
+    operator_ca: Arc<ServerCaVerifier>,
+    client_cert: Arc<CertStore>,
 ) -> Result<rustls::ClientConfig, TlsError> {
-    use rustls_pki_types::pem::PemObject;
-    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-    let pem = |what: &'static str| {
-        move |e: rustls_pki_types::pem::Error| TlsError::Pem {
-            what,
-            reason: e.to_string(),
-        }
-    };
-    let mut roots = rustls::RootCertStore::empty();
-    for ca in CertificateDer::pem_slice_iter(ca_pem) {
-        roots.add(ca.map_err(pem("--operator-ca-file"))?)?;
-    }
-    if roots.is_empty() {
-        return Err(TlsError::Pem {
-            what: "--operator-ca-file",
-            reason: "no CERTIFICATE block found".into(),
-        });
-    }
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
-        .collect::<Result<_, _>>()
-        .map_err(pem("--operator-client-cert-file"))?;
-    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(pem("--operator-client-key-file"))?;
-    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()?
-    .with_root_certificates(roots)
-    .with_client_auth_cert(chain, key)?;
+    let mut config = keda_tls::mutual_tls_client_config(operator_ca, client_cert)?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
 }
 
-/// Reads the three files of [`client_tls`].
+/// Reads `files` into a [`client_tls`] configuration and, until `cancel`, checks them for
+/// changes every `reload_interval`: a changed CA or client certificate is used by the next
+/// connection to the operator; a changed file that does not load is logged and the previous
+/// one stays in use.
 ///
 /// # Errors
-/// [`TlsError`] naming the file.
+/// [`TlsError`] naming the flag of the file that is not usable.
+///
+/// # Panics
+/// Outside a tokio runtime.
 pub fn client_tls_from_files(
-    ca: &std::path::Path,
-    cert: &std::path::Path,
-    key: &std::path::Path,
+    files: &TlsFiles,
+    reload_interval: Duration,
+    cancel: &CancellationToken,
 ) -> Result<rustls::ClientConfig, TlsError> {
-    let read = |what: &'static str, path: &std::path::Path| {
-        std::fs::read(path).map_err(|source| TlsError::Read {
-            what,
-            path: path.to_path_buf(),
-            source,
-        })
-    };
-    client_tls(
-        &read("--operator-ca-file", ca)?,
-        &read("--operator-client-cert-file", cert)?,
-        &read("--operator-client-key-file", key)?,
-    )
+    let operator_ca =
+        Arc::new(ServerCaVerifier::from_file(&files.operator_ca).map_err(TlsError::OperatorCa)?);
+    let client_cert =
+        Arc::new(CertStore::from_files(&files.cert, &files.key).map_err(TlsError::ClientCert)?);
+    operator_ca.reload_on_change(files.operator_ca.clone(), reload_interval, cancel.clone());
+    client_cert.reload_on_change(
+        files.cert.clone(),
+        files.key.clone(),
+        reload_interval,
+        cancel.clone(),
+    );
+    client_tls(operator_ca, client_cert)
 }
 
 /// A byte stream to the operator, plain or TLS.

@@ -7,13 +7,10 @@ use std::sync::Arc;
 
 use actix_web::http::header::HeaderMap;
 use arc_swap::ArcSwapOption;
-use rustls::RootCertStore;
-use rustls::server::WebPkiClientVerifier;
+use keda_tls::{TlsError, client_verifier};
 use rustls::server::danger::ClientCertVerifier;
 use rustls_pki_types::{CertificateDer, UnixTime};
 use serde::Deserialize;
-
-use crate::tls::{TlsError, certificates, provider};
 
 /// The ConfigMap in which the kube-apiserver publishes its request-header settings.
 pub const AUTHENTICATION_CONFIGMAP: (&str, &str) =
@@ -32,14 +29,6 @@ pub enum RequestHeaderConfigError {
     /// The CA bundle is unusable.
     #[error(transparent)]
     Ca(#[from] TlsError),
-    /// The CA bundle holds certificates rustls cannot use as trust anchors.
-    #[error("{what}: {reason}")]
-    Anchors {
-        /// The input.
-        what: String,
-        /// What is wrong.
-        reason: String,
-    },
     /// A ConfigMap value is not the JSON list of strings the kube-apiserver writes.
     #[error(
         "ConfigMap kube-system/extension-apiserver-authentication: key {key} is not a JSON list of strings: {reason}"
@@ -99,21 +88,7 @@ impl RequestHeaderConfig {
         group_headers: Vec<String>,
         extra_headers_prefixes: Vec<String>,
     ) -> Result<Self, RequestHeaderConfigError> {
-        let mut roots = RootCertStore::empty();
-        for ca in certificates(ca_pem, what)? {
-            roots
-                .add(ca)
-                .map_err(|e| RequestHeaderConfigError::Anchors {
-                    what: what.to_string(),
-                    reason: e.to_string(),
-                })?;
-        }
-        let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
-            .build()
-            .map_err(|e| RequestHeaderConfigError::Anchors {
-                what: what.to_string(),
-                reason: e.to_string(),
-            })?;
+        let verifier = client_verifier(ca_pem, what)?;
         let or_default = |list: Vec<String>, default: &str| {
             let list: Vec<String> = list.into_iter().filter(|s| !s.trim().is_empty()).collect();
             if list.is_empty() {

@@ -118,8 +118,8 @@ pub struct Args {
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     pub metrics_service_connect_timeout: Duration,
 
-    /// How often certificate and CA files are checked for changes.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    /// How often certificate, key and CA files are checked for changes.
+    #[arg(long, default_value = keda_tls::DEFAULT_RELOAD_INTERVAL, value_parser = positive_duration)]
     pub cert_reload_interval: Duration,
 
     /// Worker threads of the secure port. Default: the number of CPUs.
@@ -165,6 +165,17 @@ pub fn parse_duration(value: &str) -> Result<Duration, String> {
     Ok(total)
 }
 
+/// [`parse_duration`], but not zero (an interval).
+///
+/// # Errors
+/// A message naming the value.
+pub fn positive_duration(value: &str) -> Result<Duration, String> {
+    match parse_duration(value)? {
+        Duration::ZERO => Err(format!("invalid duration {value:?}: must be more than 0")),
+        duration => Ok(duration),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,6 +189,13 @@ mod tests {
         assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
         assert!(parse_duration("10").is_err());
         assert!(parse_duration("ten seconds").is_err());
+    }
+
+    #[test]
+    fn intervals_are_positive() {
+        assert_eq!(positive_duration("10s"), Ok(Duration::from_secs(10)));
+        assert!(positive_duration("0").is_err());
+        assert!(positive_duration("0s").is_err());
     }
 
     #[test]

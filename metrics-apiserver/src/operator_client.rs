@@ -14,7 +14,8 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use keda_api::external_metrics::{
     ExternalMetricValue, MetricValuesResponse, ServiceError, metric_values_path,
 };
-use rustls::{ClientConfig, RootCertStore};
+use keda_tls::{CertStore, ServerCaVerifier, mutual_tls_client_config};
+use rustls::ClientConfig;
 use rustls_pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio::runtime::Handle;
@@ -22,8 +23,6 @@ use tokio::sync::Notify;
 use tokio_rustls::TlsConnector;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
-
-use crate::tls::{CertStore, TlsError, certificates, provider};
 
 /// Why the operator gave no value.
 #[derive(Debug, thiserror::Error)]
@@ -103,31 +102,16 @@ pub struct OperatorClientConfig {
 }
 
 /// The TLS configuration of the operator client: the operator's serving certificate must chain
-/// to `ca_pem`; the client presents the certificate of `client_cert` (which may be reloaded);
-/// ALPN `h2`.
+/// to the CA of `operator_ca`; the client presents the certificate of `client_cert`; both may be
+/// reloaded ([`keda_tls::mutual_tls_client_config`]); ALPN `h2`.
 ///
 /// # Errors
-/// [`TlsError`] naming `ca_what` when the CA bundle is unusable.
+/// rustls refuses the protocol versions (does not happen with the ring provider).
 pub fn client_tls_config(
-    ca_pem: &[u8],
-    ca_what: &str,
+    operator_ca: Arc<ServerCaVerifier>,
     client_cert: Arc<CertStore>,
-) -> Result<ClientConfig, TlsError> {
-    let mut roots = RootCertStore::empty();
-    for ca in certificates(ca_pem, ca_what)? {
-        roots.add(ca).map_err(|e| TlsError::Certificate {
-            what: ca_what.to_string(),
-            reason: e.to_string(),
-        })?;
-    }
-    let mut config = ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| TlsError::Certificate {
-            what: ca_what.to_string(),
-            reason: e.to_string(),
-        })?
-        .with_root_certificates(roots)
-        .with_client_cert_resolver(client_cert);
+) -> Result<ClientConfig, rustls::Error> {
+    let mut config = mutual_tls_client_config(operator_ca, client_cert)?;
     config.alpn_protocols = vec![b"h2".to_vec()];
     Ok(config)
 }

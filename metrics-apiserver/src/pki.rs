@@ -169,7 +169,7 @@ impl CertificateAuthority {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tls::{certificates, certified_key};
+    use keda_tls::{certificates, certified_key};
 
     #[test]
     fn issued_certificates_load_and_name_their_subject() {

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use actix_web::{App, HttpServer, web};
+use keda_tls::{CertStore, ServerCaVerifier, TlsError};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use rustls_pki_types::ServerName;
 use tokio_util::sync::CancellationToken;
@@ -16,7 +17,7 @@ use crate::authz::{CacheTtl, CachedAuthorizer, SubjectAccessReviewer};
 use crate::config::Args;
 use crate::metrics::Metrics;
 use crate::operator_client::{OperatorClient, OperatorClientConfig, client_tls_config};
-use crate::tls::{self, CertStore, TlsError};
+use crate::tls::{self, SelfSignedError};
 
 /// Why the metrics-apiserver cannot start. Each message names the flag to fix.
 #[derive(Debug, thiserror::Error)]
@@ -24,6 +25,9 @@ pub enum StartError {
     /// TLS material is unusable.
     #[error(transparent)]
     Tls(#[from] TlsError),
+    /// No serving certificate was given and none could be generated.
+    #[error(transparent)]
+    SelfSigned(#[from] SelfSignedError),
     /// The request-header settings are unusable.
     #[error("--requestheader-client-ca-file: {0}")]
     RequestHeader(#[from] RequestHeaderConfigError),
@@ -55,6 +59,9 @@ pub enum StartError {
     /// The rustls configuration of the secure port cannot be built.
     #[error("the secure port's TLS configuration is invalid: {0}")]
     Rustls(#[from] rustls::Error),
+    /// The rustls configuration of the operator client cannot be built.
+    #[error("the TLS configuration of the operator client is invalid: {0}")]
+    OperatorTls(#[source] rustls::Error),
     /// A server stopped with an error.
     #[error("serving failed: {0}")]
     Serve(#[source] std::io::Error),
@@ -143,7 +150,7 @@ fn bind(flag: &'static str, address: SocketAddr) -> Result<TcpListener, StartErr
 
 fn request_header_from_flags(args: &Args, ca: &Path) -> Result<RequestHeaderConfig, StartError> {
     Ok(RequestHeaderConfig::new(
-        &tls::read(ca)?,
+        &keda_tls::read(ca)?,
         &ca.display().to_string(),
         args.requestheader_allowed_names.clone(),
         args.requestheader_username_headers.clone(),
@@ -172,7 +179,7 @@ pub async fn run(args: Args, cancel: CancellationToken) -> Result<(), StartError
         _ => {
             let (cert, key) = tls::self_signed(&args.self_signed_cert_hosts)?;
             info!(hosts = ?args.self_signed_cert_hosts, "serving with a generated self-signed certificate");
-            Arc::new(CertStore::new(tls::certified_key(
+            Arc::new(CertStore::new(keda_tls::certified_key(
                 cert.as_bytes(),
                 key.as_bytes(),
                 "self-signed certificate",
@@ -186,7 +193,7 @@ pub async fn run(args: Args, cancel: CancellationToken) -> Result<(), StartError
         Some(ca) => {
             authenticator.set(request_header_from_flags(&args, ca)?);
             let (authn, flags, path) = (Arc::clone(&authenticator), args.clone(), ca.clone());
-            tls::watch_files(
+            keda_tls::watch_files(
                 vec![ca.clone()],
                 args.cert_reload_interval,
                 cancel.clone(),
@@ -243,11 +250,10 @@ pub async fn run(args: Args, cancel: CancellationToken) -> Result<(), StartError
         cancel.clone(),
     );
     let ca_path: PathBuf = args.metrics_service_ca_file.clone();
-    let client_tls = client_tls_config(
-        &tls::read(&ca_path)?,
-        &ca_path.display().to_string(),
-        client_cert,
-    )?;
+    let operator_ca = Arc::new(ServerCaVerifier::from_file(&ca_path)?);
+    operator_ca.reload_on_change(ca_path, args.cert_reload_interval, cancel.clone());
+    let client_tls =
+        client_tls_config(operator_ca, client_cert).map_err(StartError::OperatorTls)?;
     let server_name = args.metrics_service_server_name.clone().unwrap_or_else(|| {
         args.metrics_service_address
             .rsplit_once(':')

@@ -9,7 +9,7 @@ use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue};
 use k8s_openapi::api::core::v1::ConfigMap;
 use keda_metrics_apiserver::authn::{Authenticator, AuthnError, follow_authentication_configmap};
 use keda_metrics_apiserver::pki::CertificateAuthority;
-use keda_metrics_apiserver::tls::certificates;
+use keda_tls::certificates;
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use memkube::MemKube;
 use tokio_util::sync::CancellationToken;

@@ -61,7 +61,7 @@ async fn the_metric_service_answers_from_the_scale_loop_s_own_scaler() {
     let controller = ScaledObjectController::new(
         client.clone(),
         ControllerConfig {
-            watch_namespace: Some("apps".into()),
+            watch_scope: keda_operator::resolve::WatchScope::Namespaces(vec!["apps".into()]),
             ..ControllerConfig::default()
         },
     );

@@ -204,6 +204,15 @@ pub struct Flags {
     /// the activators') against.
     #[arg(long, value_name = "FILE", default_value = "/certs/ca.crt")]
     pub metrics_service_client_ca_file: PathBuf,
+    /// How often the metric service's certificate, key and client CA files are checked for
+    /// changes (Go duration); a changed file is used by the next connections.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = keda_tls::DEFAULT_RELOAD_INTERVAL,
+        value_parser = reload_interval
+    )]
+    pub cert_reload_interval: Duration,
     /// Take part in leader election so only one replica runs the controllers and scale loops.
     /// Off by default, as in KEDA; the install manifest turns it on (`--leader-elect`).
     #[arg(
@@ -242,32 +251,8 @@ pub struct Flags {
     pub log_level: String,
 }
 
-/// Which namespaces the controllers watch.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum WatchNamespaces {
-    /// Every namespace (`WATCH_NAMESPACE` empty or unset).
-    #[default]
-    All,
-    /// Only these, in the order given, without duplicates.
-    Only(Vec<String>),
-}
-
-impl WatchNamespaces {
-    /// Parses KEDA's comma-separated list; blanks are ignored.
-    pub fn parse(value: &str) -> Self {
-        let mut names: Vec<String> = Vec::new();
-        for name in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-            if !names.iter().any(|n| n == name) {
-                names.push(name.to_string());
-            }
-        }
-        if names.is_empty() {
-            Self::All
-        } else {
-            Self::Only(names)
-        }
-    }
-}
+/// Which namespaces the controllers and the resolver watch (`WATCH_NAMESPACE`).
+pub use crate::resolve::WatchScope;
 
 /// Everything the operator binary is configured with.
 #[derive(Debug, Clone)]
@@ -280,11 +265,13 @@ pub struct Settings {
     pub metrics_service_addr: Option<SocketAddr>,
     /// The metric service's mutual TLS files.
     pub metrics_service_tls: crate::metrics_service::TlsFiles,
+    /// How often those files are checked for changes.
+    pub cert_reload_interval: Duration,
     /// The Lease to compete for; `None` when leader election is off (this process leads).
     pub leader_election: Option<LeaseConfig>,
     pub kube_api_qps: f32,
     pub kube_api_burst: u32,
-    pub watch_namespaces: WatchNamespaces,
+    pub watch_namespaces: WatchScope,
     /// `POD_NAMESPACE`, default `keda`.
     pub pod_namespace: String,
     /// Where cluster-scoped authentication reads its Secrets.
@@ -366,12 +353,13 @@ impl Settings {
                 key: flags.metrics_service_key_file,
                 client_ca: flags.metrics_service_client_ca_file,
             },
+            cert_reload_interval: flags.cert_reload_interval,
             leader_election,
             kube_api_qps: flags.kube_api_qps,
             kube_api_burst: flags.kube_api_burst,
             watch_namespaces: env
                 .var(ENV_WATCH_NAMESPACE)
-                .map_or(WatchNamespaces::All, |v| WatchNamespaces::parse(&v)),
+                .map_or(WatchScope::All, |v| WatchScope::parse(&v)),
             pod_namespace,
             cluster_object_namespace,
             log_format: flags.log_format,
@@ -399,12 +387,22 @@ fn duration(env: &dyn Environment, name: &'static str) -> Result<Option<Duration
     let Some(value) = env.var(name).filter(|v| !v.trim().is_empty()) else {
         return Ok(None);
     };
-    let invalid = || ConfigError::Duration {
-        name,
-        value: value.clone(),
-    };
-    let parsed: jiff::SignedDuration = value.trim().parse().map_err(|_| invalid())?;
-    Duration::try_from(parsed).map(Some).map_err(|_| invalid())
+    go_duration(&value)
+        .map(Some)
+        .ok_or(ConfigError::Duration { name, value })
+}
+
+/// A non-negative duration in Go's format (`15s`, `500ms`, `1m30s`).
+fn go_duration(value: &str) -> Option<Duration> {
+    let parsed: jiff::SignedDuration = value.trim().parse().ok()?;
+    Duration::try_from(parsed).ok()
+}
+
+/// `--cert-reload-interval`: a positive Go duration.
+fn reload_interval(value: &str) -> Result<Duration, String> {
+    go_duration(value).filter(|d| !d.is_zero()).ok_or_else(|| {
+        format!("{value:?} is not a positive duration: use Go's format, for example 10s or 500ms")
+    })
 }
 
 #[cfg(test)]
@@ -430,7 +428,7 @@ mod tests {
         assert_eq!(settings.leader_election, None);
         assert_eq!(settings.kube_api_qps, 20.0);
         assert_eq!(settings.kube_api_burst, 30);
-        assert_eq!(settings.watch_namespaces, WatchNamespaces::All);
+        assert_eq!(settings.watch_namespaces, WatchScope::All);
         assert_eq!(settings.pod_namespace, "keda");
         assert_eq!(settings.cluster_object_namespace, "keda");
         assert_eq!(settings.log_format, LogFormat::Text);
@@ -529,12 +527,12 @@ mod tests {
     #[test]
     fn watch_namespace_is_a_comma_list_and_empty_means_all() {
         for (value, expected) in [
-            ("", WatchNamespaces::All),
-            (" , ", WatchNamespaces::All),
-            ("team-a", WatchNamespaces::Only(vec!["team-a".into()])),
+            ("", WatchScope::All),
+            (" , ", WatchScope::All),
+            ("team-a", WatchScope::Namespaces(vec!["team-a".into()])),
             (
-                "team-a, team-b,team-a,",
-                WatchNamespaces::Only(vec!["team-a".into(), "team-b".into()]),
+                "team-b, team-a,team-b,",
+                WatchScope::Namespaces(vec!["team-a".into(), "team-b".into()]),
             ),
         ] {
             let env = MapEnv::new(&[(ENV_WATCH_NAMESPACE, value)]);
@@ -568,6 +566,22 @@ mod tests {
             error.to_string().contains(
                 r#""nowhere" is not a listen address: use :PORT, IP:PORT, or 0 to disable"#
             ),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn certificate_files_are_checked_every_ten_seconds_unless_told_otherwise() {
+        let env = MapEnv::default();
+        let settings = parse(&[], &env).expect("settings");
+        assert_eq!(settings.cert_reload_interval, Duration::from_secs(10));
+        let settings = parse(&["--cert-reload-interval", "1m30s"], &env).expect("settings");
+        assert_eq!(settings.cert_reload_interval, Duration::from_secs(90));
+        let error = parse(&["--cert-reload-interval", "0s"], &env).expect_err("zero");
+        assert!(
+            error
+                .to_string()
+                .contains(r#""0s" is not a positive duration"#),
             "{error}"
         );
     }

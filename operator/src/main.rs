@@ -76,7 +76,13 @@ fn start(settings: &Settings) -> Result<(), MainError> {
 async fn operate(settings: &Settings) -> Result<(), MainError> {
     let config = infer_config(&ProcessEnv).await?;
     let url = config.cluster_url.to_string();
-    let client = build_client(config, settings.kube_api_qps, settings.kube_api_burst)?;
+    let metrics = Metrics::new();
+    let client = build_client(
+        config,
+        settings.kube_api_qps,
+        settings.kube_api_burst,
+        &metrics,
+    )?;
     check_reachable(&client, &url).await?;
     info!(
         api_server = %url,
@@ -90,13 +96,11 @@ async fn operate(settings: &Settings) -> Result<(), MainError> {
     let shutdown = CancellationToken::new();
     watch_signals(shutdown.clone())?;
 
-    let metrics = Metrics::new();
     let pools = ClientPools::new();
-    let controller = ControllerConfig::from_settings(settings, metrics.clone(), pools.clone())?;
+    let controller = ControllerConfig::from_settings(settings, metrics.clone(), pools.clone());
     let loops = CurrentLoops::default();
     // Both controllers share the client pools, the metrics and the resolver's scope.
-    let scaled_jobs =
-        keda_operator::scaled_job::leader_task(settings, client.clone(), controller.clone());
+    let scaled_jobs = keda_operator::scaled_job::leader_task(client.clone(), controller.clone());
     let mut tasks: Vec<Arc<dyn LeaderTask>> = vec![
         scaled_object_controller(client.clone(), controller, loops.clone()),
         scaled_jobs,
@@ -137,6 +141,7 @@ fn metric_service(
     pools: ClientPools,
 ) -> Arc<dyn LeaderTask> {
     let files = settings.metrics_service_tls.clone();
+    let reload_interval = settings.cert_reload_interval;
     Arc::new(FnTask::new("metric-service", move |cancel| {
         let files = files.clone();
         let loops = loops.clone();
@@ -145,7 +150,7 @@ fn metric_service(
             let hub = ActivatorHub::shared(&pools, &Clock::system()).await;
             let service = MetricsService::new(Arc::new(loops), MetricsServiceOptions::default())
                 .with_reports(hub);
-            serve_on(addr, &files, service, cancel)
+            serve_on(addr, &files, reload_interval, service, cancel)
                 .await
                 .map_err(|e| Box::new(e) as TaskError)
         }

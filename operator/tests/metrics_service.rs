@@ -10,7 +10,8 @@ use keda_api::external_metrics::{
     MetricValuesResponse, ServiceError, ServiceErrorReason, metric_names_match, metric_values_path,
 };
 use keda_operator::metrics_service::{
-    MetricValues, MetricsError, MetricsService, MetricsServiceOptions, server_config,
+    MetricServiceTls, MetricValues, MetricsError, MetricsService, MetricsServiceOptions,
+    StartError, TlsFiles, server_config,
 };
 use keda_scalers::{Clock, MetricValue, ScalerError, TriggerId};
 use rcgen::{
@@ -190,17 +191,17 @@ impl Pki {
     }
 }
 
-async fn handshake(
-    address: std::net::SocketAddr,
-    ca: &Pki,
-    client: Option<(String, String)>,
-) -> Result<(), std::io::Error> {
+/// A client configuration trusting the CAs of `trusted` and presenting `client`. It keeps
+/// rustls' default session cache, so it resumes a session whenever a server allows it.
+fn client_config(trusted: &[&Pki], client: Option<(String, String)>) -> Arc<rustls::ClientConfig> {
     use rustls_pki_types::pem::PemObject;
-    use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
     let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(CertificateDer::from_pem_slice(ca.ca.as_ref().pem().as_bytes()).expect("CA"))
-        .expect("root");
+    for ca in trusted {
+        roots
+            .add(CertificateDer::from_pem_slice(ca.ca.as_ref().pem().as_bytes()).expect("CA"))
+            .expect("root");
+    }
     let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
@@ -216,23 +217,45 @@ async fn handshake(
             .expect("client auth"),
         None => builder.with_no_client_auth(),
     };
-    let tcp = tokio::net::TcpStream::connect(address).await?;
-    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(ServerName::try_from("localhost").expect("name"), tcp)
-        .await?;
-    // TLS 1.3 reports a refused client certificate on the first read.
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    tls.write_all(b"GET /healthz HTTP/1.1\r\nhost: localhost\r\n\r\n")
-        .await?;
-    let mut buffer = [0_u8; 64];
-    let read = tls.read(&mut buffer).await?;
-    if buffer[..read].starts_with(b"HTTP/1.1 200") {
-        Ok(())
-    } else {
-        Err(std::io::Error::other(
-            String::from_utf8_lossy(&buffer[..read]).into_owned(),
-        ))
-    }
+    Arc::new(config)
+}
+
+/// Connects with `config` and asks for `/healthz`: `Ok` when it is answered.
+async fn handshake_with(
+    address: std::net::SocketAddr,
+    config: &Arc<rustls::ClientConfig>,
+) -> Result<(), std::io::Error> {
+    use rustls_pki_types::ServerName;
+    let exchange = async {
+        let tcp = tokio::net::TcpStream::connect(address).await?;
+        let mut tls = tokio_rustls::TlsConnector::from(Arc::clone(config))
+            .connect(ServerName::try_from("localhost").expect("name"), tcp)
+            .await?;
+        // TLS 1.3 reports a refused client certificate on the first read.
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        tls.write_all(b"GET /healthz HTTP/1.1\r\nhost: localhost\r\n\r\n")
+            .await?;
+        let mut buffer = [0_u8; 64];
+        let read = tls.read(&mut buffer).await?;
+        if buffer[..read].starts_with(b"HTTP/1.1 200") {
+            Ok(())
+        } else {
+            Err(std::io::Error::other(
+                String::from_utf8_lossy(&buffer[..read]).into_owned(),
+            ))
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), exchange)
+        .await
+        .expect("the exchange ends in time")
+}
+
+async fn handshake(
+    address: std::net::SocketAddr,
+    ca: &Pki,
+    client: Option<(String, String)>,
+) -> Result<(), std::io::Error> {
+    handshake_with(address, &client_config(&[ca], client)).await
 }
 
 #[tokio::test]
@@ -372,4 +395,143 @@ async fn activator_reports_posted_over_mutual_tls_reach_the_hub_of_the_http_scal
         .expect("the wake-up reaches the hub in time")
         .expect("hub alive");
     cancel.cancel();
+}
+
+/// `tls.crt` / `tls.key` for `localhost` and `ca.crt`, all of `pki`, as `keda-rs-certs` lays
+/// them out.
+fn write_files(files: &TlsFiles, pki: &Pki) {
+    let (cert, key) = pki.issue(&["localhost"], ExtendedKeyUsagePurpose::ServerAuth);
+    std::fs::write(&files.cert, cert).expect("write cert");
+    std::fs::write(&files.key, key).expect("write key");
+    std::fs::write(&files.client_ca, pki.ca.as_ref().pem()).expect("write CA");
+}
+
+fn temp_files(name: &str) -> TlsFiles {
+    let dir = std::env::temp_dir().join(format!("keda-operator-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    TlsFiles {
+        cert: dir.join("tls.crt"),
+        key: dir.join("tls.key"),
+        client_ca: dir.join("ca.crt"),
+    }
+}
+
+#[tokio::test]
+async fn rotated_certificate_and_client_ca_files_are_used_after_the_next_poll() {
+    let files = temp_files("rotation");
+    let (old, new) = (Pki::new("old-ca"), Pki::new("new-ca"));
+    write_files(&files, &old);
+    let tls = MetricServiceTls::from_files(&files)
+        .await
+        .expect("the files load");
+    let cancel = CancellationToken::new();
+    // A short poll so the test runs in well under a second.
+    tls.reload_on_change(&files, Duration::from_millis(20), cancel.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(service().serve(
+        listener,
+        Arc::new(tls.server_config().expect("TLS configuration")),
+        cancel.clone(),
+    ));
+
+    let old_client = client_config(
+        &[&old],
+        Some(old.issue(&[], ExtendedKeyUsagePurpose::ClientAuth)),
+    );
+    let new_client = client_config(
+        &[&new],
+        Some(new.issue(&[], ExtendedKeyUsagePurpose::ClientAuth)),
+    );
+    // Accepts either serving certificate, so only the operator's verdict on its (old)
+    // certificate decides; it connects before the rotation, so it would resume a session if
+    // the operator offered one.
+    let old_cert_client = client_config(
+        &[&old, &new],
+        Some(old.issue(&[], ExtendedKeyUsagePurpose::ClientAuth)),
+    );
+    handshake_with(address, &old_client)
+        .await
+        .expect("old client before the rotation");
+    handshake_with(address, &old_cert_client)
+        .await
+        .expect("old certificate before the rotation");
+    handshake_with(address, &old_cert_client)
+        .await
+        .expect("old certificate before the rotation, again");
+    assert!(handshake_with(address, &new_client).await.is_err());
+
+    // Rotation to a new CA: serving certificate, key and client CA replaced.
+    write_files(&files, &new);
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while handshake_with(address, &new_client).await.is_err() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("a client of the new CA is served after the next poll");
+    assert!(handshake_with(address, &old_client).await.is_err());
+    assert!(
+        handshake_with(address, &old_cert_client).await.is_err(),
+        "a client certificate of the old CA is refused"
+    );
+
+    // Broken replacements: the new certificate and CA stay in use.
+    std::fs::write(&files.cert, "garbage").expect("write");
+    std::fs::write(&files.client_ca, "garbage").expect("write");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    handshake_with(address, &new_client)
+        .await
+        .expect("served with the previous certificate and CA");
+    assert!(handshake_with(address, &old_cert_client).await.is_err());
+
+    cancel.cancel();
+    if let Some(dir) = files.cert.parent() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+#[tokio::test]
+async fn unusable_files_stop_the_start_naming_the_flag() {
+    let files = temp_files("unusable");
+    let pki = Pki::new("ca");
+    write_files(&files, &pki);
+    std::fs::write(&files.client_ca, "no certificate here").expect("write");
+    let error = MetricServiceTls::from_files(&files)
+        .await
+        .expect_err("no CA");
+    assert!(
+        error.to_string().starts_with(&format!(
+            "the metric service's client CA is not usable: --metrics-service-client-ca-file {} holds no PEM certificate",
+            files.client_ca.display()
+        )),
+        "{error}"
+    );
+    let (_, other_key) = pki.issue(&["localhost"], ExtendedKeyUsagePurpose::ServerAuth);
+    std::fs::write(&files.key, other_key).expect("write");
+    let error = MetricServiceTls::from_files(&files)
+        .await
+        .expect_err("mismatched key");
+    assert!(
+        error.to_string().starts_with(
+            "the metric service's serving certificate is not usable: --metrics-service-cert-file "
+        ),
+        "{error}"
+    );
+    std::fs::remove_file(&files.cert).expect("remove");
+    let error = MetricServiceTls::from_files(&files)
+        .await
+        .expect_err("no certificate");
+    assert!(matches!(error, StartError::Read { .. }), "{error}");
+    assert!(
+        error.to_string().starts_with(
+            "cannot read the metric service's serving certificate (--metrics-service-cert-file) "
+        ),
+        "{error}"
+    );
+    if let Some(dir) = files.cert.parent() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }

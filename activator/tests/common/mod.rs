@@ -91,9 +91,11 @@ pub fn config(name: &str, metadata: &[(&str, &str)]) -> TargetConfig {
 /// Counts what a backend saw.
 #[derive(Default)]
 pub struct Seen {
+    pub connections: AtomicUsize,
     pub requests: AtomicUsize,
     pub cancelled: AtomicUsize,
     pub last_headers: std::sync::Mutex<Option<http::HeaderMap>>,
+    pub last_uri: std::sync::Mutex<Option<http::Uri>>,
 }
 
 struct CancelGuard(Arc<Seen>, bool);
@@ -106,8 +108,13 @@ impl Drop for CancelGuard {
 }
 
 /// A hyper backend: `/` answers `hello from <name>`, `/hang` never answers, `/echo` streams
-/// the request body back.
+/// the request body back. Connections are kept alive.
 pub async fn backend(name: &'static str) -> (SocketAddr, Arc<Seen>) {
+    backend_with(name, true).await
+}
+
+/// [`backend`], closing each connection after one answer when `keep_alive` is false.
+pub async fn backend_with(name: &'static str, keep_alive: bool) -> (SocketAddr, Arc<Seen>) {
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
         .expect("test harness");
@@ -119,6 +126,7 @@ pub async fn backend(name: &'static str) -> (SocketAddr, Arc<Seen>) {
             let Ok((stream, _)) = listener.accept().await else {
                 return;
             };
+            state.connections.fetch_add(1, Ordering::SeqCst);
             let state = Arc::clone(&state);
             tokio::spawn(async move {
                 let service = service_fn(move |request: Request<Incoming>| {
@@ -127,6 +135,7 @@ pub async fn backend(name: &'static str) -> (SocketAddr, Arc<Seen>) {
                         state.requests.fetch_add(1, Ordering::SeqCst);
                         *state.last_headers.lock().expect("test harness") =
                             Some(request.headers().clone());
+                        *state.last_uri.lock().expect("test harness") = Some(request.uri().clone());
                         let mut guard = CancelGuard(Arc::clone(&state), false);
                         let body = match request.uri().path() {
                             "/hang" => {
@@ -146,6 +155,7 @@ pub async fn backend(name: &'static str) -> (SocketAddr, Arc<Seen>) {
                     }
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
+                    .keep_alive(keep_alive)
                     .serve_connection(TokioIo::new(stream), service)
                     .with_upgrades()
                     .await;

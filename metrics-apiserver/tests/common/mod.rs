@@ -26,11 +26,12 @@ use keda_metrics_apiserver::operator_client::{
 };
 use keda_metrics_apiserver::pki::{CertificateAuthority, PemPair};
 use keda_metrics_apiserver::start::secure_server;
-use keda_metrics_apiserver::tls::{CertStore, certificates, certified_key, secure_port_config};
+use keda_metrics_apiserver::tls::secure_port_config;
 use keda_operator::metrics_service::{
     MetricValues, MetricsError, MetricsService, MetricsServiceOptions, server_config,
 };
 use keda_scalers::{Clock, MetricValue};
+use keda_tls::{CertStore, ServerCaVerifier, certificates, certified_key};
 use memkube::MemKube;
 use rustls::RootCertStore;
 use rustls_pki_types::ServerName;
@@ -180,8 +181,10 @@ pub fn operator_client(pki: &Pki, address: SocketAddr) -> Arc<OperatorClient> {
     let store = Arc::new(CertStore::new(
         certified_key(client.cert.as_bytes(), client.key.as_bytes(), "client").expect("loads"),
     ));
-    let tls = client_tls_config(pki.operator_ca.cert_pem().as_bytes(), "operator CA", store)
-        .expect("client TLS configuration");
+    let operator_ca =
+        ServerCaVerifier::from_pem(pki.operator_ca.cert_pem().as_bytes(), "operator CA")
+            .expect("operator CA");
+    let tls = client_tls_config(Arc::new(operator_ca), store).expect("client TLS configuration");
     Arc::new(OperatorClient::new(OperatorClientConfig {
         address: address.to_string(),
         server_name: ServerName::try_from("localhost").expect("name"),

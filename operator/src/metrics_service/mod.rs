@@ -22,11 +22,12 @@ use keda_scalers::{MetricValue, ScalerError};
 use crate::scale_loop::{MetricQueryError, ScaleLoops};
 
 pub use server::{MetricsService, MetricsServiceOptions, ServeError};
-pub use tls::{TlsConfigError, server_config};
+pub use tls::{MetricServiceTls, TlsConfigError, server_config};
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
@@ -83,33 +84,26 @@ async fn read(what: &'static str, path: &Path) -> Result<Vec<u8>, StartError> {
         })
 }
 
-/// Reads the TLS files, binds `addr` and serves `service` until `cancel`.
+/// Reads the TLS files, binds `addr` and serves `service` until `cancel`. The files are checked
+/// for changes every `reload_interval` ([`MetricServiceTls::reload_on_change`]).
 ///
 /// # Errors
 /// See [`StartError`].
 pub async fn serve_on(
     addr: SocketAddr,
     files: &TlsFiles,
+    reload_interval: Duration,
     service: MetricsService,
     cancel: CancellationToken,
 ) -> Result<(), StartError> {
-    let cert = read(
-        "serving certificate (--metrics-service-cert-file)",
-        &files.cert,
-    )
-    .await?;
-    let key = read("private key (--metrics-service-key-file)", &files.key).await?;
-    let ca = read(
-        "client CA (--metrics-service-client-ca-file)",
-        &files.client_ca,
-    )
-    .await?;
-    let tls = server_config(&cert, &key, &ca)?;
+    let tls = MetricServiceTls::from_files(files).await?;
+    let config = tls.server_config()?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| StartError::Bind { addr, source })?;
+    tls.reload_on_change(files, reload_interval, cancel.clone());
     tracing::info!(%addr, "metric service listening");
-    service.serve(listener, Arc::new(tls), cancel).await?;
+    service.serve(listener, Arc::new(config), cancel).await?;
     Ok(())
 }
 

@@ -34,11 +34,12 @@ use keda_metrics_apiserver::operator_client::{
 };
 use keda_metrics_apiserver::pki::CertificateAuthority;
 use keda_metrics_apiserver::start::secure_server;
-use keda_metrics_apiserver::tls::{self, CertStore, certified_key};
+use keda_metrics_apiserver::tls;
 use keda_operator::metrics_service::{
     MetricValues, MetricsError, MetricsService, MetricsServiceOptions, server_config,
 };
 use keda_scalers::MetricValue;
+use keda_tls::{CertStore, ServerCaVerifier, certified_key};
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::wait::await_condition;
 use kube::{Api, Client, ResourceExt};
@@ -118,7 +119,13 @@ async fn start_local(client: Client, port: u16, cancel: CancellationToken) {
         address: operator.to_string(),
         server_name: ServerName::try_from("localhost").expect("name"),
         tls: Arc::new(
-            client_tls_config(ca.cert_pem().as_bytes(), "e2e CA", store).expect("client TLS"),
+            client_tls_config(
+                Arc::new(
+                    ServerCaVerifier::from_pem(ca.cert_pem().as_bytes(), "e2e CA").expect("CA"),
+                ),
+                store,
+            )
+            .expect("client TLS"),
         ),
         connect_timeout: Duration::from_secs(2),
         request_timeout: Duration::from_secs(3),
