@@ -6,16 +6,15 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{self, Entry, HeaderMap, HeaderName, HeaderValue};
+use http::request::Parts;
 use http::{Request, Response, StatusCode, Uri, Version};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
 use tokio::time::Instant;
 
 use crate::error::ProxyError;
@@ -44,6 +43,32 @@ const HOP_BY_HOP: [HeaderName; 8] = [
     header::TRANSFER_ENCODING,
 ];
 
+/// The client end of one downstream connection, prepared once for all its requests.
+#[derive(Clone, Debug)]
+pub struct Peer {
+    addr: SocketAddr,
+    /// The client's IP as an `X-Forwarded-For` value.
+    forwarded_for: HeaderValue,
+}
+
+impl Peer {
+    /// The client at `addr`.
+    pub fn new(addr: SocketAddr) -> Self {
+        let ip = addr.ip().to_string();
+        Self {
+            addr,
+            // An IP address is always a valid header value.
+            forwarded_for: HeaderValue::from_str(&ip)
+                .unwrap_or_else(|_| HeaderValue::from_static("unknown")),
+        }
+    }
+
+    /// The client's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
 /// The response body: the pod's body (holding the pod slot until it ends or the client goes
 /// away), or a body the activator wrote.
 pub struct ProxyBody {
@@ -54,6 +79,7 @@ enum Kind {
     Upstream {
         body: Incoming,
         lease: Option<Lease>,
+        connection: Option<SendRequest<Incoming>>,
     },
     Full(Option<Bytes>),
 }
@@ -66,12 +92,45 @@ impl ProxyBody {
         }
     }
 
-    fn upstream(body: Incoming, lease: Lease) -> Self {
+    fn upstream(body: Incoming, lease: Lease, connection: SendRequest<Incoming>) -> Self {
         Self {
             kind: Kind::Upstream {
                 body,
                 lease: Some(lease),
+                connection: Some(connection),
             },
+        }
+    }
+}
+
+/// The exchange is over: a connection whose response was read to the end goes back to the
+/// pod's idle connections (before the slot is freed, so a request waiting for the slot finds
+/// it); any other is dropped, which closes it. Then the slot is released.
+fn finish(
+    body: &Incoming,
+    lease: &mut Option<Lease>,
+    connection: &mut Option<SendRequest<Incoming>>,
+) {
+    let Some(lease) = lease.take() else {
+        return;
+    };
+    if let Some(connection) = connection.take()
+        && body.is_end_stream()
+    {
+        lease.upstream().put_back(connection);
+    }
+    drop(lease);
+}
+
+impl Drop for ProxyBody {
+    fn drop(&mut self) {
+        if let Kind::Upstream {
+            body,
+            lease,
+            connection,
+        } = &mut self.kind
+        {
+            finish(body, lease, connection);
         }
     }
 }
@@ -85,11 +144,20 @@ impl Body for ProxyBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         match &mut self.get_mut().kind {
-            Kind::Upstream { body, lease } => {
-                let polled = Pin::new(body).poll_frame(cx);
-                if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
+            Kind::Upstream {
+                body,
+                lease,
+                connection,
+            } => {
+                let polled = Pin::new(&mut *body).poll_frame(cx);
+                let done = match &polled {
+                    Poll::Ready(None | Some(Err(_))) => true,
+                    Poll::Ready(Some(Ok(_))) => body.is_end_stream(),
+                    Poll::Pending => false,
+                };
+                if done {
                     // The slot is free as soon as the pod is done, not when hyper drops us.
-                    lease.take();
+                    finish(body, lease, connection);
                 }
                 polled
             }
@@ -116,7 +184,6 @@ impl Body for ProxyBody {
 /// The proxy: shared by every connection.
 pub struct Proxy {
     routes: SharedRoutes,
-    client: Client<HttpConnector, Incoming>,
     metrics: SharedMetrics,
 }
 
@@ -127,29 +194,15 @@ impl std::fmt::Debug for Proxy {
 }
 
 impl Proxy {
-    /// A proxy reading `routes`. Upstream connections are pooled per pod (keep-alive, idle for
-    /// at most 90 s).
+    /// A proxy reading `routes`. Upstream connections are kept alive per pod (see
+    /// [`crate::upstream`]).
     pub fn new(routes: SharedRoutes, metrics: SharedMetrics) -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(Duration::from_secs(5)));
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .build(connector);
-        Self {
-            routes,
-            client,
-            metrics,
-        }
+        Self { routes, metrics }
     }
 
-    /// Handles one request; every error becomes its status here, and only here.
-    pub async fn handle(
-        &self,
-        request: Request<Incoming>,
-        remote: SocketAddr,
-    ) -> Response<ProxyBody> {
-        match self.forward(request, remote).await {
+    /// Handles one request of `peer`; every error becomes its status here, and only here.
+    pub async fn handle(&self, request: Request<Incoming>, peer: &Peer) -> Response<ProxyBody> {
+        match self.forward(request, peer).await {
             Ok(response) => response,
             Err(error) => {
                 if let ProxyError::Upstream { .. } = &error {
@@ -163,20 +216,22 @@ impl Proxy {
     async fn forward(
         &self,
         mut request: Request<Incoming>,
-        remote: SocketAddr,
+        peer: &Peer,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let started = Instant::now();
-        let host = request_host(&request).to_owned();
         let target = {
+            let host = request_host(&request);
             let routes = self.routes.load();
-            routes.lookup(&host, request.uri().path()).cloned()
-        };
-        let Some(target) = target else {
-            self.metrics.no_route.inc();
-            return Err(ProxyError::NoRoute {
-                host,
-                path: request.uri().path().to_owned(),
-            });
+            match routes.lookup(host, request.uri().path()) {
+                Some(target) => Arc::clone(target),
+                None => {
+                    self.metrics.no_route.inc();
+                    return Err(ProxyError::NoRoute {
+                        host: host.to_owned(),
+                        path: request.uri().path().to_owned(),
+                    });
+                }
+            }
         };
         target.metrics().requests.inc();
         let lease = match target.admit()? {
@@ -187,19 +242,11 @@ impl Proxy {
         let upgrade = is_upgrade(&request);
         let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
         let (mut parts, body) = request.into_parts();
-        let path = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
-        parts.uri = Uri::builder()
-            .scheme("http")
-            .authority(pod.to_string())
-            .path_and_query(path)
-            .build()
-            .map_err(|e| upstream(&target, pod, e))?;
         let client_version = parts.version;
-        parts.version = Version::HTTP_11;
-        prepare_request_headers(&mut parts.headers, &host, remote, upgrade);
-        let mut response = self
-            .client
-            .request(Request::from_parts(parts, body))
+        prepare_request(&mut parts, peer, upgrade);
+        let (mut response, connection) = lease
+            .upstream()
+            .send(Request::from_parts(parts, body))
             .await
             .map_err(|e| upstream(&target, pod, e))?;
         target
@@ -211,8 +258,10 @@ impl Proxy {
         {
             let server_upgrade = hyper::upgrade::on(&mut response);
             tokio::spawn(async move {
-                // The slot stays taken for the life of the upgraded connection.
+                // The slot stays taken for the life of the upgraded connection, which is no
+                // longer an HTTP connection to pool.
                 let _lease = lease;
+                let _connection = connection;
                 if let (Ok(client), Ok(server)) = tokio::join!(client_upgrade, server_upgrade) {
                     let mut client = TokioIo::new(client);
                     let mut server = TokioIo::new(server);
@@ -229,7 +278,7 @@ impl Proxy {
         }
         Ok(Response::from_parts(
             parts,
-            ProxyBody::upstream(body, lease),
+            ProxyBody::upstream(body, lease, connection),
         ))
     }
 }
@@ -274,6 +323,11 @@ fn is_upgrade<B>(request: &Request<B>) -> bool {
 }
 
 fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    // Most messages carry none of them: one pass over the names present instead of a lookup
+    // per hop-by-hop name.
+    if !headers.keys().any(|name| HOP_BY_HOP.contains(name)) {
+        return;
+    }
     // Headers named in Connection are hop-by-hop too.
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
@@ -287,7 +341,35 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-fn prepare_request_headers(headers: &mut HeaderMap, host: &str, remote: SocketAddr, upgrade: bool) {
+/// Turns the client's request into the pod's: HTTP/1.1 in origin form with a Host header,
+/// hop-by-hop headers removed (an upgrade's kept), `X-Forwarded-For`, `-Host` and `-Proto`
+/// set.
+fn prepare_request(parts: &mut Parts, peer: &Peer, upgrade: bool) {
+    // The Host header, or for HTTP/2 and absolute-form requests the URI authority (RFC 9113
+    // 8.3.1: an intermediary to HTTP/1.1 makes the Host header from :authority).
+    let host = parts.headers.get(header::HOST).cloned().or_else(|| {
+        parts
+            .uri
+            .authority()
+            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+    });
+    if parts.uri.scheme().is_some() || parts.uri.authority().is_some() {
+        parts.uri = parts
+            .uri
+            .path_and_query()
+            .cloned()
+            .map_or_else(|| Uri::from_static("/"), Uri::from);
+    }
+    parts.version = Version::HTTP_11;
+    prepare_request_headers(&mut parts.headers, host, peer, upgrade);
+}
+
+fn prepare_request_headers(
+    headers: &mut HeaderMap,
+    host: Option<HeaderValue>,
+    peer: &Peer,
+    upgrade: bool,
+) {
     let upgrade_to = upgrade
         .then(|| headers.get(header::UPGRADE).cloned())
         .flatten();
@@ -297,27 +379,35 @@ fn prepare_request_headers(headers: &mut HeaderMap, host: &str, remote: SocketAd
         headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
         headers.insert(header::UPGRADE, protocol);
     }
-    if !headers.contains_key(header::HOST)
-        && let Ok(value) = HeaderValue::from_str(host)
-    {
-        // HTTP/2 clients send :authority; the pod speaks HTTP/1.1 and needs Host.
-        headers.insert(header::HOST, value);
+    if let Some(host) = host {
+        if let Entry::Vacant(entry) = headers.entry(header::HOST) {
+            // HTTP/2 clients send :authority; the pod speaks HTTP/1.1 and needs Host.
+            entry.insert(host.clone());
+        }
+        if let Entry::Vacant(entry) = headers.entry(X_FORWARDED_HOST) {
+            entry.insert(host);
+        }
     }
-    let ip = remote.ip().to_string();
-    let forwarded_for = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
-        Some(previous) => format!("{previous}, {ip}"),
-        None => ip,
-    };
-    if let Ok(value) = HeaderValue::from_str(&forwarded_for) {
-        headers.insert(X_FORWARDED_FOR, value);
+    match headers.entry(X_FORWARDED_FOR) {
+        Entry::Vacant(entry) => {
+            entry.insert(peer.forwarded_for.clone());
+        }
+        Entry::Occupied(mut entry) => {
+            let chained = entry.get().to_str().ok().and_then(|previous| {
+                HeaderValue::from_str(&format!("{previous}, {}", peer.addr.ip())).ok()
+            });
+            match chained {
+                Some(value) => {
+                    entry.insert(value);
+                }
+                None => {
+                    entry.insert(peer.forwarded_for.clone());
+                }
+            }
+        }
     }
-    if !headers.contains_key(&X_FORWARDED_HOST)
-        && let Ok(value) = HeaderValue::from_str(host)
-    {
-        headers.insert(X_FORWARDED_HOST, value);
-    }
-    if !headers.contains_key(&X_FORWARDED_PROTO) {
-        headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
+    if let Entry::Vacant(entry) = headers.entry(X_FORWARDED_PROTO) {
+        entry.insert(HeaderValue::from_static("http"));
     }
 }
 
@@ -338,8 +428,8 @@ mod tests {
         headers.insert("x-app", HeaderValue::from_static("kept"));
         prepare_request_headers(
             &mut headers,
-            "shop.example.com",
-            "127.0.0.9:5555".parse().unwrap(),
+            Some(HeaderValue::from_static("shop.example.com")),
+            &Peer::new("127.0.0.9:5555".parse().unwrap()),
             false,
         );
         assert!(!headers.contains_key(header::CONNECTION));
@@ -357,7 +447,12 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
         headers.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
-        prepare_request_headers(&mut headers, "h", "127.0.0.1:1".parse().unwrap(), true);
+        prepare_request_headers(
+            &mut headers,
+            Some(HeaderValue::from_static("h")),
+            &Peer::new("127.0.0.1:1".parse().unwrap()),
+            true,
+        );
         assert_eq!(headers[header::CONNECTION], "upgrade");
         assert_eq!(headers[header::UPGRADE], "websocket");
     }

@@ -19,7 +19,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::SharedMetrics;
-use crate::proxy::Proxy;
+use crate::proxy::{Peer, Proxy};
 
 /// Serves `proxy` on `listener` until `shutdown`, then stops accepting, lets open connections
 /// finish their current requests (keep-alive connections are closed after them) for at most
@@ -46,10 +46,13 @@ pub async fn serve_proxy(
             },
         };
         let _ = stream.set_nodelay(true);
-        let proxy = Arc::clone(&proxy);
+        let connection = Arc::new((Arc::clone(&proxy), Peer::new(remote)));
         let service = service_fn(move |request: Request<Incoming>| {
-            let proxy = Arc::clone(&proxy);
-            async move { Ok::<_, Infallible>(proxy.handle(request, remote).await) }
+            let connection = Arc::clone(&connection);
+            async move {
+                let (proxy, peer) = &*connection;
+                Ok::<_, Infallible>(proxy.handle(request, peer).await)
+            }
         });
         let connection = builder
             .serve_connection_with_upgrades(TokioIo::new(stream), service)
@@ -69,6 +72,48 @@ pub async fn serve_proxy(
             "connections still open after the drain timeout"
         );
     }
+}
+
+/// Serves `proxy` on `threads` threads, each with its own single-threaded runtime accepting on
+/// `listener` (the kernel hands each new connection to one of them) and keeping its
+/// connections, their requests and the pod connections they open to itself, as nginx's worker
+/// processes do. A multi-threaded runtime would move tasks between threads, and a task that
+/// tokio keeps in a worker's LIFO slot cannot be stolen: when that worker is preempted (the
+/// proxy shares its cores), the request waits for the whole time slice. Returns the threads;
+/// each ends as [`serve_proxy`] does after `shutdown`.
+///
+/// # Errors
+/// The listener cannot be shared or a thread or runtime cannot be started.
+pub fn spawn_proxy_threads(
+    listener: std::net::TcpListener,
+    threads: usize,
+    proxy: Arc<Proxy>,
+    shutdown: CancellationToken,
+    drain_timeout: Duration,
+) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
+    listener.set_nonblocking(true)?;
+    let mut handles = Vec::with_capacity(threads.max(1));
+    for index in 0..threads.max(1) {
+        let listener = listener.try_clone()?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let proxy = Arc::clone(&proxy);
+        let shutdown = shutdown.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("proxy-{index}"))
+            .spawn(move || {
+                crate::upstream::set_proxy_thread(index);
+                runtime.block_on(async move {
+                    match TcpListener::from_std(listener) {
+                        Ok(listener) => serve_proxy(listener, proxy, shutdown, drain_timeout).await,
+                        Err(error) => tracing::error!(%error, "proxy thread cannot listen"),
+                    }
+                });
+            })?;
+        handles.push(handle);
+    }
+    Ok(handles)
 }
 
 /// Whether the process is ready for traffic: set once the watches have synced, cleared when

@@ -19,6 +19,7 @@ use crate::balance::{PodSlot, Replicas, assign, pick};
 use crate::error::ProxyError;
 use crate::metrics::TargetMetrics;
 use crate::stats::Meter;
+use crate::upstream::Upstream;
 
 /// The per-target settings from the `http` trigger.
 #[derive(Clone, Debug, PartialEq)]
@@ -33,7 +34,7 @@ pub struct TargetSettings {
 
 struct Waiter {
     id: u64,
-    tx: oneshot::Sender<SocketAddr>,
+    tx: oneshot::Sender<Arc<Upstream>>,
 }
 
 struct State {
@@ -41,6 +42,8 @@ struct State {
     ready: Vec<SocketAddr>,
     replicas: Replicas,
     pods: Vec<PodSlot>,
+    /// The connections of `pods[i]`, at the same index.
+    upstreams: Vec<Arc<Upstream>>,
     cursor: usize,
     queue: VecDeque<Waiter>,
     next_id: u64,
@@ -58,9 +61,8 @@ impl State {
             let Some(waiter) = self.queue.pop_front() else {
                 return;
             };
-            let addr = self.pods[i].addr;
             self.pods[i].in_flight += 1;
-            if waiter.tx.send(addr).is_err() {
+            if waiter.tx.send(Arc::clone(&self.upstreams[i])).is_err() {
                 // The request gave up at this very moment: the slot stays free.
                 self.pods[i].in_flight -= 1;
             } else {
@@ -83,9 +85,10 @@ impl State {
             self.replicas,
         );
         let old = std::mem::take(&mut self.pods);
+        let old_upstreams = std::mem::take(&mut self.upstreams);
         self.pods = assigned
-            .into_iter()
-            .map(|(addr, capacity)| PodSlot {
+            .iter()
+            .map(|&(addr, capacity)| PodSlot {
                 addr,
                 capacity,
                 // Requests still running on a pod that stays keep counting against it.
@@ -93,6 +96,16 @@ impl State {
                     .iter()
                     .find(|p| p.addr == addr)
                     .map_or(0, |p| p.in_flight),
+            })
+            .collect();
+        // A pod that stays keeps its idle connections; a removed pod's close with it.
+        self.upstreams = assigned
+            .iter()
+            .map(|&(addr, _)| {
+                old_upstreams
+                    .iter()
+                    .find(|u| u.addr() == addr)
+                    .map_or_else(|| Arc::new(Upstream::new(addr)), Arc::clone)
             })
             .collect();
         self.dispatch();
@@ -126,13 +139,18 @@ pub enum Admission {
 /// went away).
 pub struct Lease {
     target: Arc<Target>,
-    addr: SocketAddr,
+    upstream: Arc<Upstream>,
 }
 
 impl Lease {
     /// The pod to forward to.
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.upstream.addr()
+    }
+
+    /// The pod's connections.
+    pub fn upstream(&self) -> &Arc<Upstream> {
+        &self.upstream
     }
 
     /// The target.
@@ -145,7 +163,7 @@ impl Drop for Lease {
     fn drop(&mut self) {
         let now = Instant::now();
         let mut state = self.target.lock();
-        state.release(self.addr);
+        state.release(self.upstream.addr());
         state.meter.finished(now);
     }
 }
@@ -154,7 +172,7 @@ impl Drop for Lease {
 pub struct Held {
     target: Arc<Target>,
     id: u64,
-    rx: oneshot::Receiver<SocketAddr>,
+    rx: oneshot::Receiver<Arc<Upstream>>,
     done: bool,
 }
 
@@ -166,12 +184,12 @@ impl Held {
     pub async fn wait(mut self) -> Result<Lease, ProxyError> {
         let timeout = self.target.lock().settings.hold_timeout;
         match tokio::time::timeout(timeout, &mut self.rx).await {
-            Ok(Ok(addr)) => {
+            Ok(Ok(upstream)) => {
                 self.done = true;
                 self.target.metrics.held.dec();
                 Ok(Lease {
                     target: Arc::clone(&self.target),
-                    addr,
+                    upstream,
                 })
             }
             // The sender is dropped only when the target is removed; report it as a timeout
@@ -198,8 +216,8 @@ impl Drop for Held {
         state.queue.retain(|w| w.id != self.id);
         state.meter.finished(now);
         // A slot may have been handed over just before we gave up: give it back.
-        if let Ok(addr) = self.rx.try_recv() {
-            state.release(addr);
+        if let Ok(upstream) = self.rx.try_recv() {
+            state.release(upstream.addr());
         }
     }
 }
@@ -221,6 +239,7 @@ impl Target {
                 ready: Vec::new(),
                 replicas: Replicas::default(),
                 pods: Vec::new(),
+                upstreams: Vec::new(),
                 cursor: 0,
                 queue: VecDeque::new(),
                 next_id: 0,
@@ -265,10 +284,9 @@ impl Target {
         {
             state.pods[i].in_flight += 1;
             state.cursor = i + 1;
-            let addr = state.pods[i].addr;
             return Ok(Admission::Ready(Lease {
                 target: Arc::clone(self),
-                addr,
+                upstream: Arc::clone(&state.upstreams[i]),
             }));
         }
         if state.queue.len() >= state.settings.queue_depth {

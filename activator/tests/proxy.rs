@@ -4,7 +4,7 @@ mod common;
 
 use std::sync::atomic::Ordering;
 
-use common::{activator, backend, client, config, eventually, get, within};
+use common::{activator, backend, backend_with, client, config, eventually, get, within};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -260,4 +260,124 @@ async fn request_and_response_bodies_stream_through() {
         .unwrap()
         .to_bytes();
     assert_eq!(body.len(), payload.len());
+}
+
+#[tokio::test]
+async fn connections_to_a_pod_are_kept_alive_and_reused() {
+    let a = activator().await;
+    let (pod, seen) = backend("shop").await;
+    let cfg = config("shop", &[("service", "shop")]);
+    let key = cfg.key.clone();
+    a.targets.apply(vec![cfg]);
+    a.targets.set_ready(&key, vec![pod]);
+    let c = client();
+    for _ in 0..20 {
+        assert_eq!(
+            get(&c, a.addr, "shop.example.com", "/").await,
+            (200, "hello from shop".into())
+        );
+    }
+    assert_eq!(seen.requests.load(Ordering::SeqCst), 20);
+    // One request at a time: one connection carries them all.
+    assert_eq!(seen.connections.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_pod_that_closes_its_connections_still_gets_every_request() {
+    let a = activator().await;
+    // Answers with `connection: close` and closes: no connection can be reused.
+    let (pod, seen) = backend_with("shop", false).await;
+    let cfg = config("shop", &[("service", "shop")]);
+    let key = cfg.key.clone();
+    a.targets.apply(vec![cfg]);
+    a.targets.set_ready(&key, vec![pod]);
+    let c = client();
+    for _ in 0..10 {
+        assert_eq!(
+            get(&c, a.addr, "shop.example.com", "/").await,
+            (200, "hello from shop".into())
+        );
+    }
+    assert_eq!(seen.connections.load(Ordering::SeqCst), 10);
+}
+
+#[tokio::test]
+async fn http2_requests_reach_the_pod_in_origin_form_with_a_host_header() {
+    let a = activator().await;
+    let (pod, seen) = backend("shop").await;
+    let cfg = config("shop", &[("service", "shop")]);
+    let key = cfg.key.clone();
+    a.targets.apply(vec![cfg]);
+    a.targets.set_ready(&key, vec![pod]);
+    let h2 = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .http2_only(true)
+        .build_http::<http_body_util::Full<bytes::Bytes>>();
+    let request = http::Request::get(format!("http://{}/cart?item=7", a.addr))
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .unwrap();
+    let response = within(10, "h2 answer", h2.request(request)).await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.version(), http::Version::HTTP_2);
+    let uri = seen.last_uri.lock().unwrap().clone().unwrap();
+    assert_eq!(uri.to_string(), "/cart?item=7");
+    let headers = seen.last_headers.lock().unwrap().clone().unwrap();
+    assert_eq!(headers["host"], a.addr.to_string().as_str());
+    assert_eq!(headers["x-forwarded-host"], a.addr.to_string().as_str());
+}
+
+#[tokio::test]
+async fn proxy_threads_serve_every_connection_and_stop_on_shutdown() {
+    use std::sync::Arc;
+
+    use keda_activator::metrics::Metrics;
+    use keda_activator::proxy::Proxy;
+    use keda_activator::server::spawn_proxy_threads;
+    use keda_activator::targets::Targets;
+
+    let metrics = Arc::new(Metrics::new());
+    let (wake, _wake_rx) = tokio::sync::mpsc::channel(8);
+    let targets = Targets::new(wake, Arc::clone(&metrics));
+    let (pod, seen) = backend("shop").await;
+    let cfg = config("shop", &[("service", "shop")]);
+    let key = cfg.key.clone();
+    targets.apply(vec![cfg]);
+    targets.set_ready(&key, vec![pod]);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let threads = spawn_proxy_threads(
+        listener,
+        2,
+        Arc::new(Proxy::new(targets.routes(), metrics)),
+        stop.clone(),
+        std::time::Duration::from_secs(1),
+    )
+    .unwrap();
+    assert_eq!(threads.len(), 2);
+    // A new client connection per request: the kernel hands them to either thread.
+    for _ in 0..20 {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        stream
+            .write_all(b"GET / HTTP/1.1\r\nHost: shop.example.com\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        within(10, "answer", stream.read_to_string(&mut answer))
+            .await
+            .unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.ends_with("hello from shop"), "{answer}");
+    }
+    assert_eq!(seen.requests.load(Ordering::SeqCst), 20);
+    // Each thread reuses its own pod connections: at most one per thread here.
+    assert!(seen.connections.load(Ordering::SeqCst) <= 2);
+    stop.cancel();
+    let joined = tokio::task::spawn_blocking(move || {
+        for thread in threads {
+            thread.join().unwrap();
+        }
+    });
+    within(10, "the proxy threads to stop", joined)
+        .await
+        .unwrap();
 }

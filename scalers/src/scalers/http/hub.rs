@@ -218,11 +218,20 @@ impl ActivatorHub {
         let now = self.now();
         let mut state = self.lock();
         match report {
-            Report::Wake { target, .. } => {
+            Report::Wake { replica, target } => {
                 let t = state
                     .targets
                     .entry(target.clone())
                     .or_insert_with(|| TargetState::new(TargetSettings::default()));
+                // A wake-up means the replica holds a request and sees no ready pod. Count it
+                // so at once: the scale loop the wake-up triggers reads `active` right away,
+                // and would otherwise find the target idle until the replica's next
+                // per-second sample (up to a second of cold start). That sample replaces
+                // this view.
+                let view = t.replicas.entry(replica.clone()).or_default();
+                view.last_seen = now;
+                view.held = view.held.max(1);
+                view.ready = 0;
                 t.publish(now, true);
             }
             Report::Sample {
@@ -458,6 +467,30 @@ mod tests {
         });
         assert!(rx.has_changed().unwrap());
         assert_eq!(rx.borrow().wakes, 1);
+    }
+
+    #[test]
+    fn a_wake_line_makes_the_target_active_before_any_sample() {
+        let (clock, now) = clock();
+        let hub = ActivatorHub::new(clock);
+        let rx = hub.subscribe(&key());
+        hub.apply(&Report::Wake {
+            replica: "a".into(),
+            target: key(),
+        });
+        assert!(rx.borrow().active);
+        assert!(hub.observe(&key()).unwrap().1);
+        assert_eq!(hub.held(&key()), 1);
+        // The replica's next sample is the truth again: here the request has been answered.
+        hub.apply(&sample("a", 1_000, 0.0, 0, 1));
+        assert!(!hub.observe(&key()).unwrap().1);
+        // A wake without any sample after it expires like any other view.
+        hub.apply(&Report::Wake {
+            replica: "b".into(),
+            target: key(),
+        });
+        now.store(1_000 + REPLICA_TTL_SECONDS as i64 + 1, Ordering::SeqCst);
+        assert!(!hub.observe(&key()).unwrap().1);
     }
 
     #[test]

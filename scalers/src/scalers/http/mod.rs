@@ -584,6 +584,33 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn after_a_wake_line_the_scaler_reports_the_target_active() {
+        // The scale loop polls on the wake-up and must find the target active then, not at
+        // the activator's next per-second sample.
+        let ctx = ctx(&[("service", "web")]);
+        let scaler = HttpScaler::new(&ctx).await.unwrap();
+        let hub = ActivatorHub::shared(&ctx.clients, &ctx.clock).await;
+        assert!(
+            !scaler
+                .metrics_and_activity("s0-http-web")
+                .await
+                .unwrap()
+                .active
+        );
+        hub.apply(&protocol::Report::Wake {
+            replica: "a".into(),
+            target: TargetKey::new("shop", "web", 0),
+        });
+        assert!(
+            scaler
+                .metrics_and_activity("s0-http-web")
+                .await
+                .unwrap()
+                .active
+        );
+    }
+
+    #[tokio::test]
     async fn closing_the_last_scaler_forgets_the_target() {
         let ctx = ctx(&[("service", "web")]);
         let scaler = HttpScaler::new(&ctx).await.unwrap();
