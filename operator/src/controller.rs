@@ -15,7 +15,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use keda_api::annotations::{FINALIZER, SCALED_OBJECT_NAME_LABEL};
@@ -38,15 +38,18 @@ use tracing::{info, warn};
 use crate::decision::{Observed, Pause, ScaleAnnotations, TriggerSummary, decide};
 use crate::error::Error;
 use crate::events::{self, Events};
-use crate::hpa::{MANAGED_BY, delete_hpa, desired_hpa, ensure_hpa, metric_specs};
+use crate::hpa::{MANAGED_BY, delete_hpa, desired_hpa, ensure_hpa, keep_health_only, metric_specs};
 use crate::recording;
-use crate::resolve::{DEFAULT_CLUSTER_OBJECT_NAMESPACE, Resolver, ResolverConfig, ScalableRef};
+use crate::resolve::{
+    DEFAULT_CLUSTER_OBJECT_NAMESPACE, Resolver, ResolverConfig, ScalableRef, WatchScope,
+};
 use crate::scale_loop::{DEFAULT_PERSIST_INTERVAL, IntervalTicks, LoopConfig, ScaleLoops, Ticks};
 use crate::scalers::ScalerEnv;
 use crate::settings::scaling_settings;
 use crate::status::{apply_updates, conditions_or_initial, patch_status, set_condition};
 use crate::target::resolve_target;
 use crate::telemetry::Metrics;
+use crate::watch::scoped_watcher;
 
 /// How the ScaledObject controller runs.
 #[derive(Clone)]
@@ -61,8 +64,8 @@ pub struct ControllerConfig {
     pub operator_started_at: Option<Timestamp>,
     /// How often a refreshed `lastActiveTime` is persisted while an object stays active.
     pub persist_interval: SignedDuration,
-    /// Only this namespace (`WATCH_NAMESPACE`); `None`: all.
-    pub watch_namespace: Option<String>,
+    /// The namespaces watched (`WATCH_NAMESPACE`): all, or a list (one watch each).
+    pub watch_scope: WatchScope,
     /// Reporter of events (`keda-operator`).
     pub reporter: String,
     /// Reconciles at once (`KEDA_SCALEDOBJECT_CTRL_MAX_RECONCILES`, default 5).
@@ -78,39 +81,28 @@ pub struct ControllerConfig {
 }
 
 impl ControllerConfig {
-    /// The configuration the `keda-operator` binary runs with: watch namespace, resolver scope
-    /// and cluster object namespace from `settings`, metrics recorded into `metrics`, scalers
-    /// sharing `pools` (where the metric service finds the activator hub).
-    ///
-    /// # Errors
-    /// [`Error::WatchNamespaces`] when `WATCH_NAMESPACE` names more than one namespace.
+    /// The configuration the `keda-operator` binary runs with: watched namespaces (for the
+    /// controller and its resolver) and cluster object namespace from `settings`, metrics
+    /// recorded into `metrics`, scalers sharing `pools` (where the metric service finds the
+    /// activator hub).
     pub fn from_settings(
         settings: &crate::config::Settings,
         metrics: Metrics,
         pools: keda_scalers::pool::ClientPools,
-    ) -> Result<Self, Error> {
-        use crate::config::WatchNamespaces;
-        use crate::resolve::WatchScope;
-        let (watch_namespace, watch_scope) = match &settings.watch_namespaces {
-            WatchNamespaces::All => (None, WatchScope::All),
-            WatchNamespaces::Only(list) => match list.as_slice() {
-                [one] => (Some(one.clone()), WatchScope::Namespaces(vec![one.clone()])),
-                _ => return Err(Error::WatchNamespaces(list.join(","))),
-            },
-        };
-        Ok(ControllerConfig {
+    ) -> Self {
+        ControllerConfig {
             env: ScalerEnv {
                 pools,
                 ..ScalerEnv::default()
             },
-            watch_namespace,
+            watch_scope: settings.watch_namespaces.clone(),
             metrics,
             resolver: ResolverConfig {
-                watch_scope,
+                watch_scope: settings.watch_namespaces.clone(),
                 ..ResolverConfig::new(settings.cluster_object_namespace.clone())
             },
             ..ControllerConfig::default()
-        })
+        }
     }
 }
 
@@ -122,7 +114,7 @@ impl Default for ControllerConfig {
             clock: Clock::system(),
             operator_started_at: None,
             persist_interval: DEFAULT_PERSIST_INTERVAL,
-            watch_namespace: None,
+            watch_scope: WatchScope::All,
             reporter: MANAGED_BY.to_string(),
             max_concurrent_reconciles: 5,
             retry_after_error: Duration::from_secs(10),
@@ -151,6 +143,7 @@ pub struct ScaledObjectController {
     loops: ScaleLoops,
     store: Store<ScaledObject>,
     writer: reflector::store::Writer<ScaledObject>,
+    hpa_writer: reflector::store::Writer<HorizontalPodAutoscaler>,
     started_at: Timestamp,
     resolver: Resolver,
 }
@@ -162,6 +155,7 @@ impl ScaledObjectController {
     /// Outside a tokio runtime (the resolver spawns its watch tasks).
     pub fn new(client: Client, config: ControllerConfig) -> ScaledObjectController {
         let (store, writer) = reflector::store();
+        let (hpa_store, hpa_writer) = reflector::store();
         let resolver = Resolver::new(client.clone(), config.resolver.clone());
         let env = ScalerEnv {
             resolver: Some(resolver.clone()),
@@ -173,13 +167,14 @@ impl ScaledObjectController {
         let loops = ScaleLoops::new(
             client.clone(),
             store.clone(),
+            hpa_store,
             LoopConfig {
                 env,
                 ticks: config.ticks.clone(),
                 clock: config.clock.clone(),
                 operator_started_at: started_at,
                 persist_interval: config.persist_interval,
-                watch_namespace: config.watch_namespace.clone(),
+                watch_scope: config.watch_scope.clone(),
                 reporter: config.reporter.clone(),
                 metrics: config.metrics.clone(),
             },
@@ -190,6 +185,7 @@ impl ScaledObjectController {
             loops,
             store,
             writer,
+            hpa_writer,
             started_at,
             resolver,
         }
@@ -206,26 +202,32 @@ impl ScaledObjectController {
     /// # Errors
     /// None today; the signature leaves room for start-up failures.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
-        let ns = self.config.watch_namespace.clone();
-        let (so_api, hpa_api): (Api<ScaledObject>, Api<HorizontalPodAutoscaler>) = match &ns {
-            Some(ns) => (
-                Api::namespaced(self.client.clone(), ns),
-                Api::namespaced(self.client.clone(), ns),
-            ),
-            None => (Api::all(self.client.clone()), Api::all(self.client.clone())),
-        };
-        let objects = watcher(so_api, watcher::Config::default().any_semantic())
-            .default_backoff()
-            .reflect(self.writer)
-            .applied_objects()
-            .predicate_filter(reconcile_trigger, Default::default());
-        let hpas = watcher(
-            hpa_api,
-            watcher::Config::default()
+        let scope = self.config.watch_scope.clone();
+        let mut hpa_writer = self.hpa_writer;
+        let hpa_store = hpa_writer.as_reader();
+        let objects = scoped_watcher(
+            &self.client,
+            &scope,
+            &watcher::Config::default().any_semantic(),
+            self.store.clone(),
+        )
+        .reflect(self.writer)
+        .applied_objects()
+        .predicate_filter(reconcile_trigger, Default::default());
+        let hpas = scoped_watcher(
+            &self.client,
+            &scope,
+            &watcher::Config::default()
                 .any_semantic()
                 .labels(&format!("app.kubernetes.io/managed-by={MANAGED_BY}")),
+            hpa_store,
         )
-        .default_backoff()
+        .map_ok(move |event| {
+            // The scale loops' copy keeps only what HPAActive needs; the controller below
+            // still sees the whole HPA (its spec decides whether to reconcile).
+            hpa_writer.apply_watcher_event(&event.clone().modify(keep_health_only));
+            event
+        })
         .applied_objects()
         .predicate_filter(hpa_trigger, Default::default());
         let ctx = Arc::new(Context {
@@ -259,7 +261,7 @@ impl ScaledObjectController {
             });
         let config = kube::runtime::controller::Config::default()
             .concurrency(self.config.max_concurrent_reconciles);
-        info!(namespace = ?ns, "ScaledObject controller started");
+        info!(namespaces = ?scope, "ScaledObject controller started");
         let store = self.store.clone();
         let controller = Controller::for_stream(objects, self.store)
             .owns_stream(hpas)
@@ -306,15 +308,16 @@ pub async fn run_scaled_object_controller(
         .await
 }
 
-/// The changes of a ScaledObject that need a reconcile: generation, labels, annotations,
-/// finalizers, deletion. Status changes are not among them.
-fn reconcile_trigger(so: &ScaledObject) -> Option<u64> {
+/// The changes of a ScaledObject or ScaledJob that need a reconcile: generation, labels,
+/// annotations, finalizers, deletion. Status changes are not among them.
+pub(crate) fn reconcile_trigger<K: kube::Resource>(obj: &K) -> Option<u64> {
+    let meta = obj.meta();
     let mut h = DefaultHasher::new();
-    so.metadata.generation.hash(&mut h);
-    so.metadata.labels.hash(&mut h);
-    so.metadata.annotations.hash(&mut h);
-    so.metadata.finalizers.hash(&mut h);
-    so.metadata.deletion_timestamp.is_some().hash(&mut h);
+    meta.generation.hash(&mut h);
+    meta.labels.hash(&mut h);
+    meta.annotations.hash(&mut h);
+    meta.finalizers.hash(&mut h);
+    meta.deletion_timestamp.is_some().hash(&mut h);
     Some(h.finish())
 }
 

@@ -97,13 +97,6 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
-    /// `WATCH_NAMESPACE` lists several namespaces; the ScaledObject controller watches one or
-    /// all.
-    #[error(
-        "WATCH_NAMESPACE={0:?}: the ScaledObject controller of keda-rs watches one namespace or \
-         all of them; set one namespace or leave it empty"
-    )]
-    WatchNamespaces(String),
     /// The finalizer machinery failed.
     #[error(transparent)]
     Finalizer(#[from] Box<kube::runtime::finalizer::Error<Error>>),
@@ -138,7 +131,6 @@ impl Error {
             Error::DuplicateMetricName(_) => "duplicate_metric",
             Error::Kube { .. } => "kube",
             Error::Finalizer(_) => "finalizer",
-            Error::WatchNamespaces(_) => "watch_namespaces",
         }
     }
 }

@@ -5,11 +5,13 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::autoscaling::v2::{
     CrossVersionObjectReference, HPAScalingRules, HorizontalPodAutoscaler,
-    HorizontalPodAutoscalerBehavior, HorizontalPodAutoscalerSpec, MetricSpec, MetricTarget,
+    HorizontalPodAutoscalerBehavior, HorizontalPodAutoscalerSpec, HorizontalPodAutoscalerStatus,
+    MetricSpec, MetricTarget,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use keda_api::ScaledObject;
 use keda_api::annotations::{HPA_EXCLUDED_LABELS, SCALED_OBJECT_NAME_LABEL};
+use keda_api::condition::{STATUS_FALSE, STATUS_TRUE, reason as keda_reason};
 use keda_scalers::metric::{
     MetricTargetType as TargetType, external_metric_spec, metric_target_milli,
 };
@@ -26,6 +28,8 @@ use crate::target::Target;
 pub const MANAGED_BY: &str = "keda-operator";
 /// `selectPolicy` that switches a scaling direction off.
 const SELECT_POLICY_DISABLED: &str = "Disabled";
+/// The HPA condition KEDA mirrors into `HPAActive`.
+const SCALING_ACTIVE: &str = "ScalingActive";
 
 /// The HPA metrics of an object and the names the status lists.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -261,6 +265,83 @@ pub async fn delete_hpa(api: &Api<HorizontalPodAutoscaler>, name: &str) -> Resul
     }
 }
 
+/// The HPA's own view of its health, as KEDA mirrors it into the ScaledObject's `HPAActive`
+/// condition (`checkHPAHealth`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HpaHealth {
+    /// `True` or `False`.
+    pub status: &'static str,
+    /// `HPAActive`, `ScalingDisabled` or `HPAMetricsUnavailable`.
+    pub reason: &'static str,
+    /// The HPA's message (with its own reason in front when unhealthy).
+    pub message: String,
+}
+
+/// The `HPAActive` condition an HPA asks for, from its `ScalingActive` condition: `True` when
+/// it scales; `True`/`ScalingDisabled` when it switched itself off because the target is at 0
+/// replicas (keda-rs owns 0 <-> 1, so that is healthy); otherwise `False`/`HPAMetricsUnavailable`
+/// with the HPA's reason and message (`FailedGetExternalMetric: ...`). `None` while the HPA has
+/// not reported `ScalingActive` yet: nothing is known, and the condition stays as it was.
+pub fn hpa_health(hpa: &HorizontalPodAutoscaler) -> Option<HpaHealth> {
+    let scaling_active = hpa
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == SCALING_ACTIVE)?;
+    let message = scaling_active.message.clone().unwrap_or_default();
+    let reason = scaling_active.reason.as_deref().unwrap_or_default();
+    Some(if scaling_active.status == STATUS_TRUE {
+        HpaHealth {
+            status: STATUS_TRUE,
+            reason: keda_reason::HPA_ACTIVE,
+            message,
+        }
+    } else if reason == keda_reason::SCALING_DISABLED {
+        HpaHealth {
+            status: STATUS_TRUE,
+            reason: keda_reason::SCALING_DISABLED,
+            message,
+        }
+    } else {
+        HpaHealth {
+            status: STATUS_FALSE,
+            reason: keda_reason::HPA_METRICS_UNAVAILABLE,
+            message: match (reason.is_empty(), message.is_empty()) {
+                (_, true) => reason.to_string(),
+                (true, false) => message,
+                (false, false) => format!("{reason}: {message}"),
+            },
+        }
+    })
+}
+
+/// Trims an HPA to what [`hpa_health`] reads (name, namespace, the `ScalingActive` condition),
+/// so the scale loops' HPA cache costs a few bytes per object instead of the whole HPA.
+pub fn keep_health_only(hpa: &mut HorizontalPodAutoscaler) {
+    let meta = &mut hpa.metadata;
+    *meta = ObjectMeta {
+        name: meta.name.take(),
+        namespace: meta.namespace.take(),
+        uid: meta.uid.take(),
+        resource_version: meta.resource_version.take(),
+        ..ObjectMeta::default()
+    };
+    hpa.spec = None;
+    if let Some(status) = &mut hpa.status {
+        let conditions = status.conditions.take().map(|c| {
+            c.into_iter()
+                .filter(|c| c.type_ == SCALING_ACTIVE)
+                .collect()
+        });
+        *status = HorizontalPodAutoscalerStatus {
+            conditions,
+            ..HorizontalPodAutoscalerStatus::default()
+        };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::autoscaling::v2::ResourceMetricSource;
@@ -445,5 +526,96 @@ spec:
             s.max_replicas = 3;
         }
         assert!(hpa_differs(&changed, &hpa));
+    }
+
+    fn hpa_with(conditions: serde_json::Value) -> HorizontalPodAutoscaler {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "keda-hpa-a", "namespace": "ns", "resourceVersion": "7",
+                         "labels": {"x": "y"}, "managedFields": [{"manager": "kcm"}]},
+            "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "app"}, "maxReplicas": 5},
+            "status": {"currentReplicas": 2, "desiredReplicas": 2, "conditions": conditions}
+        }))
+        .expect("hpa")
+    }
+
+    fn health(status: &'static str, reason: &'static str, message: &str) -> Option<HpaHealth> {
+        Some(HpaHealth {
+            status,
+            reason,
+            message: message.to_string(),
+        })
+    }
+
+    #[test]
+    fn hpa_active_mirrors_scaling_active_as_keda_does() {
+        let cases = [
+            (
+                serde_json::json!([{"type": "AbleToScale", "status": "True"},
+                                   {"type": "ScalingActive", "status": "True", "reason": "ValidMetricFound",
+                                    "message": "the HPA was able to compute a replica count"}]),
+                health(
+                    "True",
+                    "HPAActive",
+                    "the HPA was able to compute a replica count",
+                ),
+            ),
+            (
+                serde_json::json!([{"type": "ScalingActive", "status": "False", "reason": "ScalingDisabled",
+                                    "message": "scaling is disabled since the replica count of the target is zero"}]),
+                health(
+                    "True",
+                    "ScalingDisabled",
+                    "scaling is disabled since the replica count of the target is zero",
+                ),
+            ),
+            (
+                serde_json::json!([{"type": "ScalingActive", "status": "False", "reason": "FailedGetExternalMetric",
+                                    "message": "unable to get external metric ns/s0-redis-a"}]),
+                health(
+                    "False",
+                    "HPAMetricsUnavailable",
+                    "FailedGetExternalMetric: unable to get external metric ns/s0-redis-a",
+                ),
+            ),
+            (
+                serde_json::json!([{"type": "ScalingActive", "status": "False", "reason": "FailedGetExternalMetric"}]),
+                health("False", "HPAMetricsUnavailable", "FailedGetExternalMetric"),
+            ),
+            // Not reported yet: unknown, the condition is left alone.
+            (
+                serde_json::json!([{"type": "AbleToScale", "status": "True"}]),
+                None,
+            ),
+        ];
+        for (conditions, expected) in cases {
+            assert_eq!(
+                hpa_health(&hpa_with(conditions.clone())),
+                expected,
+                "{conditions}"
+            );
+        }
+        let mut no_status = hpa_with(serde_json::json!([]));
+        no_status.status = None;
+        assert_eq!(hpa_health(&no_status), None);
+    }
+
+    #[test]
+    fn the_trimmed_hpa_keeps_its_identity_and_its_health_and_nothing_else() {
+        let full = hpa_with(serde_json::json!([
+            {"type": "AbleToScale", "status": "True"},
+            {"type": "ScalingActive", "status": "False", "reason": "FailedGetExternalMetric", "message": "m"}
+        ]));
+        let mut trimmed = full.clone();
+        keep_health_only(&mut trimmed);
+        assert_eq!(hpa_health(&trimmed), hpa_health(&full));
+        assert_eq!(trimmed.metadata.name.as_deref(), Some("keda-hpa-a"));
+        assert_eq!(trimmed.metadata.namespace.as_deref(), Some("ns"));
+        assert_eq!(trimmed.metadata.labels, None);
+        assert_eq!(trimmed.metadata.managed_fields, None);
+        assert_eq!(trimmed.spec, None);
+        let status = trimmed.status.expect("status");
+        assert_eq!(status.current_replicas, None);
+        assert_eq!(status.conditions.map(|c| c.len()), Some(1));
     }
 }

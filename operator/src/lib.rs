@@ -26,6 +26,7 @@ pub mod formula;
 pub mod hpa;
 pub mod job_decision;
 pub mod leader;
+mod loop_registry;
 pub mod metrics_service;
 pub mod recording;
 pub mod resolve;
@@ -37,6 +38,7 @@ pub mod settings;
 pub mod status;
 pub mod target;
 pub mod telemetry;
+pub mod watch;
 
 pub use controller::{ControllerConfig, ScaledObjectController, run_scaled_object_controller};
 pub use error::Error;

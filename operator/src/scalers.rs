@@ -9,8 +9,7 @@ use k8s_openapi::api::autoscaling::v2::MetricSpec;
 use keda_api::{ScaleTrigger, ScaledObject};
 use keda_scalers::context::DEFAULT_HTTP_TIMEOUT;
 use keda_scalers::pool::ClientPools;
-use keda_scalers::{BuiltScaler, Clock, Registry, ScalableKind, ScalerContext};
-use kube::ResourceExt;
+use keda_scalers::{BuiltScaler, Clock, Registry, ScalerContext};
 
 use crate::error::Error;
 use crate::formula::{CompiledModifiers, ScalingModifiersSpec, compile_scaling_modifiers};
@@ -96,25 +95,25 @@ impl ObjectScalers {
     }
 }
 
-/// The context of trigger `index` of `so`: its metadata, plus what `session` resolves (the
-/// `xxxFromEnv` variables of the target's container and the TriggerAuthentication's
-/// parameters).
+/// The context of trigger `index` of the scalable `source` names: its metadata, plus what
+/// `session` resolves (the `xxxFromEnv` variables of the pod template's container and the
+/// TriggerAuthentication's parameters).
 ///
 /// # Errors
 /// [`Error::Resolve`] when the resolver cannot resolve the trigger (the message names what to
 /// fix); [`Error::Unresolvable`] when the trigger needs resolution and there is no `session`.
-pub async fn context_for(
-    so: &ScaledObject,
-    trigger: &ScaleTrigger,
-    index: usize,
+async fn context_for(
+    source: &ScaleTargetPodSource,
+    as_metric_source: bool,
+    (trigger, index): (&ScaleTrigger, usize),
     env: &ScalerEnv,
     session: Option<&mut ResolveSession>,
 ) -> Result<ScalerContext, Error> {
     let mut ctx = ScalerContext {
-        scalable_name: so.name_any(),
-        scalable_namespace: so.namespace().unwrap_or_default(),
-        scalable_kind: ScalableKind::ScaledObject,
-        as_metric_source: so.spec.is_using_modifiers(),
+        scalable_name: source.scalable.name.clone(),
+        scalable_namespace: source.scalable.namespace.clone(),
+        scalable_kind: source.scalable.kind,
+        as_metric_source,
         global_http_timeout: env.http_timeout,
         clients: env.pools.clone(),
         clock: env.clock.clone(),
@@ -169,15 +168,44 @@ pub async fn scalers_for(so: &ScaledObject, env: &ScalerEnv) -> Result<ObjectSca
             &so.spec.triggers,
         )?),
     };
-    // One session for all triggers: the target's pod template is read once, and dropping it
-    // records what the triggers read so a change to any of it signals a rebuild.
-    let mut session = env
-        .resolver
-        .as_ref()
-        .map(|r| r.session(ScaleTargetPodSource::for_scaled_object(so)));
-    let mut built: Vec<TriggerScaler> = Vec::with_capacity(so.spec.triggers.len());
-    for (index, trigger) in so.spec.triggers.iter().enumerate() {
-        let result = match context_for(so, trigger, index, env, session.as_mut()).await {
+    let source = ScaleTargetPodSource::for_scaled_object(so);
+    let triggers = build_triggers(
+        &so.spec.triggers,
+        &source,
+        so.spec.is_using_modifiers(),
+        env,
+    );
+    Ok(ObjectScalers {
+        triggers: triggers.await?,
+        modifiers,
+    })
+}
+
+/// Builds the scalers of `triggers`, which belong to the ScaledObject or ScaledJob `source`
+/// names, resolving them through one resolver session (the pod template is read once, and
+/// dropping the session records what the triggers read, so a change to any of it signals a
+/// rebuild). On any error the scalers built so far are closed (as KEDA does) and the error
+/// names the trigger and parameter.
+///
+/// # Errors
+/// See [`context_for`]; a scaler that does not build.
+pub(crate) async fn build_triggers(
+    triggers: &[ScaleTrigger],
+    source: &ScaleTargetPodSource,
+    as_metric_source: bool,
+    env: &ScalerEnv,
+) -> Result<Vec<TriggerScaler>, Error> {
+    let mut session = env.resolver.as_ref().map(|r| r.session(source.clone()));
+    let mut built: Vec<TriggerScaler> = Vec::with_capacity(triggers.len());
+    for (index, trigger) in triggers.iter().enumerate() {
+        let context = context_for(
+            source,
+            as_metric_source,
+            (trigger, index),
+            env,
+            session.as_mut(),
+        );
+        let result = match context.await {
             Ok(ctx) => env
                 .registry
                 .build(ctx)
@@ -202,10 +230,7 @@ pub async fn scalers_for(so: &ScaledObject, env: &ScalerEnv) -> Result<ObjectSca
             }
         }
     }
-    Ok(ObjectScalers {
-        triggers: built,
-        modifiers,
-    })
+    Ok(built)
 }
 
 #[cfg(test)]

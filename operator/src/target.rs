@@ -22,6 +22,7 @@ use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, is_not_found};
+use crate::resolve::WatchScope;
 
 /// How long a loop waits for a new target cache to list its objects.
 const CACHE_READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -168,36 +169,42 @@ pub enum ReplicasError {
 
 type CacheKey = (String, String, Option<String>);
 
-/// Reflector-backed caches of scale targets, one per (group, kind, watched namespace), started
-/// on first use and stopped with the token.
+/// Reflector-backed caches of scale targets, one per (group, kind) and watched namespace (one
+/// for all namespaces with [`WatchScope::All`]), started on first use and stopped with the
+/// token.
 #[derive(Clone)]
 pub struct TargetCache {
     client: Client,
-    namespace: Option<String>,
+    scope: WatchScope,
     caches: Arc<Mutex<HashMap<CacheKey, Store<DynamicObject>>>>,
     shutdown: CancellationToken,
 }
 
 impl TargetCache {
-    /// Caches over `client`, watching `namespace` only when given, stopped by `shutdown`.
-    pub fn new(client: Client, namespace: Option<String>, shutdown: CancellationToken) -> Self {
+    /// Caches over `client`, watching the namespaces of `scope`, stopped by `shutdown`.
+    pub fn new(client: Client, scope: WatchScope, shutdown: CancellationToken) -> Self {
         TargetCache {
             client,
-            namespace,
+            scope,
             caches: Arc::default(),
             shutdown,
         }
     }
 
-    async fn store(&self, ar: &ApiResource) -> Store<DynamicObject> {
-        let key = (ar.group.clone(), ar.kind.clone(), self.namespace.clone());
+    /// The cache of `ar` covering `namespace`: the cluster-wide one, or that namespace's.
+    async fn store(&self, ar: &ApiResource, namespace: &str) -> Store<DynamicObject> {
+        let watched = match &self.scope {
+            WatchScope::All => None,
+            WatchScope::Namespaces(_) => Some(namespace.to_string()),
+        };
+        let key = (ar.group.clone(), ar.kind.clone(), watched.clone());
         let mut caches = self.caches.lock().await;
         if let Some(store) = caches.get(&key) {
             return store.clone();
         }
         let writer: Writer<DynamicObject> = Writer::new(ar.clone());
         let store = writer.as_reader();
-        let api: Api<DynamicObject> = match &self.namespace {
+        let api: Api<DynamicObject> = match &watched {
             Some(ns) => Api::namespaced_with(self.client.clone(), ns, ar),
             None => Api::all_with(self.client.clone(), ar),
         };
@@ -233,7 +240,7 @@ impl TargetCache {
 
     /// The target's ready pods (`status.readyReplicas`), when the cache has them.
     pub async fn ready_replicas(&self, target: &Target) -> Option<i32> {
-        let store = self.store(&target.api_resource).await;
+        let store = self.store(&target.api_resource, &target.namespace).await;
         let key = ObjectRef::new_with(&target.name, target.api_resource.clone())
             .within(&target.namespace);
         let obj = store.get(&key)?;
@@ -247,7 +254,7 @@ impl TargetCache {
     /// # Errors
     /// See [`ReplicasError`].
     pub async fn current_replicas(&self, target: &Target) -> Result<i32, ReplicasError> {
-        let store = self.store(&target.api_resource).await;
+        let store = self.store(&target.api_resource, &target.namespace).await;
         if tokio::time::timeout(CACHE_READY_TIMEOUT, store.wait_until_ready())
             .await
             .map_or(true, |r| r.is_err())

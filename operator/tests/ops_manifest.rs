@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use keda_operator::config::{MapEnv, Settings, WatchNamespaces};
+use keda_operator::config::{MapEnv, Settings, WatchScope};
 use serde_json::Value;
 
 fn operator_container() -> Value {
@@ -60,7 +60,7 @@ fn the_installed_deployment_s_args_and_env_are_accepted_and_match_its_ports() {
     assert_eq!(lease.name, "operator.keda.sh");
     assert_eq!(lease.namespace, "keda");
     assert_eq!(lease.identity, "keda-operator-5d8f7-abcde");
-    assert_eq!(settings.watch_namespaces, WatchNamespaces::All);
+    assert_eq!(settings.watch_namespaces, WatchScope::All);
 
     let port = |name: &str| -> u16 {
         container["ports"]

@@ -8,6 +8,9 @@
 mod scenarios;
 
 #[allow(dead_code)]
+#[path = "../../scalers/tests/common/amqp.rs"]
+mod amqp;
+#[allow(dead_code)]
 #[path = "../../scalers/tests/common/mod.rs"]
 mod common;
 
@@ -15,22 +18,18 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use amqp::AmqpBroker;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use keda_api::ScaledJob;
 use keda_operator::ControllerConfig;
 use keda_operator::ManualTicks;
 use keda_operator::job_decision::JobCounts;
+use keda_operator::resolve::WatchScope;
 use keda_operator::scaled_job::{JobLoops, ScaledJobController};
 use keda_operator::scalers::ScalerEnv;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
-use lapin::options::{
-    BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions,
-    QueueDeleteOptions,
-};
-use lapin::types::FieldTable;
-use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 use memkube::{MemKube, Verb};
 use scenarios::{ManualClock, WAIT, eventually};
 use tokio_util::sync::CancellationToken;
@@ -67,7 +66,7 @@ impl World {
             },
             ticks: Arc::new(ticks.clone()),
             clock: clock.clock(),
-            watch_namespace: Some(NS.to_string()),
+            watch_scope: WatchScope::Namespaces(vec![NS.to_string()]),
             retry_after_error: Duration::from_millis(200),
             ..ControllerConfig::default()
         };
@@ -206,79 +205,6 @@ impl Drop for World {
     }
 }
 
-/// The test's side of the broker: publishes with confirms and takes messages.
-struct Broker {
-    _connection: Connection,
-    channel: Channel,
-}
-
-impl Broker {
-    async fn connect(test: &str) -> Option<Broker> {
-        let attempt = Connection::connect(
-            "amqp://guest:guest@127.0.0.1:5672/%2f",
-            ConnectionProperties::default(),
-        );
-        let connection =
-            common::service_or_skip(test, "RabbitMQ at 127.0.0.1:5672", attempt).await?;
-        let channel = connection.create_channel().await.expect("channel");
-        channel
-            .confirm_select(ConfirmSelectOptions::default())
-            .await
-            .expect("confirm.select");
-        Some(Broker {
-            _connection: connection,
-            channel,
-        })
-    }
-
-    async fn declare(&self, queue: &str) {
-        self.channel
-            .queue_declare(
-                queue.into(),
-                QueueDeclareOptions::default(),
-                FieldTable::default(),
-            )
-            .await
-            .expect("queue.declare");
-    }
-
-    async fn publish(&self, queue: &str, n: usize) {
-        for i in 0..n {
-            self.channel
-                .basic_publish(
-                    "".into(),
-                    queue.into(),
-                    BasicPublishOptions::default(),
-                    format!("m{i}").as_bytes(),
-                    BasicProperties::default(),
-                )
-                .await
-                .expect("publish")
-                .await
-                .expect("confirm");
-        }
-    }
-
-    /// Takes (and acknowledges) `n` messages, as `n` Jobs starting would.
-    async fn take(&self, queue: &str, n: usize) {
-        for _ in 0..n {
-            let got = self
-                .channel
-                .basic_get(queue.into(), BasicGetOptions { no_ack: true })
-                .await
-                .expect("basic.get");
-            assert!(got.is_some(), "a message to take");
-        }
-    }
-
-    async fn delete(&self, queue: &str) {
-        self.channel
-            .queue_delete(queue.into(), QueueDeleteOptions::default())
-            .await
-            .expect("queue.delete");
-    }
-}
-
 fn rabbitmq_job(name: &str, queue: &str) -> String {
     format!(
         r#"
@@ -350,7 +276,7 @@ async fn drop_key(redis: &mut redis::aio::MultiplexedConnection, key: &str) {
 #[tokio::test]
 async fn eager_with_max_ten_reaches_four_then_eight_then_ten_jobs_as_messages_arrive() {
     let test = "eager rabbitmq";
-    let Some(broker) = Broker::connect(test).await else {
+    let Some(broker) = AmqpBroker::connect_or_skip(test, "/").await else {
         return;
     };
     let queue = common::unique("sj-eager");
@@ -686,5 +612,38 @@ spec:
     let sj = w.create(&yaml).await;
     w.polls_reach(&sj, 1).await;
     assert_eq!(w.job_names("authed").await.len(), 3, "one Job per item");
+
+    // Rotating the Secret rebuilds the loop's scalers with the new address, where nothing
+    // listens: the rebuild fails and the ScaledJob says so (without the rotation signal the
+    // running loop would keep its old, working client and stay Ready).
+    let rotated: k8s_openapi::api::core::v1::Secret = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "redis-conn", "namespace": NS},
+        "stringData": {"address": "127.0.0.1:1"}
+    }))
+    .expect("a Secret");
+    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(w.client.clone(), NS)
+        .patch(
+            "redis-conn",
+            &kube::api::PatchParams::apply("keda-rs-test").force(),
+            &kube::api::Patch::Apply(&rotated),
+        )
+        .await
+        .expect("rotate the Secret");
+    let message = eventually("Ready=False after the rotation", || async {
+        let c = w
+            .get("authed")
+            .await
+            .status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "Ready" && c.status == "False")?;
+        c.message
+    })
+    .await;
+    assert!(
+        message.contains("trigger 0 (redis)") && message.contains("127.0.0.1:1"),
+        "{message}"
+    );
     drop_key(&mut redis, &list).await;
 }

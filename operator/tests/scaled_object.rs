@@ -6,8 +6,10 @@ mod scenarios;
 #[path = "../../scalers/tests/common/mod.rs"]
 mod redis_common;
 
+use kube::api::{Patch, PatchParams};
 use memkube::{MemKube, Verb};
 use scenarios::World;
+use serde_json::json;
 
 async fn world(test: &str) -> Option<(MemKube, World)> {
     let _ = tracing_subscriber::fmt()
@@ -105,6 +107,95 @@ async fn status_is_not_patched_again_when_nothing_changed() {
         0,
         "replicas come from the cache"
     );
+    op.stop().await;
+}
+
+/// `HPAActive` follows the HPA's `ScalingActive` condition, which the HPA controller writes
+/// (memkube has none, so the test writes it): absent until the HPA reports, then mirrored on the
+/// next poll, while `Ready` keeps describing the ScaledObject itself.
+#[tokio::test]
+async fn hpa_active_mirrors_the_hpas_scaling_active_condition() {
+    let Some((_server, w)) = world("hpa-active").await else {
+        return;
+    };
+    let list = list("hpa-active");
+    w.deployment("mirror", 0).await;
+    let op = w.start_operator();
+    let so = w
+        .create(&scenarios::redis_object("mirror", "mirror", &list, "", ""))
+        .await;
+    scenarios::hpa_exists(&w, "keda-hpa-mirror").await;
+    w.poll_after(&op, &so, 10).await;
+    assert_eq!(
+        scenarios::condition(&w.get("mirror").await, "HPAActive"),
+        None,
+        "the HPA has not reported ScalingActive yet"
+    );
+
+    let cases = [
+        (
+            json!({"type": "ScalingActive", "status": "False", "reason": "FailedGetExternalMetric",
+                   "message": "unable to get external metric team/s0-redis/&LabelSelector{}: no metrics"}),
+            (
+                "False",
+                "HPAMetricsUnavailable",
+                "FailedGetExternalMetric: unable to get external metric team/s0-redis/&LabelSelector{}: no metrics",
+            ),
+        ),
+        (
+            json!({"type": "ScalingActive", "status": "False", "reason": "ScalingDisabled",
+                   "message": "scaling is disabled since the replica count of the target is zero"}),
+            (
+                "True",
+                "ScalingDisabled",
+                "scaling is disabled since the replica count of the target is zero",
+            ),
+        ),
+        (
+            json!({"type": "ScalingActive", "status": "True", "reason": "ValidMetricFound",
+                   "message": "the HPA was able to successfully calculate a replica count"}),
+            (
+                "True",
+                "HPAActive",
+                "the HPA was able to successfully calculate a replica count",
+            ),
+        ),
+    ];
+    for (hpa_condition, (status, reason, message)) in cases {
+        w.hpas()
+            .patch_status(
+                "keda-hpa-mirror",
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"status": {"currentReplicas": 0, "desiredReplicas": 0,
+                                                "conditions": [hpa_condition]}}),
+                ),
+            )
+            .await
+            .expect("HPA status");
+        let found = scenarios::eventually(&format!("HPAActive {reason}"), || async {
+            w.poll_after(&op, &so, 10).await;
+            let now = w.get("mirror").await;
+            let c = now
+                .status
+                .as_ref()?
+                .conditions
+                .as_ref()?
+                .iter()
+                .find(|c| c.type_ == "HPAActive" && c.reason.as_deref() == Some(reason))?
+                .clone();
+            Some((c, now))
+        })
+        .await;
+        let (c, now) = found;
+        assert_eq!(c.status, status);
+        assert_eq!(c.message.as_deref(), Some(message));
+        assert_eq!(
+            scenarios::ready(&now).map(|r| r.0),
+            Some("True".to_string()),
+            "an unhealthy HPA does not make the ScaledObject unready"
+        );
+    }
     op.stop().await;
 }
 

@@ -5,23 +5,21 @@
 //! The management API's counters lag the queues by up to its statistics interval (5 s), so
 //! HTTP values are awaited with a bounded timeout instead of a fixed sleep.
 
+#[allow(dead_code)]
+#[path = "common/amqp.rs"]
+mod amqp;
 #[allow(dead_code)] // shared helpers; this binary does not use the Redis ones
 mod common;
 
 use std::time::Duration;
 
+use amqp::AmqpBroker;
 use common::{Harness, Setup, conformance, unique};
 use keda_scalers::scalers::rabbitmq::amqp::{AmqpClient, AmqpKey, CONNECTION_NAME};
 use keda_scalers::{MetricsAndActivity, Registry, ScalerContext, ScalerError};
-use lapin::options::{
-    BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions,
-    QueueDeleteOptions,
-};
-use lapin::types::FieldTable;
-use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+use lapin::options::BasicGetOptions;
 use serde_json::Value;
 
-const AMQP_ADDRESS: &str = "127.0.0.1:5672";
 const MANAGEMENT: &str = "http://127.0.0.1:15672";
 const AMQP_URL: &str = "amqp://guest:guest@127.0.0.1:5672/";
 const HTTP_URL: &str = "http://guest:guest@127.0.0.1:15672/";
@@ -29,28 +27,24 @@ const HTTP_URL: &str = "http://guest:guest@127.0.0.1:15672/";
 /// loaded machine.
 const STATS_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The test's own AMQP connection and management API client, to drive the broker.
+/// The test's own AMQP connection (shared helper) and management API client.
 struct Broker {
-    connection: Connection,
-    channel: Channel,
+    amqp: AmqpBroker,
     http: reqwest::Client,
+}
+
+impl std::ops::Deref for Broker {
+    type Target = AmqpBroker;
+
+    fn deref(&self) -> &AmqpBroker {
+        &self.amqp
+    }
 }
 
 impl Broker {
     /// Connects to `vhost` (`/` by default), or skips (fails in CI) without a broker.
     async fn connect_or_skip(test: &str, vhost: &str) -> Option<Self> {
-        let url = format!(
-            "amqp://guest:guest@{AMQP_ADDRESS}/{}",
-            keda_scalers::scalers::rabbitmq::url::query_escape(vhost)
-        );
-        let attempt = Connection::connect(&url, ConnectionProperties::default());
-        let service = format!("RabbitMQ at {AMQP_ADDRESS}");
-        let connection = common::service_or_skip(test, &service, attempt).await?;
-        let channel = connection.create_channel().await.expect("channel");
-        channel
-            .confirm_select(ConfirmSelectOptions::default())
-            .await
-            .expect("confirm.select");
+        let amqp = AmqpBroker::connect_or_skip(test, vhost).await?;
         // reqwest is built without a default crypto provider; hand it a ring configuration.
         let tls = keda_scalers::tls::TlsSettings::default()
             .client_config()
@@ -60,48 +54,7 @@ impl Broker {
             .tls_backend_preconfigured(tls)
             .build()
             .expect("http client");
-        Some(Self {
-            connection,
-            channel,
-            http,
-        })
-    }
-
-    async fn declare(&self, queue: &str) {
-        self.channel
-            .queue_declare(
-                queue.into(),
-                QueueDeclareOptions::default(),
-                FieldTable::default(),
-            )
-            .await
-            .expect("queue.declare");
-    }
-
-    /// Publishes `n` messages and waits for the broker's confirms, so a passive declare
-    /// afterwards sees them.
-    async fn publish(&self, queue: &str, n: usize) {
-        for i in 0..n {
-            self.channel
-                .basic_publish(
-                    "".into(),
-                    queue.into(),
-                    BasicPublishOptions::default(),
-                    format!("m{i}").as_bytes(),
-                    BasicProperties::default(),
-                )
-                .await
-                .expect("publish")
-                .await
-                .expect("confirm");
-        }
-    }
-
-    async fn delete(&self, queue: &str) {
-        self.channel
-            .queue_delete(queue.into(), QueueDeleteOptions::default())
-            .await
-            .expect("queue.delete");
+        Some(Self { amqp, http })
     }
 
     async fn management(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
@@ -196,7 +149,7 @@ impl Broker {
     }
 
     async fn close(self) {
-        let _ = self.connection.close(200, "OK".into()).await;
+        self.amqp.close().await;
     }
 }
 

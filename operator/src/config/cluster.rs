@@ -9,6 +9,7 @@ use kube::client::ClientBuilder;
 
 use super::Environment;
 use super::rate_limit::{RateLimitLayer, TokenBucket};
+use crate::telemetry::Metrics;
 
 /// How long the first request to the API server may take.
 const REACH_TIMEOUT: Duration = Duration::from_secs(10);
@@ -94,7 +95,8 @@ fn explain_infer_failure(env: &dyn Environment, error: &dyn std::error::Error) -
 }
 
 /// A client for `config` whose requests are limited to `qps` per second with bursts of
-/// `burst` (no limit when `qps` is not positive).
+/// `burst` (no limit when `qps` is not positive). How long requests wait for the limiter is
+/// recorded into `metrics` (`rest_client_rate_limiter_*`).
 ///
 /// # Errors
 /// [`ClusterError::Client`] when kube cannot build its HTTP stack (for example a bad CA).
@@ -102,6 +104,7 @@ pub fn build_client(
     config: kube::Config,
     qps: f32,
     burst: u32,
+    metrics: &Metrics,
 ) -> Result<kube::Client, ClusterError> {
     let url = config.cluster_url.to_string();
     let builder = ClientBuilder::try_from(config).map_err(|error| ClusterError::Client {
@@ -109,7 +112,9 @@ pub fn build_client(
         reason: one_line(&error),
     })?;
     Ok(match TokenBucket::new(qps, burst) {
-        Some(bucket) => builder.with_layer(&RateLimitLayer::new(bucket)).build(),
+        Some(bucket) => builder
+            .with_layer(&RateLimitLayer::new(bucket).recording(metrics.clone()))
+            .build(),
         None => builder.build(),
     })
 }
@@ -195,7 +200,7 @@ mod tests {
             .port();
         let url = format!("http://127.0.0.1:{port}");
         let config = kube::Config::new(url.parse().expect("url"));
-        let client = build_client(config, 20.0, 30).expect("client");
+        let client = build_client(config, 20.0, 30, &Metrics::new()).expect("client");
         let error = check_reachable(&client, &url)
             .await
             .expect_err("nothing listens");

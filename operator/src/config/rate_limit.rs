@@ -5,7 +5,8 @@
 //! takes a token; the bucket holds at most `burst` tokens and refills at `qps` per second. A
 //! request without a token reserves the next one and waits for it in `poll_ready`, so requests
 //! are admitted in order, like client-go's limiter `Wait`. Watches take one token when they
-//! start, not per event.
+//! start, not per event. With [`RateLimitLayer::recording`], every request's wait is recorded
+//! ([`Metrics::rate_limiter_wait`]), so throttling shows on `/metrics`.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -15,6 +16,8 @@ use std::time::Duration;
 
 use tokio::time::{Instant, Sleep};
 use tower::{Layer, Service};
+
+use crate::telemetry::Metrics;
 
 /// A token bucket: `burst` tokens at most, refilled at `qps` per second. Uses tokio's clock,
 /// so tests can pause time.
@@ -73,13 +76,22 @@ impl TokenBucket {
 #[derive(Debug, Clone)]
 pub struct RateLimitLayer {
     bucket: Arc<TokenBucket>,
+    metrics: Option<Metrics>,
 }
 
 impl RateLimitLayer {
     pub fn new(bucket: TokenBucket) -> Self {
         Self {
             bucket: Arc::new(bucket),
+            metrics: None,
         }
+    }
+
+    /// Records how long each request waited for its token into `metrics`.
+    #[must_use]
+    pub fn recording(mut self, metrics: Metrics) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 }
 
@@ -91,14 +103,17 @@ impl<S> Layer<S> for RateLimitLayer {
             inner,
             bucket: self.bucket.clone(),
             permit: Permit::None,
+            metrics: self.metrics.clone(),
         }
     }
 }
 
 enum Permit {
     None,
-    Waiting(Pin<Box<Sleep>>),
-    Granted,
+    /// Waiting for a reserved token since the instant.
+    Waiting(Pin<Box<Sleep>>, Instant),
+    /// A token is held; the request waited this long for it.
+    Granted(Duration),
 }
 
 /// The service [`RateLimitLayer`] builds.
@@ -106,6 +121,7 @@ pub struct RateLimit<S> {
     inner: S,
     bucket: Arc<TokenBucket>,
     permit: Permit,
+    metrics: Option<Metrics>,
 }
 
 impl<S> std::fmt::Debug for RateLimit<S> {
@@ -116,9 +132,9 @@ impl<S> std::fmt::Debug for RateLimit<S> {
     }
 }
 
-impl<S, Request> Service<Request> for RateLimit<S>
+impl<S, B> Service<http::Request<B>> for RateLimit<S>
 where
-    S: Service<Request>,
+    S: Service<http::Request<B>>,
 {
     type Response = S::Response;
     type Error = S::Error;
@@ -130,25 +146,28 @@ where
                 Permit::None => {
                     let wait = self.bucket.reserve();
                     self.permit = if wait.is_zero() {
-                        Permit::Granted
+                        Permit::Granted(Duration::ZERO)
                     } else {
-                        Permit::Waiting(Box::pin(tokio::time::sleep(wait)))
+                        Permit::Waiting(Box::pin(tokio::time::sleep(wait)), Instant::now())
                     };
                 }
-                Permit::Waiting(sleep) => {
+                Permit::Waiting(sleep, since) => {
                     if sleep.as_mut().poll(cx).is_pending() {
                         return Poll::Pending;
                     }
-                    self.permit = Permit::Granted;
+                    self.permit = Permit::Granted(since.elapsed());
                 }
-                Permit::Granted => return self.inner.poll_ready(cx),
+                Permit::Granted(_) => return self.inner.poll_ready(cx),
             }
         }
     }
 
-    fn call(&mut self, request: Request) -> Self::Future {
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
         // The token taken in `poll_ready` is spent by this request.
-        self.permit = Permit::None;
+        let permit = std::mem::replace(&mut self.permit, Permit::None);
+        if let (Some(metrics), Permit::Granted(waited)) = (&self.metrics, permit) {
+            metrics.rate_limiter_wait(request.method().as_str(), waited);
+        }
         self.inner.call(request)
     }
 }

@@ -19,15 +19,16 @@
 mod poll;
 mod ticks;
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use keda_api::condition::{
-    CONDITION_ACTIVE, CONDITION_FALLBACK, CONDITION_READY, STATUS_FALSE, STATUS_TRUE,
-    find_condition, reason as keda_reason,
+    CONDITION_ACTIVE, CONDITION_FALLBACK, CONDITION_HPA_ACTIVE, CONDITION_READY, STATUS_FALSE,
+    STATUS_TRUE, find_condition, reason as keda_reason,
 };
 use keda_api::{HealthStatus, ScaledObject, ScaledObjectStatus, TriggerActivityStatus};
 use keda_scalers::{Clock, MetricValue};
@@ -35,7 +36,6 @@ use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 use tokio::sync::{mpsc, watch};
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -47,7 +47,10 @@ use crate::error::Error;
 use crate::events::{self, Events};
 use crate::fallback::{MetricHealth, any_exceeded};
 use crate::formula::COMPOSITE_METRIC_NAME;
+use crate::hpa::hpa_health;
+use crate::loop_registry::{LoopRegistry, OnStop, lock};
 use crate::recording;
+use crate::resolve::WatchScope;
 use crate::scalers::{ObjectScalers, ScalerEnv, scalers_for};
 use crate::settings::{fallback_spec, loop_annotations, scaling_settings};
 use crate::status::{apply_updates, conditions_or_initial, patch_status, set_condition};
@@ -97,21 +100,6 @@ impl Default for Memory {
 
 type SharedMemory = Arc<Mutex<Memory>>;
 
-fn lock(m: &SharedMemory) -> std::sync::MutexGuard<'_, Memory> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-struct Entry {
-    key: LoopKey,
-    namespace: String,
-    name: String,
-    token: CancellationToken,
-    task: JoinHandle<()>,
-    scalers: Arc<ObjectScalers>,
-    /// The inputs of its scalers changed: the next [`ScaleLoops::ensure`] rebuilds them.
-    stale: bool,
-}
-
 /// How the loops run: time, ticks, and the status write policy.
 #[derive(Clone)]
 pub struct LoopConfig {
@@ -125,8 +113,8 @@ pub struct LoopConfig {
     pub operator_started_at: Timestamp,
     /// How often a refreshed `lastActiveTime` is persisted while the object stays active.
     pub persist_interval: SignedDuration,
-    /// Namespace watched by the target caches (`None`: all).
-    pub watch_namespace: Option<String>,
+    /// Namespaces watched by the target caches.
+    pub watch_scope: WatchScope,
     /// Event reporter name.
     pub reporter: String,
     /// Where the Prometheus metrics are recorded.
@@ -137,11 +125,12 @@ struct Inner {
     client: Client,
     config: LoopConfig,
     store: Store<ScaledObject>,
+    /// The objects' HPAs, trimmed to their health ([`crate::hpa::keep_health_only`]), filled by
+    /// the controller's HPA watch: `HPAActive` is read from it, never with a GET per poll.
+    hpas: Store<HorizontalPodAutoscaler>,
     targets: TargetCache,
     events: Events,
-    entries: tokio::sync::Mutex<HashMap<String, Entry>>,
-    memory: Mutex<HashMap<String, SharedMemory>>,
-    shutdown: CancellationToken,
+    loops: LoopRegistry<LoopKey, Memory>,
 }
 
 /// The registry of scale loops. Cheap to clone.
@@ -175,25 +164,35 @@ pub enum MetricQueryError {
 }
 
 impl ScaleLoops {
-    /// Loops over `client`, reading objects from `store` (the controller's reflector).
-    pub fn new(client: Client, store: Store<ScaledObject>, config: LoopConfig) -> ScaleLoops {
+    /// Loops over `client`, reading objects from `store` (the controller's reflector) and
+    /// their HPAs' health from `hpas`.
+    pub fn new(
+        client: Client,
+        store: Store<ScaledObject>,
+        hpas: Store<HorizontalPodAutoscaler>,
+        config: LoopConfig,
+    ) -> ScaleLoops {
         let shutdown = CancellationToken::new();
-        let targets = TargetCache::new(
-            client.clone(),
-            config.watch_namespace.clone(),
-            shutdown.clone(),
-        );
+        let targets =
+            TargetCache::new(client.clone(), config.watch_scope.clone(), shutdown.clone());
         let events = Events::new(client.clone(), &config.reporter);
+        let metrics = config.metrics.clone();
+        let on_stop: OnStop = Box::new(move |namespace, name, scalers| {
+            recording::resource_registered(&metrics, namespace, -1);
+            for t in &scalers.triggers {
+                recording::trigger_registered(&metrics, &t.trigger_type, -1);
+            }
+            info!(namespace, name, "scale loop stopped");
+        });
         ScaleLoops {
             inner: Arc::new(Inner {
                 client,
                 config,
                 store,
+                hpas,
                 targets,
                 events,
-                entries: tokio::sync::Mutex::default(),
-                memory: Mutex::default(),
-                shutdown,
+                loops: LoopRegistry::new(shutdown, on_stop),
             }),
         }
     }
@@ -204,16 +203,12 @@ impl ScaleLoops {
     }
 
     fn memory(&self, uid: &str) -> SharedMemory {
-        let mut m = self
-            .inner
-            .memory
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        m.entry(uid.to_string()).or_default().clone()
+        self.inner.loops.memory(uid)
     }
 
     /// Makes sure a loop runs for `so` as it is now, and returns its scalers. Restarts the loop
-    /// when the generation, the pause/force-activation annotations or the target changed.
+    /// when the generation, the pause/force-activation annotations or the target changed, or
+    /// after [`rebuild`](Self::rebuild).
     ///
     /// # Errors
     /// The scalers cannot be built (the old loop is stopped all the same).
@@ -222,118 +217,78 @@ impl ScaleLoops {
         so: &ScaledObject,
         target: &Target,
     ) -> Result<(Arc<ObjectScalers>, bool), Error> {
-        let uid = so.uid().unwrap_or_default();
         let key = LoopKey {
             generation: so.metadata.generation,
             annotations: loop_annotations(so),
             target: target.clone(),
         };
-        let mut entries = self.inner.entries.lock().await;
-        if let Some(e) = entries.get(&uid)
-            && e.key == key
-            && !e.stale
-            && !e.task.is_finished()
-        {
-            return Ok((e.scalers.clone(), false));
-        }
-        if let Some(old) = entries.remove(&uid) {
-            stop_entry(old, &self.inner.config.metrics).await;
-        }
-        let scalers = Arc::new(scalers_for(so, &self.inner.config.env).await?);
-        let token = self.inner.shutdown.child_token();
         let namespace = so.namespace().unwrap_or_default();
         let name = so.name_any();
         let interval =
             Duration::from_secs(u64::try_from(so.spec.polling_interval().max(1)).unwrap_or(30));
-        let task_ctx = LoopTask {
-            loops: self.clone(),
-            so_ref: ObjectRef::new(&name).within(&namespace),
-            target: target.clone(),
-            scalers: scalers.clone(),
-            memory: self.memory(&uid),
-            token: token.clone(),
-        };
-        let ticker = self.inner.config.ticks.ticker(interval);
-        let task = tokio::spawn(task_ctx.run(ticker));
-        let metrics = &self.inner.config.metrics;
-        recording::resource_registered(metrics, &namespace, 1);
-        for t in &scalers.triggers {
-            recording::trigger_registered(metrics, &t.trigger_type, 1);
-        }
-        info!(namespace, name, ?interval, "scale loop started");
-        entries.insert(
-            uid,
-            Entry {
+        let env = &self.inner.config.env;
+        let (scalers, started) = self
+            .inner
+            .loops
+            .ensure(
+                &so.uid().unwrap_or_default(),
+                (&namespace, &name),
                 key,
-                namespace,
-                name,
-                token,
-                task,
-                scalers: scalers.clone(),
-                stale: false,
-            },
-        );
-        Ok((scalers, true))
+                async || scalers_for(so, env).await,
+                |start| {
+                    let task = LoopTask {
+                        loops: self.clone(),
+                        so_ref: ObjectRef::new(&name).within(&namespace),
+                        target: target.clone(),
+                        scalers: start.scalers,
+                        memory: start.memory,
+                        token: start.token,
+                    };
+                    tokio::spawn(task.run(self.inner.config.ticks.ticker(interval)))
+                },
+            )
+            .await?;
+        if started {
+            let metrics = &self.inner.config.metrics;
+            recording::resource_registered(metrics, &namespace, 1);
+            for t in &scalers.triggers {
+                recording::trigger_registered(metrics, &t.trigger_type, 1);
+            }
+            info!(namespace, name, ?interval, "scale loop started");
+        }
+        Ok((scalers, started))
     }
 
     /// Marks the loop of `namespace/name` for a rebuild: the next [`ensure`](Self::ensure)
     /// restarts it with freshly built scalers even though the object did not change (a Secret
     /// its triggers read was rotated). The running loop keeps polling until then.
     pub async fn rebuild(&self, namespace: &str, name: &str) {
-        for e in self.inner.entries.lock().await.values_mut() {
-            if e.namespace == namespace && e.name == name {
-                e.stale = true;
-            }
-        }
+        self.inner.loops.rebuild(namespace, name).await;
     }
 
     /// Stops the loop of `uid` (pause), keeping what is remembered about the object.
     pub async fn stop(&self, uid: &str) {
-        let entry = self.inner.entries.lock().await.remove(uid);
-        if let Some(e) = entry {
-            stop_entry(e, &self.inner.config.metrics).await;
-        }
+        self.inner.loops.stop(uid).await;
     }
 
     /// Stops the loop of `uid` and forgets the object (deletion).
     pub async fn forget(&self, uid: &str) {
-        self.stop(uid).await;
-        self.inner
-            .memory
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(uid);
+        self.inner.loops.forget(uid).await;
     }
 
     /// Stops every loop and the target caches (shutdown). Targets keep their replicas.
     pub async fn stop_all(&self) {
-        let all: Vec<Entry> = self
-            .inner
-            .entries
-            .lock()
-            .await
-            .drain()
-            .map(|(_, e)| e)
-            .collect();
-        for e in all {
-            stop_entry(e, &self.inner.config.metrics).await;
-        }
-        self.inner.shutdown.cancel();
+        self.inner.loops.stop_all().await;
     }
 
     /// Whether a loop runs for `namespace/name`.
     pub async fn is_running(&self, namespace: &str, name: &str) -> bool {
-        self.inner
-            .entries
-            .lock()
-            .await
-            .values()
-            .any(|e| e.namespace == namespace && e.name == name && !e.task.is_finished())
+        self.inner.loops.is_running(namespace, name).await
     }
 
     /// How many loops run.
     pub async fn len(&self) -> usize {
-        self.inner.entries.lock().await.len()
+        self.inner.loops.len().await
     }
 
     /// Whether no loop runs.
@@ -359,14 +314,8 @@ impl ScaleLoops {
         name: &str,
         metric_name: &str,
     ) -> Result<Vec<MetricValue>, MetricQueryError> {
-        let found = {
-            let entries = self.inner.entries.lock().await;
-            entries
-                .iter()
-                .find(|(_, e)| e.namespace == namespace && e.name == name)
-                .map(|(uid, e)| (uid.clone(), e.scalers.clone(), e.key.target.clone()))
-        };
-        let Some((uid, scalers, target)) = found else {
+        let found = self.inner.loops.find(namespace, name).await;
+        let Some((uid, scalers, LoopKey { target, .. })) = found else {
             return Err(MetricQueryError::NoLoop {
                 namespace: namespace.to_string(),
                 name: name.to_string(),
@@ -435,18 +384,6 @@ impl ScaleLoops {
         }
         Err(MetricQueryError::NoMatchingMetric(metric_name.to_string()))
     }
-}
-
-async fn stop_entry(e: Entry, metrics: &Metrics) {
-    e.token.cancel();
-    // The loop sees the cancellation at its next await; it never holds a lock across one.
-    let _ = e.task.await;
-    e.scalers.close().await;
-    recording::resource_registered(metrics, &e.namespace, -1);
-    for t in &e.scalers.triggers {
-        recording::trigger_registered(metrics, &t.trigger_type, -1);
-    }
-    info!(namespace = e.namespace, name = e.name, "scale loop stopped");
 }
 
 struct LoopTask {
@@ -631,6 +568,17 @@ impl LoopTask {
                     .publish(&so, fallback_now, reason, message.to_string())
                     .await;
             }
+        }
+        // HPAActive mirrors the HPA's ScalingActive; while the HPA has not said, it stays as it was.
+        let hpa_ref = ObjectRef::new(&so.hpa_name()).within(&namespace);
+        if let Some(h) = inner.hpas.get(&hpa_ref).as_deref().and_then(hpa_health) {
+            set_condition(
+                &mut conditions,
+                CONDITION_HPA_ACTIVE,
+                h.status,
+                h.reason,
+                &h.message,
+            );
         }
         desired.conditions = Some(conditions);
         desired.health = (!result.health.is_empty()).then(|| {

@@ -10,8 +10,8 @@
 //! shows them, and the Jobs it deleted until the cache drops them: a poll right after a
 //! creation never creates the same Jobs twice.
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -31,7 +31,6 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -41,9 +40,12 @@ use crate::events::Events;
 use crate::job_decision::{
     JobCounts, ScalerJobMetrics, Strategy, combine, history_to_delete, is_pending, jobs_to_create,
 };
+use crate::loop_registry::{LoopRegistry, OnStop, lock};
+use crate::resolve::WatchScope;
 use crate::scale_loop::{Ticker, Ticks, spec_target};
 use crate::scalers::{ObjectScalers, ScalerEnv};
 use crate::status::set_condition;
+use crate::watch::scoped_watcher;
 
 /// `KEDAJobsCreated`: the event of every poll that creates Jobs.
 pub const KEDA_JOBS_CREATED: &str = "KEDAJobsCreated";
@@ -59,8 +61,8 @@ pub struct JobLoopConfig {
     pub clock: Clock,
     /// How often a refreshed `lastActiveTime` is persisted while the ScaledJob stays active.
     pub persist_interval: SignedDuration,
-    /// Namespace of the Job and pod caches (`None`: all).
-    pub watch_namespace: Option<String>,
+    /// Namespaces of the Job and pod caches.
+    pub watch_scope: WatchScope,
     /// Event reporter name.
     pub reporter: String,
 }
@@ -90,19 +92,6 @@ impl Default for Memory {
 
 type SharedMemory = Arc<Mutex<Memory>>;
 
-fn lock(m: &SharedMemory) -> std::sync::MutexGuard<'_, Memory> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-struct Entry {
-    generation: Option<i64>,
-    namespace: String,
-    name: String,
-    token: CancellationToken,
-    task: JoinHandle<()>,
-    scalers: Arc<ObjectScalers>,
-}
-
 struct Inner {
     client: Client,
     config: JobLoopConfig,
@@ -110,9 +99,8 @@ struct Inner {
     jobs: Store<Job>,
     pods: Store<Pod>,
     events: Events,
-    entries: tokio::sync::Mutex<HashMap<String, Entry>>,
-    memory: Mutex<HashMap<String, SharedMemory>>,
-    shutdown: CancellationToken,
+    /// Started for the ScaledJob's generation.
+    loops: LoopRegistry<Option<i64>, Memory>,
 }
 
 /// The registry of job loops, with the Job and pod caches. Cheap to clone.
@@ -129,6 +117,9 @@ impl JobLoops {
         let jobs = cache::<Job>(&client, &config, SCALED_JOB_NAME_LABEL, &shutdown);
         let pods = cache::<Pod>(&client, &config, JOB_NAME_LABEL, &shutdown);
         let events = Events::new(client.clone(), &config.reporter);
+        let on_stop: OnStop = Box::new(|namespace, name, _| {
+            info!(namespace, name, "job loop stopped");
+        });
         JobLoops {
             inner: Arc::new(Inner {
                 client,
@@ -137,24 +128,17 @@ impl JobLoops {
                 jobs,
                 pods,
                 events,
-                entries: tokio::sync::Mutex::default(),
-                memory: Mutex::default(),
-                shutdown,
+                loops: LoopRegistry::new(shutdown, on_stop),
             }),
         }
     }
 
     fn memory(&self, uid: &str) -> SharedMemory {
-        let mut m = self
-            .inner
-            .memory
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        m.entry(uid.to_string()).or_default().clone()
+        self.inner.loops.memory(uid)
     }
 
-    /// Makes sure a loop runs for `sj` at its current generation and returns its scalers and
-    /// whether it was (re)started.
+    /// Makes sure a loop runs for `sj` at its current generation (rebuilt after
+    /// [`rebuild`](Self::rebuild)) and returns its scalers and whether it was (re)started.
     ///
     /// # Errors
     /// The scalers cannot be built (the old loop is stopped all the same).
@@ -162,88 +146,61 @@ impl JobLoops {
         &self,
         sj: &ScaledJob,
     ) -> Result<(Arc<ObjectScalers>, bool), ScaledJobError> {
-        let uid = sj.uid().unwrap_or_default();
-        let mut entries = self.inner.entries.lock().await;
-        if let Some(e) = entries.get(&uid)
-            && e.generation == sj.metadata.generation
-            && !e.task.is_finished()
-        {
-            return Ok((e.scalers.clone(), false));
-        }
-        if let Some(old) = entries.remove(&uid) {
-            stop_entry(old).await;
-        }
-        let scalers = Arc::new(super::scalers_for_job(sj, &self.inner.config.env).await?);
-        let token = self.inner.shutdown.child_token();
         let namespace = sj.namespace().unwrap_or_default();
         let name = sj.name_any();
         let interval =
             Duration::from_secs(u64::try_from(sj.spec.polling_interval().max(1)).unwrap_or(30));
-        let task = LoopTask {
-            loops: self.clone(),
-            sj_ref: ObjectRef::new(&name).within(&namespace),
-            scalers: scalers.clone(),
-            memory: self.memory(&uid),
-        };
-        let ticker = self.inner.config.ticks.ticker(interval);
-        let handle = tokio::spawn(task.run(ticker, token.clone()));
-        info!(namespace, name, ?interval, "job loop started");
-        entries.insert(
-            uid,
-            Entry {
-                generation: sj.metadata.generation,
-                namespace,
-                name,
-                token,
-                task: handle,
-                scalers: scalers.clone(),
-            },
-        );
-        Ok((scalers, true))
+        let env = &self.inner.config.env;
+        let (scalers, started) = self
+            .inner
+            .loops
+            .ensure(
+                &sj.uid().unwrap_or_default(),
+                (&namespace, &name),
+                sj.metadata.generation,
+                async || super::scalers_for_job(sj, env).await,
+                |start| {
+                    let task = LoopTask {
+                        loops: self.clone(),
+                        sj_ref: ObjectRef::new(&name).within(&namespace),
+                        scalers: start.scalers,
+                        memory: start.memory,
+                    };
+                    let ticker = self.inner.config.ticks.ticker(interval);
+                    tokio::spawn(task.run(ticker, start.token))
+                },
+            )
+            .await?;
+        if started {
+            info!(namespace, name, ?interval, "job loop started");
+        }
+        Ok((scalers, started))
+    }
+
+    /// Marks the loop of `namespace/name` for a rebuild at the next [`ensure`](Self::ensure)
+    /// (a Secret or TriggerAuthentication its triggers read changed).
+    pub async fn rebuild(&self, namespace: &str, name: &str) {
+        self.inner.loops.rebuild(namespace, name).await;
     }
 
     /// Stops the loop of `uid` (pause), keeping what is remembered about the ScaledJob.
     pub async fn stop(&self, uid: &str) {
-        let entry = self.inner.entries.lock().await.remove(uid);
-        if let Some(e) = entry {
-            stop_entry(e).await;
-        }
+        self.inner.loops.stop(uid).await;
     }
 
     /// Stops the loop of `uid` and forgets the ScaledJob (deletion).
     pub async fn forget(&self, uid: &str) {
-        self.stop(uid).await;
-        self.inner
-            .memory
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(uid);
+        self.inner.loops.forget(uid).await;
     }
 
     /// Stops every loop and the caches (shutdown). Jobs keep running.
     pub async fn stop_all(&self) {
-        let all: Vec<Entry> = self
-            .inner
-            .entries
-            .lock()
-            .await
-            .drain()
-            .map(|(_, e)| e)
-            .collect();
-        for e in all {
-            stop_entry(e).await;
-        }
-        self.inner.shutdown.cancel();
+        self.inner.loops.stop_all().await;
     }
 
     /// Whether a loop runs for `namespace/name`.
     pub async fn is_running(&self, namespace: &str, name: &str) -> bool {
-        self.inner
-            .entries
-            .lock()
-            .await
-            .values()
-            .any(|e| e.namespace == namespace && e.name == name && !e.task.is_finished())
+        self.inner.loops.is_running(namespace, name).await
     }
 
     /// A receiver of the number of completed polls of the ScaledJob with this UID.
@@ -367,15 +324,15 @@ where
         + Sync
         + 'static,
 {
-    let api: Api<K> = match &config.watch_namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    };
     let (store, writer) = reflector::store();
-    let stream = watcher(api, watcher::Config::default().labels(label).any_semantic())
-        .default_backoff()
-        .reflect(writer)
-        .applied_objects();
+    let stream = scoped_watcher(
+        client,
+        &config.watch_scope,
+        &watcher::Config::default().labels(label).any_semantic(),
+        store.clone(),
+    )
+    .reflect(writer)
+    .applied_objects();
     let token = shutdown.clone();
     tokio::spawn(async move {
         let drain = stream.for_each(|_| async {});
@@ -385,17 +342,6 @@ where
         }
     });
     store
-}
-
-async fn stop_entry(e: Entry) {
-    e.token.cancel();
-    if let Err(err) = e.task.await
-        && err.is_panic()
-    {
-        warn!(namespace = e.namespace, name = e.name, "job loop panicked");
-    }
-    e.scalers.close().await;
-    info!(namespace = e.namespace, name = e.name, "job loop stopped");
 }
 
 struct LoopTask {

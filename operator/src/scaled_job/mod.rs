@@ -10,7 +10,6 @@
 pub mod jobs;
 pub mod loops;
 
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,13 +33,14 @@ use tracing::{info, warn};
 
 pub use loops::{JobLoopConfig, JobLoops, KEDA_JOBS_CREATED};
 
-use crate::controller::ControllerConfig;
+use crate::controller::{ControllerConfig, reconcile_trigger};
 use crate::error::Error;
 use crate::events::{self, Events};
 use crate::job_decision::rollout_to_delete;
-use crate::resolve::{Resolver, ScaleTargetPodSource};
-use crate::scalers::{ObjectScalers, ScalerEnv, TriggerScaler};
+use crate::resolve::{Resolver, ScalableRef, ScaleTargetPodSource};
+use crate::scalers::{ObjectScalers, ScalerEnv, build_triggers};
 use crate::status::{set_condition, status_patch};
+use crate::watch::scoped_watcher;
 
 /// `ScaledJobReady`.
 pub const SCALED_JOB_READY: &str = "ScaledJobReady";
@@ -99,59 +99,10 @@ impl ScaledJobError {
 /// A trigger needing an `authenticationRef` or `xxxFromEnv` value; a scaler that does not
 /// build.
 pub async fn scalers_for_job(sj: &ScaledJob, env: &ScalerEnv) -> Result<ObjectScalers, Error> {
-    // As for ScaledObjects: one resolver session for all triggers (the inline Job template is
-    // the pod source), recording what they read so that a change signals a rebuild.
-    let mut session = env
-        .resolver
-        .as_ref()
-        .map(|r| r.session(ScaleTargetPodSource::for_scaled_job(sj)));
-    let mut built: Vec<TriggerScaler> = Vec::with_capacity(sj.spec.triggers.len());
-    for (index, trigger) in sj.spec.triggers.iter().enumerate() {
-        let mut ctx = keda_scalers::ScalerContext {
-            scalable_name: sj.name_any(),
-            scalable_namespace: sj.namespace().unwrap_or_default(),
-            scalable_kind: ScalableKind::ScaledJob,
-            as_metric_source: false,
-            global_http_timeout: env.http_timeout,
-            clients: env.pools.clone(),
-            clock: env.clock.clone(),
-            ..keda_scalers::ScalerContext::from_trigger(trigger, index)
-        };
-        let resolved = match session.as_mut() {
-            Some(session) => session
-                .resolve(trigger, index)
-                .await
-                .map(|r| r.apply(&mut ctx))
-                .map_err(Error::from),
-            None => crate::scalers::check_resolvable(trigger, index),
-        };
-        let result = match resolved {
-            Ok(()) => env
-                .registry
-                .build(ctx)
-                .await
-                .map_err(|source| Error::BuildScaler { index, source }),
-            Err(e) => Err(e),
-        };
-        match result {
-            Ok(scaler) => built.push(TriggerScaler {
-                index,
-                name: trigger.name.clone(),
-                trigger_type: trigger.type_.clone(),
-                use_cached_metrics: trigger.use_cached_metrics,
-                metric_specs: scaler.scaler().metric_specs(),
-                scaler,
-            }),
-            Err(e) => {
-                for b in &built {
-                    b.scaler.scaler().close().await;
-                }
-                return Err(e);
-            }
-        }
-    }
+    // The inline Job template is the pod source of `*FromEnv` values.
+    let source = ScaleTargetPodSource::for_scaled_job(sj);
     Ok(ObjectScalers {
-        triggers: built,
+        triggers: build_triggers(&sj.spec.triggers, &source, false, env).await?,
         modifiers: None,
     })
 }
@@ -204,6 +155,7 @@ struct Context {
     loops: JobLoops,
     events: Events,
     retry_after_error: Duration,
+    resolver: Resolver,
 }
 
 /// The ScaledJob controller, built before it runs so callers (tests) can hold its
@@ -214,6 +166,7 @@ pub struct ScaledJobController {
     loops: JobLoops,
     store: Store<ScaledJob>,
     writer: reflector::store::Writer<ScaledJob>,
+    resolver: Resolver,
 }
 
 impl ScaledJobController {
@@ -228,13 +181,13 @@ impl ScaledJobController {
             store.clone(),
             JobLoopConfig {
                 env: ScalerEnv {
-                    resolver: Some(resolver),
+                    resolver: Some(resolver.clone()),
                     ..config.env.clone()
                 },
                 ticks: config.ticks.clone(),
                 clock: config.clock.clone(),
                 persist_interval: config.persist_interval,
-                watch_namespace: config.watch_namespace.clone(),
+                watch_scope: config.watch_scope.clone(),
                 reporter: config.reporter.clone(),
             },
         );
@@ -244,6 +197,7 @@ impl ScaledJobController {
             loops,
             store,
             writer,
+            resolver,
         }
     }
 
@@ -257,25 +211,45 @@ impl ScaledJobController {
     /// # Errors
     /// None today; the signature leaves room for start-up failures.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), ScaledJobError> {
-        let ns = self.config.watch_namespace.clone();
-        let api: Api<ScaledJob> = match &ns {
-            Some(ns) => Api::namespaced(self.client.clone(), ns),
-            None => Api::all(self.client.clone()),
-        };
-        let objects = watcher(api, watcher::Config::default().any_semantic())
-            .default_backoff()
-            .reflect(self.writer)
-            .applied_objects()
-            .predicate_filter(reconcile_trigger, Default::default());
+        let scope = self.config.watch_scope.clone();
+        let objects = scoped_watcher(
+            &self.client,
+            &scope,
+            &watcher::Config::default().any_semantic(),
+            self.store.clone(),
+        )
+        .reflect(self.writer)
+        .applied_objects()
+        .predicate_filter(reconcile_trigger, Default::default());
+        // A Secret, ConfigMap or TriggerAuthentication a trigger read changed: mark the
+        // ScaledJob's loop for a rebuild, then reconcile it, so the new values are used.
+        let loops = self.loops.clone();
+        let rebuilds = self
+            .resolver
+            .subscribe()
+            .filter(|r| std::future::ready(r.kind == ScalableKind::ScaledJob))
+            .then(move |r: ScalableRef| {
+                let loops = loops.clone();
+                async move {
+                    info!(
+                        namespace = r.namespace,
+                        name = r.name,
+                        "trigger inputs changed: rebuilding scalers"
+                    );
+                    loops.rebuild(&r.namespace, &r.name).await;
+                    r.object_ref::<ScaledJob>()
+                }
+            });
         let ctx = Arc::new(Context {
             client: self.client.clone(),
             loops: self.loops.clone(),
             events: Events::new(self.client.clone(), &self.config.reporter),
             retry_after_error: self.config.retry_after_error,
+            resolver: self.resolver.clone(),
         });
         let config = kube::runtime::controller::Config::default()
             .concurrency(self.config.max_concurrent_reconciles);
-        info!(namespace = ?ns, "ScaledJob controller started");
+        info!(namespaces = ?scope, "ScaledJob controller started");
         // Graceful shutdown lets running reconciles finish. kube's controller also waits for
         // its cache to list once, which never happens while the CRD is missing: then nothing
         // is in flight and the controller is stopped at once; otherwise after a grace period.
@@ -288,6 +262,7 @@ impl ScaledJobController {
             }
         };
         let run = Controller::for_stream(objects, self.store)
+            .reconcile_on(rebuilds)
             .with_config(config)
             .graceful_shutdown_on(shutdown.cancelled_owned())
             .run(reconcile, error_policy, ctx)
@@ -317,17 +292,6 @@ pub async fn run_scaled_job_controller(
     shutdown: CancellationToken,
 ) -> Result<(), ScaledJobError> {
     ScaledJobController::new(client, config).run(shutdown).await
-}
-
-/// The changes of a ScaledJob that need a reconcile; status changes are not among them.
-fn reconcile_trigger(sj: &ScaledJob) -> Option<u64> {
-    let mut h = DefaultHasher::new();
-    sj.metadata.generation.hash(&mut h);
-    sj.metadata.labels.hash(&mut h);
-    sj.metadata.annotations.hash(&mut h);
-    sj.metadata.finalizers.hash(&mut h);
-    sj.metadata.deletion_timestamp.is_some().hash(&mut h);
-    Some(h.finish())
 }
 
 fn error_policy(_sj: Arc<ScaledJob>, _e: &ScaledJobError, ctx: Arc<Context>) -> Action {
@@ -524,6 +488,11 @@ async fn report_failure(sj: &ScaledJob, e: &ScaledJobError, ctx: &Context) {
 /// Deletion: the loop stops; the Jobs go with the ScaledJob through their owner reference.
 async fn cleanup(sj: &ScaledJob, ctx: &Context) -> Result<Action, ScaledJobError> {
     ctx.loops.forget(&sj.uid().unwrap_or_default()).await;
+    ctx.resolver.forget(&ScalableRef::new(
+        ScalableKind::ScaledJob,
+        sj.namespace().unwrap_or_default(),
+        sj.name_any(),
+    ));
     ctx.events
         .publish_on(
             sj,
@@ -535,38 +504,19 @@ async fn cleanup(sj: &ScaledJob, ctx: &Context) -> Result<Action, ScaledJobError
     Ok(Action::await_change())
 }
 
-/// The ScaledJob controller as a leader-only component of the operator binary: one controller
-/// per watched namespace (`WATCH_NAMESPACE`), or one for all, with KEDA's default of one
-/// reconcile at a time (`KEDA_SCALEDJOB_CTRL_MAX_RECONCILES`).
-pub fn leader_task(
-    settings: &crate::config::Settings,
-    client: Client,
-    base: ControllerConfig,
-) -> Arc<dyn crate::run::LeaderTask> {
-    let namespaces: Vec<Option<String>> = match &settings.watch_namespaces {
-        crate::config::WatchNamespaces::All => vec![None],
-        crate::config::WatchNamespaces::Only(list) => list.iter().cloned().map(Some).collect(),
+/// The ScaledJob controller as a leader-only component of the operator binary, over the
+/// namespaces of `base` (`WATCH_NAMESPACE`), with KEDA's default of one reconcile at a time
+/// (`KEDA_SCALEDJOB_CTRL_MAX_RECONCILES`).
+pub fn leader_task(client: Client, base: ControllerConfig) -> Arc<dyn crate::run::LeaderTask> {
+    let config = ControllerConfig {
+        max_concurrent_reconciles: 1,
+        ..base
     };
     Arc::new(crate::run::FnTask::new(
         "scaledjob-controller",
         move |cancel: CancellationToken| {
-            let runs: Vec<_> = namespaces
-                .iter()
-                .map(|ns| {
-                    let config = ControllerConfig {
-                        watch_namespace: ns.clone(),
-                        max_concurrent_reconciles: 1,
-                        ..base.clone()
-                    };
-                    run_scaled_job_controller(client.clone(), config, cancel.clone())
-                })
-                .collect();
-            async move {
-                for result in futures::future::join_all(runs).await {
-                    result.map_err(|e| Box::new(e) as crate::run::TaskError)?;
-                }
-                Ok(())
-            }
+            let run = run_scaled_job_controller(client.clone(), config.clone(), cancel);
+            async move { run.await.map_err(|e| Box::new(e) as crate::run::TaskError) }
         },
     ))
 }

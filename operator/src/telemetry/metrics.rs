@@ -17,6 +17,7 @@ use prometheus_client::encoding::{EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Metric, Registry};
 
 /// The `Content-Type` of [`Metrics::encode`]'s output (OpenMetrics text, which Prometheus
@@ -30,6 +31,17 @@ const NAMESPACE: &str = "keda";
 const CLUSTER_SCOPE_NAMESPACE: &str = "default";
 
 type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// Buckets of `rest_client_rate_limiter_duration_seconds`, client-go's (seconds).
+const RATE_LIMITER_BUCKETS: [f64; 12] = [
+    0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0,
+];
+
+type WaitHistograms = Family<VerbLabels, Histogram, fn() -> Histogram>;
+
+fn rate_limiter_histogram() -> Histogram {
+    Histogram::new(RATE_LIMITER_BUCKETS)
+}
 
 /// Which kind of scalable resource a scaler or loop belongs to: the `type` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -113,6 +125,18 @@ impl EncodeLabelSet for ScalerLabels {
             ("type", self.kind.as_str()),
         ]
         .encode(encoder)
+    }
+}
+
+/// `{verb}` of the Kubernetes client's metrics: the HTTP method, as client-go labels them.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct VerbLabels {
+    verb: String,
+}
+
+impl EncodeLabelSet for VerbLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        [("verb", self.verb.as_str())].encode(encoder)
     }
 }
 
@@ -254,10 +278,15 @@ struct Families {
     resource_registered: Family<ResourceLabels, Gauge>,
     loop_latency: Family<LoopLabels, FloatGauge>,
     build_info: Family<BuildInfo, Gauge>,
+    rate_limiter_wait: WaitHistograms,
+    rate_limiter_throttled: Family<VerbLabels, Counter>,
 }
 
 struct Inner {
+    /// KEDA's families, all `keda_`.
     registry: RwLock<Registry>,
+    /// The Kubernetes client's families, named as client-go names them (`rest_client_`).
+    client_registry: Registry,
     families: Families,
     /// Per-scaler label sets recorded so far, by owner, so [`Metrics::forget_scalers`] can
     /// delete them (KEDA's `DeletePartialMatch`).
@@ -328,6 +357,8 @@ impl Metrics {
             resource_registered: Family::default(),
             loop_latency: Family::default(),
             build_info: Family::default(),
+            rate_limiter_wait: Family::new_with_constructor(rate_limiter_histogram),
+            rate_limiter_throttled: Family::default(),
         };
         let mut registry = Registry::with_prefix(NAMESPACE);
         let r = &mut registry;
@@ -399,10 +430,24 @@ impl Metrics {
             "Total deviation (in seconds) between the expected execution time and the actual execution time for the scaling loop.",
             f.loop_latency.clone(),
         );
+        let mut client_registry = Registry::default();
+        register(
+            &mut client_registry,
+            "rest_client_rate_limiter_duration_seconds",
+            "Client side rate limiter latency in seconds. Broken down by verb.",
+            families.rate_limiter_wait.clone(),
+        );
+        register(
+            &mut client_registry,
+            "rest_client_rate_limiter_throttled_requests",
+            "Kubernetes API requests the client side rate limiter (--kube-api-qps, --kube-api-burst) delayed. Broken down by verb.",
+            families.rate_limiter_throttled.clone(),
+        );
         families.build_info.get_or_create(&build).set(1);
         Self {
             inner: Arc::new(Inner {
                 registry: RwLock::new(registry),
+                client_registry,
                 families,
                 recorded: Mutex::new(HashMap::new()),
             }),
@@ -599,6 +644,22 @@ impl Metrics {
         });
     }
 
+    /// `rest_client_rate_limiter_duration_seconds`: a Kubernetes API request with HTTP method
+    /// `verb` waited `waited` for the client side rate limiter (zero when a token was free);
+    /// a positive wait also counts in `rest_client_rate_limiter_throttled_requests_total`.
+    pub fn rate_limiter_wait(&self, verb: &str, waited: Duration) {
+        let labels = VerbLabels {
+            verb: verb.to_string(),
+        };
+        let f = self.families();
+        f.rate_limiter_wait
+            .get_or_create(&labels)
+            .observe(waited.as_secs_f64());
+        if !waited.is_zero() {
+            f.rate_limiter_throttled.get_or_create(&labels).inc();
+        }
+    }
+
     /// Registers another metric in the same registry (for example the metric service's request
     /// metrics); `name` gets the `keda_` prefix.
     pub fn register(&self, name: &str, help: &str, metric: impl Metric) {
@@ -617,10 +678,14 @@ impl Metrics {
             .registry
             .read()
             .unwrap_or_else(PoisonError::into_inner);
+        use prometheus_client::encoding::text::{encode_eof, encode_registry};
         let mut text = String::new();
         // Writing to a String cannot fail; an encoder error would mean a broken label set, and
         // a scrape still gets everything written before it.
-        if prometheus_client::encoding::text::encode(&mut text, &registry).is_err() {
+        let encoded = encode_registry(&mut text, &registry)
+            .and_then(|()| encode_registry(&mut text, &self.inner.client_registry))
+            .and_then(|()| encode_eof(&mut text));
+        if encoded.is_err() {
             let _ = writeln!(text, "# EOF");
         }
         text
@@ -779,6 +844,50 @@ mod tests {
                 "{name}: {text}"
             );
         }
+    }
+
+    #[test]
+    fn rate_limiter_waits_are_a_client_go_histogram_and_only_real_waits_count_as_throttled() {
+        let metrics = Metrics::with_build_info(build());
+        metrics.rate_limiter_wait("GET", Duration::ZERO);
+        metrics.rate_limiter_wait("PATCH", Duration::ZERO);
+        metrics.rate_limiter_wait("PATCH", Duration::from_millis(300));
+        let text = metrics.encode();
+        assert!(
+            text.contains("# TYPE rest_client_rate_limiter_duration_seconds histogram\n"),
+            "{text}"
+        );
+        assert_eq!(
+            line_value(
+                &text,
+                r#"rest_client_rate_limiter_duration_seconds_count{verb="PATCH"}"#
+            ),
+            Some("2".into())
+        );
+        assert_eq!(
+            line_value(
+                &text,
+                r#"rest_client_rate_limiter_duration_seconds_bucket{le="0.25",verb="PATCH"}"#
+            ),
+            Some("1".into())
+        );
+        assert_eq!(
+            line_value(
+                &text,
+                r#"rest_client_rate_limiter_throttled_requests_total{verb="PATCH"}"#
+            ),
+            Some("1".into())
+        );
+        assert_eq!(
+            line_value(
+                &text,
+                r#"rest_client_rate_limiter_throttled_requests_total{verb="GET"}"#
+            ),
+            None,
+            "a request that found a token was not throttled"
+        );
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        assert_eq!(text.matches("# EOF").count(), 1, "{text}");
     }
 
     #[test]

@@ -13,6 +13,7 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use keda_api::ScaledObject;
+use keda_operator::resolve::WatchScope;
 use keda_operator::scalers::ScalerEnv;
 use keda_operator::telemetry::Metrics;
 use keda_operator::{ControllerConfig, ManualTicks, ScaleLoops, ScaledObjectController};
@@ -110,7 +111,7 @@ impl World {
             clock: self.clock.clock(),
             operator_started_at: Some(self.clock.now()),
             persist_interval: SignedDuration::from_mins(5),
-            watch_namespace: Some(self.namespace.clone()),
+            watch_scope: WatchScope::Namespaces(vec![self.namespace.clone()]),
             retry_after_error: Duration::from_millis(200),
             metrics: self.metrics.clone(),
             ..ControllerConfig::default()

@@ -105,3 +105,43 @@ async fn broken_objects_are_not_ready_on_a_real_cluster() {
     scenarios::broken_objects(&c.world).await;
     c.cleanup().await;
 }
+
+/// The cluster's HPA controller writes `ScalingActive` (it syncs every 15 s); with the target at
+/// 0 replicas it says `False/ScalingDisabled`, which the scale loop mirrors as
+/// `HPAActive=True/ScalingDisabled` (keda-rs owns 0 <-> 1, so that is healthy).
+#[tokio::test]
+#[ignore = "end-to-end: needs a real cluster named by KEDA_RS_E2E_KUBECONFIG"]
+async fn hpa_active_mirrors_the_clusters_hpa_controller_on_a_real_cluster() {
+    let c = Cluster::new("hpa-active").await;
+    let w = &c.world;
+    w.deployment("mirror", 0).await;
+    let op = w.start_operator();
+    let so = w
+        .create(&scenarios::redis_object(
+            "mirror",
+            "mirror",
+            &list("hpa-active"),
+            "",
+            "",
+        ))
+        .await;
+    scenarios::hpa_exists(w, "keda-hpa-mirror").await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    let mirrored = loop {
+        w.poll_after(&op, &so, 10).await;
+        if let Some(found) = scenarios::condition(&w.get("mirror").await, "HPAActive") {
+            break found;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the HPA controller reported no ScalingActive within 90 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    };
+    assert_eq!(
+        mirrored,
+        ("True".to_string(), "ScalingDisabled".to_string())
+    );
+    op.stop().await;
+    c.cleanup().await;
+}

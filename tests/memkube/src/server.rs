@@ -240,6 +240,26 @@ impl MemKube {
         Ok((*state.create(&def, namespace.as_deref(), value, keep_status)?).clone())
     }
 
+    /// Every stored object of `apiVersion`/`kind` (all namespaces), read from the store
+    /// directly: no request is made, so nothing shows in [`request_counts`](Self::request_counts).
+    /// For benchmarks and tests that watch the outcome of a client's work while counting only
+    /// that client's requests.
+    ///
+    /// # Errors
+    /// [`Error::UnknownKind`] when no served resource has that `apiVersion` and `kind`.
+    pub fn objects(&self, api_version: &str, kind: &str) -> Result<Vec<Arc<Value>>, Error> {
+        let state = self.inner.state();
+        let def = state
+            .registry
+            .all()
+            .find(|d| d.api_version() == api_version && d.kind == kind)
+            .ok_or_else(|| Error::UnknownKind {
+                api_version: api_version.to_string(),
+                kind: kind.to_string(),
+            })?;
+        Ok(state.objects(&def.group_resource()))
+    }
+
     /// Installs a CustomResourceDefinition (for example `MyKind::crd()` from `kube::CustomResourceExt`),
     /// serving its resources at once.
     ///

@@ -1149,6 +1149,14 @@ impl State {
         }
     }
 
+    /// Every object of one resource, in (namespace, name) order.
+    pub(crate) fn objects(&self, gr: &GroupResource) -> Vec<Arc<Value>> {
+        self.resources
+            .get(gr)
+            .map(|d| d.objects.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
     pub(crate) fn object_count(&self) -> usize {
         self.resources.values().map(|d| d.objects.len()).sum()
     }

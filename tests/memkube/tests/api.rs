@@ -911,6 +911,12 @@ async fn injected_failures_fail_matching_requests_and_requests_are_counted() {
         ctx.server.clear_failures();
         api.list(&ListParams::default()).await.expect("cleared");
 
+        // Reading the store directly is not a request.
+        let stored = ctx.server.objects("v1", "ConfigMap").expect("served kind");
+        assert_eq!(stored.len(), 1);
+        assert_eq!(stored[0]["metadata"]["name"], "cm");
+        assert!(ctx.server.objects("v1", "Nothing").is_err());
+
         let counts = ctx.server.request_counts();
         assert_eq!(counts.get(Verb::Get, "configmaps"), 3, "{}", ctx.transport);
         assert_eq!(counts.get(Verb::List, "configmaps"), 3);

@@ -1,0 +1,203 @@
+//! The bookkeeping shared by the ScaledObject scale loops ([`crate::scale_loop`]) and the
+//! ScaledJob job loops ([`crate::scaled_job`]): one running task per object UID with the
+//! [`CancellationToken`] that stops it, the scalers it holds, and what it was started for; plus
+//! what the operator remembers about each object across loop restarts.
+//!
+//! [`LoopRegistry::ensure`] is called by every reconcile: with the same key (and no pending
+//! rebuild) it returns the running loop's scalers; otherwise it stops the old loop (cancel,
+//! await, close its scalers so shared clients are released) and starts a fresh one.
+//! [`LoopRegistry::rebuild`] marks a loop whose scalers' inputs changed (a rotated Secret): the
+//! next `ensure` restarts it even though the object did not change.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+
+use crate::scalers::ObjectScalers;
+
+/// Locks a memory, recovering it after a panic elsewhere (every update is a plain assignment,
+/// so a poisoned memory is still consistent).
+pub(crate) fn lock<M>(m: &Mutex<M>) -> std::sync::MutexGuard<'_, M> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Called once for every loop that stops (pause, change, deletion, shutdown), after its task
+/// ended and its scalers were closed: `(namespace, name, scalers)`.
+pub(crate) type OnStop = Box<dyn Fn(&str, &str, &ObjectScalers) + Send + Sync>;
+
+struct Entry<K> {
+    key: K,
+    namespace: String,
+    name: String,
+    token: CancellationToken,
+    task: JoinHandle<()>,
+    scalers: Arc<ObjectScalers>,
+    /// The inputs of its scalers changed: the next `ensure` rebuilds them.
+    stale: bool,
+}
+
+/// What a new loop gets from [`LoopRegistry::ensure`].
+pub(crate) struct LoopStart<M> {
+    /// Cancelled when the loop must stop.
+    pub token: CancellationToken,
+    /// The object's memory (survives loop restarts).
+    pub memory: Arc<Mutex<M>>,
+    /// The loop's scalers.
+    pub scalers: Arc<ObjectScalers>,
+}
+
+/// Running loops keyed by object UID, each started for a key of type `K`, and per-object
+/// memories of type `M`.
+pub(crate) struct LoopRegistry<K, M> {
+    entries: tokio::sync::Mutex<HashMap<String, Entry<K>>>,
+    memory: Mutex<HashMap<String, Arc<Mutex<M>>>>,
+    shutdown: CancellationToken,
+    on_stop: OnStop,
+}
+
+impl<K: PartialEq + Clone, M: Default> LoopRegistry<K, M> {
+    /// An empty registry; every loop token is a child of `shutdown`.
+    pub(crate) fn new(shutdown: CancellationToken, on_stop: OnStop) -> Self {
+        LoopRegistry {
+            entries: tokio::sync::Mutex::default(),
+            memory: Mutex::default(),
+            shutdown,
+            on_stop,
+        }
+    }
+
+    /// The memory of `uid`, created empty on first use.
+    pub(crate) fn memory(&self, uid: &str) -> Arc<Mutex<M>> {
+        lock(&self.memory)
+            .entry(uid.to_string())
+            .or_default()
+            .clone()
+    }
+
+    /// Makes sure a loop runs for object `uid` (`namespace/name`) started for `key`. Returns
+    /// its scalers and whether it was (re)started. To start one, the old loop (if any) is
+    /// stopped, `build` builds the scalers and `start` spawns the task.
+    ///
+    /// # Errors
+    /// `build`'s error (the old loop is stopped all the same).
+    pub(crate) async fn ensure<E, B, S>(
+        &self,
+        uid: &str,
+        (namespace, name): (&str, &str),
+        key: K,
+        build: B,
+        start: S,
+    ) -> Result<(Arc<ObjectScalers>, bool), E>
+    where
+        B: AsyncFnOnce() -> Result<ObjectScalers, E>,
+        S: FnOnce(LoopStart<M>) -> JoinHandle<()>,
+    {
+        let mut entries = self.entries.lock().await;
+        if let Some(e) = entries.get(uid)
+            && e.key == key
+            && !e.stale
+            && !e.task.is_finished()
+        {
+            return Ok((e.scalers.clone(), false));
+        }
+        if let Some(old) = entries.remove(uid) {
+            self.stop_entry(old).await;
+        }
+        let scalers = Arc::new(build().await?);
+        let token = self.shutdown.child_token();
+        let task = start(LoopStart {
+            token: token.clone(),
+            memory: self.memory(uid),
+            scalers: scalers.clone(),
+        });
+        entries.insert(
+            uid.to_string(),
+            Entry {
+                key,
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                token,
+                task,
+                scalers: scalers.clone(),
+                stale: false,
+            },
+        );
+        Ok((scalers, true))
+    }
+
+    /// Marks the loop of `namespace/name` for a rebuild at the next [`ensure`](Self::ensure).
+    /// The running loop keeps polling until then.
+    pub(crate) async fn rebuild(&self, namespace: &str, name: &str) {
+        for e in self.entries.lock().await.values_mut() {
+            if e.namespace == namespace && e.name == name {
+                e.stale = true;
+            }
+        }
+    }
+
+    /// Stops the loop of `uid`, keeping its memory (pause).
+    pub(crate) async fn stop(&self, uid: &str) {
+        let entry = self.entries.lock().await.remove(uid);
+        if let Some(e) = entry {
+            self.stop_entry(e).await;
+        }
+    }
+
+    /// Stops the loop of `uid` and forgets its memory (deletion).
+    pub(crate) async fn forget(&self, uid: &str) {
+        self.stop(uid).await;
+        lock(&self.memory).remove(uid);
+    }
+
+    /// Stops every loop, then cancels the shutdown token (the caches of the owner).
+    pub(crate) async fn stop_all(&self) {
+        let all: Vec<Entry<K>> = self.entries.lock().await.drain().map(|(_, e)| e).collect();
+        for e in all {
+            self.stop_entry(e).await;
+        }
+        self.shutdown.cancel();
+    }
+
+    /// Whether a loop runs for `namespace/name`.
+    pub(crate) async fn is_running(&self, namespace: &str, name: &str) -> bool {
+        self.entries
+            .lock()
+            .await
+            .values()
+            .any(|e| e.namespace == namespace && e.name == name && !e.task.is_finished())
+    }
+
+    /// How many loops run.
+    pub(crate) async fn len(&self) -> usize {
+        self.entries.lock().await.len()
+    }
+
+    /// The UID, scalers and key of the loop of `namespace/name`.
+    pub(crate) async fn find(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Option<(String, Arc<ObjectScalers>, K)> {
+        self.entries
+            .lock()
+            .await
+            .iter()
+            .find(|(_, e)| e.namespace == namespace && e.name == name)
+            .map(|(uid, e)| (uid.clone(), e.scalers.clone(), e.key.clone()))
+    }
+
+    async fn stop_entry(&self, e: Entry<K>) {
+        e.token.cancel();
+        // A loop sees the cancellation at its next await; it never holds a lock across one.
+        if let Err(err) = e.task.await
+            && err.is_panic()
+        {
+            warn!(namespace = e.namespace, name = e.name, "loop panicked");
+        }
+        e.scalers.close().await;
+        (self.on_stop)(&e.namespace, &e.name, &e.scalers);
+    }
+}

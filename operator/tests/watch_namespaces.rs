@@ -1,0 +1,152 @@
+//! `WATCH_NAMESPACE` with several namespaces: the ScaledObject controller watches each of them
+//! (one watch per namespace, merged into one cache) and nothing else, and a namespace whose
+//! watch has to list again keeps the other namespaces' objects.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use keda_api::ScaledObject;
+use keda_operator::resolve::WatchScope;
+use keda_operator::{ControllerConfig, ManualTicks, ScaledObjectController};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use memkube::MemKube;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// A Deployment `app` at 0 replicas and a ScaledObject `so` on it with a cron trigger (no event
+/// source needed: the test is about which objects are reconciled).
+async fn app_and_object(client: &Client, ns: &str) {
+    let deployment: Deployment = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "app", "namespace": ns},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "app"}},
+                 "template": {"metadata": {"labels": {"app": "app"}},
+                              "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}
+    }))
+    .expect("deployment");
+    Api::<Deployment>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &deployment)
+        .await
+        .expect("create deployment");
+    let so: ScaledObject = serde_json::from_value(json!({
+        "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+        "metadata": {"name": "so", "namespace": ns},
+        "spec": {"scaleTargetRef": {"name": "app"}, "maxReplicaCount": 3,
+                 "triggers": [{"type": "cron", "metadata": {
+                     "timezone": "UTC", "start": "0 0 1 1 *", "end": "1 0 1 1 *",
+                     "desiredReplicas": "2"}}]}
+    }))
+    .expect("scaledobject");
+    Api::<ScaledObject>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &so)
+        .await
+        .expect("create scaledobject");
+}
+
+async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let attempt = async {
+        loop {
+            if let Some(v) = check().await {
+                return v;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(WAIT, attempt)
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+}
+
+async fn max_replicas(client: &Client, ns: &str) -> Option<i32> {
+    Api::<HorizontalPodAutoscaler>::namespaced(client.clone(), ns)
+        .get_opt("keda-hpa-so")
+        .await
+        .expect("get hpa")
+        .and_then(|h| h.spec)
+        .map(|s| s.max_replicas)
+}
+
+#[tokio::test]
+async fn only_the_listed_namespaces_are_reconciled_and_a_relist_keeps_the_others() {
+    let server = MemKube::new();
+    let crds = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/crd");
+    server.load_crds_from_dir(crds).expect("CRDs load");
+    for ns in ["team-a", "team-b", "other"] {
+        server.create_namespace(ns).expect("namespace");
+    }
+    let client = server.client();
+    for ns in ["team-a", "team-b", "other"] {
+        app_and_object(&client, ns).await;
+    }
+
+    let controller = ScaledObjectController::new(
+        client.clone(),
+        ControllerConfig {
+            ticks: Arc::new(ManualTicks::new()),
+            watch_scope: WatchScope::parse("team-b, team-a"),
+            retry_after_error: Duration::from_millis(200),
+            ..ControllerConfig::default()
+        },
+    );
+    let loops = controller.loops();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(controller.run(shutdown.clone()));
+
+    for ns in ["team-a", "team-b"] {
+        eventually(&format!("the HPA in {ns}"), || max_replicas(&client, ns)).await;
+        assert!(loops.is_running(ns, "so").await, "a loop runs in {ns}");
+    }
+    // Both watched namespaces are done; the unwatched one was never touched.
+    let other: Api<ScaledObject> = Api::namespaced(client.clone(), "other");
+    let untouched = other.get("so").await.expect("so in other");
+    assert!(untouched.finalizers().is_empty(), "{untouched:?}");
+    assert!(untouched.status.is_none(), "{untouched:?}");
+    assert_eq!(max_replicas(&client, "other").await, None);
+    assert!(!loops.is_running("other", "so").await);
+
+    // Every watch must list again (history compacted, connections dropped) while team-a's
+    // object goes away; team-b's object stays known and keeps being reconciled.
+    let team_a: Api<ScaledObject> = Api::namespaced(client.clone(), "team-a");
+    server.compact_history();
+    server.close_watches();
+    team_a
+        .delete("so", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually("team-a's object and HPA gone", || async {
+        let gone = team_a.get_opt("so").await.expect("get").is_none()
+            && max_replicas(&client, "team-a").await.is_none();
+        gone.then_some(())
+    })
+    .await;
+    Api::<ScaledObject>::namespaced(client.clone(), "team-b")
+        .patch(
+            "so",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"maxReplicaCount": 7}})),
+        )
+        .await
+        .expect("patch");
+    eventually("team-b's HPA updated", || async {
+        (max_replicas(&client, "team-b").await == Some(7)).then_some(())
+    })
+    .await;
+    assert!(loops.is_running("team-b", "so").await);
+    assert!(!loops.is_running("team-a", "so").await);
+
+    shutdown.cancel();
+    tokio::time::timeout(WAIT, task)
+        .await
+        .expect("controller stops")
+        .expect("task")
+        .expect("controller result");
+}
