@@ -12,6 +12,9 @@ if ! dpkg -s libssl-dev pkg-config >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libssl-dev pkg-config make g++
 fi
 
+# One build from scratch: incremental state would only take disk space.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+
 bash scripts/services.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
