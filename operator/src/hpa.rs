@@ -216,16 +216,31 @@ pub enum HpaChange {
 
 /// Creates or updates the HPA; deletes the previous one when the name changed (`old_name`).
 ///
+/// `cached` is the HPA as the controller's watch last saw it ([`trim_hpa`]): when it matches
+/// `desired` nothing is sent, and when the watch has none it is created without a read first.
+/// Only a change reads the HPA (for its current resourceVersion) before replacing it; a create
+/// that finds the HPA there after all (the watch was behind) does the same.
+///
 /// # Errors
 /// The API error, naming the HPA.
 pub async fn ensure_hpa(
     api: &Api<HorizontalPodAutoscaler>,
     desired: &HorizontalPodAutoscaler,
     old_name: Option<&str>,
+    cached: Option<&HorizontalPodAutoscaler>,
 ) -> Result<HpaChange, Error> {
     let name = desired.name_any();
     if let Some(old) = old_name.filter(|old| *old != name) {
         delete_hpa(api, old).await?;
+    }
+    match cached {
+        Some(cached) if !hpa_differs(cached, desired) => return Ok(HpaChange::Unchanged),
+        Some(_) => {}
+        None => match api.create(&PostParams::default(), desired).await {
+            Ok(_) => return Ok(HpaChange::Created),
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(Error::kube(format!("creating HPA {name}"), e)),
+        },
     }
     let existing = api
         .get_opt(&name)
@@ -317,18 +332,12 @@ pub fn hpa_health(hpa: &HorizontalPodAutoscaler) -> Option<HpaHealth> {
     })
 }
 
-/// Trims an HPA to what [`hpa_health`] reads (name, namespace, the `ScalingActive` condition),
-/// so the scale loops' HPA cache costs a few bytes per object instead of the whole HPA.
-pub fn keep_health_only(hpa: &mut HorizontalPodAutoscaler) {
-    let meta = &mut hpa.metadata;
-    *meta = ObjectMeta {
-        name: meta.name.take(),
-        namespace: meta.namespace.take(),
-        uid: meta.uid.take(),
-        resource_version: meta.resource_version.take(),
-        ..ObjectMeta::default()
-    };
-    hpa.spec = None;
+/// Trims an HPA to what the operator reads from its watch cache: its identity, what
+/// [`ensure_hpa`] compares (spec, labels, annotations, owner references) and, for
+/// [`hpa_health`], the `ScalingActive` condition. Managed fields and the rest of the status
+/// (written by the HPA controller every sync) are dropped.
+pub fn trim_hpa(hpa: &mut HorizontalPodAutoscaler) {
+    hpa.metadata.managed_fields = None;
     if let Some(status) = &mut hpa.status {
         let conditions = status.conditions.take().map(|c| {
             c.into_iter()
@@ -601,19 +610,19 @@ spec:
     }
 
     #[test]
-    fn the_trimmed_hpa_keeps_its_identity_and_its_health_and_nothing_else() {
-        let full = hpa_with(serde_json::json!([
+    fn the_trimmed_hpa_keeps_what_ensure_hpa_compares_and_its_health_and_nothing_else() {
+        let mut full = hpa_with(serde_json::json!([
             {"type": "AbleToScale", "status": "True"},
             {"type": "ScalingActive", "status": "False", "reason": "FailedGetExternalMetric", "message": "m"}
         ]));
+        full.metadata.managed_fields = Some(vec![Default::default()]);
         let mut trimmed = full.clone();
-        keep_health_only(&mut trimmed);
+        trim_hpa(&mut trimmed);
         assert_eq!(hpa_health(&trimmed), hpa_health(&full));
         assert_eq!(trimmed.metadata.name.as_deref(), Some("keda-hpa-a"));
         assert_eq!(trimmed.metadata.namespace.as_deref(), Some("ns"));
-        assert_eq!(trimmed.metadata.labels, None);
+        assert!(!hpa_differs(&trimmed, &full), "ensure_hpa sees no change");
         assert_eq!(trimmed.metadata.managed_fields, None);
-        assert_eq!(trimmed.spec, None);
         let status = trimmed.status.expect("status");
         assert_eq!(status.current_replicas, None);
         assert_eq!(status.conditions.map(|c| c.len()), Some(1));

@@ -110,6 +110,62 @@ async fn status_is_not_patched_again_when_nothing_changed() {
     op.stop().await;
 }
 
+/// A new ScaledObject gets KEDA's finalizer and its name label in one write; its HPA is created
+/// without a read first (the HPA watch tells it does not exist).
+#[tokio::test]
+async fn a_new_object_is_claimed_in_one_write() {
+    let Some((server, w)) = world("claim").await else {
+        return;
+    };
+    let list = list("claim");
+    w.deployment("claim", 0).await;
+    let op = w.start_operator();
+    server.reset_request_counts();
+    w.create(&scenarios::redis_object("claim", "claim", &list, "", ""))
+        .await;
+    // Waits without requests of its own: only the operator's are counted.
+    let ready = || {
+        server
+            .objects("keda.sh/v1alpha1", "ScaledObject")
+            .expect("ScaledObjects")
+            .iter()
+            .any(|so| so["status"]["hpaName"] == "keda-hpa-claim")
+    };
+    let started = std::time::Instant::now();
+    while !ready() {
+        assert!(started.elapsed() < scenarios::WAIT, "no hpaName in the status");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // A moment for any further reconcile the claim or the HPA's creation would cause.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let counts = server.request_counts();
+    let so = w.get("claim").await;
+    assert_eq!(
+        so.metadata.finalizers,
+        Some(vec!["finalizer.keda.sh".to_string()])
+    );
+    assert_eq!(
+        so.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("scaledobject.keda.sh/name"))
+            .map(String::as_str),
+        Some("claim")
+    );
+    assert_eq!(counts.get(Verb::Patch, "scaledobjects"), 1, "{counts:?}");
+    assert_eq!(
+        counts.get(Verb::Create, "horizontalpodautoscalers"),
+        1,
+        "{counts:?}"
+    );
+    assert_eq!(
+        counts.get(Verb::Get, "horizontalpodautoscalers"),
+        0,
+        "{counts:?}"
+    );
+    op.stop().await;
+}
+
 /// `HPAActive` follows the HPA's `ScalingActive` condition, which the HPA controller writes
 /// (memkube has none, so the test writes it): absent until the HPA reports, then mirrored on the
 /// next poll, while `Ready` keeps describing the ScaledObject itself.

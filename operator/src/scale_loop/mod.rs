@@ -125,7 +125,7 @@ struct Inner {
     client: Client,
     config: LoopConfig,
     store: Store<ScaledObject>,
-    /// The objects' HPAs, trimmed to their health ([`crate::hpa::keep_health_only`]), filled by
+    /// The objects' HPAs, trimmed by [`crate::hpa::trim_hpa`], filled by
     /// the controller's HPA watch: `HPAActive` is read from it, never with a GET per poll.
     hpas: Store<HorizontalPodAutoscaler>,
     targets: TargetCache,
