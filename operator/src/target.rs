@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, is_not_found};
 use crate::resolve::WatchScope;
+use crate::watch::Listed;
 
 /// How long a loop waits for a new target cache to list its objects.
 const CACHE_READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -169,6 +170,13 @@ pub enum ReplicasError {
 
 type CacheKey = (String, String, Option<String>);
 
+/// One target cache and whether it has listed its objects.
+#[derive(Clone)]
+struct Cache {
+    store: Store<DynamicObject>,
+    listed: Listed,
+}
+
 /// Reflector-backed caches of scale targets, one per (group, kind) and watched namespace (one
 /// for all namespaces with [`WatchScope::All`]), started on first use and stopped with the
 /// token.
@@ -176,7 +184,7 @@ type CacheKey = (String, String, Option<String>);
 pub struct TargetCache {
     client: Client,
     scope: WatchScope,
-    caches: Arc<Mutex<HashMap<CacheKey, Store<DynamicObject>>>>,
+    caches: Arc<Mutex<HashMap<CacheKey, Cache>>>,
     shutdown: CancellationToken,
 }
 
@@ -192,15 +200,15 @@ impl TargetCache {
     }
 
     /// The cache of `ar` covering `namespace`: the cluster-wide one, or that namespace's.
-    async fn store(&self, ar: &ApiResource, namespace: &str) -> Store<DynamicObject> {
+    async fn store(&self, ar: &ApiResource, namespace: &str) -> Cache {
         let watched = match &self.scope {
             WatchScope::All => None,
             WatchScope::Namespaces(_) => Some(namespace.to_string()),
         };
         let key = (ar.group.clone(), ar.kind.clone(), watched.clone());
         let mut caches = self.caches.lock().await;
-        if let Some(store) = caches.get(&key) {
-            return store.clone();
+        if let Some(cache) = caches.get(&key) {
+            return cache.clone();
         }
         let writer: Writer<DynamicObject> = Writer::new(ar.clone());
         let store = writer.as_reader();
@@ -234,16 +242,18 @@ impl TargetCache {
                 }
             }
         });
-        caches.insert(key, store.clone());
-        store
+        let listed = Listed::of(store.clone(), self.shutdown.clone());
+        let cache = Cache { store, listed };
+        caches.insert(key, cache.clone());
+        cache
     }
 
     /// The target's ready pods (`status.readyReplicas`), when the cache has them.
     pub async fn ready_replicas(&self, target: &Target) -> Option<i32> {
-        let store = self.store(&target.api_resource, &target.namespace).await;
+        let cache = self.store(&target.api_resource, &target.namespace).await;
         let key = ObjectRef::new_with(&target.name, target.api_resource.clone())
             .within(&target.namespace);
-        let obj = store.get(&key)?;
+        let obj = cache.store.get(&key)?;
         let n = obj.data.pointer("/status/readyReplicas")?.as_i64()?;
         i32::try_from(n).ok()
     }
@@ -254,10 +264,10 @@ impl TargetCache {
     /// # Errors
     /// See [`ReplicasError`].
     pub async fn current_replicas(&self, target: &Target) -> Result<i32, ReplicasError> {
-        let store = self.store(&target.api_resource, &target.namespace).await;
-        if tokio::time::timeout(CACHE_READY_TIMEOUT, store.wait_until_ready())
+        let Cache { store, listed } = self.store(&target.api_resource, &target.namespace).await;
+        if !tokio::time::timeout(CACHE_READY_TIMEOUT, listed.wait())
             .await
-            .map_or(true, |r| r.is_err())
+            .unwrap_or(false)
         {
             return Err(ReplicasError::CacheNotReady(target.kind_string()));
         }

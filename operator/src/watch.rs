@@ -172,6 +172,38 @@ where
     }
 }
 
+/// Whether a reflector store has listed once, awaitable by any number of tasks.
+///
+/// kube-runtime 5's [`Store::wait_until_ready`] is a oneshot receiver underneath: it keeps only
+/// the waker of the task that polled it last, so of many tasks awaiting it together (all the
+/// scale loops starting at once after a restart) only one wakes when the list arrives. One
+/// task awaits it here and publishes the answer on a watch channel, which wakes every waiter.
+#[derive(Clone, Debug)]
+pub struct Listed(tokio::sync::watch::Receiver<bool>);
+
+impl Listed {
+    /// Readiness of `store`; the task awaiting it ends with `shutdown`.
+    pub fn of<K>(store: Store<K>, shutdown: tokio_util::sync::CancellationToken) -> Listed
+    where
+        K: Resource + Clone + Send + Sync + 'static,
+        K::DynamicType: std::hash::Hash + Eq + Clone + Send + Sync,
+    {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            tokio::select! {
+                () = shutdown.cancelled() => {}
+                r = store.wait_until_ready() => if r.is_ok() { let _ = tx.send(true); },
+            }
+        });
+        Listed(rx)
+    }
+
+    /// Waits until the store has listed; returns `false` if it never will (its writer is gone).
+    pub async fn wait(&self) -> bool {
+        self.0.clone().wait_for(|listed| *listed).await.is_ok()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::ConfigMap;

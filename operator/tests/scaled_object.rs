@@ -133,7 +133,10 @@ async fn a_new_object_is_claimed_in_one_write() {
     };
     let started = std::time::Instant::now();
     while !ready() {
-        assert!(started.elapsed() < scenarios::WAIT, "no hpaName in the status");
+        assert!(
+            started.elapsed() < scenarios::WAIT,
+            "no hpaName in the status"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     // A moment for any further reconcile the claim or the HPA's creation would cause.
@@ -568,4 +571,61 @@ async fn a_poll_records_the_scaler_value_and_activity_under_keda_s_names_and_lab
         "{text}"
     );
     op.stop().await;
+}
+
+/// Loops that start together all read their target's replicas as soon as the target cache has
+/// listed. (kube's own readiness future wakes only its last waiter: the others used to sleep
+/// until the cache's 30 s timeout, so most objects created together activated one polling
+/// interval late.)
+#[tokio::test]
+async fn loops_starting_together_all_read_replicas_once_the_target_cache_has_listed() {
+    use keda_operator::resolve::WatchScope;
+    use keda_operator::target::{TargetCache, resolve_target};
+
+    let server = MemKube::new();
+    server.create_namespace("team").expect("namespace");
+    let client = server.client();
+    let mut targets = Vec::new();
+    for i in 0..20 {
+        let deployment: k8s_openapi::api::apps::v1::Deployment = serde_json::from_value(json!({
+            "metadata": { "name": format!("worker-{i}"), "namespace": "team" },
+            "spec": {
+                "replicas": i,
+                "selector": { "matchLabels": { "app": "worker" } },
+                "template": { "metadata": { "labels": { "app": "worker" } } }
+            }
+        }))
+        .expect("a Deployment");
+        server.seed(&deployment).expect("seed");
+        let so: keda_api::ScaledObject = serde_json::from_value(json!({
+            "apiVersion": "keda.sh/v1alpha1",
+            "kind": "ScaledObject",
+            "metadata": { "name": format!("so-{i}"), "namespace": "team" },
+            "spec": { "scaleTargetRef": { "name": format!("worker-{i}") }, "triggers": [] }
+        }))
+        .expect("a ScaledObject");
+        targets.push(resolve_target(&client, &so).await.expect("target"));
+    }
+    let cache = TargetCache::new(
+        client,
+        WatchScope::All,
+        tokio_util::sync::CancellationToken::new(),
+    );
+    // One task per read, as one per loop: each waits with its own waker.
+    let reads = targets.into_iter().map(|t| {
+        let cache = cache.clone();
+        async move {
+            tokio::spawn(async move { cache.current_replicas(&t).await })
+                .await
+                .expect("the read task")
+        }
+    });
+    let replicas = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        futures::future::join_all(reads),
+    )
+    .await
+    .expect("every concurrent read returns once the cache has listed, not after 30 s");
+    let replicas: Vec<i32> = replicas.into_iter().map(|r| r.expect("replicas")).collect();
+    assert_eq!(replicas, (0..20).collect::<Vec<i32>>());
 }

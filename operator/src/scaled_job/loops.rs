@@ -45,7 +45,7 @@ use crate::resolve::WatchScope;
 use crate::scale_loop::{Ticker, Ticks, spec_target};
 use crate::scalers::{ObjectScalers, ScalerEnv};
 use crate::status::set_condition;
-use crate::watch::scoped_watcher;
+use crate::watch::{Listed, scoped_watcher};
 
 /// `KEDAJobsCreated`: the event of every poll that creates Jobs.
 pub const KEDA_JOBS_CREATED: &str = "KEDAJobsCreated";
@@ -98,6 +98,9 @@ struct Inner {
     scaled_jobs: Store<ScaledJob>,
     jobs: Store<Job>,
     pods: Store<Pod>,
+    /// Readiness of the two caches, awaited by every loop ([`Listed`]).
+    jobs_listed: Listed,
+    pods_listed: Listed,
     events: Events,
     /// Started for the ScaledJob's generation.
     loops: LoopRegistry<Option<i64>, Memory>,
@@ -116,6 +119,8 @@ impl JobLoops {
         let shutdown = CancellationToken::new();
         let jobs = cache::<Job>(&client, &config, SCALED_JOB_NAME_LABEL, &shutdown);
         let pods = cache::<Pod>(&client, &config, JOB_NAME_LABEL, &shutdown);
+        let jobs_listed = Listed::of(jobs.clone(), shutdown.clone());
+        let pods_listed = Listed::of(pods.clone(), shutdown.clone());
         let events = Events::new(client.clone(), &config.reporter);
         let on_stop: OnStop = Box::new(|namespace, name, _| {
             info!(namespace, name, "job loop stopped");
@@ -127,6 +132,8 @@ impl JobLoops {
                 scaled_jobs,
                 jobs,
                 pods,
+                jobs_listed,
+                pods_listed,
                 events,
                 loops: LoopRegistry::new(shutdown, on_stop),
             }),
@@ -304,8 +311,8 @@ impl JobLoops {
 
     /// Waits until the Job and pod caches have listed once.
     pub async fn caches_ready(&self) {
-        let _ = self.inner.jobs.wait_until_ready().await;
-        let _ = self.inner.pods.wait_until_ready().await;
+        self.inner.jobs_listed.wait().await;
+        self.inner.pods_listed.wait().await;
     }
 }
 
