@@ -68,6 +68,10 @@ pub struct ControllerConfig {
     pub watch_scope: WatchScope,
     /// Reporter of events (`keda-operator`).
     pub reporter: String,
+    /// The client Events are published with; `None`: the controller's. The binary gives Events
+    /// a client of their own with the same QPS and burst, as client-go's event broadcaster has,
+    /// so Events never wait behind the writes that scale.
+    pub events_client: Option<kube::Client>,
     /// Reconciles at once (`KEDA_SCALEDOBJECT_CTRL_MAX_RECONCILES`, default 5).
     pub max_concurrent_reconciles: u16,
     /// Delay before a failed reconcile is retried.
@@ -116,6 +120,7 @@ impl Default for ControllerConfig {
             persist_interval: DEFAULT_PERSIST_INTERVAL,
             watch_scope: WatchScope::All,
             reporter: MANAGED_BY.to_string(),
+            events_client: None,
             max_concurrent_reconciles: 5,
             retry_after_error: Duration::from_secs(10),
             resolver: ResolverConfig::new(DEFAULT_CLUSTER_OBJECT_NAMESPACE),
@@ -178,6 +183,7 @@ impl ScaledObjectController {
                 persist_interval: config.persist_interval,
                 watch_scope: config.watch_scope.clone(),
                 reporter: config.reporter.clone(),
+                events_client: config.events_client.clone(),
                 metrics: config.metrics.clone(),
             },
         );
@@ -236,7 +242,13 @@ impl ScaledObjectController {
         let ctx = Arc::new(Context {
             client: self.client.clone(),
             loops: self.loops.clone(),
-            events: Events::new(self.client.clone(), &self.config.reporter),
+            events: Events::new(
+                self.config
+                    .events_client
+                    .clone()
+                    .unwrap_or_else(|| self.client.clone()),
+                &self.config.reporter,
+            ),
             hpas: hpa_cache,
             clock: self.config.clock.clone(),
             started_at: self.started_at,
@@ -344,24 +356,22 @@ fn error_policy(_so: Arc<ScaledObject>, _e: &Error, ctx: Arc<Context>) -> Action
 async fn reconcile(so: Arc<ScaledObject>, ctx: Arc<Context>) -> Result<Action, Error> {
     let api: Api<ScaledObject> =
         Api::namespaced(ctx.client.clone(), &so.namespace().unwrap_or_default());
+    let so = ctx.loops.freshest(so);
     let so = match claim_patch(&so) {
-        Some(patch) => Arc::new(
-            api.patch(
-                &so.name_any(),
-                &PatchParams::default(),
-                &Patch::Json::<()>(patch),
-            )
-            .await
-            .map_err(|e| {
-                Error::kube(
-                    format!(
-                        "adding the finalizer and name label to ScaledObject {}",
-                        so.name_any()
-                    ),
-                    e,
-                )
-            })?,
-        ),
+        Some(patch) => {
+            let name = so.name_any();
+            let claimed = api
+                .patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
+                .await
+                .map_err(|e| {
+                    Error::kube(
+                        format!("adding the finalizer and name label to ScaledObject {name}"),
+                        e,
+                    )
+                })?;
+            ctx.loops.wrote(claimed.clone());
+            Arc::new(claimed)
+        }
         None => so,
     };
     finalizer(&api, FINALIZER, so, |event| async {
@@ -427,13 +437,16 @@ fn claim_patch(so: &ScaledObject) -> Option<json_patch::Patch> {
 }
 
 async fn apply(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> {
-    match apply_inner(so, ctx).await {
+    let result = match apply_inner(so, ctx).await {
         Ok(action) => Ok(action),
         Err(e) => {
             report_failure(so, &e, ctx).await;
             Err(e)
         }
-    }
+    };
+    // After this reconcile's status write: a loop it started may now poll and write its own.
+    ctx.loops.reconciled(&so.uid().unwrap_or_default());
+    result
 }
 
 /// Reasons of Ready that the scale loop sets and the reconciler must leave alone.
@@ -453,8 +466,16 @@ async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> 
     validate_scaled_object(so)?;
     let annotations = ScaleAnnotations::from_annotations(so.annotations())?;
     let target = resolve_target(&ctx.client, so).await?;
-    let scale = target.get_scale(&ctx.client).await?;
-    let current = scale.spec.and_then(|s| s.replicas).unwrap_or(0);
+    // A Deployment or StatefulSet in the loops' target cache exists and has /scale: no GET.
+    // Any other kind, or one the cache does not hold (yet), is checked through /scale, which
+    // tells a missing target from one without /scale.
+    let current = match ctx.loops.targets().cached_apps_replicas(&target).await {
+        Some(replicas) => replicas,
+        None => {
+            let scale = target.get_scale(&ctx.client).await?;
+            scale.spec.and_then(|s| s.replicas).unwrap_or(0)
+        }
+    };
 
     let current_status = so.status.clone().unwrap_or_default();
     let mut desired = current_status.clone();
@@ -503,7 +524,9 @@ async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> 
             Pause::AtReplicas(n) => Some(n),
             _ => None,
         };
-        patch_status(&api, &name, &current_status, &desired).await?;
+        if let Some(written) = patch_status(&api, &name, &current_status, &desired).await? {
+            ctx.loops.wrote(written);
+        }
         recording::scaled_object_paused(&ctx.metrics, &ns, &name, true);
         if !was_paused {
             ctx.events
@@ -586,7 +609,9 @@ async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> 
         );
     }
     desired.conditions = Some(conditions);
-    patch_status(&api, &name, &current_status, &desired).await?;
+    if let Some(written) = patch_status(&api, &name, &current_status, &desired).await? {
+        ctx.loops.wrote(written);
+    }
     recording::scaled_object_paused(&ctx.metrics, &ns, &name, paused_direction);
     if was_paused && !paused_direction {
         ctx.events
@@ -639,8 +664,12 @@ async fn report_failure(so: &ScaledObject, e: &Error, ctx: &Context) {
         &message,
     );
     desired.conditions = Some(conditions);
-    if let Err(e) = patch_status(&api, &name, &current, &desired).await {
-        warn!(namespace = ns, name, error = %e, "writing the failure to the status failed");
+    match patch_status(&api, &name, &current, &desired).await {
+        Ok(Some(written)) => ctx.loops.wrote(written),
+        Ok(None) => {}
+        Err(e) => {
+            warn!(namespace = ns, name, error = %e, "writing the failure to the status failed")
+        }
     }
     ctx.events
         .publish(so, true, events::SCALED_OBJECT_CHECK_FAILED, message)

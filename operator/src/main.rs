@@ -77,6 +77,14 @@ async fn operate(settings: &Settings) -> Result<(), MainError> {
     let config = infer_config(&ProcessEnv).await?;
     let url = config.cluster_url.to_string();
     let metrics = Metrics::new();
+    // Events get a client with a token bucket of their own, as client-go's event broadcaster
+    // (and so KEDA) has: they never make a scaling write wait.
+    let events_client = build_client(
+        config.clone(),
+        settings.kube_api_qps,
+        settings.kube_api_burst,
+        &metrics,
+    )?;
     let client = build_client(
         config,
         settings.kube_api_qps,
@@ -97,7 +105,10 @@ async fn operate(settings: &Settings) -> Result<(), MainError> {
     watch_signals(shutdown.clone())?;
 
     let pools = ClientPools::new();
-    let controller = ControllerConfig::from_settings(settings, metrics.clone(), pools.clone());
+    let controller = ControllerConfig {
+        events_client: Some(events_client),
+        ..ControllerConfig::from_settings(settings, metrics.clone(), pools.clone())
+    };
     let loops = CurrentLoops::default();
     // Both controllers share the client pools, the metrics and the resolver's scope.
     let scaled_jobs = keda_operator::scaled_job::leader_task(client.clone(), controller.clone());

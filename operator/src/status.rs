@@ -92,8 +92,8 @@ pub fn status_patch<S: serde::Serialize>(current: &S, desired: &S) -> Option<Val
     (!patch.is_empty()).then(|| serde_json::json!({ "status": Value::Object(patch) }))
 }
 
-/// Patches the object's status to `desired` when it differs from `current`. Returns whether
-/// a request was made.
+/// Patches the object's status to `desired` when it differs from `current`. Returns the
+/// object as the API server answered, when a request was made.
 ///
 /// # Errors
 /// The API error.
@@ -102,14 +102,14 @@ pub async fn patch_status(
     name: &str,
     current: &ScaledObjectStatus,
     desired: &ScaledObjectStatus,
-) -> Result<bool, Error> {
+) -> Result<Option<ScaledObject>, Error> {
     let Some(patch) = status_patch(current, desired) else {
-        return Ok(false);
+        return Ok(None);
     };
     api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .map_err(|e| Error::kube(format!("updating the status of ScaledObject {name}"), e))?;
-    Ok(true)
+        .map(Some)
+        .map_err(|e| Error::kube(format!("updating the status of ScaledObject {name}"), e))
 }
 
 #[cfg(test)]

@@ -248,6 +248,25 @@ impl TargetCache {
         cache
     }
 
+    /// The `spec.replicas` of a Deployment or StatefulSet target (kinds that always have
+    /// `/scale`) when its cache has listed and holds it; `None` otherwise, without waiting: the
+    /// reconciler then checks `/scale` itself.
+    pub async fn cached_apps_replicas(&self, target: &Target) -> Option<i32> {
+        if target.gvkr.group != "apps" {
+            return None;
+        }
+        let cache = self.store(&target.api_resource, &target.namespace).await;
+        if !cache.listed.is_listed() {
+            return None;
+        }
+        let key = ObjectRef::new_with(&target.name, target.api_resource.clone())
+            .within(&target.namespace);
+        let obj = cache.store.get(&key)?;
+        let replicas = obj.data.pointer("/spec/replicas").and_then(|v| v.as_i64());
+        // Unset means 1 for these kinds.
+        Some(replicas.map_or(1, |n| i32::try_from(n).unwrap_or(i32::MAX)))
+    }
+
     /// The target's ready pods (`status.readyReplicas`), when the cache has them.
     pub async fn ready_replicas(&self, target: &Target) -> Option<i32> {
         let cache = self.store(&target.api_resource, &target.namespace).await;

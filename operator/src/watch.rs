@@ -198,6 +198,11 @@ impl Listed {
         Listed(rx)
     }
 
+    /// Whether the store has listed, now.
+    pub fn is_listed(&self) -> bool {
+        *self.0.borrow()
+    }
+
     /// Waits until the store has listed; returns `false` if it never will (its writer is gone).
     pub async fn wait(&self) -> bool {
         self.0.clone().wait_for(|listed| *listed).await.is_ok()

@@ -110,8 +110,9 @@ async fn status_is_not_patched_again_when_nothing_changed() {
     op.stop().await;
 }
 
-/// A new ScaledObject gets KEDA's finalizer and its name label in one write; its HPA is created
-/// without a read first (the HPA watch tells it does not exist).
+/// A new ScaledObject gets KEDA's finalizer and its name label in one write, its HPA is created
+/// without a read first (the HPA watch tells it does not exist), and its status is written once
+/// by the reconciler and once by the loop's first poll.
 #[tokio::test]
 async fn a_new_object_is_claimed_in_one_write() {
     let Some((server, w)) = world("claim").await else {
@@ -164,6 +165,19 @@ async fn a_new_object_is_claimed_in_one_write() {
     assert_eq!(
         counts.get(Verb::Get, "horizontalpodautoscalers"),
         0,
+        "{counts:?}"
+    );
+    // The reconciler's status and the loop's first poll, one write each: the loop polls after
+    // the reconcile that started it, and neither writes back a stale view of the other's.
+    assert_eq!(
+        counts.get(Verb::Patch, "scaledobjects/status"),
+        2,
+        "{counts:?}"
+    );
+    // The Deployment comes from the target cache once it has listed; only a reconcile that runs
+    // before that checks /scale.
+    assert!(
+        counts.get(Verb::Get, "deployments/scale") <= 1,
         "{counts:?}"
     );
     op.stop().await;

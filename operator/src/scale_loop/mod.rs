@@ -19,7 +19,7 @@
 mod poll;
 mod ticks;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -35,7 +35,7 @@ use keda_scalers::{Clock, MetricValue};
 use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -117,6 +117,8 @@ pub struct LoopConfig {
     pub watch_scope: WatchScope,
     /// Event reporter name.
     pub reporter: String,
+    /// The client Events are published with; `None`: the loops' client.
+    pub events_client: Option<Client>,
     /// Where the Prometheus metrics are recorded.
     pub metrics: Metrics,
 }
@@ -131,7 +133,15 @@ struct Inner {
     targets: TargetCache,
     events: Events,
     loops: LoopRegistry<LoopKey, Memory>,
+    /// What this operator last wrote to each object, by UID, until the watch cache has caught
+    /// up with it ([`ScaleLoops::freshest`]).
+    written: Mutex<HashMap<String, Arc<ScaledObject>>>,
+    /// Loops started by a reconcile that has not finished, by UID ([`ScaleLoops::reconciled`]).
+    first_poll_gates: Mutex<HashMap<String, Arc<Notify>>>,
 }
+
+/// How long a new loop waits for the reconcile that started it before it polls anyway.
+const FIRST_POLL_GATE: Duration = Duration::from_secs(10);
 
 /// The registry of scale loops. Cheap to clone.
 #[derive(Clone)]
@@ -175,7 +185,13 @@ impl ScaleLoops {
         let shutdown = CancellationToken::new();
         let targets =
             TargetCache::new(client.clone(), config.watch_scope.clone(), shutdown.clone());
-        let events = Events::new(client.clone(), &config.reporter);
+        let events = Events::new(
+            config
+                .events_client
+                .clone()
+                .unwrap_or_else(|| client.clone()),
+            &config.reporter,
+        );
         let metrics = config.metrics.clone();
         let on_stop: OnStop = Box::new(move |namespace, name, scalers| {
             recording::resource_registered(&metrics, namespace, -1);
@@ -193,7 +209,50 @@ impl ScaleLoops {
                 targets,
                 events,
                 loops: LoopRegistry::new(shutdown, on_stop),
+                written: Mutex::default(),
+                first_poll_gates: Mutex::default(),
             }),
+        }
+    }
+
+    /// The newer of `so` (from the watch cache) and the answer to this operator's last write to
+    /// it ([`wrote`](Self::wrote)).
+    ///
+    /// The reconciler and the loop both patch the status, each from the object it read, and a
+    /// status patch replaces whole fields (`conditions`). Read from a cache that has not yet
+    /// seen the other's write, each would write its stale view back, and the other would write
+    /// again: several writes per new object where one does. The remembered copy is dropped as
+    /// soon as the cache holds it or something newer. Resource versions are compared as
+    /// numbers, as the API server issues them; one that is not a number is never newer.
+    pub fn freshest(&self, so: Arc<ScaledObject>) -> Arc<ScaledObject> {
+        let Some(uid) = so.metadata.uid.as_deref() else {
+            return so;
+        };
+        let mut written = lock(&self.inner.written);
+        if let Some(w) = written.get(uid) {
+            if let (Some(mine), Some(cached)) = (resource_version(w), resource_version(&so))
+                && mine > cached
+            {
+                return w.clone();
+            }
+            written.remove(uid);
+        }
+        so
+    }
+
+    /// Remembers the API server's answer to a write of this operator (see
+    /// [`freshest`](Self::freshest)).
+    pub fn wrote(&self, so: ScaledObject) {
+        let (Some(uid), Some(version)) = (so.metadata.uid.clone(), resource_version(&so)) else {
+            return;
+        };
+        let mut written = lock(&self.inner.written);
+        if written
+            .get(&uid)
+            .and_then(|w| resource_version(w))
+            .is_none_or(|known| version > known)
+        {
+            written.insert(uid, Arc::new(so));
         }
     }
 
@@ -236,7 +295,11 @@ impl ScaleLoops {
                 key,
                 async || scalers_for(so, env).await,
                 |start| {
+                    let gate = Arc::new(Notify::new());
+                    lock(&self.inner.first_poll_gates)
+                        .insert(so.uid().unwrap_or_default(), gate.clone());
                     let task = LoopTask {
+                        first_poll: gate,
                         loops: self.clone(),
                         so_ref: ObjectRef::new(&name).within(&namespace),
                         target: target.clone(),
@@ -271,8 +334,20 @@ impl ScaleLoops {
         self.inner.loops.stop(uid).await;
     }
 
+    /// The reconcile of `uid` finished: a loop it started may poll for the first time.
+    ///
+    /// A new loop waits for this (at most [`FIRST_POLL_GATE`]), so that its first status write
+    /// comes after the reconciler's and builds on it: started together, both wrote the whole
+    /// `conditions` list from the same empty status, and each undid the other's part.
+    pub fn reconciled(&self, uid: &str) {
+        if let Some(gate) = lock(&self.inner.first_poll_gates).remove(uid) {
+            gate.notify_one();
+        }
+    }
+
     /// Stops the loop of `uid` and forgets the object (deletion).
     pub async fn forget(&self, uid: &str) {
+        lock(&self.inner.written).remove(uid);
         self.inner.loops.forget(uid).await;
     }
 
@@ -388,6 +463,8 @@ impl ScaleLoops {
 
 struct LoopTask {
     loops: ScaleLoops,
+    /// Opened by [`ScaleLoops::reconciled`].
+    first_poll: Arc<Notify>,
     so_ref: ObjectRef<ScaledObject>,
     target: Target,
     scalers: Arc<ObjectScalers>,
@@ -412,6 +489,10 @@ impl LoopTask {
         }
         drop(push_tx);
         let mut push_open = true;
+        tokio::select! {
+            () = self.token.cancelled() => return,
+            _ = tokio::time::timeout(FIRST_POLL_GATE, self.first_poll.notified()) => {}
+        }
         loop {
             tokio::select! {
                 () = self.token.cancelled() => break,
@@ -445,6 +526,7 @@ impl LoopTask {
         let Some(so) = inner.store.get(&self.so_ref) else {
             return;
         };
+        let so = self.loops.freshest(so);
         let namespace = so.namespace().unwrap_or_default();
         let name = so.name_any();
         let now = inner.config.clock.now();
@@ -656,7 +738,11 @@ impl LoopTask {
             &so.namespace().unwrap_or_default(),
         );
         match patch_status(&api, &so.name_any(), current, desired).await {
-            Ok(written) => written,
+            Ok(Some(written)) => {
+                self.loops.wrote(written);
+                true
+            }
+            Ok(None) => false,
             Err(e) => {
                 warn!(error = %e, "status update failed");
                 false
@@ -667,4 +753,9 @@ impl LoopTask {
     fn finish_poll(&self) {
         lock(&self.memory).polls.send_modify(|n| *n += 1);
     }
+}
+
+/// `metadata.resourceVersion` as the number the API server issues.
+fn resource_version(so: &ScaledObject) -> Option<u64> {
+    so.metadata.resource_version.as_deref()?.parse().ok()
 }

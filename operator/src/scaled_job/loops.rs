@@ -65,6 +65,8 @@ pub struct JobLoopConfig {
     pub watch_scope: WatchScope,
     /// Event reporter name.
     pub reporter: String,
+    /// The client Events are published with; `None`: the loops' client.
+    pub events_client: Option<Client>,
 }
 
 /// What the operator remembers about a ScaledJob across loop restarts.
@@ -121,7 +123,13 @@ impl JobLoops {
         let pods = cache::<Pod>(&client, &config, JOB_NAME_LABEL, &shutdown);
         let jobs_listed = Listed::of(jobs.clone(), shutdown.clone());
         let pods_listed = Listed::of(pods.clone(), shutdown.clone());
-        let events = Events::new(client.clone(), &config.reporter);
+        let events = Events::new(
+            config
+                .events_client
+                .clone()
+                .unwrap_or_else(|| client.clone()),
+            &config.reporter,
+        );
         let on_stop: OnStop = Box::new(|namespace, name, _| {
             info!(namespace, name, "job loop stopped");
         });

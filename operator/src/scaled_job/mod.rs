@@ -189,6 +189,7 @@ impl ScaledJobController {
                 persist_interval: config.persist_interval,
                 watch_scope: config.watch_scope.clone(),
                 reporter: config.reporter.clone(),
+                events_client: config.events_client.clone(),
             },
         );
         ScaledJobController {
@@ -243,7 +244,13 @@ impl ScaledJobController {
         let ctx = Arc::new(Context {
             client: self.client.clone(),
             loops: self.loops.clone(),
-            events: Events::new(self.client.clone(), &self.config.reporter),
+            events: Events::new(
+                self.config
+                    .events_client
+                    .clone()
+                    .unwrap_or_else(|| self.client.clone()),
+                &self.config.reporter,
+            ),
             retry_after_error: self.config.retry_after_error,
             resolver: self.resolver.clone(),
         });
