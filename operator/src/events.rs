@@ -1,5 +1,7 @@
 //! Kubernetes Events on ScaledObjects and ScaledJobs, with KEDA's reasons (`pkg/eventreason`).
 
+use std::sync::{Arc, Mutex, PoisonError};
+
 use keda_api::ScaledObject;
 use kube::Resource;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -26,18 +28,43 @@ pub const FALLBACK_ACTIVATED: &str = "ScaledObjectFallbackActivated";
 /// `ScaledObjectFallbackDeactivated`.
 pub const FALLBACK_DEACTIVATED: &str = "ScaledObjectFallbackDeactivated";
 
-/// Publishes events; failures to publish are logged, never fatal.
+/// How many events one [`Recorder`] publishes before it is replaced by a fresh one.
+///
+/// kube's `Recorder` keeps every event it published for a few minutes, to turn a repeat into a
+/// series (count + 1) instead of a new Event, and only forgets old ones when it publishes
+/// again: with 10,000 ScaledObjects that is 20,000 cached events, ~60 MB. client-go's event
+/// correlator (so KEDA's) keeps at most 4,096 in an LRU; a fresh recorder after 4,096
+/// publishes bounds ours the same way. A repeat that crosses the swap becomes a new Event.
+const EVENTS_PER_RECORDER: usize = 4096;
+
+/// Publishes events; failures to publish are logged, never fatal. Clones share one recorder.
 #[derive(Clone)]
 pub struct Events {
-    recorder: Recorder,
+    client: kube::Client,
+    reporter: Reporter,
+    current: Arc<Mutex<(Recorder, usize)>>,
 }
 
 impl Events {
     /// Events reported as `reporter` (e.g. `keda-operator`).
     pub fn new(client: kube::Client, reporter: &str) -> Events {
+        let reporter = Reporter::from(reporter);
+        let recorder = Recorder::new(client.clone(), reporter.clone());
         Events {
-            recorder: Recorder::new(client, Reporter::from(reporter)),
+            client,
+            reporter,
+            current: Arc::new(Mutex::new((recorder, 0))),
         }
+    }
+
+    /// The recorder for the next event, fresh every [`EVENTS_PER_RECORDER`] events.
+    fn recorder(&self) -> Recorder {
+        let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+        if current.1 >= EVENTS_PER_RECORDER {
+            *current = (Recorder::new(self.client.clone(), self.reporter.clone()), 0);
+        }
+        current.1 += 1;
+        current.0.clone()
     }
 
     /// Publishes an event on `so`.
@@ -64,7 +91,8 @@ impl Events {
             action: reason.to_string(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&event, &object.object_ref(&())).await {
+        let recorder = self.recorder();
+        if let Err(e) = recorder.publish(&event, &object.object_ref(&())).await {
             debug!(error = %e, reason, "publishing an event failed");
         }
     }

@@ -494,9 +494,11 @@ impl LoopTask {
             _ = tokio::time::timeout(FIRST_POLL_GATE, self.first_poll.notified()) => {}
         }
         loop {
+            // Boxed: the poll's future (Redis read, status write, events) is several KB and
+            // needed only while polling; inline, every idle loop would keep room for it.
             tokio::select! {
                 () = self.token.cancelled() => break,
-                () = self.poll_once() => {}
+                () = Box::pin(self.poll_once()) => {}
             }
             // Wait for the next tick, or a push scaler's activation.
             loop {
