@@ -245,11 +245,9 @@ impl ScaledObjectController {
         let ctx = Arc::new(Context {
             client: self.client.clone(),
             loops: self.loops.clone(),
-            events: Events::new(
-                self.config
-                    .events_client
-                    .clone()
-                    .unwrap_or_else(|| self.client.clone()),
+            events: Events::with_client(
+                self.config.events_client.as_ref(),
+                &self.client,
                 &self.config.reporter,
             ),
             hpas: hpa_cache,
@@ -259,25 +257,14 @@ impl ScaledObjectController {
             resolver: self.resolver.clone(),
             metrics: self.config.metrics.clone(),
         });
-        // A Secret, ConfigMap, TriggerAuthentication or target env a trigger read changed:
-        // mark the object's loop for a rebuild, then reconcile it, so the new values are used.
         let loops = self.loops.clone();
-        let rebuilds = self
-            .resolver
-            .subscribe()
-            .filter(|r| std::future::ready(r.kind == keda_scalers::ScalableKind::ScaledObject))
-            .then(move |r: ScalableRef| {
+        let rebuilds = self.resolver.rebuilds_of::<ScaledObject, _, _>(
+            keda_scalers::ScalableKind::ScaledObject,
+            move |r: ScalableRef| {
                 let loops = loops.clone();
-                async move {
-                    info!(
-                        namespace = r.namespace,
-                        name = r.name,
-                        "trigger inputs changed: rebuilding scalers"
-                    );
-                    loops.rebuild(&r.namespace, &r.name).await;
-                    r.object_ref::<ScaledObject>()
-                }
-            });
+                async move { loops.rebuild(&r.namespace, &r.name).await }
+            },
+        );
         let config = kube::runtime::controller::Config::default()
             .concurrency(self.config.max_concurrent_reconciles);
         info!(namespaces = ?scope, "ScaledObject controller started");

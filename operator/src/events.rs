@@ -57,6 +57,16 @@ impl Events {
         }
     }
 
+    /// Events through `events_client` when one is given (a client with its own token bucket),
+    /// else through `client`.
+    pub fn with_client(
+        events_client: Option<&kube::Client>,
+        client: &kube::Client,
+        reporter: &str,
+    ) -> Events {
+        Events::new(events_client.unwrap_or(client).clone(), reporter)
+    }
+
     /// The recorder for the next event, fresh every [`EVENTS_PER_RECORDER`] events.
     fn recorder(&self) -> Recorder {
         let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);

@@ -2,6 +2,8 @@
 //! (one watch per namespace, merged into one cache) and nothing else, and a namespace whose
 //! watch has to list again keeps the other namespaces' objects.
 
+mod scenarios;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,10 +15,9 @@ use keda_operator::{ControllerConfig, ManualTicks, ScaledObjectController};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use memkube::MemKube;
+use scenarios::eventually;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-
-const WAIT: Duration = Duration::from_secs(20);
 
 /// A Deployment `app` at 0 replicas and a ScaledObject `so` on it with a cron trigger (no event
 /// source needed: the test is about which objects are reconciled).
@@ -46,24 +47,6 @@ async fn app_and_object(client: &Client, ns: &str) {
         .create(&PostParams::default(), &so)
         .await
         .expect("create scaledobject");
-}
-
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let attempt = async {
-        loop {
-            if let Some(v) = check().await {
-                return v;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    };
-    tokio::time::timeout(WAIT, attempt)
-        .await
-        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
 }
 
 async fn max_replicas(client: &Client, ns: &str) -> Option<i32> {
@@ -144,7 +127,7 @@ async fn only_the_listed_namespaces_are_reconciled_and_a_relist_keeps_the_others
     assert!(!loops.is_running("team-a", "so").await);
 
     shutdown.cancel();
-    tokio::time::timeout(WAIT, task)
+    tokio::time::timeout(scenarios::WAIT, task)
         .await
         .expect("controller stops")
         .expect("task")

@@ -215,6 +215,36 @@ impl Resolver {
         self.inner.notifier.subscribe()
     }
 
+    /// The objects of `kind` whose trigger inputs (a Secret, ConfigMap, TriggerAuthentication or
+    /// target env) changed, for a controller's `reconcile_on`: `rebuild` runs first (it marks
+    /// the object's loop for a rebuild), so the reconcile that follows uses the new values.
+    pub fn rebuilds_of<K, F, Fut>(
+        &self,
+        kind: keda_scalers::ScalableKind,
+        rebuild: F,
+    ) -> impl futures::Stream<Item = kube::runtime::reflector::ObjectRef<K>> + Send + 'static
+    where
+        K: kube::Resource<DynamicType = ()> + 'static,
+        F: Fn(ScalableRef) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        use futures::StreamExt;
+        self.subscribe()
+            .filter(move |r| std::future::ready(r.kind == kind))
+            .then(move |r: ScalableRef| {
+                tracing::info!(
+                    namespace = r.namespace,
+                    name = r.name,
+                    "trigger inputs changed: rebuilding scalers"
+                );
+                let rebuilt = rebuild(r.clone());
+                async move {
+                    rebuilt.await;
+                    r.object_ref::<K>()
+                }
+            })
+    }
+
     /// Forgets what `scalable` used (call when it is deleted); it will get no more signals.
     pub fn forget(&self, scalable: &ScalableRef) {
         self.inner.notifier.forget(scalable);

@@ -185,13 +185,7 @@ impl ScaleLoops {
         let shutdown = CancellationToken::new();
         let targets =
             TargetCache::new(client.clone(), config.watch_scope.clone(), shutdown.clone());
-        let events = Events::new(
-            config
-                .events_client
-                .clone()
-                .unwrap_or_else(|| client.clone()),
-            &config.reporter,
-        );
+        let events = Events::with_client(config.events_client.as_ref(), &client, &config.reporter);
         let metrics = config.metrics.clone();
         let on_stop: OnStop = Box::new(move |namespace, name, scalers| {
             recording::resource_registered(&metrics, namespace, -1);

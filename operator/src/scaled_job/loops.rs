@@ -123,13 +123,7 @@ impl JobLoops {
         let pods = cache::<Pod>(&client, &config, JOB_NAME_LABEL, &shutdown);
         let jobs_listed = Listed::of(jobs.clone(), shutdown.clone());
         let pods_listed = Listed::of(pods.clone(), shutdown.clone());
-        let events = Events::new(
-            config
-                .events_client
-                .clone()
-                .unwrap_or_else(|| client.clone()),
-            &config.reporter,
-        );
+        let events = Events::with_client(config.events_client.as_ref(), &client, &config.reporter);
         let on_stop: OnStop = Box::new(|namespace, name, _| {
             info!(namespace, name, "job loop stopped");
         });

@@ -222,33 +222,20 @@ impl ScaledJobController {
         .reflect(self.writer)
         .applied_objects()
         .predicate_filter(reconcile_trigger, Default::default());
-        // A Secret, ConfigMap or TriggerAuthentication a trigger read changed: mark the
-        // ScaledJob's loop for a rebuild, then reconcile it, so the new values are used.
         let loops = self.loops.clone();
-        let rebuilds = self
-            .resolver
-            .subscribe()
-            .filter(|r| std::future::ready(r.kind == ScalableKind::ScaledJob))
-            .then(move |r: ScalableRef| {
+        let rebuilds = self.resolver.rebuilds_of::<ScaledJob, _, _>(
+            ScalableKind::ScaledJob,
+            move |r: ScalableRef| {
                 let loops = loops.clone();
-                async move {
-                    info!(
-                        namespace = r.namespace,
-                        name = r.name,
-                        "trigger inputs changed: rebuilding scalers"
-                    );
-                    loops.rebuild(&r.namespace, &r.name).await;
-                    r.object_ref::<ScaledJob>()
-                }
-            });
+                async move { loops.rebuild(&r.namespace, &r.name).await }
+            },
+        );
         let ctx = Arc::new(Context {
             client: self.client.clone(),
             loops: self.loops.clone(),
-            events: Events::new(
-                self.config
-                    .events_client
-                    .clone()
-                    .unwrap_or_else(|| self.client.clone()),
+            events: Events::with_client(
+                self.config.events_client.as_ref(),
+                &self.client,
                 &self.config.reporter,
             ),
             retry_after_error: self.config.retry_after_error,
