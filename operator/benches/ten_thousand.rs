@@ -89,7 +89,18 @@ struct Operator {
 }
 
 impl Drop for Operator {
+    /// SIGTERM, as Kubernetes stops it; SIGKILL if it has not exited 20 s later.
     fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -126,6 +137,11 @@ impl Operator {
             .env_clear()
             .env("HOME", home)
             .env("KUBECONFIG", kubeconfig)
+            .envs(
+                std::env::var("MALLOC_ARENA_MAX")
+                    .ok()
+                    .map(|v| ("MALLOC_ARENA_MAX", v)),
+            )
             // The operator's own log, quiet unless asked for (it logs to stdout).
             .env(
                 "RUST_LOG",
