@@ -137,11 +137,6 @@ impl Operator {
             .env_clear()
             .env("HOME", home)
             .env("KUBECONFIG", kubeconfig)
-            .envs(
-                std::env::var("MALLOC_ARENA_MAX")
-                    .ok()
-                    .map(|v| ("MALLOC_ARENA_MAX", v)),
-            )
             // The operator's own log, quiet unless asked for (it logs to stdout).
             .env(
                 "RUST_LOG",
