@@ -19,6 +19,9 @@
 //!   run after the operator stopped: the same number of bare tokio tasks, each polling the same
 //!   Redis list on a `tokio::time::interval` of the same period.
 //!
+//! `OPBENCH_OPERATOR_LOG` sets the operator's `RUST_LOG` (default `warn`; its log goes to
+//! stdout).
+//!
 //! Every `--active-every`th list (default 100th) holds items, so its Deployment must go 0 -> 1:
 //! the ramp writes where something changes, and the steady state should write nothing.
 
