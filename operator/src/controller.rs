@@ -224,6 +224,16 @@ impl ScaledObjectController {
         // an object, kept 10,000 times over.
         .modify(|so: &mut ScaledObject| so.metadata.managed_fields = None)
         .reflect(self.writer)
+        // After the store has the object: a write of ours it includes need not be remembered.
+        .map_ok({
+            let loops = self.loops.clone();
+            move |event| {
+                if let watcher::Event::Apply(so) | watcher::Event::InitApply(so) = &event {
+                    loops.seen(so);
+                }
+                event
+            }
+        })
         .applied_objects()
         .predicate_filter(reconcile_trigger, Default::default());
         let hpas = scoped_watcher(

@@ -32,10 +32,11 @@ pub const FALLBACK_DEACTIVATED: &str = "ScaledObjectFallbackDeactivated";
 ///
 /// kube's `Recorder` keeps every event it published for a few minutes, to turn a repeat into a
 /// series (count + 1) instead of a new Event, and only forgets old ones when it publishes
-/// again: with 10,000 ScaledObjects that is 20,000 cached events, ~60 MB. client-go's event
-/// correlator (so KEDA's) keeps at most 4,096 in an LRU; a fresh recorder after 4,096
-/// publishes bounds ours the same way. A repeat that crosses the swap becomes a new Event.
-const EVENTS_PER_RECORDER: usize = 4096;
+/// again: with 10,000 ScaledObjects that is 20,000 cached events of ~3 KB each. client-go's
+/// event correlator (so KEDA's) bounds its cache with a 4,096-entry LRU of smaller entries; a
+/// fresh recorder after 1,024 publishes bounds ours to ~3 MB. A repeat that crosses the swap
+/// becomes a new Event instead of a count.
+const EVENTS_PER_RECORDER: usize = 1024;
 
 /// Publishes events; failures to publish are logged, never fatal. Clones share one recorder.
 #[derive(Clone)]

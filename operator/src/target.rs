@@ -25,6 +25,11 @@ use crate::error::{Error, is_not_found};
 use crate::resolve::WatchScope;
 use crate::watch::Listed;
 
+/// Where a cached target keeps `spec.replicas` and `status.readyReplicas` (its `data` is
+/// trimmed to `[replicas, ready]`).
+const SPEC_REPLICAS: usize = 0;
+const READY_REPLICAS: usize = 1;
+
 /// How long a loop waits for a new target cache to list its objects.
 const CACHE_READY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -216,16 +221,14 @@ impl TargetCache {
             Some(ns) => Api::namespaced_with(self.client.clone(), ns, ar),
             None => Api::all_with(self.client.clone(), ar),
         };
-        // Keep only what the loop reads: a cache of 10,000 Deployments stays small.
+        // Keep only what the loop reads, as `[spec.replicas, status.readyReplicas]` (one small
+        // array, not two nested maps): a cache of 10,000 Deployments stays small.
         let stream = watcher(api, watcher::Config::default().any_semantic())
             .default_backoff()
             .modify(|obj: &mut DynamicObject| {
                 let replicas = obj.data.pointer("/spec/replicas").cloned();
                 let ready = obj.data.pointer("/status/readyReplicas").cloned();
-                obj.data = serde_json::json!({
-                    "spec": { "replicas": replicas },
-                    "status": { "readyReplicas": ready },
-                });
+                obj.data = serde_json::json!([replicas, ready]);
                 obj.metadata.managed_fields = None;
                 obj.metadata.annotations = None;
                 obj.metadata.labels = None;
@@ -262,7 +265,7 @@ impl TargetCache {
         let key = ObjectRef::new_with(&target.name, target.api_resource.clone())
             .within(&target.namespace);
         let obj = cache.store.get(&key)?;
-        let replicas = obj.data.pointer("/spec/replicas").and_then(|v| v.as_i64());
+        let replicas = obj.data.get(SPEC_REPLICAS).and_then(|v| v.as_i64());
         // Unset means 1 for these kinds.
         Some(replicas.map_or(1, |n| i32::try_from(n).unwrap_or(i32::MAX)))
     }
@@ -273,7 +276,7 @@ impl TargetCache {
         let key = ObjectRef::new_with(&target.name, target.api_resource.clone())
             .within(&target.namespace);
         let obj = cache.store.get(&key)?;
-        let n = obj.data.pointer("/status/readyReplicas")?.as_i64()?;
+        let n = obj.data.get(READY_REPLICAS)?.as_i64()?;
         i32::try_from(n).ok()
     }
 
@@ -295,7 +298,7 @@ impl TargetCache {
         let Some(obj) = store.get(&key) else {
             return Err(ReplicasError::NotFound(target.describe()));
         };
-        match obj.data.pointer("/spec/replicas").and_then(|v| v.as_i64()) {
+        match obj.data.get(SPEC_REPLICAS).and_then(|v| v.as_i64()) {
             Some(n) => Ok(i32::try_from(n).unwrap_or(i32::MAX)),
             None if target.gvkr.group == "apps" => Ok(1),
             None => {

@@ -234,6 +234,20 @@ impl ScaleLoops {
         so
     }
 
+    /// The watch delivered `so`: forgets a remembered write it has caught up with, so the
+    /// copies live only until the watch brings them (see [`freshest`](Self::freshest)).
+    pub fn seen(&self, so: &ScaledObject) {
+        let Some(uid) = so.metadata.uid.as_deref() else {
+            return;
+        };
+        let mut written = lock(&self.inner.written);
+        if let Some(w) = written.get(uid)
+            && resource_version(w) <= resource_version(so)
+        {
+            written.remove(uid);
+        }
+    }
+
     /// Remembers the API server's answer to a write of this operator (see
     /// [`freshest`](Self::freshest)).
     pub fn wrote(&self, so: ScaledObject) {
