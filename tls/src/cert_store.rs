@@ -98,8 +98,7 @@ impl ResolvesClientCert for CertStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_pki::{Ca, temp_dir};
-    use crate::watch_files;
+    use crate::test_pki::{Ca, changes_of, temp_dir};
     use rcgen::ExtendedKeyUsagePurpose;
 
     fn write_pair(ca: &Ca, host: &str, cert: &Path, key: &Path) {
@@ -145,16 +144,8 @@ mod tests {
         write_pair(&ca, "first.example", &cert, &key);
         let store = Arc::new(CertStore::from_files(&cert, &key).expect("loads"));
         let before = store.current().cert[0].clone();
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
-        watch_files(
-            vec![cert.clone()],
-            Duration::from_secs(10),
-            cancel.clone(),
-            move || {
-                let _ = tx.send(());
-            },
-        );
+        let mut rx = changes_of(&cert, &cancel);
         store.reload_on_change(
             cert.clone(),
             key.clone(),

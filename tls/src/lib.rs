@@ -186,6 +186,24 @@ pub(crate) mod test_pki {
         }
     }
 
+    /// A receiver of one `()` per change [`crate::watch_files`] reports on `file` (polled every
+    /// 10 s), until `cancel`.
+    pub fn changes_of(
+        file: &std::path::Path,
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> tokio::sync::mpsc::UnboundedReceiver<()> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        crate::watch_files(
+            vec![file.to_path_buf()],
+            std::time::Duration::from_secs(10),
+            cancel.clone(),
+            move || {
+                let _ = tx.send(());
+            },
+        );
+        rx
+    }
+
     /// A fresh directory under the system's temporary directory.
     pub fn temp_dir(name: &str) -> std::path::PathBuf {
         let dir = std::env::temp_dir().join(format!(

@@ -278,8 +278,7 @@ impl ServerCertVerifier for ServerCaVerifier {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_pki::{Ca, temp_dir};
-    use crate::watch_files;
+    use crate::test_pki::{Ca, changes_of, temp_dir};
     use rcgen::ExtendedKeyUsagePurpose;
     use rustls_pki_types::pem::PemObject;
 
@@ -340,16 +339,8 @@ mod tests {
         let old = Ca::new("old");
         std::fs::write(&file, old.pem()).expect("write");
         let verifier = Arc::new(ClientCaVerifier::from_file(&file).expect("loads"));
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
-        watch_files(
-            vec![file.clone()],
-            Duration::from_secs(10),
-            cancel.clone(),
-            move || {
-                let _ = tx.send(());
-            },
-        );
+        let mut rx = changes_of(&file, &cancel);
         verifier.reload_on_change(file.clone(), Duration::from_secs(10), cancel.clone());
         std::fs::write(&file, "garbage").expect("write");
         tokio::time::timeout(Duration::from_secs(60), rx.recv())

@@ -72,23 +72,15 @@ pub(crate) fn reload_on_change(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_pki::temp_dir;
+    use crate::test_pki::{changes_of, temp_dir};
 
     #[tokio::test(start_paused = true)]
     async fn a_change_is_reported_once_per_change_and_not_before_the_first_poll() {
         let dir = temp_dir("watch");
         let file = dir.join("ca.crt");
         std::fs::write(&file, "one").expect("write");
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
-        watch_files(
-            vec![file.clone()],
-            Duration::from_secs(10),
-            cancel.clone(),
-            move || {
-                let _ = tx.send(());
-            },
-        );
+        let mut rx = changes_of(&file, &cancel);
         tokio::time::sleep(Duration::from_secs(25)).await;
         assert!(rx.try_recv().is_err(), "no change, no call");
 
