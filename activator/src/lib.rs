@@ -8,6 +8,7 @@
 //! operator's `http` scaler, and answers errors in one place ([`error`]).
 
 pub mod balance;
+pub mod edge;
 pub mod error;
 pub mod metrics;
 pub mod proxy;

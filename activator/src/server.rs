@@ -18,6 +18,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::edge::Stream;
 use crate::metrics::SharedMetrics;
 use crate::proxy::{Peer, Proxy};
 
@@ -45,7 +46,13 @@ pub async fn serve_proxy(
                 }
             },
         };
-        let _ = stream.set_nodelay(true);
+        let stream = match Stream::new(stream) {
+            Ok(stream) => stream,
+            Err(error) => {
+                tracing::debug!(%error, %remote, "accepted connection is unusable");
+                continue;
+            }
+        };
         let connection = Arc::new((Arc::clone(&proxy), Peer::new(remote)));
         let service = service_fn(move |request: Request<Incoming>| {
             let connection = Arc::clone(&connection);

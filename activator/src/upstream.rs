@@ -24,8 +24,9 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
-use tokio::net::TcpStream;
 use tokio::time::Instant;
+
+use crate::edge;
 
 /// How long connecting to a pod may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -155,12 +156,10 @@ impl Upstream {
     }
 
     async fn connect(&self) -> Result<SendRequest<Incoming>, UpstreamError> {
-        let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(self.addr))
+        let stream = tokio::time::timeout(CONNECT_TIMEOUT, edge::Stream::connect(self.addr))
             .await
             .map_err(|_| UpstreamError::ConnectTimeout(CONNECT_TIMEOUT))?
             .map_err(UpstreamError::Connect)?;
-        // Small requests and answers: send them now, not after a delayed ACK.
-        stream.set_nodelay(true).map_err(UpstreamError::Connect)?;
         let (sender, connection) = http1::Builder::new()
             .handshake(TokioIo::new(stream))
             .await?;
