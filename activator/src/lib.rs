@@ -3,7 +3,7 @@
 //! A proxy in front of HTTP workloads configured by ScaledObject triggers of type `http`: it
 //! routes by host and path prefix ([`route`]), forwards to the least-loaded ready pod within
 //! `containerConcurrency` ([`balance`], [`target`]) over kept-alive connections
-//! ([`upstream`]), holds requests in a bounded queue while no pod is ready and wakes the
+//! ([`upstream`], [`wire`]), holds requests in a bounded queue while no pod is ready and wakes the
 //! operator at once ([`report`]), measures per-second concurrency and rate ([`stats`]) for the
 //! operator's `http` scaler, and answers errors in one place ([`error`]).
 
@@ -20,3 +20,4 @@ pub mod target;
 pub mod targets;
 pub mod upstream;
 pub mod watch;
+pub mod wire;

@@ -21,6 +21,7 @@ use crate::error::ProxyError;
 use crate::metrics::SharedMetrics;
 use crate::route::RouteTable;
 use crate::target::{Admission, Lease, Target};
+use crate::wire::{WireBody, WireError};
 
 /// The routing table the watcher swaps and the proxy reads.
 pub type SharedRoutes = Arc<ArcSwap<RouteTable<Target>>>;
@@ -76,12 +77,30 @@ pub struct ProxyBody {
 }
 
 enum Kind {
+    /// From a hyper client connection (requests with a body).
     Upstream {
         body: Incoming,
         lease: Option<Lease>,
         connection: Option<SendRequest<Incoming>>,
     },
+    /// From a wire connection (requests without a body); the body owns the connection and is
+    /// `None` once it is over.
+    Wire {
+        body: Option<WireBody>,
+        lease: Option<Lease>,
+    },
     Full(Option<Bytes>),
+}
+
+/// Why a response body from the pod broke off.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    /// On a hyper client connection.
+    #[error(transparent)]
+    Hyper(#[from] hyper::Error),
+    /// On a wire connection.
+    #[error(transparent)]
+    Wire(#[from] WireError),
 }
 
 impl ProxyBody {
@@ -101,6 +120,28 @@ impl ProxyBody {
             },
         }
     }
+
+    fn wire(body: WireBody, lease: Lease) -> Self {
+        Self {
+            kind: Kind::Wire {
+                body: Some(body),
+                lease: Some(lease),
+            },
+        }
+    }
+}
+
+/// The wire exchange is over: the connection goes back to the pod's idle ones if its
+/// response was read to the end and it can be reused (else dropping it closes it), before the
+/// slot is released, as in [`finish`].
+fn finish_wire(body: &mut Option<WireBody>, lease: &mut Option<Lease>) {
+    let Some(lease) = lease.take() else {
+        return;
+    };
+    if let Some(conn) = body.take().and_then(WireBody::into_idle) {
+        lease.upstream().put_back_wire(conn);
+    }
+    drop(lease);
 }
 
 /// The exchange is over: a connection whose response was read to the end goes back to the
@@ -124,25 +165,37 @@ fn finish(
 
 impl Drop for ProxyBody {
     fn drop(&mut self) {
-        if let Kind::Upstream {
-            body,
-            lease,
-            connection,
-        } = &mut self.kind
-        {
-            finish(body, lease, connection);
+        match &mut self.kind {
+            Kind::Upstream {
+                body,
+                lease,
+                connection,
+            } => finish(body, lease, connection),
+            Kind::Wire { body, lease } => finish_wire(body, lease),
+            Kind::Full(_) => {}
         }
+    }
+}
+
+/// Whether a polled frame ends the body.
+fn ends<T, E>(polled: &Poll<Option<Result<T, E>>>, body: &impl Body) -> bool {
+    match polled {
+        Poll::Ready(None | Some(Err(_))) => true,
+        Poll::Ready(Some(Ok(_))) => body.is_end_stream(),
+        Poll::Pending => false,
     }
 }
 
 impl Body for ProxyBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BodyError;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        // In both pod cases the slot is freed as soon as the pod is done, not when hyper
+        // drops the body.
         match &mut self.get_mut().kind {
             Kind::Upstream {
                 body,
@@ -150,16 +203,20 @@ impl Body for ProxyBody {
                 connection,
             } => {
                 let polled = Pin::new(&mut *body).poll_frame(cx);
-                let done = match &polled {
-                    Poll::Ready(None | Some(Err(_))) => true,
-                    Poll::Ready(Some(Ok(_))) => body.is_end_stream(),
-                    Poll::Pending => false,
-                };
-                if done {
-                    // The slot is free as soon as the pod is done, not when hyper drops us.
+                if ends(&polled, body) {
                     finish(body, lease, connection);
                 }
-                polled
+                polled.map_err(BodyError::from)
+            }
+            Kind::Wire { body, lease } => {
+                let Some(wire) = body.as_mut() else {
+                    return Poll::Ready(None);
+                };
+                let polled = Pin::new(&mut *wire).poll_frame(cx);
+                if ends(&polled, wire) {
+                    finish_wire(body, lease);
+                }
+                polled.map_err(BodyError::from)
             }
             Kind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
         }
@@ -168,6 +225,7 @@ impl Body for ProxyBody {
     fn is_end_stream(&self) -> bool {
         match &self.kind {
             Kind::Upstream { body, .. } => body.is_end_stream(),
+            Kind::Wire { body, .. } => body.as_ref().is_none_or(Body::is_end_stream),
             Kind::Full(bytes) => bytes.is_none(),
         }
     }
@@ -175,6 +233,9 @@ impl Body for ProxyBody {
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
             Kind::Upstream { body, .. } => body.size_hint(),
+            Kind::Wire { body, .. } => body
+                .as_ref()
+                .map_or_else(|| SizeHint::with_exact(0), Body::size_hint),
             Kind::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
             Kind::Full(None) => SizeHint::with_exact(0),
         }
@@ -240,6 +301,25 @@ impl Proxy {
         };
         let pod = lease.addr();
         let upgrade = is_upgrade(&request);
+        if !upgrade && request.body().is_end_stream() {
+            // No body to stream: one write and reads, from this task (`crate::wire`).
+            let (mut parts, _) = request.into_parts();
+            let client_version = parts.version;
+            prepare_request(&mut parts, peer, false);
+            let response = lease
+                .upstream()
+                .send_bodiless(&parts)
+                .await
+                .map_err(|e| upstream(&target, pod, e))?;
+            target
+                .metrics()
+                .latency
+                .observe(started.elapsed().as_secs_f64());
+            let (mut parts, body) = response.into_parts();
+            strip_hop_by_hop(&mut parts.headers);
+            parts.version = client_version;
+            return Ok(Response::from_parts(parts, ProxyBody::wire(body, lease)));
+        }
         let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
         let (mut parts, body) = request.into_parts();
         let client_version = parts.version;

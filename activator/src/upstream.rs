@@ -1,15 +1,18 @@
 //! Kept-alive HTTP/1.1 connections to one pod.
 //!
-//! Each ready pod of a target has one [`Upstream`]: a stack of idle connections (the most
+//! Each ready pod of a target has one [`Upstream`]: stacks of idle connections (the most
 //! recently used on top, so a small working set stays warm) and the code to open new ones.
 //! A request takes an idle connection or opens one; the connection goes back on the stack when
-//! its response has been read to the end ([`Upstream::put_back`]). A connection whose exchange
-//! did not complete (client gone, error) is dropped, which closes it: HTTP/1.1 cannot abandon
-//! one request and keep the connection. Each connection is driven by its own task.
+//! its response has been read to the end ([`Upstream::put_back`], [`Upstream::put_back_wire`]).
+//! A connection whose exchange did not complete (client gone, error) is dropped, which closes
+//! it: HTTP/1.1 cannot abandon one request and keep the connection.
 //!
-//! This replaces hyper-util's general-purpose pooled client on the request path: the pod is
-//! already chosen when a request gets here, so there is no pool key to hash, no URI to rebuild,
-//! and the request goes out in origin form as the client sent it.
+//! Requests without a body go out on [`wire`](crate::wire) connections, driven by the
+//! request's own task ([`Upstream::send_bodiless`]); requests with a body, and upgrades, on
+//! hyper client connections, each driven by its own task ([`Upstream::send`]). The two kinds
+//! are kept apart. Neither is a general-purpose pooled client: the pod is already chosen when a
+//! request gets here, so there is no pool key to hash, no URI to rebuild, and the request goes
+//! out in origin form as the client sent it.
 //!
 //! Idle connections are kept per proxy thread ([`set_proxy_thread`]): a connection's task runs
 //! on the thread that opened it, so a request reuses only connections of its own thread and
@@ -20,6 +23,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use http::request::Parts;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
@@ -27,6 +31,7 @@ use hyper_util::rt::TokioIo;
 use tokio::time::Instant;
 
 use crate::edge;
+use crate::wire::{self, WireBody, WireError};
 
 /// How long connecting to a pod may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -49,6 +54,9 @@ pub enum UpstreamError {
     /// The HTTP exchange failed (refused, reset, cut short, malformed).
     #[error(transparent)]
     Http(#[from] hyper::Error),
+    /// The HTTP exchange of a request without a body failed.
+    #[error(transparent)]
+    Wire(#[from] WireError),
 }
 
 thread_local! {
@@ -65,16 +73,53 @@ fn proxy_thread() -> usize {
     PROXY_THREAD.with(Cell::get)
 }
 
-struct Idle {
-    sender: SendRequest<Incoming>,
+/// An idle connection and when it became idle.
+struct Kept<C> {
+    conn: C,
     since: Instant,
+}
+
+/// One proxy thread's idle connections to a pod.
+#[derive(Default)]
+struct Idle {
+    hyper: Vec<Kept<SendRequest<Incoming>>>,
+    wire: Vec<Kept<wire::Conn>>,
+}
+
+impl Idle {
+    fn len(&self) -> usize {
+        self.hyper.len() + self.wire.len()
+    }
+}
+
+/// Pushes `conn` on `stack` unless it holds [`MAX_IDLE`] already.
+fn push<C>(stack: &mut Vec<Kept<C>>, conn: C) {
+    if stack.len() < MAX_IDLE {
+        stack.push(Kept {
+            conn,
+            since: Instant::now(),
+        });
+    }
+}
+
+/// Pops the most recently kept connection that is not too old and passes `usable`.
+fn pop<C>(stack: &mut Vec<Kept<C>>, mut usable: impl FnMut(&mut C) -> bool) -> Option<C> {
+    let now = Instant::now();
+    while let Some(mut candidate) = stack.pop() {
+        if now.saturating_duration_since(candidate.since) < IDLE_TIMEOUT
+            && usable(&mut candidate.conn)
+        {
+            return Some(candidate.conn);
+        }
+    }
+    None
 }
 
 /// The connections to one pod.
 pub struct Upstream {
     addr: SocketAddr,
-    /// Idle connections, one stack per proxy thread.
-    idle: Mutex<Vec<Vec<Idle>>>,
+    /// Idle connections, one set per proxy thread.
+    idle: Mutex<Vec<Idle>>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -99,28 +144,40 @@ impl Upstream {
         self.addr
     }
 
-    fn lock(&self) -> MutexGuard<'_, Vec<Vec<Idle>>> {
+    fn lock(&self) -> MutexGuard<'_, Vec<Idle>> {
         self.idle.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// This thread's idle connections, under the lock.
+    fn with_idle<T>(&self, f: impl FnOnce(&mut Idle) -> T) -> T {
+        let thread = proxy_thread();
+        let mut idle = self.lock();
+        if idle.len() <= thread {
+            idle.resize_with(thread + 1, Idle::default);
+        }
+        f(&mut idle[thread])
     }
 
     /// Idle connections kept now, all threads together.
     pub fn idle(&self) -> usize {
-        self.lock().iter().map(Vec::len).sum()
+        self.lock().iter().map(Idle::len).sum()
     }
 
-    /// This thread's most recently used idle connection that is still open and not too old.
+    /// This thread's most recently used idle hyper connection that is still open.
     fn take_idle(&self) -> Option<SendRequest<Incoming>> {
-        let now = Instant::now();
-        let mut stacks = self.lock();
-        let idle = stacks.get_mut(proxy_thread())?;
-        while let Some(candidate) = idle.pop() {
-            if !candidate.sender.is_closed()
-                && now.saturating_duration_since(candidate.since) < IDLE_TIMEOUT
-            {
-                return Some(candidate.sender);
-            }
-        }
-        None
+        self.with_idle(|idle| pop(&mut idle.hyper, |sender| !sender.is_closed()))
+    }
+
+    /// This thread's most recently used idle wire connection that is still open
+    /// ([`wire::Conn::is_usable`]).
+    fn take_idle_wire(&self) -> Option<wire::Conn> {
+        self.with_idle(|idle| pop(&mut idle.wire, |conn| conn.is_usable()))
+    }
+
+    /// Gives back the connection of a bodiless exchange whose response was read to the end
+    /// and can take the next request ([`WireBody::into_idle`]).
+    pub fn put_back_wire(&self, conn: wire::Conn) {
+        self.with_idle(|idle| push(&mut idle.wire, conn));
     }
 
     /// Gives back the connection of an exchange whose response was read to the end: at once
@@ -141,18 +198,40 @@ impl Upstream {
     }
 
     fn keep(&self, sender: SendRequest<Incoming>) {
-        let thread = proxy_thread();
-        let mut stacks = self.lock();
-        if stacks.len() <= thread {
-            stacks.resize_with(thread + 1, Vec::new);
+        self.with_idle(|idle| push(&mut idle.hyper, sender));
+    }
+
+    async fn connect_wire(&self) -> Result<wire::Conn, UpstreamError> {
+        tokio::time::timeout(CONNECT_TIMEOUT, wire::Conn::connect(self.addr))
+            .await
+            .map_err(|_| UpstreamError::ConnectTimeout(CONNECT_TIMEOUT))?
+            .map_err(UpstreamError::Connect)
+    }
+
+    /// Sends a request without a body (`parts` in origin form, with its `Host` header) on an
+    /// idle wire connection, or on a new one. The response body owns the connection; give it
+    /// back with [`put_back_wire`](Self::put_back_wire) once the body has ended.
+    ///
+    /// An idle connection can be closed by the pod just as the request goes out (its idle
+    /// timeout): if no answer came back at all, an idempotent request (RFC 9110 9.2.2) is sent
+    /// again on a new connection; any other gets the error, as it may have been processed.
+    ///
+    /// # Errors
+    /// [`UpstreamError`]: the pod cannot be reached or the exchange failed.
+    pub async fn send_bodiless(&self, parts: &Parts) -> Result<Response<WireBody>, UpstreamError> {
+        let mut head = Vec::new();
+        wire::encode_head(parts, &mut head);
+        if let Some(conn) = self.take_idle_wire() {
+            match conn.exchange(&head, &parts.method).await {
+                Ok(response) => return Ok(response),
+                Err(error) if error.is_stale() && parts.method.is_idempotent() => {
+                    tracing::debug!(pod = %self.addr, %error, "idle connection was closed, sending again");
+                }
+                Err(error) => return Err(error.into()),
+            }
         }
-        let idle = &mut stacks[thread];
-        if idle.len() < MAX_IDLE {
-            idle.push(Idle {
-                sender,
-                since: Instant::now(),
-            });
-        }
+        let conn = self.connect_wire().await?;
+        Ok(conn.exchange(&head, &parts.method).await?)
     }
 
     async fn connect(&self) -> Result<SendRequest<Incoming>, UpstreamError> {

@@ -381,3 +381,74 @@ async fn proxy_threads_serve_every_connection_and_stop_on_shutdown() {
         .await
         .unwrap();
 }
+
+/// A pod that answers the first request on each connection and drops the connection when
+/// the second arrives, unanswered: the race of a pod closing an idle connection just as the
+/// proxy reuses it. Returns its address and the number of connections it accepted.
+async fn pod_that_drops_reused_connections() -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let pod = listener.local_addr().expect("bound");
+    let connections = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let accepted = std::sync::Arc::clone(&connections);
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            accepted.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if stream.read(&mut byte).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    head.push(byte[0]);
+                }
+                let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nfirst";
+                if stream.write_all(answer).await.is_err() {
+                    return;
+                }
+                // The next request is read, then the connection dropped without an answer.
+                let _ = stream.read(&mut [0u8; 1024]).await;
+            });
+        }
+    });
+    (pod, connections)
+}
+
+#[tokio::test]
+async fn a_reused_connection_closed_under_a_request_is_retried_only_when_idempotent() {
+    let a = activator().await;
+    let (pod, connections) = pod_that_drops_reused_connections().await;
+    let cfg = config("shop", &[("service", "shop")]);
+    let key = cfg.key.clone();
+    a.targets.apply(vec![cfg]);
+    a.targets.set_ready(&key, vec![pod]);
+    let c = client();
+    let send = |method: http::Method| {
+        let request = http::Request::builder()
+            .method(method)
+            .uri(format!("http://{}/", a.addr))
+            .header("host", "shop.example.com")
+            .body(http_body_util::Full::new(bytes::Bytes::new()))
+            .unwrap();
+        let c = c.clone();
+        async move {
+            let response = within(10, "answer", c.request(request)).await.unwrap();
+            response.status().as_u16()
+        }
+    };
+    // The first GET opens a connection; the second reuses it, the pod drops it, and the GET
+    // is sent again on a new connection.
+    assert_eq!(send(http::Method::GET).await, 200);
+    assert_eq!(send(http::Method::GET).await, 200);
+    assert_eq!(connections.load(Ordering::SeqCst), 2);
+    // A POST (no body) may have been processed: it is not sent twice, the client gets 502.
+    assert_eq!(send(http::Method::POST).await, 502);
+    assert_eq!(connections.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        a.targets.get(&key).unwrap().metrics().upstream_errors.get(),
+        1
+    );
+}
