@@ -103,11 +103,10 @@ fn push<C>(stack: &mut Vec<Kept<C>>, conn: C) {
 }
 
 /// Pops the most recently kept connection that is not too old and passes `usable`.
-fn pop<C>(stack: &mut Vec<Kept<C>>, mut usable: impl FnMut(&mut C) -> bool) -> Option<C> {
+fn pop<C>(stack: &mut Vec<Kept<C>>, usable: impl Fn(&C) -> bool) -> Option<C> {
     let now = Instant::now();
-    while let Some(mut candidate) = stack.pop() {
-        if now.saturating_duration_since(candidate.since) < IDLE_TIMEOUT
-            && usable(&mut candidate.conn)
+    while let Some(candidate) = stack.pop() {
+        if now.saturating_duration_since(candidate.since) < IDLE_TIMEOUT && usable(&candidate.conn)
         {
             return Some(candidate.conn);
         }
@@ -171,7 +170,7 @@ impl Upstream {
     /// This thread's most recently used idle wire connection that is still open
     /// ([`wire::Conn::is_usable`]).
     fn take_idle_wire(&self) -> Option<wire::Conn> {
-        self.with_idle(|idle| pop(&mut idle.wire, |conn| conn.is_usable()))
+        self.with_idle(|idle| pop(&mut idle.wire, wire::Conn::is_usable))
     }
 
     /// Gives back the connection of a bodiless exchange whose response was read to the end
