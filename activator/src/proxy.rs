@@ -311,13 +311,8 @@ impl Proxy {
                 .send_bodiless(&parts)
                 .await
                 .map_err(|e| upstream(&target, pod, e))?;
-            target
-                .metrics()
-                .latency
-                .observe(started.elapsed().as_secs_f64());
-            let (mut parts, body) = response.into_parts();
-            strip_hop_by_hop(&mut parts.headers);
-            parts.version = client_version;
+            answered(&target, started);
+            let (parts, body) = for_client(response, client_version);
             return Ok(Response::from_parts(parts, ProxyBody::wire(body, lease)));
         }
         let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
@@ -329,10 +324,7 @@ impl Proxy {
             .send(Request::from_parts(parts, body))
             .await
             .map_err(|e| upstream(&target, pod, e))?;
-        target
-            .metrics()
-            .latency
-            .observe(started.elapsed().as_secs_f64());
+        answered(&target, started);
         if let Some(client_upgrade) = client_upgrade
             && response.status() == StatusCode::SWITCHING_PROTOCOLS
         {
@@ -351,16 +343,29 @@ impl Proxy {
             let (parts, _) = response.into_parts();
             return Ok(Response::from_parts(parts, ProxyBody::full(Bytes::new())));
         }
-        let (mut parts, body) = response.into_parts();
-        strip_hop_by_hop(&mut parts.headers);
-        if client_version == Version::HTTP_2 {
-            parts.version = Version::HTTP_2;
-        }
+        let (parts, body) = for_client(response, client_version);
         Ok(Response::from_parts(
             parts,
             ProxyBody::upstream(body, lease, connection),
         ))
     }
+}
+
+/// Records the time to the pod's response head (held time included).
+fn answered(target: &Target, started: Instant) {
+    target
+        .metrics()
+        .latency
+        .observe(started.elapsed().as_secs_f64());
+}
+
+/// The pod's response as the client gets it: hop-by-hop headers dropped, in the client's
+/// HTTP version (a proxy answers in its own version, RFC 9110 6.2, whatever the pod spoke).
+fn for_client<B>(response: Response<B>, client_version: Version) -> (http::response::Parts, B) {
+    let (mut parts, body) = response.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    parts.version = client_version;
+    (parts, body)
 }
 
 fn upstream(

@@ -699,30 +699,20 @@ mod tests {
 
     #[tokio::test]
     async fn connection_close_and_http_10_answers_are_not_kept() {
-        let (_, _, _, reusable) = fetch(
-            b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok",
-            100,
-            Method::GET,
-        )
-        .await
-        .unwrap();
-        assert!(!reusable);
-        let (_, _, _, reusable) = fetch(
-            b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok",
-            100,
-            Method::GET,
-        )
-        .await
-        .unwrap();
-        assert!(!reusable);
-        let (_, _, _, reusable) = fetch(
-            b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nok",
-            100,
-            Method::GET,
-        )
-        .await
-        .unwrap();
-        assert!(reusable);
+        for (answer, kept) in [
+            (
+                &b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok"[..],
+                false,
+            ),
+            (b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", false),
+            (
+                b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nok",
+                true,
+            ),
+        ] {
+            let (_, _, _, reusable) = fetch(answer, 100, Method::GET).await.unwrap();
+            assert_eq!(reusable, kept, "{answer:?}");
+        }
     }
 
     #[tokio::test]

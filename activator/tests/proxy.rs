@@ -4,7 +4,9 @@ mod common;
 
 use std::sync::atomic::Ordering;
 
-use common::{activator, backend, backend_with, client, config, eventually, get, within};
+use common::{
+    activator, backend, backend_with, client, config, eventually, get, read_head, within,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -188,14 +190,9 @@ async fn a_websocket_echo_works_through_the_proxy() {
     tokio::spawn(async move {
         while let Ok((mut stream, _)) = listener.accept().await {
             tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut byte = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n") {
-                    if stream.read(&mut byte).await.unwrap_or(0) == 0 {
-                        return;
-                    }
-                    head.push(byte[0]);
-                }
+                let Some(head) = read_head(&mut stream).await else {
+                    return;
+                };
                 let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
                 assert!(head.contains("upgrade: websocket"), "{head}");
                 stream
@@ -397,13 +394,8 @@ async fn pod_that_drops_reused_connections() -> (
         while let Ok((mut stream, _)) = listener.accept().await {
             accepted.fetch_add(1, Ordering::SeqCst);
             tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut byte = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n") {
-                    if stream.read(&mut byte).await.unwrap_or(0) == 0 {
-                        return;
-                    }
-                    head.push(byte[0]);
+                if read_head(&mut stream).await.is_none() {
+                    return;
                 }
                 let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nfirst";
                 if stream.write_all(answer).await.is_err() {

@@ -199,6 +199,21 @@ pub async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
     assert!(waited.is_ok(), "timed out waiting for {what}");
 }
 
+/// Reads one request head (through the blank line) byte by byte, so nothing after it is
+/// consumed; `None` if the connection ends first.
+pub async fn read_head(stream: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if stream.read(&mut byte).await.unwrap_or(0) == 0 {
+            return None;
+        }
+        head.push(byte[0]);
+    }
+    Some(head)
+}
+
 /// Awaits `future`, failing after `secs` seconds.
 pub async fn within<T>(secs: u64, what: &str, future: impl Future<Output = T>) -> T {
     tokio::time::timeout(Duration::from_secs(secs), future)
