@@ -444,3 +444,63 @@ async fn a_reused_connection_closed_under_a_request_is_retried_only_when_idempot
         1
     );
 }
+
+#[tokio::test]
+async fn a_large_chunked_answer_to_a_get_streams_through_and_the_connection_is_reused() {
+    let a = activator().await;
+    // A pod answering every GET with 4 MiB in 64 chunks of 64 KiB, each chunk's bytes its
+    // own index, on kept-alive connections.
+    const CHUNK: usize = 64 * 1024;
+    const CHUNKS: usize = 64;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let pod = listener.local_addr().unwrap();
+    let connections = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let accepted = std::sync::Arc::clone(&connections);
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            accepted.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                while read_head(&mut stream).await.is_some() {
+                    let mut answer =
+                        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
+                    for i in 0..CHUNKS {
+                        answer.extend_from_slice(format!("{CHUNK:x}\r\n").as_bytes());
+                        answer.extend(std::iter::repeat_n(i as u8, CHUNK));
+                        answer.extend_from_slice(b"\r\n");
+                    }
+                    answer.extend_from_slice(b"0\r\n\r\n");
+                    if stream.write_all(&answer).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let cfg = config("big", &[("service", "big")]);
+    let key = cfg.key.clone();
+    a.targets.apply(vec![cfg]);
+    a.targets.set_ready(&key, vec![pod]);
+    let c = client();
+    for _ in 0..2 {
+        let request = http::Request::get(format!("http://{}/big", a.addr))
+            .header("host", "big.example.com")
+            .body(http_body_util::Full::new(bytes::Bytes::new()))
+            .unwrap();
+        let response = within(10, "answer", c.request(request)).await.unwrap();
+        assert_eq!(response.status(), 200);
+        let body = within(
+            30,
+            "the whole body",
+            http_body_util::BodyExt::collect(response.into_body()),
+        )
+        .await
+        .unwrap()
+        .to_bytes();
+        assert_eq!(body.len(), CHUNK * CHUNKS);
+        for (i, chunk) in body.chunks(CHUNK).enumerate() {
+            assert!(chunk.iter().all(|&b| b == i as u8), "chunk {i} is corrupt");
+        }
+    }
+    // Both answers were read to their last chunk, so one connection carried both.
+    assert_eq!(connections.load(Ordering::SeqCst), 1);
+}
