@@ -5,7 +5,7 @@ mod common;
 use std::sync::atomic::Ordering;
 
 use common::{
-    activator, backend, backend_with, client, config, eventually, get, read_head, within,
+    activator, backend, backend_with, client, config, eventually, get, raw_pod, read_head, within,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -386,27 +386,18 @@ async fn pod_that_drops_reused_connections() -> (
     std::net::SocketAddr,
     std::sync::Arc<std::sync::atomic::AtomicUsize>,
 ) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let pod = listener.local_addr().expect("bound");
-    let connections = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let accepted = std::sync::Arc::clone(&connections);
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            accepted.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(async move {
-                if read_head(&mut stream).await.is_none() {
-                    return;
-                }
-                let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nfirst";
-                if stream.write_all(answer).await.is_err() {
-                    return;
-                }
-                // The next request is read, then the connection dropped without an answer.
-                let _ = stream.read(&mut [0u8; 1024]).await;
-            });
+    raw_pod(|mut stream| async move {
+        if read_head(&mut stream).await.is_none() {
+            return;
         }
-    });
-    (pod, connections)
+        let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nfirst";
+        if stream.write_all(answer).await.is_err() {
+            return;
+        }
+        // The next request is read, then the connection dropped without an answer.
+        let _ = stream.read(&mut [0u8; 1024]).await;
+    })
+    .await
 }
 
 #[tokio::test]
@@ -452,30 +443,21 @@ async fn a_large_chunked_answer_to_a_get_streams_through_and_the_connection_is_r
     // own index, on kept-alive connections.
     const CHUNK: usize = 64 * 1024;
     const CHUNKS: usize = 64;
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let pod = listener.local_addr().unwrap();
-    let connections = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let accepted = std::sync::Arc::clone(&connections);
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            accepted.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(async move {
-                while read_head(&mut stream).await.is_some() {
-                    let mut answer =
-                        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
-                    for i in 0..CHUNKS {
-                        answer.extend_from_slice(format!("{CHUNK:x}\r\n").as_bytes());
-                        answer.extend(std::iter::repeat_n(i as u8, CHUNK));
-                        answer.extend_from_slice(b"\r\n");
-                    }
-                    answer.extend_from_slice(b"0\r\n\r\n");
-                    if stream.write_all(&answer).await.is_err() {
-                        return;
-                    }
-                }
-            });
+    let (pod, connections) = raw_pod(|mut stream| async move {
+        while read_head(&mut stream).await.is_some() {
+            let mut answer = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
+            for i in 0..CHUNKS {
+                answer.extend_from_slice(format!("{CHUNK:x}\r\n").as_bytes());
+                answer.extend(std::iter::repeat_n(i as u8, CHUNK));
+                answer.extend_from_slice(b"\r\n");
+            }
+            answer.extend_from_slice(b"0\r\n\r\n");
+            if stream.write_all(&answer).await.is_err() {
+                return;
+            }
         }
-    });
+    })
+    .await;
     let cfg = config("big", &[("service", "big")]);
     let key = cfg.key.clone();
     a.targets.apply(vec![cfg]);

@@ -199,6 +199,28 @@ pub async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
     assert!(waited.is_ok(), "timed out waiting for {what}");
 }
 
+/// A pod speaking raw TCP: `serve` gets each accepted connection on its own task. Returns
+/// the pod's address and the number of connections it has accepted.
+pub async fn raw_pod<F, Fut>(serve: F) -> (SocketAddr, Arc<AtomicUsize>)
+where
+    F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("test harness");
+    let addr = listener.local_addr().expect("test harness");
+    let connections = Arc::new(AtomicUsize::new(0));
+    let accepted = Arc::clone(&connections);
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            accepted.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(serve(stream));
+        }
+    });
+    (addr, connections)
+}
+
 /// Reads one request head (through the blank line) byte by byte, so nothing after it is
 /// consumed; `None` if the connection ends first.
 pub async fn read_head(stream: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
