@@ -9,7 +9,8 @@
 //! round) and repeated. The backend is this binary re-executed in backend mode (one thread,
 //! ~100-byte answers), so its CPU is not counted as the proxy's. Per run: throughput, p50 and
 //! p99 latency (wrk), the proxy's CPU time per request (utime + stime from `/proc/<pid>/stat`,
-//! nginx's master and workers summed) and its peak RSS (`VmRSS`, sampled every 100 ms); idle
+//! nginx's master and workers summed; utime alone is shown as its user-space part) and its
+//! peak RSS (`VmRSS`, sampled every 100 ms); idle
 //! RSS before and after the load. Printed: medians over the rounds, and ratios to direct and
 //! to nginx taken round by round (the runs of a pair are back to back) and then their median,
 //! so a change of the machine's load between rounds cancels out.
@@ -451,6 +452,8 @@ struct Run {
     report: wrk::WrkReport,
     /// Proxy CPU per request, µs (NaN for direct).
     proxy_cpu_us: f64,
+    /// The part of it in user space, µs (NaN for direct).
+    proxy_user_us: f64,
     /// Backend CPU per request, µs.
     backend_cpu_us: f64,
     /// Peak RSS of the proxy during the run, KiB.
@@ -485,14 +488,19 @@ fn measure(
     let _ = sampler.join();
     let report = report?;
     let requests = report.requests.max(1) as f64;
-    Ok(Run {
-        report,
-        proxy_cpu_us: if target.pids.is_empty() {
+    let per_request = |ticks: u64| {
+        if target.pids.is_empty() {
             f64::NAN
         } else {
-            (proxy_after - proxy_before) as f64 * tick_us / requests
-        },
-        backend_cpu_us: (backend_after - backend_before) as f64 * tick_us / requests,
+            ticks as f64 * tick_us / requests
+        }
+    };
+    Ok(Run {
+        report,
+        proxy_cpu_us: per_request(proxy_after.total() - proxy_before.total()),
+        proxy_user_us: per_request(proxy_after.user - proxy_before.user),
+        backend_cpu_us: (backend_after.total() - backend_before.total()) as f64 * tick_us
+            / requests,
         peak_rss_kib: peak.load(Ordering::Relaxed),
     })
 }
@@ -529,12 +537,13 @@ fn throughput(
                 let run = measure(wrk, target, backend.pid(), connections, options.seconds)
                     .with_context(|| format!("{} at {connections} connections", target.name))?;
                 println!(
-                    "  round {round} c={connections:<3} {:<9} {:>9.0} req/s  p50 {:>7.3} ms  p99 {:>7.3} ms  proxy CPU {:>6.1} us/req  backend CPU {:>5.1} us/req  peak RSS {:>6.1} MiB  errors {}",
+                    "  round {round} c={connections:<3} {:<9} {:>9.0} req/s  p50 {:>7.3} ms  p99 {:>7.3} ms  proxy CPU {:>6.1} us/req (user {:>4.1})  backend CPU {:>5.1} us/req  peak RSS {:>6.1} MiB  errors {}",
                     target.name,
                     run.report.per_second,
                     run.report.p50_us / 1e3,
                     run.report.p99_us / 1e3,
                     run.proxy_cpu_us,
+                    run.proxy_user_us,
                     run.backend_cpu_us,
                     run.peak_rss_kib as f64 / 1024.0,
                     run.report.errors
@@ -569,9 +578,9 @@ fn throughput(
             options.rounds, options.seconds
         );
         println!(
-            "| target | requests/s | p50 | p99 | proxy CPU per request | backend CPU per request | proxy peak RSS |"
+            "| target | requests/s | p50 | p99 | proxy CPU per request | of which user space | backend CPU per request | proxy peak RSS |"
         );
-        println!("|---|---|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|---|---|");
         let baseline = runs
             .contains_key(&(connections, "baseline"))
             .then(|| row("baseline"));
@@ -585,15 +594,12 @@ fn throughput(
         }
         for (name, s) in rows {
             println!(
-                "| {name} | {:.0} | {:.3} ms | {:.3} ms | {} | {:.1} us | {} |",
+                "| {name} | {:.0} | {:.3} ms | {:.3} ms | {} | {} | {:.1} us | {} |",
                 s.per_second,
                 s.p50_us / 1e3,
                 s.p99_us / 1e3,
-                if s.proxy_cpu_us.is_nan() {
-                    "-".to_string()
-                } else {
-                    format!("{:.1} us", s.proxy_cpu_us)
-                },
+                micros_or_dash(s.proxy_cpu_us),
+                micros_or_dash(s.proxy_user_us),
                 s.backend_cpu_us,
                 if s.peak_rss_kib == 0 {
                     "-".to_string()
@@ -632,11 +638,12 @@ fn throughput(
         }
         for (a, b) in pairs {
             println!(
-                "| {a} / {b} | {} | {} | {} | {} | {} | {} |",
+                "| {a} / {b} | {} | {} | {} | {} | {} | {} | {} |",
                 paired(a, b, |r| r.report.per_second),
                 paired(a, b, |r| r.report.p50_us),
                 paired(a, b, |r| r.report.p99_us),
                 paired(a, b, |r| r.proxy_cpu_us),
+                paired(a, b, |r| r.proxy_user_us),
                 paired(a, b, |r| r.backend_cpu_us),
                 paired(a, b, |r| r.peak_rss_kib as f64),
             );
@@ -666,6 +673,7 @@ struct Summary {
     p50_us: f64,
     p99_us: f64,
     proxy_cpu_us: f64,
+    proxy_user_us: f64,
     backend_cpu_us: f64,
     peak_rss_kib: u64,
 }
@@ -678,9 +686,18 @@ impl Summary {
             p50_us: pick(|r| r.report.p50_us),
             p99_us: pick(|r| r.report.p99_us),
             proxy_cpu_us: pick(|r| r.proxy_cpu_us),
+            proxy_user_us: pick(|r| r.proxy_user_us),
             backend_cpu_us: pick(|r| r.backend_cpu_us),
             peak_rss_kib: runs.iter().map(|r| r.peak_rss_kib).max().unwrap_or(0),
         }
+    }
+}
+
+fn micros_or_dash(us: f64) -> String {
+    if us.is_nan() {
+        "-".to_string()
+    } else {
+        format!("{us:.1} us")
     }
 }
 

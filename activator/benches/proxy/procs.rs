@@ -354,15 +354,36 @@ fn stat_fields(pid: u32) -> Option<Vec<String>> {
     Some(rest.split_whitespace().map(str::to_owned).collect())
 }
 
-/// User + system CPU time of `pids`, in clock ticks (`utime` and `stime` of
-/// `/proc/<pid>/stat`, all threads included).
-pub fn cpu_ticks(pids: &[u32]) -> u64 {
+/// CPU time of processes, in clock ticks.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuTicks {
+    /// In user space (`utime`).
+    pub user: u64,
+    /// In the kernel on their behalf (`stime`).
+    pub system: u64,
+}
+
+impl CpuTicks {
+    /// User + system.
+    pub fn total(self) -> u64 {
+        self.user + self.system
+    }
+}
+
+/// CPU time of `pids` (`utime` and `stime` of `/proc/<pid>/stat`, all threads included).
+pub fn cpu_ticks(pids: &[u32]) -> CpuTicks {
     pids.iter()
         .filter_map(|pid| {
             let f = stat_fields(*pid)?;
-            Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+            Some(CpuTicks {
+                user: f.get(11)?.parse().ok()?,
+                system: f.get(12)?.parse().ok()?,
+            })
         })
-        .sum()
+        .fold(CpuTicks::default(), |sum, t| CpuTicks {
+            user: sum.user + t.user,
+            system: sum.system + t.system,
+        })
 }
 
 /// Resident set size of `pids` (`VmRSS` of `/proc/<pid>/status`), in KiB.
