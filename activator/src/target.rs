@@ -279,15 +279,8 @@ impl Target {
         let mut state = self.lock();
         state.meter.arrived(now);
         state.last_active = Some(now);
-        if state.queue.is_empty()
-            && let Some(i) = pick(&state.pods, state.cursor)
-        {
-            state.pods[i].in_flight += 1;
-            state.cursor = i + 1;
-            return Ok(Admission::Ready(Lease {
-                target: Arc::clone(self),
-                upstream: Arc::clone(&state.upstreams[i]),
-            }));
+        if let Some(lease) = self.take_slot(&mut state) {
+            return Ok(Admission::Ready(lease));
         }
         if state.queue.len() >= state.settings.queue_depth {
             state.meter.finished(now);
@@ -318,6 +311,30 @@ impl Target {
             rx,
             done: false,
         }))
+    }
+
+    /// A slot on the least-loaded pod with room, if one is free and nobody is queued; else
+    /// nothing changes (such a request is for [`Target::admit`]).
+    pub fn try_admit(self: &Arc<Self>) -> Option<Lease> {
+        let mut state = self.lock();
+        let lease = self.take_slot(&mut state)?;
+        let now = Instant::now();
+        state.meter.arrived(now);
+        state.last_active = Some(now);
+        Some(lease)
+    }
+
+    fn take_slot(self: &Arc<Self>, state: &mut State) -> Option<Lease> {
+        if !state.queue.is_empty() {
+            return None;
+        }
+        let i = pick(&state.pods, state.cursor)?;
+        state.pods[i].in_flight += 1;
+        state.cursor = i + 1;
+        Some(Lease {
+            target: Arc::clone(self),
+            upstream: Arc::clone(&state.upstreams[i]),
+        })
     }
 
     /// Replaces the ready endpoints (from EndpointSlices) and forwards held requests that now

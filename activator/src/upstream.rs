@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use http::request::Parts;
-use http::{Request, Response};
+use http::{Method, Request, Response};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
@@ -220,17 +220,30 @@ impl Upstream {
     pub async fn send_bodiless(&self, parts: &Parts) -> Result<Response<WireBody>, UpstreamError> {
         let mut head = Vec::new();
         wire::encode_head(parts, &mut head);
+        self.send_head(&head, &parts.method).await
+    }
+
+    /// As [`Upstream::send_bodiless`], for a request head already written out (`head`, of a
+    /// `method` request without a body).
+    ///
+    /// # Errors
+    /// [`UpstreamError`]: the pod cannot be reached or the exchange failed.
+    pub async fn send_head(
+        &self,
+        head: &[u8],
+        method: &Method,
+    ) -> Result<Response<WireBody>, UpstreamError> {
         if let Some(conn) = self.take_idle_wire() {
-            match conn.exchange(&head, &parts.method).await {
+            match conn.exchange(head, method).await {
                 Ok(response) => return Ok(response),
-                Err(error) if error.is_stale() && parts.method.is_idempotent() => {
+                Err(error) if error.is_stale() && method.is_idempotent() => {
                     tracing::debug!(pod = %self.addr, %error, "idle connection was closed, sending again");
                 }
                 Err(error) => return Err(error.into()),
             }
         }
         let conn = self.connect_wire().await?;
-        Ok(conn.exchange(&head, &parts.method).await?)
+        Ok(conn.exchange(head, method).await?)
     }
 
     async fn connect(&self) -> Result<SendRequest<Incoming>, UpstreamError> {
