@@ -1,6 +1,7 @@
 //! keda-rs activator: the HTTP path of scale-from-zero.
 //!
 //! A proxy in front of HTTP workloads configured by ScaledObject triggers of type `http`: it
+//! serves the common HTTP/1.1 request itself and the rest with hyper ([`front`], [`server`]),
 //! routes by host and path prefix ([`route`]), forwards to the least-loaded ready pod within
 //! `containerConcurrency` ([`balance`], [`target`]) over kept-alive connections
 //! ([`upstream`], [`wire`]), holds requests in a bounded queue while no pod is ready and wakes the
@@ -10,6 +11,7 @@
 pub mod balance;
 pub mod edge;
 pub mod error;
+pub mod front;
 pub mod metrics;
 pub mod proxy;
 pub mod report;

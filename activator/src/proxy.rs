@@ -68,6 +68,11 @@ impl Peer {
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
+
+    /// The client's IP as an `X-Forwarded-For` value.
+    pub(crate) fn forwarded_for(&self) -> &HeaderValue {
+        &self.forwarded_for
+    }
 }
 
 /// The response body: the pod's body (holding the pod slot until it ends or the client goes
@@ -121,7 +126,7 @@ impl ProxyBody {
         }
     }
 
-    fn wire(body: WireBody, lease: Lease) -> Self {
+    pub(crate) fn wire(body: WireBody, lease: Lease) -> Self {
         Self {
             kind: Kind::Wire {
                 body: Some(body),
@@ -261,6 +266,11 @@ impl Proxy {
         Self { routes, metrics }
     }
 
+    /// The target `host` and `path` are routed to.
+    pub(crate) fn route(&self, host: &str, path: &str) -> Option<Arc<Target>> {
+        self.routes.load().lookup(host, path).map(Arc::clone)
+    }
+
     /// Handles one request of `peer`; every error becomes its status here, and only here.
     pub async fn handle(&self, request: Request<Incoming>, peer: &Peer) -> Response<ProxyBody> {
         match self.forward(request, peer).await {
@@ -282,9 +292,8 @@ impl Proxy {
         let started = Instant::now();
         let target = {
             let host = request_host(&request);
-            let routes = self.routes.load();
-            match routes.lookup(host, request.uri().path()) {
-                Some(target) => Arc::clone(target),
+            match self.route(host, request.uri().path()) {
+                Some(target) => target,
                 None => {
                     self.metrics.no_route.inc();
                     return Err(ProxyError::NoRoute {
@@ -352,7 +361,7 @@ impl Proxy {
 }
 
 /// Records the time to the pod's response head (held time included).
-fn answered(target: &Target, started: Instant) {
+pub(crate) fn answered(target: &Target, started: Instant) {
     target
         .metrics()
         .latency
@@ -361,14 +370,17 @@ fn answered(target: &Target, started: Instant) {
 
 /// The pod's response as the client gets it: hop-by-hop headers dropped, in the client's
 /// HTTP version (a proxy answers in its own version, RFC 9110 6.2, whatever the pod spoke).
-fn for_client<B>(response: Response<B>, client_version: Version) -> (http::response::Parts, B) {
+pub(crate) fn for_client<B>(
+    response: Response<B>,
+    client_version: Version,
+) -> (http::response::Parts, B) {
     let (mut parts, body) = response.into_parts();
     strip_hop_by_hop(&mut parts.headers);
     parts.version = client_version;
     (parts, body)
 }
 
-fn upstream(
+pub(crate) fn upstream(
     target: &Target,
     pod: SocketAddr,
     e: impl std::error::Error + Send + Sync + 'static,

@@ -3,6 +3,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -14,25 +15,30 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::edge::Stream;
+use crate::front::{self, Rewound};
 use crate::metrics::SharedMetrics;
 use crate::proxy::{Peer, Proxy};
 
 /// Serves `proxy` on `listener` until `shutdown`, then stops accepting, lets open connections
 /// finish their current requests (keep-alive connections are closed after them) for at most
 /// `drain_timeout`, and returns.
+///
+/// Each connection starts in [`crate::front`], which serves the common HTTP/1.1 request; the
+/// first request it does not serve hands the connection, with what was read, to hyper's
+/// server (HTTP/1.1 with upgrades, or h2c) for the rest of its life.
 pub async fn serve_proxy(
     listener: TcpListener,
     proxy: Arc<Proxy>,
     shutdown: CancellationToken,
     drain_timeout: Duration,
 ) {
-    let graceful = GracefulShutdown::new();
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let builder = Arc::new(auto::Builder::new(TokioExecutor::new()));
+    let connections = TaskTracker::new();
     loop {
         let (stream, remote) = tokio::select! {
             () = shutdown.cancelled() => break,
@@ -53,24 +59,18 @@ pub async fn serve_proxy(
                 continue;
             }
         };
-        let connection = Arc::new((Arc::clone(&proxy), Peer::new(remote)));
-        let service = service_fn(move |request: Request<Incoming>| {
-            let connection = Arc::clone(&connection);
-            async move {
-                let (proxy, peer) = &*connection;
-                Ok::<_, Infallible>(proxy.handle(request, peer).await)
+        let (proxy, shutdown, builder) =
+            (Arc::clone(&proxy), shutdown.clone(), Arc::clone(&builder));
+        connections.spawn(async move {
+            let peer = Peer::new(remote);
+            if let Some(rewound) = front::serve(stream, &proxy, &peer, &shutdown).await {
+                serve_with_hyper(rewound, proxy, peer, &builder, &shutdown).await;
             }
-        });
-        let connection = builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), service)
-            .into_owned();
-        let connection = graceful.watch(connection);
-        tokio::spawn(async move {
-            let _ = connection.await;
         });
     }
     drop(listener);
-    if tokio::time::timeout(drain_timeout, graceful.shutdown())
+    connections.close();
+    if tokio::time::timeout(drain_timeout, connections.wait())
         .await
         .is_err()
     {
@@ -79,6 +79,32 @@ pub async fn serve_proxy(
             "connections still open after the drain timeout"
         );
     }
+}
+
+/// Serves the rest of a connection with hyper's server; on `shutdown`, the request in
+/// progress is finished and the connection closed.
+async fn serve_with_hyper(
+    io: Rewound,
+    proxy: Arc<Proxy>,
+    peer: Peer,
+    builder: &auto::Builder<TokioExecutor>,
+    shutdown: &CancellationToken,
+) {
+    let connection = Arc::new((proxy, peer));
+    let service = service_fn(move |request: Request<Incoming>| {
+        let connection = Arc::clone(&connection);
+        async move {
+            let (proxy, peer) = &*connection;
+            Ok::<_, Infallible>(proxy.handle(request, peer).await)
+        }
+    });
+    let mut connection = pin!(builder.serve_connection_with_upgrades(TokioIo::new(io), service));
+    tokio::select! {
+        _ = connection.as_mut() => return,
+        () = shutdown.cancelled() => {}
+    }
+    connection.as_mut().graceful_shutdown();
+    let _ = connection.await;
 }
 
 /// Serves `proxy` on `threads` threads, each with its own single-threaded runtime accepting on

@@ -486,3 +486,241 @@ async fn a_large_chunked_answer_to_a_get_streams_through_and_the_connection_is_r
     // Both answers were read to their last chunk, so one connection carried both.
     assert_eq!(connections.load(Ordering::SeqCst), 1);
 }
+
+/// Splits the responses read from one connection: (status, head in lower case, body) each,
+/// bodies delimited by Content-Length or chunked.
+fn responses(mut bytes: &[u8]) -> Vec<(u16, String, String)> {
+    let text = |b: &[u8]| std::str::from_utf8(b).expect("an ASCII answer").to_owned();
+    let mut out = Vec::new();
+    while !bytes.is_empty() {
+        let mut fields = [httparse::EMPTY_HEADER; 32];
+        let mut response = httparse::Response::new(&mut fields);
+        let Ok(httparse::Status::Complete(len)) = response.parse(bytes) else {
+            panic!("not a complete answer: {}", String::from_utf8_lossy(bytes));
+        };
+        let status = response.code.expect("a status");
+        let head = text(&bytes[..len]).to_lowercase();
+        let length = response
+            .headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+            .map(|h| text(h.value).parse::<usize>().expect("a length"));
+        bytes = &bytes[len..];
+        let mut body = Vec::new();
+        if head.contains("transfer-encoding: chunked") {
+            loop {
+                let end = bytes
+                    .windows(2)
+                    .position(|w| w == b"\r\n")
+                    .expect("a chunk size line");
+                let size = usize::from_str_radix(&text(&bytes[..end]), 16).expect("a chunk size");
+                bytes = &bytes[end + 2..];
+                if size == 0 {
+                    // No trailers in these answers: the blank line ends the body.
+                    bytes = &bytes[2..];
+                    break;
+                }
+                body.extend_from_slice(&bytes[..size]);
+                bytes = &bytes[size + 2..];
+            }
+        } else {
+            let n = length.unwrap_or(0);
+            body.extend_from_slice(&bytes[..n]);
+            bytes = &bytes[n..];
+        }
+        out.push((status, head, text(&body)));
+    }
+    out
+}
+
+#[tokio::test]
+async fn pipelined_requests_are_answered_in_order_also_after_one_hyper_serves() {
+    // The GETs are the front path's; the POST hands the connection to hyper's server with
+    // the bytes read after it, which serves the last GET.
+    let a = activator().await;
+    let (pod, seen) = backend("shop").await;
+    let cfg = config(
+        "shop",
+        &[("service", "shop"), ("hosts", "shop.example.com")],
+    );
+    let key = cfg.key.clone();
+    a.targets.apply(vec![cfg]);
+    a.targets.set_ready(&key, vec![pod]);
+    let mut stream = TcpStream::connect(a.addr).await.unwrap();
+    stream
+        .write_all(
+            b"GET / HTTP/1.1\r\nHost: shop.example.com\r\n\r\n\
+              GET /nowhere HTTP/1.1\r\nHost: unknown.example.com\r\n\r\n\
+              GET / HTTP/1.1\r\nHost: shop.example.com\r\n\r\n\
+              POST /echo HTTP/1.1\r\nHost: shop.example.com\r\nContent-Length: 4\r\n\r\nping\
+              GET / HTTP/1.1\r\nHost: shop.example.com\r\nConnection: close\r\n\r\n",
+        )
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    within(10, "every answer", stream.read_to_end(&mut answer))
+        .await
+        .unwrap();
+    let answers = responses(&answer);
+    let got: Vec<(u16, &str)> = answers.iter().map(|(s, _, b)| (*s, b.as_str())).collect();
+    assert_eq!(got.len(), 5, "{}", String::from_utf8_lossy(&answer));
+    assert_eq!(got[0], (200, "hello from shop"));
+    assert_eq!(got[1].0, 404);
+    assert!(got[1].1.contains("no route"), "{}", got[1].1);
+    assert_eq!(got[2], (200, "hello from shop"));
+    assert_eq!(got[3], (200, "ping"));
+    assert_eq!(got[4], (200, "hello from shop"));
+    assert!(
+        answers[4].1.contains("connection: close"),
+        "{}",
+        answers[4].1
+    );
+    assert_eq!(seen.requests.load(Ordering::SeqCst), 4);
+    let target = a.targets.get(&key).unwrap();
+    assert_eq!(target.metrics().requests.get(), 4);
+    assert_eq!(a.metrics.no_route.get(), 1);
+}
+
+#[tokio::test]
+async fn answers_are_framed_for_the_client_whatever_the_pod_sent() {
+    // (request method and path, the pod's answer, then it closes; status, body, and whether
+    // the answer is chunked to the client)
+    let cases: [(&str, &'static [u8], u16, &str, bool); 4] = [
+        ("GET", b"HTTP/1.1 200 OK\r\n\r\nuntil the pod closes", 200, "until the pod closes", true),
+        (
+            "GET",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+            200,
+            "abcde",
+            true,
+        ),
+        ("HEAD", b"HTTP/1.1 200 OK\r\nContent-Length: 1234\r\n\r\n", 200, "", false),
+        ("GET", b"HTTP/1.1 204 No Content\r\n\r\n", 204, "", false),
+    ];
+    for (method, answer, status, body, chunked) in cases {
+        let a = activator().await;
+        let (pod, _) = raw_pod(move |mut stream| async move {
+            if read_head(&mut stream).await.is_some() {
+                let _ = stream.write_all(answer).await;
+            }
+        })
+        .await;
+        let cfg = config("shop", &[("service", "shop")]);
+        let key = cfg.key.clone();
+        a.targets.apply(vec![cfg]);
+        a.targets.set_ready(&key, vec![pod]);
+        let mut stream = TcpStream::connect(a.addr).await.unwrap();
+        // A second request on the same connection shows the first answer ended where it
+        // should: the pod is asked again, on a new connection.
+        let request = format!("{method} / HTTP/1.1\r\nHost: shop.example.com\r\n\r\n");
+        let last =
+            format!("{method} / HTTP/1.1\r\nHost: shop.example.com\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        stream.write_all(last.as_bytes()).await.unwrap();
+        let mut bytes = Vec::new();
+        within(10, "both answers", stream.read_to_end(&mut bytes))
+            .await
+            .unwrap();
+        let answers = if method == "HEAD" {
+            // No body follows a HEAD answer whatever its Content-Length says.
+            let text = String::from_utf8(bytes.clone()).unwrap();
+            let heads: Vec<&str> = text.split_terminator("\r\n\r\n").collect();
+            assert_eq!(heads.len(), 2, "{text}");
+            for head in heads {
+                assert!(
+                    head.to_lowercase().contains("content-length: 1234"),
+                    "{head}"
+                );
+            }
+            continue;
+        } else {
+            responses(&bytes)
+        };
+        assert_eq!(
+            answers.len(),
+            2,
+            "{method} {}",
+            String::from_utf8_lossy(&bytes)
+        );
+        for (got_status, head, got_body) in &answers {
+            assert_eq!(*got_status, status, "{head}");
+            assert_eq!(got_body, body, "{head}");
+            assert_eq!(
+                head.contains("transfer-encoding: chunked"),
+                chunked,
+                "{head}"
+            );
+            assert!(head.contains("date: "), "{head}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_drain_closes_idle_kept_alive_connections() {
+    let a = activator().await;
+    let (pod, _) = backend("shop").await;
+    let cfg = config("shop", &[("service", "shop")]);
+    let key = cfg.key.clone();
+    a.targets.apply(vec![cfg]);
+    a.targets.set_ready(&key, vec![pod]);
+    let mut stream = TcpStream::connect(a.addr).await.unwrap();
+    stream
+        .write_all(b"GET / HTTP/1.1\r\nHost: shop.example.com\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = [0u8; 4096];
+    let n = within(10, "the answer", stream.read(&mut answer))
+        .await
+        .unwrap();
+    assert!(answer[..n].ends_with(b"hello from shop"));
+    a.stop.cancel();
+    let mut rest = Vec::new();
+    within(
+        10,
+        "the idle connection to close",
+        stream.read_to_end(&mut rest),
+    )
+    .await
+    .unwrap();
+    assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
+}
+
+#[tokio::test]
+async fn an_error_answer_to_head_has_no_body_and_the_connection_goes_on() {
+    let a = activator().await;
+    // A pod that reads a request and closes the connection without answering.
+    let (pod, _) = raw_pod(|mut stream| async move {
+        let _ = read_head(&mut stream).await;
+    })
+    .await;
+    let cfg = config("shop", &[("service", "shop")]);
+    let key = cfg.key.clone();
+    a.targets.apply(vec![cfg]);
+    a.targets.set_ready(&key, vec![pod]);
+    let mut stream = TcpStream::connect(a.addr).await.unwrap();
+    stream
+        .write_all(
+            b"HEAD / HTTP/1.1\r\nHost: shop.example.com\r\n\r\n\
+              GET / HTTP/1.1\r\nHost: shop.example.com\r\nConnection: close\r\n\r\n",
+        )
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    within(10, "both answers", stream.read_to_string(&mut answer))
+        .await
+        .unwrap();
+    assert_eq!(
+        answer.matches("HTTP/1.1 502 Bad Gateway\r\n").count(),
+        2,
+        "{answer}"
+    );
+    // The JSON body comes once, after the second head.
+    assert_eq!(
+        answer.matches("\"error\":\"upstream_error\"").count(),
+        1,
+        "{answer}"
+    );
+    let (first, second) = answer.split_once("\r\n\r\n").unwrap();
+    assert!(first.to_lowercase().contains("content-length: "), "{first}");
+    assert!(second.starts_with("HTTP/1.1 502"), "{second}");
+}

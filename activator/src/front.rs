@@ -1,0 +1,816 @@
+//! The client side of HTTP/1.1 for the common request, served without hyper's server.
+//!
+//! Most requests a proxy sees are HTTP/1.1 without a body, on a kept-alive connection, for a
+//! target with a free slot. For those, this module does what nginx does: it parses the head
+//! off the socket (`httparse`, hyper's parser), writes the pod's request head straight from
+//! the client's header lines, and writes the pod's response to the client as it reads it
+//! ([`crate::wire`]), from the task serving the connection. There is no request or response
+//! object in between, no header map for the client's side, no second state machine.
+//!
+//! Everything else is handed, with the bytes read so far, to hyper's server for the rest of
+//! the connection ([`serve`] returns it): HTTP/2, HTTP/1.0, requests with a body, upgrades,
+//! `Expect`, unusual request targets, a head this module will not parse, a host without a
+//! route (hyper's path answers 404) and a target without a free slot (hyper's path holds the
+//! request in the queue). So every rule of those cases lives in one place
+//! ([`crate::proxy::Proxy::handle`]), and this path only ever forwards.
+
+use std::future::{Future, poll_fn};
+use std::io::{self, IoSlice, Write as _};
+use std::mem::MaybeUninit;
+use std::pin::{Pin, pin};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::SystemTime;
+
+use bytes::{Buf, Bytes, BytesMut};
+use http::header::{self, HeaderMap};
+use http::{Method, StatusCode, Version};
+use hyper::body::Body;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::edge;
+use crate::proxy::{self, Peer, Proxy, ProxyBody};
+
+/// Most header fields in a request head this path parses (hyper's default too).
+const MAX_HEADERS: usize = 100;
+/// Longest request head this path waits for; a longer one goes to hyper, which answers it.
+const MAX_HEAD: usize = 64 * 1024;
+/// Bytes reserved for each read from the client.
+const READ_CHUNK: usize = 8 * 1024;
+/// Response bytes gathered before they are written, when more are at hand.
+const WRITE_AT: usize = 64 * 1024;
+
+/// A connection this module hands to hyper: the bytes it read and did not serve, then the
+/// socket.
+#[derive(Debug)]
+pub struct Rewound {
+    prefix: Bytes,
+    io: edge::Stream,
+}
+
+/// Serves `stream` until the client closes it, the connection fails, or `shutdown` finds it
+/// between requests; or until a request this path does not serve, when the connection is
+/// returned for hyper's server.
+pub async fn serve(
+    stream: edge::Stream,
+    proxy: &Proxy,
+    peer: &Peer,
+    shutdown: &CancellationToken,
+) -> Option<Rewound> {
+    let mut conn = Conn {
+        io: stream,
+        buf: BytesMut::with_capacity(READ_CHUNK),
+        out: Vec::with_capacity(READ_CHUNK),
+    };
+    let mut head = Vec::with_capacity(1024);
+    let mut stopping = pin!(shutdown.cancelled());
+    loop {
+        // A complete request head, and its route and slot, or hyper's turn.
+        let (len, request) = loop {
+            match parse(&conn.buf, peer, &mut head) {
+                Parsed::Request(request) => {
+                    let len = request.len;
+                    match admit(proxy, &request) {
+                        Some(admitted) => break (len, admitted),
+                        None => return Some(conn.rewound()),
+                    }
+                }
+                Parsed::HandOver => return Some(conn.rewound()),
+                Parsed::Partial if conn.buf.len() >= MAX_HEAD => return Some(conn.rewound()),
+                Parsed::Partial => {}
+            }
+            // Between requests a drain closes the connection; a request begun is served.
+            let read = if conn.buf.is_empty() {
+                tokio::select! {
+                    biased;
+                    () = &mut stopping => return None,
+                    read = conn.read() => read,
+                }
+            } else {
+                conn.read().await
+            };
+            if !matches!(read, Ok(n) if n > 0) {
+                return None;
+            }
+        };
+        conn.buf.advance(len);
+        let Admitted {
+            method,
+            close,
+            target,
+            lease,
+            started,
+        } = request;
+        let pod = lease.addr();
+        let exchange = lease.upstream().send_head(&head, &method);
+        let response = match conn.unless_client_leaves(exchange).await {
+            // The client went away: dropping the exchange closes the pod's connection (the
+            // request is cancelled) and the lease frees the slot.
+            None => return None,
+            Some(Ok(response)) => response,
+            Some(Err(error)) => {
+                // A drain that began meanwhile ends the connection after this answer.
+                let close = close || shutdown.is_cancelled();
+                let error = proxy::upstream(&target, pod, error);
+                tracing::debug!(%error, "upstream failed");
+                drop(lease);
+                let response = error.to_response();
+                let (parts, body) = response.into_parts();
+                conn.out.clear();
+                encode_head(
+                    &parts.headers,
+                    parts.status,
+                    Framing::Length(body.len()),
+                    close,
+                    &mut conn.out,
+                );
+                if method != Method::HEAD {
+                    conn.out.extend_from_slice(&body);
+                }
+                if conn.write_out().await.is_err() || close {
+                    return conn.close().await;
+                }
+                continue;
+            }
+        };
+        proxy::answered(&target, started);
+        let (parts, body) = proxy::for_client(response, Version::HTTP_11);
+        let framing = Framing::of(&method, parts.status, &parts.headers);
+        let close = close || shutdown.is_cancelled();
+        conn.out.clear();
+        encode_head(&parts.headers, parts.status, framing, close, &mut conn.out);
+        if !conn.send_body(ProxyBody::wire(body, lease), framing).await || close {
+            return conn.close().await;
+        }
+    }
+}
+
+/// A parsed request head this path can serve.
+struct Request<'a> {
+    /// Length of the head in the buffer.
+    len: usize,
+    method: Method,
+    host: &'a str,
+    path: &'a str,
+    /// The client asked to close the connection after this request.
+    close: bool,
+}
+
+enum Parsed<'a> {
+    /// The head is not complete yet.
+    Partial,
+    /// Not a request for this path (see the module documentation).
+    HandOver,
+    Request(Request<'a>),
+}
+
+/// A request with its route and a slot on a pod.
+struct Admitted {
+    method: Method,
+    close: bool,
+    target: Arc<crate::target::Target>,
+    lease: crate::target::Lease,
+    started: Instant,
+}
+
+/// The route and a free slot, if both are there: a request to hold, or one without a route,
+/// is hyper's path's.
+fn admit(proxy: &Proxy, request: &Request<'_>) -> Option<Admitted> {
+    let started = Instant::now();
+    let target = proxy.route(request.host, request.path)?;
+    let lease = target.try_admit()?;
+    target.metrics().requests.inc();
+    Some(Admitted {
+        method: request.method.clone(),
+        close: request.close,
+        target,
+        lease,
+        started,
+    })
+}
+
+/// Headers of one hop only (RFC 9110 7.6.1), besides those the request's `Connection` names.
+/// `Upgrade`, `Transfer-Encoding` and `Expect` never get here: such requests are handed over.
+const HOP_BY_HOP: [&str; 7] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+];
+
+/// Parses the request head at the front of `buf` and, for a request this path serves, writes
+/// the pod's request head into `out`: the client's header lines as they came, without the
+/// hop-by-hop ones, with `X-Forwarded-For` (the client's address appended to any value
+/// there), `X-Forwarded-Host` and `X-Forwarded-Proto` as [`crate::proxy`] sets them.
+fn parse<'a>(buf: &'a [u8], peer: &Peer, out: &mut Vec<u8>) -> Parsed<'a> {
+    if buf.is_empty() {
+        return Parsed::Partial;
+    }
+    let mut fields = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+    let mut request = httparse::Request::new(&mut []);
+    let len = match request.parse_with_uninit_headers(buf, &mut fields) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) => return Parsed::Partial,
+        // Not HTTP/1.x (HTTP/2's preface), too many fields, or invalid: hyper answers.
+        Err(_) => return Parsed::HandOver,
+    };
+    let (Some(method), Some(target), Some(1)) = (request.method, request.path, request.version)
+    else {
+        return Parsed::HandOver;
+    };
+    if !is_simple_origin_form(target) || method == "CONNECT" {
+        return Parsed::HandOver;
+    }
+    let Ok(method) = Method::from_bytes(method.as_bytes()) else {
+        return Parsed::HandOver;
+    };
+    // First pass: is it a request for this path, and which fields are hop-by-hop?
+    let mut host = None;
+    let mut close = false;
+    let mut named_in_connection = false;
+    for field in request.headers.iter() {
+        let name = field.name;
+        if name.eq_ignore_ascii_case("host") {
+            if host.is_some() {
+                return Parsed::HandOver;
+            }
+            host = Some(field.value);
+        } else if name.eq_ignore_ascii_case("content-length") {
+            if field.value != b"0" {
+                return Parsed::HandOver;
+            }
+        } else if name.eq_ignore_ascii_case("transfer-encoding")
+            || name.eq_ignore_ascii_case("upgrade")
+            || name.eq_ignore_ascii_case("expect")
+        {
+            return Parsed::HandOver;
+        } else if name.eq_ignore_ascii_case("connection") {
+            for token in tokens(field.value) {
+                if token.eq_ignore_ascii_case(b"close") {
+                    close = true;
+                } else if token.eq_ignore_ascii_case(b"upgrade") {
+                    return Parsed::HandOver;
+                } else if !token.eq_ignore_ascii_case(b"keep-alive") {
+                    named_in_connection = true;
+                }
+            }
+        }
+    }
+    let Some(Ok(host)) = host.map(std::str::from_utf8) else {
+        return Parsed::HandOver;
+    };
+    // Second pass: the pod's head.
+    let client_ip = peer.forwarded_for().as_bytes();
+    out.clear();
+    out.extend_from_slice(method.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(target.as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    let (mut forwarded_for, mut forwarded_host, mut forwarded_proto) = (false, false, false);
+    for field in request.headers.iter() {
+        let name = field.name;
+        if HOP_BY_HOP.iter().any(|h| name.eq_ignore_ascii_case(h))
+            || (named_in_connection && is_named_in_connection(request.headers, name))
+        {
+            continue;
+        }
+        if name.eq_ignore_ascii_case("x-forwarded-for") {
+            if forwarded_for {
+                // Folded into the first one, as the header-map path does.
+                continue;
+            }
+            forwarded_for = true;
+            line(out, name.as_bytes(), &[field.value, b", ", client_ip]);
+            continue;
+        }
+        forwarded_host |= name.eq_ignore_ascii_case("x-forwarded-host");
+        forwarded_proto |= name.eq_ignore_ascii_case("x-forwarded-proto");
+        line(out, name.as_bytes(), &[field.value]);
+    }
+    if !forwarded_for {
+        line(out, b"x-forwarded-for", &[client_ip]);
+    }
+    if !forwarded_host {
+        line(out, b"x-forwarded-host", &[host.as_bytes()]);
+    }
+    if !forwarded_proto {
+        line(out, b"x-forwarded-proto", &[b"http"]);
+    }
+    out.extend_from_slice(b"\r\n");
+    let path = target.split_once('?').map_or(target, |(path, _)| path);
+    Parsed::Request(Request {
+        len,
+        method,
+        host,
+        path,
+        close,
+    })
+}
+
+/// An origin-form target (`/path?query`) of characters that need no further checking: RFC
+/// 3986's unreserved and sub-delims, `:@/?%`. Anything else goes to hyper's stricter parse.
+fn is_simple_origin_form(target: &str) -> bool {
+    target.starts_with('/')
+        && target.bytes().all(|b| {
+            b.is_ascii_alphanumeric()
+                || matches!(
+                    b,
+                    b'-' | b'.'
+                        | b'_'
+                        | b'~'
+                        | b'!'
+                        | b'$'
+                        | b'&'
+                        | b'\''
+                        | b'('
+                        | b')'
+                        | b'*'
+                        | b'+'
+                        | b','
+                        | b';'
+                        | b'='
+                        | b':'
+                        | b'@'
+                        | b'/'
+                        | b'?'
+                        | b'%'
+                )
+        })
+}
+
+/// The comma-separated tokens of a header value, trimmed.
+fn tokens(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+    value
+        .split(|&b| b == b',')
+        .map(<[u8]>::trim_ascii)
+        .filter(|t| !t.is_empty())
+}
+
+fn is_named_in_connection(fields: &[httparse::Header<'_>], name: &str) -> bool {
+    fields
+        .iter()
+        .filter(|f| f.name.eq_ignore_ascii_case("connection"))
+        .flat_map(|f| tokens(f.value))
+        .any(|t| t.eq_ignore_ascii_case(name.as_bytes()))
+}
+
+fn line(out: &mut Vec<u8>, name: &[u8], value: &[&[u8]]) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    for part in value {
+        out.extend_from_slice(part);
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// How a response body is delimited for the client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Framing {
+    /// No body: HEAD, 1xx, 204, 304 (their `Content-Length`, if any, is passed on as is).
+    None,
+    /// The pod's `Content-Length`, passed on.
+    Passed,
+    /// A length this module adds.
+    Length(usize),
+    /// Chunked: the pod's body was chunked (re-chunked here, trailers passed on) or ends
+    /// when the pod closes.
+    Chunked,
+}
+
+impl Framing {
+    fn of(method: &Method, status: StatusCode, headers: &HeaderMap) -> Self {
+        if method == Method::HEAD
+            || status.is_informational()
+            || status == StatusCode::NO_CONTENT
+            || status == StatusCode::NOT_MODIFIED
+        {
+            Self::None
+        } else if headers.contains_key(header::CONTENT_LENGTH) {
+            Self::Passed
+        } else {
+            Self::Chunked
+        }
+    }
+}
+
+/// Writes the response head for the client: the status line, `headers` (hop-by-hop ones
+/// already removed), `Date` when the pod sent none (RFC 9110 6.6.1, as hyper's server does),
+/// the framing, and `Connection: close` when the connection ends after this response.
+fn encode_head(
+    headers: &HeaderMap,
+    status: StatusCode,
+    framing: Framing,
+    close: bool,
+    out: &mut Vec<u8>,
+) {
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(status.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
+    out.extend_from_slice(b"\r\n");
+    for (name, value) in headers {
+        line(out, name.as_str().as_bytes(), &[value.as_bytes()]);
+    }
+    if !headers.contains_key(header::DATE) {
+        line(
+            out,
+            b"date",
+            &[httpdate::fmt_http_date(SystemTime::now()).as_bytes()],
+        );
+    }
+    match framing {
+        Framing::None | Framing::Passed => {}
+        Framing::Length(n) => {
+            // Writing to a Vec cannot fail.
+            let _ = write!(out, "content-length: {n}\r\n");
+        }
+        Framing::Chunked => line(out, b"transfer-encoding", &[b"chunked"]),
+    }
+    if close {
+        line(out, b"connection", &[b"close"]);
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// The client's connection while this path serves it.
+struct Conn {
+    io: edge::Stream,
+    /// Read from the client, not served yet.
+    buf: BytesMut,
+    /// To write to the client.
+    out: Vec<u8>,
+}
+
+impl Conn {
+    async fn read(&mut self) -> io::Result<usize> {
+        self.buf.reserve(READ_CHUNK);
+        poll_fn(|cx| self.io.poll_read_buf(cx, &mut self.buf)).await
+    }
+
+    async fn write_out(&mut self) -> io::Result<()> {
+        let result = self.io.write_all(&self.out).await;
+        self.out.clear();
+        result
+    }
+
+    /// Ends the connection after what was written: a FIN, so a response in flight is not cut
+    /// off by a reset.
+    async fn close(mut self) -> Option<Rewound> {
+        let _ = self.io.shutdown().await;
+        None
+    }
+
+    fn rewound(self) -> Rewound {
+        Rewound {
+            prefix: self.buf.freeze(),
+            io: self.io,
+        }
+    }
+
+    /// Runs `work` while watching the client: `None` if it closes its end (or its connection
+    /// fails) first. Bytes it sends meanwhile (a pipelined request) are kept, up to
+    /// [`MAX_HEAD`]; past that the client is no longer watched.
+    async fn unless_client_leaves<F: Future>(&mut self, work: F) -> Option<F::Output> {
+        let mut work = pin!(work);
+        poll_fn(|cx| {
+            if let Poll::Ready(output) = work.as_mut().poll(cx) {
+                return Poll::Ready(Some(output));
+            }
+            while self.buf.len() < MAX_HEAD {
+                self.buf.reserve(READ_CHUNK);
+                match self.io.poll_read_buf(cx, &mut self.buf) {
+                    Poll::Ready(Ok(0) | Err(_)) => return Poll::Ready(None),
+                    Poll::Ready(Ok(_)) => {}
+                    Poll::Pending => break,
+                }
+            }
+            Poll::Pending
+        })
+        .await
+    }
+
+    /// Writes the head in `out` and `body` framed as `framing`; whether the connection can
+    /// take another request.
+    async fn send_body(&mut self, mut body: ProxyBody, framing: Framing) -> bool {
+        let mut trailers_sent = false;
+        loop {
+            // Frames at hand go out together; before waiting for the pod, what is gathered is
+            // written, so a slow body streams.
+            let frame = match poll_now(&mut body) {
+                Some(frame) => frame,
+                None => {
+                    if !self.out.is_empty() && self.write_out().await.is_err() {
+                        return false;
+                    }
+                    match self.unless_client_leaves(next_frame(&mut body)).await {
+                        Some(frame) => frame,
+                        None => return false,
+                    }
+                }
+            };
+            let data = match frame {
+                None => break,
+                // The pod broke off: the client cannot be told with a status any more; it
+                // gets what came and a closed connection.
+                Some(Err(_)) => {
+                    let _ = self.write_out().await;
+                    return false;
+                }
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => data,
+                    Err(frame) => {
+                        if let (Ok(trailers), Framing::Chunked) = (frame.into_trailers(), framing) {
+                            self.out.extend_from_slice(b"0\r\n");
+                            for (name, value) in &trailers {
+                                line(&mut self.out, name.as_str().as_bytes(), &[value.as_bytes()]);
+                            }
+                            self.out.extend_from_slice(b"\r\n");
+                            trailers_sent = true;
+                        }
+                        continue;
+                    }
+                },
+            };
+            if data.is_empty() || framing == Framing::None {
+                continue;
+            }
+            if framing == Framing::Chunked {
+                // Writing to a Vec cannot fail.
+                let _ = write!(self.out, "{:x}\r\n", data.len());
+            }
+            if self.out.len() + data.len() > WRITE_AT {
+                // Large: written from where it is, not copied.
+                let chunked = framing == Framing::Chunked;
+                let tail: &[u8] = if chunked { b"\r\n" } else { b"" };
+                if self.write_all_three(&data, tail).await.is_err() {
+                    return false;
+                }
+            } else {
+                self.out.extend_from_slice(&data);
+                if framing == Framing::Chunked {
+                    self.out.extend_from_slice(b"\r\n");
+                }
+            }
+        }
+        if framing == Framing::Chunked && !trailers_sent {
+            self.out.extend_from_slice(b"0\r\n\r\n");
+        }
+        self.write_out().await.is_ok()
+    }
+
+    /// Writes `out`, then `data`, then `tail`, in as few system calls as the socket takes.
+    async fn write_all_three(&mut self, data: &[u8], tail: &[u8]) -> io::Result<()> {
+        let mut parts = [&self.out[..], data, tail];
+        while parts.iter().any(|p| !p.is_empty()) {
+            let slices = parts.map(IoSlice::new);
+            let mut n = self.io.write_vectored(&slices).await?;
+            if n == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            for part in &mut parts {
+                let k = n.min(part.len());
+                *part = &part[k..];
+                n -= k;
+            }
+        }
+        self.out.clear();
+        Ok(())
+    }
+}
+
+type Polled = Option<Result<hyper::body::Frame<Bytes>, proxy::BodyError>>;
+
+/// The next frame if the body has one at hand.
+fn poll_now(body: &mut ProxyBody) -> Option<Polled> {
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    match Pin::new(body).poll_frame(&mut cx) {
+        Poll::Ready(frame) => Some(frame),
+        Poll::Pending => None,
+    }
+}
+
+async fn next_frame(body: &mut ProxyBody) -> Polled {
+    poll_fn(|cx| Pin::new(&mut *body).poll_frame(cx)).await
+}
+
+impl AsyncRead for Rewound {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if !self.prefix.is_empty() {
+            let n = self.prefix.len().min(buf.remaining());
+            buf.put_slice(&self.prefix[..n]);
+            self.prefix.advance(n);
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Rewound {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, data)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peer() -> Peer {
+        Peer::new("127.0.0.9:5555".parse().expect("an address"))
+    }
+
+    #[test]
+    fn the_pods_head_is_the_clients_lines_without_hop_by_hop_ones_and_with_forwarded_ones() {
+        let request = b"GET /cart?id=7 HTTP/1.1\r\n\
+            Host: shop.example.com:8080\r\n\
+            Connection: keep-alive, X-Secret-Hop\r\n\
+            X-Secret-Hop: 1\r\n\
+            Keep-Alive: timeout=5\r\n\
+            TE: trailers\r\n\
+            X-Forwarded-For: 203.0.113.7\r\n\
+            X-Forwarded-For: 198.51.100.1\r\n\
+            Content-Length: 0\r\n\
+            X-App: kept\r\n\r\n";
+        let mut head = Vec::new();
+        let Parsed::Request(parsed) = parse(request, &peer(), &mut head) else {
+            panic!("a simple GET is this path's");
+        };
+        assert_eq!(parsed.len, request.len());
+        assert_eq!(parsed.method, Method::GET);
+        assert_eq!(parsed.host, "shop.example.com:8080");
+        assert_eq!(parsed.path, "/cart");
+        assert!(!parsed.close);
+        assert_eq!(
+            String::from_utf8(head).expect("ASCII"),
+            "GET /cart?id=7 HTTP/1.1\r\n\
+             Host: shop.example.com:8080\r\n\
+             X-Forwarded-For: 203.0.113.7, 127.0.0.9\r\n\
+             Content-Length: 0\r\n\
+             X-App: kept\r\n\
+             x-forwarded-host: shop.example.com:8080\r\n\
+             x-forwarded-proto: http\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn forwarded_headers_the_client_sent_are_kept() {
+        let request = b"DELETE /x HTTP/1.1\r\nhost: a\r\nx-forwarded-host: b\r\n\
+            x-forwarded-proto: https\r\nconnection: close\r\n\r\n";
+        let mut head = Vec::new();
+        let Parsed::Request(parsed) = parse(request, &peer(), &mut head) else {
+            panic!("a DELETE without a body is this path's");
+        };
+        assert!(parsed.close);
+        assert_eq!(
+            String::from_utf8(head).expect("ASCII"),
+            "DELETE /x HTTP/1.1\r\nhost: a\r\nx-forwarded-host: b\r\n\
+             x-forwarded-proto: https\r\nx-forwarded-for: 127.0.0.9\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn requests_this_path_does_not_serve_go_to_hyper_and_partial_heads_wait() {
+        let handed_over: &[&[u8]] = &[
+            b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\n\r\nping",
+            b"POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+            b"GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: h2c\r\n\r\n",
+            b"PUT /x HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\n\r\n",
+            b"GET /x HTTP/1.0\r\nHost: a\r\n\r\n",
+            b"GET http://a/x HTTP/1.1\r\nHost: a\r\n\r\n",
+            b"CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n\r\n",
+            b"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n",
+            b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+            b"GET /x HTTP/1.1\r\n\r\n",
+            b"GET /x HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+            b"GET /a|b HTTP/1.1\r\nHost: a\r\n\r\n",
+            b"GET /x#frag HTTP/1.1\r\nHost: a\r\n\r\n",
+            b"GET /x HTTP/1.1\r\nHost a\r\n\r\n",
+        ];
+        for request in handed_over {
+            let mut head = Vec::new();
+            assert!(
+                matches!(parse(request, &peer(), &mut head), Parsed::HandOver),
+                "{}",
+                String::from_utf8_lossy(request)
+            );
+        }
+        let mut head = Vec::new();
+        let many: Vec<u8> = [
+            &b"GET /x HTTP/1.1\r\nHost: a\r\n"[..],
+            &b"X-A: 1\r\n".repeat(MAX_HEADERS),
+            b"\r\n",
+        ]
+        .concat();
+        assert!(matches!(parse(&many, &peer(), &mut head), Parsed::HandOver));
+        for partial in [&b""[..], b"GE", b"GET /x HTTP/1.1\r\nHost: a\r\n"] {
+            assert!(matches!(
+                parse(partial, &peer(), &mut head),
+                Parsed::Partial
+            ));
+        }
+    }
+
+    #[test]
+    fn response_heads_say_how_the_body_ends() {
+        let mut with_length = HeaderMap::new();
+        with_length.insert(header::CONTENT_LENGTH, "5".parse().expect("a value"));
+        let cases = [
+            (Method::GET, StatusCode::OK, &with_length, Framing::Passed),
+            (
+                Method::GET,
+                StatusCode::OK,
+                &HeaderMap::new(),
+                Framing::Chunked,
+            ),
+            (Method::HEAD, StatusCode::OK, &with_length, Framing::None),
+            (
+                Method::HEAD,
+                StatusCode::OK,
+                &HeaderMap::new(),
+                Framing::None,
+            ),
+            (
+                Method::GET,
+                StatusCode::NO_CONTENT,
+                &HeaderMap::new(),
+                Framing::None,
+            ),
+            (
+                Method::GET,
+                StatusCode::NOT_MODIFIED,
+                &with_length,
+                Framing::None,
+            ),
+        ];
+        for (method, status, headers, framing) in cases {
+            assert_eq!(
+                Framing::of(&method, status, headers),
+                framing,
+                "{method} {status}"
+            );
+        }
+        let mut out = Vec::new();
+        let mut dated = with_length.clone();
+        dated.insert(
+            header::DATE,
+            "Sun, 22 Nov 2026 19:00:00 GMT".parse().expect("a value"),
+        );
+        encode_head(&dated, StatusCode::OK, Framing::Passed, true, &mut out);
+        assert_eq!(
+            String::from_utf8(out).expect("ASCII"),
+            "HTTP/1.1 200 OK\r\ncontent-length: 5\r\ndate: Sun, 22 Nov 2026 19:00:00 GMT\r\n\
+             connection: close\r\n\r\n"
+        );
+        let mut out = Vec::new();
+        encode_head(
+            &HeaderMap::new(),
+            StatusCode::BAD_GATEWAY,
+            Framing::Length(2),
+            false,
+            &mut out,
+        );
+        let head = String::from_utf8(out).expect("ASCII");
+        assert!(
+            head.starts_with("HTTP/1.1 502 Bad Gateway\r\ndate: "),
+            "{head}"
+        );
+        assert!(
+            head.ends_with(" GMT\r\ncontent-length: 2\r\n\r\n"),
+            "{head}"
+        );
+    }
+}
