@@ -55,10 +55,7 @@ async fn requests_are_routed_by_host_and_path_and_unknown_hosts_get_404() {
 async fn forwarded_headers_reach_the_backend() {
     let a = activator().await;
     let (pod, seen) = backend("shop").await;
-    let cfg = config("shop", &[("service", "shop")]);
-    let key = cfg.key.clone();
-    a.targets.apply(vec![cfg]);
-    a.targets.set_ready(&key, vec![pod]);
+    a.route("shop", &[("service", "shop")], vec![pod]);
     get(&client(), a.addr, "shop.example.com:8080", "/").await;
     let headers = seen.last_headers.lock().unwrap().clone().unwrap();
     assert_eq!(headers["x-forwarded-for"], "127.0.0.1");
@@ -130,10 +127,7 @@ async fn a_backend_that_dies_mid_request_gives_502_without_hanging_the_client() 
             drop(stream);
         }
     });
-    let cfg = config("shop", &[("service", "shop")]);
-    let key = cfg.key.clone();
-    a.targets.apply(vec![cfg]);
-    a.targets.set_ready(&key, vec![pod]);
+    let key = a.route("shop", &[("service", "shop")], vec![pod]);
     let (status, body) = within(10, "502", get(&client(), a.addr, "shop.example.com", "/")).await;
     assert_eq!(status, 502);
     assert!(body.contains("\"error\":\"upstream_error\""), "{body}");
@@ -147,13 +141,11 @@ async fn a_backend_that_dies_mid_request_gives_502_without_hanging_the_client() 
 async fn a_client_that_disconnects_frees_its_slot_and_cancels_the_upstream_request() {
     let a = activator().await;
     let (pod, seen) = backend("shop").await;
-    let cfg = config(
+    let key = a.route(
         "shop",
         &[("service", "shop"), ("containerConcurrency", "1")],
+        vec![pod],
     );
-    let key = cfg.key.clone();
-    a.targets.apply(vec![cfg]);
-    a.targets.set_ready(&key, vec![pod]);
     let target = a.targets.get(&key).unwrap();
     // The first request takes the only slot and hangs at the backend.
     let mut hanging = TcpStream::connect(a.addr).await.unwrap();
@@ -204,10 +196,7 @@ async fn a_websocket_echo_works_through_the_proxy() {
             });
         }
     });
-    let cfg = config("ws", &[("service", "ws")]);
-    let key = cfg.key.clone();
-    a.targets.apply(vec![cfg]);
-    a.targets.set_ready(&key, vec![pod]);
+    a.route("ws", &[("service", "ws")], vec![pod]);
     let mut ws = TcpStream::connect(a.addr).await.unwrap();
     ws.write_all(b"GET /chat HTTP/1.1\r\nHost: ws.example.com\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
         .await
@@ -239,10 +228,7 @@ async fn a_websocket_echo_works_through_the_proxy() {
 async fn request_and_response_bodies_stream_through() {
     let a = activator().await;
     let (pod, _) = backend("shop").await;
-    let cfg = config("shop", &[("service", "shop")]);
-    let key = cfg.key.clone();
-    a.targets.apply(vec![cfg]);
-    a.targets.set_ready(&key, vec![pod]);
+    a.route("shop", &[("service", "shop")], vec![pod]);
     let payload = vec![b'x'; 3 * 1024 * 1024];
     let request = http::Request::post(format!("http://{}/echo", a.addr))
         .header("host", "shop.example.com")
@@ -263,10 +249,7 @@ async fn request_and_response_bodies_stream_through() {
 async fn connections_to_a_pod_are_kept_alive_and_reused() {
     let a = activator().await;
     let (pod, seen) = backend("shop").await;
-    let cfg = config("shop", &[("service", "shop")]);
-    let key = cfg.key.clone();
-    a.targets.apply(vec![cfg]);
-    a.targets.set_ready(&key, vec![pod]);
+    a.route("shop", &[("service", "shop")], vec![pod]);
     let c = client();
     for _ in 0..20 {
         assert_eq!(
@@ -284,10 +267,7 @@ async fn a_pod_that_closes_its_connections_still_gets_every_request() {
     let a = activator().await;
     // Answers with `connection: close` and closes: no connection can be reused.
     let (pod, seen) = backend_with("shop", false).await;
-    let cfg = config("shop", &[("service", "shop")]);
-    let key = cfg.key.clone();
-    a.targets.apply(vec![cfg]);
-    a.targets.set_ready(&key, vec![pod]);
+    a.route("shop", &[("service", "shop")], vec![pod]);
     let c = client();
     for _ in 0..10 {
         assert_eq!(
@@ -302,10 +282,7 @@ async fn a_pod_that_closes_its_connections_still_gets_every_request() {
 async fn http2_requests_reach_the_pod_in_origin_form_with_a_host_header() {
     let a = activator().await;
     let (pod, seen) = backend("shop").await;
-    let cfg = config("shop", &[("service", "shop")]);
-    let key = cfg.key.clone();
-    a.targets.apply(vec![cfg]);
-    a.targets.set_ready(&key, vec![pod]);
+    a.route("shop", &[("service", "shop")], vec![pod]);
     let h2 = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .http2_only(true)
         .build_http::<http_body_util::Full<bytes::Bytes>>();
@@ -404,10 +381,7 @@ async fn pod_that_drops_reused_connections() -> (
 async fn a_reused_connection_closed_under_a_request_is_retried_only_when_idempotent() {
     let a = activator().await;
     let (pod, connections) = pod_that_drops_reused_connections().await;
-    let cfg = config("shop", &[("service", "shop")]);
-    let key = cfg.key.clone();
-    a.targets.apply(vec![cfg]);
-    a.targets.set_ready(&key, vec![pod]);
+    let key = a.route("shop", &[("service", "shop")], vec![pod]);
     let c = client();
     let send = |method: http::Method| {
         let request = http::Request::builder()
@@ -458,10 +432,7 @@ async fn a_large_chunked_answer_to_a_get_streams_through_and_the_connection_is_r
         }
     })
     .await;
-    let cfg = config("big", &[("service", "big")]);
-    let key = cfg.key.clone();
-    a.targets.apply(vec![cfg]);
-    a.targets.set_ready(&key, vec![pod]);
+    a.route("big", &[("service", "big")], vec![pod]);
     let c = client();
     for _ in 0..2 {
         let request = http::Request::get(format!("http://{}/big", a.addr))
@@ -539,13 +510,11 @@ async fn pipelined_requests_are_answered_in_order_also_after_one_hyper_serves() 
     // the bytes read after it, which serves the last GET.
     let a = activator().await;
     let (pod, seen) = backend("shop").await;
-    let cfg = config(
+    let key = a.route(
         "shop",
         &[("service", "shop"), ("hosts", "shop.example.com")],
+        vec![pod],
     );
-    let key = cfg.key.clone();
-    a.targets.apply(vec![cfg]);
-    a.targets.set_ready(&key, vec![pod]);
     let mut stream = TcpStream::connect(a.addr).await.unwrap();
     stream
         .write_all(
@@ -605,10 +574,7 @@ async fn answers_are_framed_for_the_client_whatever_the_pod_sent() {
             }
         })
         .await;
-        let cfg = config("shop", &[("service", "shop")]);
-        let key = cfg.key.clone();
-        a.targets.apply(vec![cfg]);
-        a.targets.set_ready(&key, vec![pod]);
+        a.route("shop", &[("service", "shop")], vec![pod]);
         let mut stream = TcpStream::connect(a.addr).await.unwrap();
         // A second request on the same connection shows the first answer ended where it
         // should: the pod is asked again, on a new connection.
@@ -659,10 +625,7 @@ async fn answers_are_framed_for_the_client_whatever_the_pod_sent() {
 async fn a_drain_closes_idle_kept_alive_connections() {
     let a = activator().await;
     let (pod, _) = backend("shop").await;
-    let cfg = config("shop", &[("service", "shop")]);
-    let key = cfg.key.clone();
-    a.targets.apply(vec![cfg]);
-    a.targets.set_ready(&key, vec![pod]);
+    a.route("shop", &[("service", "shop")], vec![pod]);
     let mut stream = TcpStream::connect(a.addr).await.unwrap();
     stream
         .write_all(b"GET / HTTP/1.1\r\nHost: shop.example.com\r\n\r\n")
@@ -693,10 +656,7 @@ async fn an_error_answer_to_head_has_no_body_and_the_connection_goes_on() {
         let _ = read_head(&mut stream).await;
     })
     .await;
-    let cfg = config("shop", &[("service", "shop")]);
-    let key = cfg.key.clone();
-    a.targets.apply(vec![cfg]);
-    a.targets.set_ready(&key, vec![pod]);
+    a.route("shop", &[("service", "shop")], vec![pod]);
     let mut stream = TcpStream::connect(a.addr).await.unwrap();
     stream
         .write_all(

@@ -70,6 +70,18 @@ pub async fn activator() -> Activator {
     }
 }
 
+impl Activator {
+    /// Routes ScaledObject `shop/<name>`, an `http` trigger with `metadata` ([`config`]), to
+    /// the ready `pods`; its key.
+    pub fn route(&self, name: &str, metadata: &[(&str, &str)], pods: Vec<SocketAddr>) -> TargetKey {
+        let cfg = config(name, metadata);
+        let key = cfg.key.clone();
+        self.targets.apply(vec![cfg]);
+        self.targets.set_ready(&key, pods);
+        key
+    }
+}
+
 /// The parsed `http` trigger of ScaledObject `shop/<name>` with `metadata`.
 pub fn config(name: &str, metadata: &[(&str, &str)]) -> TargetConfig {
     let metadata: BTreeMap<String, String> = metadata
