@@ -465,6 +465,28 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn try_admit_takes_only_a_free_slot_and_never_queues() {
+        let (t, mut wake) = target(1, 10, Duration::from_secs(30));
+        // No pod: nothing taken, nothing queued, nobody woken.
+        assert!(t.try_admit().is_none());
+        assert_eq!(t.held(), 0);
+        assert!(wake.try_recv().is_err());
+        t.set_ready(vec![addr(1)]);
+        let lease = t.try_admit().expect("the free slot");
+        assert_eq!(lease.addr(), addr(1));
+        // The only slot is taken: a request queued by admit keeps its turn.
+        assert!(t.try_admit().is_none());
+        let queued = held(t.admit().unwrap());
+        drop(lease);
+        // A released slot goes to the queued request, not to try_admit.
+        assert!(t.try_admit().is_none());
+        let lease = queued.wait().await.unwrap();
+        assert_eq!(lease.addr(), addr(1));
+        drop(lease);
+        assert!(t.try_admit().is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_full_queue_rejects_and_a_held_request_times_out() {
         let (t, _wake) = target(0, 2, Duration::from_secs(3));
         let a = held(t.admit().unwrap());
