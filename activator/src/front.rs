@@ -1,24 +1,23 @@
 //! The client side of HTTP/1.1 for the common request, served without hyper's server.
 //!
-//! Most requests a proxy sees are HTTP/1.1 without a body, on a kept-alive connection, for a
-//! target with a free slot. For those, this module does what nginx does: it parses the head
-//! off the socket (`httparse`, hyper's parser), writes the pod's request head straight from
+//! Most requests a proxy sees are HTTP/1.1 without a body, on a kept-alive connection. For
+//! those, this module does what nginx does: it parses the head off the socket (`httparse`,
+//! hyper's parser), routes and admits the request as [`Proxy::handle`] does (holding it while
+//! no pod has room, answering 404, 503 and 504), writes the pod's request head straight from
 //! the client's header lines, and writes the pod's response to the client as it reads it
-//! ([`crate::wire`]), from the task serving the connection. There is no request or response
-//! object in between, no header map for the client's side, no second state machine.
+//! ([`crate::wire`]), all from the task serving the connection. There is no request or
+//! response object for the client's side, no header map, no second state machine. Errors are
+//! answered from [`crate::error::ProxyError::to_response`], as on hyper's path.
 //!
-//! Everything else is handed, with the bytes read so far, to hyper's server for the rest of
-//! the connection ([`serve`] returns it): HTTP/2, HTTP/1.0, requests with a body, upgrades,
-//! `Expect`, unusual request targets, a head this module will not parse, a host without a
-//! route (hyper's path answers 404) and a target without a free slot (hyper's path holds the
-//! request in the queue). So every rule of those cases lives in one place
-//! ([`crate::proxy::Proxy::handle`]), and this path only ever forwards.
+//! The first request that is anything else hands the connection, with the bytes read so far,
+//! to hyper's server for the rest of its life ([`serve`] returns it): HTTP/2, HTTP/1.0,
+//! requests with a body, upgrades, `Expect`, unusual request targets, a head this module will
+//! not parse. Those keep their one implementation in [`Proxy::handle`].
 
 use std::future::{Future, poll_fn};
 use std::io::{self, IoSlice, Write as _};
 use std::mem::MaybeUninit;
 use std::pin::{Pin, pin};
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::SystemTime;
 
@@ -32,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::edge;
 use crate::proxy::{self, Peer, Proxy, ProxyBody};
+use crate::target::Admission;
 
 /// Most header fields in a request head this path parses (hyper's default too).
 const MAX_HEADERS: usize = 100;
@@ -67,15 +67,17 @@ pub async fn serve(
     let mut head = Vec::with_capacity(1024);
     let mut stopping = pin!(shutdown.cancelled());
     loop {
-        // A complete request head, and its route and slot, or hyper's turn.
-        let (len, request) = loop {
+        // A complete request head, routed and admitted, or hyper's turn.
+        let (method, close, started, admitted) = loop {
             match parse(&conn.buf, peer, &mut head) {
                 Parsed::Request(request) => {
-                    let len = request.len;
-                    match admit(proxy, &request) {
-                        Some(admitted) => break (len, admitted),
-                        None => return Some(conn.rewound()),
-                    }
+                    let started = Instant::now();
+                    let admitted = proxy.admit(request.host, request.path);
+                    let Request {
+                        len, method, close, ..
+                    } = request;
+                    conn.buf.advance(len);
+                    break (method, close, started, admitted);
                 }
                 Parsed::HandOver => return Some(conn.rewound()),
                 Parsed::Partial if conn.buf.len() >= MAX_HEAD => return Some(conn.rewound()),
@@ -95,53 +97,59 @@ pub async fn serve(
                 return None;
             }
         };
-        conn.buf.advance(len);
-        let Admitted {
-            method,
-            close,
-            target,
-            lease,
-            started,
-        } = request;
-        let pod = lease.addr();
-        let exchange = lease.upstream().send_head(&head, &method);
-        let response = match conn.unless_client_leaves(exchange).await {
-            // The client went away: dropping the exchange closes the pod's connection (the
-            // request is cancelled) and the lease frees the slot.
-            None => return None,
-            Some(Ok(response)) => response,
-            Some(Err(error)) => {
-                // A drain that began meanwhile ends the connection after this answer.
-                let close = close || shutdown.is_cancelled();
-                let error = proxy::upstream(&target, pod, error);
-                tracing::debug!(%error, "upstream failed");
-                drop(lease);
-                let response = error.to_response();
-                let (parts, body) = response.into_parts();
-                conn.out.clear();
-                encode_head(
-                    &parts.headers,
-                    parts.status,
-                    Framing::Length(body.len()),
-                    close,
-                    &mut conn.out,
-                );
+        let admitted = match admitted {
+            Ok((target, Admission::Ready(lease))) => Ok((target, lease)),
+            // Held until a pod has room; a client that leaves gives up its place.
+            Ok((target, Admission::Held(held))) => {
+                match conn.unless_client_leaves(held.wait()).await {
+                    None => return None,
+                    Some(lease) => lease.map(|lease| (target, lease)),
+                }
+            }
+            Err(error) => Err(error),
+        };
+        let answered = match admitted {
+            Ok((target, lease)) => {
+                let pod = lease.addr();
+                let exchange = lease.upstream().send_head(&head, &method);
+                match conn.unless_client_leaves(exchange).await {
+                    // The client went away: dropping the exchange closes the pod's connection
+                    // (the request is cancelled) and the lease frees the slot.
+                    None => return None,
+                    Some(Ok(response)) => {
+                        proxy::answered(&target, started);
+                        Ok((response, lease))
+                    }
+                    Some(Err(error)) => {
+                        let error = proxy::upstream(&target, pod, error);
+                        tracing::debug!(%error, "upstream failed");
+                        Err(error)
+                    }
+                }
+            }
+            Err(error) => Err(error),
+        };
+        // A drain that began meanwhile ends the connection after this answer.
+        let close = close || shutdown.is_cancelled();
+        conn.out.clear();
+        let sent = match answered {
+            Ok((response, lease)) => {
+                let (parts, body) = proxy::for_client(response, Version::HTTP_11);
+                let framing = Framing::of(&method, parts.status, &parts.headers);
+                encode_head(&parts.headers, parts.status, framing, close, &mut conn.out);
+                conn.send_body(ProxyBody::wire(body, lease), framing).await
+            }
+            Err(error) => {
+                let (parts, body) = error.to_response().into_parts();
+                let framing = Framing::Length(body.len());
+                encode_head(&parts.headers, parts.status, framing, close, &mut conn.out);
                 if method != Method::HEAD {
                     conn.out.extend_from_slice(&body);
                 }
-                if conn.write_out().await.is_err() || close {
-                    return conn.close().await;
-                }
-                continue;
+                conn.write_out().await.is_ok()
             }
         };
-        proxy::answered(&target, started);
-        let (parts, body) = proxy::for_client(response, Version::HTTP_11);
-        let framing = Framing::of(&method, parts.status, &parts.headers);
-        let close = close || shutdown.is_cancelled();
-        conn.out.clear();
-        encode_head(&parts.headers, parts.status, framing, close, &mut conn.out);
-        if !conn.send_body(ProxyBody::wire(body, lease), framing).await || close {
+        if !sent || close {
             return conn.close().await;
         }
     }
@@ -164,31 +172,6 @@ enum Parsed<'a> {
     /// Not a request for this path (see the module documentation).
     HandOver,
     Request(Request<'a>),
-}
-
-/// A request with its route and a slot on a pod.
-struct Admitted {
-    method: Method,
-    close: bool,
-    target: Arc<crate::target::Target>,
-    lease: crate::target::Lease,
-    started: Instant,
-}
-
-/// The route and a free slot, if both are there: a request to hold, or one without a route,
-/// is hyper's path's.
-fn admit(proxy: &Proxy, request: &Request<'_>) -> Option<Admitted> {
-    let started = Instant::now();
-    let target = proxy.route(request.host, request.path)?;
-    let lease = target.try_admit()?;
-    target.metrics().requests.inc();
-    Some(Admitted {
-        method: request.method.clone(),
-        close: request.close,
-        target,
-        lease,
-        started,
-    })
 }
 
 /// Headers of one hop only (RFC 9110 7.6.1), besides those the request's `Connection` names.

@@ -1,6 +1,7 @@
-//! The request path: route, take a slot (or wait in the hold queue), forward with hyper, and
-//! map every failure to a status in one place ([`Proxy::handle`] via
-//! [`ProxyError::to_response`]).
+//! The request path: route, take a slot (or wait in the hold queue), forward, and map every
+//! failure to a status in one place ([`ProxyError::to_response`]). [`Proxy::handle`] serves
+//! the requests hyper's server parses; [`crate::front`] the common HTTP/1.1 request, with the
+//! same routing and admission ([`Proxy::admit`]) and the same pod connections.
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -266,12 +267,27 @@ impl Proxy {
         Self { routes, metrics }
     }
 
-    /// The target `host` and `path` are routed to.
-    pub(crate) fn route(&self, host: &str, path: &str) -> Option<Arc<Target>> {
-        self.routes.load().lookup(host, path).map(Arc::clone)
+    /// Routes a request for `host` and `path` and counts it: its target and a slot on a pod or
+    /// a place in the hold queue.
+    pub(crate) fn admit(
+        &self,
+        host: &str,
+        path: &str,
+    ) -> Result<(Arc<Target>, Admission), ProxyError> {
+        let Some(target) = self.routes.load().lookup(host, path).map(Arc::clone) else {
+            self.metrics.no_route.inc();
+            return Err(ProxyError::NoRoute {
+                host: host.to_owned(),
+                path: path.to_owned(),
+            });
+        };
+        target.metrics().requests.inc();
+        let admission = target.admit()?;
+        Ok((target, admission))
     }
 
-    /// Handles one request of `peer`; every error becomes its status here, and only here.
+    /// Handles one request of `peer` that hyper's server parsed; every error becomes its
+    /// status here.
     pub async fn handle(&self, request: Request<Incoming>, peer: &Peer) -> Response<ProxyBody> {
         match self.forward(request, peer).await {
             Ok(response) => response,
@@ -290,21 +306,8 @@ impl Proxy {
         peer: &Peer,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let started = Instant::now();
-        let target = {
-            let host = request_host(&request);
-            match self.route(host, request.uri().path()) {
-                Some(target) => target,
-                None => {
-                    self.metrics.no_route.inc();
-                    return Err(ProxyError::NoRoute {
-                        host: host.to_owned(),
-                        path: request.uri().path().to_owned(),
-                    });
-                }
-            }
-        };
-        target.metrics().requests.inc();
-        let lease = match target.admit()? {
+        let (target, admission) = self.admit(request_host(&request), request.uri().path())?;
+        let lease = match admission {
             Admission::Ready(lease) => lease,
             Admission::Held(held) => held.wait().await?,
         };

@@ -279,8 +279,15 @@ impl Target {
         let mut state = self.lock();
         state.meter.arrived(now);
         state.last_active = Some(now);
-        if let Some(lease) = self.take_slot(&mut state) {
-            return Ok(Admission::Ready(lease));
+        if state.queue.is_empty()
+            && let Some(i) = pick(&state.pods, state.cursor)
+        {
+            state.pods[i].in_flight += 1;
+            state.cursor = i + 1;
+            return Ok(Admission::Ready(Lease {
+                target: Arc::clone(self),
+                upstream: Arc::clone(&state.upstreams[i]),
+            }));
         }
         if state.queue.len() >= state.settings.queue_depth {
             state.meter.finished(now);
@@ -311,30 +318,6 @@ impl Target {
             rx,
             done: false,
         }))
-    }
-
-    /// A slot on the least-loaded pod with room, if one is free and nobody is queued; else
-    /// nothing changes (such a request is for [`Target::admit`]).
-    pub fn try_admit(self: &Arc<Self>) -> Option<Lease> {
-        let mut state = self.lock();
-        let lease = self.take_slot(&mut state)?;
-        let now = Instant::now();
-        state.meter.arrived(now);
-        state.last_active = Some(now);
-        Some(lease)
-    }
-
-    fn take_slot(self: &Arc<Self>, state: &mut State) -> Option<Lease> {
-        if !state.queue.is_empty() {
-            return None;
-        }
-        let i = pick(&state.pods, state.cursor)?;
-        state.pods[i].in_flight += 1;
-        state.cursor = i + 1;
-        Some(Lease {
-            target: Arc::clone(self),
-            upstream: Arc::clone(&state.upstreams[i]),
-        })
     }
 
     /// Replaces the ready endpoints (from EndpointSlices) and forwards held requests that now
@@ -462,28 +445,6 @@ mod tests {
         let lease = second.await.unwrap().unwrap();
         assert_eq!(lease.addr(), addr(1));
         assert_eq!(t.held(), 0);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn try_admit_takes_only_a_free_slot_and_never_queues() {
-        let (t, mut wake) = target(1, 10, Duration::from_secs(30));
-        // No pod: nothing taken, nothing queued, nobody woken.
-        assert!(t.try_admit().is_none());
-        assert_eq!(t.held(), 0);
-        assert!(wake.try_recv().is_err());
-        t.set_ready(vec![addr(1)]);
-        let lease = t.try_admit().expect("the free slot");
-        assert_eq!(lease.addr(), addr(1));
-        // The only slot is taken: a request queued by admit keeps its turn.
-        assert!(t.try_admit().is_none());
-        let queued = held(t.admit().unwrap());
-        drop(lease);
-        // A released slot goes to the queued request, not to try_admit.
-        assert!(t.try_admit().is_none());
-        let lease = queued.wait().await.unwrap();
-        assert_eq!(lease.addr(), addr(1));
-        drop(lease);
-        assert!(t.try_admit().is_some());
     }
 
     #[tokio::test(start_paused = true)]

@@ -98,6 +98,32 @@ async fn a_full_queue_answers_503_and_held_requests_complete_when_a_pod_is_ready
 }
 
 #[tokio::test]
+async fn a_held_client_that_disconnects_gives_up_its_place_in_the_queue() {
+    let a = activator().await;
+    let (pod, seen) = backend("shop").await;
+    let key = a.route("shop", &[("service", "shop"), ("queueDepth", "1")], vec![]);
+    let target = a.targets.get(&key).unwrap();
+    let mut gone = TcpStream::connect(a.addr).await.unwrap();
+    gone.write_all(b"GET / HTTP/1.1\r\nHost: shop.example.com\r\n\r\n")
+        .await
+        .unwrap();
+    eventually("the request to be held", || target.held() == 1).await;
+    drop(gone);
+    eventually("the place to be given up", || target.held() == 0).await;
+    // The one place is free again, and a pod that turns ready never sees the request.
+    let c = client();
+    let addr = a.addr;
+    let next = tokio::spawn(async move { get(&c, addr, "shop.example.com", "/").await });
+    eventually("the next request to be held", || target.held() == 1).await;
+    a.targets.set_ready(&key, vec![pod]);
+    assert_eq!(
+        within(10, "the next answer", next).await.unwrap(),
+        (200, "hello from shop".into())
+    );
+    assert_eq!(seen.requests.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
 async fn a_request_held_past_the_hold_timeout_gets_504() {
     let a = activator().await;
     let cfg = config("shop", &[("service", "shop"), ("holdTimeout", "200ms")]);
