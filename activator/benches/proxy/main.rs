@@ -162,44 +162,35 @@ async fn run(options: Options) -> anyhow::Result<()> {
     let dir = TempDir::new()?;
     let mut cluster = Cluster::start(&dir.0).await?;
     let (backend, backend_addr) = procs::spawn_backend()?;
-    let listen = procs::free_port()?;
-    let admin = procs::free_port()?;
-    let log = dir.0.join("activator.log");
     let kubeconfig = dir.0.join("kubeconfig");
     let operator_url = cluster.operator_url.clone();
     let workers = options.workers;
-    let activator = tokio::task::block_in_place(|| {
-        procs::spawn_activator(&ActivatorSetup {
-            binary: Path::new(ACTIVATOR),
-            replica: "activator-bench",
-            kubeconfig: &kubeconfig,
-            listen,
-            admin,
-            operator_url: &operator_url,
-            pki_dir: &dir.0,
-            namespace: cluster::NAMESPACE,
-            workers,
-            log: &log,
-        })
-    })?;
+    let log_of = |replica: &str| dir.0.join(format!("{replica}.log"));
+    // An activator build on its own ports, reporting as `replica`.
+    let spawn = |binary: &Path, replica: &str| -> anyhow::Result<(Proc, SocketAddr)> {
+        let (listen, admin) = (procs::free_port()?, procs::free_port()?);
+        let log = log_of(replica);
+        let proc = tokio::task::block_in_place(|| {
+            procs::spawn_activator(&ActivatorSetup {
+                binary,
+                replica,
+                kubeconfig: &kubeconfig,
+                listen,
+                admin,
+                operator_url: &operator_url,
+                pki_dir: &dir.0,
+                namespace: cluster::NAMESPACE,
+                workers,
+                log: &log,
+            })
+        })?;
+        Ok((proc, listen))
+    };
+    let (activator, listen) = spawn(Path::new(ACTIVATOR), "activator-bench")?;
+    let log = log_of("activator-bench");
     let baseline = match &options.compare {
         Some(binary) => {
-            let (listen, admin) = (procs::free_port()?, procs::free_port()?);
-            let log = dir.0.join("baseline.log");
-            let proc = tokio::task::block_in_place(|| {
-                procs::spawn_activator(&ActivatorSetup {
-                    binary,
-                    replica: "activator-baseline",
-                    kubeconfig: &kubeconfig,
-                    listen,
-                    admin,
-                    operator_url: &operator_url,
-                    pki_dir: &dir.0,
-                    namespace: cluster::NAMESPACE,
-                    workers,
-                    log: &log,
-                })
-            })?;
+            let (proc, listen) = spawn(binary, "activator-baseline")?;
             println!(
                 "baseline {} at {listen} (pid {})",
                 binary.display(),
