@@ -174,18 +174,6 @@ enum Parsed<'a> {
     Request(Request<'a>),
 }
 
-/// Headers of one hop only (RFC 9110 7.6.1), besides those the request's `Connection` names.
-/// `Upgrade`, `Transfer-Encoding` and `Expect` never get here: such requests are handed over.
-const HOP_BY_HOP: [&str; 7] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-];
-
 /// Parses the request head at the front of `buf` and, for a request this path serves, writes
 /// the pod's request head into `out`: the client's header lines as they came, without the
 /// hop-by-hop ones, with `X-Forwarded-For` (the client's address appended to any value
@@ -247,7 +235,8 @@ fn parse<'a>(buf: &'a [u8], peer: &Peer, out: &mut Vec<u8>) -> Parsed<'a> {
     let Some(Ok(host)) = host.map(std::str::from_utf8) else {
         return Parsed::HandOver;
     };
-    // Second pass: the pod's head.
+    // Second pass: the pod's head, without hop-by-hop fields (`Upgrade` and
+    // `Transfer-Encoding` never get here: such requests are handed over).
     let client_ip = peer.forwarded_for().as_bytes();
     out.clear();
     out.extend_from_slice(method.as_str().as_bytes());
@@ -257,7 +246,9 @@ fn parse<'a>(buf: &'a [u8], peer: &Peer, out: &mut Vec<u8>) -> Parsed<'a> {
     let (mut forwarded_for, mut forwarded_host, mut forwarded_proto) = (false, false, false);
     for field in request.headers.iter() {
         let name = field.name;
-        if HOP_BY_HOP.iter().any(|h| name.eq_ignore_ascii_case(h))
+        if proxy::HOP_BY_HOP
+            .iter()
+            .any(|h| name.eq_ignore_ascii_case(h.as_str()))
             || (named_in_connection && is_named_in_connection(request.headers, name))
         {
             continue;

@@ -34,7 +34,7 @@ const KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
 const PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
 
 /// Headers that describe one hop, not the message (RFC 9110 7.6.1).
-const HOP_BY_HOP: [HeaderName; 8] = [
+pub(crate) const HOP_BY_HOP: [HeaderName; 8] = [
     header::CONNECTION,
     KEEP_ALIVE,
     PROXY_CONNECTION,
