@@ -29,9 +29,9 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::edge;
 use crate::proxy::{self, Peer, Proxy, ProxyBody};
 use crate::target::Admission;
+use crate::{edge, wire};
 
 /// Most header fields in a request head this path parses (hyper's default too).
 const MAX_HEADERS: usize = 100;
@@ -221,7 +221,7 @@ fn parse<'a>(buf: &'a [u8], peer: &Peer, out: &mut Vec<u8>) -> Parsed<'a> {
         {
             return Parsed::HandOver;
         } else if name.eq_ignore_ascii_case("connection") {
-            for token in tokens(field.value) {
+            for token in wire::list_items(field.value) {
                 if token.eq_ignore_ascii_case(b"close") {
                     close = true;
                 } else if token.eq_ignore_ascii_case(b"upgrade") {
@@ -317,19 +317,11 @@ fn is_simple_origin_form(target: &str) -> bool {
         })
 }
 
-/// The comma-separated tokens of a header value, trimmed.
-fn tokens(value: &[u8]) -> impl Iterator<Item = &[u8]> {
-    value
-        .split(|&b| b == b',')
-        .map(<[u8]>::trim_ascii)
-        .filter(|t| !t.is_empty())
-}
-
 fn is_named_in_connection(fields: &[httparse::Header<'_>], name: &str) -> bool {
     fields
         .iter()
         .filter(|f| f.name.eq_ignore_ascii_case("connection"))
-        .flat_map(|f| tokens(f.value))
+        .flat_map(|f| wire::list_items(f.value))
         .any(|t| t.eq_ignore_ascii_case(name.as_bytes()))
 }
 

@@ -22,7 +22,7 @@ use crate::error::ProxyError;
 use crate::metrics::SharedMetrics;
 use crate::route::RouteTable;
 use crate::target::{Admission, Lease, Target};
-use crate::wire::{WireBody, WireError};
+use crate::wire::{self, WireBody, WireError};
 
 /// The routing table the watcher swaps and the proxy reads.
 pub type SharedRoutes = Arc<ArcSwap<RouteTable<Target>>>;
@@ -413,13 +413,7 @@ fn request_host<B>(request: &Request<B>) -> &str {
 fn is_upgrade<B>(request: &Request<B>) -> bool {
     request.version() == Version::HTTP_11
         && request.headers().contains_key(header::UPGRADE)
-        && request
-            .headers()
-            .get_all(header::CONNECTION)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
+        && wire::has_token(request.headers(), "upgrade")
 }
 
 fn strip_hop_by_hop(headers: &mut HeaderMap) {
@@ -429,12 +423,8 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
         return;
     }
     // Headers named in Connection are hop-by-hop too.
-    let named: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
+    let named: Vec<HeaderName> = wire::header_items(headers, header::CONNECTION)
+        .filter_map(|t| HeaderName::from_bytes(t).ok())
         .collect();
     for name in named.iter().chain(HOP_BY_HOP.iter()) {
         headers.remove(name);

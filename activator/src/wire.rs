@@ -249,16 +249,9 @@ impl Head {
             return Ok(Framing::Length(0));
         }
         if self.headers.contains_key(header::TRANSFER_ENCODING) {
-            let last = self
-                .headers
-                .get_all(header::TRANSFER_ENCODING)
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .flat_map(|v| v.split(','))
-                .map(str::trim)
-                .rfind(|coding| !coding.is_empty());
+            let last = header_items(&self.headers, header::TRANSFER_ENCODING).last();
             return Ok(match last {
-                Some(coding) if coding.eq_ignore_ascii_case("chunked") => {
+                Some(coding) if coding.eq_ignore_ascii_case(b"chunked") => {
                     Framing::Chunked(Chunk::Size)
                 }
                 _ => Framing::UntilClose,
@@ -283,14 +276,26 @@ impl Head {
     }
 }
 
-/// Whether a `Connection` header lists `token`.
-fn has_token(headers: &HeaderMap, token: &str) -> bool {
+/// The items of a comma-separated header value (RFC 9110 5.6.1), trimmed, empty ones skipped.
+pub(crate) fn list_items(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+    value
+        .split(|&b| b == b',')
+        .map(<[u8]>::trim_ascii)
+        .filter(|item| !item.is_empty())
+}
+
+/// The items of every `header` field of `headers` (values that are not visible ASCII skipped).
+pub(crate) fn header_items(headers: &HeaderMap, header: HeaderName) -> impl Iterator<Item = &[u8]> {
     headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|t| t.trim().eq_ignore_ascii_case(token))
+        .get_all(header)
+        .into_iter()
+        .filter(|v| v.to_str().is_ok())
+        .flat_map(|v| list_items(v.as_bytes()))
+}
+
+/// Whether a `Connection` header lists `token`.
+pub(crate) fn has_token(headers: &HeaderMap, token: &str) -> bool {
+    header_items(headers, header::CONNECTION).any(|t| t.eq_ignore_ascii_case(token.as_bytes()))
 }
 
 /// How a response body ends.
