@@ -136,13 +136,13 @@ pub async fn serve(
             Ok((response, lease)) => {
                 let (parts, body) = proxy::for_client(response, Version::HTTP_11);
                 let framing = Framing::of(&method, parts.status, &parts.headers);
-                encode_head(&parts.headers, parts.status, framing, close, &mut conn.out);
+                encode_response_head(&parts.headers, parts.status, framing, close, &mut conn.out);
                 conn.send_body(ProxyBody::wire(body, lease), framing).await
             }
             Err(error) => {
                 let (parts, body) = error.to_response().into_parts();
                 let framing = Framing::Length(body.len());
-                encode_head(&parts.headers, parts.status, framing, close, &mut conn.out);
+                encode_response_head(&parts.headers, parts.status, framing, close, &mut conn.out);
                 if method != Method::HEAD {
                     conn.out.extend_from_slice(&body);
                 }
@@ -367,7 +367,7 @@ impl Framing {
 /// Writes the response head for the client: the status line, `headers` (hop-by-hop ones
 /// already removed), `Date` when the pod sent none (RFC 9110 6.6.1, as hyper's server does),
 /// the framing, and `Connection: close` when the connection ends after this response.
-fn encode_head(
+fn encode_response_head(
     headers: &HeaderMap,
     status: StatusCode,
     framing: Framing,
@@ -755,14 +755,14 @@ mod tests {
             header::DATE,
             "Sun, 22 Nov 2026 19:00:00 GMT".parse().expect("a value"),
         );
-        encode_head(&dated, StatusCode::OK, Framing::Passed, true, &mut out);
+        encode_response_head(&dated, StatusCode::OK, Framing::Passed, true, &mut out);
         assert_eq!(
             String::from_utf8(out).expect("ASCII"),
             "HTTP/1.1 200 OK\r\ncontent-length: 5\r\ndate: Sun, 22 Nov 2026 19:00:00 GMT\r\n\
              connection: close\r\n\r\n"
         );
         let mut out = Vec::new();
-        encode_head(
+        encode_response_head(
             &HeaderMap::new(),
             StatusCode::BAD_GATEWAY,
             Framing::Length(2),
