@@ -187,6 +187,23 @@ pub enum ScalerError {
     },
 }
 
+/// `error: cause: cause`: the message of `error` followed by those of its sources, skipping a
+/// source whose message the text already contains (many errors repeat their cause). Scrub the
+/// result of credentials before showing it.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = cause.source();
+    }
+    message
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,6 +30,8 @@ pub const METADATA_ENV_AUTH: &[Source] = &[Source::Metadata, Source::Env, Source
 pub const METADATA_AUTH_ENV: &[Source] = &[Source::Metadata, Source::Auth, Source::Env];
 /// Lookup order: TriggerAuthentication, then `<name>FromEnv`.
 pub const AUTH_ENV: &[Source] = &[Source::Auth, Source::Env];
+/// Lookup order: TriggerAuthentication, then metadata.
+pub const AUTH_METADATA: &[Source] = &[Source::Auth, Source::Metadata];
 /// Lookup order: TriggerAuthentication only.
 pub const AUTH: &[Source] = &[Source::Auth];
 

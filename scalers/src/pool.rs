@@ -206,6 +206,40 @@ impl<K: Eq + Hash, C> fmt::Debug for Lease<K, C> {
     }
 }
 
+/// A scaler's lease, held until `close`: [`Held::client`] hands out the shared client for one
+/// call without keeping a lock across it, and after [`Held::release`] it returns `None`, so
+/// queries after `close` fail with [`crate::ScalerError::Closed`].
+pub struct Held<K: Eq + Hash, C>(Mutex<Option<Lease<K, C>>>);
+
+impl<K: Eq + Hash, C> Held<K, C> {
+    /// Holds `lease`.
+    pub fn new(lease: Lease<K, C>) -> Self {
+        Self(Mutex::new(Some(lease)))
+    }
+
+    /// The shared client for one call, or `None` after [`Held::release`].
+    pub fn client(&self) -> Option<Arc<C>> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map(|lease| Arc::clone(&lease.client))
+    }
+
+    /// Drops the lease (idempotent); the last lease of a key closes its client once the calls
+    /// in flight have finished with it.
+    pub fn release(&self) {
+        let lease = self.0.lock().unwrap_or_else(PoisonError::into_inner).take();
+        drop(lease);
+    }
+}
+
+impl<K: Eq + Hash, C> fmt::Debug for Held<K, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Held")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -296,6 +330,24 @@ mod tests {
         let (a, b) = tokio::join!(make(Arc::clone(&connects)), make(Arc::clone(&connects)));
         assert_eq!(connects.load(Ordering::SeqCst), 1);
         assert_eq!(*a.unwrap(), *b.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_held_lease_hands_out_the_client_until_released() {
+        let pool = ClientPools::new().pool::<u8, u8>();
+        let lease = pool
+            .get_or_connect(1, || async { Ok::<u8, ()>(7) })
+            .await
+            .unwrap();
+        let held = Held::new(lease);
+        let client = held.client().expect("held");
+        assert_eq!(*client, 7);
+        held.release();
+        held.release();
+        assert!(held.client().is_none());
+        // The key is gone from the pool; the client lives until the last call drops it.
+        assert!(pool.is_empty());
+        assert_eq!(*client, 7);
     }
 
     #[test]

@@ -18,7 +18,7 @@ use self::amqp::{AmqpClient, AmqpKey};
 pub use self::config::{Mode, Operation, PARAMS, Protocol, RabbitMqConfig};
 use self::http::{HttpKey, QueueInfo, QueuePage, QueueStatus};
 use crate::context::ScalerContext;
-use crate::error::{BoxError, ScalerError, TriggerId};
+use crate::error::{BoxError, ScalerError, TriggerId, error_chain};
 use crate::metric::{external_metric_spec, metric_target_milli};
 use crate::pool::Lease;
 use crate::scaler::{BuiltScaler, MetricValue, MetricsAndActivity, Scaler};
@@ -259,21 +259,6 @@ fn anonymized(config: &RabbitMqConfig, error: &dyn std::error::Error) -> BoxErro
         .into();
     }
     url::anonymize(&error_chain(error), &secrets).into()
-}
-
-/// `error: cause: cause`.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut message = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !message.contains(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-        source = cause.source();
-    }
-    message
 }
 
 #[async_trait]
