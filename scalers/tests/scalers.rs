@@ -4,6 +4,7 @@
 
 mod common;
 mod kafka;
+mod nats_jetstream;
 
 use common::{Setup, conformance, redis_or_skip, unique};
 use keda_scalers::{Clock, Registry, ScalerError};
@@ -24,6 +25,7 @@ fn every_builtin_type_is_documented_with_an_example_that_parses() {
             "http",
             "kafka",
             "memory",
+            "nats-jetstream",
             "rabbitmq",
             "redis",
             "redis-cluster",
@@ -48,7 +50,7 @@ async fn unknown_trigger_type_lists_the_known_ones() {
         .expect_err("unknown type");
     assert_eq!(
         err.to_string(),
-        "unknown trigger type \"foo\"; known types: cpu, cron, http, kafka, memory, rabbitmq, redis, redis-cluster, \
+        "unknown trigger type \"foo\"; known types: cpu, cron, http, kafka, memory, nats-jetstream, rabbitmq, redis, redis-cluster, \
          redis-cluster-streams, redis-sentinel, redis-sentinel-streams, redis-streams"
     );
 }

@@ -3,6 +3,7 @@
 pub mod cron;
 pub mod http;
 pub mod kafka;
+pub mod nats_jetstream;
 pub mod rabbitmq;
 pub mod redis;
 pub mod resource;
@@ -19,6 +20,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     registry.register(
         "memory",
         Declared::new(resource::build_memory, resource::PARAMS),
+    );
+    registry.register(
+        "nats-jetstream",
+        Declared::new(nats_jetstream::build, nats_jetstream::PARAMS),
     );
     registry.register("rabbitmq", Declared::new(rabbitmq::build, rabbitmq::PARAMS));
     registry.register("redis", Declared::new(list::build_redis, LIST_PARAMS));

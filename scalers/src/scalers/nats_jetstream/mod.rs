@@ -1,0 +1,472 @@
+//! `nats-jetstream`: scales on the lag of a JetStream consumer (`num_pending +
+//! num_ack_pending`), read from the NATS server's HTTP monitoring endpoint. Compatible with
+//! KEDA's `nats-jetstream` trigger (`pkg/scalers/nats_jetstream_scaler.go`), including its
+//! clustered mode: in a JetStream cluster only the consumer's leader has its exact state, so the
+//! scaler finds the leader's node, asks it, and keeps asking it while it stays the leader.
+//!
+//! One HTTP client per monitoring endpoint (and timeout), shared by every trigger on it.
+
+pub mod monitoring;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use k8s_openapi::api::autoscaling::v2::MetricSpec;
+use serde::de::DeserializeOwned;
+use url::Url;
+
+use self::monitoring::{Endpoint, Jsz, Target, Varz};
+use crate::context::ScalerContext;
+use crate::error::{ScalerError, TriggerId, error_chain};
+use crate::metadata::{AUTH_METADATA, Param};
+use crate::metric::{MetricTargetType, external_metric_spec, metric_target};
+use crate::pool::Held;
+use crate::scaler::{BuiltScaler, MetricsAndActivity, Scaler};
+use crate::tls::TlsSettings;
+
+const ACCOUNT: Param = Param::optional("account").order(AUTH_METADATA);
+const ACCOUNT_ID: Param = Param::optional("accountID").order(AUTH_METADATA);
+const STREAM: Param = Param::required("stream");
+const CONSUMER: Param = Param::required("consumer");
+const LAG_THRESHOLD: Param = Param::optional("lagThreshold")
+    .default("10")
+    .range(1.0, f64::MAX);
+const ACTIVATION_LAG_THRESHOLD: Param = Param::optional("activationLagThreshold").default("0");
+const USE_HTTPS: Param = Param::optional("useHttps").default("false");
+const MONITORING_ENDPOINT: Param =
+    Param::required("natsServerMonitoringEndpoint").order(AUTH_METADATA);
+
+/// Every parameter of the `nats-jetstream` trigger.
+pub const PARAMS: &[Param] = &[
+    MONITORING_ENDPOINT,
+    ACCOUNT,
+    ACCOUNT_ID,
+    STREAM,
+    CONSUMER,
+    LAG_THRESHOLD,
+    ACTIVATION_LAG_THRESHOLD,
+    USE_HTTPS,
+];
+
+/// The parsed trigger.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NatsJetStreamConfig {
+    /// `natsServerMonitoringEndpoint` with the scheme `useHttps` selects.
+    pub endpoint: Endpoint,
+    /// The account, stream and consumer.
+    pub target: Target,
+    /// Target lag per replica.
+    pub lag_threshold: i64,
+    /// Active iff the lag is above this.
+    pub activation_lag_threshold: i64,
+    /// HTTP timeout (the operator's `KEDA_HTTP_DEFAULT_TIMEOUT`).
+    pub timeout: Duration,
+    /// `s<index>-nats-jetstream-<stream>`.
+    pub metric_name: String,
+    /// AverageValue or Value.
+    pub metric_type: MetricTargetType,
+}
+
+impl NatsJetStreamConfig {
+    /// Parses the trigger.
+    ///
+    /// # Errors
+    /// A parameter is missing or malformed; neither `account` nor `accountID` is given.
+    pub fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
+        let metric_type = ctx.external_metric_type()?;
+        Ok(ctx.parse(|p| {
+            p.one_of(&[&ACCOUNT, &ACCOUNT_ID])?;
+            let account: Option<String> = p.get_opt(&ACCOUNT)?;
+            let account_id: Option<String> = p.get_opt(&ACCOUNT_ID)?;
+            let stream: String = p.get(&STREAM)?;
+            let https: bool = p.get(&USE_HTTPS)?;
+            let raw_endpoint: String = p.get(&MONITORING_ENDPOINT)?;
+            let endpoint = Endpoint::parse(&raw_endpoint, https).map_err(|why| {
+                p.rule(format!(
+                    "parameter \"natsServerMonitoringEndpoint\" {why}, e.g. nats.nats.svc:8222"
+                ))
+            })?;
+            let account = account.unwrap_or_default();
+            Ok(Self {
+                endpoint,
+                target: Target {
+                    account_id: account_id.unwrap_or_else(|| account.clone()),
+                    account,
+                    consumer: p.get(&CONSUMER)?,
+                    stream: stream.clone(),
+                },
+                lag_threshold: p.get(&LAG_THRESHOLD)?,
+                activation_lag_threshold: p.get(&ACTIVATION_LAG_THRESHOLD)?,
+                timeout: ctx.global_http_timeout,
+                metric_name: ctx.metric_name(&format!("nats-jetstream-{stream}")),
+                metric_type,
+            })
+        })?)
+    }
+}
+
+/// What the HTTP client is shared by.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct MonitoringKey {
+    /// The monitoring endpoint.
+    pub endpoint: Endpoint,
+    /// Request timeout.
+    pub timeout: Duration,
+}
+
+fn http_client(key: &MonitoringKey) -> Result<reqwest::Client, String> {
+    let tls = TlsSettings::default()
+        .client_config()
+        .map_err(|e| e.to_string())?;
+    reqwest::Client::builder()
+        .timeout(key.timeout)
+        .tls_backend_preconfigured(tls)
+        .build()
+        .map_err(|e| error_chain(&e))
+}
+
+/// The consumer's leader as last found: its server name and its `/jsz`.
+#[derive(Clone, Debug, PartialEq)]
+struct Leader {
+    name: String,
+    jsz: Url,
+}
+
+/// A `nats-jetstream` scaler.
+pub struct NatsJetStreamScaler {
+    config: NatsJetStreamConfig,
+    trigger: TriggerId,
+    client: Held<MonitoringKey, reqwest::Client>,
+    /// Only ever replaced whole, after the requests of a read, so a read dropped half-way
+    /// leaves it as it was.
+    leader: std::sync::Mutex<Option<Leader>>,
+}
+
+impl NatsJetStreamScaler {
+    /// Parses the trigger and leases the HTTP client of its endpoint.
+    ///
+    /// # Errors
+    /// Invalid metadata; the HTTP client cannot be built.
+    pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
+        let config = NatsJetStreamConfig::parse(ctx)?;
+        let key = MonitoringKey {
+            endpoint: config.endpoint.clone(),
+            timeout: config.timeout,
+        };
+        let lease = ctx
+            .clients
+            .pool::<MonitoringKey, reqwest::Client>()
+            .get_or_connect(key.clone(), || async { http_client(&key) })
+            .await
+            .map_err(|e| ScalerError::Connect {
+                trigger: ctx.trigger_id(),
+                target: format!("NATS monitoring at {}", config.endpoint.base()),
+                source: e.into(),
+            })?;
+        Ok(Self {
+            config,
+            trigger: ctx.trigger_id(),
+            client: Held::new(lease),
+            leader: std::sync::Mutex::new(None),
+        })
+    }
+
+    /// The parsed trigger.
+    pub fn config(&self) -> &NatsJetStreamConfig {
+        &self.config
+    }
+
+    fn cached_leader(&self) -> Option<Leader> {
+        self.leader
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set_leader(&self, leader: Option<Leader>) {
+        *self
+            .leader
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = leader;
+    }
+
+    fn query_error(&self, message: String) -> ScalerError {
+        let t = &self.config.target;
+        ScalerError::Query {
+            trigger: self.trigger.clone(),
+            operation: format!(
+                "reading consumer \"{}\" of stream \"{}\" from {}",
+                t.consumer,
+                t.stream,
+                self.config.endpoint.base()
+            ),
+            source: message.into(),
+        }
+    }
+
+    /// The consumer's lag now, from the consumer leader's node in a cluster (KEDA's
+    /// `getNATSJetstreamMonitoringData`).
+    ///
+    /// # Errors
+    /// A node cannot be reached or answers something that is not its monitoring JSON; the
+    /// stream is not there; in a cluster, no node leads the consumer; the scaler is closed.
+    pub async fn lag(&self) -> Result<u64, ScalerError> {
+        let client = self.client.client().ok_or_else(|| ScalerError::Closed {
+            trigger: self.trigger.clone(),
+        })?;
+        let target = &self.config.target;
+        let endpoint = &self.config.endpoint;
+        let cached = self.cached_leader();
+        let first_url = match &cached {
+            Some(leader) => leader.jsz.clone(),
+            None => endpoint
+                .jsz(&target.account_id)
+                .map_err(|e| self.query_error(e))?,
+        };
+        let first: Jsz = get_json(&client, &first_url)
+            .await
+            .map_err(|e| self.query_error(e))?;
+        let leader_now = target.consumer(&first).map(|c| c.cluster.leader.clone());
+        if let Some(cached) = &cached {
+            if leader_now.as_deref() == Some(cached.name.as_str()) {
+                // Asked the leader, and it still leads.
+                return self.lag_in(&first);
+            }
+            self.set_leader(None);
+        }
+        if first.meta_cluster.cluster_size <= 1 {
+            return self.lag_in(&first);
+        }
+        let (leader, jsz) = self.find_leader(&client).await?;
+        let lag = self.lag_in(&jsz)?;
+        self.set_leader(Some(leader));
+        Ok(lag)
+    }
+
+    fn lag_in(&self, jsz: &Jsz) -> Result<u64, ScalerError> {
+        let t = &self.config.target;
+        t.lag(jsz).ok_or_else(|| ScalerError::Unexpected {
+            trigger: self.trigger.clone(),
+            message: format!(
+                "stream \"{}\" (parameter \"stream\") was not found in account \"{}\" at {}",
+                t.stream,
+                t.account_id,
+                self.config.endpoint.base()
+            ),
+        })
+    }
+
+    /// Asks every node of the cluster, in KEDA's order, until one reports that it leads the
+    /// consumer; returns it and its answer.
+    async fn find_leader(&self, client: &reqwest::Client) -> Result<(Leader, Jsz), ScalerError> {
+        let target = &self.config.target;
+        let endpoint = &self.config.endpoint;
+        let varz_url = endpoint.varz().map_err(|e| self.query_error(e))?;
+        let varz: Varz = get_json(client, &varz_url)
+            .await
+            .map_err(|e| self.query_error(e))?;
+        let nodes = endpoint
+            .cluster_nodes(&varz, &target.account_id)
+            .map_err(|e| self.query_error(e))?;
+        for node in nodes {
+            let name = match (&node.name, &node.varz) {
+                (Some(name), _) => name.clone(),
+                (None, Some(url)) => {
+                    get_json::<Varz>(client, url)
+                        .await
+                        .map_err(|e| self.query_error(e))?
+                        .server_name
+                }
+                (None, None) => continue,
+            };
+            let jsz: Jsz = get_json(client, &node.jsz)
+                .await
+                .map_err(|e| self.query_error(e))?;
+            if target
+                .consumer(&jsz)
+                .is_some_and(|c| !name.is_empty() && c.cluster.leader == name)
+            {
+                return Ok((
+                    Leader {
+                        name,
+                        jsz: node.jsz,
+                    },
+                    jsz,
+                ));
+            }
+        }
+        Err(ScalerError::Unexpected {
+            trigger: self.trigger.clone(),
+            message: format!(
+                "no node of the JetStream cluster at {} leads consumer \"{}\" (parameter \"consumer\") of stream \"{}\"",
+                endpoint.base(),
+                target.consumer,
+                target.stream
+            ),
+        })
+    }
+}
+
+/// GETs `url` and decodes its JSON body.
+async fn get_json<T: DeserializeOwned>(client: &reqwest::Client, url: &Url) -> Result<T, String> {
+    let response = client
+        .get(url.clone())
+        .send()
+        .await
+        .map_err(|e| format!("GET {url}: {}", error_chain(&e.without_url())))?;
+    let status = response.status();
+    let body = response
+        .bytes()
+        .await
+        .map_err(|e| format!("GET {url}: {}", error_chain(&e.without_url())))?;
+    if !status.is_success() {
+        let text: String = String::from_utf8_lossy(&body).chars().take(200).collect();
+        return Err(format!("GET {url}: HTTP {status}: {}", text.trim()));
+    }
+    serde_json::from_slice(&body)
+        .map_err(|e| format!("GET {url}: the answer is not the monitoring JSON expected: {e}"))
+}
+
+#[async_trait]
+impl Scaler for NatsJetStreamScaler {
+    fn metric_specs(&self) -> Vec<MetricSpec> {
+        vec![external_metric_spec(
+            self.config.metric_name.clone(),
+            metric_target(self.config.metric_type, self.config.lag_threshold),
+        )]
+    }
+
+    async fn metrics_and_activity(
+        &self,
+        metric_name: &str,
+    ) -> Result<MetricsAndActivity, ScalerError> {
+        let lag = self.lag().await?;
+        // Compared as integers, as KEDA does; the lag of a real stream is far below 2^53, so
+        // the float value is exact.
+        let active = i128::from(lag) > i128::from(self.config.activation_lag_threshold);
+        Ok(MetricsAndActivity {
+            values: vec![crate::MetricValue::new(metric_name, lag as f64)],
+            active,
+        })
+    }
+
+    async fn close(&self) {
+        self.client.release();
+    }
+}
+
+/// Factory of `nats-jetstream`.
+///
+/// # Errors
+/// See [`NatsJetStreamScaler::build`].
+pub async fn build(ctx: ScalerContext) -> Result<BuiltScaler, ScalerError> {
+    Ok(BuiltScaler::Pull(Box::new(
+        NatsJetStreamScaler::build(&ctx).await?,
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx(metadata: &[(&str, &str)], auth: &[(&str, &str)]) -> ScalerContext {
+        ScalerContext {
+            metadata: metadata
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            auth_params: auth
+                .iter()
+                .map(|(k, v)| (k.to_string(), crate::Secret::new(*v)))
+                .collect(),
+            ..ScalerContext::new("nats-jetstream", 2)
+        }
+    }
+
+    const BASE: &[(&str, &str)] = &[
+        ("natsServerMonitoringEndpoint", "nats.nats.svc:8222"),
+        ("account", "$G"),
+        ("stream", "orders.v1"),
+        ("consumer", "workers"),
+    ];
+
+    #[test]
+    fn defaults_and_metric_name_follow_keda() {
+        let config = NatsJetStreamConfig::parse(&ctx(BASE, &[])).unwrap();
+        assert_eq!(config.metric_name, "s2-nats-jetstream-orders-v1");
+        assert_eq!(config.lag_threshold, 10);
+        assert_eq!(config.activation_lag_threshold, 0);
+        assert_eq!(config.target.account_id, "$G");
+        assert_eq!(config.endpoint.base(), "http://nats.nats.svc:8222");
+        let target = metric_target(config.metric_type, config.lag_threshold);
+        assert_eq!(target.average_value.map(|q| q.0), Some("10".to_string()));
+    }
+
+    #[test]
+    fn auth_params_win_over_metadata_and_account_id_is_asked_for() {
+        let config = NatsJetStreamConfig::parse(&ctx(
+            BASE,
+            &[
+                ("natsServerMonitoringEndpoint", "secure.nats:8222"),
+                ("accountID", "ACCOUNTKEY"),
+            ],
+        ))
+        .unwrap();
+        assert_eq!(config.endpoint.base(), "http://secure.nats:8222");
+        assert_eq!(config.target.account_id, "ACCOUNTKEY");
+        assert_eq!(config.target.account, "$G");
+        let https =
+            NatsJetStreamConfig::parse(&ctx(&[BASE, &[("useHttps", "true")]].concat(), &[]))
+                .unwrap();
+        assert_eq!(https.endpoint.base(), "https://nats.nats.svc:8222");
+    }
+
+    #[test]
+    fn bad_metadata_names_the_parameter() {
+        let without = |key: &str| -> Vec<(&str, &str)> {
+            BASE.iter().copied().filter(|(k, _)| *k != key).collect()
+        };
+        let cases: Vec<(Vec<(&str, &str)>, &str)> = vec![
+            (
+                without("account"),
+                r#"trigger 2 (nats-jetstream): missing required parameter: one of "account" and "accountID""#,
+            ),
+            (
+                without("stream"),
+                r#"trigger 2 (nats-jetstream): missing required parameter "stream""#,
+            ),
+            (
+                without("consumer"),
+                r#"trigger 2 (nats-jetstream): missing required parameter "consumer""#,
+            ),
+            (
+                without("natsServerMonitoringEndpoint"),
+                r#"trigger 2 (nats-jetstream): missing required parameter "natsServerMonitoringEndpoint""#,
+            ),
+            (
+                [BASE, &[("lagThreshold", "ten")]].concat(),
+                r#"trigger 2 (nats-jetstream): parameter "lagThreshold": "ten" is not a valid integer"#,
+            ),
+            (
+                [BASE, &[("lagThreshold", "0")]].concat(),
+                r#"trigger 2 (nats-jetstream): parameter "lagThreshold": "0" is not at least 1"#,
+            ),
+            (
+                [BASE, &[("useHttps", "yes")]].concat(),
+                r#"trigger 2 (nats-jetstream): parameter "useHttps": "yes" is not a valid boolean"#,
+            ),
+            (
+                [
+                    &without("natsServerMonitoringEndpoint")[..],
+                    &[("natsServerMonitoringEndpoint", "http://nats:8222")],
+                ]
+                .concat(),
+                r#"trigger 2 (nats-jetstream): parameter "natsServerMonitoringEndpoint" must be host:port without a scheme (set useHttps for https), e.g. nats.nats.svc:8222"#,
+            ),
+        ];
+        for (metadata, expected) in cases {
+            let err = NatsJetStreamConfig::parse(&ctx(&metadata, &[])).unwrap_err();
+            assert_eq!(err.to_string(), expected);
+        }
+    }
+}
