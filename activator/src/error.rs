@@ -96,13 +96,23 @@ impl ProxyError {
         }
     }
 
-    /// The response: the status and a JSON body naming the target and the reason. Upstream
-    /// causes are summarized, never echoed with internals beyond the pod address.
+    /// What the client is told: the error's message, except that a pod's failure is not
+    /// described beyond its target. The pod's address and the cause are internals (the
+    /// cluster's pod network), for the activator's log only.
+    fn public_message(&self) -> String {
+        match self {
+            Self::Upstream { target, .. } => format!("{target}: forwarding to a pod failed"),
+            _ => self.to_string(),
+        }
+    }
+
+    /// The response: the status and a JSON body naming the target and the reason. A pod's
+    /// failure is summarized, never echoed with its address or cause.
     pub fn to_response(&self) -> Response<Bytes> {
         let body = Body {
             error: self.reason(),
             target: self.target(),
-            message: self.to_string(),
+            message: self.public_message(),
         };
         let json = serde_json::to_vec(&body).unwrap_or_default();
         let mut response = Response::new(Bytes::from(json));
@@ -158,7 +168,7 @@ mod tests {
                     source: "connection reset".into(),
                 },
                 502,
-                "\"error\":\"upstream_error\"",
+                "\"message\":\"shop/web: forwarding to a pod failed\"",
             ),
             (ProxyError::Draining, 503, "shutting down"),
         ];
@@ -168,6 +178,11 @@ mod tests {
             assert_eq!(response.headers()[header::CONTENT_TYPE], "application/json");
             let body = std::str::from_utf8(response.body()).unwrap();
             assert!(body.contains(needle), "{body}");
+            // The pod network stays inside: no pod address, no cause.
+            assert!(
+                !body.contains("10.0.0.1") && !body.contains("reset"),
+                "{body}"
+            );
             serde_json::from_str::<serde_json::Value>(body).unwrap();
         }
     }

@@ -120,11 +120,7 @@ pub async fn serve(
                         proxy::answered(&target, started);
                         Ok((response, lease))
                     }
-                    Some(Err(error)) => {
-                        let error = proxy::upstream(&target, pod, error);
-                        tracing::debug!(%error, "upstream failed");
-                        Err(error)
-                    }
+                    Some(Err(error)) => Err(proxy::upstream(&target, pod, error)),
                 }
             }
             Err(error) => Err(error),
@@ -255,11 +251,19 @@ fn parse<'a>(buf: &'a [u8], peer: &Peer, out: &mut Vec<u8>) -> Parsed<'a> {
         }
         if name.eq_ignore_ascii_case("x-forwarded-for") {
             if forwarded_for {
-                // Folded into the first one, as the header-map path does.
+                // Joined into the first one, as the header-map path does.
                 continue;
             }
             forwarded_for = true;
-            line(out, name.as_bytes(), &[field.value, b", ", client_ip]);
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b": ");
+            let values = request
+                .headers
+                .iter()
+                .filter(|f| f.name.eq_ignore_ascii_case("x-forwarded-for"))
+                .map(|f| f.value);
+            proxy::forwarded_for_chain(values, client_ip, out);
+            out.extend_from_slice(b"\r\n");
             continue;
         }
         forwarded_host |= name.eq_ignore_ascii_case("x-forwarded-host");
@@ -643,7 +647,7 @@ mod tests {
             String::from_utf8(head).expect("ASCII"),
             "GET /cart?id=7 HTTP/1.1\r\n\
              Host: shop.example.com:8080\r\n\
-             X-Forwarded-For: 203.0.113.7, 127.0.0.9\r\n\
+             X-Forwarded-For: 203.0.113.7, 198.51.100.1, 127.0.0.9\r\n\
              Content-Length: 0\r\n\
              X-App: kept\r\n\
              x-forwarded-host: shop.example.com:8080\r\n\

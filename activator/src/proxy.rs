@@ -291,12 +291,7 @@ impl Proxy {
     pub async fn handle(&self, request: Request<Incoming>, peer: &Peer) -> Response<ProxyBody> {
         match self.forward(request, peer).await {
             Ok(response) => response,
-            Err(error) => {
-                if let ProxyError::Upstream { .. } = &error {
-                    tracing::debug!(%error, "upstream failed");
-                }
-                error.to_response().map(ProxyBody::full)
-            }
+            Err(error) => error.to_response().map(ProxyBody::full),
         }
     }
 
@@ -383,17 +378,36 @@ pub(crate) fn for_client<B>(
     (parts, body)
 }
 
+/// A pod's failure to answer: counted, and logged here with the pod's address and the cause,
+/// which the client's answer leaves out ([`ProxyError::to_response`]).
 pub(crate) fn upstream(
     target: &Target,
     pod: SocketAddr,
     e: impl std::error::Error + Send + Sync + 'static,
 ) -> ProxyError {
     target.metrics().upstream_errors.inc();
-    ProxyError::Upstream {
+    let error = ProxyError::Upstream {
         target: target.label().to_owned(),
         pod,
         source: Box::new(e),
+    };
+    tracing::warn!(%error, "answered 502");
+    error
+}
+
+/// Writes the `X-Forwarded-For` value for the pod into `out`: every value of every line the
+/// client sent, in order, joined with `", "` (a proxy in front may have appended its own line
+/// rather than extended the first one), then this hop's `client_ip`.
+pub(crate) fn forwarded_for_chain<'a>(
+    values: impl Iterator<Item = &'a [u8]>,
+    client_ip: &[u8],
+    out: &mut Vec<u8>,
+) {
+    for value in values.map(<[u8]>::trim_ascii).filter(|v| !v.is_empty()) {
+        out.extend_from_slice(value);
+        out.extend_from_slice(b", ");
     }
+    out.extend_from_slice(client_ip);
 }
 
 /// The host a request is for: the URI authority (HTTP/2, absolute-form) or the Host header.
@@ -435,14 +449,15 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
 /// hop-by-hop headers removed (an upgrade's kept), `X-Forwarded-For`, `-Host` and `-Proto`
 /// set.
 fn prepare_request(parts: &mut Parts, peer: &Peer, upgrade: bool) {
-    // The Host header, or for HTTP/2 and absolute-form requests the URI authority (RFC 9113
-    // 8.3.1: an intermediary to HTTP/1.1 makes the Host header from :authority).
-    let host = parts.headers.get(header::HOST).cloned().or_else(|| {
-        parts
-            .uri
-            .authority()
-            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
-    });
+    // The host the request was routed by ([`request_host`]): for HTTP/2 and absolute-form
+    // requests the URI authority, which replaces any Host header the client sent (RFC 9112
+    // 3.2.2: a server ignores Host for an absolute-form target; RFC 9113 8.3.1: an
+    // intermediary to HTTP/1.1 makes Host from :authority); else the Host header.
+    let host = parts
+        .uri
+        .authority()
+        .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+        .or_else(|| parts.headers.get(header::HOST).cloned());
     if parts.uri.scheme().is_some() || parts.uri.authority().is_some() {
         parts.uri = parts
             .uri
@@ -470,10 +485,8 @@ fn prepare_request_headers(
         headers.insert(header::UPGRADE, protocol);
     }
     if let Some(host) = host {
-        if let Entry::Vacant(entry) = headers.entry(header::HOST) {
-            // HTTP/2 clients send :authority; the pod speaks HTTP/1.1 and needs Host.
-            entry.insert(host.clone());
-        }
+        // The pod speaks HTTP/1.1 and needs Host: the one the request was routed by.
+        headers.insert(header::HOST, host.clone());
         if let Entry::Vacant(entry) = headers.entry(X_FORWARDED_HOST) {
             entry.insert(host);
         }
@@ -483,17 +496,17 @@ fn prepare_request_headers(
             entry.insert(peer.forwarded_for.clone());
         }
         Entry::Occupied(mut entry) => {
-            let chained = entry.get().to_str().ok().and_then(|previous| {
-                HeaderValue::from_str(&format!("{previous}, {}", peer.addr.ip())).ok()
-            });
-            match chained {
-                Some(value) => {
-                    entry.insert(value);
-                }
-                None => {
-                    entry.insert(peer.forwarded_for.clone());
-                }
-            }
+            let mut chained = Vec::new();
+            forwarded_for_chain(
+                entry.iter().map(HeaderValue::as_bytes),
+                peer.forwarded_for.as_bytes(),
+                &mut chained,
+            );
+            // Made of header values and an IP address: a valid value.
+            let value =
+                HeaderValue::from_bytes(&chained).unwrap_or_else(|_| peer.forwarded_for.clone());
+            // Replaces every line the client sent with the one chain.
+            entry.insert(value);
         }
     }
     if let Entry::Vacant(entry) = headers.entry(X_FORWARDED_PROTO) {

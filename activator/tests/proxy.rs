@@ -5,7 +5,8 @@ mod common;
 use std::sync::atomic::Ordering;
 
 use common::{
-    activator, backend, backend_with, client, config, eventually, get, raw_pod, read_head, within,
+    activator, backend, backend_with, client, config, eventually, exchange, get, raw_pod,
+    read_head, within,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -62,6 +63,83 @@ async fn forwarded_headers_reach_the_backend() {
     assert_eq!(headers["x-forwarded-host"], "shop.example.com:8080");
     assert_eq!(headers["x-forwarded-proto"], "http");
     assert_eq!(headers["host"], "shop.example.com:8080");
+}
+
+#[tokio::test]
+async fn every_x_forwarded_for_line_reaches_the_pod_with_this_hop_appended_on_both_paths() {
+    let a = activator().await;
+    let (pod, seen) = backend("shop").await;
+    a.route("shop", &[("service", "shop")], vec![pod]);
+    // A GET (served by the front path) and a POST with a body (hyper's server), each behind
+    // a proxy that appended its own line instead of extending the first.
+    let requests: [&[u8]; 2] = [
+        b"GET / HTTP/1.1\r\nHost: shop.example.com\r\nX-Forwarded-For: 203.0.113.7\r\n\
+          X-Forwarded-For: 198.51.100.1, 192.0.2.5\r\nConnection: close\r\n\r\n",
+        b"POST /echo HTTP/1.1\r\nHost: shop.example.com\r\nX-Forwarded-For: 203.0.113.7\r\n\
+          X-Forwarded-For: 198.51.100.1, 192.0.2.5\r\nContent-Length: 2\r\n\
+          Connection: close\r\n\r\nhi",
+    ];
+    for request in requests {
+        let answer = exchange(a.addr, request).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        let headers = seen.last_headers.lock().unwrap().clone().unwrap();
+        let lines: Vec<_> = headers.get_all("x-forwarded-for").iter().collect();
+        assert_eq!(
+            lines,
+            ["203.0.113.7, 198.51.100.1, 192.0.2.5, 127.0.0.1"],
+            "{}",
+            String::from_utf8_lossy(request)
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_absolute_form_request_reaches_the_pod_with_the_host_it_was_routed_by() {
+    let a = activator().await;
+    let (pod, seen) = backend("shop").await;
+    a.route(
+        "shop",
+        &[("service", "shop"), ("hosts", "shop.example.com")],
+        vec![pod],
+    );
+    // Routed by the target's authority (RFC 9112 3.2.2), whatever Host says.
+    let answer = exchange(
+        a.addr,
+        b"GET http://shop.example.com/cart HTTP/1.1\r\nHost: other.example.org\r\n\
+          Connection: close\r\n\r\n",
+    )
+    .await;
+    assert!(answer.ends_with("hello from shop"), "{answer}");
+    let headers = seen.last_headers.lock().unwrap().clone().unwrap();
+    assert_eq!(headers["host"], "shop.example.com");
+    assert_eq!(headers["x-forwarded-host"], "shop.example.com");
+    let uri = seen.last_uri.lock().unwrap().clone().unwrap();
+    assert_eq!(uri.to_string(), "/cart");
+}
+
+#[tokio::test]
+async fn a_502_names_the_target_but_not_the_pod_on_both_paths() {
+    let a = activator().await;
+    // A pod that reads a request head and closes the connection without answering.
+    let (pod, _) = raw_pod(|mut stream| async move {
+        let _ = read_head(&mut stream).await;
+    })
+    .await;
+    a.route("shop", &[("service", "shop")], vec![pod]);
+    let requests: [&[u8]; 2] = [
+        b"GET / HTTP/1.1\r\nHost: shop.example.com\r\nConnection: close\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: shop.example.com\r\nContent-Length: 2\r\n\
+          Connection: close\r\n\r\nhi",
+    ];
+    for request in requests {
+        let answer = exchange(a.addr, request).await;
+        assert!(answer.starts_with("HTTP/1.1 502"), "{answer}");
+        assert!(answer.contains("\"target\":\"shop/shop\""), "{answer}");
+        assert!(
+            !answer.contains(&pod.to_string()) && !answer.contains("127.0.0.1"),
+            "the pod's address reached the client: {answer}"
+        );
+    }
 }
 
 #[tokio::test]

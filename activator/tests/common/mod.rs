@@ -254,3 +254,18 @@ pub async fn within<T>(secs: u64, what: &str, future: impl Future<Output = T>) -
         .await
         .unwrap_or_else(|_| panic!("timed out: {what}"))
 }
+
+/// Sends `request` on a new connection to `addr` and reads the answer to the end (the request
+/// asks to close), failing after 10 s.
+pub async fn exchange(addr: SocketAddr, request: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("test harness");
+    stream.write_all(request).await.expect("test harness");
+    let mut answer = Vec::new();
+    within(10, "the answer", stream.read_to_end(&mut answer))
+        .await
+        .expect("test harness");
+    String::from_utf8_lossy(&answer).into_owned()
+}
