@@ -99,6 +99,64 @@ fn format_decimal_si(mut mantissa: i64, mut exponent: i32) -> String {
     format!("{mantissa}{suffix}")
 }
 
+/// Parses a Kubernetes quantity (`resource.ParseQuantity`) into an approximate `f64`
+/// (`AsApproximateFloat64`): a decimal number (`5`, `-1.5`, `.5`) with an optional decimal SI
+/// suffix (`n u m k M G T P E`), binary suffix (`Ki Mi Gi Ti Pi Ei`) or exponent (`e3`, `E-2`).
+/// `None` when `s` is not a quantity (`NaN`, `1Gb`, `1 Gi`, empty). Values too large for an
+/// `f64` come back infinite, never as a panic.
+pub fn parse_quantity(s: &str) -> Option<f64> {
+    let unsigned = s.strip_prefix(['+', '-']).unwrap_or(s);
+    let number_end = unsigned
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(unsigned.len());
+    let (number, suffix) = unsigned.split_at(number_end);
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    if (whole.is_empty() && fraction.is_empty()) || fraction.contains('.') {
+        return None;
+    }
+    let magnitude: f64 = format!(
+        "{}.{}",
+        if whole.is_empty() { "0" } else { whole },
+        fraction
+    )
+    .parse()
+    .ok()?;
+    let factor = match suffix {
+        "" => 1.0,
+        "n" => 1e-9,
+        "u" => 1e-6,
+        "m" => 1e-3,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "E" => 1e18,
+        "Ki" => 1024.0,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "Pi" => 1024f64.powi(5),
+        "Ei" => 1024f64.powi(6),
+        _ => {
+            let exponent = suffix.strip_prefix(['e', 'E'])?;
+            let digits = exponent.strip_prefix(['+', '-']).unwrap_or(exponent);
+            if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit()) {
+                return None;
+            }
+            // An exponent beyond i32 is beyond f64 as well: saturate instead of failing.
+            let exponent: i32 = exponent.parse().unwrap_or(if exponent.starts_with('-') {
+                i32::MIN
+            } else {
+                i32::MAX
+            });
+            10f64.powi(exponent)
+        }
+    };
+    let value = magnitude * factor;
+    Some(if s.starts_with('-') { -value } else { value })
+}
+
 /// An integer quantity (`resource.NewQuantity(v, DecimalSI)`), e.g. `5`, `1k`.
 pub fn integer_quantity(value: i64) -> Quantity {
     Quantity(format_decimal_si(value, 0))
@@ -174,6 +232,41 @@ mod tests {
             normalize_metric_name("a/b.c:d%e(f)g-h_i J*"),
             "a-b-c-d-e-f-g-h_i J*"
         );
+    }
+
+    #[test]
+    fn quantities_parse_as_kubernetes_reads_them() {
+        // (text, value)
+        let rows = [
+            ("64", 64.0),
+            ("2.43", 2.43),
+            ("1500m", 1.5),
+            ("2Ki", 2048.0),
+            ("1k", 1000.0),
+            ("-1.5", -1.5),
+            (".5", 0.5),
+            ("5.", 5.0),
+            ("+2M", 2e6),
+            ("1e3", 1000.0),
+            ("25E-1", 2.5),
+            ("12E", 12e18),
+            ("1Gi", 1073741824.0),
+            ("100n", 1e-7),
+        ];
+        for (text, value) in rows {
+            let got = parse_quantity(text).unwrap_or_else(|| panic!("{text} does not parse"));
+            assert!(
+                (got - value).abs() <= value.abs() * 1e-12,
+                "{text}: {got} != {value}"
+            );
+        }
+        for bad in [
+            "", "NaN", "+Inf", "m", "1.2.3", "1Gb", "abc", "1e", "--1", "1 Gi", " 1",
+        ] {
+            assert_eq!(parse_quantity(bad), None, "{bad}");
+        }
+        assert_eq!(parse_quantity("1e99999999999"), Some(f64::INFINITY));
+        assert_eq!(parse_quantity("1e-99999999999"), Some(0.0));
     }
 
     #[test]

@@ -105,26 +105,7 @@ impl ResourceScaler {
 /// Whether `s` is a Kubernetes quantity: a decimal number with an optional SI (`m`, `k`, `M`,
 /// ...), binary (`Ki`, `Mi`, ...) or exponent (`e3`) suffix.
 pub fn is_quantity(s: &str) -> bool {
-    let unsigned = s.strip_prefix(['+', '-']).unwrap_or(s);
-    let number_end = unsigned
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(unsigned.len());
-    let (number, suffix) = unsigned.split_at(number_end);
-    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-    let digits_ok = (!whole.is_empty() || !fraction.is_empty())
-        && !fraction.contains('.')
-        && (whole.is_empty() || number.starts_with(|c: char| c.is_ascii_digit()));
-    if !digits_ok {
-        return false;
-    }
-    match suffix {
-        "" | "n" | "u" | "m" | "k" | "M" | "G" | "T" | "P" | "E" => true,
-        "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" => true,
-        _ => suffix
-            .strip_prefix(['e', 'E'])
-            .map(|exp| exp.strip_prefix(['+', '-']).unwrap_or(exp))
-            .is_some_and(|exp| !exp.is_empty() && exp.chars().all(|c| c.is_ascii_digit())),
-    }
+    crate::metric::parse_quantity(s).is_some()
 }
 
 #[async_trait]
