@@ -7,8 +7,10 @@
 //! typed config, leases a shared client from [`pool::ClientPools`] if it needs one, and
 //! returns a [`BuiltScaler`]. See `docs/writing-a-scaler.md` for a complete custom scaler.
 
+pub mod authentication;
 pub mod context;
 pub mod error;
+pub mod http_client;
 pub mod metadata;
 pub mod metric;
 pub mod pool;

@@ -26,6 +26,8 @@ use crate::secret::Secret;
 pub const METADATA: &[Source] = &[Source::Metadata];
 /// Lookup order: metadata, then `<name>FromEnv`, then TriggerAuthentication.
 pub const METADATA_ENV_AUTH: &[Source] = &[Source::Metadata, Source::Env, Source::Auth];
+/// Lookup order: metadata, then TriggerAuthentication.
+pub const METADATA_AUTH: &[Source] = &[Source::Metadata, Source::Auth];
 /// Lookup order: metadata, then TriggerAuthentication, then `<name>FromEnv`.
 pub const METADATA_AUTH_ENV: &[Source] = &[Source::Metadata, Source::Auth, Source::Env];
 /// Lookup order: TriggerAuthentication, then `<name>FromEnv`.

@@ -4,15 +4,13 @@
 use std::time::Duration;
 
 use crate::context::ScalerContext;
-use crate::error::{ScalerError, Source};
-use crate::metadata::{AUTH, AUTH_ENV, METADATA_AUTH_ENV, MetadataParser, Param};
+use crate::error::ScalerError;
+use crate::metadata::{AUTH, AUTH_ENV, METADATA_AUTH, METADATA_AUTH_ENV, MetadataParser, Param};
 use crate::metric::MetricTargetType;
 use crate::secret::Secret;
 use crate::tls::TlsSettings;
 
 use super::url::query_escape;
-
-const METADATA_AUTH: &[Source] = &[Source::Metadata, Source::Auth];
 
 pub(super) const HOST: Param = Param::optional("host").order(METADATA_AUTH_ENV).secret();
 pub(super) const QUEUE_NAME: Param = Param::required("queueName");

@@ -5,7 +5,9 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::config::Operation;
-use crate::tls::{TlsError, TlsSettings};
+pub use crate::http_client::HttpClientError;
+use crate::http_client::reqwest_client;
+use crate::tls::TlsSettings;
 
 /// What an HTTP client is shared by: triggers with the same TLS settings and timeout use one
 /// client (and its keep-alive connections), whatever broker they ask.
@@ -22,23 +24,7 @@ pub struct HttpKey {
 /// # Errors
 /// The TLS material is invalid, or the client cannot be built.
 pub fn client(key: &HttpKey) -> Result<reqwest::Client, HttpClientError> {
-    let tls = key.tls.client_config()?;
-    reqwest::Client::builder()
-        .timeout(key.timeout)
-        .tls_backend_preconfigured(tls)
-        .build()
-        .map_err(|e| HttpClientError::Build(e.without_url().to_string()))
-}
-
-/// Why the HTTP client could not be built.
-#[derive(Debug, thiserror::Error)]
-pub enum HttpClientError {
-    /// Bad TLS material.
-    #[error(transparent)]
-    Tls(#[from] TlsError),
-    /// reqwest refused the configuration.
-    #[error("building the HTTP client failed: {0}")]
-    Build(String),
+    reqwest_client(&key.tls, key.timeout)
 }
 
 /// The counters of one queue, as the management API reports them. Absent fields (a queue

@@ -1,0 +1,307 @@
+//! A pooled HTTP client for HTTP-based scalers: one client (one connection pool) per server,
+//! credentials and timeout, however many triggers use it, leased from the shared
+//! [`ClientPools`](crate::pool::ClientPools). The client applies the trigger's
+//! [`HttpAuth`] to every request and reads bounded response bodies.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::StatusCode;
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+
+use crate::authentication::HttpAuth;
+use crate::context::ScalerContext;
+use crate::error::{MetadataError, MetadataErrorKind, ScalerError, error_chain};
+use crate::pool::Lease;
+use crate::tls::{TlsError, TlsSettings};
+
+/// The largest response body read (8 MiB): a metrics endpoint answering more is an error, not
+/// an out-of-memory operator.
+pub const MAX_BODY_BYTES: usize = 8 << 20;
+
+/// What a pooled client is shared by: the server (`scheme://host:port`), the credentials and TLS
+/// settings, and the timeout. Triggers that agree on all three share one client and its
+/// keep-alive connections.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct HttpClientKey {
+    /// `scheme://host:port` of the server.
+    pub origin: String,
+    /// Authentication and TLS.
+    pub auth: HttpAuth,
+    /// Timeout of a whole request, body included.
+    pub timeout: Duration,
+}
+
+/// Why an HTTP client could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpClientError {
+    /// Bad TLS material.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// reqwest refused the configuration.
+    #[error("building the HTTP client failed: {0}")]
+    Build(String),
+}
+
+/// A reqwest client with `tls` (rustls on ring, never aws-lc) and a request `timeout`.
+///
+/// # Errors
+/// The TLS material is invalid, or reqwest refuses the configuration.
+pub fn reqwest_client(
+    tls: &TlsSettings,
+    timeout: Duration,
+) -> Result<reqwest::Client, HttpClientError> {
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .tls_backend_preconfigured(tls.client_config()?)
+        .build()
+        .map_err(|e| HttpClientError::Build(e.without_url().to_string()))
+}
+
+/// Why a GET failed. Messages never contain the URL's query or credentials.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpGetError {
+    /// The request could not be sent or timed out.
+    #[error("{0}")]
+    Send(String),
+    /// The server answered with a status other than 2xx.
+    #[error("HTTP {status}{}{}", body_suffix(body), auth_hint(*status))]
+    Status {
+        /// The status.
+        status: StatusCode,
+        /// The start of the response body, trimmed (secrets removed).
+        body: String,
+    },
+    /// The body could not be read.
+    #[error("reading the response failed: {0}")]
+    Body(String),
+    /// The body is larger than [`MAX_BODY_BYTES`].
+    #[error("the response is larger than {MAX_BODY_BYTES} bytes")]
+    TooLarge,
+}
+
+fn body_suffix(body: &str) -> String {
+    if body.is_empty() {
+        String::new()
+    } else {
+        format!(": {body}")
+    }
+}
+
+fn auth_hint(status: StatusCode) -> &'static str {
+    if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+        "; check the trigger's authModes and its credentials"
+    } else {
+        ""
+    }
+}
+
+/// A pooled client and the authentication it applies.
+#[derive(Debug)]
+pub struct HttpClient {
+    client: reqwest::Client,
+    auth: HttpAuth,
+}
+
+impl HttpClient {
+    /// Builds the client of `key`.
+    ///
+    /// # Errors
+    /// See [`reqwest_client`].
+    pub fn new(key: &HttpClientKey) -> Result<Self, HttpClientError> {
+        Ok(Self {
+            client: reqwest_client(&key.auth.tls, key.timeout)?,
+            auth: key.auth.clone(),
+        })
+    }
+
+    /// GETs `url` with the client's authentication and `headers` (added after the
+    /// authentication headers), and returns the body of a 2xx answer.
+    ///
+    /// # Errors
+    /// The request fails or times out, the status is not 2xx, the body cannot be read or is
+    /// larger than [`MAX_BODY_BYTES`].
+    pub async fn get(&self, mut url: url::Url, headers: &HeaderMap) -> Result<Bytes, HttpGetError> {
+        self.auth.apply_to_url(&mut url);
+        let mut request = self.auth.apply(self.client.get(url));
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        let scrub = |text: String| scrub(text, &self.auth.secrets());
+        let mut response = request
+            .send()
+            .await
+            .map_err(|e| HttpGetError::Send(scrub(error_chain(&e.without_url()))))?;
+        let status = response.status();
+        let mut body = Vec::new();
+        loop {
+            match response.chunk().await {
+                Ok(Some(chunk)) => {
+                    if body.len().saturating_add(chunk.len()) > MAX_BODY_BYTES {
+                        return Err(HttpGetError::TooLarge);
+                    }
+                    body.extend_from_slice(&chunk);
+                }
+                Ok(None) => break,
+                Err(e) if status.is_success() => {
+                    return Err(HttpGetError::Body(scrub(error_chain(&e.without_url()))));
+                }
+                // The status is what matters; a broken error body is not worth reporting.
+                Err(_) => break,
+            }
+        }
+        if !status.is_success() {
+            let text = String::from_utf8_lossy(&body);
+            let text: String = text.trim().chars().take(300).collect();
+            return Err(HttpGetError::Status {
+                status,
+                body: scrub(text),
+            });
+        }
+        Ok(Bytes::from(body))
+    }
+}
+
+/// `text` with every secret replaced by `***`. Secrets shorter than 4 characters are left
+/// alone: replacing every `t` of a message would destroy it, and such a secret protects nothing.
+fn scrub(mut text: String, secrets: &[&str]) -> String {
+    for secret in secrets.iter().filter(|s| s.chars().count() >= 4) {
+        text = text.replace(secret, "***");
+    }
+    text
+}
+
+/// `scheme://host[:port]/path` of `url`: what messages show of a URL (no credentials, no
+/// query).
+pub fn describe_url(url: &url::Url) -> String {
+    let mut shown = format!("{}://{}", url.scheme(), url.host_str().unwrap_or_default());
+    if let Some(port) = url.port() {
+        shown.push_str(&format!(":{port}"));
+    }
+    shown.push_str(url.path());
+    shown
+}
+
+/// `scheme://host:port` of `url` (the port made explicit), for a pool key.
+pub fn origin(url: &url::Url) -> String {
+    format!(
+        "{}://{}:{}",
+        url.scheme(),
+        url.host_str().unwrap_or_default(),
+        url.port_or_known_default().unwrap_or(0)
+    )
+}
+
+/// Parses `param`'s value as an `http://` or `https://` URL.
+///
+/// # Errors
+/// Not a URL, or another scheme; the message names `param` and shows the value without its
+/// credentials.
+pub fn parse_http_url(
+    p: &crate::metadata::MetadataParser<'_>,
+    param: &crate::metadata::Param,
+    value: &str,
+) -> Result<url::Url, MetadataError> {
+    let url = url::Url::parse(value).map_err(|e| {
+        p.rule(format!(
+            "parameter \"{}\" is not a valid URL ({e}); write it as http://host:port/path",
+            param.name
+        ))
+    })?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(p.rule(format!(
+            "parameter \"{}\" must be an http:// or https:// URL, not {}:",
+            param.name,
+            url.scheme()
+        )));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(p.rule(format!(
+            "parameter \"{}\" has no host; write it as http://host:port/path",
+            param.name
+        )));
+    }
+    Ok(url)
+}
+
+/// A lease on the pooled client of `key`, building it if no trigger holds one.
+///
+/// # Errors
+/// The TLS material of the trigger's authentication is invalid (named by parameter).
+pub async fn lease(
+    ctx: &ScalerContext,
+    key: HttpClientKey,
+) -> Result<Lease<HttpClientKey, HttpClient>, ScalerError> {
+    ctx.clients
+        .pool::<HttpClientKey, HttpClient>()
+        .get_or_connect(key.clone(), || async { HttpClient::new(&key) })
+        .await
+        .map_err(|e| {
+            ScalerError::Metadata(MetadataError {
+                trigger: ctx.trigger_id(),
+                kind: MetadataErrorKind::Rule(e.to_string()),
+            })
+        })
+}
+
+/// Headers as given, checked: `(name, value)` pairs that are not valid HTTP come back as an
+/// error naming `param`.
+///
+/// # Errors
+/// A name or value is not valid in an HTTP header.
+pub fn header_map<'a>(
+    p: &crate::metadata::MetadataParser<'_>,
+    param: &crate::metadata::Param,
+    pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Result<HeaderMap, MetadataError> {
+    let mut headers = HeaderMap::new();
+    for (name, value) in pairs {
+        let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+            p.rule(format!(
+                "parameter \"{}\": \"{name}\" is not a valid HTTP header name",
+                param.name
+            ))
+        })?;
+        let value = HeaderValue::from_str(value).map_err(|_| {
+            p.rule(format!(
+                "parameter \"{}\": the value of header \"{name}\" is not valid in HTTP",
+                param.name
+            ))
+        })?;
+        headers.append(header, value);
+    }
+    Ok(headers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_shown_without_credentials_or_query() {
+        let url = url::Url::parse("https://u:p@h.example:8443/a/b?api_key=s3cret").unwrap();
+        assert_eq!(describe_url(&url), "https://h.example:8443/a/b");
+        assert_eq!(origin(&url), "https://h.example:8443");
+        let url = url::Url::parse("http://prometheus.monitoring/").unwrap();
+        assert_eq!(origin(&url), "http://prometheus.monitoring:80");
+    }
+
+    #[test]
+    fn status_errors_show_the_body_and_hint_at_credentials() {
+        let err = HttpGetError::Status {
+            status: StatusCode::UNAUTHORIZED,
+            body: "Unauthorized".into(),
+        };
+        assert_eq!(
+            err.to_string(),
+            "HTTP 401 Unauthorized: Unauthorized; check the trigger's authModes and its credentials"
+        );
+        let err = HttpGetError::Status {
+            status: StatusCode::NOT_FOUND,
+            body: String::new(),
+        };
+        assert_eq!(err.to_string(), "HTTP 404 Not Found");
+        assert_eq!(scrub("a s3cret b".into(), &["s3cret"]), "a *** b");
+        assert_eq!(scrub("a test".into(), &["t"]), "a test");
+    }
+}
