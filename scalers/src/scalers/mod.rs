@@ -4,6 +4,7 @@ pub mod cron;
 pub mod http;
 pub mod kafka;
 pub mod nats_jetstream;
+pub mod prometheus;
 pub mod rabbitmq;
 pub mod redis;
 pub mod resource;
@@ -24,6 +25,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     registry.register(
         "nats-jetstream",
         Declared::new(nats_jetstream::build, nats_jetstream::PARAMS),
+    );
+    registry.register(
+        "prometheus",
+        Declared::new(prometheus::build, prometheus::PARAMS),
     );
     registry.register("rabbitmq", Declared::new(rabbitmq::build, rabbitmq::PARAMS));
     registry.register("redis", Declared::new(list::build_redis, LIST_PARAMS));
