@@ -5,6 +5,8 @@
 //!   [`ClusterTriggerAuthentication`]: the four CRDs, wire-compatible with KEDA.
 //! - [`condition`]: condition types and reasons; [`annotations`]: annotation and label keys.
 //! - [`gvkr`]: scale target type parsing.
+//! - [`formula`]: the `scalingModifiers` formula language, its limits and budgets, and its
+//!   admission check.
 //! - [`external_metrics`]: the wire types of `external.metrics.k8s.io` and of the operator's
 //!   metric service.
 
@@ -12,6 +14,7 @@ pub mod annotations;
 pub mod condition;
 pub mod crd;
 pub mod external_metrics;
+pub mod formula;
 pub mod gvkr;
 pub mod metric_name;
 pub mod scaled_job;

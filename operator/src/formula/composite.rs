@@ -1,12 +1,12 @@
 //! From a formula result to the composite metric and its activity, and the validation of the
 //! whole `scalingModifiers` block.
 //!
-//! * [`validate_formula`] mirrors KEDA's webhook (`validateScalingModifiersFormula`): the
-//!   formula may name every trigger that has a name and is not `cpu` or `memory`, and it must
-//!   evaluate with the dummy value -1 for all of them.
-//! * [`compile_scaling_modifiers`] adds KEDA's checks of `target` (a number > 0, required with a
-//!   formula), `activationTarget` (a number, default 0) and `metricType` (`AverageValue` or
-//!   `Value`; `Utilization` is rejected).
+//! * [`compile_scaling_modifiers`] compiles the formula as the admission check does
+//!   ([`validate_formula`]: every named trigger that is not `cpu` or `memory` may be used, the
+//!   limits and budgets hold, and it evaluates with the dummy value -1 for all of them), and
+//!   adds KEDA's checks of `target` (a number > 0, required with a formula),
+//!   `activationTarget` (a number, default 0) and `metricType` (`AverageValue` or `Value`;
+//!   `Utilization` is rejected).
 //! * [`composite_value`] is what the HPA is served as `composite-metric`: the result clamped as
 //!   KEDA's quantities are (negative, NaN and infinite values become 0, then milli-units), and a
 //!   `nil` result means no value, unless fallback behavior `scalingModifiers` supplies
@@ -16,40 +16,14 @@
 //!   say, and never while a trigger failed (KEDA resets the activity on error).
 
 use keda_api::ScaleTrigger;
+use keda_api::formula::{Formula, FormulaError, validate_formula};
 
-use super::{Formula, FormulaError};
 use crate::fallback::{FallbackBehavior, FallbackSpec, MetricTargetType};
 
 /// The HPA metric name of the composite value.
 pub const COMPOSITE_METRIC_NAME: &str = "composite-metric";
 /// The name KEDA gives the composite trigger in activation events.
 pub const MODIFIERS_TRIGGER: &str = "ModifiersTrigger";
-
-/// The value the webhook feeds every trigger when it test-runs a formula.
-const DUMMY_VALUE: f64 = -1.0;
-
-/// Trigger names a formula may read: named triggers that are not `cpu` or `memory` (those are
-/// resource metrics the operator never reads), in trigger order.
-pub fn formula_trigger_names(triggers: &[ScaleTrigger]) -> Vec<&str> {
-    triggers
-        .iter()
-        .filter(|t| !t.name.is_empty() && t.type_ != "cpu" && t.type_ != "memory")
-        .map(|t| t.name.as_str())
-        .collect()
-}
-
-/// Compiles `formula` against the object's triggers and test-runs it with -1 for every trigger,
-/// as KEDA's admission webhook does.
-///
-/// # Errors
-/// Any compile error (unknown name, syntax, ...), or an evaluation error with the dummy values
-/// (e.g. a boolean result).
-pub fn validate_formula(formula: &str, triggers: &[ScaleTrigger]) -> Result<Formula, FormulaError> {
-    let compiled = Formula::compile(formula, &formula_trigger_names(triggers))?;
-    let dummies = vec![Some(DUMMY_VALUE); compiled.trigger_names().len()];
-    compiled.evaluate(&dummies)?;
-    Ok(compiled)
-}
 
 /// `spec.advanced.scalingModifiers` as written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //! functions as it goes, so evaluation never looks a name up.
 
 use super::lexer::{Tok, Token};
-use super::{ErrorKind, FormulaError, Position};
+use super::{ErrorKind, FormulaError, MAX_DEPTH, MAX_ITEMS, Position};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum UnaryOp {
@@ -171,7 +171,7 @@ impl Function {
     }
 
     /// Whether the second argument is a predicate over `#`.
-    fn takes_predicate(self) -> bool {
+    pub(crate) fn takes_predicate(self) -> bool {
         matches!(
             self,
             Function::Count
@@ -208,11 +208,6 @@ pub(crate) struct Node {
     /// Height of the tree under this node (a leaf is 1).
     depth: usize,
 }
-
-/// How deep a formula may nest. Parsing and evaluation recurse over the tree, and a formula is
-/// user input: without a bound, `((((...` or `a+a+a+...` thousands deep would overflow the
-/// operator's stack.
-pub(crate) const MAX_DEPTH: usize = 200;
 
 impl NodeKind {
     fn children(&self) -> Vec<&Node> {
@@ -321,12 +316,7 @@ impl<'a> Parser<'a> {
     }
 
     fn too_deep(&self, pos: Position) -> FormulaError {
-        self.error(
-            ErrorKind::Syntax(format!(
-                "the formula nests more than {MAX_DEPTH} levels deep"
-            )),
-            pos,
-        )
+        self.error(ErrorKind::TooDeep, pos)
     }
 
     /// Builds a node, refusing trees deeper than [`MAX_DEPTH`].
@@ -392,7 +382,7 @@ impl<'a> Parser<'a> {
                 self.expect(Tok::RParen, "`)`")?;
                 return Ok(inner);
             }
-            Tok::LBracket => NodeKind::Array(self.list(Tok::RBracket, "`,` or `]`")?),
+            Tok::LBracket => NodeKind::Array(self.list(Tok::RBracket, "`,` or `]`", pos)?),
             Tok::Ident(name) if self.peek().tok == Tok::LParen => {
                 self.next();
                 return self.call(name, pos);
@@ -414,14 +404,21 @@ impl<'a> Parser<'a> {
         self.node(kind, pos)
     }
 
-    /// Comma-separated expressions up to `close` (a trailing comma is allowed, as in expr).
-    fn list(&mut self, close: Tok, expected: &str) -> Result<Vec<Node>, FormulaError> {
+    /// Comma-separated expressions up to `close` (a trailing comma is allowed, as in expr), at
+    /// most [`MAX_ITEMS`] of them.
+    fn list(
+        &mut self,
+        close: Tok,
+        expected: &str,
+        pos: Position,
+    ) -> Result<Vec<Node>, FormulaError> {
         let mut items = Vec::new();
         loop {
             if self.peek().tok == close {
                 self.next();
                 return Ok(items);
             }
+            self.check_items(&items, "an array literal", pos)?;
             items.push(self.expression(0)?);
             let t = self.next();
             if t.tok == close {
@@ -447,6 +444,7 @@ impl<'a> Parser<'a> {
             self.next();
         } else {
             loop {
+                self.check_items(&args, "a function call", pos)?;
                 let is_predicate = function.takes_predicate() && args.len() == 1;
                 args.push(if is_predicate {
                     self.predicate()?
@@ -477,6 +475,19 @@ impl<'a> Parser<'a> {
             ));
         }
         self.node(NodeKind::Call(function, args), pos)
+    }
+
+    /// Refuses a next element once `items` holds [`MAX_ITEMS`].
+    fn check_items(
+        &self,
+        items: &[Node],
+        what: &'static str,
+        pos: Position,
+    ) -> Result<(), FormulaError> {
+        if items.len() >= MAX_ITEMS {
+            return Err(self.error(ErrorKind::TooManyItems { what }, pos));
+        }
+        Ok(())
     }
 
     /// A predicate: an expression over `#`, optionally in braces.

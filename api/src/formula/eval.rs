@@ -1,14 +1,25 @@
-//! Evaluates a compiled formula tree over trigger values.
+//! Evaluates a compiled formula tree over trigger values, counting steps and allocated array
+//! elements against the budgets.
+//!
+//! What is counted here is what [`super::cost`] bounds statically, charge by charge: one step
+//! per node evaluated; one step per element a function visits (`sum`, `mean`, `median`, `max`,
+//! `min`, `count` without predicate) or a predicate runs for; one step per pair of values `==`,
+//! `!=` and `in` compare; one memory unit per element of an array built (a literal, `map`,
+//! `filter`, the sorted copy of `median`), plus one for the array itself. Arrays are shared, not copied, when a value is
+//! reused (`#`, a predicate's element), so those cost nothing.
 
+use std::rc::Rc;
+
+use super::cost::Cost;
 use super::parser::{BinaryOp, Function, Node, NodeKind, UnaryOp};
-use super::{ErrorKind, Position};
+use super::{Budget, ErrorKind, Position};
 
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Value {
     Number(f64),
     Bool(bool),
     Nil,
-    Array(Vec<Value>),
+    Array(Rc<Vec<Value>>),
 }
 
 impl Value {
@@ -37,22 +48,59 @@ fn invalid(position: Position, what: String) -> EvalError {
     }
 }
 
+/// A count of elements as a formula value. Counts are bounded by the memory budget, far
+/// below 2^32, so the conversion is exact.
+fn count(n: usize) -> f64 {
+    u32::try_from(n).map_or(f64::from(u32::MAX), f64::from)
+}
+
+fn as_u64(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+/// The memory units of an array of `n` elements: one each, and one for the array.
+fn allocation(n: usize) -> u64 {
+    as_u64(n).saturating_add(1)
+}
+
 struct Env<'a> {
     values: &'a [Option<f64>],
     /// The current element of each enclosing predicate, innermost last.
     elements: Vec<Value>,
+    used: Cost,
 }
 
-pub(crate) fn evaluate(root: &Node, values: &[Option<f64>]) -> Result<Value> {
+/// Evaluates `root`; the result and what it used.
+pub(crate) fn evaluate(root: &Node, values: &[Option<f64>]) -> (Result<Value>, Cost) {
     let mut env = Env {
         values,
         elements: Vec::new(),
+        used: Cost::default(),
     };
-    env.eval(root)
+    let result = env.eval(root);
+    (result, env.used)
 }
 
 impl Env<'_> {
+    /// Counts `steps` and `cells`, failing once either budget is used up.
+    fn charge(&mut self, steps: u64, cells: u64, position: Position) -> Result<()> {
+        self.used.steps = self.used.steps.saturating_add(steps);
+        self.used.cells = self.used.cells.saturating_add(cells);
+        let exhausted = if self.used.steps > Budget::Steps.limit() {
+            Budget::Steps
+        } else if self.used.cells > Budget::Memory.limit() {
+            Budget::Memory
+        } else {
+            return Ok(());
+        };
+        Err(EvalError {
+            kind: ErrorKind::BudgetExhausted { budget: exhausted },
+            position,
+        })
+    }
+
     fn eval(&mut self, node: &Node) -> Result<Value> {
+        self.charge(1, 0, node.pos)?;
         match &node.kind {
             NodeKind::Number(n) => Ok(Value::Number(*n)),
             NodeKind::Bool(b) => Ok(Value::Bool(*b)),
@@ -63,11 +111,14 @@ impl Env<'_> {
             }),
             // The parser only accepts `#` inside a predicate, so an element is always there.
             NodeKind::Element => Ok(self.elements.last().cloned().unwrap_or(Value::Nil)),
-            NodeKind::Array(items) => items
-                .iter()
-                .map(|item| self.eval(item))
-                .collect::<Result<Vec<_>>>()
-                .map(Value::Array),
+            NodeKind::Array(items) => {
+                self.charge(0, allocation(items.len()), node.pos)?;
+                let mut array = Vec::with_capacity(items.len());
+                for item in items {
+                    array.push(self.eval(item)?);
+                }
+                Ok(Value::Array(Rc::new(array)))
+            }
             NodeKind::Unary(op, operand) => {
                 let v = self.eval(operand)?;
                 match (op, v) {
@@ -103,6 +154,29 @@ impl Env<'_> {
         }
     }
 
+    /// `a == b`: values of different types are unequal, arrays are equal element by element.
+    /// One step per pair compared.
+    fn equal(&mut self, a: &Value, b: &Value, pos: Position) -> Result<bool> {
+        self.charge(1, 0, pos)?;
+        Ok(match (a, b) {
+            (Value::Array(x), Value::Array(y)) => {
+                if x.len() != y.len() {
+                    return Ok(false);
+                }
+                for (p, q) in x.iter().zip(y.iter()) {
+                    if !self.equal(p, q, pos)? {
+                        return Ok(false);
+                    }
+                }
+                true
+            }
+            (Value::Number(x), Value::Number(y)) => x == y,
+            (Value::Bool(x), Value::Bool(y)) => x == y,
+            (Value::Nil, Value::Nil) => true,
+            _ => false,
+        })
+    }
+
     fn binary(&mut self, op: BinaryOp, left: &Node, right: &Node, pos: Position) -> Result<Value> {
         // Short-circuit operators evaluate the right side only when needed, as expr-lang.
         match op {
@@ -135,13 +209,18 @@ impl Env<'_> {
             )
         };
         match op {
-            BinaryOp::Eq => return Ok(Value::Bool(l == r)),
-            BinaryOp::Ne => return Ok(Value::Bool(l != r)),
+            BinaryOp::Eq => return self.equal(&l, &r, pos).map(Value::Bool),
+            BinaryOp::Ne => return self.equal(&l, &r, pos).map(|eq| Value::Bool(!eq)),
             BinaryOp::In => {
-                return match r {
-                    Value::Array(items) => Ok(Value::Bool(items.contains(&l))),
-                    r => Err(mismatch(&l, &r)),
+                let Value::Array(items) = &r else {
+                    return Err(mismatch(&l, &r));
                 };
+                for item in items.iter() {
+                    if self.equal(&l, item, pos)? {
+                        return Ok(Value::Bool(true));
+                    }
+                }
+                return Ok(Value::Bool(false));
             }
             _ => {}
         }
@@ -205,7 +284,12 @@ impl Env<'_> {
         }
     }
 
-    fn array_arg(&mut self, function: Function, node: &Node, pos: Position) -> Result<Vec<Value>> {
+    fn array_arg(
+        &mut self,
+        function: Function,
+        node: &Node,
+        pos: Position,
+    ) -> Result<Rc<Vec<Value>>> {
         match self.eval(node)? {
             Value::Array(items) => Ok(items),
             v => Err(invalid(
@@ -219,21 +303,28 @@ impl Env<'_> {
         }
     }
 
-    fn numbers(function: Function, items: &[Value], pos: Position) -> Result<Vec<f64>> {
-        items
-            .iter()
-            .map(|v| match v {
-                Value::Number(n) => Ok(*n),
-                v => Err(invalid(
-                    pos,
-                    format!(
-                        "{}() needs numbers, found {}",
-                        function.name(),
-                        v.type_name()
-                    ),
-                )),
-            })
-            .collect()
+    /// The numbers of `items`, one step each.
+    fn numbers<'v>(
+        &mut self,
+        function: Function,
+        items: &'v [Value],
+        pos: Position,
+    ) -> Result<impl Iterator<Item = f64> + use<'v>> {
+        self.charge(as_u64(items.len()), 0, pos)?;
+        if let Some(v) = items.iter().find(|v| !matches!(v, Value::Number(_))) {
+            return Err(invalid(
+                pos,
+                format!(
+                    "{}() needs numbers, found {}",
+                    function.name(),
+                    v.type_name()
+                ),
+            ));
+        }
+        Ok(items.iter().filter_map(|v| match v {
+            Value::Number(n) => Some(*n),
+            _ => None,
+        }))
     }
 
     fn with_element(&mut self, element: Value, predicate: &Node) -> Result<Value> {
@@ -260,11 +351,19 @@ impl Env<'_> {
             Function::Float => number(|n| n, self),
             Function::Int => number(f64::trunc, self),
             Function::Max | Function::Min => {
-                let mut all = Vec::new();
+                let pick = if function == Function::Max {
+                    f64::max
+                } else {
+                    f64::min
+                };
+                let mut picked: Option<f64> = None;
+                let mut take = |n: f64| picked = Some(picked.map_or(n, |p| pick(p, n)));
                 for arg in args {
                     match self.eval(arg)? {
-                        Value::Array(items) => all.extend(Self::numbers(function, &items, pos)?),
-                        Value::Number(n) => all.push(n),
+                        Value::Array(items) => {
+                            self.numbers(function, &items, pos)?.for_each(&mut take)
+                        }
+                        Value::Number(n) => take(n),
                         v => {
                             return Err(invalid(
                                 pos,
@@ -277,35 +376,28 @@ impl Env<'_> {
                         }
                     }
                 }
-                let pick = if function == Function::Max {
-                    f64::max
-                } else {
-                    f64::min
-                };
-                all.into_iter()
-                    .reduce(pick)
+                picked
                     .map(Value::Number)
                     .ok_or_else(|| invalid(pos, format!("{}() of an empty array", function.name())))
             }
             Function::Sum => {
                 let items = self.array_arg(function, first, pos)?;
-                Ok(Value::Number(
-                    Self::numbers(function, &items, pos)?.iter().sum(),
-                ))
+                Ok(Value::Number(self.numbers(function, &items, pos)?.sum()))
             }
             Function::Mean | Function::Avg => {
                 let items = self.array_arg(function, first, pos)?;
-                let ns = Self::numbers(function, &items, pos)?;
+                let sum: f64 = self.numbers(function, &items, pos)?.sum();
                 // expr-lang's mean of an empty array is 0.
-                Ok(Value::Number(if ns.is_empty() {
+                Ok(Value::Number(if items.is_empty() {
                     0.0
                 } else {
-                    ns.iter().sum::<f64>() / ns.len() as f64
+                    sum / count(items.len())
                 }))
             }
             Function::Median => {
                 let items = self.array_arg(function, first, pos)?;
-                let mut ns = Self::numbers(function, &items, pos)?;
+                self.charge(0, allocation(items.len()), pos)?;
+                let mut ns: Vec<f64> = self.numbers(function, &items, pos)?.collect();
                 ns.sort_by(f64::total_cmp);
                 let n = ns.len();
                 Ok(Value::Number(match n {
@@ -314,9 +406,9 @@ impl Env<'_> {
                     _ => (ns[n / 2 - 1] + ns[n / 2]) / 2.0,
                 }))
             }
-            Function::Len => Ok(Value::Number(
-                self.array_arg(function, first, pos)?.len() as f64
-            )),
+            Function::Len => Ok(Value::Number(count(
+                self.array_arg(function, first, pos)?.len(),
+            ))),
             Function::Count
             | Function::Filter
             | Function::Map
@@ -327,20 +419,31 @@ impl Env<'_> {
                 let items = self.array_arg(function, first, pos)?;
                 let predicate = args.get(1);
                 let len = items.len();
-                let mut mapped = Vec::with_capacity(items.len());
-                let mut matched = Vec::new();
-                for item in items {
+                let builds = matches!(function, Function::Map | Function::Filter);
+                let mut built = Vec::new();
+                if builds {
+                    self.charge(0, allocation(len), pos)?;
+                    built.reserve_exact(len);
+                }
+                let mut matched = 0usize;
+                for item in items.iter() {
+                    self.charge(1, 0, pos)?;
                     let result = match predicate {
                         Some(p) => self.with_element(item.clone(), p)?,
                         // count(array) without a predicate counts the `true` elements.
                         None => item.clone(),
                     };
                     if function == Function::Map {
-                        mapped.push(result);
+                        built.push(result);
                         continue;
                     }
                     match result {
-                        Value::Bool(true) => matched.push(item),
+                        Value::Bool(true) => {
+                            matched += 1;
+                            if function == Function::Filter {
+                                built.push(item.clone());
+                            }
+                        }
                         Value::Bool(false) => {}
                         v => {
                             return Err(invalid(
@@ -355,14 +458,13 @@ impl Env<'_> {
                     }
                 }
                 Ok(match function {
-                    Function::Map => Value::Array(mapped),
-                    Function::Filter => Value::Array(matched),
-                    Function::Count => Value::Number(matched.len() as f64),
-                    Function::Any => Value::Bool(!matched.is_empty()),
-                    Function::One => Value::Bool(matched.len() == 1),
-                    Function::None => Value::Bool(matched.is_empty()),
+                    Function::Map | Function::Filter => Value::Array(Rc::new(built)),
+                    Function::Count => Value::Number(count(matched)),
+                    Function::Any => Value::Bool(matched > 0),
+                    Function::One => Value::Bool(matched == 1),
+                    Function::None => Value::Bool(matched == 0),
                     // all: every element matched.
-                    _ => Value::Bool(matched.len() == len),
+                    _ => Value::Bool(matched == len),
                 })
             }
         }
