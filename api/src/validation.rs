@@ -7,14 +7,14 @@
 //! displays them joined by `"; "`.
 //!
 //! Not here because they need the cluster: another ScaledObject or HPA owning the same target or
-//! HPA name, cpu/memory requests on the target's containers. Not here yet: compiling the
-//! `scalingModifiers` formula (a later issue); only its shape is checked.
+//! HPA name, cpu/memory requests on the target's containers.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
 use kube::ResourceExt;
 
+use crate::formula::{FormulaError, validate_formula};
 use crate::scaled_job::ScaledJob;
 use crate::scaled_object::{FallbackBehavior, ScaledObject, default_hpa_name};
 use crate::trigger::ScaleTrigger;
@@ -105,6 +105,10 @@ pub enum ValidationError {
     /// Scaling modifiers set but no formula.
     #[error("spec.advanced.scalingModifiers.formula: required when scalingModifiers is used")]
     ModifiersFormulaMissing,
+    /// The formula does not compile, is over a limit or budget, or does not run with -1 for
+    /// every trigger (see [`crate::formula::validate_formula`]). The message names the field.
+    #[error("{0}")]
+    ModifiersFormulaInvalid(FormulaError),
     /// Formula without target.
     #[error("spec.advanced.scalingModifiers.target: required when formula is set")]
     ModifiersTargetMissing,
@@ -216,6 +220,7 @@ impl ValidationError {
             Self::FallbackNeedsExternalTrigger => "fallback-needs-external-trigger",
             Self::FallbackBehaviorNeedsFormula => "fallback-behavior-needs-formula",
             Self::ModifiersFormulaMissing => "scaling-modifiers-formula-missing",
+            Self::ModifiersFormulaInvalid(_) => "scaling-modifiers-formula-invalid",
             Self::ModifiersTargetMissing => "scaling-modifiers-target-missing",
             Self::ModifiersTargetInvalid { .. } => "scaling-modifiers-target-invalid",
             Self::ModifiersActivationTargetInvalid { .. } => {
@@ -306,8 +311,10 @@ fn is_resource_trigger(t: &ScaleTrigger) -> bool {
 /// 3. only cpu/memory triggers need `minReplicaCount` >= 1;
 /// 4. fallback: non-negative numbers; without scaling modifiers, a trigger that is not
 ///    cpu/memory; behavior `scalingModifiers` needs a formula;
-/// 5. scaling modifiers (when any field is set): formula required, target required and a float
-///    > 0, activationTarget a float when set, metricType AverageValue or Value;
+/// 5. scaling modifiers (when any field is set): formula required, compiled against the named
+///    triggers within the formula's limits and budgets and run once with -1 for each
+///    ([`validate_formula`], as KEDA's webhook does), target required and a float > 0,
+///    activationTarget a float when set, metricType AverageValue or Value;
 /// 6. name <= 63 characters, HPA name (custom or `keda-hpa-<name>`) <= 63 characters.
 ///
 /// # Errors
@@ -361,8 +368,13 @@ pub fn validate_scaled_object(so: &ScaledObject) -> Result<(), ValidationErrors>
     }
 
     if let Some(m) = modifiers {
-        if formula.is_none() {
-            errors.push(ValidationError::ModifiersFormulaMissing);
+        match formula {
+            None => errors.push(ValidationError::ModifiersFormulaMissing),
+            Some(f) => {
+                if let Err(e) = validate_formula(f, &spec.triggers) {
+                    errors.push(ValidationError::ModifiersFormulaInvalid(e));
+                }
+            }
         }
         match m.target.as_deref().filter(|t| !t.is_empty()) {
             None if formula.is_some() => errors.push(ValidationError::ModifiersTargetMissing),
@@ -704,6 +716,7 @@ mod tests {
             (
                 "formula without target",
                 |so| {
+                    so.spec.triggers = vec![trigger("redis", "a"), trigger("kafka", "b")];
                     modifiers(
                         so,
                         ScalingModifiers {
@@ -715,8 +728,40 @@ mod tests {
                 &["scaling-modifiers-target-missing"],
             ),
             (
+                "a formula over a trigger without a name",
+                |so| {
+                    modifiers(
+                        so,
+                        ScalingModifiers {
+                            formula: Some("a + 1".into()),
+                            target: Some("1".into()),
+                            ..ScalingModifiers::default()
+                        },
+                    )
+                },
+                &["scaling-modifiers-formula-invalid"],
+            ),
+            (
+                "a formula bomb: nested count over array literals",
+                |so| {
+                    let ones = format!("[{}]", vec!["1"; 100].join(","));
+                    modifiers(
+                        so,
+                        ScalingModifiers {
+                            formula: Some(format!(
+                                "count({ones}, count({ones}, count({ones}, # > 0) > 0) > 0)"
+                            )),
+                            target: Some("1".into()),
+                            ..ScalingModifiers::default()
+                        },
+                    )
+                },
+                &["scaling-modifiers-formula-invalid"],
+            ),
+            (
                 "target zero, activation not a number, metricType Utilization",
                 |so| {
+                    so.spec.triggers[0].name = "a".into();
                     modifiers(
                         so,
                         ScalingModifiers {
@@ -745,7 +790,8 @@ mod tests {
                     modifiers(
                         so,
                         ScalingModifiers {
-                            formula: Some("c".into()),
+                            // A constant: cpu and memory triggers are no formula inputs.
+                            formula: Some("2".into()),
                             target: Some("1.5".into()),
                             ..ScalingModifiers::default()
                         },

@@ -78,6 +78,45 @@ async fn broken_objects_are_not_ready_with_a_message_naming_the_field() {
 }
 
 #[tokio::test]
+async fn a_formula_bomb_is_not_ready_naming_the_formula_and_its_budget_and_gets_no_hpa() {
+    let Some((_server, w)) = world("formula-bomb").await else {
+        return;
+    };
+    w.deployment("bomb", 0).await;
+    let op = w.start_operator();
+    // Nested map over array literals of 200 elements: 8 million array elements if it ran.
+    let ones = format!("[{}]", vec!["1"; 200].join(","));
+    let formula = format!("queue + count(map({ones}, map({ones}, map({ones}, #))), true)");
+    let yaml = format!(
+        "apiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nmetadata:\n  name: bomb\nspec:\n  \
+         scaleTargetRef:\n    name: bomb\n  advanced:\n    scalingModifiers:\n      \
+         formula: \"{formula}\"\n      target: \"5\"\n  triggers:\n    - type: redis\n      \
+         name: queue\n      metadata:\n        address: 127.0.0.1:6379\n        listName: {}\n",
+        list("bomb")
+    );
+    w.create(&yaml).await;
+    let (_, reason, message) = scenarios::eventually("Ready=False on the bomb", || async {
+        scenarios::ready(&w.get("bomb").await).filter(|(s, _, _)| s == "False")
+    })
+    .await;
+    assert_eq!(reason, "ScaledObjectCheckFailed");
+    assert!(
+        message.contains("spec.advanced.scalingModifiers.formula: evaluating the formula may take")
+            && message.contains("over the step budget of 100000 steps"),
+        "{message}"
+    );
+    assert!(
+        w.hpas()
+            .get_opt("keda-hpa-bomb")
+            .await
+            .expect("HPA lookup")
+            .is_none(),
+        "a refused object gets no HPA"
+    );
+    op.stop().await;
+}
+
+#[tokio::test]
 async fn status_is_not_patched_again_when_nothing_changed() {
     let Some((server, w)) = world("quiet").await else {
         return;
