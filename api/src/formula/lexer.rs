@@ -183,8 +183,7 @@ impl Lexer<'_> {
                 }
             }
             return u64::from_str_radix(&digits, 16)
-                // Precision loss above 2^53 is what any f64 formula value has.
-                .map(|n| Tok::Number(n as f64))
+                .map(|n| Tok::Number(u64_to_f64(n)))
                 .map_err(|_| bad(format!("invalid hexadecimal number `0x{digits}`")));
         }
         let mut text = String::new();
@@ -221,6 +220,14 @@ impl Lexer<'_> {
             .map(Tok::Number)
             .map_err(|_| bad(format!("invalid number `{text}`")))
     }
+}
+
+/// `n` rounded to the nearest f64 (precision is lost above 2^53, as in any f64 formula value):
+/// both halves convert exactly, and the one addition rounds once.
+fn u64_to_f64(n: u64) -> f64 {
+    let high = u32::try_from(n >> 32).unwrap_or(u32::MAX);
+    let low = u32::try_from(n & u64::from(u32::MAX)).unwrap_or(u32::MAX);
+    f64::from(high) * 4_294_967_296.0 + f64::from(low)
 }
 
 /// Tokenizes `source`; the last token is always [`Tok::Eof`].
@@ -357,6 +364,21 @@ mod tests {
         let t = tokenize("a +\n  /* c */ b").expect("tokenizes");
         let at: Vec<(u32, u32)> = t.iter().map(|t| (t.pos.line, t.pos.column)).collect();
         assert_eq!(at, vec![(1, 1), (1, 3), (2, 11), (2, 12)]);
+    }
+
+    #[test]
+    fn hexadecimal_numbers_round_to_the_nearest_float() {
+        assert_eq!(
+            toks("0xFFFFFFFFFFFFFFFF")[0],
+            Tok::Number(18_446_744_073_709_551_615.0)
+        );
+        assert_eq!(toks("0x1_0000_0001")[0], Tok::Number(4_294_967_297.0));
+        // 2^53 + 1 is not a float: it rounds to even, 2^53.
+        assert_eq!(
+            toks("0x20000000000001")[0],
+            Tok::Number(9_007_199_254_740_992.0)
+        );
+        assert!(tokenize("0x1FFFFFFFFFFFFFFFF").is_err());
     }
 
     #[test]
