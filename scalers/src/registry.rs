@@ -12,6 +12,10 @@ use crate::error::ScalerError;
 use crate::metadata::Param;
 use crate::scaler::BuiltScaler;
 
+/// Parses a trigger's metadata as the factory's `build` does, without connecting or leasing a
+/// client: the check an admission webhook or a fuzzer can run on any input.
+pub type CheckFn = fn(&ScalerContext) -> Result<(), ScalerError>;
+
 /// Builds the scaler of one trigger type from a [`ScalerContext`].
 ///
 /// Any `Fn(ScalerContext) -> impl Future<Output = Result<BuiltScaler, ScalerError>>` is a
@@ -31,6 +35,13 @@ pub trait ScalerFactory: Send + Sync {
     fn params(&self) -> &'static [Param] {
         &[]
     }
+
+    /// Parses the trigger's metadata as [`ScalerFactory::build`] does, without connecting or
+    /// building anything, so it never blocks. `None` when the factory declares no such check
+    /// (every built-in type does; see [`Declared::with_check`]).
+    fn check(&self, _ctx: &ScalerContext) -> Option<Result<(), ScalerError>> {
+        None
+    }
 }
 
 #[async_trait]
@@ -44,16 +55,30 @@ where
     }
 }
 
-/// A factory with its declared parameters: how built-in scalers register.
+/// A factory with its declared parameters and its parse-only check: how built-in scalers
+/// register.
 pub struct Declared<F> {
     factory: F,
     params: &'static [Param],
+    check: Option<CheckFn>,
 }
 
 impl<F> Declared<F> {
     /// `factory`, declaring `params`.
     pub fn new(factory: F, params: &'static [Param]) -> Self {
-        Self { factory, params }
+        Self {
+            factory,
+            params,
+            check: None,
+        }
+    }
+
+    /// Declares `check`, which parses the metadata as `factory` does without connecting:
+    /// typically `|ctx| MyConfig::parse(ctx).map(drop)`.
+    #[must_use]
+    pub fn with_check(mut self, check: CheckFn) -> Self {
+        self.check = Some(check);
+        self
     }
 }
 
@@ -64,6 +89,9 @@ impl<F: ScalerFactory> ScalerFactory for Declared<F> {
     }
     fn params(&self) -> &'static [Param] {
         self.params
+    }
+    fn check(&self, ctx: &ScalerContext) -> Option<Result<(), ScalerError>> {
+        self.check.map(|check| check(ctx))
     }
 }
 
@@ -120,6 +148,21 @@ impl Registry {
         };
         factory.build(ctx).await
     }
+
+    /// Parses the metadata of `ctx.trigger_type` without connecting ([`ScalerFactory::check`]).
+    /// `None` when its factory declares no check.
+    ///
+    /// # Errors
+    /// [`ScalerError::UnknownType`] listing the known types, or the parse error.
+    pub fn check(&self, ctx: &ScalerContext) -> Option<Result<(), ScalerError>> {
+        let Some(factory) = self.factories.get(&ctx.trigger_type) else {
+            return Some(Err(ScalerError::UnknownType {
+                trigger_type: ctx.trigger_type.clone(),
+                known: self.types().map(str::to_string).collect(),
+            }));
+        };
+        factory.check(ctx)
+    }
 }
 
 impl fmt::Debug for Registry {
@@ -166,6 +209,41 @@ mod tests {
             err.to_string(),
             r#"unknown trigger type "foo"; known types: alpha, zeta"#
         );
+    }
+
+    #[test]
+    fn every_builtin_type_checks_its_metadata_without_connecting() {
+        let registry = Registry::builtin();
+        for trigger_type in registry.types() {
+            let ctx = ScalerContext::new(trigger_type, 0);
+            // Empty metadata: parsed (every type has a required parameter or a rule that
+            // fails), never connected, so no runtime is needed.
+            assert!(
+                registry.check(&ctx).is_some(),
+                "trigger type {trigger_type:?} declares no parse-only check: register it with \
+                 `Declared::new(..).with_check(|ctx| YourConfig::parse(ctx).map(drop))` in \
+                 scalers/src/scalers/mod.rs (the fuzzer and admission use it)"
+            );
+        }
+        let err = registry
+            .check(&ScalerContext::new("reddis", 0))
+            .expect("unknown types are checked too")
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with(r#"unknown trigger type "reddis""#),
+            "{err}"
+        );
+        let mut redis = ScalerContext::new("redis", 0);
+        redis
+            .metadata
+            .insert("address".into(), "127.0.0.1:1".into());
+        redis.metadata.insert("listName".into(), "jobs".into());
+        assert!(matches!(registry.check(&redis), Some(Ok(()))));
+        // A user factory registered without a check has none.
+        let mut r = Registry::empty();
+        r.register("fixed", build_fixed);
+        assert!(r.check(&ScalerContext::new("fixed", 0)).is_none());
     }
 
     #[tokio::test]

@@ -11,45 +11,84 @@ pub mod resource;
 
 use crate::registry::{Declared, Registry};
 
-/// Registers every built-in trigger type. Keep the list sorted by type.
+/// Registers every built-in trigger type, each with the parse-only check of its metadata. Keep
+/// the list sorted by type.
 pub(crate) fn register_builtin(registry: &mut Registry) {
+    use self::redis::connection::Topology;
+    use self::redis::list::RedisListConfig;
+    use self::redis::streams::RedisStreamsConfig;
     use self::redis::{LIST_PARAMS, STREAMS_PARAMS, list, streams};
-    registry.register("cpu", Declared::new(resource::build_cpu, resource::PARAMS));
-    registry.register("cron", Declared::new(cron::build, cron::PARAMS));
-    registry.register("http", Declared::new(http::build, http::PARAMS));
-    registry.register("kafka", Declared::new(kafka::build, kafka::PARAMS));
+    use self::resource::ResourceName;
+    registry.register(
+        "cpu",
+        Declared::new(resource::build_cpu, resource::PARAMS)
+            .with_check(|ctx| resource::ResourceScaler::parse(ctx, ResourceName::Cpu).map(drop)),
+    );
+    registry.register(
+        "cron",
+        Declared::new(cron::build, cron::PARAMS)
+            .with_check(|ctx| cron::CronConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "http",
+        Declared::new(http::build, http::PARAMS).with_check(|ctx| {
+            http::HttpTrigger::parse(ctx)?;
+            ctx.external_metric_type().map(drop).map_err(Into::into)
+        }),
+    );
+    registry.register(
+        "kafka",
+        Declared::new(kafka::build, kafka::PARAMS)
+            .with_check(|ctx| kafka::KafkaConfig::parse(ctx).map(drop)),
+    );
     registry.register(
         "memory",
-        Declared::new(resource::build_memory, resource::PARAMS),
+        Declared::new(resource::build_memory, resource::PARAMS)
+            .with_check(|ctx| resource::ResourceScaler::parse(ctx, ResourceName::Memory).map(drop)),
     );
     registry.register(
         "nats-jetstream",
-        Declared::new(nats_jetstream::build, nats_jetstream::PARAMS),
+        Declared::new(nats_jetstream::build, nats_jetstream::PARAMS)
+            .with_check(|ctx| nats_jetstream::NatsJetStreamConfig::parse(ctx).map(drop)),
     );
     registry.register(
         "prometheus",
-        Declared::new(prometheus::build, prometheus::PARAMS),
+        Declared::new(prometheus::build, prometheus::PARAMS)
+            .with_check(|ctx| prometheus::PrometheusConfig::parse(ctx).map(drop)),
     );
-    registry.register("rabbitmq", Declared::new(rabbitmq::build, rabbitmq::PARAMS));
-    registry.register("redis", Declared::new(list::build_redis, LIST_PARAMS));
+    registry.register(
+        "rabbitmq",
+        Declared::new(rabbitmq::build, rabbitmq::PARAMS)
+            .with_check(|ctx| rabbitmq::RabbitMqConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "redis",
+        Declared::new(list::build_redis, LIST_PARAMS)
+            .with_check(|ctx| RedisListConfig::parse(ctx, Topology::Standalone).map(drop)),
+    );
     registry.register(
         "redis-cluster",
-        Declared::new(list::build_redis_cluster, LIST_PARAMS),
+        Declared::new(list::build_redis_cluster, LIST_PARAMS)
+            .with_check(|ctx| RedisListConfig::parse(ctx, Topology::Cluster).map(drop)),
     );
     registry.register(
         "redis-cluster-streams",
-        Declared::new(streams::build_redis_cluster_streams, STREAMS_PARAMS),
+        Declared::new(streams::build_redis_cluster_streams, STREAMS_PARAMS)
+            .with_check(|ctx| RedisStreamsConfig::parse(ctx, Topology::Cluster).map(drop)),
     );
     registry.register(
         "redis-sentinel",
-        Declared::new(list::build_redis_sentinel, LIST_PARAMS),
+        Declared::new(list::build_redis_sentinel, LIST_PARAMS)
+            .with_check(|ctx| RedisListConfig::parse(ctx, Topology::Sentinel).map(drop)),
     );
     registry.register(
         "redis-sentinel-streams",
-        Declared::new(streams::build_redis_sentinel_streams, STREAMS_PARAMS),
+        Declared::new(streams::build_redis_sentinel_streams, STREAMS_PARAMS)
+            .with_check(|ctx| RedisStreamsConfig::parse(ctx, Topology::Sentinel).map(drop)),
     );
     registry.register(
         "redis-streams",
-        Declared::new(streams::build_redis_streams, STREAMS_PARAMS),
+        Declared::new(streams::build_redis_streams, STREAMS_PARAMS)
+            .with_check(|ctx| RedisStreamsConfig::parse(ctx, Topology::Standalone).map(drop)),
     );
 }
