@@ -6,9 +6,12 @@
 
 use std::sync::Arc;
 
+use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::WebPkiSupportedAlgorithms;
-use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls::{
+    CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
+};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 
@@ -52,6 +55,20 @@ impl TlsSettings {
     /// # Errors
     /// The PEM material does not parse, or rustls rejects it.
     pub fn client_config(&self) -> Result<ClientConfig, TlsError> {
+        self.build(true)
+    }
+
+    /// Like [`TlsSettings::client_config`], but the server's certificate need not name the host
+    /// it was reached at; its chain must still lead to a trusted root (libpq's
+    /// `sslmode=verify-ca`).
+    ///
+    /// # Errors
+    /// As [`TlsSettings::client_config`].
+    pub fn client_config_any_name(&self) -> Result<ClientConfig, TlsError> {
+        self.build(false)
+    }
+
+    fn build(&self, check_name: bool) -> Result<ClientConfig, TlsError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
             .with_safe_default_protocol_versions()?;
@@ -61,8 +78,16 @@ impl TlsSettings {
                 .with_custom_certificate_verifier(Arc::new(NoVerification {
                     algorithms: provider.signature_verification_algorithms,
                 }))
-        } else {
+        } else if check_name {
             builder.with_root_certificates(self.roots()?)
+        } else {
+            let chain =
+                WebPkiServerVerifier::builder_with_provider(Arc::new(self.roots()?), provider)
+                    .build()
+                    .map_err(|e| TlsError::Rustls(rustls::Error::General(e.to_string())))?;
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(AnyName { chain }))
         };
         let config = match &self.client {
             Some((cert, key)) => {
@@ -140,6 +165,59 @@ impl ServerCertVerifier for NoVerification {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.algorithms.supported_schemes()
+    }
+}
+
+/// Verifies the chain and the handshake like rustls' WebPKI verifier, but accepts a
+/// certificate issued for another name.
+#[derive(Debug)]
+struct AnyName {
+    chain: Arc<WebPkiServerVerifier>,
+}
+
+impl ServerCertVerifier for AnyName {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        match self.chain.verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp_response,
+            now,
+        ) {
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chain.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chain.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.chain.supported_verify_schemes()
     }
 }
 

@@ -5,6 +5,7 @@
 mod common;
 mod kafka;
 mod nats_jetstream;
+mod postgresql;
 
 use common::{Setup, conformance, redis_or_skip, unique};
 use keda_scalers::{Clock, Registry, ScalerError};
@@ -26,6 +27,7 @@ fn every_builtin_type_is_documented_with_an_example_that_parses() {
             "kafka",
             "memory",
             "nats-jetstream",
+            "postgresql",
             "prometheus",
             "rabbitmq",
             "redis",
@@ -51,7 +53,7 @@ async fn unknown_trigger_type_lists_the_known_ones() {
         .expect_err("unknown type");
     assert_eq!(
         err.to_string(),
-        "unknown trigger type \"foo\"; known types: cpu, cron, http, kafka, memory, nats-jetstream, prometheus, rabbitmq, redis, redis-cluster, \
+        "unknown trigger type \"foo\"; known types: cpu, cron, http, kafka, memory, nats-jetstream, postgresql, prometheus, rabbitmq, redis, redis-cluster, \
          redis-cluster-streams, redis-sentinel, redis-sentinel-streams, redis-streams"
     );
 }

@@ -4,10 +4,12 @@ pub mod cron;
 pub mod http;
 pub mod kafka;
 pub mod nats_jetstream;
+pub mod postgresql;
 pub mod prometheus;
 pub mod rabbitmq;
 pub mod redis;
 pub mod resource;
+pub mod sql;
 
 use crate::registry::{Declared, Registry};
 
@@ -50,6 +52,11 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "nats-jetstream",
         Declared::new(nats_jetstream::build, nats_jetstream::PARAMS)
             .with_check(|ctx| nats_jetstream::NatsJetStreamConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "postgresql",
+        Declared::new(postgresql::build, postgresql::PARAMS)
+            .with_check(|ctx| postgresql::PostgresConfig::parse(ctx).map(drop)),
     );
     registry.register(
         "prometheus",
