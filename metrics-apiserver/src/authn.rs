@@ -280,7 +280,7 @@ impl Authenticator {
                 .verify_client_cert(end_entity, intermediates, UnixTime::now())
                 .map_err(|e| AuthnError::UntrustedCertificate(e.to_string()))?;
             if !config.allowed_names.is_empty() {
-                let common_name = common_name(end_entity).unwrap_or_default();
+                let common_name = keda_tls::common_name(end_entity).unwrap_or_default();
                 if !config.allowed_names.contains(&common_name) {
                     return Err(AuthnError::NameNotAllowed {
                         common_name,
@@ -329,16 +329,6 @@ impl Authenticator {
             extra,
         })
     }
-}
-
-/// The subject common name of a DER certificate.
-fn common_name(der: &CertificateDer<'_>) -> Option<String> {
-    let (_, cert) = x509_parser::parse_x509_certificate(der.as_ref()).ok()?;
-    cert.subject()
-        .iter_common_name()
-        .next()
-        .and_then(|cn| cn.as_str().ok())
-        .map(str::to_string)
 }
 
 /// Percent-decoding of extra header keys (Kubernetes escapes keys that are not header-safe).

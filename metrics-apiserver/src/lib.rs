@@ -17,7 +17,6 @@ pub mod discovery;
 pub mod error;
 pub mod metrics;
 pub mod operator_client;
-pub mod pki;
 pub mod selector;
 pub mod start;
 pub mod tls;

@@ -331,8 +331,7 @@ async fn discovery_and_openapi_are_served_to_the_front_proxy_only() {
 #[tokio::test]
 async fn a_replaced_request_header_ca_takes_effect_for_the_next_request() {
     let (stack, _) = stack_with_one_object().await;
-    let rotated = keda_metrics_apiserver::pki::CertificateAuthority::new("rotated-front-proxy-ca")
-        .expect("CA");
+    let rotated = keda_tls::pki::CertificateAuthority::new("rotated-front-proxy-ca").expect("CA");
     let new_client = rotated.issue_client(FRONT_PROXY_CN).expect("certificate");
     let path = metric_path("apps", "s0-redis-jobs", "worker");
     assert_eq!(

@@ -15,6 +15,9 @@
 
 mod cert_store;
 mod config;
+mod identity;
+pub mod pki;
+pub mod secrets;
 mod verifier;
 mod watch;
 
@@ -29,6 +32,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 pub use cert_store::CertStore;
 pub use config::{mutual_tls_client_config, mutual_tls_server_config};
+pub use identity::{CertificateFacts, Identity, common_name};
 pub use verifier::{ClientCaVerifier, ServerCaVerifier, client_verifier, server_verifier};
 pub use watch::watch_files;
 
@@ -151,38 +155,29 @@ pub fn roots(pem: &[u8], what: &str) -> Result<RootCertStore, TlsError> {
 pub(crate) mod test_pki {
     //! Certificates generated at test time.
 
-    use rcgen::{
-        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose,
-        IsCa, KeyPair,
-    };
+    use rcgen::ExtendedKeyUsagePurpose;
+
+    use crate::pki::CertificateAuthority;
 
     /// A CA that issues server and client certificates.
-    pub struct Ca(CertifiedIssuer<'static, KeyPair>);
+    pub struct Ca(CertificateAuthority);
 
     impl Ca {
         pub fn new(name: &str) -> Self {
-            let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
-            params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-            params.distinguished_name.push(DnType::CommonName, name);
-            Self(
-                CertifiedIssuer::self_signed(params, KeyPair::generate().expect("key"))
-                    .expect("CA"),
-            )
+            Self(CertificateAuthority::new(name).expect("CA"))
         }
 
         pub fn pem(&self) -> String {
-            self.0.as_ref().pem()
+            self.0.cert_pem()
         }
 
         /// A certificate and key for `hosts` with `usage`, as PEM.
         pub fn issue(&self, hosts: &[&str], usage: ExtendedKeyUsagePurpose) -> (String, String) {
-            let mut params =
-                CertificateParams::new(hosts.iter().map(|h| h.to_string()).collect::<Vec<_>>())
-                    .expect("params");
-            params.extended_key_usages = vec![usage];
-            let key = KeyPair::generate().expect("key");
-            let cert = params.signed_by(&key, &self.0).expect("signed");
-            (cert.pem(), key.serialize_pem())
+            let pair = self
+                .0
+                .issue("test", hosts, &[usage], jiff::Timestamp::now())
+                .expect("certificate");
+            (pair.cert, pair.key)
         }
     }
 

@@ -1,53 +1,35 @@
-//! Prints the Secret holding the certificates of the mutual TLS between the keda-rs operator's
-//! metric service and the metrics-apiserver: a fresh CA (`ca.crt`) and one certificate with its
-//! key (`tls.crt`, `tls.key`) valid for the operator's Service names, as server and as client.
+//! Prints the Secrets holding the certificates of the mutual TLS between the keda-rs operator's
+//! metric service, the metrics-apiserver and the activators: a fresh CA and one certificate per
+//! identity, each in its own `kubernetes.io/tls` Secret (see `docs/operations.md`,
+//! Certificates). The operator creates the same Secrets by itself when they do not exist; this
+//! command is for installs that keep them in git or create them before the operator runs.
 //!
 //! ```text
 //! keda-rs-certs --namespace keda | kubectl apply -f -
 //! ```
 
 use clap::Parser;
-use keda_metrics_apiserver::pki::CertificateAuthority;
 
-/// Generates the Secret `keda-rs-certs` for the operator <-> metrics-apiserver mutual TLS.
+/// Generates the Secrets keda-rs-certs (CA and the operator's serving certificate),
+/// keda-rs-metrics-apiserver-certs and keda-rs-activator-certs, as one JSON List for
+/// `kubectl apply -f -`.
 #[derive(Parser)]
 #[command(name = "keda-rs-certs", version, about)]
 struct Args {
-    /// The namespace keda-rs is installed in.
+    /// The namespace keda-rs is installed in: where the Secrets go, and the namespace of the
+    /// Service names the certificates carry.
     #[arg(long, default_value = "keda")]
     namespace: String,
-    /// The name of the Secret.
-    #[arg(long, default_value = "keda-rs-certs")]
-    secret_name: String,
-    /// The name of the operator's Service.
-    #[arg(long, default_value = "keda-operator")]
-    operator_service: String,
 }
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let (ns, svc) = (&args.namespace, &args.operator_service);
-    let hosts = [
-        svc.clone(),
-        format!("{svc}.{ns}"),
-        format!("{svc}.{ns}.svc"),
-        format!("{svc}.{ns}.svc.cluster.local"),
-        "localhost".to_string(),
-    ];
-    let hosts: Vec<&str> = hosts.iter().map(String::as_str).collect();
-    let ca = CertificateAuthority::new("keda-rs-ca")?;
-    let pair = ca.issue_peer(svc, &hosts)?;
-    let secret = serde_json::json!({
+    let secrets = keda_tls::secrets::fresh_secrets(&args.namespace, jiff::Timestamp::now())?;
+    let list = serde_json::json!({
         "apiVersion": "v1",
-        "kind": "Secret",
-        "type": "kubernetes.io/tls",
-        "metadata": {
-            "name": args.secret_name,
-            "namespace": ns,
-            "labels": {"app.kubernetes.io/part-of": "keda-rs"}
-        },
-        "stringData": {"ca.crt": ca.cert_pem(), "tls.crt": pair.cert, "tls.key": pair.key}
+        "kind": "List",
+        "items": secrets,
     });
-    println!("{}", serde_json::to_string_pretty(&secret)?);
+    println!("{}", serde_json::to_string_pretty(&list)?);
     Ok(())
 }

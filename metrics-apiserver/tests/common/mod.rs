@@ -24,13 +24,13 @@ use keda_metrics_apiserver::metrics::Metrics;
 use keda_metrics_apiserver::operator_client::{
     OperatorClient, OperatorClientConfig, client_tls_config,
 };
-use keda_metrics_apiserver::pki::{CertificateAuthority, PemPair};
 use keda_metrics_apiserver::start::secure_server;
 use keda_metrics_apiserver::tls::secure_port_config;
 use keda_operator::metrics_service::{
     MetricValues, MetricsError, MetricsService, MetricsServiceOptions, server_config,
 };
 use keda_scalers::{Clock, MetricValue};
+use keda_tls::pki::{CertificateAuthority, PemPair};
 use keda_tls::{CertStore, ServerCaVerifier, certificates, certified_key};
 use memkube::MemKube;
 use rustls::RootCertStore;

@@ -32,13 +32,13 @@ use keda_metrics_apiserver::metrics::Metrics;
 use keda_metrics_apiserver::operator_client::{
     OperatorClient, OperatorClientConfig, client_tls_config,
 };
-use keda_metrics_apiserver::pki::CertificateAuthority;
 use keda_metrics_apiserver::start::secure_server;
 use keda_metrics_apiserver::tls;
 use keda_operator::metrics_service::{
     MetricValues, MetricsError, MetricsService, MetricsServiceOptions, server_config,
 };
 use keda_scalers::MetricValue;
+use keda_tls::pki::CertificateAuthority;
 use keda_tls::{CertStore, ServerCaVerifier, certified_key};
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::wait::await_condition;
