@@ -36,14 +36,15 @@ struct Args {
     )]
     operator_url: http::Uri,
     /// PEM CA bundle that signs the operator's serving certificate (`ca.crt` of the
-    /// `keda-rs-certs` Secret). Used for an `https` operator URL.
+    /// `keda-rs-activator-certs` Secret). Used for an `https` operator URL.
     #[arg(
         long,
         env = "KEDA_ACTIVATOR_OPERATOR_CA_FILE",
         default_value = "/certs/ca.crt"
     )]
     operator_ca_file: std::path::PathBuf,
-    /// PEM client certificate presented to the operator (`tls.crt`).
+    /// PEM client certificate presented to the operator (`tls.crt`), of the activators'
+    /// identity (common name `keda-activator`).
     #[arg(
         long,
         env = "KEDA_ACTIVATOR_OPERATOR_CLIENT_CERT_FILE",

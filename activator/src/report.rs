@@ -68,6 +68,12 @@ enum StreamError {
     Http(#[source] hyper::Error),
     #[error("the operator closed the report stream")]
     Closed,
+    #[error("the operator answered the report stream with {status}{hint}")]
+    Answered {
+        status: http::StatusCode,
+        /// What to fix, when the status says.
+        hint: &'static str,
+    },
     #[error(
         "the report URL is https but no TLS files were given (--operator-ca-file, --operator-client-cert-file, --operator-client-key-file)"
     )]
@@ -90,8 +96,8 @@ pub enum TlsError {
     Rustls(#[from] rustls::Error),
 }
 
-/// The files of the report client's mutual TLS (the `keda-rs-certs` Secret's `ca.crt`,
-/// `tls.crt`, `tls.key`).
+/// The files of the report client's mutual TLS (the `keda-rs-activator-certs` Secret's
+/// `ca.crt`, `tls.crt`, `tls.key`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TlsFiles {
     /// The CA the operator's serving certificate must chain to (`--operator-ca-file`).
@@ -258,6 +264,15 @@ async fn stream(
             }
             answered = &mut response => {
                 break match answered {
+                    Ok(response) if !response.status().is_success() => {
+                        let status = response.status();
+                        let hint = if status == http::StatusCode::FORBIDDEN {
+                            " (the client certificate must be the activators' identity, common name keda-activator)"
+                        } else {
+                            ""
+                        };
+                        Err(StreamError::Answered { status, hint })
+                    }
                     Ok(_) => Err(StreamError::Closed),
                     Err(e) => Err(StreamError::Http(e)),
                 };

@@ -141,6 +141,9 @@ pub enum ServiceErrorReason {
     Timeout,
     /// The request is malformed (400).
     BadRequest,
+    /// The client's certificate is not the identity this endpoint serves (403): metric reads
+    /// are for the metrics-apiserver, report streams for the activators.
+    Forbidden,
 }
 
 /// The body of a failed answer of the operator's metric service.

@@ -271,7 +271,11 @@ pub fn api_error(error: OperatorError) -> ApiError {
             ServiceErrorReason::ScaledObjectNotFound | ServiceErrorReason::MetricNotFound => {
                 ApiError::NotFound(error.message)
             }
-            ServiceErrorReason::Unavailable => ApiError::OperatorUnavailable(error.message),
+            // The operator refused this process' client certificate: a deployment problem the
+            // HPA cannot fix by asking again, but no value either way.
+            ServiceErrorReason::Unavailable | ServiceErrorReason::Forbidden => {
+                ApiError::OperatorUnavailable(error.message)
+            }
             ServiceErrorReason::Timeout => ApiError::OperatorTimeout(error.message),
             ServiceErrorReason::ScalerFailed | ServiceErrorReason::BadRequest => {
                 ApiError::Internal(error.message)

@@ -14,10 +14,9 @@ use keda_operator::metrics_service::{
     StartError, TlsFiles, server_config,
 };
 use keda_scalers::{Clock, MetricValue, ScalerError, TriggerId};
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair,
-};
+use keda_tls::Identity;
+use keda_tls::pki::CertificateAuthority;
+use rcgen::ExtendedKeyUsagePurpose;
 use tokio_util::sync::CancellationToken;
 
 /// One ScaledObject `apps/worker` with metric `s0-redis-Jobs` = 7.25; `apps/broken` whose
@@ -165,29 +164,47 @@ async fn other_paths_and_methods_are_refused() {
     assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
 }
 
+/// A CA of the test, issuing with keda-rs' own CA code.
 struct Pki {
-    ca: CertifiedIssuer<'static, KeyPair>,
+    ca: CertificateAuthority,
 }
 
 impl Pki {
     fn new(name: &str) -> Self {
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        let key = KeyPair::generate().expect("key");
         Self {
-            ca: CertifiedIssuer::self_signed(params, key).expect("CA"),
+            ca: CertificateAuthority::new(name).expect("CA"),
         }
     }
 
+    fn pem(&self) -> String {
+        self.ca.cert_pem()
+    }
+
+    /// A certificate and key for `hosts` with `usage`, of no keda-rs identity.
     fn issue(&self, hosts: &[&str], usage: ExtendedKeyUsagePurpose) -> (String, String) {
-        let mut params =
-            CertificateParams::new(hosts.iter().map(|h| h.to_string()).collect::<Vec<_>>())
-                .expect("params");
-        params.extended_key_usages = vec![usage];
-        let key = KeyPair::generate().expect("key");
-        let cert = params.signed_by(&key, &self.ca).expect("signed");
-        (cert.pem(), key.serialize_pem())
+        self.issue_as("test", hosts, usage)
+    }
+
+    /// A client certificate and key of `identity`, as the operator issues it.
+    fn identity(&self, identity: Identity) -> (String, String) {
+        self.issue_as(
+            identity.common_name(),
+            &[],
+            ExtendedKeyUsagePurpose::ClientAuth,
+        )
+    }
+
+    fn issue_as(
+        &self,
+        common_name: &str,
+        hosts: &[&str],
+        usage: ExtendedKeyUsagePurpose,
+    ) -> (String, String) {
+        let pair = self
+            .ca
+            .issue(common_name, hosts, &[usage], jiff::Timestamp::now())
+            .expect("certificate");
+        (pair.cert, pair.key)
     }
 }
 
@@ -199,7 +216,7 @@ fn client_config(trusted: &[&Pki], client: Option<(String, String)>) -> Arc<rust
     let mut roots = rustls::RootCertStore::empty();
     for ca in trusted {
         roots
-            .add(CertificateDer::from_pem_slice(ca.ca.as_ref().pem().as_bytes()).expect("CA"))
+            .add(CertificateDer::from_pem_slice(ca.pem().as_bytes()).expect("CA"))
             .expect("root");
     }
     let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
@@ -263,12 +280,8 @@ async fn only_clients_with_a_certificate_of_the_client_ca_are_served() {
     let pki = Pki::new("operator-ca");
     let stranger = Pki::new("stranger-ca");
     let (cert, key) = pki.issue(&["localhost"], ExtendedKeyUsagePurpose::ServerAuth);
-    let tls = server_config(
-        cert.as_bytes(),
-        key.as_bytes(),
-        pki.ca.as_ref().pem().as_bytes(),
-    )
-    .expect("TLS configuration");
+    let tls = server_config(cert.as_bytes(), key.as_bytes(), pki.pem().as_bytes())
+        .expect("TLS configuration");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -319,12 +332,8 @@ async fn activator_reports_posted_over_mutual_tls_reach_the_hub_of_the_http_scal
 
     let pki = Pki::new("operator-ca");
     let (cert, key) = pki.issue(&["localhost"], ExtendedKeyUsagePurpose::ServerAuth);
-    let tls = server_config(
-        cert.as_bytes(),
-        key.as_bytes(),
-        pki.ca.as_ref().pem().as_bytes(),
-    )
-    .expect("TLS configuration");
+    let tls = server_config(cert.as_bytes(), key.as_bytes(), pki.pem().as_bytes())
+        .expect("TLS configuration");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -343,10 +352,10 @@ async fn activator_reports_posted_over_mutual_tls_reach_the_hub_of_the_http_scal
     let target = TargetKey::new("apps", "web", 0);
     let mut activity = hub.subscribe(&target);
 
-    let (client_cert, client_key) = pki.issue(&[], ExtendedKeyUsagePurpose::ClientAuth);
+    let (client_cert, client_key) = pki.identity(Identity::Activator);
     let mut roots = rustls::RootCertStore::empty();
     roots
-        .add(CertificateDer::from_pem_slice(pki.ca.as_ref().pem().as_bytes()).expect("CA"))
+        .add(CertificateDer::from_pem_slice(pki.pem().as_bytes()).expect("CA"))
         .expect("root");
     let config = rustls::ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
@@ -403,7 +412,7 @@ fn write_files(files: &TlsFiles, pki: &Pki) {
     let (cert, key) = pki.issue(&["localhost"], ExtendedKeyUsagePurpose::ServerAuth);
     std::fs::write(&files.cert, cert).expect("write cert");
     std::fs::write(&files.key, key).expect("write key");
-    std::fs::write(&files.client_ca, pki.ca.as_ref().pem()).expect("write CA");
+    std::fs::write(&files.client_ca, pki.pem()).expect("write CA");
 }
 
 fn temp_files(name: &str) -> TlsFiles {
@@ -534,4 +543,164 @@ async fn unusable_files_stop_the_start_naming_the_flag() {
     if let Some(dir) = files.cert.parent() {
         let _ = std::fs::remove_dir_all(dir);
     }
+}
+
+/// Sends `request` (a whole HTTP/1.1 request with `connection: close`) over mutual TLS with
+/// `config` and returns the whole answer.
+async fn exchange(
+    address: std::net::SocketAddr,
+    config: &Arc<rustls::ClientConfig>,
+    request: &[u8],
+) -> String {
+    use rustls_pki_types::ServerName;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let exchange = async {
+        let tcp = tokio::net::TcpStream::connect(address)
+            .await
+            .expect("connect");
+        let mut tls = tokio_rustls::TlsConnector::from(Arc::clone(config))
+            .connect(ServerName::try_from("localhost").expect("name"), tcp)
+            .await
+            .expect("handshake");
+        tls.write_all(request).await.expect("request");
+        let mut response = Vec::new();
+        let _ = tls.read_to_end(&mut response).await;
+        String::from_utf8_lossy(&response).into_owned()
+    };
+    tokio::time::timeout(Duration::from_secs(10), exchange)
+        .await
+        .expect("answered in time")
+}
+
+/// A `tracing` writer into a shared buffer, to check what the service logs.
+#[derive(Clone, Default)]
+struct Logs(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Logs {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().expect("lock")).into_owned()
+    }
+}
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("lock").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn metric_reads_are_for_the_metrics_apiserver_and_reports_for_the_activators_only() {
+    use keda_scalers::pool::ClientPools;
+    use keda_scalers::scalers::http::hub::ActivatorHub;
+    use keda_scalers::scalers::http::protocol::{REPORT_PATH, Report, TargetKey};
+
+    let logs = Logs::default();
+    let writer = logs.clone();
+    let _logging = tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish(),
+    );
+    let pki = Pki::new("keda-rs-ca");
+    let (cert, key) = pki.issue_as(
+        Identity::Operator.common_name(),
+        &["localhost"],
+        ExtendedKeyUsagePurpose::ServerAuth,
+    );
+    let tls = server_config(cert.as_bytes(), key.as_bytes(), pki.pem().as_bytes())
+        .expect("TLS configuration");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address");
+    let hub = ActivatorHub::shared(&ClientPools::new(), &Clock::system()).await;
+    let cancel = CancellationToken::new();
+    tokio::spawn(
+        service()
+            .with_reports(hub)
+            .serve(listener, Arc::new(tls), cancel.clone()),
+    );
+
+    let metrics_apiserver = client_config(&[&pki], Some(pki.identity(Identity::MetricsApiserver)));
+    let activator = client_config(&[&pki], Some(pki.identity(Identity::Activator)));
+    // A client certificate of the same CA under the operator's own name, and one of no
+    // keda-rs identity: neither may do anything but /healthz.
+    let operator = client_config(&[&pki], Some(pki.identity(Identity::Operator)));
+    let stranger = client_config(
+        &[&pki],
+        Some(pki.issue_as("someone", &[], ExtendedKeyUsagePurpose::ClientAuth)),
+    );
+
+    let read = format!(
+        "GET {} HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n",
+        metric_values_path("apps", "worker", "s0-redis-jobs")
+    );
+    let line = Report::Wake {
+        replica: "activator-0".into(),
+        target: TargetKey::new("apps", "web", 0),
+    }
+    .to_line();
+    let mut report = format!(
+        "POST {REPORT_PATH} HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/x-ndjson\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        line.len()
+    )
+    .into_bytes();
+    report.extend_from_slice(&line);
+
+    let answer = exchange(address, &metrics_apiserver, read.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("7250m"), "{answer}");
+    let answer = exchange(address, &activator, &report).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+
+    for (who, config, request) in [
+        ("keda-activator", &activator, read.as_bytes()),
+        ("keda-operator", &operator, read.as_bytes()),
+        ("someone", &stranger, read.as_bytes()),
+        (
+            "keda-metrics-apiserver",
+            &metrics_apiserver,
+            report.as_slice(),
+        ),
+        ("keda-operator", &operator, report.as_slice()),
+    ] {
+        let answer = exchange(address, config, request).await;
+        assert!(answer.starts_with("HTTP/1.1 403"), "{who}: {answer}");
+        let body = answer
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b)
+            .unwrap_or_default();
+        let error: ServiceError = serde_json::from_str(body).expect("a ServiceError");
+        assert_eq!(error.reason, ServiceErrorReason::Forbidden, "{who}");
+        assert!(
+            error
+                .message
+                .starts_with(&format!("the client certificate \"{who}\" may not use ")),
+            "{}",
+            error.message
+        );
+    }
+    let logged = logs.text();
+    let refusals: Vec<&str> = logged
+        .lines()
+        .filter(|l| l.contains("refused a client certificate not allowed on this endpoint"))
+        .collect();
+    assert_eq!(refusals.len(), 5, "{logged}");
+    assert!(refusals[0].contains("WARN"), "{logged}");
+    assert!(
+        refusals[0].contains("common_name=keda-activator")
+            && refusals[0].contains("allowed=keda-metrics-apiserver"),
+        "{logged}"
+    );
+    // Every client of the CA may ask whether the service is up.
+    for config in [&metrics_apiserver, &activator, &operator, &stranger] {
+        handshake_with(address, config).await.expect("/healthz");
+    }
+    cancel.cancel();
 }

@@ -136,18 +136,28 @@ fn pki(dir: &Path) -> anyhow::Result<rustls::ServerConfig> {
         .distinguished_name
         .push(DnType::CommonName, "actbench-ca");
     let ca = CertifiedIssuer::self_signed(params, KeyPair::generate()?)?;
-    let issue = |names: Vec<String>, usage| -> anyhow::Result<(String, String)> {
-        let mut params = CertificateParams::new(names)?;
-        params.extended_key_usages = vec![usage];
-        let key = KeyPair::generate()?;
-        let cert = params.signed_by(&key, &ca)?;
-        Ok((cert.pem(), key.serialize_pem()))
-    };
+    let issue =
+        |common_name: &str, names: Vec<String>, usage| -> anyhow::Result<(String, String)> {
+            let mut params = CertificateParams::new(names)?;
+            params
+                .distinguished_name
+                .push(DnType::CommonName, common_name);
+            params.extended_key_usages = vec![usage];
+            let key = KeyPair::generate()?;
+            let cert = params.signed_by(&key, &ca)?;
+            Ok((cert.pem(), key.serialize_pem()))
+        };
     let (server_cert, server_key) = issue(
+        keda_tls::Identity::Operator.common_name(),
         vec!["127.0.0.1".into(), "localhost".into()],
         ExtendedKeyUsagePurpose::ServerAuth,
     )?;
-    let (client_cert, client_key) = issue(Vec::new(), ExtendedKeyUsagePurpose::ClientAuth)?;
+    // The operator accepts reports only from the activators' identity.
+    let (client_cert, client_key) = issue(
+        keda_tls::Identity::Activator.common_name(),
+        Vec::new(),
+        ExtendedKeyUsagePurpose::ClientAuth,
+    )?;
     let ca_pem = ca.as_ref().pem();
     std::fs::write(dir.join("ca.crt"), &ca_pem)?;
     std::fs::write(dir.join("tls.crt"), client_cert)?;

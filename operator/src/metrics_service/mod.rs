@@ -39,7 +39,7 @@ pub struct TlsFiles {
     pub cert: PathBuf,
     /// Its private key (PEM).
     pub key: PathBuf,
-    /// The CA that signs the metrics-apiserver's client certificate (PEM).
+    /// The CA that signs the metrics-apiserver's and the activators' client certificates (PEM).
     pub client_ca: PathBuf,
 }
 

@@ -19,7 +19,9 @@ use keda_scalers::Clock;
 use keda_scalers::pool::Lease;
 use keda_scalers::scalers::http::hub::{ActivatorHub, HubKey, serve_reports};
 use keda_scalers::scalers::http::protocol::REPORT_PATH;
+use keda_tls::Identity;
 use rustls::ServerConfig;
+use rustls_pki_types::CertificateDer;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
@@ -139,7 +141,8 @@ impl MetricsService {
                         return;
                     }
                 };
-                this.serve_connection(stream, cancel).await;
+                let client = Client::of(peer, stream.get_ref().1.peer_certificates());
+                this.serve_connection(stream, client, cancel).await;
             });
         }
     }
@@ -147,18 +150,25 @@ impl MetricsService {
     async fn serve_connection(
         &self,
         stream: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+        client: Client,
         cancel: CancellationToken,
     ) {
         let this = self.clone();
+        let client = Arc::new(client);
         let service = service_fn(move |request: Request<Incoming>| {
             let this = this.clone();
+            let client = Arc::clone(&client);
             async move {
+                let path = request.uri().path();
+                if let Some(refused) = client.refusal(path) {
+                    return Ok::<_, Infallible>(refused);
+                }
                 if let Some(hub) = &this.reports
-                    && request.uri().path() == REPORT_PATH
+                    && path == REPORT_PATH
                 {
                     return Ok::<_, Infallible>(serve_reports(hub, request).await);
                 }
-                Ok::<_, Infallible>(this.respond(request.method(), request.uri().path()).await)
+                Ok::<_, Infallible>(this.respond(request.method(), path).await)
             }
         });
         let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -249,6 +259,62 @@ impl MetricsService {
                 )
             }
         }
+    }
+}
+
+/// The identity an endpoint serves: activator report streams for the activators, `/healthz`
+/// for any client of the CA, everything else (metric reads) for the metrics-apiserver.
+fn allowed_identity(path: &str) -> Option<Identity> {
+    match path {
+        "/healthz" => None,
+        REPORT_PATH => Some(Identity::Activator),
+        _ => Some(Identity::MetricsApiserver),
+    }
+}
+
+/// The caller of one connection, as its verified client certificate names it.
+#[derive(Debug)]
+struct Client {
+    address: std::net::SocketAddr,
+    identity: Option<Identity>,
+    /// The certificate's common name as written, for the log.
+    common_name: String,
+}
+
+impl Client {
+    fn of(address: std::net::SocketAddr, certificates: Option<&[CertificateDer<'_>]>) -> Self {
+        let end_entity = certificates.and_then(<[_]>::first);
+        Self {
+            address,
+            identity: end_entity.and_then(Identity::of_certificate),
+            common_name: end_entity
+                .and_then(keda_tls::common_name)
+                .unwrap_or_default(),
+        }
+    }
+
+    /// `None` when this client may call `path`; else the 403 answer, logged once here.
+    fn refusal(&self, path: &str) -> Option<Response<Full<Bytes>>> {
+        let allowed = allowed_identity(path)?;
+        if self.identity == Some(allowed) {
+            return None;
+        }
+        warn!(
+            client = %self.address,
+            common_name = %self.common_name,
+            %path,
+            allowed = %allowed,
+            "metric service: refused a client certificate not allowed on this endpoint"
+        );
+        Some(error_response(
+            StatusCode::FORBIDDEN,
+            ServiceErrorReason::Forbidden,
+            format!(
+                "the client certificate {:?} may not use {path}: only {allowed}'s may (the {} Secret's certificate)",
+                self.common_name,
+                allowed.secret_name()
+            ),
+        ))
     }
 }
 
