@@ -52,6 +52,7 @@ pub fn scaler_label(trigger_type: &str, trigger_name: &str) -> String {
         }
         "cpu" | "memory" => Some("cpuMemoryScaler"),
         "rabbitmq" => Some("rabbitMQScaler"),
+        "metrics-api" => Some("metricsAPIScaler"),
         "external-push" => Some("externalPushScaler"),
         _ => None,
     };
@@ -173,6 +174,8 @@ mod tests {
         assert_eq!(scaler_label("memory", ""), "cpuMemoryScaler");
         assert_eq!(scaler_label("rabbitmq", ""), "rabbitMQScaler");
         assert_eq!(scaler_label("kafka", ""), "kafkaScaler");
+        assert_eq!(scaler_label("metrics-api", ""), "metricsAPIScaler");
+        assert_eq!(scaler_label("prometheus", ""), "prometheusScaler");
         assert_eq!(scaler_label("cron", ""), "cronScaler");
         assert_eq!(scaler_label("redis", "orders"), "orders");
     }

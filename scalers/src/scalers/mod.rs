@@ -3,6 +3,7 @@
 pub mod cron;
 pub mod http;
 pub mod kafka;
+pub mod metrics_api;
 pub mod nats_jetstream;
 pub mod postgresql;
 pub mod prometheus;
@@ -47,6 +48,11 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "memory",
         Declared::new(resource::build_memory, resource::PARAMS)
             .with_check(|ctx| resource::ResourceScaler::parse(ctx, ResourceName::Memory).map(drop)),
+    );
+    registry.register(
+        "metrics-api",
+        Declared::new(metrics_api::build, metrics_api::PARAMS)
+            .with_check(|ctx| metrics_api::MetricsApiConfig::parse(ctx).map(drop)),
     );
     registry.register(
         "nats-jetstream",

@@ -1,0 +1,443 @@
+//! The `metrics-api` scaler against HTTP(S) servers the test runs on loopback, built from its
+//! documented example through the registry: every format, every authentication mode that can
+//! run locally (apiKey in a header and the query, basic, bearer, TLS client certificates with a
+//! CA generated at test time), and the failures a user can cause.
+
+#[allow(dead_code)]
+mod common;
+#[allow(dead_code)]
+#[path = "common/http.rs"]
+mod http_server;
+
+use std::sync::{Arc, Mutex};
+
+use common::{Harness, Setup, conformance};
+use http::StatusCode;
+use http_server::{Recorded, TestCa, TestServer};
+use keda_scalers::http_client::{HttpClient, HttpClientKey};
+use keda_scalers::pool::ClientPools;
+use keda_scalers::{Registry, ScalerContext, ScalerError};
+
+/// A server answering `body` (shared, so the test can change it) with `content_type`, after
+/// `check` accepted the request (else 401).
+async fn serve(
+    content_type: &'static str,
+    body: Arc<Mutex<String>>,
+    check: impl Fn(&Recorded) -> bool + Send + Sync + 'static,
+) -> TestServer {
+    TestServer::start(http_server::handler(move |request| {
+        if !check(request) {
+            return (
+                StatusCode::UNAUTHORIZED,
+                "text/plain",
+                "Unauthorized".into(),
+            );
+        }
+        (
+            StatusCode::OK,
+            content_type,
+            body.lock().expect("body").clone(),
+        )
+    }))
+    .await
+}
+
+fn body(text: &str) -> Arc<Mutex<String>> {
+    Arc::new(Mutex::new(text.to_string()))
+}
+
+/// The documented example pointed at `url`, with `changes` applied and `auth` as the
+/// TriggerAuthentication.
+async fn example(url: &str, changes: &[(&str, &str)], auth: &[(&str, &str)]) -> Harness {
+    let mut metadata = vec![("url", url)];
+    metadata.extend_from_slice(changes);
+    conformance(
+        "metrics-api",
+        Setup {
+            metadata: &metadata,
+            auth,
+            ..Setup::default()
+        },
+    )
+    .await
+}
+
+const API_KEY: &str = "k3y-for-tests";
+
+#[tokio::test]
+async fn the_documented_example_reads_json_and_is_active_only_above_the_activation_target() {
+    let answer = body(r#"{"components": {"worker": {"tasks": 3.8}}}"#);
+    let server = serve("application/json", Arc::clone(&answer), |r| {
+        r.header("x-api-key").as_deref() == Some(API_KEY)
+    })
+    .await;
+    let h = example(&server.url("/api/v1/stats"), &[], &[("apiKey", API_KEY)]).await;
+    assert_eq!(h.metric_name, "s0-metric-api-components-worker-tasks");
+    // The documented activationTargetValue is 3.8.
+    h.expect(3.8, false).await;
+    *answer.lock().expect("body") = r#"{"components": {"worker": {"tasks": 12}}}"#.into();
+    h.expect(12.0, true).await;
+    // Quantity strings, as KEDA reads them.
+    for (text, value) in [("\"1500m\"", 1.5), ("\"2Ki\"", 2048.0), ("\"64\"", 64.0)] {
+        *answer.lock().expect("body") =
+            format!(r#"{{"components": {{"worker": {{"tasks": {text}}}}}}}"#);
+        h.expect(value, value > 3.8).await;
+    }
+    let seen = server.last_request();
+    assert_eq!(
+        (seen.method.as_str(), seen.uri.as_str()),
+        ("GET", "/api/v1/stats")
+    );
+    h.close().await;
+}
+
+#[tokio::test]
+async fn json_yaml_xml_and_prometheus_answers_are_read_at_their_value_location() {
+    // (content type, answer, format, valueLocation, value)
+    let rows = [
+        (
+            "application/json",
+            r#"{"workers": [{"name": "w0", "load": 1}, {"name": "w1", "load": 7.5}]}"#,
+            "json",
+            r#"workers.#(name=="w1").load"#,
+            7.5,
+        ),
+        (
+            "application/json",
+            r#"{"workers": [1, 2, 3]}"#,
+            "json",
+            "workers.#",
+            3.0,
+        ),
+        (
+            "application/yaml",
+            "queues:\n  - name: a\n    pending: 4\n  - name: b\n    pending: '250m'\n",
+            "yaml",
+            "queues.1.pending",
+            0.25,
+        ),
+        (
+            "application/xml",
+            r#"<stats><worker load="6"><tasks>3</tasks></worker><worker><tasks>9</tasks></worker></stats>"#,
+            "xml",
+            "stats.worker.1.tasks",
+            9.0,
+        ),
+        (
+            "application/xml",
+            r#"<stats><worker load="6"><tasks>3</tasks></worker><worker><tasks>9</tasks></worker></stats>"#,
+            "xml",
+            "stats.worker.0.load",
+            6.0,
+        ),
+        (
+            "text/plain; version=0.0.4",
+            "# TYPE backend_queue_size gauge\nbackend_queue_size{queueName=\"one\"} 1\nbackend_queue_size{queueName=\"two\"} 20\n",
+            "prometheus",
+            r#"backend_queue_size{queueName="two"}"#,
+            20.0,
+        ),
+    ];
+    for (content_type, text, format, location, value) in rows {
+        let server = serve(content_type, body(text), |_| true).await;
+        let h = example(
+            &server.url("/stats"),
+            &[
+                ("format", format),
+                ("valueLocation", location),
+                ("authMode", ""),
+            ],
+            &[],
+        )
+        .await;
+        h.expect(value, value > 3.8).await;
+    }
+}
+
+#[tokio::test]
+async fn a_value_location_that_does_not_resolve_is_an_error_naming_it() {
+    let server = serve(
+        "application/json",
+        body(r#"{"components": {"worker": {"busy": true}}}"#),
+        |_| true,
+    )
+    .await;
+    let h = example(&server.url("/api/v1/stats"), &[("authMode", "")], &[]).await;
+    let err = h.expect_error().await;
+    assert!(matches!(err, ScalerError::Unexpected { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "trigger 0 (metrics-api): valueLocation \"components.worker.tasks\" in the answer of url \
+             {}: key \"tasks\" not found at \"components.worker\"",
+            server.url("/api/v1/stats")
+        )
+    );
+    let h = example(
+        &server.url("/api/v1/stats"),
+        &[
+            ("authMode", ""),
+            ("valueLocation", "components.worker.busy"),
+        ],
+        &[],
+    )
+    .await;
+    assert!(
+        h.expect_error()
+            .await
+            .to_string()
+            .ends_with("it points to a boolean, not to a number or a string holding a quantity")
+    );
+    // An answer that is not JSON at all.
+    let html = serve("text/html", body("<html>oops</html>"), |_| true).await;
+    let h = example(&html.url("/"), &[("authMode", "")], &[]).await;
+    let err = h.expect_error().await.to_string();
+    assert!(err.contains("the response is not valid JSON"), "{err}");
+}
+
+#[tokio::test]
+async fn api_keys_in_a_header_or_the_query_basic_auth_and_bearer_tokens_reach_the_server() {
+    let answer = r#"{"components": {"worker": {"tasks": 5}}}"#;
+    let server = serve("application/json", body(answer), |r| {
+        r.header("x-api-key").as_deref() == Some(API_KEY)
+            || r.header("x-custom-key").as_deref() == Some(API_KEY)
+            || r.query("api_key").as_deref() == Some(API_KEY)
+            || r.query("token").as_deref() == Some(API_KEY)
+            // user:pass
+            || r.header("authorization").as_deref() == Some("Basic dXNlcjpwYXNz")
+            || r.header("authorization").as_deref() == Some("Bearer b3arer-t0ken")
+    })
+    .await;
+    let url = server.url("/api/v1/stats?keep=1");
+    // (metadata changes, auth params, the request that must have carried the credentials)
+    type Check = fn(&Recorded) -> bool;
+    type Pairs<'a> = &'a [(&'a str, &'a str)];
+    let rows: [(Pairs<'_>, Pairs<'_>, Check); 6] = [
+        (&[("keyParamName", "")], &[("apiKey", API_KEY)], |r| {
+            r.header("x-api-key").is_some()
+        }),
+        (
+            &[("keyParamName", "X-Custom-Key")],
+            &[("apiKey", API_KEY)],
+            |r| r.header("x-custom-key").is_some(),
+        ),
+        (
+            &[("method", "query"), ("keyParamName", "")],
+            &[("apiKey", API_KEY)],
+            |r| r.query("api_key").is_some() && r.query("keep").as_deref() == Some("1"),
+        ),
+        (
+            &[("method", "query"), ("keyParamName", "token")],
+            &[("apiKey", API_KEY)],
+            |r| r.query("token").is_some() && r.header("x-api-key").is_none(),
+        ),
+        (
+            &[("authMode", "basic")],
+            &[("username", "user"), ("password", "pass")],
+            |r| {
+                r.header("authorization")
+                    .is_some_and(|h| h.starts_with("Basic "))
+            },
+        ),
+        (
+            &[("authMode", "bearer")],
+            &[("token", "b3arer-t0ken")],
+            |r| {
+                r.header("authorization")
+                    .is_some_and(|h| h.starts_with("Bearer "))
+            },
+        ),
+    ];
+    for (i, (changes, auth, carried)) in rows.into_iter().enumerate() {
+        let h = example(&url, changes, auth).await;
+        h.expect(5.0, true).await;
+        assert!(
+            carried(&server.last_request()),
+            "row {i}: {:?}",
+            server.last_request()
+        );
+    }
+
+    // A wrong password: the server's 401, a hint, and no password.
+    let h = example(
+        &url,
+        &[("authMode", "basic")],
+        &[("username", "user"), ("password", "wr0ng-pass")],
+    )
+    .await;
+    let err = h.expect_error().await;
+    assert!(matches!(err, ScalerError::Query { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "trigger 0 (metrics-api): GET url {} failed: HTTP 401 Unauthorized: Unauthorized; \
+             check the trigger's authModes and its credentials",
+            server.url("/api/v1/stats")
+        )
+    );
+    // The query key never shows in a message either.
+    let broken = TestServer::start(http_server::handler(|_| {
+        (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "text/plain",
+            "boom".into(),
+        )
+    }))
+    .await;
+    let h = example(
+        &broken.url("/stats"),
+        &[("method", "query")],
+        &[("apiKey", API_KEY)],
+    )
+    .await;
+    let err = h.expect_error().await.to_string();
+    assert!(
+        err.ends_with("failed: HTTP 500 Internal Server Error: boom"),
+        "{err}"
+    );
+    assert!(!err.contains(API_KEY), "{err}");
+}
+
+#[tokio::test]
+async fn client_certificates_and_a_test_ca_are_used_over_https() {
+    let ca = TestCa::new("keda-rs test CA");
+    let answer = r#"{"components": {"worker": {"tasks": 4}}}"#;
+    let answer_body = body(answer);
+    let mtls = TestServer::start_tls(
+        http_server::handler(move |_| {
+            (
+                StatusCode::OK,
+                "application/json",
+                answer_body.lock().expect("body").clone(),
+            )
+        }),
+        ca.server_config(true),
+    )
+    .await;
+    let (cert, key) = ca.client("keda-rs");
+    let ca_pem = ca.pem();
+    let tls_auth = [
+        ("cert", cert.as_str()),
+        ("key", key.as_str()),
+        ("ca", ca_pem.as_str()),
+    ];
+    let h = example(&mtls.url("/stats"), &[("authMode", "tls")], &tls_auth).await;
+    h.expect(4.0, true).await;
+
+    // Without a client certificate the server refuses the handshake.
+    let h = example(&mtls.url("/stats"), &[("authMode", "")], &[("ca", &ca_pem)]).await;
+    assert!(matches!(h.expect_error().await, ScalerError::Query { .. }));
+
+    // A server certificate of an unknown CA is refused unless unsafeSsl.
+    let other_ca = TestCa::new("another CA");
+    let plain_tls = TestServer::start_tls(
+        http_server::handler(move |_| (StatusCode::OK, "application/json", answer.into())),
+        other_ca.server_config(false),
+    )
+    .await;
+    let h = example(
+        &plain_tls.url("/stats"),
+        &[("authMode", "")],
+        &[("ca", &ca_pem)],
+    )
+    .await;
+    let err = h.expect_error().await.to_string();
+    assert!(err.contains("certificate"), "{err}");
+    let h = example(
+        &plain_tls.url("/stats"),
+        &[("authMode", ""), ("unsafeSsl", "true")],
+        &[],
+    )
+    .await;
+    h.expect(4.0, true).await;
+
+    // TLS material that is not PEM fails the build, naming the parameter.
+    let ctx = ScalerContext {
+        metadata: [
+            ("url", mtls.url("/stats")),
+            ("valueLocation", "a".into()),
+            ("targetValue", "1".into()),
+            ("authMode", "tls".into()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect(),
+        auth_params: [("cert", "C"), ("key", "K"), ("ca", "not a certificate")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), keda_scalers::Secret::new(v)))
+            .collect(),
+        ..ScalerContext::new("metrics-api", 0)
+    };
+    let err = Registry::builtin().build(ctx).await.expect_err("bad CA");
+    assert_eq!(
+        err.to_string(),
+        "trigger 0 (metrics-api): parameter \"ca\" is not a valid PEM certificate bundle"
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_endpoint_is_a_poll_error_naming_the_url_without_its_query() {
+    let h = example(
+        "http://127.0.0.1:1/stats?api_key=s3cret-in-url",
+        &[("authMode", "")],
+        &[],
+    )
+    .await;
+    let err = h.expect_error().await;
+    assert!(matches!(err, ScalerError::Query { .. }), "{err:?}");
+    let err = err.to_string();
+    assert!(
+        err.starts_with("trigger 0 (metrics-api): GET url http://127.0.0.1:1/stats failed: "),
+        "{err}"
+    );
+    assert!(!err.contains("s3cret"), "{err}");
+}
+
+#[tokio::test]
+async fn triggers_on_one_endpoint_share_one_client_and_its_connection() {
+    let server = serve(
+        "application/json",
+        body(r#"{"a": 1, "b": 2, "c": 3}"#),
+        |_| true,
+    )
+    .await;
+    let pools = ClientPools::new();
+    let registry = Registry::builtin();
+    let url = server.url("/stats");
+    let mut scalers = Vec::new();
+    for location in ["a", "b", "c"] {
+        let ctx = ScalerContext {
+            metadata: [
+                ("url", url.as_str()),
+                ("valueLocation", location),
+                ("targetValue", "1"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+            clients: pools.clone(),
+            ..ScalerContext::new("metrics-api", 0)
+        };
+        scalers.push((registry.build(ctx).await.expect("builds"), location));
+    }
+    let pool = pools.pool::<HttpClientKey, HttpClient>();
+    assert_eq!(pool.len(), 1);
+    for (expected, (scaler, location)) in [1.0, 2.0, 3.0].into_iter().zip(&scalers) {
+        let name = format!("s0-metric-api-{location}");
+        let report = scaler
+            .scaler()
+            .metrics_and_activity(&name)
+            .await
+            .expect("value");
+        assert_eq!(report.values[0].value, expected);
+    }
+    assert_eq!(
+        server.connections(),
+        1,
+        "three polls over one keep-alive connection"
+    );
+    for (scaler, _) in &scalers {
+        scaler.scaler().close().await;
+    }
+    assert!(pool.is_empty());
+}
