@@ -25,12 +25,34 @@ pub enum ProxyError {
         /// The queue depth.
         depth: usize,
     },
+    /// Holding this request would take the target's held requests past their memory limit.
+    #[error(
+        "{target}: the requests waiting for a ready pod hold {limit} bytes, the limit of \
+         --held-request-memory"
+    )]
+    HeldMemoryFull {
+        /// `namespace/name` of the ScaledObject.
+        target: String,
+        /// The limit in bytes.
+        limit: usize,
+    },
     /// No pod became ready (or free) in time.
     #[error("{target}: no ready pod within the hold timeout of {}", humantime(*timeout))]
     HoldTimeout {
         /// `namespace/name` of the ScaledObject.
         target: String,
         /// The hold timeout.
+        timeout: Duration,
+    },
+    /// The pod sent no response head in time.
+    #[error(
+        "{target}: the pod sent no response head within the responseHeaderTimeout of {}",
+        humantime(*timeout)
+    )]
+    ResponseTimeout {
+        /// `namespace/name` of the ScaledObject.
+        target: String,
+        /// The timeout.
         timeout: Duration,
     },
     /// The pod failed: connection refused or reset, or the response was cut.
@@ -70,8 +92,10 @@ impl ProxyError {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::NoRoute { .. } => StatusCode::NOT_FOUND,
-            Self::QueueFull { .. } | Self::Draining => StatusCode::SERVICE_UNAVAILABLE,
-            Self::HoldTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            Self::QueueFull { .. } | Self::HeldMemoryFull { .. } | Self::Draining => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            Self::HoldTimeout { .. } | Self::ResponseTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             Self::Upstream { .. } => StatusCode::BAD_GATEWAY,
         }
     }
@@ -81,7 +105,9 @@ impl ProxyError {
         match self {
             Self::NoRoute { .. } => "no_route",
             Self::QueueFull { .. } => "queue_full",
+            Self::HeldMemoryFull { .. } => "held_memory_full",
             Self::HoldTimeout { .. } => "hold_timeout",
+            Self::ResponseTimeout { .. } => "response_timeout",
             Self::Upstream { .. } => "upstream_error",
             Self::Draining => "draining",
         }
@@ -90,7 +116,9 @@ impl ProxyError {
     fn target(&self) -> Option<&str> {
         match self {
             Self::QueueFull { target, .. }
+            | Self::HeldMemoryFull { target, .. }
             | Self::HoldTimeout { target, .. }
+            | Self::ResponseTimeout { target, .. }
             | Self::Upstream { target, .. } => Some(target),
             Self::NoRoute { .. } | Self::Draining => None,
         }
@@ -122,7 +150,10 @@ impl ProxyError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
-        if matches!(self, Self::QueueFull { .. } | Self::Draining) {
+        if matches!(
+            self,
+            Self::QueueFull { .. } | Self::HeldMemoryFull { .. } | Self::Draining
+        ) {
             headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
         response
@@ -169,6 +200,22 @@ mod tests {
                 },
                 502,
                 "\"message\":\"shop/web: forwarding to a pod failed\"",
+            ),
+            (
+                ProxyError::HeldMemoryFull {
+                    target: "shop/web".into(),
+                    limit: 1024,
+                },
+                503,
+                "\"error\":\"held_memory_full\"",
+            ),
+            (
+                ProxyError::ResponseTimeout {
+                    target: "shop/web".into(),
+                    timeout: Duration::from_secs(2),
+                },
+                504,
+                "no response head within the responseHeaderTimeout of 2s",
             ),
             (ProxyError::Draining, 503, "shutting down"),
         ];

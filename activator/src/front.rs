@@ -18,19 +18,21 @@ use std::future::{Future, poll_fn};
 use std::io::{self, IoSlice, Write as _};
 use std::mem::MaybeUninit;
 use std::pin::{Pin, pin};
-use std::task::{Context, Poll};
-use std::time::SystemTime;
+use std::task::{Context, Poll, ready};
+use std::time::{Duration, SystemTime};
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use http::header::{self, HeaderMap};
 use http::{Method, StatusCode, Version};
 use hyper::body::Body;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 use tokio_util::sync::CancellationToken;
 
+use crate::limits::Limits;
+use crate::metrics::SharedMetrics;
 use crate::proxy::{self, Peer, Proxy, ProxyBody};
-use crate::target::Admission;
+use crate::target::{Admission, Charge};
 use crate::{edge, wire};
 
 /// Most header fields in a request head this path parses (hyper's default too).
@@ -59,20 +61,30 @@ pub async fn serve(
     peer: &Peer,
     shutdown: &CancellationToken,
 ) -> Option<Rewound> {
+    let limits = *proxy.limits();
     let mut conn = Conn {
         io: stream,
         buf: BytesMut::with_capacity(READ_CHUNK),
         out: Vec::with_capacity(READ_CHUNK),
+        // The first head is due within the header read timeout of the connection's start.
+        deadline: Box::pin(tokio::time::sleep(limits.header_read_timeout)),
+        limits,
+        metrics: proxy.metrics(),
     };
     let mut head = Vec::with_capacity(1024);
     let mut stopping = pin!(shutdown.cancelled());
+    // Whether the deadline is the idle one, for the next request's first byte.
+    let mut idle = false;
     loop {
         // A complete request head, routed and admitted, or hyper's turn.
         let (method, close, started, admitted) = loop {
             match parse(&conn.buf, peer, &mut head) {
                 Parsed::Request(request) => {
                     let started = Instant::now();
-                    let admitted = proxy.admit(request.host, request.path);
+                    // Held, the request keeps the pod's head and what its client sent after
+                    // it.
+                    let held_bytes = head.len() + conn.buf.len().saturating_sub(request.len);
+                    let admitted = proxy.admit(request.host, request.path, || held_bytes);
                     let Request {
                         len, method, close, ..
                     } = request;
@@ -88,20 +100,42 @@ pub async fn serve(
                 tokio::select! {
                     biased;
                     () = &mut stopping => return None,
-                    read = conn.read() => read,
+                    read = conn.read_by_deadline() => read,
                 }
             } else {
-                conn.read().await
+                if idle {
+                    // The next request has begun: its head is due within the header read
+                    // timeout.
+                    conn.arm(limits.header_read_timeout);
+                    idle = false;
+                }
+                conn.read_by_deadline().await
             };
-            if !matches!(read, Ok(n) if n > 0) {
-                return None;
+            match read {
+                Ok(n) if n > 0 => {}
+                Err(error) if error.kind() == io::ErrorKind::TimedOut => {
+                    let timeouts = if idle {
+                        &conn.metrics.idle_timeouts
+                    } else {
+                        &conn.metrics.header_read_timeouts
+                    };
+                    timeouts.inc();
+                    return conn.close().await;
+                }
+                _ => return None,
             }
         };
         let admitted = match admitted {
             Ok((target, Admission::Ready(lease))) => Ok((target, lease)),
-            // Held until a pod has room; a client that leaves gives up its place.
-            Ok((target, Admission::Held(held))) => {
-                match conn.unless_client_leaves(held.wait()).await {
+            // Held until a pod has room; a client that leaves gives up its place. What it
+            // sends meanwhile is counted with the request's memory.
+            Ok((target, Admission::Held(mut held))) => {
+                let mut charge = held.take_charge();
+                let watched = conn
+                    .unless_client_leaves(held.wait(), Some((&mut charge, head.len())))
+                    .await;
+                drop(charge);
+                match watched {
                     None => return None,
                     Some(lease) => lease.map(|lease| (target, lease)),
                 }
@@ -111,16 +145,21 @@ pub async fn serve(
         let answered = match admitted {
             Ok((target, lease)) => {
                 let pod = lease.addr();
-                let exchange = lease.upstream().send_head(&head, &method);
-                match conn.unless_client_leaves(exchange).await {
+                let timeout = lease.response_timeout();
+                let exchange =
+                    tokio::time::timeout(timeout, lease.upstream().send_head(&head, &method));
+                match conn.unless_client_leaves(exchange, None).await {
                     // The client went away: dropping the exchange closes the pod's connection
                     // (the request is cancelled) and the lease frees the slot.
                     None => return None,
-                    Some(Ok(response)) => {
+                    Some(Ok(Ok(response))) => {
                         proxy::answered(&target, started);
                         Ok((response, lease))
                     }
-                    Some(Err(error)) => Err(proxy::upstream(&target, pod, error)),
+                    Some(Ok(Err(error))) => Err(proxy::upstream(&target, pod, error)),
+                    // The exchange is dropped: its connection closes, and the slot is freed
+                    // with the lease below.
+                    Some(Err(_)) => Err(proxy::response_timeout(&target, timeout)),
                 }
             }
             Err(error) => Err(error),
@@ -148,6 +187,10 @@ pub async fn serve(
         if !sent || close {
             return conn.close().await;
         }
+        // Until the next request's first byte: the idle timeout (a later deadline than the
+        // one set, so usually no more than a store).
+        conn.arm(limits.idle_timeout);
+        idle = true;
     }
 }
 
@@ -408,24 +451,43 @@ fn encode_response_head(
 }
 
 /// The client's connection while this path serves it.
-struct Conn {
+struct Conn<'a> {
     io: edge::Stream,
     /// Read from the client, not served yet.
     buf: BytesMut,
     /// To write to the client.
     out: Vec<u8>,
+    /// The client's one timer: for the request head being read, for the next request's first
+    /// byte, or for a write that makes no progress, whichever is being waited for.
+    deadline: Pin<Box<Sleep>>,
+    limits: Limits,
+    metrics: &'a SharedMetrics,
 }
 
-impl Conn {
-    async fn read(&mut self) -> io::Result<usize> {
+impl Conn<'_> {
+    /// Sets the deadline to `after` from now.
+    fn arm(&mut self, after: Duration) {
+        self.deadline.as_mut().reset(Instant::now() + after);
+    }
+
+    /// Reads more from the client; `TimedOut` once the deadline passes.
+    async fn read_by_deadline(&mut self) -> io::Result<usize> {
         self.buf.reserve(READ_CHUNK);
-        poll_fn(|cx| self.io.poll_read_buf(cx, &mut self.buf)).await
+        let Self {
+            io, buf, deadline, ..
+        } = self;
+        poll_fn(|cx| {
+            if let Poll::Ready(read) = io.poll_read_buf(cx, buf) {
+                return Poll::Ready(read);
+            }
+            ready!(deadline.as_mut().poll(cx));
+            Poll::Ready(Err(io::ErrorKind::TimedOut.into()))
+        })
+        .await
     }
 
     async fn write_out(&mut self) -> io::Result<()> {
-        let result = self.io.write_all(&self.out).await;
-        self.out.clear();
-        result
+        self.write_all_three(&[], &[]).await
     }
 
     /// Ends the connection after what was written: a FIN, so a response in flight is not cut
@@ -444,20 +506,38 @@ impl Conn {
 
     /// Runs `work` while watching the client: `None` if it closes its end (or its connection
     /// fails) first. Bytes it sends meanwhile (a pipelined request) are kept, up to
-    /// [`MAX_HEAD`]; past that the client is no longer watched.
-    async fn unless_client_leaves<F: Future>(&mut self, work: F) -> Option<F::Output> {
+    /// [`MAX_HEAD`]; past that the client is no longer watched. For a held request, `held`
+    /// is its charge and the length of the pod's head: what is kept is counted, and the
+    /// client is no longer watched once its target's limit is reached.
+    async fn unless_client_leaves<F: Future>(
+        &mut self,
+        work: F,
+        mut held: Option<(&mut Charge, usize)>,
+    ) -> Option<F::Output> {
         let mut work = pin!(work);
         poll_fn(|cx| {
             if let Poll::Ready(output) = work.as_mut().poll(cx) {
                 return Poll::Ready(Some(output));
             }
             while self.buf.len() < MAX_HEAD {
-                self.buf.reserve(READ_CHUNK);
-                match self.io.poll_read_buf(cx, &mut self.buf) {
+                // What a read may add is counted before it.
+                let room = match held.as_mut() {
+                    Some((charge, head)) => charge.keep(*head + self.buf.len(), READ_CHUNK),
+                    None => READ_CHUNK,
+                };
+                if room == 0 {
+                    break;
+                }
+                self.buf.reserve(room);
+                match self.io.poll_read_buf(cx, &mut (&mut self.buf).limit(room)) {
                     Poll::Ready(Ok(0) | Err(_)) => return Poll::Ready(None),
                     Poll::Ready(Ok(_)) => {}
                     Poll::Pending => break,
                 }
+            }
+            if let Some((charge, head)) = held.as_mut() {
+                // Then only what was read.
+                charge.keep(*head + self.buf.len(), 0);
             }
             Poll::Pending
         })
@@ -477,7 +557,7 @@ impl Conn {
                     if !self.out.is_empty() && self.write_out().await.is_err() {
                         return false;
                     }
-                    match self.unless_client_leaves(next_frame(&mut body)).await {
+                    match self.unless_client_leaves(next_frame(&mut body), None).await {
                         Some(frame) => frame,
                         None => return false,
                     }
@@ -533,12 +613,38 @@ impl Conn {
         self.write_out().await.is_ok()
     }
 
-    /// Writes `out`, then `data`, then `tail`, in as few system calls as the socket takes.
+    /// Writes `out` (then cleared), then `data`, then `tail`, in as few system calls as the
+    /// socket takes. A write that makes no progress for the write timeout fails with
+    /// `TimedOut` (counted).
     async fn write_all_three(&mut self, data: &[u8], tail: &[u8]) -> io::Result<()> {
-        let mut parts = [&self.out[..], data, tail];
+        let Self {
+            io,
+            out,
+            deadline,
+            limits,
+            metrics,
+            ..
+        } = self;
+        let mut parts = [&out[..], data, tail];
         while parts.iter().any(|p| !p.is_empty()) {
-            let slices = parts.map(IoSlice::new);
-            let mut n = self.io.write_vectored(&slices).await?;
+            // Armed when the client stops taking bytes; progress disarms it.
+            let mut armed = false;
+            let mut n = poll_fn(|cx| {
+                let slices = parts.map(IoSlice::new);
+                if let Poll::Ready(written) = Pin::new(&mut *io).poll_write_vectored(cx, &slices) {
+                    return Poll::Ready(written);
+                }
+                if !armed {
+                    deadline
+                        .as_mut()
+                        .reset(Instant::now() + limits.write_timeout);
+                    armed = true;
+                }
+                ready!(deadline.as_mut().poll(cx));
+                metrics.write_timeouts.inc();
+                Poll::Ready(Err(io::ErrorKind::TimedOut.into()))
+            })
+            .await?;
             if n == 0 {
                 return Err(io::ErrorKind::WriteZero.into());
             }
@@ -548,7 +654,7 @@ impl Conn {
                 n -= k;
             }
         }
-        self.out.clear();
+        out.clear();
         Ok(())
     }
 }
@@ -566,6 +672,13 @@ fn poll_now(body: &mut ProxyBody) -> Option<Polled> {
 
 async fn next_frame(body: &mut ProxyBody) -> Polled {
     poll_fn(|cx| Pin::new(&mut *body).poll_frame(cx)).await
+}
+
+impl Rewound {
+    /// Whether the connection starts with HTTP/2's preface (h2c with prior knowledge).
+    pub fn is_http2(&self) -> bool {
+        self.prefix.starts_with(b"PRI * HTTP/2.0")
+    }
 }
 
 impl AsyncRead for Rewound {

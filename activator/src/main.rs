@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
+use keda_activator::limits::{self, Limits};
 use keda_activator::metrics::Metrics;
 use keda_activator::proxy::Proxy;
 use keda_activator::report::{self, ReporterConfig};
@@ -92,6 +93,22 @@ struct Args {
     /// Threads serving the proxy, each with its own connections (0: one per CPU).
     #[arg(long, env = "KEDA_ACTIVATOR_PROXY_THREADS", default_value = "0")]
     proxy_threads: usize,
+    /// How long a client may take to send a request head (1ms to 1h).
+    #[arg(long, env = "KEDA_ACTIVATOR_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = limit_duration)]
+    header_read_timeout: Duration,
+    /// How long a kept-alive client connection may stay without a request (1ms to 1h).
+    #[arg(long, env = "KEDA_ACTIVATOR_IDLE_TIMEOUT", default_value = "75s", value_parser = limit_duration)]
+    idle_timeout: Duration,
+    /// How long a write to a client may make no progress (1ms to 1h).
+    #[arg(long, env = "KEDA_ACTIVATOR_WRITE_TIMEOUT", default_value = "60s", value_parser = limit_duration)]
+    write_timeout: Duration,
+    /// Client connections served at once; more wait until one closes (1 to 1000000).
+    #[arg(long, env = "KEDA_ACTIVATOR_MAX_CONNECTIONS", default_value = "10000", value_parser = limits::parse_max_connections)]
+    max_connections: usize,
+    /// Memory the held requests of one target may keep, in bytes or with a Ki, Mi or Gi
+    /// suffix (4Ki to 16Gi).
+    #[arg(long, env = "KEDA_ACTIVATOR_HELD_REQUEST_MEMORY", default_value = "32Mi", value_parser = limits::parse_byte_size)]
+    held_request_memory: usize,
 }
 
 fn duration(raw: &str) -> Result<Duration, String> {
@@ -105,6 +122,11 @@ fn positive_duration(raw: &str) -> Result<Duration, String> {
         Duration::ZERO => Err(format!("\"{raw}\" is not more than zero")),
         positive => Ok(positive),
     }
+}
+
+/// A client-side timeout ([`limits::parse_timeout`]).
+fn limit_duration(raw: &str) -> Result<Duration, String> {
+    limits::parse_timeout(duration(raw)?, raw)
 }
 
 // The watches, the report stream and the admin endpoints run here; the proxy has threads of
@@ -124,8 +146,19 @@ async fn main() -> anyhow::Result<()> {
 
     let metrics = Arc::new(Metrics::new());
     let (wake_tx, wake_rx) = tokio::sync::mpsc::channel(4096);
-    let targets = Targets::new(wake_tx, Arc::clone(&metrics));
-    let proxy = Arc::new(Proxy::new(targets.routes(), Arc::clone(&metrics)));
+    let targets =
+        Targets::with_held_memory(wake_tx, Arc::clone(&metrics), args.held_request_memory);
+    let limits = Limits {
+        header_read_timeout: args.header_read_timeout,
+        idle_timeout: args.idle_timeout,
+        write_timeout: args.write_timeout,
+        max_connections: args.max_connections,
+    };
+    let proxy = Arc::new(Proxy::with_limits(
+        targets.routes(),
+        Arc::clone(&metrics),
+        limits,
+    ));
     let ready = Readiness::default();
     let stop_watching = CancellationToken::new();
     let stop_proxy = CancellationToken::new();

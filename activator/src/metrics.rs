@@ -34,8 +34,22 @@ pub struct Metrics {
     hold_timeouts: Family<TargetLabels, Counter>,
     upstream_errors: Family<TargetLabels, Counter>,
     latency: HistogramFamily,
+    response_timeouts: Family<TargetLabels, Counter>,
+    held_memory_overflows: Family<TargetLabels, Counter>,
+    held_bytes: Family<TargetLabels, Gauge>,
     /// Requests no route matched.
     pub no_route: Counter,
+    /// Client connections open now.
+    pub connections: Gauge,
+    /// Times a connection waited for a place under `--max-connections`.
+    pub connection_limit_waits: Counter,
+    /// Connections closed because a request head took longer than `--header-read-timeout`.
+    pub header_read_timeouts: Counter,
+    /// Kept-alive connections closed after `--idle-timeout` without a request.
+    pub idle_timeouts: Counter,
+    /// Connections closed because a write to the client made no progress for
+    /// `--write-timeout`.
+    pub write_timeouts: Counter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -61,6 +75,12 @@ pub struct TargetMetrics {
     pub upstream_errors: Counter,
     /// Time from arrival to the response head, held time included.
     pub latency: Histogram,
+    /// Requests answered 504 because the pod sent no response head in time.
+    pub response_timeouts: Counter,
+    /// Requests refused with 503 because the held requests' memory was at its limit.
+    pub held_memory_overflows: Counter,
+    /// Bytes held requests keep now.
+    pub held_bytes: Gauge,
 }
 
 impl Default for TargetMetrics {
@@ -74,6 +94,9 @@ impl Default for TargetMetrics {
             hold_timeouts: Counter::default(),
             upstream_errors: Counter::default(),
             latency: latency_histogram(),
+            response_timeouts: Counter::default(),
+            held_memory_overflows: Counter::default(),
+            held_bytes: Gauge::default(),
         }
     }
 }
@@ -95,7 +118,15 @@ impl Metrics {
         let hold_timeouts = Family::default();
         let upstream_errors = Family::default();
         let latency: HistogramFamily = Family::new_with_constructor(latency_histogram);
+        let response_timeouts = Family::default();
+        let held_memory_overflows = Family::default();
+        let held_bytes = Family::default();
         let no_route = Counter::default();
+        let connections = Gauge::default();
+        let connection_limit_waits = Counter::default();
+        let header_read_timeouts = Counter::default();
+        let idle_timeouts = Counter::default();
+        let write_timeouts = Counter::default();
         registry.register("requests", "Requests routed to a target", requests.clone());
         registry.register(
             "held_requests",
@@ -128,9 +159,49 @@ impl Metrics {
             latency.clone(),
         );
         registry.register(
+            "response_timeouts",
+            "Requests answered 504 because the pod sent no response head within responseHeaderTimeout",
+            response_timeouts.clone(),
+        );
+        registry.register(
+            "held_memory_overflows",
+            "Requests refused with 503 because the held requests' memory was at --held-request-memory",
+            held_memory_overflows.clone(),
+        );
+        registry.register(
+            "held_request_bytes",
+            "Bytes held requests keep (heads and what their clients sent after them)",
+            held_bytes.clone(),
+        );
+        registry.register(
             "no_route",
             "Requests answered 404 because no route matched",
             no_route.clone(),
+        );
+        registry.register(
+            "connections",
+            "Client connections open",
+            connections.clone(),
+        );
+        registry.register(
+            "connection_limit_waits",
+            "Times accepting a connection waited because --max-connections were open",
+            connection_limit_waits.clone(),
+        );
+        registry.register(
+            "header_read_timeouts",
+            "Connections closed because a request head was not complete within --header-read-timeout",
+            header_read_timeouts.clone(),
+        );
+        registry.register(
+            "idle_timeouts",
+            "Kept-alive connections closed after --idle-timeout without a request",
+            idle_timeouts.clone(),
+        );
+        registry.register(
+            "write_timeouts",
+            "Connections closed because a write to the client made no progress for --write-timeout",
+            write_timeouts.clone(),
         );
         Self {
             registry,
@@ -141,7 +212,15 @@ impl Metrics {
             hold_timeouts,
             upstream_errors,
             latency,
+            response_timeouts,
+            held_memory_overflows,
+            held_bytes,
             no_route,
+            connections,
+            connection_limit_waits,
+            header_read_timeouts,
+            idle_timeouts,
+            write_timeouts,
         }
     }
 
@@ -159,6 +238,9 @@ impl Metrics {
             hold_timeouts: self.hold_timeouts.get_or_create(&labels).clone(),
             upstream_errors: self.upstream_errors.get_or_create(&labels).clone(),
             latency: self.latency.get_or_create(&labels).clone(),
+            response_timeouts: self.response_timeouts.get_or_create(&labels).clone(),
+            held_memory_overflows: self.held_memory_overflows.get_or_create(&labels).clone(),
+            held_bytes: self.held_bytes.get_or_create(&labels).clone(),
         }
     }
 

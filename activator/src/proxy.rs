@@ -16,9 +16,11 @@ use http::{Request, Response, StatusCode, Uri, Version};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use crate::error::ProxyError;
+use crate::limits::Limits;
 use crate::metrics::SharedMetrics;
 use crate::route::RouteTable;
 use crate::target::{Admission, Lease, Target};
@@ -248,10 +250,13 @@ impl Body for ProxyBody {
     }
 }
 
-/// The proxy: shared by every connection.
+/// The proxy: shared by every connection, on every proxy thread.
 pub struct Proxy {
     routes: SharedRoutes,
     metrics: SharedMetrics,
+    limits: Limits,
+    /// One permit per client connection the process may serve ([`Limits::max_connections`]).
+    connections: Arc<Semaphore>,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -261,18 +266,55 @@ impl std::fmt::Debug for Proxy {
 }
 
 impl Proxy {
-    /// A proxy reading `routes`. Upstream connections are kept alive per pod (see
-    /// [`crate::upstream`]).
+    /// A proxy reading `routes`, with the default [`Limits`]. Upstream connections are kept
+    /// alive per pod (see [`crate::upstream`]).
     pub fn new(routes: SharedRoutes, metrics: SharedMetrics) -> Self {
-        Self { routes, metrics }
+        Self::with_limits(routes, metrics, Limits::default())
+    }
+
+    /// A proxy reading `routes`, its clients held to `limits`.
+    pub fn with_limits(routes: SharedRoutes, metrics: SharedMetrics, limits: Limits) -> Self {
+        let permits = limits.max_connections.clamp(1, Semaphore::MAX_PERMITS);
+        Self {
+            routes,
+            metrics,
+            limits,
+            connections: Arc::new(Semaphore::new(permits)),
+        }
+    }
+
+    /// The client-side limits.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The metrics.
+    pub fn metrics(&self) -> &SharedMetrics {
+        &self.metrics
+    }
+
+    /// A place for one more client connection: at once when fewer than
+    /// [`Limits::max_connections`] are open, else when one closes (counted in
+    /// `keda_activator_connection_limit_waits_total`). Dropping it frees the place. `None`
+    /// never happens (the places are never closed).
+    pub async fn connection_permit(&self) -> Option<OwnedSemaphorePermit> {
+        match Arc::clone(&self.connections).try_acquire_owned() {
+            Ok(permit) => Some(permit),
+            Err(_) => {
+                self.metrics.connection_limit_waits.inc();
+                Arc::clone(&self.connections).acquire_owned().await.ok()
+            }
+        }
     }
 
     /// Routes a request for `host` and `path` and counts it: its target and a slot on a pod or
-    /// a place in the hold queue.
+    /// a place in the hold queue, for a request that keeps `held_bytes()` bytes while it
+    /// waits.
     pub(crate) fn admit(
         &self,
         host: &str,
         path: &str,
+        held_bytes: impl FnOnce() -> usize,
     ) -> Result<(Arc<Target>, Admission), ProxyError> {
         let Some(target) = self.routes.load().lookup(host, path).map(Arc::clone) else {
             self.metrics.no_route.inc();
@@ -282,7 +324,7 @@ impl Proxy {
             });
         };
         target.metrics().requests.inc();
-        let admission = target.admit()?;
+        let admission = target.admit(held_bytes)?;
         Ok((target, admission))
     }
 
@@ -301,22 +343,25 @@ impl Proxy {
         peer: &Peer,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let started = Instant::now();
-        let (target, admission) = self.admit(request_host(&request), request.uri().path())?;
+        let (target, admission) =
+            self.admit(request_host(&request), request.uri().path(), || {
+                head_size(&request)
+            })?;
         let lease = match admission {
             Admission::Ready(lease) => lease,
             Admission::Held(held) => held.wait().await?,
         };
         let pod = lease.addr();
+        let timeout = lease.response_timeout();
         let upgrade = is_upgrade(&request);
         if !upgrade && request.body().is_end_stream() {
             // No body to stream: one write and reads, from this task (`crate::wire`).
             let (mut parts, _) = request.into_parts();
             let client_version = parts.version;
             prepare_request(&mut parts, peer, false);
-            let response = lease
-                .upstream()
-                .send_bodiless(&parts)
+            let response = tokio::time::timeout(timeout, lease.upstream().send_bodiless(&parts))
                 .await
+                .map_err(|_| response_timeout(&target, timeout))?
                 .map_err(|e| upstream(&target, pod, e))?;
             answered(&target, started);
             let (parts, body) = for_client(response, client_version);
@@ -326,10 +371,10 @@ impl Proxy {
         let (mut parts, body) = request.into_parts();
         let client_version = parts.version;
         prepare_request(&mut parts, peer, upgrade);
-        let (mut response, connection) = lease
-            .upstream()
-            .send(Request::from_parts(parts, body))
+        let sent = lease.upstream().send(Request::from_parts(parts, body));
+        let (mut response, connection) = tokio::time::timeout(timeout, sent)
             .await
+            .map_err(|_| response_timeout(&target, timeout))?
             .map_err(|e| upstream(&target, pod, e))?;
         answered(&target, started);
         if let Some(client_upgrade) = client_upgrade
@@ -376,6 +421,25 @@ pub(crate) fn for_client<B>(
     strip_hop_by_hop(&mut parts.headers);
     parts.version = client_version;
     (parts, body)
+}
+
+/// No response head from the pod within `timeout`: counted. The exchange was dropped, which
+/// closes the pod's connection and lets the lease free the slot.
+pub(crate) fn response_timeout(target: &Target, timeout: std::time::Duration) -> ProxyError {
+    target.metrics().response_timeouts.inc();
+    ProxyError::ResponseTimeout {
+        target: target.label().to_owned(),
+        timeout,
+    }
+}
+
+/// The bytes a request parsed by hyper keeps while it is held: its target and header fields
+/// (the parsed head; the body is not read while the request waits).
+fn head_size<B>(request: &Request<B>) -> usize {
+    request.headers().iter().fold(
+        request.uri().to_string().len() + 64,
+        |size, (name, value)| size.saturating_add(name.as_str().len() + value.len() + 32),
+    )
 }
 
 /// A pod's failure to answer: counted, and logged here with the pod's address and the cause,

@@ -15,7 +15,9 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::net::TcpListener;
+use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -23,6 +25,7 @@ use crate::edge::Stream;
 use crate::front::{self, Rewound};
 use crate::metrics::SharedMetrics;
 use crate::proxy::{Peer, Proxy};
+use crate::timed::{Activity, Timed, Tracked};
 
 /// Serves `proxy` on `listener` until `shutdown`, then stops accepting, lets open connections
 /// finish their current requests (keep-alive connections are closed after them) for at most
@@ -30,16 +33,29 @@ use crate::proxy::{Peer, Proxy};
 ///
 /// Each connection starts in [`crate::front`], which serves the common HTTP/1.1 request; the
 /// first request it does not serve hands the connection, with what was read, to hyper's
-/// server (HTTP/1.1 with upgrades, or h2c) for the rest of its life.
+/// server (HTTP/1.1 with upgrades, or h2c) for the rest of its life. Both hold the client to
+/// the proxy's [`crate::limits::Limits`]; a connection is accepted only while fewer than
+/// `max_connections` are open (the others wait in the listen backlog).
 pub async fn serve_proxy(
     listener: TcpListener,
     proxy: Arc<Proxy>,
     shutdown: CancellationToken,
     drain_timeout: Duration,
 ) {
-    let builder = Arc::new(auto::Builder::new(TokioExecutor::new()));
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // The header read and idle timeouts are `crate::timed`'s: hyper's would also cut a quiet
+    // kept-alive connection at the header read timeout.
+    builder.http1().header_read_timeout(None);
+    let builder = Arc::new(builder);
     let connections = TaskTracker::new();
     loop {
+        let permit = tokio::select! {
+            () = shutdown.cancelled() => break,
+            permit = proxy.connection_permit() => match permit {
+                Some(permit) => permit,
+                None => break,
+            },
+        };
         let (stream, remote) = tokio::select! {
             () = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
@@ -62,6 +78,7 @@ pub async fn serve_proxy(
         let (proxy, shutdown, builder) =
             (Arc::clone(&proxy), shutdown.clone(), Arc::clone(&builder));
         connections.spawn(async move {
+            let _open = Open::new(permit, &proxy.metrics().connections);
             let peer = Peer::new(remote);
             if let Some(rewound) = front::serve(stream, &proxy, &peer, &shutdown).await {
                 serve_with_hyper(rewound, proxy, peer, &builder, &shutdown).await;
@@ -81,8 +98,32 @@ pub async fn serve_proxy(
     }
 }
 
-/// Serves the rest of a connection with hyper's server; on `shutdown`, the request in
-/// progress is finished and the connection closed.
+/// An open client connection: its place under the connection limit and its count in the
+/// `connections` gauge, both given back when dropped.
+struct Open {
+    _permit: OwnedSemaphorePermit,
+    gauge: Gauge,
+}
+
+impl Open {
+    fn new(permit: OwnedSemaphorePermit, gauge: &Gauge) -> Self {
+        gauge.inc();
+        Self {
+            _permit: permit,
+            gauge: gauge.clone(),
+        }
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.gauge.dec();
+    }
+}
+
+/// Serves the rest of a connection with hyper's server, its deadlines kept by
+/// [`crate::timed`]; on `shutdown`, the request in progress is finished and the connection
+/// closed.
 async fn serve_with_hyper(
     io: Rewound,
     proxy: Arc<Proxy>,
@@ -90,12 +131,26 @@ async fn serve_with_hyper(
     builder: &auto::Builder<TokioExecutor>,
     shutdown: &CancellationToken,
 ) {
-    let connection = Arc::new((proxy, peer));
+    let activity = Arc::new(Activity::default());
+    let http2 = io.is_http2();
+    let io = Timed::new(
+        io,
+        Arc::clone(&activity),
+        *proxy.limits(),
+        Arc::clone(proxy.metrics()),
+        http2,
+    );
+    let connection = Arc::new((proxy, peer, activity));
     let service = service_fn(move |request: Request<Incoming>| {
         let connection = Arc::clone(&connection);
         async move {
-            let (proxy, peer) = &*connection;
-            Ok::<_, Infallible>(proxy.handle(request, peer).await)
+            let (proxy, peer, activity) = &*connection;
+            let busy = activity.begin();
+            let response = proxy.handle(request, peer).await;
+            if response.status() == StatusCode::SWITCHING_PROTOCOLS {
+                activity.upgraded();
+            }
+            Ok::<_, Infallible>(response.map(|body| Tracked::new(body, busy)))
         }
     });
     let mut connection = pin!(builder.serve_connection_with_upgrades(TokioIo::new(io), service));

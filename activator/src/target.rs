@@ -5,6 +5,10 @@
 //! request takes a slot (or a place in the queue) under the lock and awaits outside it. A
 //! finishing request hands its slot straight to the oldest held request, so held requests are
 //! forwarded in arrival order.
+//!
+//! Held requests are bounded twice: by count (`queueDepth`) and by the memory they keep (their
+//! heads and what their clients send after them, [`Charge`]), so a target's queue cannot grow
+//! past `--held-request-memory` whatever its clients send.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -30,6 +34,10 @@ pub struct TargetSettings {
     pub hold_timeout: Duration,
     /// Most requests waiting at once.
     pub queue_depth: usize,
+    /// Longest wait for the pod's response head once a request is sent.
+    pub response_timeout: Duration,
+    /// Most bytes the held requests may keep together ([`Charge`]).
+    pub held_memory: usize,
 }
 
 struct Waiter {
@@ -49,6 +57,8 @@ struct State {
     next_id: u64,
     meter: Meter,
     last_active: Option<Instant>,
+    /// What the held requests' [`Charge`]s add up to.
+    held_bytes: usize,
 }
 
 impl State {
@@ -140,6 +150,7 @@ pub enum Admission {
 pub struct Lease {
     target: Arc<Target>,
     upstream: Arc<Upstream>,
+    response_timeout: Duration,
 }
 
 impl Lease {
@@ -157,6 +168,11 @@ impl Lease {
     pub fn target(&self) -> &Arc<Target> {
         &self.target
     }
+
+    /// How long the pod may take to send its response head (`responseHeaderTimeout`).
+    pub fn response_timeout(&self) -> Duration {
+        self.response_timeout
+    }
 }
 
 impl Drop for Lease {
@@ -168,15 +184,74 @@ impl Drop for Lease {
     }
 }
 
+/// Bytes a held request keeps, counted against its target's `held_memory` until dropped.
+pub struct Charge {
+    target: Arc<Target>,
+    bytes: usize,
+}
+
+impl Charge {
+    /// The bytes counted now.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Counts `kept` bytes (what the request holds now, whatever the limit), and reserves up
+    /// to `more` on top as far as the target's limit allows; returns the bytes reserved.
+    pub fn keep(&mut self, kept: usize, more: usize) -> usize {
+        let mut state = self.target.lock();
+        let others = state.held_bytes.saturating_sub(self.bytes);
+        let room = state
+            .settings
+            .held_memory
+            .saturating_sub(others.saturating_add(kept));
+        let reserved = more.min(room);
+        let bytes = kept.saturating_add(reserved);
+        state.held_bytes = others.saturating_add(bytes);
+        drop(state);
+        self.target.metrics.held_bytes.inc_by(gauge(bytes));
+        self.target.metrics.held_bytes.dec_by(gauge(self.bytes));
+        self.bytes = bytes;
+        reserved
+    }
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        if self.bytes > 0 {
+            self.keep(0, 0);
+        }
+    }
+}
+
+/// A byte count as a gauge value.
+fn gauge(bytes: usize) -> i64 {
+    i64::try_from(bytes).unwrap_or(i64::MAX)
+}
+
 /// A place in the hold queue. Dropping it (timeout, client gone) leaves the queue.
 pub struct Held {
     target: Arc<Target>,
     id: u64,
     rx: oneshot::Receiver<Arc<Upstream>>,
     done: bool,
+    /// The memory the request keeps while it waits.
+    charge: Charge,
 }
 
 impl Held {
+    /// The request's [`Charge`], for a caller that keeps reading from its client while it
+    /// waits and counts what it reads; the caller drops it when the wait is over.
+    pub fn take_charge(&mut self) -> Charge {
+        std::mem::replace(
+            &mut self.charge,
+            Charge {
+                target: Arc::clone(&self.target),
+                bytes: 0,
+            },
+        )
+    }
+
     /// Waits for a slot until the target's hold timeout.
     ///
     /// # Errors
@@ -187,9 +262,11 @@ impl Held {
             Ok(Ok(upstream)) => {
                 self.done = true;
                 self.target.metrics.held.dec();
+                let response_timeout = self.target.lock().settings.response_timeout;
                 Ok(Lease {
                     target: Arc::clone(&self.target),
                     upstream,
+                    response_timeout,
                 })
             }
             // The sender is dropped only when the target is removed; report it as a timeout
@@ -245,6 +322,7 @@ impl Target {
                 next_id: 0,
                 meter: Meter::new(Instant::now()),
                 last_active: None,
+                held_bytes: 0,
             }),
             wake,
             metrics,
@@ -270,11 +348,16 @@ impl Target {
         &self.metrics
     }
 
-    /// Takes a slot on the least-loaded pod with room, or a place in the queue.
+    /// Takes a slot on the least-loaded pod with room, or a place in the queue for a request
+    /// that keeps `held_bytes()` bytes while it waits (called only if it must wait).
     ///
     /// # Errors
-    /// [`ProxyError::QueueFull`] when the queue is at `queueDepth`.
-    pub fn admit(self: &Arc<Self>) -> Result<Admission, ProxyError> {
+    /// [`ProxyError::QueueFull`] when the queue is at `queueDepth`,
+    /// [`ProxyError::HeldMemoryFull`] when the held requests' bytes would pass `held_memory`.
+    pub fn admit(
+        self: &Arc<Self>,
+        held_bytes: impl FnOnce() -> usize,
+    ) -> Result<Admission, ProxyError> {
         let now = Instant::now();
         let mut state = self.lock();
         state.meter.arrived(now);
@@ -287,6 +370,7 @@ impl Target {
             return Ok(Admission::Ready(Lease {
                 target: Arc::clone(self),
                 upstream: Arc::clone(&state.upstreams[i]),
+                response_timeout: state.settings.response_timeout,
             }));
         }
         if state.queue.len() >= state.settings.queue_depth {
@@ -299,6 +383,18 @@ impl Target {
                 depth,
             });
         }
+        let bytes = held_bytes();
+        if state.held_bytes.saturating_add(bytes) > state.settings.held_memory {
+            state.meter.finished(now);
+            let limit = state.settings.held_memory;
+            drop(state);
+            self.metrics.held_memory_overflows.inc();
+            return Err(ProxyError::HeldMemoryFull {
+                target: self.label.clone(),
+                limit,
+            });
+        }
+        state.held_bytes += bytes;
         let (tx, rx) = oneshot::channel();
         let id = state.next_id;
         state.next_id += 1;
@@ -307,6 +403,7 @@ impl Target {
         drop(state);
         self.metrics.held.inc();
         self.metrics.held_total.inc();
+        self.metrics.held_bytes.inc_by(gauge(bytes));
         if first_without_pods {
             // Never blocks: if the reporter is behind, the next per-second sample (held > 0,
             // ready == 0) wakes the operator anyway.
@@ -317,6 +414,10 @@ impl Target {
             id,
             rx,
             done: false,
+            charge: Charge {
+                target: Arc::clone(self),
+                bytes,
+            },
         }))
     }
 
@@ -400,6 +501,8 @@ mod tests {
                 container_concurrency: cc,
                 hold_timeout: hold,
                 queue_depth: depth,
+                response_timeout: Duration::from_secs(60),
+                held_memory: 10_000,
             },
             tx,
             TargetMetrics::default(),
@@ -428,8 +531,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn held_requests_are_forwarded_in_arrival_order_when_a_pod_turns_ready() {
         let (t, mut wake) = target(1, 10, Duration::from_secs(30));
-        let first = held(t.admit().unwrap());
-        let second = held(t.admit().unwrap());
+        let first = held(t.admit(|| 0).unwrap());
+        let second = held(t.admit(|| 0).unwrap());
         // Only the first held request wakes the operator.
         assert_eq!(wake.try_recv().unwrap(), TargetKey::new("ns", "web", 0));
         assert!(wake.try_recv().is_err());
@@ -450,9 +553,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_full_queue_rejects_and_a_held_request_times_out() {
         let (t, _wake) = target(0, 2, Duration::from_secs(3));
-        let a = held(t.admit().unwrap());
-        let _b = held(t.admit().unwrap());
-        let err = t.admit().err().unwrap();
+        let a = held(t.admit(|| 0).unwrap());
+        let _b = held(t.admit(|| 0).unwrap());
+        let err = t.admit(|| 0).err().unwrap();
         assert!(
             matches!(err, ProxyError::QueueFull { depth: 2, .. }),
             "{err}"
@@ -463,18 +566,51 @@ mod tests {
         assert_eq!(started.elapsed(), Duration::from_secs(3));
         // The timed-out request left the queue: there is room again.
         assert_eq!(t.held(), 1);
-        assert!(matches!(t.admit().unwrap(), Admission::Held(_)));
+        assert!(matches!(t.admit(|| 0).unwrap(), Admission::Held(_)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn held_requests_keep_at_most_the_held_memory_limit() {
+        // A limit of 10,000 bytes.
+        let (t, _wake) = target(0, 100, Duration::from_secs(30));
+        // Requests that get a slot at once are not held and keep nothing.
+        let a = held(t.admit(|| 6_000).unwrap());
+        let err = t.admit(|| 4_001).err().unwrap();
+        assert!(
+            matches!(err, ProxyError::HeldMemoryFull { limit: 10_000, .. }),
+            "{err}"
+        );
+        assert_eq!(t.metrics().held_memory_overflows.get(), 1);
+        let mut b = held(t.admit(|| 4_000).unwrap());
+        assert_eq!(t.metrics().held_bytes.get(), 10_000);
+        // A held request that reads more reserves only what is left under the limit, and
+        // counts what it keeps even past it.
+        let mut charge = b.take_charge();
+        assert_eq!(charge.keep(4_000, 100), 0);
+        assert_eq!(charge.keep(1_000, 8_192), 3_000);
+        assert_eq!(charge.bytes(), 4_000);
+        assert_eq!(charge.keep(1_000, 0), 0);
+        assert!(
+            t.admit(|| 3_000)
+                .is_ok_and(|a| matches!(a, Admission::Held(_)))
+        );
+        assert_eq!(charge.keep(5_000, 0), 0);
+        assert_eq!(t.metrics().held_bytes.get(), 11_000);
+        // Leaving the queue gives the bytes back.
+        drop((a, b, charge));
+        assert_eq!(t.metrics().held_bytes.get(), 0);
+        let _c = held(t.admit(|| 10_000).unwrap());
     }
 
     #[tokio::test(start_paused = true)]
     async fn container_concurrency_limits_each_pod_and_picks_the_least_loaded() {
         let (t, _wake) = target(2, 10, Duration::from_secs(30));
         t.set_ready(vec![addr(1), addr(2)]);
-        let leases: Vec<Lease> = (0..4).map(|_| ready(t.admit().unwrap())).collect();
+        let leases: Vec<Lease> = (0..4).map(|_| ready(t.admit(|| 0).unwrap())).collect();
         let on = |a| leases.iter().filter(|l| l.addr() == a).count();
         assert_eq!((on(addr(1)), on(addr(2))), (2, 2));
         // Both pods are full: the fifth waits.
-        let fifth = held(t.admit().unwrap());
+        let fifth = held(t.admit(|| 0).unwrap());
         drop(leases);
         assert!(fifth.wait().await.is_ok());
     }
@@ -482,8 +618,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_request_that_gives_up_frees_its_place_and_its_slot() {
         let (t, _wake) = target(1, 10, Duration::from_secs(30));
-        let gone = held(t.admit().unwrap());
-        let next = held(t.admit().unwrap());
+        let gone = held(t.admit(|| 0).unwrap());
+        let next = held(t.admit(|| 0).unwrap());
         t.set_ready(vec![addr(1)]);
         // The slot went to `gone`, which is dropped without taking it: it passes to `next`.
         drop(gone);
@@ -496,7 +632,7 @@ mod tests {
     async fn samples_report_activity_then_go_quiet() {
         let (t, _wake) = target(0, 10, Duration::from_secs(30));
         t.set_ready(vec![addr(1)]);
-        let lease = ready(t.admit().unwrap());
+        let lease = ready(t.admit(|| 0).unwrap());
         tokio::time::advance(Duration::from_secs(1)).await;
         let s = t.sample(Instant::now(), Duration::from_secs(5)).unwrap();
         assert_eq!((s.in_flight, s.held, s.ready, s.requests), (1, 0, 1, 1.0));

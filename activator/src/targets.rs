@@ -12,6 +12,7 @@ use keda_scalers::scalers::http::protocol::TargetKey;
 use tokio::sync::mpsc;
 
 use crate::balance::Replicas;
+use crate::limits::DEFAULT_HELD_MEMORY;
 use crate::metrics::SharedMetrics;
 use crate::proxy::SharedRoutes;
 use crate::route::{RouteSpec, RouteTable};
@@ -27,11 +28,13 @@ pub struct TargetConfig {
 }
 
 impl TargetConfig {
-    fn settings(&self) -> TargetSettings {
+    fn settings(&self, held_memory: usize) -> TargetSettings {
         TargetSettings {
             container_concurrency: self.trigger.container_concurrency,
             hold_timeout: self.trigger.hold_timeout,
             queue_depth: self.trigger.queue_depth,
+            response_timeout: self.trigger.response_header_timeout,
+            held_memory,
         }
     }
 }
@@ -43,6 +46,8 @@ pub struct Targets {
     wake: mpsc::Sender<TargetKey>,
     metrics: SharedMetrics,
     replicas: Mutex<Replicas>,
+    /// Each target's limit on the memory of its held requests.
+    held_memory: usize,
 }
 
 impl std::fmt::Debug for Targets {
@@ -54,14 +59,26 @@ impl std::fmt::Debug for Targets {
 }
 
 impl Targets {
-    /// No targets; `wake` receives the key of a target whose first request is held.
+    /// No targets; `wake` receives the key of a target whose first request is held. Each
+    /// target's held requests may keep [`DEFAULT_HELD_MEMORY`] bytes.
     pub fn new(wake: mpsc::Sender<TargetKey>, metrics: SharedMetrics) -> Arc<Self> {
+        Self::with_held_memory(wake, metrics, DEFAULT_HELD_MEMORY)
+    }
+
+    /// As [`Targets::new`], each target's held requests keeping at most `held_memory` bytes
+    /// (`--held-request-memory`).
+    pub fn with_held_memory(
+        wake: mpsc::Sender<TargetKey>,
+        metrics: SharedMetrics,
+        held_memory: usize,
+    ) -> Arc<Self> {
         Arc::new(Self {
             targets: Mutex::default(),
             routes: Arc::new(ArcSwap::from_pointee(RouteTable::default())),
             wake,
             metrics,
             replicas: Mutex::default(),
+            held_memory,
         })
     }
 
@@ -87,13 +104,13 @@ impl Targets {
         for config in configs {
             let target = match targets.remove(&config.key) {
                 Some((target, _)) => {
-                    target.set_settings(config.settings());
+                    target.set_settings(config.settings(self.held_memory));
                     target
                 }
                 None => {
                     let target = Target::new(
                         config.key.clone(),
-                        config.settings(),
+                        config.settings(self.held_memory),
                         self.wake.clone(),
                         self.metrics.target(&config.key),
                     );

@@ -280,52 +280,10 @@ async fn a_client_that_disconnects_frees_its_slot_and_cancels_the_upstream_reque
 #[tokio::test]
 async fn a_websocket_echo_works_through_the_proxy() {
     let a = activator().await;
-    // A WebSocket-style backend: answers the upgrade with 101, then echoes every byte.
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let pod = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let Some(head) = read_head(&mut stream).await else {
-                    return;
-                };
-                let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
-                assert!(head.contains("upgrade: websocket"), "{head}");
-                stream
-                    .write_all(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n")
-                    .await
-                    .unwrap();
-                let (mut r, mut w) = stream.split();
-                let _ = tokio::io::copy(&mut r, &mut w).await;
-            });
-        }
-    });
+    let pod = common::websocket_pod().await;
     a.route("ws", &[("service", "ws")], vec![pod]);
-    let mut ws = TcpStream::connect(a.addr).await.unwrap();
-    ws.write_all(b"GET /chat HTTP/1.1\r\nHost: ws.example.com\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
-        .await
-        .unwrap();
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    within(10, "101", async {
-        while !head.ends_with(b"\r\n\r\n") {
-            assert_eq!(ws.read(&mut byte).await.unwrap(), 1);
-            head.push(byte[0]);
-        }
-    })
-    .await;
-    let head = String::from_utf8_lossy(&head);
-    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
-    // A masked text frame "hello" (RFC 6455 5.7), echoed byte for byte.
-    let frame = [
-        0x81, 0x85, 0x37, 0xfa, 0x21, 0x3d, 0x7f, 0x9f, 0x4d, 0x51, 0x58,
-    ];
-    ws.write_all(&frame).await.unwrap();
-    let mut echoed = [0u8; 11];
-    within(10, "echo", ws.read_exact(&mut echoed))
-        .await
-        .unwrap();
-    assert_eq!(echoed, frame);
+    let mut ws = common::websocket(a.addr).await;
+    common::websocket_echo(&mut ws).await;
 }
 
 #[tokio::test]

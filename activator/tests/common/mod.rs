@@ -19,6 +19,7 @@ use hyper::service::service_fn;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use keda_activator::limits::{DEFAULT_HELD_MEMORY, Limits};
 use keda_activator::metrics::Metrics;
 use keda_activator::proxy::Proxy;
 use keda_activator::server;
@@ -46,10 +47,20 @@ impl Drop for Activator {
 }
 
 pub async fn activator() -> Activator {
+    activator_with(Limits::default(), DEFAULT_HELD_MEMORY).await
+}
+
+/// An activator whose clients are held to `limits` and whose targets' held requests may keep
+/// `held_memory` bytes each.
+pub async fn activator_with(limits: Limits, held_memory: usize) -> Activator {
     let metrics = Arc::new(Metrics::new());
     let (wake_tx, wake_rx) = mpsc::channel(1024);
-    let targets = Targets::new(wake_tx, Arc::clone(&metrics));
-    let proxy = Arc::new(Proxy::new(targets.routes(), Arc::clone(&metrics)));
+    let targets = Targets::with_held_memory(wake_tx, Arc::clone(&metrics), held_memory);
+    let proxy = Arc::new(Proxy::with_limits(
+        targets.routes(),
+        Arc::clone(&metrics),
+        limits,
+    ));
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
         .expect("test harness");
@@ -268,4 +279,70 @@ pub async fn exchange(addr: SocketAddr, request: &[u8]) -> String {
         .await
         .expect("test harness");
     String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// A WebSocket-style pod: answers an upgrade with 101, then echoes every byte.
+pub async fn websocket_pod() -> SocketAddr {
+    use tokio::io::AsyncWriteExt;
+    let (addr, _) = raw_pod(|mut stream| async move {
+        let Some(head) = read_head(&mut stream).await else {
+            return;
+        };
+        let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+        assert!(head.contains("upgrade: websocket"), "{head}");
+        stream
+            .write_all(
+                b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\
+                  Connection: Upgrade\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n",
+            )
+            .await
+            .expect("test harness");
+        let (mut r, mut w) = stream.split();
+        let _ = tokio::io::copy(&mut r, &mut w).await;
+    })
+    .await;
+    addr
+}
+
+/// A WebSocket through the activator at `addr` to host `ws.example.com`, upgraded (its 101
+/// read).
+pub async fn websocket(addr: SocketAddr) -> tokio::net::TcpStream {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut ws = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("test harness");
+    ws.write_all(
+        b"GET /chat HTTP/1.1\r\nHost: ws.example.com\r\nConnection: Upgrade\r\n\
+          Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
+          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+    )
+    .await
+    .expect("test harness");
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    within(10, "101", async {
+        while !head.ends_with(b"\r\n\r\n") {
+            assert_eq!(ws.read(&mut byte).await.expect("test harness"), 1);
+            head.push(byte[0]);
+        }
+    })
+    .await;
+    let head = String::from_utf8_lossy(&head);
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    ws
+}
+
+/// Sends a masked text frame "hello" (RFC 6455 5.7) on `ws` and checks it comes back byte
+/// for byte.
+pub async fn websocket_echo(ws: &mut tokio::net::TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let frame = [
+        0x81, 0x85, 0x37, 0xfa, 0x21, 0x3d, 0x7f, 0x9f, 0x4d, 0x51, 0x58,
+    ];
+    ws.write_all(&frame).await.expect("test harness");
+    let mut echoed = [0u8; 11];
+    within(10, "echo", ws.read_exact(&mut echoed))
+        .await
+        .expect("test harness");
+    assert_eq!(echoed, frame);
 }

@@ -39,6 +39,7 @@ const TARGET_REQUEST_RATE: Param =
     Param::optional("targetRequestRate").range(f64::MIN_POSITIVE, f64::MAX);
 const CONTAINER_CONCURRENCY: Param = Param::optional("containerConcurrency").default("0");
 const HOLD_TIMEOUT: Param = Param::optional("holdTimeout").default("20s");
+const RESPONSE_HEADER_TIMEOUT: Param = Param::optional("responseHeaderTimeout").default("60s");
 const QUEUE_DEPTH: Param = Param::optional("queueDepth")
     .default("10000")
     .range(1.0, f64::MAX);
@@ -60,11 +61,16 @@ pub const PARAMS: &[Param] = &[
     TARGET_REQUEST_RATE,
     CONTAINER_CONCURRENCY,
     HOLD_TIMEOUT,
+    RESPONSE_HEADER_TIMEOUT,
     QUEUE_DEPTH,
     STABLE_WINDOW,
     PANIC_WINDOW_PERCENTAGE,
     PANIC_THRESHOLD_PERCENTAGE,
 ];
+
+/// The bounds of `responseHeaderTimeout`.
+pub const RESPONSE_HEADER_TIMEOUT_BOUNDS: (Duration, Duration) =
+    (Duration::from_millis(1), Duration::from_secs(3600));
 
 /// Default `targetConcurrency`.
 pub const DEFAULT_TARGET_CONCURRENCY: f64 = 100.0;
@@ -147,6 +153,9 @@ pub struct HttpTrigger {
     pub container_concurrency: u32,
     /// How long a request may wait for a ready endpoint before it gets 504.
     pub hold_timeout: Duration,
+    /// How long the pod may take to send its response head once a request is forwarded,
+    /// before the client gets 504.
+    pub response_header_timeout: Duration,
     /// How many requests may wait per target per activator before new ones get 503.
     pub queue_depth: usize,
     /// Stable and panic windows.
@@ -204,6 +213,14 @@ impl HttpTrigger {
                 ),
             };
             let hold_timeout: GoDuration = p.get(&HOLD_TIMEOUT)?;
+            let response_header_timeout: GoDuration = p.get(&RESPONSE_HEADER_TIMEOUT)?;
+            if !(RESPONSE_HEADER_TIMEOUT_BOUNDS.0..=RESPONSE_HEADER_TIMEOUT_BOUNDS.1)
+                .contains(&response_header_timeout.0)
+            {
+                return Err(p.rule(
+                    "parameter \"responseHeaderTimeout\" must be between 1ms and 1h",
+                ));
+            }
             let stable_window: GoDuration = p.get(&STABLE_WINDOW)?;
             if !(6..=3600).contains(&stable_window.0.as_secs()) {
                 return Err(p.rule(
@@ -218,6 +235,7 @@ impl HttpTrigger {
                 metric,
                 container_concurrency: p.get(&CONTAINER_CONCURRENCY)?,
                 hold_timeout: hold_timeout.0,
+                response_header_timeout: response_header_timeout.0,
                 queue_depth: p.get(&QUEUE_DEPTH)?,
                 windows: WindowSettings {
                     stable_window: stable_window.0,
@@ -418,6 +436,7 @@ mod tests {
         assert_eq!(t.metric, ScalingMetric::Concurrency(100.0));
         assert_eq!(t.container_concurrency, 0);
         assert_eq!(t.hold_timeout, Duration::from_secs(20));
+        assert_eq!(t.response_header_timeout, Duration::from_secs(60));
         assert_eq!(t.queue_depth, 10_000);
         assert_eq!(t.windows, WindowSettings::default());
     }
@@ -432,6 +451,7 @@ mod tests {
             ("targetRequestRate", "50"),
             ("containerConcurrency", "4"),
             ("holdTimeout", "1m30s"),
+            ("responseHeaderTimeout", "2500ms"),
             ("queueDepth", "5"),
             ("stableWindow", "30s"),
             ("panicWindowPercentage", "20"),
@@ -444,6 +464,7 @@ mod tests {
         assert_eq!(t.metric, ScalingMetric::RequestRate(50.0));
         assert_eq!(t.container_concurrency, 4);
         assert_eq!(t.hold_timeout, Duration::from_secs(90));
+        assert_eq!(t.response_header_timeout, Duration::from_millis(2500));
         assert_eq!(t.queue_depth, 5);
         assert_eq!(t.windows.stable_window, Duration::from_secs(30));
         assert_eq!(t.windows.panic_window(), Duration::from_secs(6));
@@ -479,6 +500,18 @@ mod tests {
                 "\"holdTimeout\"",
             ),
             (&[("service", "w"), ("stableWindow", "1s")], "stableWindow"),
+            (
+                &[("service", "w"), ("responseHeaderTimeout", "0s")],
+                "\"responseHeaderTimeout\" must be between 1ms and 1h",
+            ),
+            (
+                &[("service", "w"), ("responseHeaderTimeout", "61m")],
+                "\"responseHeaderTimeout\" must be between 1ms and 1h",
+            ),
+            (
+                &[("service", "w"), ("responseHeaderTimeout", "later")],
+                "\"responseHeaderTimeout\"",
+            ),
             (&[("service", "w"), ("queueDepth", "0")], "\"queueDepth\""),
             (
                 &[("service", "w"), ("panicThresholdPercentage", "100")],
