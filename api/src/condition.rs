@@ -41,6 +41,9 @@ pub mod reason {
     pub const PARTIAL_TRIGGER_ERROR: &str = "PartialTriggerError";
     /// Ready=False: the current replica count of the target could not be read.
     pub const ERROR_GETTING_CURRENT_REPLICAS: &str = "ErrorGettingCurrentReplicas";
+    /// Ready=False: keda-rs caught a panic while reconciling or polling the object (not in
+    /// KEDA, whose operator exits on a panic; the message names the object and trigger).
+    pub const INTERNAL_ERROR: &str = "InternalError";
     /// Active=True.
     pub const SCALER_ACTIVE: &str = "ScalerActive";
     /// Active=False.

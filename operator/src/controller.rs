@@ -39,6 +39,7 @@ use crate::decision::{Observed, Pause, ScaleAnnotations, TriggerSummary, decide}
 use crate::error::Error;
 use crate::events::{self, Events};
 use crate::hpa::{MANAGED_BY, delete_hpa, desired_hpa, ensure_hpa, metric_specs, trim_hpa};
+use crate::isolation::{Component, catch_panic};
 use crate::recording;
 use crate::resolve::{
     DEFAULT_CLUSTER_OBJECT_NAMESPACE, Resolver, ResolverConfig, ScalableRef, WatchScope,
@@ -48,7 +49,7 @@ use crate::scalers::ScalerEnv;
 use crate::settings::scaling_settings;
 use crate::status::{apply_updates, conditions_or_initial, patch_status, set_condition};
 use crate::target::resolve_target;
-use crate::telemetry::Metrics;
+use crate::telemetry::{Metrics, ResourceKind};
 use crate::watch::scoped_watcher;
 
 /// How the ScaledObject controller runs.
@@ -353,7 +354,29 @@ fn error_policy(_so: Arc<ScaledObject>, _e: &Error, ctx: Arc<Context>) -> Action
     Action::requeue(ctx.retry_after_error)
 }
 
+/// One reconcile, isolated: a panic anywhere in it becomes this object's `Ready=False
+/// InternalError` (counted, logged, retried like any failure), never the controller's end.
 async fn reconcile(so: Arc<ScaledObject>, ctx: Arc<Context>) -> Result<Action, Error> {
+    match catch_panic(reconcile_object(so.clone(), ctx.clone())).await {
+        Ok(result) => result,
+        Err(panic) => {
+            let error = Error::Internal(panic.during(
+                Component::Reconcile,
+                format!(
+                    "reconciling ScaledObject {}/{}",
+                    so.namespace().unwrap_or_default(),
+                    so.name_any()
+                ),
+            ));
+            report_failure(&so, &error, &ctx).await;
+            // A loop this reconcile started must not wait for it any longer.
+            ctx.loops.reconciled(&so.uid().unwrap_or_default());
+            Err(error)
+        }
+    }
+}
+
+async fn reconcile_object(so: Arc<ScaledObject>, ctx: Arc<Context>) -> Result<Action, Error> {
     let api: Api<ScaledObject> =
         Api::namespaced(ctx.client.clone(), &so.namespace().unwrap_or_default());
     let so = ctx.loops.freshest(so);
@@ -449,11 +472,14 @@ async fn apply(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> {
     result
 }
 
-/// Reasons of Ready that the scale loop sets and the reconciler must leave alone.
-const LOOP_OWNED_READY: [&str; 3] = [
+/// Reasons of Ready that the scale loop sets and the reconciler must leave alone. A loop's
+/// next good poll clears them; `InternalError` set by a reconcile that panicked is cleared the
+/// same way once the reconcile succeeds and the loop polls.
+const LOOP_OWNED_READY: [&str; 4] = [
     keda_reason::TRIGGER_ERROR,
     keda_reason::PARTIAL_TRIGGER_ERROR,
     keda_reason::ERROR_GETTING_CURRENT_REPLICAS,
+    keda_reason::INTERNAL_ERROR,
 ];
 
 async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> {
@@ -649,7 +675,15 @@ fn join_unique<'a>(items: impl Iterator<Item = &'a str>) -> Option<String> {
 async fn report_failure(so: &ScaledObject, e: &Error, ctx: &Context) {
     let ns = so.namespace().unwrap_or_default();
     let name = so.name_any();
-    warn!(namespace = ns, name, error = %e, "ScaledObject check failed");
+    match e.internal() {
+        Some(internal) => recording::internal_panic(
+            &ctx.metrics,
+            ResourceKind::ScaledObject,
+            (&ns, &name),
+            internal,
+        ),
+        None => warn!(namespace = ns, name, error = %e, "ScaledObject check failed"),
+    }
     recording::scaled_object_error(&ctx.metrics, &ns, &name);
     let api: Api<ScaledObject> = Api::namespaced(ctx.client.clone(), &ns);
     let current: ScaledObjectStatus = so.status.clone().unwrap_or_default();
@@ -660,7 +694,7 @@ async fn report_failure(so: &ScaledObject, e: &Error, ctx: &Context) {
         &mut conditions,
         CONDITION_READY,
         STATUS_FALSE,
-        keda_reason::SCALED_OBJECT_CHECK_FAILED,
+        e.condition_reason(keda_reason::SCALED_OBJECT_CHECK_FAILED),
         &message,
     );
     desired.conditions = Some(conditions);

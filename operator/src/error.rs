@@ -8,6 +8,7 @@ use keda_scalers::ScalerError;
 
 use crate::decision::InvalidPausedReplicas;
 use crate::formula::ModifiersError;
+use crate::isolation::{INTERNAL_ERROR, InternalError};
 
 /// Why a ScaledObject could not be reconciled.
 #[derive(Debug, thiserror::Error)]
@@ -100,6 +101,10 @@ pub enum Error {
     /// The finalizer machinery failed.
     #[error(transparent)]
     Finalizer(#[from] Box<kube::runtime::finalizer::Error<Error>>),
+    /// A panic was caught while reconciling the object or building one of its scalers
+    /// ([`crate::isolation`]); `Ready=False InternalError`.
+    #[error(transparent)]
+    Internal(#[from] InternalError),
 }
 
 impl From<crate::resolve::ResolveError> for Error {
@@ -131,6 +136,30 @@ impl Error {
             Error::DuplicateMetricName(_) => "duplicate_metric",
             Error::Kube { .. } => "kube",
             Error::Finalizer(_) => "finalizer",
+            Error::Internal(_) => "internal",
+        }
+    }
+
+    /// The caught panic behind this error, if it is one (also inside the finalizer's error).
+    pub fn internal(&self) -> Option<&InternalError> {
+        match self {
+            Error::Internal(e) => Some(e),
+            Error::Finalizer(f) => match f.as_ref() {
+                kube::runtime::finalizer::Error::ApplyFailed(e)
+                | kube::runtime::finalizer::Error::CleanupFailed(e) => e.internal(),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// The reason of the `Ready=False` condition this error sets: [`INTERNAL_ERROR`] for a
+    /// caught panic, else `failed` (`ScaledObjectCheckFailed`, `ScaledJobCheckFailed`).
+    pub fn condition_reason(&self, failed: &'static str) -> &'static str {
+        if self.internal().is_some() {
+            INTERNAL_ERROR
+        } else {
+            failed
         }
     }
 }

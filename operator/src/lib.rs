@@ -9,6 +9,8 @@
 //!   [`job_decision`] decides.
 //! - [`resolve`]: a trigger's `*FromEnv` values and its TriggerAuthentication parameters, from
 //!   watch caches, with rebuild signals when they change.
+//! - [`isolation`]: a panic in the work of one object becomes that object's `Ready=False
+//!   InternalError`, never the end of the process or of another object's loop.
 //! - [`decision`], [`fallback`], [`formula`], [`job_decision`] (how many Jobs a ScaledJob
 //!   creates): pure, no IO, no clock reads.
 //! - Operations: [`config`] (flags, env, client), [`leader`] (Lease election), [`telemetry`]
@@ -24,6 +26,7 @@ pub mod events;
 pub mod fallback;
 pub mod formula;
 pub mod hpa;
+pub mod isolation;
 pub mod job_decision;
 pub mod leader;
 mod loop_registry;

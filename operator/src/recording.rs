@@ -4,8 +4,9 @@
 
 use std::time::Duration;
 
-use tracing::trace;
+use tracing::{error, trace};
 
+use crate::isolation::InternalError;
 use crate::telemetry::{CustomResourceKind, Metrics, ResourceKind, ScalerLabels as Series};
 
 /// Labels of the per-trigger metrics: `namespace, metric, scaledObject, scaler, triggerIndex,
@@ -155,6 +156,26 @@ pub fn trigger_registered(metrics: &Metrics, trigger_type: &str, delta: i64) {
     } else {
         metrics.trigger_unregistered(trigger_type);
     }
+}
+
+/// `keda_internal_panics_total`, and the one log line of a caught panic: `error` was caught in
+/// the work of the ScaledObject or ScaledJob `namespace/name` (see [`crate::isolation`]).
+pub fn internal_panic(
+    metrics: &Metrics,
+    kind: ResourceKind,
+    (namespace, name): (&str, &str),
+    error: &InternalError,
+) {
+    let component = error.component;
+    error!(
+        component = component.as_str(),
+        kind = kind.as_str(),
+        namespace,
+        name,
+        %error,
+        "caught a panic; the operator and the other objects keep running"
+    );
+    metrics.internal_panic(component.as_str(), kind, namespace, name);
 }
 
 /// A ScaledObject was deleted: its per-scaler series go away (its error counter stays).

@@ -13,6 +13,7 @@ use keda_scalers::{BuiltScaler, Clock, Registry, ScalerContext};
 
 use crate::error::Error;
 use crate::formula::{CompiledModifiers, ScalingModifiersSpec, compile_scaling_modifiers};
+use crate::isolation::{Panic, TriggerRef, catch_panic, catch_panic_sync};
 use crate::resolve::{ResolveSession, Resolver, ScaleTargetPodSource};
 
 /// What building a scaler needs besides the trigger: the registry, the shared client pools,
@@ -87,11 +88,25 @@ pub struct ObjectScalers {
 }
 
 impl ObjectScalers {
-    /// Closes every scaler, releasing shared clients.
+    /// Closes every scaler, releasing shared clients. A scaler whose `close` panics is logged
+    /// and the others are closed all the same ([`crate::isolation`]).
     pub async fn close(&self) {
         for t in &self.triggers {
-            t.scaler.scaler().close().await;
+            close_scaler(t.index, &t.trigger_type, &t.scaler).await;
         }
+    }
+}
+
+/// Closes one scaler; a panic in its `close` is logged, not passed on: the scaler is being
+/// dropped either way, and the caller (a loop stopping, a build failing) must finish.
+async fn close_scaler(index: usize, trigger_type: &str, scaler: &BuiltScaler) {
+    if let Err(panic) = catch_panic(scaler.scaler().close()).await {
+        tracing::error!(
+            trigger = index,
+            trigger_type,
+            %panic,
+            "caught a panic while closing a scaler"
+        );
     }
 }
 
@@ -205,26 +220,52 @@ pub(crate) async fn build_triggers(
             env,
             session.as_mut(),
         );
+        // The factory and `metric_specs` are the scaler's code: a panic in either fails this
+        // object's reconcile with an error naming the trigger, nothing else.
+        let internal = |panic: Panic| {
+            let s = &source.scalable;
+            Error::Internal(panic.in_scaler(
+                format!(
+                    "building the scaler of {} {}/{}",
+                    s.kind.as_str(),
+                    s.namespace,
+                    s.name
+                ),
+                TriggerRef {
+                    index,
+                    trigger_type: &trigger.type_,
+                },
+            ))
+        };
         let result = match context.await {
-            Ok(ctx) => env
-                .registry
-                .build(ctx)
-                .await
-                .map_err(|source| Error::BuildScaler { index, source }),
+            Ok(ctx) => match catch_panic(env.registry.build(ctx)).await {
+                Ok(built) => built.map_err(|source| Error::BuildScaler { index, source }),
+                Err(panic) => Err(internal(panic)),
+            },
+            Err(e) => Err(e),
+        };
+        let result = match result {
+            Ok(scaler) => match catch_panic_sync(|| scaler.scaler().metric_specs()) {
+                Ok(metric_specs) => Ok((scaler, metric_specs)),
+                Err(panic) => {
+                    close_scaler(index, &trigger.type_, &scaler).await;
+                    Err(internal(panic))
+                }
+            },
             Err(e) => Err(e),
         };
         match result {
-            Ok(scaler) => built.push(TriggerScaler {
+            Ok((scaler, metric_specs)) => built.push(TriggerScaler {
                 index,
                 name: trigger.name.clone(),
                 trigger_type: trigger.type_.clone(),
                 use_cached_metrics: trigger.use_cached_metrics,
-                metric_specs: scaler.scaler().metric_specs(),
+                metric_specs,
                 scaler,
             }),
             Err(e) => {
                 for b in &built {
-                    b.scaler.scaler().close().await;
+                    close_scaler(b.index, &b.trigger_type, &b.scaler).await;
                 }
                 return Err(e);
             }

@@ -48,6 +48,7 @@ use crate::events::{self, Events};
 use crate::fallback::{MetricHealth, any_exceeded};
 use crate::formula::COMPOSITE_METRIC_NAME;
 use crate::hpa::hpa_health;
+use crate::isolation::{Component, TriggerRef, catch_panic};
 use crate::loop_registry::{LoopRegistry, OnStop, lock};
 use crate::recording;
 use crate::resolve::WatchScope;
@@ -55,7 +56,7 @@ use crate::scalers::{ObjectScalers, ScalerEnv, scalers_for};
 use crate::settings::{fallback_spec, loop_annotations, scaling_settings};
 use crate::status::{apply_updates, conditions_or_initial, patch_status, set_condition};
 use crate::target::{Target, TargetCache};
-use crate::telemetry::Metrics;
+use crate::telemetry::{Metrics, ResourceKind};
 
 /// Default interval between two persists of an unchanged-but-refreshed `lastActiveTime`.
 pub const DEFAULT_PERSIST_INTERVAL: SignedDuration = SignedDuration::from_mins(5);
@@ -390,8 +391,37 @@ impl ScaleLoops {
     /// metrics API lower-cases them.
     ///
     /// # Errors
-    /// See [`MetricQueryError`].
+    /// See [`MetricQueryError`]. A panic while reading (caught, [`crate::isolation`]) is a
+    /// [`MetricQueryError::Failed`] naming the object.
     pub async fn metric_values(
+        &self,
+        namespace: &str,
+        name: &str,
+        metric_name: &str,
+    ) -> Result<Vec<MetricValue>, MetricQueryError> {
+        let read = self.read_metric_values(namespace, name, metric_name);
+        match catch_panic(read).await {
+            Ok(values) => values,
+            Err(panic) => {
+                let error = panic.during(
+                    Component::MetricService,
+                    format!("reading metric {metric_name} of ScaledObject {namespace}/{name}"),
+                );
+                recording::internal_panic(
+                    &self.inner.config.metrics,
+                    ResourceKind::ScaledObject,
+                    (namespace, name),
+                    &error,
+                );
+                Err(MetricQueryError::Failed {
+                    metric: metric_name.to_string(),
+                    error: error.to_string(),
+                })
+            }
+        }
+    }
+
+    async fn read_metric_values(
         &self,
         namespace: &str,
         name: &str,
@@ -488,9 +518,32 @@ impl LoopTask {
                 let scalers = self.scalers.clone();
                 let token = self.token.child_token();
                 let tx = push_tx.clone();
+                let metrics = self.loops.inner.config.metrics.clone();
+                let so_ref = self.so_ref.clone();
                 tokio::spawn(async move {
-                    if let Some(push) = scalers.triggers[i].scaler.push() {
-                        push.run(token, tx).await;
+                    let trigger = &scalers.triggers[i];
+                    let Some(push) = trigger.scaler.push() else {
+                        return;
+                    };
+                    // A push task that panics ends; the loop keeps polling the scaler.
+                    if let Err(panic) = catch_panic(push.run(token, tx)).await {
+                        let namespace = so_ref.namespace.as_deref().unwrap_or_default();
+                        let error = panic.in_scaler(
+                            format!(
+                                "running the push scaler of ScaledObject {namespace}/{}",
+                                so_ref.name
+                            ),
+                            TriggerRef {
+                                index: trigger.index,
+                                trigger_type: &trigger.trigger_type,
+                            },
+                        );
+                        recording::internal_panic(
+                            &metrics,
+                            ResourceKind::ScaledObject,
+                            (namespace, &so_ref.name),
+                            &error,
+                        );
                     }
                 });
             }
@@ -506,7 +559,7 @@ impl LoopTask {
             // needed only while polling; inline, every idle loop would keep room for it.
             tokio::select! {
                 () = self.token.cancelled() => break,
-                () = Box::pin(self.poll_once()) => {}
+                () = Box::pin(self.poll_isolated()) => {}
             }
             // Wait for the next tick, or a push scaler's activation.
             loop {
@@ -531,6 +584,51 @@ impl LoopTask {
         }
     }
 
+    /// One poll, isolated: a panic in it is counted, makes the object `Ready=False
+    /// InternalError`, and ends only this poll; the loop keeps its schedule, and the next good
+    /// poll makes the object Ready again.
+    async fn poll_isolated(&self) {
+        let Err(panic) = catch_panic(self.poll_once()).await else {
+            return;
+        };
+        let namespace = self.so_ref.namespace.as_deref().unwrap_or_default();
+        let name = &self.so_ref.name;
+        let error = panic.during(
+            Component::ScaleLoop,
+            format!("polling ScaledObject {namespace}/{name}"),
+        );
+        let metrics = &self.loops.inner.config.metrics;
+        recording::internal_panic(
+            metrics,
+            ResourceKind::ScaledObject,
+            (namespace, name),
+            &error,
+        );
+        recording::scaled_object_error(metrics, namespace, name);
+        if let Some(so) = self.loops.inner.store.get(&self.so_ref) {
+            let so = self.loops.freshest(so);
+            self.set_not_ready(&so, keda_reason::INTERNAL_ERROR, &error.to_string())
+                .await;
+        }
+        self.finish_poll();
+    }
+
+    /// Writes `Ready=False` with `reason` and `message`, leaving the rest of the status as it is.
+    async fn set_not_ready(&self, so: &ScaledObject, reason: &str, message: &str) {
+        let current_status = so.status.clone().unwrap_or_default();
+        let mut desired = current_status.clone();
+        let mut conditions = conditions_or_initial(so.status.as_ref());
+        set_condition(
+            &mut conditions,
+            CONDITION_READY,
+            STATUS_FALSE,
+            reason,
+            message,
+        );
+        desired.conditions = Some(conditions);
+        self.write_status(so, &current_status, &desired).await;
+    }
+
     async fn poll_once(&self) {
         let inner = &self.loops.inner;
         let Some(so) = inner.store.get(&self.so_ref) else {
@@ -540,29 +638,22 @@ impl LoopTask {
         let namespace = so.namespace().unwrap_or_default();
         let name = so.name_any();
         let now = inner.config.clock.now();
-        let current_status = so.status.clone().unwrap_or_default();
-        let mut desired = current_status.clone();
-        let mut conditions = conditions_or_initial(so.status.as_ref());
-
         let current = match inner.targets.current_replicas(&self.target).await {
             Ok(n) => n,
             Err(e) => {
-                set_condition(
-                    &mut conditions,
-                    CONDITION_READY,
-                    STATUS_FALSE,
-                    keda_reason::ERROR_GETTING_CURRENT_REPLICAS,
-                    &format!(
-                        "Error getting current replicas of {}: {e}",
-                        self.target.describe()
-                    ),
+                let message = format!(
+                    "Error getting current replicas of {}: {e}",
+                    self.target.describe()
                 );
-                desired.conditions = Some(conditions);
-                self.write_status(&so, &current_status, &desired).await;
+                self.set_not_ready(&so, keda_reason::ERROR_GETTING_CURRENT_REPLICAS, &message)
+                    .await;
                 self.finish_poll();
                 return;
             }
         };
+        let current_status = so.status.clone().unwrap_or_default();
+        let mut desired = current_status.clone();
+        let mut conditions = conditions_or_initial(so.status.as_ref());
         let settings = match scaling_settings(&so, &self.target) {
             Ok(s) => s,
             // The reconciler reports this and stops the loop.
@@ -625,6 +716,22 @@ impl LoopTask {
         // Status: conditions from the decision, fallback, health, activity, lastActiveTime.
         let was_active = find_condition(&conditions, CONDITION_ACTIVE).is_some_and(|c| c.is_true());
         apply_updates(&mut conditions, &decision.conditions);
+        // A scaler that panicked counted as a failed read in the decision; Ready says what it
+        // was, naming the trigger.
+        let internal: Vec<String> = result
+            .readings
+            .values()
+            .filter_map(|r| r.internal.as_ref().map(ToString::to_string))
+            .collect();
+        if !internal.is_empty() {
+            set_condition(
+                &mut conditions,
+                CONDITION_READY,
+                STATUS_FALSE,
+                keda_reason::INTERNAL_ERROR,
+                &internal.join("; "),
+            );
+        }
         let fallback_now = settings
             .fallback
             .filter(|f| f.is_valid(self.scalers.modifiers.as_ref().map(|m| m.target)))

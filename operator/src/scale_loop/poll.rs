@@ -14,9 +14,10 @@ use crate::fallback::{
     self, FallbackContext, FallbackSpec, MetricHealth, MetricOutcome, MetricTargetType,
 };
 use crate::formula::{MODIFIERS_TRIGGER, composite_is_active, composite_value};
+use crate::isolation::{InternalError, TriggerRef, catch_panic};
 use crate::recording::{self, ScalerLabels};
 use crate::scalers::{ObjectScalers, TriggerScaler};
-use crate::telemetry::Metrics;
+use crate::telemetry::{Metrics, ResourceKind};
 
 /// How long one scaler read may take before it counts as failed.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -32,6 +33,9 @@ pub struct MetricReading {
     pub active: bool,
     /// The error, when the read failed and no fallback value stands in.
     pub error: Option<String>,
+    /// The scaler panicked during this read (caught, [`crate::isolation`]): the read counts as
+    /// failed (fallback applies), and the object's Ready says it was an internal error.
+    pub internal: Option<InternalError>,
 }
 
 /// What one poll found.
@@ -126,12 +130,13 @@ pub async fn read_metric(
     let started = Instant::now();
     let read = tokio::time::timeout(
         READ_TIMEOUT,
-        trigger.scaler.scaler().metrics_and_activity(&metric),
+        catch_panic(trigger.scaler.scaler().metrics_and_activity(&metric)),
     )
     .await;
     recording::scaler_metrics_latency(ctx.metrics, labels, started.elapsed());
+    let mut internal = None;
     let (value, scaler_active) = match read {
-        Ok(Ok(m)) => {
+        Ok(Ok(Ok(m))) => {
             let total: f64 = m
                 .values
                 .iter()
@@ -140,7 +145,28 @@ pub async fn read_metric(
                 .sum();
             (Ok(total), m.active)
         }
-        Ok(Err(e)) => (Err(e.to_string()), false),
+        Ok(Ok(Err(e))) => (Err(e.to_string()), false),
+        Ok(Err(panic)) => {
+            let error = panic.in_scaler(
+                format!(
+                    "reading metric {metric} of ScaledObject {}/{}",
+                    ctx.namespace, ctx.name
+                ),
+                TriggerRef {
+                    index: trigger.index,
+                    trigger_type: &trigger.trigger_type,
+                },
+            );
+            recording::internal_panic(
+                ctx.metrics,
+                ResourceKind::ScaledObject,
+                (ctx.namespace, ctx.name),
+                &error,
+            );
+            let text = error.to_string();
+            internal = Some(error);
+            (Err(text), false)
+        }
         Err(_) => (
             Err(format!(
                 "trigger {} ({}): reading {metric} timed out after {}s",
@@ -170,34 +196,24 @@ pub async fn read_metric(
     };
     let evaluated = fallback::evaluate(&fctx, previous, value);
     let active = evaluated.outcome.is_active(scaler_active);
-    let reading = match evaluated.outcome {
-        MetricOutcome::Value(v) | MetricOutcome::Fallback(v) => MetricReading {
-            trigger_index: trigger.index,
-            value: Some(v),
-            active,
-            error: None,
-        },
-        MetricOutcome::Nil => MetricReading {
-            trigger_index: trigger.index,
-            value: None,
-            active,
-            error: None,
-        },
-        MetricOutcome::Failed(e) => MetricReading {
-            trigger_index: trigger.index,
-            value: None,
-            active,
-            error: Some(e),
-        },
-        MetricOutcome::FallbackFailed(e) => MetricReading {
-            trigger_index: trigger.index,
-            value: None,
-            active,
-            error: Some(format!(
+    let (value, error) = match evaluated.outcome {
+        MetricOutcome::Value(v) | MetricOutcome::Fallback(v) => (Some(v), None),
+        MetricOutcome::Nil => (None, None),
+        MetricOutcome::Failed(e) => (None, Some(e)),
+        MetricOutcome::FallbackFailed(e) => (
+            None,
+            Some(format!(
                 "trigger {} ({}): {e}",
                 trigger.index, trigger.trigger_type
             )),
-        },
+        ),
+    };
+    let reading = MetricReading {
+        trigger_index: trigger.index,
+        value,
+        active,
+        error,
+        internal,
     };
     if let Some(v) = reading.value {
         recording::scaler_metrics_value(ctx.metrics, labels, v);

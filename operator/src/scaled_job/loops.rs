@@ -37,14 +37,17 @@ use tracing::{debug, info, warn};
 use super::ScaledJobError;
 use super::jobs::{JOB_NAME_LABEL, finished, finished_job, job_for, pod_view};
 use crate::events::Events;
+use crate::isolation::{Component, INTERNAL_ERROR, InternalError, TriggerRef, catch_panic};
 use crate::job_decision::{
     JobCounts, ScalerJobMetrics, Strategy, combine, history_to_delete, is_pending, jobs_to_create,
 };
 use crate::loop_registry::{LoopRegistry, OnStop, lock};
+use crate::recording;
 use crate::resolve::WatchScope;
 use crate::scale_loop::{Ticker, Ticks, spec_target};
 use crate::scalers::{ObjectScalers, ScalerEnv};
 use crate::status::set_condition;
+use crate::telemetry::{Metrics, ResourceKind};
 use crate::watch::{Listed, scoped_watcher};
 
 /// `KEDAJobsCreated`: the event of every poll that creates Jobs.
@@ -67,6 +70,8 @@ pub struct JobLoopConfig {
     pub reporter: String,
     /// The client Events are published with; `None`: the loops' client.
     pub events_client: Option<Client>,
+    /// Where the Prometheus metrics are recorded (caught panics).
+    pub metrics: Metrics,
 }
 
 /// What the operator remembers about a ScaledJob across loop restarts.
@@ -353,6 +358,12 @@ where
     store
 }
 
+/// Whether a Ready reason belongs to the job loop (`PartialTriggerError`, `InternalError`): the
+/// loop clears it with its next good poll, and the reconciler leaves it alone.
+pub(super) fn loop_owned_ready(reason: Option<&str>) -> bool {
+    reason.is_some_and(|r| r == keda_reason::PARTIAL_TRIGGER_ERROR || r == INTERNAL_ERROR)
+}
+
 struct LoopTask {
     loops: JobLoops,
     sj_ref: ObjectRef<ScaledJob>,
@@ -379,13 +390,56 @@ impl LoopTask {
         }
     }
 
+    /// One poll, isolated: a panic in it is counted, makes the ScaledJob `Ready=False
+    /// InternalError`, and ends only this poll; the loop keeps its schedule and the next good
+    /// poll makes the ScaledJob Ready again.
     async fn poll(&self) {
         let Some(sj) = self.loops.inner.scaled_jobs.get(&self.sj_ref) else {
             return;
         };
-        if let Err(e) = self.poll_once(&sj).await {
-            warn!(namespace = sj.namespace(), name = sj.name_any(), error = %e, "job poll failed");
+        let error = match catch_panic(self.poll_once(&sj)).await {
+            Ok(Ok(())) => return,
+            Ok(Err(e)) => e,
+            Err(panic) => ScaledJobError::Internal(panic.during(
+                Component::ScaleLoop,
+                format!(
+                    "polling ScaledJob {}/{}",
+                    sj.namespace().unwrap_or_default(),
+                    sj.name_any()
+                ),
+            )),
+        };
+        let Some(internal) = error.internal() else {
+            warn!(namespace = sj.namespace(), name = sj.name_any(), error = %error, "job poll failed");
+            return;
+        };
+        self.record_panic(&sj, internal);
+        let message = internal.to_string();
+        let written = super::update_status(&self.loops.inner.client, &sj, |status| {
+            let mut conditions = super::conditions_of(status);
+            set_condition(
+                &mut conditions,
+                CONDITION_READY,
+                STATUS_FALSE,
+                INTERNAL_ERROR,
+                &message,
+            );
+            status.conditions = Some(conditions);
+        })
+        .await;
+        if let Err(e) = written {
+            warn!(namespace = sj.namespace(), name = sj.name_any(), error = %e, "writing the internal error to the status failed");
         }
+    }
+
+    fn record_panic(&self, sj: &ScaledJob, error: &InternalError) {
+        let (namespace, name) = (sj.namespace().unwrap_or_default(), sj.name_any());
+        recording::internal_panic(
+            &self.loops.inner.config.metrics,
+            ResourceKind::ScaledJob,
+            (&namespace, &name),
+            error,
+        );
     }
 
     async fn poll_once(&self, sj: &ScaledJob) -> Result<(), ScaledJobError> {
@@ -398,24 +452,37 @@ impl LoopTask {
         // 1. Per trigger: the sum of its metric values and the average of its targets.
         let mut per_scaler = Vec::with_capacity(self.scalers.triggers.len());
         let mut errors = Vec::new();
+        let mut internal = Vec::new();
         for t in &self.scalers.triggers {
             let (mut values, mut targets, mut active) = (Vec::new(), Vec::new(), false);
             for ms in &t.metric_specs {
                 let Some(ext) = &ms.external else { continue };
                 targets.push(spec_target(ms).1);
-                match t
-                    .scaler
-                    .scaler()
-                    .metrics_and_activity(&ext.metric.name)
-                    .await
-                {
-                    Ok(r) => {
+                let read = t.scaler.scaler().metrics_and_activity(&ext.metric.name);
+                match catch_panic(read).await {
+                    Ok(Ok(r)) => {
                         values.extend(r.values.iter().map(|v| v.value));
                         active |= r.active;
                     }
-                    Err(e) => {
+                    Ok(Err(e)) => {
                         debug!(namespace = ns, name, trigger = t.index, error = %e, "trigger failed");
                         errors.push(format!("trigger {} ({}): {e}", t.index, t.trigger_type));
+                    }
+                    // The scaler's bug: this trigger counts as failed, and Ready says so.
+                    Err(panic) => {
+                        let error = panic.in_scaler(
+                            format!(
+                                "reading metric {} of ScaledJob {ns}/{name}",
+                                ext.metric.name
+                            ),
+                            TriggerRef {
+                                index: t.index,
+                                trigger_type: &t.trigger_type,
+                            },
+                        );
+                        self.record_panic(sj, &error);
+                        errors.push(error.to_string());
+                        internal.push(error.to_string());
                     }
                 }
             }
@@ -463,7 +530,8 @@ impl LoopTask {
         }
 
         // 3. Status: Active on changes, lastActiveTime sparingly, Ready on trigger errors.
-        self.write_status(sj, combined.active, &errors).await?;
+        self.write_status(sj, combined.active, &errors, &internal)
+            .await?;
 
         // 4. History limits.
         let finished_jobs: Vec<_> = self
@@ -484,11 +552,13 @@ impl LoopTask {
         self.loops.delete_jobs(sj, &excess, false).await
     }
 
+    /// `internal`: the errors of scalers that panicked (also in `errors`).
     async fn write_status(
         &self,
         sj: &ScaledJob,
         active: bool,
         errors: &[String],
+        internal: &[String],
     ) -> Result<(), ScaledJobError> {
         let now = self.loops.inner.config.clock.now();
         let due = {
@@ -521,9 +591,17 @@ impl LoopTask {
                     "Scaling is not performed because triggers are not active",
                 );
             }
-            let partial = find_condition(&conditions, CONDITION_READY)
-                .is_some_and(|c| c.reason.as_deref() == Some(keda_reason::PARTIAL_TRIGGER_ERROR));
-            if !errors.is_empty() {
+            let loop_owned = find_condition(&conditions, CONDITION_READY)
+                .is_some_and(|c| loop_owned_ready(c.reason.as_deref()));
+            if !internal.is_empty() {
+                set_condition(
+                    &mut conditions,
+                    CONDITION_READY,
+                    STATUS_FALSE,
+                    INTERNAL_ERROR,
+                    &internal.join("; "),
+                );
+            } else if !errors.is_empty() {
                 set_condition(
                     &mut conditions,
                     CONDITION_READY,
@@ -531,7 +609,7 @@ impl LoopTask {
                     keda_reason::PARTIAL_TRIGGER_ERROR,
                     "Some triggers defined in ScaledJob are not working correctly",
                 );
-            } else if partial {
+            } else if loop_owned {
                 set_condition(
                     &mut conditions,
                     CONDITION_READY,

@@ -36,10 +36,13 @@ pub use loops::{JobLoopConfig, JobLoops, KEDA_JOBS_CREATED};
 use crate::controller::{ControllerConfig, reconcile_trigger};
 use crate::error::Error;
 use crate::events::{self, Events};
+use crate::isolation::{Component, INTERNAL_ERROR, InternalError, catch_panic};
 use crate::job_decision::rollout_to_delete;
+use crate::recording;
 use crate::resolve::{Resolver, ScalableRef, ScaleTargetPodSource};
 use crate::scalers::{ObjectScalers, ScalerEnv, build_triggers};
 use crate::status::{set_condition, status_patch};
+use crate::telemetry::{Metrics, ResourceKind};
 use crate::watch::scoped_watcher;
 
 /// `ScaledJobReady`.
@@ -79,6 +82,9 @@ pub enum ScaledJobError {
     /// The finalizer machinery failed.
     #[error(transparent)]
     Finalizer(#[from] Box<kube::runtime::finalizer::Error<ScaledJobError>>),
+    /// A panic was caught while reconciling or polling the ScaledJob ([`crate::isolation`]).
+    #[error(transparent)]
+    Internal(#[from] InternalError),
 }
 
 impl ScaledJobError {
@@ -87,6 +93,20 @@ impl ScaledJobError {
         ScaledJobError::Kube {
             action: action.into(),
             source,
+        }
+    }
+
+    /// The caught panic behind this error, if it is one.
+    pub fn internal(&self) -> Option<&InternalError> {
+        match self {
+            ScaledJobError::Internal(e) => Some(e),
+            ScaledJobError::Scalers(e) => e.internal(),
+            ScaledJobError::Finalizer(f) => match f.as_ref() {
+                kube::runtime::finalizer::Error::ApplyFailed(e)
+                | kube::runtime::finalizer::Error::CleanupFailed(e) => e.internal(),
+                _ => None,
+            },
+            _ => None,
         }
     }
 }
@@ -156,6 +176,7 @@ struct Context {
     events: Events,
     retry_after_error: Duration,
     resolver: Resolver,
+    metrics: Metrics,
 }
 
 /// The ScaledJob controller, built before it runs so callers (tests) can hold its
@@ -190,6 +211,7 @@ impl ScaledJobController {
                 watch_scope: config.watch_scope.clone(),
                 reporter: config.reporter.clone(),
                 events_client: config.events_client.clone(),
+                metrics: config.metrics.clone(),
             },
         );
         ScaledJobController {
@@ -240,6 +262,7 @@ impl ScaledJobController {
             ),
             retry_after_error: self.config.retry_after_error,
             resolver: self.resolver.clone(),
+            metrics: self.config.metrics.clone(),
         });
         let config = kube::runtime::controller::Config::default()
             .concurrency(self.config.max_concurrent_reconciles);
@@ -292,7 +315,27 @@ fn error_policy(_sj: Arc<ScaledJob>, _e: &ScaledJobError, ctx: Arc<Context>) -> 
     Action::requeue(ctx.retry_after_error)
 }
 
+/// One reconcile, isolated: a panic anywhere in it becomes this ScaledJob's `Ready=False
+/// InternalError` (counted, logged, retried like any failure), never the controller's end.
 async fn reconcile(sj: Arc<ScaledJob>, ctx: Arc<Context>) -> Result<Action, ScaledJobError> {
+    match catch_panic(reconcile_job(sj.clone(), ctx.clone())).await {
+        Ok(result) => result,
+        Err(panic) => {
+            let error = ScaledJobError::Internal(panic.during(
+                Component::Reconcile,
+                format!(
+                    "reconciling ScaledJob {}/{}",
+                    sj.namespace().unwrap_or_default(),
+                    sj.name_any()
+                ),
+            ));
+            report_failure(&sj, &error, &ctx).await;
+            Err(error)
+        }
+    }
+}
+
+async fn reconcile_job(sj: Arc<ScaledJob>, ctx: Arc<Context>) -> Result<Action, ScaledJobError> {
     let api: Api<ScaledJob> =
         Api::namespaced(ctx.client.clone(), &sj.namespace().unwrap_or_default());
     finalizer(&api, FINALIZER, sj, |event| async {
@@ -410,9 +453,9 @@ async fn apply_inner(sj: &ScaledJob, ctx: &Context) -> Result<Action, ScaledJobE
         );
         status.paused = None;
         let ready = find_condition(&conditions, CONDITION_READY);
-        // PartialTriggerError belongs to the loop, which clears it when the triggers recover.
-        let loop_owned =
-            ready.is_some_and(|c| c.reason.as_deref() == Some(keda_reason::PARTIAL_TRIGGER_ERROR));
+        // PartialTriggerError and InternalError belong to the loop, which clears them when a
+        // poll succeeds.
+        let loop_owned = ready.is_some_and(|c| loops::loop_owned_ready(c.reason.as_deref()));
         became_ready = !ready.is_some_and(|c| c.is_true()) && !loop_owned;
         if became_ready {
             set_condition(
@@ -457,7 +500,21 @@ fn join_unique<'a>(items: impl Iterator<Item = &'a str>) -> Option<String> {
 async fn report_failure(sj: &ScaledJob, e: &ScaledJobError, ctx: &Context) {
     let ns = sj.namespace().unwrap_or_default();
     let name = sj.name_any();
-    warn!(namespace = ns, name, error = %e, "ScaledJob check failed");
+    let reason = match e.internal() {
+        Some(internal) => {
+            recording::internal_panic(
+                &ctx.metrics,
+                ResourceKind::ScaledJob,
+                (&ns, &name),
+                internal,
+            );
+            INTERNAL_ERROR
+        }
+        None => {
+            warn!(namespace = ns, name, error = %e, "ScaledJob check failed");
+            keda_reason::SCALED_JOB_CHECK_FAILED
+        }
+    };
     let message = e.to_string();
     let written = update_status(&ctx.client, sj, |status| {
         let mut conditions = conditions_of(status);
@@ -465,7 +522,7 @@ async fn report_failure(sj: &ScaledJob, e: &ScaledJobError, ctx: &Context) {
             &mut conditions,
             CONDITION_READY,
             STATUS_FALSE,
-            keda_reason::SCALED_JOB_CHECK_FAILED,
+            reason,
             &message,
         );
         status.conditions = Some(conditions);

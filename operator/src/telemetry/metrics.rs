@@ -177,6 +177,27 @@ impl EncodeLabelSet for LoopLabels {
     }
 }
 
+/// `{component, namespace, type, resource}` of `keda_internal_panics_total`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct PanicLabels {
+    component: &'static str,
+    namespace: String,
+    kind: ResourceKind,
+    resource: String,
+}
+
+impl EncodeLabelSet for PanicLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        [
+            ("component", self.component),
+            ("namespace", self.namespace.as_str()),
+            ("type", self.kind.as_str()),
+            ("resource", self.resource.as_str()),
+        ]
+        .encode(encoder)
+    }
+}
+
 /// `{type, namespace}` of `keda_resource_registered_total`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct ResourceLabels {
@@ -277,6 +298,7 @@ struct Families {
     trigger_registered: Family<TriggerLabels, Gauge>,
     resource_registered: Family<ResourceLabels, Gauge>,
     loop_latency: Family<LoopLabels, FloatGauge>,
+    internal_panics: Family<PanicLabels, Counter>,
     build_info: Family<BuildInfo, Gauge>,
     rate_limiter_wait: WaitHistograms,
     rate_limiter_throttled: Family<VerbLabels, Counter>,
@@ -356,6 +378,7 @@ impl Metrics {
             trigger_registered: Family::default(),
             resource_registered: Family::default(),
             loop_latency: Family::default(),
+            internal_panics: Family::default(),
             build_info: Family::default(),
             rate_limiter_wait: Family::new_with_constructor(rate_limiter_histogram),
             rate_limiter_throttled: Family::default(),
@@ -429,6 +452,13 @@ impl Metrics {
             "internal_scale_loop_latency_seconds",
             "Total deviation (in seconds) between the expected execution time and the actual execution time for the scaling loop.",
             f.loop_latency.clone(),
+        );
+        // Not in KEDA, whose operator exits on a panic (crate::isolation).
+        register(
+            r,
+            "internal_panics",
+            "Panics caught while reconciling or polling one ScaledObject or ScaledJob, by the component that caught them.",
+            f.internal_panics.clone(),
         );
         let mut client_registry = Registry::default();
         register(
@@ -569,6 +599,24 @@ impl Metrics {
             .loop_latency
             .get_or_create(&labels)
             .set(lag.as_secs_f64());
+    }
+
+    /// `keda_internal_panics_total`: `component` caught a panic in the work of the
+    /// ScaledObject or ScaledJob `namespace/name` ([`crate::isolation`]).
+    pub fn internal_panic(
+        &self,
+        component: &'static str,
+        kind: ResourceKind,
+        namespace: &str,
+        name: &str,
+    ) {
+        let labels = PanicLabels {
+            component,
+            namespace: namespace.to_string(),
+            kind,
+            resource: name.to_string(),
+        };
+        self.families().internal_panics.get_or_create(&labels).inc();
     }
 
     /// `keda_resource_registered_total` + 1: a custom resource appeared. An empty namespace
@@ -974,6 +1022,33 @@ mod tests {
         assert!(
             text.contains(r#"keda_scaled_job_errors_total{namespace="shop",scaledJob="batch"} 1"#),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn caught_panics_count_by_component_and_object() {
+        let metrics = Metrics::with_build_info(build());
+        metrics.internal_panic("scaler", ResourceKind::ScaledObject, "shop", "orders");
+        metrics.internal_panic("scaler", ResourceKind::ScaledObject, "shop", "orders");
+        metrics.internal_panic("reconcile", ResourceKind::ScaledJob, "shop", "batch");
+        let text = metrics.encode();
+        assert!(
+            text.contains("# TYPE keda_internal_panics counter\n"),
+            "{text}"
+        );
+        assert_eq!(
+            line_value(
+                &text,
+                r#"keda_internal_panics_total{component="scaler",namespace="shop",type="scaledobject",resource="orders"}"#
+            ),
+            Some("2".into())
+        );
+        assert_eq!(
+            line_value(
+                &text,
+                r#"keda_internal_panics_total{component="reconcile",namespace="shop",type="scaledjob",resource="batch"}"#
+            ),
+            Some("1".into())
         );
     }
 
