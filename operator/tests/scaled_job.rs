@@ -8,6 +8,10 @@
 mod scenarios;
 
 #[allow(dead_code)]
+#[path = "common/dial.rs"]
+mod dial;
+
+#[allow(dead_code)]
 #[path = "../../scalers/tests/common/amqp.rs"]
 mod amqp;
 #[allow(dead_code)]
@@ -28,6 +32,8 @@ use keda_operator::job_decision::JobCounts;
 use keda_operator::resolve::WatchScope;
 use keda_operator::scaled_job::{JobLoops, ScaledJobController};
 use keda_operator::scalers::ScalerEnv;
+use keda_operator::telemetry::Metrics;
+use keda_scalers::Registry;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use memkube::{MemKube, Verb};
@@ -43,10 +49,16 @@ struct World {
     ticks: ManualTicks,
     loops: JobLoops,
     shutdown: CancellationToken,
+    metrics: Metrics,
 }
 
 impl World {
     fn start() -> World {
+        World::start_with(Registry::builtin())
+    }
+
+    /// A world whose scalers come from `registry`.
+    fn start_with(registry: Registry) -> World {
         let _ = tracing_subscriber::fmt()
             .with_test_writer()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -59,11 +71,14 @@ impl World {
         let client = server.client();
         let ticks = ManualTicks::new();
         let clock = ManualClock::new();
+        let metrics = Metrics::new();
         let config = ControllerConfig {
             env: ScalerEnv {
                 clock: clock.clock(),
+                registry: Arc::new(registry),
                 ..ScalerEnv::default()
             },
+            metrics: metrics.clone(),
             ticks: Arc::new(ticks.clone()),
             clock: clock.clock(),
             watch_scope: WatchScope::Namespaces(vec![NS.to_string()]),
@@ -83,6 +98,7 @@ impl World {
             ticks,
             loops,
             shutdown,
+            metrics,
         }
     }
 
@@ -646,4 +662,114 @@ spec:
         "{message}"
     );
     drop_key(&mut redis, &list).await;
+}
+
+fn dial_job(name: &str) -> String {
+    format!(
+        r#"
+apiVersion: keda.sh/v1alpha1
+kind: ScaledJob
+metadata: {{ name: {name} }}
+spec:
+  maxReplicaCount: 3
+  jobTargetRef:
+    template:
+      spec:
+        containers: [{{ name: worker, image: busybox }}]
+  triggers:
+    - type: dial
+      metadata:
+        dial: {name}
+"#
+    )
+}
+
+/// `Ready` of a ScaledJob: (status, reason, message).
+fn job_ready(sj: &ScaledJob) -> Option<(String, String, String)> {
+    let c = sj
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")?;
+    Some((
+        c.status.clone(),
+        c.reason.clone().unwrap_or_default(),
+        c.message.clone().unwrap_or_default(),
+    ))
+}
+
+/// Defence in depth (issue 14): a scaler that panics in its read or its factory makes only its
+/// ScaledJob `Ready=False InternalError` (named, counted); the other ScaledJob keeps creating
+/// Jobs, and the panicking one recovers with its first good poll.
+#[tokio::test]
+async fn a_panicking_scaler_fails_only_its_scaled_job_which_recovers_when_it_stops() {
+    let dials = dial::Dials::new();
+    let w = World::start_with(dials.registry());
+    dials.panic_on_read("broken", true);
+    dials.panic_on_build("unbuilt", true);
+    let steady = w.create(&dial_job("steady")).await;
+    let broken = w.create(&dial_job("broken")).await;
+    w.create(&dial_job("unbuilt")).await;
+    w.polls_reach(&broken, 1).await;
+    // The first poll's status may race the first reconcile's; the second poll's does not.
+    w.tick(&broken).await;
+    let not_ready = |name: &'static str| {
+        let w = &w;
+        async move {
+            eventually(&format!("Ready=False InternalError on {name}"), || async {
+                job_ready(&w.get(name).await)
+                    .filter(|(status, reason, _)| status == "False" && reason == "InternalError")
+                    .map(|(_, _, message)| message)
+            })
+            .await
+        }
+    };
+    let message = not_ready("broken").await;
+    assert!(
+        message.contains("ScaledJob team/broken")
+            && message.contains("trigger 0 (dial)")
+            && message.contains("dial broken: the read was told to panic"),
+        "{message}"
+    );
+    let message = not_ready("unbuilt").await;
+    assert!(
+        message.contains("building the scaler of ScaledJob team/unbuilt")
+            && message.contains("trigger 0 (dial)"),
+        "{message}"
+    );
+    let text = w.metrics.encode();
+    for name in ["broken", "unbuilt"] {
+        assert!(
+            text.contains(&format!(
+                r#"keda_internal_panics_total{{component="scaler",namespace="team",type="scaledjob",resource="{name}"}}"#
+            )),
+            "{text}"
+        );
+    }
+
+    // The other ScaledJob creates its Jobs; the broken one polls on, creating none.
+    dials.set("steady", 10.0);
+    w.tick(&steady).await;
+    assert_eq!(w.jobs("steady").await.len(), 2);
+    let reads = dials.reads("broken");
+    w.tick(&broken).await;
+    assert_eq!(
+        dials.reads("broken"),
+        reads + 1,
+        "the panicking loop polls on"
+    );
+    assert!(w.jobs("broken").await.is_empty());
+
+    dials.panic_on_read("broken", false);
+    dials.set("broken", 1.0);
+    w.tick(&broken).await;
+    eventually("Ready=True on broken", || async {
+        job_ready(&w.get("broken").await)
+            .filter(|(status, _, _)| status == "True")
+            .map(|_| ())
+    })
+    .await;
+    assert_eq!(w.jobs("broken").await.len(), 1);
 }

@@ -1,0 +1,5 @@
+//! Helpers of the operator's tests beyond the scenarios harness.
+
+#![allow(dead_code)]
+
+pub mod dial;
