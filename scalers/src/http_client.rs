@@ -15,6 +15,13 @@ use crate::error::{MetadataError, MetadataErrorKind, ScalerError, error_chain};
 use crate::pool::Lease;
 use crate::tls::{TlsError, TlsSettings};
 
+/// The most requests one pooled client has in flight at once, and so about the most connections
+/// it keeps to its server (one or two more may open for a moment, see [`reqwest_client`]; at
+/// most this many stay idle): a burst of polls (every object's first poll after the operator starts)
+/// queues here instead of opening a connection per trigger. Below Prometheus' default
+/// `--query.max-concurrency` (20), so one operator cannot fill a server's query slots alone.
+pub const MAX_IN_FLIGHT: usize = 16;
+
 /// The largest response body read (8 MiB): a metrics endpoint answering more is an error, not
 /// an out-of-memory operator.
 pub const MAX_BODY_BYTES: usize = 8 << 20;
@@ -53,6 +60,10 @@ pub fn reqwest_client(
 ) -> Result<reqwest::Client, HttpClientError> {
     reqwest::Client::builder()
         .timeout(timeout)
+        // Connections opened beyond the in-flight limit (a connection is handed back to the
+        // pool a moment after its response ends, so a request starting then may open another)
+        // are closed instead of kept idle.
+        .pool_max_idle_per_host(MAX_IN_FLIGHT)
         .tls_backend_preconfigured(tls.client_config()?)
         .build()
         .map_err(|e| HttpClientError::Build(e.without_url().to_string()))
@@ -78,6 +89,11 @@ pub enum HttpGetError {
     /// The body is larger than [`MAX_BODY_BYTES`].
     #[error("the response is larger than {MAX_BODY_BYTES} bytes")]
     TooLarge,
+    /// All [`MAX_IN_FLIGHT`] requests to the server stayed busy for the whole timeout.
+    #[error(
+        "the {MAX_IN_FLIGHT} requests this client may have in flight to the server were all busy for longer than the timeout ({0:?})"
+    )]
+    Busy(Duration),
 }
 
 fn body_suffix(body: &str) -> String {
@@ -101,6 +117,8 @@ fn auth_hint(status: StatusCode) -> &'static str {
 pub struct HttpClient {
     client: reqwest::Client,
     auth: HttpAuth,
+    in_flight: tokio::sync::Semaphore,
+    timeout: Duration,
 }
 
 impl HttpClient {
@@ -112,16 +130,27 @@ impl HttpClient {
         Ok(Self {
             client: reqwest_client(&key.auth.tls, key.timeout)?,
             auth: key.auth.clone(),
+            in_flight: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
+            timeout: key.timeout,
         })
     }
 
     /// GETs `url` with the client's authentication and `headers` (added after the
     /// authentication headers), and returns the body of a 2xx answer.
     ///
+    /// At most [`MAX_IN_FLIGHT`] requests run at once; more wait for a turn, at most the
+    /// timeout.
+    ///
     /// # Errors
     /// The request fails or times out, the status is not 2xx, the body cannot be read or is
-    /// larger than [`MAX_BODY_BYTES`].
+    /// larger than [`MAX_BODY_BYTES`], no turn came within the timeout.
     pub async fn get(&self, mut url: url::Url, headers: &HeaderMap) -> Result<Bytes, HttpGetError> {
+        // The permit is held until the body is read: the connection is busy until then.
+        let _turn = tokio::time::timeout(self.timeout, self.in_flight.acquire())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .ok_or(HttpGetError::Busy(self.timeout))?;
         self.auth.apply_to_url(&mut url);
         let mut request = self.auth.apply(self.client.get(url));
         for (name, value) in headers {

@@ -441,3 +441,59 @@ async fn triggers_on_one_endpoint_share_one_client_and_its_connection() {
     }
     assert!(pool.is_empty());
 }
+
+#[tokio::test]
+async fn a_burst_of_polls_on_one_endpoint_opens_about_max_in_flight_connections_not_one_each() {
+    use keda_scalers::http_client::MAX_IN_FLIGHT;
+    // Each answer takes 50 ms, so the 40 polls overlap.
+    let server = TestServer::start(Arc::new(|_: Recorded| {
+        Box::pin(async {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            (
+                StatusCode::OK,
+                "application/json",
+                r#"{"v": 1}"#.to_string(),
+            )
+        }) as futures::future::BoxFuture<'static, http_server::Answer>
+    }))
+    .await;
+    let pools = ClientPools::new();
+    let registry = Registry::builtin();
+    let mut scalers = Vec::new();
+    for _ in 0..40 {
+        let ctx = ScalerContext {
+            metadata: [
+                ("url", server.url("/").as_str()),
+                ("valueLocation", "v"),
+                ("targetValue", "1"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+            clients: pools.clone(),
+            ..ScalerContext::new("metrics-api", 0)
+        };
+        scalers.push(Arc::new(registry.build(ctx).await.expect("builds")));
+    }
+    let mut polls = tokio::task::JoinSet::new();
+    for scaler in &scalers {
+        let scaler = Arc::clone(scaler);
+        polls.spawn(async move {
+            scaler
+                .scaler()
+                .metrics_and_activity("s0-metric-api-v")
+                .await
+        });
+    }
+    while let Some(poll) = polls.join_next().await {
+        assert_eq!(poll.expect("joined").expect("value").values[0].value, 1.0);
+    }
+    assert_eq!(server.requests().len(), 40);
+    // A request starting just as a finished one hands its connection back may open another, so
+    // a few more than MAX_IN_FLIGHT can be accepted; without the limit there would be 40.
+    assert!(
+        server.connections() <= MAX_IN_FLIGHT + 4,
+        "{} connections for 40 concurrent polls",
+        server.connections()
+    );
+}
