@@ -1,21 +1,28 @@
-//! Polls 1,000 redis triggers on one Redis and 1,000 kafka triggers on one Kafka-protocol
-//! broker, built through the registry, and shows that they share clients: the mean cost per
-//! poll, the server-side (Redis `CLIENT LIST`) or process-side (pooled clients, TCP connections
-//! to the broker, threads, RSS) client counts, and the same numbers for a baseline measured in
-//! the same run where every trigger has its own client, as in KEDA.
+//! Polls 1,000 redis triggers on one Redis, 1,000 kafka triggers on one Kafka-protocol broker
+//! and 1,000 prometheus triggers on one Prometheus, built through the registry, and shows that
+//! they share clients: the mean cost per poll, the server-side (Redis `CLIENT LIST`) or
+//! process-side (pooled clients, TCP connections to the server, threads, RSS) client counts,
+//! and the same numbers for a baseline measured in the same run where every trigger has its
+//! own client, as in KEDA.
 //!
 //! Needs Redis on 127.0.0.1:6379 and a Kafka-protocol broker on 127.0.0.1:9092
-//! (`scripts/services.sh`). Not part of `cargo test`; run it with
+//! (`scripts/services.sh`), and the `prometheus` binary: the bench runs its own Prometheus on a
+//! free loopback port with `--web.max-connections=4096`, because the baseline's 1,000 clients
+//! keep 1,000 connections open and Prometheus' default limit of 512 makes the 513th trigger's
+//! poll hang until it times out. Not part of `cargo test`; run it with
 //!
 //! ```sh
 //! cargo bench -p keda-scalers --bench shared_clients --profile dev
 //! ```
 //!
-//! `KEDA_RS_BENCH_TRIGGERS` changes the number of triggers (default 1000).
+//! `KEDA_RS_BENCH_TRIGGERS` changes the number of triggers (default 1000);
+//! `KEDA_RS_BENCH_SOURCES` picks the sources, a comma-separated list of `redis`, `kafka` and
+//! `prometheus` (default all three).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use keda_scalers::http_client::{HttpClient, HttpClientKey};
 use keda_scalers::pool::ClientPools;
 use keda_scalers::scalers::kafka::client::{ClusterSettings, GroupKey, GroupReader, KafkaCluster};
 use keda_scalers::{BuiltScaler, Registry, ScalerContext};
@@ -115,24 +122,49 @@ where
     Ok(last)
 }
 
-/// ESTABLISHED TCP connections of this process to `port` (from /proc/self/net/tcp{,6}).
-fn tcp_connections_to(port: u16) -> usize {
+/// The socket inodes this process holds (from the links in /proc/self/fd).
+fn own_socket_inodes() -> std::collections::HashSet<String> {
+    std::fs::read_dir("/proc/self/fd")
+        .map(|dir| {
+            dir.filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+                .filter_map(|target| {
+                    let target = target.to_string_lossy().into_owned();
+                    let inode = target.strip_prefix("socket:[")?.strip_suffix(']')?;
+                    Some(inode.to_string())
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The local ports of this process's ESTABLISHED TCP connections to `port`. /proc/net/tcp{,6}
+/// lists the whole network namespace (other processes' connections to the same server too), so
+/// only sockets whose inode this process holds are counted.
+fn tcp_local_ports_to(port: u16) -> std::collections::HashSet<String> {
     let wanted = format!("{port:04X}");
+    let own = own_socket_inodes();
     ["/proc/self/net/tcp", "/proc/self/net/tcp6"]
         .iter()
         .filter_map(|path| std::fs::read_to_string(path).ok())
-        .map(|text| {
+        .flat_map(|text| {
             text.lines()
                 .skip(1)
-                .filter(|line| {
+                .filter_map(|line| {
                     let fields: Vec<&str> = line.split_whitespace().collect();
-                    fields.len() > 3
+                    let established = fields.len() > 9
                         && fields[3] == "01"
                         && fields[2].rsplit(':').next() == Some(wanted.as_str())
+                        && own.contains(fields[9]);
+                    established.then(|| fields[1].to_string())
                 })
-                .count()
+                .collect::<Vec<_>>()
         })
-        .sum()
+        .collect()
+}
+
+/// ESTABLISHED TCP connections of this process to `port`.
+fn tcp_connections_to(port: u16) -> usize {
+    tcp_local_ports_to(port).len()
 }
 
 /// A field of /proc/self/status, e.g. `Threads` or `VmRSS` (kB).
@@ -317,6 +349,150 @@ async fn kafka_round(
     Ok(round)
 }
 
+/// What the prometheus rounds measure beyond [`Round`]: connections opened in each polling
+/// interval (every trigger polled once, one after the other), and the poll cost of each.
+struct Intervals {
+    first_mean: Duration,
+    second_mean: Duration,
+    opened_first: usize,
+    opened_second: usize,
+}
+
+/// A Prometheus of the bench's own, scraping itself, stopped when dropped.
+struct OwnPrometheus {
+    port: u16,
+    dir: std::path::PathBuf,
+    _child: tokio::process::Child,
+}
+
+impl Drop for OwnPrometheus {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+async fn start_prometheus() -> Result<OwnPrometheus, BoxError> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let dir = std::env::temp_dir().join(format!("keda-rs-bench-prometheus-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let config = dir.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: prometheus\n    \
+             static_configs:\n      - targets: [\"127.0.0.1:{port}\"]\n"
+        ),
+    )?;
+    let child = tokio::process::Command::new("prometheus")
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("data").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--web.max-connections=4096")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("starting the prometheus binary: {e}"))?;
+    let instance = OwnPrometheus {
+        port,
+        dir,
+        _child: child,
+    };
+    // Ready once its own `up` series has a sample.
+    let client = keda_scalers::http_client::reqwest_client(
+        &keda_scalers::tls::TlsSettings::default(),
+        Duration::from_secs(2),
+    )?;
+    let url = format!("http://127.0.0.1:{port}/api/v1/query?query=up");
+    for _ in 0..100 {
+        if let Ok(answer) = client.get(&url).send().await
+            && answer.text().await.is_ok_and(|t| t.contains("\"up\""))
+        {
+            return Ok(instance);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err("the bench's Prometheus did not become ready in 10 s".into())
+}
+
+async fn prometheus_round(
+    prometheus_port: u16,
+    n: usize,
+    label: &str,
+    separate: bool,
+) -> Result<(Round, Intervals), BoxError> {
+    let registry = Registry::builtin();
+    let shared_pools = ClientPools::new();
+    let mut all_pools = Vec::new();
+    let mut scalers = Vec::with_capacity(n);
+    let server = format!("http://127.0.0.1:{prometheus_port}");
+    for i in 0..n {
+        let pools = if separate {
+            let p = ClientPools::new();
+            all_pools.push(p.clone());
+            p
+        } else {
+            shared_pools.clone()
+        };
+        // A query per trigger over a real series (Prometheus scrapes itself).
+        let query = format!("sum(up{{job=\"prometheus\"}}) * {i}");
+        let ctx = context(
+            "prometheus",
+            &[
+                ("serverAddress", server.as_str()),
+                ("query", query.as_str()),
+                ("threshold", "10"),
+            ],
+            &pools,
+        );
+        scalers.push((registry.build(ctx).await?, "s0-prometheus".to_string()));
+    }
+    if !separate {
+        all_pools.push(shared_pools);
+    }
+    // Building connects nothing; the first interval opens what the clients need, the second
+    // reuses it (keep-alive outlives a polling interval).
+    let before = tcp_local_ports_to(prometheus_port);
+    let first_mean = poll_sequentially(&scalers).await?;
+    let after_first = tcp_local_ports_to(prometheus_port);
+    let second_mean = poll_sequentially(&scalers).await?;
+    let after_second = tcp_local_ports_to(prometheus_port);
+    let intervals = Intervals {
+        first_mean,
+        second_mean,
+        opened_first: after_first.difference(&before).count(),
+        opened_second: after_second.difference(&after_first).count(),
+    };
+    let (concurrent_round, scalers) = poll_concurrently(scalers).await?;
+    let clients: usize = all_pools
+        .iter()
+        .map(|p| p.pool::<HttpClientKey, HttpClient>().len())
+        .sum();
+    let round = Round {
+        label: label.to_string(),
+        mean_poll: second_mean,
+        concurrent_round,
+        clients: format!("{clients} HTTP clients"),
+        connections: tcp_connections_to(prometheus_port),
+        threads: proc_status("Threads"),
+        rss: proc_status("VmRSS"),
+    };
+    close_all(scalers).await;
+    drop(all_pools);
+    let after = settled(|| async { Ok(tcp_connections_to(prometheus_port)) }).await?;
+    println!(
+        "{label}: connections opened in the first polling interval {}, in the second {}; \
+         open after a burst of all polls at once {}; {after} after close",
+        intervals.opened_first, intervals.opened_second, round.connections
+    );
+    Ok((round, intervals))
+}
+
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
     let n: usize = std::env::var("KEDA_RS_BENCH_TRIGGERS")
@@ -324,82 +500,140 @@ async fn main() -> Result<(), BoxError> {
         .and_then(|v| v.parse().ok())
         .unwrap_or(1000);
     println!("{n} triggers per scenario; debug or release as built\n");
+    let sources = std::env::var("KEDA_RS_BENCH_SOURCES")
+        .unwrap_or_else(|_| "redis,kafka,prometheus".to_string());
+    let wanted = |source: &str| sources.split(',').any(|s| s.trim() == source);
+    let mut rounds = Vec::new();
+    let mut ratios = Vec::new();
 
-    let redis_shared = redis_round(
-        n,
-        &format!("redis, {n} triggers, shared pool"),
-        SHARED_DB,
-        false,
-    )
-    .await?;
-    let redis_baseline = redis_round(
-        n,
-        &format!("redis, {n} triggers, one client each (baseline)"),
-        BASELINE_DB,
-        true,
-    )
-    .await?;
+    if wanted("redis") {
+        let shared = redis_round(
+            n,
+            &format!("redis, {n} triggers, shared pool"),
+            SHARED_DB,
+            false,
+        )
+        .await?;
+        let baseline = redis_round(
+            n,
+            &format!("redis, {n} triggers, one client each (baseline)"),
+            BASELINE_DB,
+            true,
+        )
+        .await?;
+        ratios.push(format!(
+            "redis: baseline/shared mean poll cost = {:.2}x; connections {} vs {}",
+            ratio(baseline.mean_poll, shared.mean_poll),
+            baseline.connections,
+            shared.connections
+        ));
+        rounds.extend([shared, baseline]);
+    }
 
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)?
-        .as_nanos();
-    let run = format!("{}x{nanos}", std::process::id());
-    let topics: Vec<String> = (0..TOPICS)
-        .map(|i| format!("keda-rs-bench-{run}-{i}"))
-        .collect();
-    create_topics(&topics).await?;
-    let kafka_shared = kafka_round(
-        n,
-        &format!("kafka, {n} triggers, {TOPICS} groups, shared pool"),
-        &run,
-        Groups::PerTopic,
-        false,
-    )
-    .await?;
-    let kafka_per_group = kafka_round(
-        n,
-        &format!("kafka, {n} triggers, {n} groups, shared pool"),
-        &run,
-        Groups::PerTrigger,
-        false,
-    )
-    .await?;
-    let kafka_baseline = kafka_round(
-        n,
-        &format!("kafka, {n} triggers, {n} groups, one client each (baseline)"),
-        &run,
-        Groups::PerTrigger,
-        true,
-    )
-    .await?;
+    if wanted("kafka") {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_nanos();
+        let run = format!("{}x{nanos}", std::process::id());
+        let topics: Vec<String> = (0..TOPICS)
+            .map(|i| format!("keda-rs-bench-{run}-{i}"))
+            .collect();
+        create_topics(&topics).await?;
+        let shared = kafka_round(
+            n,
+            &format!("kafka, {n} triggers, {TOPICS} groups, shared pool"),
+            &run,
+            Groups::PerTopic,
+            false,
+        )
+        .await?;
+        let per_group = kafka_round(
+            n,
+            &format!("kafka, {n} triggers, {n} groups, shared pool"),
+            &run,
+            Groups::PerTrigger,
+            false,
+        )
+        .await?;
+        let baseline = kafka_round(
+            n,
+            &format!("kafka, {n} triggers, {n} groups, one client each (baseline)"),
+            &run,
+            Groups::PerTrigger,
+            true,
+        )
+        .await?;
+        ratios.push(format!(
+            "kafka ({TOPICS} groups): baseline/shared mean poll cost = {:.2}x; connections {} vs {}",
+            ratio(baseline.mean_poll, shared.mean_poll),
+            baseline.connections,
+            shared.connections
+        ));
+        ratios.push(format!(
+            "kafka ({n} groups): baseline/shared mean poll cost = {:.2}x; connections {} vs {}",
+            ratio(baseline.mean_poll, per_group.mean_poll),
+            baseline.connections,
+            per_group.connections
+        ));
+        rounds.extend([shared, per_group, baseline]);
+    }
+
+    if wanted("prometheus") {
+        let prometheus = start_prometheus().await?;
+        // A first pass warms Prometheus' query path, so neither measured round pays for it.
+        prometheus_round(
+            prometheus.port,
+            n,
+            "prometheus warm-up (not measured)",
+            false,
+        )
+        .await?;
+        let (shared, shared_intervals) = prometheus_round(
+            prometheus.port,
+            n,
+            &format!("prometheus, {n} triggers, one server, shared pool"),
+            false,
+        )
+        .await?;
+        let (baseline, baseline_intervals) = prometheus_round(
+            prometheus.port,
+            n,
+            &format!("prometheus, {n} triggers, one server, one client each (baseline)"),
+            true,
+        )
+        .await?;
+        ratios.push(format!(
+            "prometheus: connections opened per polling interval {} then {} (shared) vs {} then {} \
+             (baseline); open after a burst {} vs {}",
+            shared_intervals.opened_first,
+            shared_intervals.opened_second,
+            baseline_intervals.opened_first,
+            baseline_intervals.opened_second,
+            shared.connections,
+            baseline.connections
+        ));
+        ratios.push(format!(
+            "prometheus: baseline/shared mean poll cost = {:.2}x in the first interval \
+             ({:.3} vs {:.3} ms), {:.2}x in the next ({:.3} vs {:.3} ms); a burst of all polls \
+             {:.2}x; RSS {} vs {}",
+            ratio(baseline_intervals.first_mean, shared_intervals.first_mean),
+            baseline_intervals.first_mean.as_secs_f64() * 1e3,
+            shared_intervals.first_mean.as_secs_f64() * 1e3,
+            ratio(baseline_intervals.second_mean, shared_intervals.second_mean),
+            baseline_intervals.second_mean.as_secs_f64() * 1e3,
+            shared_intervals.second_mean.as_secs_f64() * 1e3,
+            ratio(baseline.concurrent_round, shared.concurrent_round),
+            baseline.rss,
+            shared.rss
+        ));
+        rounds.extend([shared, baseline]);
+    }
 
     println!();
-    let rounds = [
-        redis_shared,
-        redis_baseline,
-        kafka_shared,
-        kafka_per_group,
-        kafka_baseline,
-    ];
     print(&rounds);
     println!();
-    println!(
-        "redis: baseline/shared mean poll cost = {:.2}x; connections {} vs {}",
-        ratio(rounds[1].mean_poll, rounds[0].mean_poll),
-        rounds[1].connections,
-        rounds[0].connections
-    );
-    println!(
-        "kafka ({TOPICS} groups): baseline/shared mean poll cost = {:.2}x; connections {} vs {}",
-        ratio(rounds[4].mean_poll, rounds[2].mean_poll),
-        rounds[4].connections,
-        rounds[2].connections
-    );
-    println!(
-        "kafka ({n} groups): baseline/shared mean poll cost = {:.2}x; connections {} vs {}",
-        ratio(rounds[4].mean_poll, rounds[3].mean_poll),
-        rounds[4].connections,
-        rounds[3].connections
-    );
+    for line in ratios {
+        println!("{line}");
+    }
     Ok(())
 }
