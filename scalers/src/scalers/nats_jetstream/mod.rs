@@ -4,25 +4,28 @@
 //! clustered mode: in a JetStream cluster only the consumer's leader has its exact state, so the
 //! scaler finds the leader's node, asks it, and keeps asking it while it stays the leader.
 //!
-//! One HTTP client per monitoring endpoint (and timeout), shared by every trigger on it.
+//! One HTTP client per monitoring endpoint (and timeout), shared by every trigger on it
+//! through [`crate::http_client`].
 
 pub mod monitoring;
 
 use std::time::Duration;
 
 use async_trait::async_trait;
+use http::HeaderMap;
 use k8s_openapi::api::autoscaling::v2::MetricSpec;
 use serde::de::DeserializeOwned;
 use url::Url;
 
 use self::monitoring::{Endpoint, Jsz, Target, Varz};
+use crate::authentication::HttpAuth;
 use crate::context::ScalerContext;
-use crate::error::{ScalerError, TriggerId, error_chain};
+use crate::error::{ScalerError, TriggerId};
+use crate::http_client::{self, HttpClient, HttpClientKey};
 use crate::metadata::{AUTH_METADATA, Param};
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target};
 use crate::pool::Held;
 use crate::scaler::{BuiltScaler, MetricsAndActivity, Scaler};
-use crate::tls::TlsSettings;
 
 const ACCOUNT: Param = Param::optional("account").order(AUTH_METADATA);
 const ACCOUNT_ID: Param = Param::optional("accountID").order(AUTH_METADATA);
@@ -105,26 +108,6 @@ impl NatsJetStreamConfig {
     }
 }
 
-/// What the HTTP client is shared by.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct MonitoringKey {
-    /// The monitoring endpoint.
-    pub endpoint: Endpoint,
-    /// Request timeout.
-    pub timeout: Duration,
-}
-
-fn http_client(key: &MonitoringKey) -> Result<reqwest::Client, String> {
-    let tls = TlsSettings::default()
-        .client_config()
-        .map_err(|e| e.to_string())?;
-    reqwest::Client::builder()
-        .timeout(key.timeout)
-        .tls_backend_preconfigured(tls)
-        .build()
-        .map_err(|e| error_chain(&e))
-}
-
 /// The consumer's leader as last found: its server name and its `/jsz`.
 #[derive(Clone, Debug, PartialEq)]
 struct Leader {
@@ -136,7 +119,7 @@ struct Leader {
 pub struct NatsJetStreamScaler {
     config: NatsJetStreamConfig,
     trigger: TriggerId,
-    client: Held<MonitoringKey, reqwest::Client>,
+    client: Held<HttpClientKey, HttpClient>,
     /// Only ever replaced whole, after the requests of a read, so a read dropped half-way
     /// leaves it as it was.
     leader: std::sync::Mutex<Option<Leader>>,
@@ -149,20 +132,17 @@ impl NatsJetStreamScaler {
     /// Invalid metadata; the HTTP client cannot be built.
     pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
         let config = NatsJetStreamConfig::parse(ctx)?;
-        let key = MonitoringKey {
-            endpoint: config.endpoint.clone(),
+        let varz = config.endpoint.varz().map_err(|e| ScalerError::Connect {
+            trigger: ctx.trigger_id(),
+            target: format!("NATS monitoring at {}", config.endpoint.base()),
+            source: e.into(),
+        })?;
+        let key = HttpClientKey {
+            origin: http_client::origin(&varz),
+            auth: HttpAuth::default(),
             timeout: config.timeout,
         };
-        let lease = ctx
-            .clients
-            .pool::<MonitoringKey, reqwest::Client>()
-            .get_or_connect(key.clone(), || async { http_client(&key) })
-            .await
-            .map_err(|e| ScalerError::Connect {
-                trigger: ctx.trigger_id(),
-                target: format!("NATS monitoring at {}", config.endpoint.base()),
-                source: e.into(),
-            })?;
+        let lease = http_client::lease(ctx, key).await?;
         Ok(Self {
             config,
             trigger: ctx.trigger_id(),
@@ -258,7 +238,7 @@ impl NatsJetStreamScaler {
 
     /// Asks every node of the cluster, in KEDA's order, until one reports that it leads the
     /// consumer; returns it and its answer.
-    async fn find_leader(&self, client: &reqwest::Client) -> Result<(Leader, Jsz), ScalerError> {
+    async fn find_leader(&self, client: &HttpClient) -> Result<(Leader, Jsz), ScalerError> {
         let target = &self.config.target;
         let endpoint = &self.config.endpoint;
         let varz_url = endpoint.varz().map_err(|e| self.query_error(e))?;
@@ -308,21 +288,11 @@ impl NatsJetStreamScaler {
 }
 
 /// GETs `url` and decodes its JSON body.
-async fn get_json<T: DeserializeOwned>(client: &reqwest::Client, url: &Url) -> Result<T, String> {
-    let response = client
-        .get(url.clone())
-        .send()
+async fn get_json<T: DeserializeOwned>(client: &HttpClient, url: &Url) -> Result<T, String> {
+    let body = client
+        .get(url.clone(), &HeaderMap::new())
         .await
-        .map_err(|e| format!("GET {url}: {}", error_chain(&e.without_url())))?;
-    let status = response.status();
-    let body = response
-        .bytes()
-        .await
-        .map_err(|e| format!("GET {url}: {}", error_chain(&e.without_url())))?;
-    if !status.is_success() {
-        let text: String = String::from_utf8_lossy(&body).chars().take(200).collect();
-        return Err(format!("GET {url}: HTTP {status}: {}", text.trim()));
-    }
+        .map_err(|e| format!("GET {url}: {e}"))?;
     serde_json::from_slice(&body)
         .map_err(|e| format!("GET {url}: the answer is not the monitoring JSON expected: {e}"))
 }
