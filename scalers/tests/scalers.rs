@@ -4,6 +4,7 @@
 
 mod common;
 mod kafka;
+mod mysql;
 mod nats_jetstream;
 mod postgresql;
 
@@ -27,6 +28,7 @@ fn every_builtin_type_is_documented_with_an_example_that_parses() {
             "kafka",
             "memory",
             "metrics-api",
+            "mysql",
             "nats-jetstream",
             "postgresql",
             "prometheus",
@@ -54,7 +56,7 @@ async fn unknown_trigger_type_lists_the_known_ones() {
         .expect_err("unknown type");
     assert_eq!(
         err.to_string(),
-        "unknown trigger type \"foo\"; known types: cpu, cron, http, kafka, memory, metrics-api, nats-jetstream, postgresql, prometheus, rabbitmq, redis, redis-cluster, \
+        "unknown trigger type \"foo\"; known types: cpu, cron, http, kafka, memory, metrics-api, mysql, nats-jetstream, postgresql, prometheus, rabbitmq, redis, redis-cluster, \
          redis-cluster-streams, redis-sentinel, redis-sentinel-streams, redis-streams"
     );
 }

@@ -4,6 +4,7 @@ pub mod cron;
 pub mod http;
 pub mod kafka;
 pub mod metrics_api;
+pub mod mysql;
 pub mod nats_jetstream;
 pub mod postgresql;
 pub mod prometheus;
@@ -53,6 +54,11 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "metrics-api",
         Declared::new(metrics_api::build, metrics_api::PARAMS)
             .with_check(|ctx| metrics_api::MetricsApiConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "mysql",
+        Declared::new(mysql::build, mysql::PARAMS)
+            .with_check(|ctx| mysql::MySqlConfig::parse(ctx).map(drop)),
     );
     registry.register(
         "nats-jetstream",

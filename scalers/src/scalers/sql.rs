@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use crate::error::{ScalerError, TriggerId, error_chain};
+use crate::error::{MetadataError, MetadataErrorKind, ScalerError, TriggerId, error_chain};
+use crate::metadata::{MetadataParser, Param};
 use crate::scalers::rabbitmq::url::anonymize;
 
 /// Bound of opening a connection (and of waiting for a free pooled one).
@@ -88,6 +89,29 @@ pub fn answer_error(trigger: &TriggerId, server: &str, message: String) -> Scale
         trigger: trigger.clone(),
         message: format!("{message} (on {server})"),
     }
+}
+
+/// KEDA's rule for `targetQueryValue` (and MySQL's `queryValue`): required and not 0, unless
+/// the trigger only feeds `scalingModifiers`; also more than 0 here, since the HPA rejects
+/// other targets.
+pub fn target_value(
+    p: &MetadataParser<'_>,
+    param: &Param,
+    as_metric_source: bool,
+) -> Result<f64, MetadataError> {
+    let Some(found) = p.find(param)? else {
+        if as_metric_source {
+            return Ok(0.0);
+        }
+        return Err(p.error(MetadataErrorKind::Missing {
+            param: param.name.to_string(),
+        }));
+    };
+    let value: f64 = p.parse(param, found)?;
+    if value <= 0.0 && !(as_metric_source && value == 0.0) {
+        return Err(p.invalid(param, found, "greater than 0"));
+    }
+    Ok(value)
 }
 
 #[cfg(test)]

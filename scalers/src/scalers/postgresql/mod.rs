@@ -20,11 +20,11 @@ use self::conninfo::ConnInfo;
 use self::tls::{RustlsConnect, SslMode};
 use super::sql::{
     Answer, CONNECT_TIMEOUT, DEFAULT_POOL_SIZE, QUERY_TIMEOUT, answer_error, query_error,
-    timeout_error,
+    target_value, timeout_error,
 };
 use crate::context::ScalerContext;
 use crate::error::{BoxError, ScalerError, TriggerId, error_chain};
-use crate::metadata::{AUTH_ENV, AUTH_METADATA, MetadataParser, Param};
+use crate::metadata::{AUTH_ENV, AUTH_METADATA, Param};
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target_milli};
 use crate::pool::Held;
 use crate::scaler::{BuiltScaler, MetricsAndActivity, Scaler};
@@ -290,29 +290,6 @@ pub struct PostgresConfig {
     pub metric_name: String,
     /// AverageValue or Value.
     pub metric_type: MetricTargetType,
-}
-
-/// KEDA's rule for `targetQueryValue` (and MySQL's `queryValue`): required and not 0, unless
-/// the trigger only feeds `scalingModifiers`; also more than 0 here, since the HPA rejects
-/// other targets.
-pub(super) fn target_value(
-    p: &MetadataParser<'_>,
-    param: &Param,
-    as_metric_source: bool,
-) -> Result<f64, crate::MetadataError> {
-    let Some(found) = p.find(param)? else {
-        if as_metric_source {
-            return Ok(0.0);
-        }
-        return Err(p.error(crate::MetadataErrorKind::Missing {
-            param: param.name.to_string(),
-        }));
-    };
-    let value: f64 = p.parse(param, found)?;
-    if value <= 0.0 && !(as_metric_source && value == 0.0) {
-        return Err(p.invalid(param, found, "greater than 0"));
-    }
-    Ok(value)
 }
 
 impl PostgresConfig {
