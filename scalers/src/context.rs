@@ -215,6 +215,32 @@ impl ScalerContext {
     }
 }
 
+/// A context for unit tests: trigger `index` of `trigger_type` with these metadata, resolved
+/// environment and TriggerAuthentication parameters.
+#[cfg(test)]
+pub(crate) fn test_context(
+    trigger_type: &str,
+    index: usize,
+    metadata: &[(&str, &str)],
+    env: &[(&str, &str)],
+    auth: &[(&str, &str)],
+) -> ScalerContext {
+    let map = |kv: &[(&str, &str)]| {
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    ScalerContext {
+        metadata: map(metadata),
+        resolved_env: map(env),
+        auth_params: auth
+            .iter()
+            .map(|(k, v)| (k.to_string(), Secret::new(*v)))
+            .collect(),
+        ..ScalerContext::new(trigger_type, index)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,6 +13,7 @@ pub mod redis;
 pub mod resource;
 pub mod sql;
 
+use self::sql::SqlDatabase;
 use crate::registry::{Declared, Registry};
 
 /// Registers every built-in trigger type, each with the parse-only check of its metadata. Keep
@@ -58,7 +59,7 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     registry.register(
         "mysql",
         Declared::new(mysql::build, mysql::PARAMS)
-            .with_check(|ctx| mysql::MySqlConfig::parse(ctx).map(drop)),
+            .with_check(|ctx| mysql::MySqlSettings::parse(ctx).map(drop)),
     );
     registry.register(
         "nats-jetstream",
@@ -68,7 +69,7 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     registry.register(
         "postgresql",
         Declared::new(postgresql::build, postgresql::PARAMS)
-            .with_check(|ctx| postgresql::PostgresConfig::parse(ctx).map(drop)),
+            .with_check(|ctx| postgresql::PgSettings::parse(ctx).map(drop)),
     );
     registry.register(
         "prometheus",

@@ -1,11 +1,23 @@
-//! What the SQL scalers (`postgresql`, `mysql`) share: their timeouts, the rule for what a
-//! query must return, and how errors are worded and scrubbed of credentials.
+//! What the SQL scalers (`postgresql`, `mysql`) share: the scaler itself ([`SqlScaler`], over
+//! a [`SqlDatabase`] each of them implements), their timeouts, the rule for what a query must
+//! return, and how errors are worded and scrubbed of credentials.
 
+use std::future::Future;
 use std::time::Duration;
 
-use crate::error::{MetadataError, MetadataErrorKind, ScalerError, TriggerId, error_chain};
+use async_trait::async_trait;
+use k8s_openapi::api::autoscaling::v2::MetricSpec;
+
+use crate::context::ScalerContext;
+use crate::error::{
+    BoxError, MetadataError, MetadataErrorKind, ScalerError, TriggerId, error_chain,
+};
 use crate::metadata::{MetadataParser, Param};
+use crate::metric::{MetricTargetType, external_metric_spec, metric_target_milli};
+use crate::pool::Held;
+use crate::scaler::{BuiltScaler, MetricsAndActivity, Scaler};
 use crate::scalers::rabbitmq::url::anonymize;
+use crate::secret::Secret;
 
 /// Bound of opening a connection (and of waiting for a free pooled one).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -61,7 +73,7 @@ impl Answer {
 
 /// A failed query of `trigger` against `server`, its cause scrubbed of credentials (URL user
 /// info and every one of `secrets`).
-pub fn query_error(
+fn query_error(
     trigger: &TriggerId,
     server: &str,
     error: &dyn std::error::Error,
@@ -75,7 +87,7 @@ pub fn query_error(
 }
 
 /// A query that ran out of `time`.
-pub fn timeout_error(trigger: &TriggerId, server: &str, time: Duration) -> ScalerError {
+fn timeout_error(trigger: &TriggerId, server: &str, time: Duration) -> ScalerError {
     ScalerError::Query {
         trigger: trigger.clone(),
         operation: format!("running the query (parameter \"query\") on {server}"),
@@ -84,11 +96,181 @@ pub fn timeout_error(trigger: &TriggerId, server: &str, time: Duration) -> Scale
 }
 
 /// An answer that is not one number.
-pub fn answer_error(trigger: &TriggerId, server: &str, message: String) -> ScalerError {
+fn answer_error(trigger: &TriggerId, server: &str, message: String) -> ScalerError {
     ScalerError::Unexpected {
         trigger: trigger.clone(),
         message: format!("{message} (on {server})"),
     }
+}
+
+/// Why a query gave no answer.
+#[derive(Debug)]
+pub enum QueryFailure {
+    /// No connection could be had, or the server refused the query; the cause, not yet
+    /// scrubbed of credentials.
+    Failed(BoxError),
+    /// The query ran out of time (and was stopped on the server).
+    TimedOut,
+}
+
+/// A database a SQL scaler asks: the connection settings of one trigger, which open the pool
+/// that every trigger with the same settings shares.
+pub trait SqlDatabase: Clone + Send + Sync + Sized + 'static {
+    /// The connections of one connection string.
+    type Pool: Send + Sync + 'static;
+
+    /// Parses the trigger.
+    ///
+    /// # Errors
+    /// A parameter is missing or malformed.
+    fn parse(ctx: &ScalerContext) -> Result<SqlQueryConfig<Self>, ScalerError>;
+
+    /// What pools are shared by: every setting, the password included.
+    fn key(&self) -> Secret;
+
+    /// The server for messages, e.g. `PostgreSQL at db:5432/jobs` (never credentials).
+    fn server(&self) -> &str;
+
+    /// What to scrub from messages besides URL user info (the password).
+    fn secrets(&self) -> Vec<&str>;
+
+    /// Opens the pool and one connection of it, so that a wrong address or password fails
+    /// when the trigger is built.
+    fn connect(&self) -> impl Future<Output = Result<Self::Pool, String>> + Send;
+
+    /// Runs `query` on a connection of `pool` and reads the first row; past `timeout` the
+    /// statement is stopped on the server.
+    fn query(
+        pool: &Self::Pool,
+        query: &str,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<Answer, QueryFailure>> + Send;
+}
+
+/// A parsed SQL trigger.
+#[derive(Clone, Debug)]
+pub struct SqlQueryConfig<D> {
+    /// Where to connect.
+    pub database: D,
+    /// The query; it must return one number.
+    pub query: String,
+    /// Target per replica (0 only when the trigger feeds `scalingModifiers`).
+    pub target: f64,
+    /// Active iff the value is above this.
+    pub activation: f64,
+    /// The metric's name.
+    pub metric_name: String,
+    /// AverageValue or Value.
+    pub metric_type: MetricTargetType,
+}
+
+/// A SQL scaler: the number `query` returns, from the pool shared by its connection settings.
+pub struct SqlScaler<D: SqlDatabase> {
+    config: SqlQueryConfig<D>,
+    trigger: TriggerId,
+    pool: Held<Secret, D::Pool>,
+    query_timeout: Duration,
+}
+
+impl<D: SqlDatabase> SqlScaler<D> {
+    /// Parses the trigger and leases the pool of its connection settings, connecting if it is
+    /// the first trigger with them.
+    ///
+    /// # Errors
+    /// Invalid metadata; the server cannot be reached or refuses the credentials.
+    pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
+        let config = D::parse(ctx)?;
+        let database = &config.database;
+        let lease = ctx
+            .clients
+            .pool::<Secret, D::Pool>()
+            .get_or_connect(database.key(), || database.connect())
+            .await
+            .map_err(|e| ScalerError::Connect {
+                trigger: ctx.trigger_id(),
+                target: database.server().to_string(),
+                source: anonymize(&e, &database.secrets()).into(),
+            })?;
+        Ok(Self {
+            trigger: ctx.trigger_id(),
+            pool: Held::new(lease),
+            config,
+            query_timeout: QUERY_TIMEOUT,
+        })
+    }
+
+    /// The parsed trigger.
+    pub fn config(&self) -> &SqlQueryConfig<D> {
+        &self.config
+    }
+
+    /// The same scaler with another bound on queries than [`QUERY_TIMEOUT`].
+    pub fn with_query_timeout(self, query_timeout: Duration) -> Self {
+        Self {
+            query_timeout,
+            ..self
+        }
+    }
+
+    /// The number the query returns now.
+    ///
+    /// # Errors
+    /// No connection can be had; the query fails, times out or does not return one number;
+    /// the scaler is closed.
+    pub async fn value(&self) -> Result<f64, ScalerError> {
+        let pool = self.pool.client().ok_or_else(|| ScalerError::Closed {
+            trigger: self.trigger.clone(),
+        })?;
+        let database = &self.config.database;
+        let server = database.server();
+        match D::query(&pool, &self.config.query, self.query_timeout).await {
+            Ok(answer) => answer
+                .number()
+                .map_err(|message| answer_error(&self.trigger, server, message)),
+            Err(QueryFailure::Failed(e)) => {
+                Err(query_error(&self.trigger, server, &*e, &database.secrets()))
+            }
+            Err(QueryFailure::TimedOut) => {
+                Err(timeout_error(&self.trigger, server, self.query_timeout))
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl<D: SqlDatabase> Scaler for SqlScaler<D> {
+    fn metric_specs(&self) -> Vec<MetricSpec> {
+        vec![external_metric_spec(
+            self.config.metric_name.clone(),
+            metric_target_milli(self.config.metric_type, self.config.target),
+        )]
+    }
+
+    async fn metrics_and_activity(
+        &self,
+        metric_name: &str,
+    ) -> Result<MetricsAndActivity, ScalerError> {
+        let value = self.value().await?;
+        Ok(MetricsAndActivity::single(
+            metric_name,
+            value,
+            self.config.activation,
+        ))
+    }
+
+    async fn close(&self) {
+        self.pool.release();
+    }
+}
+
+/// The factory of a SQL trigger type.
+///
+/// # Errors
+/// See [`SqlScaler::build`].
+pub async fn build<D: SqlDatabase>(ctx: ScalerContext) -> Result<BuiltScaler, ScalerError> {
+    Ok(BuiltScaler::Pull(Box::new(
+        SqlScaler::<D>::build(&ctx).await?,
+    )))
 }
 
 /// KEDA's rule for `targetQueryValue` (and MySQL's `queryValue`): required and not 0, unless

@@ -8,26 +8,22 @@
 
 pub mod dsn;
 
+use std::future::Future;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use k8s_openapi::api::autoscaling::v2::MetricSpec;
 use mysql_async::consts::ColumnType;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, OptsBuilder, Pool, PoolConstraints, PoolOpts, SslOpts, Value};
 
 use self::dsn::{Dsn, keda_db_name};
 use super::sql::{
-    Answer, CONNECT_TIMEOUT, DEFAULT_POOL_SIZE, QUERY_TIMEOUT, answer_error, query_error,
-    target_value, timeout_error,
+    self, Answer, CONNECT_TIMEOUT, DEFAULT_POOL_SIZE, QueryFailure, SqlDatabase, SqlQueryConfig,
+    SqlScaler, target_value,
 };
 use crate::context::ScalerContext;
-use crate::error::{ScalerError, TriggerId, error_chain};
+use crate::error::{ScalerError, error_chain};
 use crate::metadata::{AUTH_ENV, METADATA_AUTH, METADATA_AUTH_ENV, Param};
-use crate::metric::{MetricTargetType, external_metric_spec, metric_target_milli};
-use crate::pool::Held;
-use crate::scaler::{BuiltScaler, MetricsAndActivity, Scaler};
-use crate::scalers::rabbitmq::url::anonymize;
+use crate::scaler::BuiltScaler;
 use crate::secret::Secret;
 
 const CONNECTION_STRING: Param = Param::optional("connectionString").order(AUTH_ENV).secret();
@@ -233,9 +229,8 @@ impl MySqlSettings {
             .pool_opts(PoolOpts::default().with_constraints(constraints))
     }
 
-    /// Opens the pool and one connection of it, so a wrong address or password fails here.
     /// With `preferred` TLS, a server that offers none is connected to in plain text.
-    async fn connect(&self) -> Result<MySqlPool, String> {
+    async fn open(&self) -> Result<MySqlPool, String> {
         let attempt = |tls| async move {
             let pool = Pool::new(self.options(tls));
             let conn = tokio::time::timeout(CONNECT_TIMEOUT, pool.get_conn())
@@ -284,29 +279,17 @@ impl Drop for MySqlPool {
     }
 }
 
-/// The parsed trigger.
-#[derive(Clone, Debug)]
-pub struct MySqlConfig {
-    /// Where to connect.
-    pub settings: MySqlSettings,
-    /// The query; it must return one number.
-    pub query: String,
-    /// Target per replica.
-    pub query_value: f64,
-    /// Active iff the value is above this.
-    pub activation_query_value: f64,
-    /// `s<index>-mysql-<dbName>`, the name taken from the connection string as KEDA does.
-    pub metric_name: String,
-    /// AverageValue or Value.
-    pub metric_type: MetricTargetType,
-}
+/// The parsed `mysql` trigger; its metric is `s<index>-mysql-<dbName>`, the name taken from
+/// the connection string as KEDA takes it.
+pub type MySqlConfig = SqlQueryConfig<MySqlSettings>;
 
-impl MySqlConfig {
-    /// Parses the trigger.
-    ///
-    /// # Errors
-    /// A parameter is missing or malformed, or the connection string is.
-    pub fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
+/// A `mysql` scaler.
+pub type MySqlScaler = SqlScaler<MySqlSettings>;
+
+impl SqlDatabase for MySqlSettings {
+    type Pool = MySqlPool;
+
+    fn parse(ctx: &ScalerContext) -> Result<MySqlConfig, ScalerError> {
         let metric_type = ctx.external_metric_type()?;
         Ok(ctx.parse(|p| {
             let (settings, db_for_metric) = match p.get_opt::<Secret>(&CONNECTION_STRING)? {
@@ -328,19 +311,60 @@ impl MySqlConfig {
                 }
             };
             let _: Option<String> = p.get_opt(&METRIC_NAME)?;
-            Ok(Self {
-                settings,
+            Ok(SqlQueryConfig {
+                database: settings,
                 query: p.get(&QUERY)?,
-                query_value: target_value(p, &QUERY_VALUE, ctx.as_metric_source)?,
-                activation_query_value: p.get(&ACTIVATION_QUERY_VALUE)?,
+                target: target_value(p, &QUERY_VALUE, ctx.as_metric_source)?,
+                activation: p.get(&ACTIVATION_QUERY_VALUE)?,
                 metric_name: ctx.metric_name(&format!("mysql-{db_for_metric}")),
                 metric_type,
             })
         })?)
     }
 
+    fn key(&self) -> Secret {
+        self.key.clone()
+    }
+
+    fn server(&self) -> &str {
+        &self.server
+    }
+
     fn secrets(&self) -> Vec<&str> {
-        vec![self.settings.password.expose()]
+        vec![self.password.expose()]
+    }
+
+    fn connect(&self) -> impl Future<Output = Result<MySqlPool, String>> + Send {
+        self.open()
+    }
+
+    async fn query(
+        pool: &MySqlPool,
+        query: &str,
+        timeout: Duration,
+    ) -> Result<Answer, QueryFailure> {
+        let failed = |e: mysql_async::Error| QueryFailure::Failed(Box::new(e));
+        let mut conn = tokio::time::timeout(CONNECT_TIMEOUT, pool.pool.get_conn())
+            .await
+            .map_err(|_| {
+                QueryFailure::Failed(format!("no connection within {CONNECT_TIMEOUT:?}").into())
+            })?
+            .map_err(failed)?;
+        match tokio::time::timeout(timeout, first_answer(&mut conn, query)).await {
+            Ok(answer) => answer.map_err(failed),
+            Err(_) => {
+                // Stop the statement on the server from another connection; the pool then
+                // reads what is left of the interrupted one before it lends it again.
+                let id = conn.id();
+                let kill = async {
+                    let mut other = pool.pool.get_conn().await?;
+                    other.query_drop(format!("KILL QUERY {id}")).await
+                };
+                let _ = tokio::time::timeout(CONNECT_TIMEOUT, kill).await;
+                drop(conn);
+                Err(QueryFailure::TimedOut)
+            }
+        }
     }
 }
 
@@ -399,152 +423,25 @@ fn type_name(column_type: ColumnType) -> String {
         .to_string()
 }
 
-/// A `mysql` scaler.
-pub struct MySqlScaler {
-    config: MySqlConfig,
-    trigger: TriggerId,
-    pool: Held<Secret, MySqlPool>,
-    query_timeout: Duration,
-}
-
-impl MySqlScaler {
-    /// Parses the trigger and leases the pool of its connection settings, connecting if it is
-    /// the first trigger with them.
-    ///
-    /// # Errors
-    /// Invalid metadata; the server cannot be reached or refuses the credentials.
-    pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
-        let config = MySqlConfig::parse(ctx)?;
-        let settings = &config.settings;
-        let lease = ctx
-            .clients
-            .pool::<Secret, MySqlPool>()
-            .get_or_connect(settings.key.clone(), || settings.connect())
-            .await
-            .map_err(|e| ScalerError::Connect {
-                trigger: ctx.trigger_id(),
-                target: settings.server.clone(),
-                source: anonymize(&e, &config.secrets()).into(),
-            })?;
-        Ok(Self {
-            trigger: ctx.trigger_id(),
-            pool: Held::new(lease),
-            config,
-            query_timeout: QUERY_TIMEOUT,
-        })
-    }
-
-    /// The same scaler with another bound on queries than [`QUERY_TIMEOUT`].
-    pub fn with_query_timeout(self, query_timeout: Duration) -> Self {
-        Self {
-            query_timeout,
-            ..self
-        }
-    }
-
-    /// The number the query returns now.
-    ///
-    /// # Errors
-    /// No connection can be had; the query fails, times out or does not return one number;
-    /// the scaler is closed.
-    pub async fn value(&self) -> Result<f64, ScalerError> {
-        let pool = self.pool.client().ok_or_else(|| ScalerError::Closed {
-            trigger: self.trigger.clone(),
-        })?;
-        let server = &self.config.settings.server;
-        let secrets = self.config.secrets();
-        let fail = |e: &dyn std::error::Error| query_error(&self.trigger, server, e, &secrets);
-        let mut conn = tokio::time::timeout(CONNECT_TIMEOUT, pool.pool.get_conn())
-            .await
-            .map_err(|_| {
-                fail(&std::io::Error::other(format!(
-                    "no connection within {CONNECT_TIMEOUT:?}"
-                )))
-            })?
-            .map_err(|e| fail(&e))?;
-        let answer = tokio::time::timeout(
-            self.query_timeout,
-            first_answer(&mut conn, &self.config.query),
-        )
-        .await;
-        match answer {
-            Ok(Ok(answer)) => answer
-                .number()
-                .map_err(|message| answer_error(&self.trigger, server, message)),
-            Ok(Err(e)) => Err(fail(&e)),
-            Err(_) => {
-                // Stop the statement on the server from another connection; the pool then
-                // reads what is left of the interrupted one before it lends it again.
-                let id = conn.id();
-                let kill = async {
-                    let mut other = pool.pool.get_conn().await?;
-                    other.query_drop(format!("KILL QUERY {id}")).await
-                };
-                let _ = tokio::time::timeout(CONNECT_TIMEOUT, kill).await;
-                drop(conn);
-                Err(timeout_error(&self.trigger, server, self.query_timeout))
-            }
-        }
-    }
-}
-
-#[async_trait]
-impl Scaler for MySqlScaler {
-    fn metric_specs(&self) -> Vec<MetricSpec> {
-        vec![external_metric_spec(
-            self.config.metric_name.clone(),
-            metric_target_milli(self.config.metric_type, self.config.query_value),
-        )]
-    }
-
-    async fn metrics_and_activity(
-        &self,
-        metric_name: &str,
-    ) -> Result<MetricsAndActivity, ScalerError> {
-        let value = self.value().await?;
-        Ok(MetricsAndActivity::single(
-            metric_name,
-            value,
-            self.config.activation_query_value,
-        ))
-    }
-
-    async fn close(&self) {
-        self.pool.release();
-    }
-}
-
 /// Factory of `mysql`.
 ///
 /// # Errors
-/// See [`MySqlScaler::build`].
+/// See [`SqlScaler::build`].
 pub async fn build(ctx: ScalerContext) -> Result<BuiltScaler, ScalerError> {
-    Ok(BuiltScaler::Pull(Box::new(MySqlScaler::build(&ctx).await?)))
+    sql::build::<MySqlSettings>(ctx).await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metric::metric_target_milli;
 
     fn ctx(
         metadata: &[(&str, &str)],
         env: &[(&str, &str)],
         auth: &[(&str, &str)],
     ) -> ScalerContext {
-        let map = |kv: &[(&str, &str)]| {
-            kv.iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect()
-        };
-        ScalerContext {
-            metadata: map(metadata),
-            resolved_env: map(env),
-            auth_params: auth
-                .iter()
-                .map(|(k, v)| (k.to_string(), Secret::new(*v)))
-                .collect(),
-            ..ScalerContext::new("mysql", 2)
-        }
+        crate::context::test_context("mysql", 2, metadata, env, auth)
     }
 
     const QUERY_META: &[(&str, &str)] = &[("query", "SELECT 1"), ("queryValue", "1.5")];
@@ -553,7 +450,7 @@ mod tests {
     fn the_metric_is_named_after_the_database_as_keda_names_it() {
         // (connection string or parts, metric name)
         let from_dsn = |dsn: &str| {
-            MySqlConfig::parse(&ctx(QUERY_META, &[], &[("connectionString", dsn)]))
+            MySqlSettings::parse(&ctx(QUERY_META, &[], &[("connectionString", dsn)]))
                 .unwrap()
                 .metric_name
         };
@@ -563,7 +460,7 @@ mod tests {
             from_dsn("u:p@tcp(db:3306)/stats?tls=skip-verify&time_zone=%27%2B00:00%27"),
             "s2-mysql-stats?tls=skip-verify&time_zone=-27-2B00-00-27"
         );
-        let parts = MySqlConfig::parse(&ctx(
+        let parts = MySqlSettings::parse(&ctx(
             &[
                 QUERY_META,
                 &[
@@ -579,9 +476,9 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(parts.metric_name, "s2-mysql-jobs-v1");
-        assert_eq!(parts.settings.server, "MySQL at db:3307/jobs.v1");
-        assert_eq!(parts.settings.password.expose(), "p");
-        let target = metric_target_milli(parts.metric_type, parts.query_value);
+        assert_eq!(parts.database.server, "MySQL at db:3307/jobs.v1");
+        assert_eq!(parts.database.password.expose(), "p");
+        let target = metric_target_milli(parts.metric_type, parts.target);
         assert_eq!(target.average_value.map(|q| q.0), Some("1500m".to_string()));
     }
 
@@ -638,7 +535,7 @@ mod tests {
             ),
         ];
         for (metadata, auth, expected) in rows {
-            let err = MySqlConfig::parse(&ctx(&metadata, &[], &auth)).unwrap_err();
+            let err = MySqlSettings::parse(&ctx(&metadata, &[], &auth)).unwrap_err();
             assert_eq!(err.to_string(), expected);
             assert!(!err.to_string().contains("s3cret"));
         }
@@ -646,7 +543,7 @@ mod tests {
 
     #[test]
     fn credentials_come_from_env_and_auth() {
-        let c = MySqlConfig::parse(&ctx(
+        let c = MySqlSettings::parse(&ctx(
             &[
                 QUERY_META,
                 &[
@@ -661,14 +558,14 @@ mod tests {
             &[],
         ))
         .unwrap();
-        assert_eq!(c.settings.user, "app");
-        assert_eq!(c.settings.password.expose(), "pw");
-        let from_env = MySqlConfig::parse(&ctx(
+        assert_eq!(c.database.user, "app");
+        assert_eq!(c.database.password.expose(), "pw");
+        let from_env = MySqlSettings::parse(&ctx(
             &[QUERY_META, &[("connectionStringFromEnv", "DSN")]].concat(),
             &[("DSN", "a:b@tcp(db:1)/z")],
             &[],
         ))
         .unwrap();
-        assert_eq!(from_env.settings.port, 1);
+        assert_eq!(from_env.database.port, 1);
     }
 }

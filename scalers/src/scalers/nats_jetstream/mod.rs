@@ -340,17 +340,7 @@ mod tests {
     use super::*;
 
     fn ctx(metadata: &[(&str, &str)], auth: &[(&str, &str)]) -> ScalerContext {
-        ScalerContext {
-            metadata: metadata
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            auth_params: auth
-                .iter()
-                .map(|(k, v)| (k.to_string(), crate::Secret::new(*v)))
-                .collect(),
-            ..ScalerContext::new("nats-jetstream", 2)
-        }
+        crate::context::test_context("nats-jetstream", 2, metadata, &[], auth)
     }
 
     const BASE: &[(&str, &str)] = &[

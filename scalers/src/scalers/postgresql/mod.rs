@@ -8,27 +8,23 @@
 pub mod conninfo;
 pub mod tls;
 
+use std::future::Future;
 use std::str::FromStr;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use futures::TryStreamExt;
-use k8s_openapi::api::autoscaling::v2::MetricSpec;
 use tokio_postgres::types::{FromSql, ToSql, Type};
 
 use self::conninfo::ConnInfo;
 use self::tls::{RustlsConnect, SslMode};
 use super::sql::{
-    Answer, CONNECT_TIMEOUT, DEFAULT_POOL_SIZE, QUERY_TIMEOUT, answer_error, query_error,
-    target_value, timeout_error,
+    self, Answer, CONNECT_TIMEOUT, DEFAULT_POOL_SIZE, QueryFailure, SqlDatabase, SqlQueryConfig,
+    SqlScaler, target_value,
 };
 use crate::context::ScalerContext;
-use crate::error::{BoxError, ScalerError, TriggerId, error_chain};
+use crate::error::{BoxError, ScalerError, error_chain};
 use crate::metadata::{AUTH_ENV, AUTH_METADATA, Param};
-use crate::metric::{MetricTargetType, external_metric_spec, metric_target_milli};
-use crate::pool::Held;
-use crate::scaler::{BuiltScaler, MetricsAndActivity, Scaler};
-use crate::scalers::rabbitmq::url::anonymize;
+use crate::scaler::BuiltScaler;
 use crate::secret::Secret;
 use crate::tls::TlsSettings;
 
@@ -232,8 +228,7 @@ impl PgSettings {
         Ok(RustlsConnect::new(config))
     }
 
-    /// Opens the pool and one connection of it, so a wrong address or password fails here.
-    async fn connect(&self) -> Result<PgPool, String> {
+    async fn open(&self) -> Result<PgPool, String> {
         let tls = self.tls().await?;
         let manager = deadpool_postgres::Manager::from_config(
             self.config.clone(),
@@ -275,29 +270,16 @@ pub struct PgPool {
     tls: RustlsConnect,
 }
 
-/// The parsed trigger.
-#[derive(Clone, Debug)]
-pub struct PostgresConfig {
-    /// Where to connect.
-    pub settings: PgSettings,
-    /// The query; it must return one number.
-    pub query: String,
-    /// Target per replica (0 only when the trigger feeds `scalingModifiers`).
-    pub target_query_value: f64,
-    /// Active iff the value is above this.
-    pub activation_target_query_value: f64,
-    /// `s<index>-postgresql`.
-    pub metric_name: String,
-    /// AverageValue or Value.
-    pub metric_type: MetricTargetType,
-}
+/// The parsed `postgresql` trigger.
+pub type PostgresConfig = SqlQueryConfig<PgSettings>;
 
-impl PostgresConfig {
-    /// Parses the trigger.
-    ///
-    /// # Errors
-    /// A parameter is missing or malformed, or the connection string is.
-    pub fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
+/// A `postgresql` scaler.
+pub type PostgresScaler = SqlScaler<PgSettings>;
+
+impl SqlDatabase for PgSettings {
+    type Pool = PgPool;
+
+    fn parse(ctx: &ScalerContext) -> Result<PostgresConfig, ScalerError> {
         let metric_type = ctx.external_metric_type()?;
         Ok(ctx.parse(|p| {
             let (info, origin) = match p.get_opt::<Secret>(&CONNECTION)? {
@@ -322,17 +304,57 @@ impl PostgresConfig {
                     )
                 }
             };
-            let settings =
-                PgSettings::new(info).map_err(|why| p.rule(format!("{origin}: {why}")))?;
-            Ok(Self {
-                settings,
+            Ok(SqlQueryConfig {
+                database: PgSettings::new(info)
+                    .map_err(|why| p.rule(format!("{origin}: {why}")))?,
                 query: p.get(&QUERY)?,
-                target_query_value: target_value(p, &TARGET_QUERY_VALUE, ctx.as_metric_source)?,
-                activation_target_query_value: p.get(&ACTIVATION_TARGET_QUERY_VALUE)?,
+                target: target_value(p, &TARGET_QUERY_VALUE, ctx.as_metric_source)?,
+                activation: p.get(&ACTIVATION_TARGET_QUERY_VALUE)?,
                 metric_name: ctx.metric_name("postgresql"),
                 metric_type,
             })
         })?)
+    }
+
+    fn key(&self) -> Secret {
+        self.info.clone()
+    }
+
+    fn server(&self) -> &str {
+        &self.server
+    }
+
+    fn secrets(&self) -> Vec<&str> {
+        self.config
+            .get_password()
+            .and_then(|p| std::str::from_utf8(p).ok())
+            .into_iter()
+            .collect()
+    }
+
+    fn connect(&self) -> impl Future<Output = Result<PgPool, String>> + Send {
+        self.open()
+    }
+
+    async fn query(pool: &PgPool, query: &str, timeout: Duration) -> Result<Answer, QueryFailure> {
+        let client = pool
+            .pool
+            .get()
+            .await
+            .map_err(|e| QueryFailure::Failed(Box::new(e)))?;
+        match tokio::time::timeout(timeout, first_answer(&client, query)).await {
+            Ok(answer) => answer.map_err(|e| QueryFailure::Failed(Box::new(e))),
+            Err(_) => {
+                // Stop the statement on the server, then close this connection rather than
+                // hand it to the next query.
+                let cancel = client.cancel_token();
+                let _ =
+                    tokio::time::timeout(CONNECT_TIMEOUT, cancel.cancel_query(pool.tls.clone()))
+                        .await;
+                drop(deadpool_postgres::Object::take(client));
+                Err(QueryFailure::TimedOut)
+            }
+        }
     }
 }
 
@@ -423,160 +445,25 @@ async fn first_answer(
     })
 }
 
-/// A `postgresql` scaler.
-pub struct PostgresScaler {
-    config: PostgresConfig,
-    trigger: TriggerId,
-    pool: Held<Secret, PgPool>,
-    query_timeout: Duration,
-}
-
-impl PostgresScaler {
-    /// Parses the trigger and leases the pool of its connection settings, connecting if it is
-    /// the first trigger with them.
-    ///
-    /// # Errors
-    /// Invalid metadata; the server cannot be reached or refuses the credentials.
-    pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
-        let config = PostgresConfig::parse(ctx)?;
-        let settings = &config.settings;
-        let lease = ctx
-            .clients
-            .pool::<Secret, PgPool>()
-            .get_or_connect(settings.info.clone(), || settings.connect())
-            .await
-            .map_err(|e| ScalerError::Connect {
-                trigger: ctx.trigger_id(),
-                target: settings.server.clone(),
-                source: anonymize(&e, &config.secrets()).into(),
-            })?;
-        Ok(Self {
-            trigger: ctx.trigger_id(),
-            pool: Held::new(lease),
-            config,
-            query_timeout: QUERY_TIMEOUT,
-        })
-    }
-
-    /// The same scaler with another bound on queries than [`QUERY_TIMEOUT`].
-    pub fn with_query_timeout(self, query_timeout: Duration) -> Self {
-        Self {
-            query_timeout,
-            ..self
-        }
-    }
-
-    /// The number the query returns now.
-    ///
-    /// # Errors
-    /// No connection can be had; the query fails, times out or does not return one number;
-    /// the scaler is closed.
-    pub async fn value(&self) -> Result<f64, ScalerError> {
-        let pool = self.pool.client().ok_or_else(|| ScalerError::Closed {
-            trigger: self.trigger.clone(),
-        })?;
-        let server = &self.config.settings.server;
-        let secrets = self.config.secrets();
-        let client = pool
-            .pool
-            .get()
-            .await
-            .map_err(|e| query_error(&self.trigger, server, &e, &secrets))?;
-        match tokio::time::timeout(
-            self.query_timeout,
-            first_answer(&client, &self.config.query),
-        )
-        .await
-        {
-            Ok(Ok(answer)) => answer
-                .number()
-                .map_err(|message| answer_error(&self.trigger, server, message)),
-            Ok(Err(e)) => Err(query_error(&self.trigger, server, &e, &secrets)),
-            Err(_) => {
-                // Stop the statement on the server, then close this connection rather than
-                // hand it to the next query.
-                let cancel = client.cancel_token();
-                let _ =
-                    tokio::time::timeout(CONNECT_TIMEOUT, cancel.cancel_query(pool.tls.clone()))
-                        .await;
-                drop(deadpool_postgres::Object::take(client));
-                Err(timeout_error(&self.trigger, server, self.query_timeout))
-            }
-        }
-    }
-}
-
-impl PostgresConfig {
-    /// The password, to scrub from messages.
-    fn secrets(&self) -> Vec<&str> {
-        self.settings
-            .config
-            .get_password()
-            .map_or_else(Vec::new, |p| {
-                std::str::from_utf8(p).map(|p| vec![p]).unwrap_or_default()
-            })
-    }
-}
-
-#[async_trait]
-impl Scaler for PostgresScaler {
-    fn metric_specs(&self) -> Vec<MetricSpec> {
-        vec![external_metric_spec(
-            self.config.metric_name.clone(),
-            metric_target_milli(self.config.metric_type, self.config.target_query_value),
-        )]
-    }
-
-    async fn metrics_and_activity(
-        &self,
-        metric_name: &str,
-    ) -> Result<MetricsAndActivity, ScalerError> {
-        let value = self.value().await?;
-        Ok(MetricsAndActivity::single(
-            metric_name,
-            value,
-            self.config.activation_target_query_value,
-        ))
-    }
-
-    async fn close(&self) {
-        self.pool.release();
-    }
-}
-
 /// Factory of `postgresql`.
 ///
 /// # Errors
-/// See [`PostgresScaler::build`].
+/// See [`SqlScaler::build`].
 pub async fn build(ctx: ScalerContext) -> Result<BuiltScaler, ScalerError> {
-    Ok(BuiltScaler::Pull(Box::new(
-        PostgresScaler::build(&ctx).await?,
-    )))
+    sql::build::<PgSettings>(ctx).await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metric::metric_target_milli;
 
     fn ctx(
         metadata: &[(&str, &str)],
         env: &[(&str, &str)],
         auth: &[(&str, &str)],
     ) -> ScalerContext {
-        let map = |kv: &[(&str, &str)]| {
-            kv.iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect()
-        };
-        ScalerContext {
-            metadata: map(metadata),
-            resolved_env: map(env),
-            auth_params: auth
-                .iter()
-                .map(|(k, v)| (k.to_string(), Secret::new(*v)))
-                .collect(),
-            ..ScalerContext::new("postgresql", 1)
-        }
+        crate::context::test_context("postgresql", 1, metadata, env, auth)
     }
 
     const QUERY_META: &[(&str, &str)] = &[("query", "SELECT 1"), ("targetQueryValue", "2.5")];
@@ -595,24 +482,23 @@ mod tests {
             ],
         ]
         .concat();
-        let config =
-            PostgresConfig::parse(&ctx(&params, &[("PG_PASSWORD", "s3cret")], &[])).unwrap();
-        let c = &config.settings.config;
+        let config = PgSettings::parse(&ctx(&params, &[("PG_PASSWORD", "s3cret")], &[])).unwrap();
+        let c = &config.database.config;
         assert_eq!(c.get_user(), Some("app"));
         assert_eq!(c.get_dbname(), Some("jobs"));
         assert_eq!(c.get_ports(), &[6432]);
         assert_eq!(c.get_password(), Some(&b"s3cret"[..]));
-        assert_eq!(config.settings.ssl_mode, SslMode::Disable);
-        assert_eq!(config.settings.server, "PostgreSQL at db.svc:6432/jobs");
+        assert_eq!(config.database.ssl_mode, SslMode::Disable);
+        assert_eq!(config.database.server, "PostgreSQL at db.svc:6432/jobs");
         assert_eq!(config.metric_name, "s1-postgresql");
-        let target = metric_target_milli(config.metric_type, config.target_query_value);
+        let target = metric_target_milli(config.metric_type, config.target);
         assert_eq!(target.average_value.map(|q| q.0), Some("2500m".to_string()));
-        assert_eq!(config.activation_target_query_value, 0.0);
+        assert_eq!(config.activation, 0.0);
     }
 
     #[test]
     fn connection_strings_come_from_auth_or_env_never_metadata() {
-        let from_env = PostgresConfig::parse(&ctx(
+        let from_env = PgSettings::parse(&ctx(
             &[QUERY_META, &[("connectionFromEnv", "PG")]].concat(),
             &[(
                 "PG",
@@ -621,13 +507,13 @@ mod tests {
             &[],
         ))
         .unwrap();
-        assert_eq!(from_env.settings.ssl_mode, SslMode::VerifyFull);
-        assert_eq!(from_env.settings.config.get_ports(), &[5433]);
+        assert_eq!(from_env.database.ssl_mode, SslMode::VerifyFull);
+        assert_eq!(from_env.database.config.get_ports(), &[5433]);
         assert_eq!(
-            from_env.settings.config.get_options(),
+            from_env.database.config.get_options(),
             Some("-c search_path=jobs")
         );
-        let from_auth = PostgresConfig::parse(&ctx(
+        let from_auth = PgSettings::parse(&ctx(
             QUERY_META,
             &[],
             &[(
@@ -636,9 +522,9 @@ mod tests {
             )],
         ))
         .unwrap();
-        assert_eq!(from_auth.settings.pool_size, 9);
-        assert_eq!(from_auth.settings.ssl_mode, SslMode::Prefer);
-        let err = PostgresConfig::parse(&ctx(
+        assert_eq!(from_auth.database.pool_size, 9);
+        assert_eq!(from_auth.database.ssl_mode, SslMode::Prefer);
+        let err = PgSettings::parse(&ctx(
             &[QUERY_META, &[("connection", "host=db")]].concat(),
             &[],
             &[],
@@ -720,7 +606,7 @@ mod tests {
             ),
         ];
         for (metadata, auth, expected) in rows {
-            let err = PostgresConfig::parse(&ctx(&metadata, &[], &auth)).unwrap_err();
+            let err = PgSettings::parse(&ctx(&metadata, &[], &auth)).unwrap_err();
             assert_eq!(err.to_string(), expected);
             assert!(!err.to_string().contains("s3cret"));
         }
@@ -730,7 +616,7 @@ mod tests {
     fn scaling_modifier_sources_need_no_target() {
         let mut c = ctx(&[("query", "SELECT 1")], &[], &[("connection", "host=db")]);
         c.as_metric_source = true;
-        assert_eq!(PostgresConfig::parse(&c).unwrap().target_query_value, 0.0);
+        assert_eq!(PgSettings::parse(&c).unwrap().target, 0.0);
     }
 
     #[test]
