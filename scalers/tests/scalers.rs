@@ -48,6 +48,34 @@ fn every_builtin_type_is_documented_with_an_example_that_parses() {
     }
 }
 
+#[test]
+fn every_documented_example_of_the_sql_and_nats_triggers_parses() {
+    let registry = Registry::builtin();
+    // Values a Secret would hold for the parameters the examples' TriggerAuthentications name.
+    let sample = |param: &str| match param {
+        "connection" => "postgres://keda:pw@postgres.db.svc:5432/billing?sslmode=require",
+        "connectionString" => "keda:pw@tcp(mysql.db.svc:3306)/mail",
+        "account" => "$G",
+        _ => "s3cret",
+    };
+    for trigger_type in ["mysql", "nats-jetstream", "postgresql"] {
+        let examples = common::documented_examples(trigger_type);
+        assert!(!examples.is_empty(), "{trigger_type}");
+        for (trigger, index, auth) in examples {
+            let mut ctx = keda_scalers::ScalerContext::from_trigger(&trigger, index);
+            for param in auth {
+                let value = keda_scalers::Secret::new(sample(&param));
+                ctx.auth_params.insert(param, value);
+            }
+            let checked = registry.check(&ctx).expect("a parse-only check");
+            assert!(
+                checked.is_ok(),
+                "docs/scalers/{trigger_type}.md: {checked:?}"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn unknown_trigger_type_lists_the_known_ones() {
     let err = Registry::builtin()

@@ -115,6 +115,60 @@ pub fn documented_trigger(trigger_type: &str) -> (keda_api::ScaleTrigger, usize)
     (trigger, index)
 }
 
+/// Every ScaledObject example on the page of `trigger_type`: each trigger of that type with
+/// its index, and the parameters the TriggerAuthentication it names (on the same page)
+/// provides.
+pub fn documented_examples(
+    trigger_type: &str,
+) -> Vec<(keda_api::ScaleTrigger, usize, Vec<String>)> {
+    let page = std::fs::read_to_string(docs_dir().join(format!("scalers/{trigger_type}.md")))
+        .unwrap_or_else(|e| panic!("docs/scalers/{trigger_type}.md: {e}"));
+    let docs = yaml_documents(&page);
+    let auth_params = |name: &str| -> Vec<String> {
+        docs.iter()
+            .filter(|d| d["kind"].as_str() == Some("TriggerAuthentication"))
+            .filter(|d| d["metadata"]["name"].as_str() == Some(name))
+            .flat_map(|d| {
+                d["spec"]["secretTargetRef"]
+                    .as_sequence()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .filter_map(|r| r["parameter"].as_str().map(str::to_string))
+            .collect()
+    };
+    let mut examples = Vec::new();
+    for object in docs
+        .iter()
+        .filter(|d| d["kind"].as_str() == Some("ScaledObject"))
+    {
+        let triggers = object["spec"]["triggers"]
+            .as_sequence()
+            .cloned()
+            .unwrap_or_default();
+        for (index, trigger) in triggers.iter().enumerate() {
+            if trigger["type"].as_str() != Some(trigger_type) {
+                continue;
+            }
+            let params = match trigger["authenticationRef"]["name"].as_str() {
+                Some(name) => {
+                    let params = auth_params(name);
+                    assert!(
+                        !params.is_empty(),
+                        "docs/scalers/{trigger_type}.md: TriggerAuthentication {name} is not on the page"
+                    );
+                    params
+                }
+                None => Vec::new(),
+            };
+            let trigger: keda_api::ScaleTrigger = serde_yaml::from_value(trigger.clone())
+                .expect("the trigger deserializes as KEDA's");
+            examples.push((trigger, index, params));
+        }
+    }
+    examples
+}
+
 /// Every parameter the registry declares for `trigger_type` is named (in backticks) in its
 /// docs.
 pub fn assert_parameters_documented(registry: &Registry, trigger_type: &str) {
