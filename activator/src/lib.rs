@@ -6,7 +6,8 @@
 //! `containerConcurrency` ([`balance`], [`target`]) over kept-alive connections
 //! ([`upstream`], [`wire`]), holds requests in a bounded queue while no pod is ready and wakes the
 //! operator at once ([`report`]), measures per-second concurrency and rate ([`stats`]) for the
-//! operator's `http` scaler, and answers errors in one place ([`error`]).
+//! operator's `http` scaler, and answers errors in one place ([`error`]). Its background tasks
+//! (the watches, the report stream) are restarted when they fail ([`supervise`]).
 
 pub mod balance;
 pub mod edge;
@@ -19,6 +20,7 @@ pub mod report;
 pub mod route;
 pub mod server;
 pub mod stats;
+pub mod supervise;
 pub mod target;
 pub mod targets;
 pub mod timed;

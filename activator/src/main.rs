@@ -11,6 +11,7 @@ use keda_activator::metrics::Metrics;
 use keda_activator::proxy::Proxy;
 use keda_activator::report::{self, ReporterConfig};
 use keda_activator::server::{self, Readiness};
+use keda_activator::supervise::{self, Health};
 use keda_activator::targets::Targets;
 use keda_activator::watch::{self, WatchConfig};
 use keda_scalers::scalers::http::GoDuration;
@@ -160,22 +161,37 @@ async fn main() -> anyhow::Result<()> {
         limits,
     ));
     let ready = Readiness::default();
+    let health = Health::new(supervise::UNHEALTHY_AFTER);
     let stop_watching = CancellationToken::new();
     let stop_proxy = CancellationToken::new();
     let stop_reporting = CancellationToken::new();
 
     let proxy_listener = server::bind(args.listen).await?.into_std()?;
     let admin_listener = server::bind(args.admin_listen).await?;
-    let watch_task = tokio::spawn(watch::run(
-        client,
-        WatchConfig {
-            namespace: args.watch_namespace.clone(),
-            self_service: Some((args.pod_namespace.clone(), args.service.clone())),
-            pod_ip: args.pod_ip,
-        },
-        Arc::clone(&targets),
-        ready.clone(),
+    // A watch task that panics or ends is started again with fresh caches (`supervise`).
+    let watch_config = WatchConfig {
+        namespace: args.watch_namespace.clone(),
+        self_service: Some((args.pod_namespace.clone(), args.service.clone())),
+        pod_ip: args.pod_ip,
+    };
+    let watch_task = tokio::spawn(supervise::supervise(
+        "watch",
+        Arc::clone(&health),
+        Arc::clone(&metrics),
         stop_watching.clone(),
+        {
+            let (targets, ready, stop) =
+                (Arc::clone(&targets), ready.clone(), stop_watching.clone());
+            move || {
+                watch::run(
+                    client.clone(),
+                    watch_config.clone(),
+                    Arc::clone(&targets),
+                    ready.clone(),
+                    stop.clone(),
+                )
+            }
+        },
     ));
     let report_tls = if args.operator_url.scheme_str() == Some("https") {
         let files = report::TlsFiles {
@@ -205,6 +221,7 @@ async fn main() -> anyhow::Result<()> {
     let admin_task = tokio::spawn(server::serve_admin(
         admin_listener,
         ready.clone(),
+        Arc::clone(&health),
         Arc::clone(&metrics),
         stop_reporting.clone(),
     ));

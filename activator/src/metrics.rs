@@ -17,6 +17,11 @@ struct TargetLabels {
     scaledobject: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TaskLabels {
+    task: String,
+}
+
 type HistogramFamily = Family<TargetLabels, Histogram, fn() -> Histogram>;
 
 fn latency_histogram() -> Histogram {
@@ -50,6 +55,8 @@ pub struct Metrics {
     /// Connections closed because a write to the client made no progress for
     /// `--write-timeout`.
     pub write_timeouts: Counter,
+    task_failures: Family<TaskLabels, Counter>,
+    task_failing: Family<TaskLabels, Gauge>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -127,6 +134,8 @@ impl Metrics {
         let header_read_timeouts = Counter::default();
         let idle_timeouts = Counter::default();
         let write_timeouts = Counter::default();
+        let task_failures = Family::default();
+        let task_failing = Family::default();
         registry.register("requests", "Requests routed to a target", requests.clone());
         registry.register(
             "held_requests",
@@ -203,6 +212,16 @@ impl Metrics {
             "Connections closed because a write to the client made no progress for --write-timeout",
             write_timeouts.clone(),
         );
+        registry.register(
+            "task_failures",
+            "Times a background task (watch, report) panicked, failed or ended and was restarted",
+            task_failures.clone(),
+        );
+        registry.register(
+            "task_failing",
+            "1 while a background task is failing (from a failure until it has run 10 s without one)",
+            task_failing.clone(),
+        );
         Self {
             registry,
             requests,
@@ -221,7 +240,21 @@ impl Metrics {
             header_read_timeouts,
             idle_timeouts,
             write_timeouts,
+            task_failures,
+            task_failing,
         }
+    }
+
+    /// The failure counter of background task `task` ([`crate::supervise`]).
+    pub fn task_failures(&self, task: &str) -> Counter {
+        let labels = TaskLabels { task: task.into() };
+        self.task_failures.get_or_create(&labels).clone()
+    }
+
+    /// The "failing now" gauge of background task `task` ([`crate::supervise`]).
+    pub fn task_failing(&self, task: &str) -> Gauge {
+        let labels = TaskLabels { task: task.into() };
+        self.task_failing.get_or_create(&labels).clone()
     }
 
     /// The handles of `key`'s target.

@@ -25,6 +25,7 @@ use crate::edge::Stream;
 use crate::front::{self, Rewound};
 use crate::metrics::SharedMetrics;
 use crate::proxy::{Peer, Proxy};
+use crate::supervise::Health;
 use crate::timed::{Activity, Timed, Tracked};
 
 /// Serves `proxy` on `listener` until `shutdown`, then stops accepting, lets open connections
@@ -227,14 +228,19 @@ fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
     response
 }
 
-/// The admin endpoints.
+/// The admin endpoints. `/healthz` fails (503, naming the task) while a background task has
+/// been failing for longer than its grace period ([`Health::check`]).
 pub fn admin_response(
     path: &str,
     ready: &Readiness,
+    health: &Health,
     metrics: &SharedMetrics,
 ) -> Response<Full<Bytes>> {
     match path {
-        "/healthz" => text(StatusCode::OK, "ok"),
+        "/healthz" => match health.check() {
+            Ok(()) => text(StatusCode::OK, "ok"),
+            Err(report) => text(StatusCode::SERVICE_UNAVAILABLE, report),
+        },
         "/readyz" if ready.get() => text(StatusCode::OK, "ready"),
         "/readyz" => text(StatusCode::SERVICE_UNAVAILABLE, "not ready"),
         "/metrics" => {
@@ -255,6 +261,7 @@ pub fn admin_response(
 pub async fn serve_admin(
     listener: TcpListener,
     ready: Readiness,
+    health: Arc<Health>,
     metrics: SharedMetrics,
     shutdown: CancellationToken,
 ) {
@@ -270,9 +277,10 @@ pub async fn serve_admin(
             },
         };
         let ready = ready.clone();
+        let health = Arc::clone(&health);
         let metrics = Arc::clone(&metrics);
         let service = service_fn(move |request: Request<Incoming>| {
-            let response = admin_response(request.uri().path(), &ready, &metrics);
+            let response = admin_response(request.uri().path(), &ready, &health, &metrics);
             async move { Ok::<_, Infallible>(response) }
         });
         tokio::spawn(async move {
@@ -299,14 +307,17 @@ mod tests {
     use crate::metrics::Metrics;
 
     #[test]
-    fn readyz_follows_readiness_and_healthz_is_always_ok() {
+    fn readyz_follows_readiness_and_healthz_the_background_tasks() {
         let ready = Readiness::default();
+        let health = Health::new(Duration::from_secs(30));
         let metrics = Arc::new(Metrics::new());
-        assert_eq!(admin_response("/healthz", &ready, &metrics).status(), 200);
-        assert_eq!(admin_response("/readyz", &ready, &metrics).status(), 503);
+        let status = |path| admin_response(path, &ready, &health, &metrics).status();
+        assert_eq!(status("/healthz"), 200);
+        assert_eq!(status("/readyz"), 503);
         ready.set(true);
-        assert_eq!(admin_response("/readyz", &ready, &metrics).status(), 200);
-        assert_eq!(admin_response("/metrics", &ready, &metrics).status(), 200);
-        assert_eq!(admin_response("/nope", &ready, &metrics).status(), 404);
+        assert_eq!(status("/readyz"), 200);
+        assert_eq!(status("/metrics"), 200);
+        assert_eq!(status("/nope"), 404);
+        // A failing task: see `supervise`'s tests and `tests/supervise.rs`.
     }
 }

@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, SocketAddr};
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures::{FutureExt, StreamExt, TryStreamExt};
@@ -20,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::balance::Replicas;
 use crate::server::Readiness;
+use crate::supervise::panic_message;
 use crate::targets::{TargetConfig, Targets};
 
 /// The label EndpointSlices carry naming their Service.
@@ -38,6 +40,9 @@ pub struct WatchConfig {
 
 /// The `http` triggers of `objects`, parsed; triggers that do not parse are returned as
 /// errors (`key`, message) so the caller can report them once.
+///
+/// Defence in depth: a trigger whose parsing panics (a bug) is an error of that trigger, not
+/// the end of the watch for every object.
 pub fn target_configs(
     objects: &[Arc<ScaledObject>],
 ) -> (Vec<TargetConfig>, Vec<(TargetKey, String)>) {
@@ -56,9 +61,17 @@ pub fn target_configs(
                 scalable_namespace: namespace.clone(),
                 ..ScalerContext::from_trigger(trigger, index)
             };
-            match HttpTrigger::parse(&ctx) {
-                Ok(trigger) => configs.push(TargetConfig { key, trigger }),
-                Err(e) => errors.push((key, e.to_string())),
+            // The context is only read; nothing is left half-updated by a panic.
+            match std::panic::catch_unwind(AssertUnwindSafe(|| HttpTrigger::parse(&ctx))) {
+                Ok(Ok(trigger)) => configs.push(TargetConfig { key, trigger }),
+                Ok(Err(e)) => errors.push((key, e.to_string())),
+                Err(panic) => errors.push((
+                    key,
+                    format!(
+                        "internal error while parsing the trigger (a bug): {}",
+                        panic_message(panic.as_ref())
+                    ),
+                )),
             }
         }
     }
@@ -207,15 +220,29 @@ impl Applier {
     }
 }
 
+/// Why the watch task stopped before it was asked to.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    /// The watch streams ended (they retry their errors and should not end).
+    #[error("the ScaledObject and EndpointSlice watches ended")]
+    Ended,
+}
+
 /// Watches until `cancel`, keeping `targets` in line with the cluster; sets `ready` once both
-/// caches have their first full list. Watch errors are retried with backoff (logged).
+/// caches have their first full list. Watch errors (the API server unreachable, a watch
+/// expired) are retried with backoff inside the watches, logged, and not returned: the routes
+/// known keep serving meanwhile. Runs under [`crate::supervise`] in the binary, which starts
+/// it again (with fresh caches, listing everything) if it panics or returns.
+///
+/// # Errors
+/// [`WatchError::Ended`]: the watch streams ended before `cancel`.
 pub async fn run(
     client: Client,
     config: WatchConfig,
     targets: Arc<Targets>,
     ready: Readiness,
     cancel: CancellationToken,
-) {
+) -> Result<(), WatchError> {
     let (objects_api, slices_api): (Api<ScaledObject>, Api<EndpointSlice>) = match &config.namespace
     {
         Some(ns) => (
@@ -250,7 +277,7 @@ pub async fn run(
     };
     loop {
         let event = tokio::select! {
-            () = cancel.cancelled() => return,
+            () = cancel.cancelled() => return Ok(()),
             event = events.next() => event,
         };
         match event {
@@ -263,7 +290,7 @@ pub async fn run(
                 }
             }
             Some(Err(error)) => tracing::warn!(%error, "watch failed; retrying"),
-            None => return,
+            None => return Err(WatchError::Ended),
         }
     }
 }
@@ -367,6 +394,51 @@ mod tests {
         // Two ports and no choice: nothing (the trigger must name one).
         assert!(addrs(PortRef::Only).is_empty());
         assert!(addrs(PortRef::Name("grpc".into())).is_empty());
+    }
+
+    fn scaled_object(name: &str, metadata: serde_json::Value) -> Arc<ScaledObject> {
+        Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+                "metadata": {"name": name, "namespace": "shop"},
+                "spec": {
+                    "scaleTargetRef": {"name": name},
+                    "triggers": [{"type": "http", "metadata": metadata}]
+                }
+            }))
+            .expect("a ScaledObject"),
+        )
+    }
+
+    #[test]
+    fn a_trigger_that_fails_to_parse_in_any_way_leaves_the_others_configured() {
+        let objects = [
+            // Once panicked in the duration parser (issue 14): whether it is refused or
+            // caught as a panic, it is this trigger's error only.
+            scaled_object(
+                "huge",
+                serde_json::json!({"hosts": "huge.example.com", "service": "huge", "holdTimeout": "1e20"}),
+            ),
+            scaled_object(
+                "bad",
+                serde_json::json!({"hosts": "bad.example.com", "service": "bad", "holdTimeout": "soon"}),
+            ),
+            scaled_object(
+                "shop",
+                serde_json::json!({"hosts": "shop.example.com", "service": "shop"}),
+            ),
+        ];
+        let (configs, errors) = target_configs(&objects);
+        let configured: Vec<&str> = configs.iter().map(|c| c.key.name.as_str()).collect();
+        assert_eq!(configured, ["shop"]);
+        let failed: Vec<&str> = errors.iter().map(|(key, _)| key.name.as_str()).collect();
+        assert_eq!(failed, ["huge", "bad"]);
+        assert!(
+            errors
+                .iter()
+                .all(|(_, message)| message.contains("holdTimeout")
+                    || message.starts_with("internal error while parsing the trigger"))
+        );
     }
 
     #[test]
