@@ -38,6 +38,7 @@ pub struct Metrics {
     queue_overflows: Family<TargetLabels, Counter>,
     hold_timeouts: Family<TargetLabels, Counter>,
     upstream_errors: Family<TargetLabels, Counter>,
+    upstream_aborts: Family<TargetLabels, Counter>,
     latency: HistogramFamily,
     response_timeouts: Family<TargetLabels, Counter>,
     held_memory_overflows: Family<TargetLabels, Counter>,
@@ -80,6 +81,9 @@ pub struct TargetMetrics {
     pub hold_timeouts: Counter,
     /// Requests answered 502.
     pub upstream_errors: Counter,
+    /// Responses the pod broke off after their head (the client got part of the body and a
+    /// closed connection, or a reset HTTP/2 stream).
+    pub upstream_aborts: Counter,
     /// Time from arrival to the response head, held time included.
     pub latency: Histogram,
     /// Requests answered 504 because the pod sent no response head in time.
@@ -100,6 +104,7 @@ impl Default for TargetMetrics {
             queue_overflows: Counter::default(),
             hold_timeouts: Counter::default(),
             upstream_errors: Counter::default(),
+            upstream_aborts: Counter::default(),
             latency: latency_histogram(),
             response_timeouts: Counter::default(),
             held_memory_overflows: Counter::default(),
@@ -124,6 +129,7 @@ impl Metrics {
         let queue_overflows = Family::default();
         let hold_timeouts = Family::default();
         let upstream_errors = Family::default();
+        let upstream_aborts = Family::default();
         let latency: HistogramFamily = Family::new_with_constructor(latency_histogram);
         let response_timeouts = Family::default();
         let held_memory_overflows = Family::default();
@@ -161,6 +167,11 @@ impl Metrics {
             "upstream_errors",
             "Requests answered 502 because the pod failed",
             upstream_errors.clone(),
+        );
+        registry.register(
+            "upstream_aborts",
+            "Responses the pod broke off after their head (the client got part of the body)",
+            upstream_aborts.clone(),
         );
         registry.register(
             "request_duration_seconds",
@@ -230,6 +241,7 @@ impl Metrics {
             queue_overflows,
             hold_timeouts,
             upstream_errors,
+            upstream_aborts,
             latency,
             response_timeouts,
             held_memory_overflows,
@@ -270,6 +282,7 @@ impl Metrics {
             queue_overflows: self.queue_overflows.get_or_create(&labels).clone(),
             hold_timeouts: self.hold_timeouts.get_or_create(&labels).clone(),
             upstream_errors: self.upstream_errors.get_or_create(&labels).clone(),
+            upstream_aborts: self.upstream_aborts.get_or_create(&labels).clone(),
             latency: self.latency.get_or_create(&labels).clone(),
             response_timeouts: self.response_timeouts.get_or_create(&labels).clone(),
             held_memory_overflows: self.held_memory_overflows.get_or_create(&labels).clone(),

@@ -185,6 +185,24 @@ impl Drop for ProxyBody {
     }
 }
 
+/// A body that ended in an error: the pod broke off its response (killed, reset, or sent
+/// what cannot be decoded). The client cannot be told with a status any more; it gets what
+/// came and a closed connection (or a reset HTTP/2 stream). Counted and logged here, once.
+fn count_abort<T, E: std::fmt::Display>(
+    lease: Option<&Lease>,
+    polled: &Poll<Option<Result<T, E>>>,
+) {
+    if let (Some(lease), Poll::Ready(Some(Err(error)))) = (lease, polled) {
+        lease.target().metrics().upstream_aborts.inc();
+        tracing::warn!(
+            scaledobject = lease.target().label(),
+            pod = %lease.addr(),
+            %error,
+            "the pod broke off a response"
+        );
+    }
+}
+
 /// Whether a polled frame ends the body.
 fn ends<T, E>(polled: &Poll<Option<Result<T, E>>>, body: &impl Body) -> bool {
     match polled {
@@ -212,6 +230,7 @@ impl Body for ProxyBody {
             } => {
                 let polled = Pin::new(&mut *body).poll_frame(cx);
                 if ends(&polled, body) {
+                    count_abort(lease.as_ref(), &polled);
                     finish(body, lease, connection);
                 }
                 polled.map_err(BodyError::from)
@@ -222,6 +241,7 @@ impl Body for ProxyBody {
                 };
                 let polled = Pin::new(&mut *wire).poll_frame(cx);
                 if ends(&polled, wire) {
+                    count_abort(lease.as_ref(), &polled);
                     finish_wire(body, lease);
                 }
                 polled.map_err(BodyError::from)
