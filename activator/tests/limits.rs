@@ -421,3 +421,67 @@ async fn an_upgraded_connection_is_not_cut_for_being_quiet() {
     common::websocket_echo(&mut ws).await;
     assert_eq!(a.metrics.idle_timeouts.get(), 0);
 }
+
+#[tokio::test]
+async fn an_idle_flood_at_the_connection_limit_is_cut_at_its_timeouts_and_others_are_then_served() {
+    const FLOOD: usize = 20;
+    let limits = Limits {
+        max_connections: FLOOD,
+        ..short_limits()
+    };
+    let a = activator_with(limits, DEFAULT_HELD_MEMORY).await;
+    let (pod, _) = backend("shop").await;
+    a.route("shop", &[("service", "shop")], vec![pod]);
+
+    // Every place taken by connections that never send a byte.
+    let mut silent = Vec::new();
+    for _ in 0..FLOOD {
+        silent.push(TcpStream::connect(a.addr).await.unwrap());
+    }
+    eventually("the flood to take every place", || {
+        a.metrics.connections.get() == FLOOD as i64
+    })
+    .await;
+    // A well-behaved client waits in the backlog until the flood is cut at the header read
+    // timeout, then is served.
+    let started = Instant::now();
+    let mut normal = TcpStream::connect(a.addr).await.unwrap();
+    ask(&mut normal, GET, "hello from shop").await;
+    assert_cut_after(
+        started.elapsed(),
+        HEADER_READ_TIMEOUT,
+        "the wait behind a silent flood",
+    );
+    for mut stream in silent {
+        let (_, sent) = closed(&mut stream, started).await;
+        assert!(sent.is_empty(), "{sent}");
+    }
+    assert_eq!(a.metrics.header_read_timeouts.get(), FLOOD as u64);
+    drop(normal);
+
+    // Again with connections that asked once and then sit idle, kept alive: cut at the idle
+    // timeout.
+    eventually("the places to be free", || a.metrics.connections.get() == 0).await;
+    let mut idle = Vec::new();
+    for _ in 0..FLOOD {
+        let mut stream = TcpStream::connect(a.addr).await.unwrap();
+        ask(&mut stream, GET, "hello from shop").await;
+        idle.push(stream);
+    }
+    let started = Instant::now();
+    let mut normal = TcpStream::connect(a.addr).await.unwrap();
+    ask(&mut normal, GET, "hello from shop").await;
+    assert_cut_after(
+        started.elapsed(),
+        IDLE_TIMEOUT,
+        "the wait behind an idle flood",
+    );
+    for mut stream in idle {
+        let (_, sent) = closed(&mut stream, started).await;
+        assert!(sent.is_empty(), "{sent}");
+    }
+    assert_eq!(a.metrics.idle_timeouts.get(), FLOOD as u64);
+    assert!(a.metrics.connection_limit_waits.get() >= 2);
+    // The served client's connection is kept alive and goes on being served.
+    ask(&mut normal, GET, "hello from shop").await;
+}
