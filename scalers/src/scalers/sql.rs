@@ -152,6 +152,9 @@ pub trait SqlDatabase: Clone + Send + Sync + Sized + 'static {
 pub struct SqlQueryConfig<D> {
     /// Where to connect.
     pub database: D,
+    /// The parameters `database` came from, named in connection errors so that the user knows
+    /// what to fix: `parameter "connection"` or `parameters "host", "port", ...`.
+    pub connection_params: &'static str,
     /// The query; it must return one number.
     pub query: String,
     /// Target per replica (0 only when the trigger feeds `scalingModifiers`).
@@ -188,7 +191,7 @@ impl<D: SqlDatabase> SqlScaler<D> {
             .await
             .map_err(|e| ScalerError::Connect {
                 trigger: ctx.trigger_id(),
-                target: database.server().to_string(),
+                target: format!("{} ({})", database.server(), config.connection_params),
                 source: anonymize(&e, &database.secrets()).into(),
             })?;
         Ok(Self {

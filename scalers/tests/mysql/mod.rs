@@ -157,7 +157,7 @@ async fn a_wrong_password_fails_the_build_with_the_servers_reason_and_no_passwor
     assert!(matches!(err, ScalerError::Connect { .. }), "{message}");
     assert!(
         message
-            .starts_with("trigger 2 (mysql): connecting to MySQL at 127.0.0.1:3306/test failed:")
+            .starts_with("trigger 2 (mysql): connecting to MySQL at 127.0.0.1:3306/test (parameter \"connectionString\") failed:")
             && message.contains(&format!("Access denied for user '{user}'")),
         "{message}"
     );
@@ -344,7 +344,7 @@ async fn tls_true_needs_a_server_with_tls_and_preferred_falls_back() {
     let message = err.to_string();
     assert!(
         message
-            .starts_with("trigger 0 (mysql): connecting to MySQL at 127.0.0.1:3306/test failed:")
+            .starts_with("trigger 0 (mysql): connecting to MySQL at 127.0.0.1:3306/test (parameter \"connectionString\") failed:")
             && message.contains("SSL"),
         "{message}"
     );
@@ -363,7 +363,7 @@ async fn an_unreachable_server_fails_the_build_at_once_without_the_password() {
         .expect_err("refused");
     let message = err.to_string();
     assert!(
-        message.starts_with("trigger 3 (mysql): connecting to MySQL at 127.0.0.1:1/jobs failed:"),
+        message.starts_with("trigger 3 (mysql): connecting to MySQL at 127.0.0.1:1/jobs (parameter \"connectionString\") failed:"),
         "{message}"
     );
     assert!(!message.contains("hunter22"), "{message}");

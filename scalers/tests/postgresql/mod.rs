@@ -13,6 +13,8 @@ use tokio_postgres::NoTls;
 
 use crate::common::{self, Setup, conformance, unique};
 
+mod own;
+
 const SERVER: &str = "host=127.0.0.1 port=5432 user=postgres dbname=test";
 const SNAKEOIL: &str = "/etc/ssl/certs/ssl-cert-snakeoil.pem";
 
@@ -318,7 +320,7 @@ async fn sslmodes_negotiate_and_verify_like_pgx() {
     assert!(matches!(err, ScalerError::Connect { .. }), "{message}");
     assert!(
         message.starts_with(
-            "trigger 0 (postgresql): connecting to PostgreSQL at 127.0.0.1:5432/test failed:"
+            "trigger 0 (postgresql): connecting to PostgreSQL at 127.0.0.1:5432/test (parameter \"connection\") failed:"
         ) && message.contains("certificate not valid for name"),
         "{message}"
     );
@@ -338,10 +340,91 @@ async fn an_unreachable_server_fails_the_build_at_once_without_the_password() {
     let message = err.to_string();
     assert!(
         message.starts_with(
-            "trigger 3 (postgresql): connecting to PostgreSQL at 127.0.0.1:1/test failed:"
+            "trigger 3 (postgresql): connecting to PostgreSQL at 127.0.0.1:1/test (parameter \"connection\") failed:"
         ),
         "{message}"
     );
     assert!(!message.contains("hunter22"), "{message}");
     assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+/// Builds a `postgresql` trigger (index 1) with `metadata` and TriggerAuthentication `auth`.
+async fn build(
+    metadata: &[(&str, &str)],
+    auth: &[(&str, &str)],
+) -> Result<keda_scalers::BuiltScaler, ScalerError> {
+    let mut ctx = ScalerContext::new("postgresql", 1);
+    ctx.metadata.insert("query".into(), "SELECT 7".into());
+    ctx.metadata.insert("targetQueryValue".into(), "1".into());
+    for (k, v) in metadata {
+        ctx.metadata.insert((*k).into(), (*v).into());
+    }
+    for (k, v) in auth {
+        ctx.auth_params.insert((*k).into(), Secret::new(*v));
+    }
+    Registry::builtin().build(ctx).await
+}
+
+#[tokio::test]
+async fn password_authentication_uses_the_password_and_a_wrong_one_is_refused_naming_it() {
+    let test = "password_authentication_uses_the_password_and_a_wrong_one_is_refused_naming_it";
+    const RIGHT: &str = "right-pw-keda-rs";
+    const WRONG: &str = "wrong-pw-never-print-me";
+    let Some(pg) = own::OwnPostgres::start_or_skip(test, "keda", RIGHT).await else {
+        return;
+    };
+    let port = pg.port.to_string();
+    let parts = [
+        ("host", "127.0.0.1"),
+        ("port", port.as_str()),
+        ("userName", "keda"),
+        ("dbName", "postgres"),
+        ("sslmode", "disable"),
+    ];
+    // The separate parameters with the password from the TriggerAuthentication, and the same
+    // as one connection URL.
+    let url = format!("postgres://keda:{RIGHT}@127.0.0.1:{port}/postgres?sslmode=disable");
+    for (metadata, auth) in [
+        (&parts[..], vec![("password", RIGHT)]),
+        (&[][..], vec![("connection", url.as_str())]),
+    ] {
+        let built = build(metadata, &auth).await.expect("the right password");
+        let read = built
+            .scaler()
+            .metrics_and_activity("s1-postgresql")
+            .await
+            .expect("a value");
+        assert_eq!(read.values[0].value, 7.0);
+        assert!(read.active);
+        built.scaler().close().await;
+    }
+
+    // A wrong password, and none at all: refused when built, naming the parameters.
+    for auth in [vec![("password", WRONG)], vec![]] {
+        let Err(err) = build(&parts, &auth).await else {
+            panic!("refused");
+        };
+        let message = err.to_string();
+        assert!(matches!(err, ScalerError::Connect { .. }), "{message}");
+        assert!(
+            message.starts_with(&format!(
+                "trigger 1 (postgresql): connecting to PostgreSQL at 127.0.0.1:{port}/postgres \
+                 (parameters \"host\", \"port\", \"userName\", \"password\", \"dbName\", \"sslmode\") failed:"
+            )) && (auth.is_empty()
+                || message.contains("password authentication failed for user \"keda\"")),
+            "{message}"
+        );
+        assert!(!message.contains(WRONG), "{message}");
+    }
+    let wrong_url = format!("postgres://keda:{WRONG}@127.0.0.1:{port}/postgres?sslmode=disable");
+    let Err(err) = build(&[], &[("connection", &wrong_url)]).await else {
+        panic!("refused");
+    };
+    let message = err.to_string();
+    assert!(
+        message.contains("(parameter \"connection\") failed:")
+            && message.contains("password authentication failed"),
+        "{message}"
+    );
+    assert!(!message.contains(WRONG), "{message}");
 }

@@ -292,11 +292,17 @@ impl SqlDatabase for MySqlSettings {
     fn parse(ctx: &ScalerContext) -> Result<MySqlConfig, ScalerError> {
         let metric_type = ctx.external_metric_type()?;
         Ok(ctx.parse(|p| {
-            let (settings, db_for_metric) = match p.get_opt::<Secret>(&CONNECTION_STRING)? {
+            let (settings, db_for_metric, connection_params) = match p
+                .get_opt::<Secret>(&CONNECTION_STRING)?
+            {
                 Some(dsn) => {
                     let settings = MySqlSettings::from_dsn(dsn.expose())
                         .map_err(|why| p.rule(format!("parameter \"connectionString\": {why}")))?;
-                    (settings, keda_db_name(dsn.expose()).to_string())
+                    (
+                        settings,
+                        keda_db_name(dsn.expose()).to_string(),
+                        "parameter \"connectionString\"",
+                    )
                 }
                 None => {
                     let db_name: String = p.get_opt(&DB_NAME)?.unwrap_or_default();
@@ -307,12 +313,17 @@ impl SqlDatabase for MySqlSettings {
                         p.get_opt(&PASSWORD)?.unwrap_or_default(),
                         db_name.clone(),
                     );
-                    (settings, db_name)
+                    (
+                        settings,
+                        db_name,
+                        "parameters \"host\", \"port\", \"username\", \"password\", \"dbName\"",
+                    )
                 }
             };
             let _: Option<String> = p.get_opt(&METRIC_NAME)?;
             Ok(SqlQueryConfig {
                 database: settings,
+                connection_params,
                 query: p.get(&QUERY)?,
                 target: target_value(p, &QUERY_VALUE, ctx.as_metric_source)?,
                 activation: p.get(&ACTIVATION_QUERY_VALUE)?,

@@ -175,7 +175,7 @@ impl NatsJetStreamScaler {
         ScalerError::Query {
             trigger: self.trigger.clone(),
             operation: format!(
-                "reading consumer \"{}\" of stream \"{}\" from {}",
+                "reading consumer \"{}\" of stream \"{}\" from {} (parameter \"natsServerMonitoringEndpoint\")",
                 t.consumer,
                 t.stream,
                 self.config.endpoint.base()

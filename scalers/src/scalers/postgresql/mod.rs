@@ -300,13 +300,14 @@ impl SqlDatabase for PgSettings {
                     }
                     (
                         info,
-                        "parameters \"host\", \"port\", \"userName\", \"dbName\"",
+                        "parameters \"host\", \"port\", \"userName\", \"password\", \"dbName\", \"sslmode\"",
                     )
                 }
             };
             Ok(SqlQueryConfig {
                 database: PgSettings::new(info)
                     .map_err(|why| p.rule(format!("{origin}: {why}")))?,
+                connection_params: origin,
                 query: p.get(&QUERY)?,
                 target: target_value(p, &TARGET_QUERY_VALUE, ctx.as_metric_source)?,
                 activation: p.get(&ACTIVATION_TARGET_QUERY_VALUE)?,
