@@ -49,7 +49,7 @@ fn every_builtin_type_is_documented_with_an_example_that_parses() {
 }
 
 #[test]
-fn every_documented_example_of_the_sql_and_nats_triggers_parses() {
+fn every_documented_example_of_the_issue_18_triggers_parses() {
     let registry = Registry::builtin();
     // Values a Secret would hold for the parameters the examples' TriggerAuthentications name.
     let sample = |param: &str| match param {
@@ -58,7 +58,14 @@ fn every_documented_example_of_the_sql_and_nats_triggers_parses() {
         "account" => "$G",
         _ => "s3cret",
     };
-    for trigger_type in ["mysql", "nats-jetstream", "postgresql"] {
+    for trigger_type in [
+        "metrics-api",
+        "mysql",
+        "nats-jetstream",
+        "postgresql",
+        "prometheus",
+    ] {
+        common::assert_defaults_documented(&registry, trigger_type);
         let examples = common::documented_examples(trigger_type);
         assert!(!examples.is_empty(), "{trigger_type}");
         for (trigger, index, auth) in examples {

@@ -115,9 +115,10 @@ pub fn documented_trigger(trigger_type: &str) -> (keda_api::ScaleTrigger, usize)
     (trigger, index)
 }
 
-/// Every ScaledObject example on the page of `trigger_type`: each trigger of that type with
-/// its index, and the parameters the TriggerAuthentication it names (on the same page)
-/// provides.
+/// Every ScaledObject example (and `triggers:` fragment) on the page of `trigger_type`: each
+/// trigger of that type with its index, and the parameters the TriggerAuthentication it names
+/// (on the same page) provides. Every ScaledObject and TriggerAuthentication on the page must
+/// deserialize as keda-rs' own types.
 pub fn documented_examples(
     trigger_type: &str,
 ) -> Vec<(keda_api::ScaleTrigger, usize, Vec<String>)> {
@@ -137,15 +138,35 @@ pub fn documented_examples(
             .filter_map(|r| r["parameter"].as_str().map(str::to_string))
             .collect()
     };
+    for doc in &docs {
+        match doc["kind"].as_str() {
+            Some("ScaledObject") => {
+                let _: keda_api::ScaledObject =
+                    serde_yaml::from_value(doc.clone()).unwrap_or_else(|e| {
+                        panic!("docs/scalers/{trigger_type}.md: a ScaledObject does not parse: {e}")
+                    });
+            }
+            Some("TriggerAuthentication") => {
+                let _: keda_api::TriggerAuthentication = serde_yaml::from_value(doc.clone())
+                    .unwrap_or_else(|e| {
+                        panic!(
+                            "docs/scalers/{trigger_type}.md: a TriggerAuthentication does not parse: {e}"
+                        )
+                    });
+            }
+            _ => {}
+        }
+    }
     let mut examples = Vec::new();
-    for object in docs
-        .iter()
-        .filter(|d| d["kind"].as_str() == Some("ScaledObject"))
-    {
-        let triggers = object["spec"]["triggers"]
-            .as_sequence()
-            .cloned()
-            .unwrap_or_default();
+    // Whole ScaledObjects, and fragments that are just a `triggers:` list.
+    for triggers in docs.iter().filter_map(|d| {
+        if d["kind"].as_str() == Some("ScaledObject") {
+            d["spec"]["triggers"].as_sequence()
+        } else {
+            d["triggers"].as_sequence()
+        }
+    }) {
+        let triggers = triggers.clone();
         for (index, trigger) in triggers.iter().enumerate() {
             if trigger["type"].as_str() != Some(trigger_type) {
                 continue;
@@ -181,6 +202,48 @@ pub fn assert_parameters_documented(registry: &Registry, trigger_type: &str) {
                 "docs/scalers/{trigger_type}.md does not document parameter `{name}`"
             );
         }
+    }
+}
+
+/// Every parameter of `trigger_type` with a default has a row in its page's parameter table
+/// (a line whose first cell names it) that shows the default as `` `value` `` (for the shared
+/// HTTP authentication parameters: a row of docs/authentication.md's table).
+pub fn assert_defaults_documented(registry: &Registry, trigger_type: &str) {
+    let text = doc_text(trigger_type);
+    let factory = registry.get(trigger_type).expect("registered");
+    for param in factory.params() {
+        let Some(default) = param.default else {
+            continue;
+        };
+        let row = text.lines().find(|line| {
+            line.starts_with('|')
+                && line
+                    .split('|')
+                    .nth(1)
+                    .is_some_and(|cell| cell.contains(&format!("`{}`", param.name)))
+        });
+        let row = row.unwrap_or_else(|| {
+            panic!(
+                "docs/scalers/{trigger_type}.md has no table row for parameter `{}`",
+                param.name
+            )
+        });
+        // The shared HTTP authentication block is documented once, in docs/authentication.md.
+        let shown = row.contains(&format!("`{default}`"))
+            || (row.contains("../authentication.md")
+                && std::fs::read_to_string(docs_dir().join("authentication.md"))
+                    .expect("docs/authentication.md")
+                    .lines()
+                    .any(|line| {
+                        line.starts_with('|')
+                            && line.contains(&format!("`{}`", param.name))
+                            && line.contains(&format!("`{default}`"))
+                    }));
+        assert!(
+            shown,
+            "docs/scalers/{trigger_type}.md: the row of `{}` does not show its default `{default}`: {row}",
+            param.name
+        );
     }
 }
 
