@@ -3,3 +3,4 @@
 #![allow(dead_code)]
 
 pub mod dial;
+pub mod metrics_api;

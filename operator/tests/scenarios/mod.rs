@@ -13,7 +13,7 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use keda_api::ScaledObject;
-use keda_operator::resolve::WatchScope;
+use keda_operator::resolve::{Resolver, ResolverConfig, WatchScope};
 use keda_operator::scalers::ScalerEnv;
 use keda_operator::telemetry::Metrics;
 use keda_operator::{ControllerConfig, ManualTicks, ScaleLoops, ScaledObjectController};
@@ -100,11 +100,24 @@ impl World {
 
     /// Starts the operator; its start time is the clock's now.
     pub fn start_operator(&self) -> Operator {
+        self.start_operator_with(None)
+    }
+
+    /// Starts the operator with a trigger resolver (`authenticationRef`, `...FromEnv`) whose
+    /// cluster-object namespace is `keda`.
+    pub fn start_operator_resolving(&self) -> Operator {
+        let mut config = ResolverConfig::new("keda");
+        config.cache_sync_timeout = WAIT;
+        self.start_operator_with(Some(Resolver::new(self.client.clone(), config)))
+    }
+
+    fn start_operator_with(&self, resolver: Option<Resolver>) -> Operator {
         let config = ControllerConfig {
             env: ScalerEnv {
                 pools: self.pools.clone(),
                 clock: self.clock.clock(),
                 registry: self.registry.clone(),
+                resolver,
                 ..ScalerEnv::default()
             },
             ticks: Arc::new(self.ticks.clone()),

@@ -1,0 +1,761 @@
+//! ScaledObject scenarios with the pull triggers of issue 18 against memkube: what KEDA's own
+//! e2e tests check with `metrics-api` (paused-replicas, idleReplicaCount below
+//! minReplicaCount, fallback when the metrics API goes down, a scalingModifiers formula), and
+//! bad input through the operator for `prometheus`, `metrics-api`, `postgresql`, `mysql` and
+//! `nats-jetstream`: Ready=False (or a fallback) with a message naming the trigger and the
+//! parameter, and recovery once the input is fixed (no panic, no stuck loop).
+//!
+//! The metrics API is a real HTTP server on loopback whose answer the test sets
+//! (`common/metrics_api.rs`); Prometheus, PostgreSQL, MariaDB and NATS are the ones
+//! `scripts/services.sh` runs.
+
+mod common;
+mod scenarios;
+
+#[allow(dead_code)]
+#[path = "../../scalers/tests/common/mod.rs"]
+mod shared;
+
+use common::metrics_api::MetricsApi;
+use kube::api::{Patch, PatchParams};
+use memkube::MemKube;
+use scenarios::{World, condition, eventually, hpa_exists, ready};
+
+/// The metric of a `metrics-api` trigger at index 0 reading `queue.depth`.
+const METRIC: &str = "s0-metric-api-queue-depth";
+
+async fn world(test: &str) -> Option<(MemKube, World)> {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .try_init();
+    let redis = shared::redis_or_skip(test).await?;
+    let server = MemKube::new();
+    let crds = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/crd");
+    server.load_crds_from_dir(crds).expect("CRDs load");
+    server.create_namespace("team").expect("namespace");
+    let world = World::new(server.client(), "team", redis);
+    Some((server, world))
+}
+
+/// A ScaledObject `name` on Deployment `name` with one `metrics-api` trigger on `url`
+/// (`queue.depth`, target 5, activation 2), polled every 10 s, cooldown 60 s.
+fn metrics_api_object(name: &str, url: &str, spec: &str, annotations: &str) -> String {
+    format!(
+        r#"
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata:
+  name: {name}
+  annotations: {{{annotations}}}
+spec:
+  scaleTargetRef:
+    name: {name}
+  pollingInterval: 10
+  cooldownPeriod: 60
+{spec}
+  triggers:
+    - type: metrics-api
+      metadata:
+        url: {url}
+        valueLocation: queue.depth
+        targetValue: "5"
+        activationTargetValue: "2"
+"#
+    )
+}
+
+/// The value the HPA would be served for `metric`.
+async fn served(w: &World, op: &scenarios::Operator, name: &str, metric: &str) -> Option<f64> {
+    op.loops
+        .metric_values(&w.namespace, name, metric)
+        .await
+        .ok()
+        .map(|v| v[0].value)
+}
+
+async fn wait_replicas(w: &World, name: &str, expected: i32) {
+    eventually(&format!("{name} at {expected} replicas"), || async {
+        (w.replicas(name).await == expected).then_some(())
+    })
+    .await;
+}
+
+/// KEDA's `pause_scaledobject` e2e: `paused-replicas: N` holds the target at N while the
+/// metric moves (and nobody asks the metrics API); a new N is applied; removing the annotation
+/// gives scaling back to the metric.
+#[tokio::test]
+async fn paused_replicas_hold_the_target_while_the_metric_changes() {
+    let Some((_server, w)) = world("metrics-api paused").await else {
+        return;
+    };
+    let api = MetricsApi::start(0.0).await;
+    w.deployment("paused", 1).await;
+    let op = w.start_operator();
+    w.create(&metrics_api_object(
+        "paused",
+        &api.url(),
+        "  minReplicaCount: 0\n  maxReplicaCount: 10",
+        "autoscaling.keda.sh/paused-replicas: \"3\"",
+    ))
+    .await;
+    wait_replicas(&w, "paused", 3).await;
+    let status = w.get("paused").await;
+    assert_eq!(
+        status.status.as_ref().and_then(|s| s.paused_replica_count),
+        Some(3)
+    );
+    assert_eq!(
+        condition(&status, "Paused"),
+        Some(("True".into(), "ScaledObjectPaused".into()))
+    );
+
+    // The metric goes far above the activation threshold: a minute of ticks changes nothing.
+    api.set(50.0);
+    for _ in 0..6 {
+        w.clock.advance(10);
+        w.ticks.tick();
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(w.replicas("paused").await, 3, "held at paused-replicas");
+    assert_eq!(api.requests(), 0, "a paused object is not polled");
+    assert!(
+        w.hpas()
+            .get_opt("keda-hpa-paused")
+            .await
+            .expect("get")
+            .is_none(),
+        "no HPA while paused"
+    );
+
+    // A new count is applied at once.
+    w.annotate("paused", "autoscaling.keda.sh/paused-replicas", Some("1"))
+        .await;
+    wait_replicas(&w, "paused", 1).await;
+
+    // Unpaused: the loop and the HPA come back, and the metric counts again.
+    w.annotate("paused", "autoscaling.keda.sh/paused-replicas", None)
+        .await;
+    hpa_exists(&w, "keda-hpa-paused").await;
+    let so = w.get("paused").await;
+    w.polls_reach(&op, &so, 1).await;
+    assert!(api.requests() > 0, "polled again");
+    assert_eq!(served(&w, &op, "paused", METRIC).await, Some(50.0));
+    eventually("Active=True", || async {
+        (condition(&w.get("paused").await, "Active")
+            == Some(("True".into(), "ScalerActive".into())))
+        .then_some(())
+    })
+    .await;
+    // Below the activation threshold again: back to 0 after the cooldown.
+    api.set(0.0);
+    w.poll_after(&op, &so, 30).await;
+    assert_eq!(w.replicas("paused").await, 1, "within the cooldown");
+    w.poll_after(&op, &so, 31).await;
+    assert_eq!(w.replicas("paused").await, 0, "after the cooldown");
+    op.stop().await;
+}
+
+/// KEDA's `idle_replicas` e2e: inactive, the target sits at `idleReplicaCount` (0) although
+/// `minReplicaCount` is 2; active, it goes straight to 2 in one poll; inactive again, back to
+/// idle after the cooldown. The HPA's floor is `minReplicaCount`.
+#[tokio::test]
+async fn idle_replicas_below_min_replicas() {
+    let Some((_server, w)) = world("metrics-api idle").await else {
+        return;
+    };
+    let api = MetricsApi::start(0.0).await;
+    w.deployment("idle", 3).await;
+    let op = w.start_operator();
+    let so = w
+        .create(&metrics_api_object(
+            "idle",
+            &api.url(),
+            "  idleReplicaCount: 0\n  minReplicaCount: 2\n  maxReplicaCount: 6",
+            "",
+        ))
+        .await;
+    w.polls_reach(&op, &so, 1).await;
+    wait_replicas(&w, "idle", 0).await;
+    let hpa = hpa_exists(&w, "keda-hpa-idle").await;
+    let spec = hpa.spec.expect("HPA spec");
+    assert_eq!((spec.min_replicas, spec.max_replicas), (Some(2), 6));
+
+    // Not above the activation threshold (2): stays idle.
+    api.set(2.0);
+    w.poll_after(&op, &so, 10).await;
+    assert_eq!(w.replicas("idle").await, 0, "2 is not above activation 2");
+
+    api.set(3.0);
+    w.poll_after(&op, &so, 10).await;
+    assert_eq!(w.replicas("idle").await, 2, "idle -> minReplicaCount");
+
+    api.set(1.0);
+    w.poll_after(&op, &so, 30).await;
+    assert_eq!(w.replicas("idle").await, 2, "within the cooldown");
+    w.poll_after(&op, &so, 31).await;
+    assert_eq!(
+        w.replicas("idle").await,
+        0,
+        "back to idle after the cooldown"
+    );
+    op.stop().await;
+}
+
+/// KEDA's `fallback` e2e: the metrics API goes down; once the failures exceed
+/// `failureThreshold` the HPA is served `fallback.replicas x targetValue`, the Fallback
+/// condition is True and the metric's health Failing; the API comes back and its value is
+/// served again.
+#[tokio::test]
+async fn fallback_when_the_metrics_api_goes_down() {
+    let Some((_server, w)) = world("metrics-api fallback").await else {
+        return;
+    };
+    let api = MetricsApi::start(7.0).await;
+    w.deployment("fallback", 2).await;
+    let op = w.start_operator();
+    let so = w
+        .create(&metrics_api_object(
+            "fallback",
+            &api.url(),
+            "  minReplicaCount: 1\n  maxReplicaCount: 10\n  fallback:\n    failureThreshold: 3\n    replicas: 4",
+            "",
+        ))
+        .await;
+    w.polls_reach(&op, &so, 1).await;
+    assert_eq!(served(&w, &op, "fallback", METRIC).await, Some(7.0));
+
+    api.stop();
+    // Every read counts, the HPA's as the loop's: polls 1 and 2 and this read are 3 failures,
+    // which do not exceed the threshold.
+    w.poll_after(&op, &so, 10).await;
+    w.poll_after(&op, &so, 10).await;
+    let err = op
+        .loops
+        .metric_values(&w.namespace, "fallback", METRIC)
+        .await
+        .expect_err("3 failures are within failureThreshold 3");
+    assert!(
+        err.to_string().contains("url http://127.0.0.1:"),
+        "the error names the url: {err}"
+    );
+    // Failure 4 exceeds it.
+    w.poll_after(&op, &so, 10).await;
+    assert_eq!(
+        served(&w, &op, "fallback", METRIC).await,
+        Some(20.0),
+        "fallback.replicas (4) x targetValue (5)"
+    );
+    let status = eventually("Fallback=True", || async {
+        let so = w.get("fallback").await;
+        (condition(&so, "Fallback") == Some(("True".into(), "FallbackExists".into()))).then_some(so)
+    })
+    .await;
+    let health = status
+        .status
+        .and_then(|s| s.health)
+        .and_then(|h| h.get(METRIC).cloned())
+        .expect("health of the metric");
+    assert_eq!(health.status.as_deref(), Some("Failing"));
+    assert!(health.number_of_failures.unwrap_or(0) > 3, "{health:?}");
+    assert_eq!(
+        w.replicas("fallback").await,
+        2,
+        "the HPA, not the loop, scales on the fallback metric"
+    );
+
+    // Back up.
+    api.restart().await;
+    api.set(9.0);
+    w.poll_after(&op, &so, 10).await;
+    assert_eq!(served(&w, &op, "fallback", METRIC).await, Some(9.0));
+    eventually("Fallback=False", || async {
+        (condition(&w.get("fallback").await, "Fallback")
+            == Some(("False".into(), "NoFallbackFound".into())))
+        .then_some(())
+    })
+    .await;
+    op.stop().await;
+}
+
+/// KEDA's `scaling_modifiers` e2e: a formula over two named `metrics-api` triggers (the
+/// second without `targetValue`, which a metric source may omit) becomes the HPA's single
+/// `composite-metric`, whose value is the formula's; activation follows `activationTarget`.
+#[tokio::test]
+async fn a_scaling_modifiers_formula_over_metrics_api_triggers() {
+    let Some((_server, w)) = world("metrics-api formula").await else {
+        return;
+    };
+    let queue = MetricsApi::start(0.0).await;
+    let backlog = MetricsApi::start(0.0).await;
+    w.deployment("formula", 0).await;
+    let op = w.start_operator();
+    let yaml = format!(
+        r#"
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata:
+  name: formula
+spec:
+  scaleTargetRef:
+    name: formula
+  pollingInterval: 10
+  cooldownPeriod: 60
+  maxReplicaCount: 10
+  advanced:
+    scalingModifiers:
+      formula: "queue + 2 * backlog"
+      target: "4"
+      activationTarget: "3"
+  triggers:
+    - type: metrics-api
+      name: queue
+      metadata:
+        url: {}
+        valueLocation: queue.depth
+    - type: metrics-api
+      name: backlog
+      metadata:
+        url: {}
+        valueLocation: queue.depth
+        targetValue: "100"
+"#,
+        queue.url(),
+        backlog.url()
+    );
+    let so = w.create(&yaml).await;
+    w.polls_reach(&op, &so, 1).await;
+    let hpa = hpa_exists(&w, "keda-hpa-formula").await;
+    let metrics = hpa.spec.and_then(|s| s.metrics).expect("metrics");
+    assert_eq!(
+        metrics.len(),
+        1,
+        "one composite metric, not one per trigger"
+    );
+    let ext = metrics[0].external.as_ref().expect("External");
+    assert_eq!(ext.metric.name, "composite-metric");
+    assert_eq!(
+        ext.target.average_value.as_ref().map(|q| q.0.as_str()),
+        Some("4")
+    );
+    assert_eq!(
+        w.get("formula")
+            .await
+            .status
+            .and_then(|s| s.composite_scaler_name),
+        Some("composite-metric".into())
+    );
+
+    // 1 + 2 x 1 = 3 is not above activationTarget 3.
+    queue.set(1.0);
+    backlog.set(1.0);
+    w.poll_after(&op, &so, 10).await;
+    assert_eq!(w.replicas("formula").await, 0);
+    assert_eq!(
+        served(&w, &op, "formula", "composite-metric").await,
+        Some(3.0)
+    );
+    // 2 + 2 x 5 = 12.
+    queue.set(2.0);
+    backlog.set(5.0);
+    w.poll_after(&op, &so, 10).await;
+    assert_eq!(w.replicas("formula").await, 1, "activated by the formula");
+    assert_eq!(
+        served(&w, &op, "formula", "composite-metric").await,
+        Some(12.0)
+    );
+    op.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bad input through the operator.
+
+/// A ScaledObject `name` (on Deployment `bad`) with one trigger given as YAML lines at the
+/// trigger's indentation.
+fn object(name: &str, trigger: &str) -> String {
+    format!(
+        "apiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nmetadata:\n  name: {name}\nspec:\n  \
+         scaleTargetRef:\n    name: bad\n  pollingInterval: 10\n  triggers:\n    - {trigger}\n"
+    )
+}
+
+/// Waits for Ready=False on `name` and returns (reason, message).
+async fn not_ready(w: &World, name: &str) -> (String, String) {
+    let (_, reason, message) = eventually(&format!("Ready=False on {name}"), || async {
+        ready(&w.get(name).await).filter(|(s, _, _)| s == "False")
+    })
+    .await;
+    (reason, message)
+}
+
+/// Replaces trigger 0's metadata entry `key` with `value`.
+async fn set_metadata(w: &World, name: &str, key: &str, value: &str) {
+    let mut so = w.get(name).await;
+    so.spec.triggers[0]
+        .metadata
+        .insert(key.to_string(), value.to_string());
+    let patch = serde_json::json!({ "spec": { "triggers": so.spec.triggers } });
+    w.scaled_objects()
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("patch triggers");
+}
+
+/// Waits for Ready=True on `name`.
+async fn becomes_ready(w: &World, name: &str) {
+    eventually(&format!("Ready=True on {name}"), || async {
+        ready(&w.get(name).await).filter(|(s, _, _)| s == "True")
+    })
+    .await;
+}
+
+/// A port nothing listens on.
+fn closed_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+fn assert_names(message: &str, expected: &[&str]) {
+    for e in expected {
+        assert!(message.contains(e), "{message:?} should name {e:?}");
+    }
+}
+
+/// `metrics-api`: a malformed JSON path is refused when the object is built (naming
+/// `valueLocation`); a path that does not resolve and an unreachable API fail the polls
+/// (naming the trigger, `valueLocation` and the url); fixed, the object becomes Ready.
+#[tokio::test]
+async fn bad_metrics_api_triggers_are_not_ready_naming_the_parameter_and_recover() {
+    let Some((_server, w)) = world("metrics-api bad input").await else {
+        return;
+    };
+    let api = MetricsApi::start(1.0).await;
+    w.deployment("bad", 0).await;
+    let op = w.start_operator();
+    let trigger = |location: &str, url: &str| {
+        format!(
+            "type: metrics-api\n      metadata:\n        url: {url}\n        valueLocation: \"{location}\"\n        targetValue: \"5\""
+        )
+    };
+
+    w.create(&object("malformed", &trigger("queue..depth", &api.url())))
+        .await;
+    let (reason, message) = not_ready(&w, "malformed").await;
+    assert_eq!(reason, "ScaledObjectCheckFailed");
+    assert_names(
+        &message,
+        &[
+            "spec.triggers[0]",
+            "(metrics-api)",
+            "valueLocation",
+            "queue..depth",
+        ],
+    );
+
+    w.create(&object("missing", &trigger("queue.length", &api.url())))
+        .await;
+    let (reason, message) = not_ready(&w, "missing").await;
+    assert_eq!(reason, "TriggerError");
+    assert_names(&message, &["metrics-api", "valueLocation \"queue.length\""]);
+
+    let down = format!("http://127.0.0.1:{}/stats", closed_port());
+    w.create(&object("unreachable", &trigger("queue.depth", &down)))
+        .await;
+    let (reason, message) = not_ready(&w, "unreachable").await;
+    assert_eq!(reason, "TriggerError");
+    assert_names(&message, &["metrics-api", "url http://127.0.0.1:"]);
+
+    // Fixed, each becomes Ready, and its loop keeps polling.
+    set_metadata(&w, "malformed", "valueLocation", "queue.depth").await;
+    set_metadata(&w, "missing", "valueLocation", "queue.depth").await;
+    set_metadata(&w, "unreachable", "url", &api.url()).await;
+    for name in ["malformed", "missing", "unreachable"] {
+        becomes_ready(&w, name).await;
+        let so = w.get(name).await;
+        let before = w.polls(&op, &so);
+        w.poll_after(&op, &so, 10).await;
+        assert!(w.polls(&op, &so) > before);
+    }
+    op.stop().await;
+}
+
+/// `prometheus`: an unreachable server and a query that returns nothing (with
+/// `ignoreNullValues: "false"`) fail the polls, naming the trigger, the server or the query;
+/// pointed at the real server with a query that answers, the object becomes Ready.
+#[tokio::test]
+async fn bad_prometheus_triggers_are_not_ready_naming_the_query_or_server_and_recover() {
+    let Some((_server, w)) = world("prometheus bad input").await else {
+        return;
+    };
+    let attempt = async { tokio::net::TcpStream::connect("127.0.0.1:9090").await };
+    if shared::service_or_skip(
+        "prometheus bad input",
+        "Prometheus at 127.0.0.1:9090",
+        attempt,
+    )
+    .await
+    .is_none()
+    {
+        return;
+    }
+    w.deployment("bad", 0).await;
+    let op = w.start_operator();
+    let trigger = |server: &str, query: &str| {
+        format!(
+            "type: prometheus\n      metadata:\n        serverAddress: {server}\n        query: '{query}'\n        threshold: \"5\"\n        ignoreNullValues: \"false\""
+        )
+    };
+    let down = format!("http://127.0.0.1:{}", closed_port());
+    w.create(&object("unreachable", &trigger(&down, "vector(1)")))
+        .await;
+    let (reason, message) = not_ready(&w, "unreachable").await;
+    assert_eq!(reason, "TriggerError");
+    assert_names(
+        &message,
+        &["prometheus", "serverAddress http://127.0.0.1:", "vector(1)"],
+    );
+
+    let query = "sum(no_such_series_keda_rs_test)";
+    w.create(&object("empty", &trigger("http://127.0.0.1:9090", query)))
+        .await;
+    let (reason, message) = not_ready(&w, "empty").await;
+    assert_eq!(reason, "TriggerError");
+    assert_names(&message, &["prometheus", query, "the result is empty"]);
+
+    set_metadata(&w, "unreachable", "serverAddress", "http://127.0.0.1:9090").await;
+    set_metadata(&w, "empty", "query", "vector(3)").await;
+    becomes_ready(&w, "unreachable").await;
+    becomes_ready(&w, "empty").await;
+    op.stop().await;
+}
+
+/// Whether `host:port` accepts connections, or skips (fails under `CI=true`).
+async fn reachable_or_skip(test: &str, what: &str, address: &str) -> Option<()> {
+    let attempt = async { tokio::net::TcpStream::connect(address).await.map(drop) };
+    shared::service_or_skip(test, &format!("{what} at {address}"), attempt).await
+}
+
+/// `postgresql` (from separate parameters): an unreachable server is refused when the object
+/// is built, naming the connection parameters; a query that returns no row fails the polls
+/// naming `query`; fixed, both become Ready.
+#[tokio::test]
+async fn bad_postgresql_triggers_are_not_ready_naming_the_parameter_and_recover() {
+    let test = "postgresql bad input";
+    let Some((_server, w)) = world(test).await else {
+        return;
+    };
+    if reachable_or_skip(test, "PostgreSQL", "127.0.0.1:5432")
+        .await
+        .is_none()
+    {
+        return;
+    }
+    w.deployment("bad", 0).await;
+    let op = w.start_operator();
+    let trigger = |port: u16, query: &str| {
+        format!(
+            "type: postgresql\n      metadata:\n        host: 127.0.0.1\n        port: \"{port}\"\n        userName: postgres\n        dbName: test\n        sslmode: disable\n        query: \"{query}\"\n        targetQueryValue: \"5\""
+        )
+    };
+    w.create(&object("unreachable", &trigger(closed_port(), "SELECT 1")))
+        .await;
+    let (reason, message) = not_ready(&w, "unreachable").await;
+    assert_eq!(reason, "ScaledObjectCheckFailed");
+    assert_names(
+        &message,
+        &[
+            "(postgresql)",
+            "connecting to PostgreSQL at 127.0.0.1:",
+            "\"host\", \"port\"",
+        ],
+    );
+
+    w.create(&object("no-row", &trigger(5432, "SELECT 1 WHERE false")))
+        .await;
+    let (reason, message) = not_ready(&w, "no-row").await;
+    assert_eq!(reason, "TriggerError");
+    assert_names(
+        &message,
+        &[
+            "(postgresql)",
+            "the query (parameter \"query\") returned no row",
+        ],
+    );
+
+    set_metadata(&w, "unreachable", "port", "5432").await;
+    set_metadata(&w, "no-row", "query", "SELECT 2").await;
+    becomes_ready(&w, "unreachable").await;
+    becomes_ready(&w, "no-row").await;
+    op.stop().await;
+}
+
+/// `mysql` with its password from a TriggerAuthentication: a wrong password is refused when
+/// the object is built, naming the trigger and the connection parameters but never the
+/// password; once the Secret holds the right (here: empty) password, the object becomes Ready.
+#[tokio::test]
+async fn a_wrong_mysql_password_is_not_ready_naming_the_parameters_and_recovers() {
+    let test = "mysql wrong password";
+    let Some((_server, w)) = world(test).await else {
+        return;
+    };
+    if reachable_or_skip(test, "MariaDB", "127.0.0.1:3306")
+        .await
+        .is_none()
+    {
+        return;
+    }
+    const WRONG: &str = "wrong-password-never-print-me";
+    w.deployment("bad", 0).await;
+    let op = w.start_operator_resolving();
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(w.client.clone(), &w.namespace);
+    let secret = |password: &str| -> k8s_openapi::api::core::v1::Secret {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": { "name": "mysql-secret" },
+            "data": { "password": k8s_openapi::ByteString(password.as_bytes().to_vec()) },
+        }))
+        .expect("a Secret")
+    };
+    secrets
+        .create(&kube::api::PostParams::default(), &secret(WRONG))
+        .await
+        .expect("create Secret");
+    let auth: keda_api::TriggerAuthentication = serde_yaml::from_str(
+        "apiVersion: keda.sh/v1alpha1\nkind: TriggerAuthentication\nmetadata:\n  name: mysql-auth\n  namespace: team\nspec:\n  secretTargetRef:\n    - parameter: password\n      name: mysql-secret\n      key: password\n",
+    )
+    .expect("TriggerAuthentication");
+    kube::Api::<keda_api::TriggerAuthentication>::namespaced(w.client.clone(), &w.namespace)
+        .create(&kube::api::PostParams::default(), &auth)
+        .await
+        .expect("create TriggerAuthentication");
+    w.create(&object(
+        "wrong-password",
+        "type: mysql\n      metadata:\n        host: 127.0.0.1\n        port: \"3306\"\n        username: root\n        dbName: test\n        query: SELECT 3\n        queryValue: \"5\"\n      authenticationRef:\n        name: mysql-auth",
+    ))
+    .await;
+    let (reason, message) = not_ready(&w, "wrong-password").await;
+    assert_eq!(reason, "ScaledObjectCheckFailed");
+    assert_names(
+        &message,
+        &[
+            "(mysql)",
+            "connecting to MySQL at 127.0.0.1:3306/test",
+            "\"password\"",
+            "Access denied for user 'root'",
+        ],
+    );
+    assert!(!message.contains(WRONG), "{message}");
+
+    // root has no password on the test server; an empty value counts as absent.
+    secrets
+        .patch(
+            "mysql-secret",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({ "data": { "password": "" } })),
+        )
+        .await
+        .expect("patch Secret");
+    becomes_ready(&w, "wrong-password").await;
+    op.stop().await;
+}
+
+/// The monitoring endpoint of the local NATS (8222, or 8223 for its own instance) and its
+/// client port, from `/varz`.
+async fn nats_or_skip(test: &str) -> Option<(String, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let attempt = async {
+        let mut last = String::new();
+        for port in [8222, 8223] {
+            let monitoring = format!("127.0.0.1:{port}");
+            let answer = async {
+                let mut s = tokio::net::TcpStream::connect(&monitoring).await?;
+                s.write_all(b"GET /varz HTTP/1.0\r\nHost: localhost\r\n\r\n")
+                    .await?;
+                let mut text = String::new();
+                s.read_to_string(&mut text).await?;
+                Ok::<_, std::io::Error>(text)
+            };
+            match tokio::time::timeout(std::time::Duration::from_secs(5), answer).await {
+                Ok(Ok(text)) => {
+                    let body = text.split("\r\n\r\n").nth(1).unwrap_or_default();
+                    let varz: serde_json::Value =
+                        serde_json::from_str(body).map_err(|e| e.to_string())?;
+                    let client = varz["port"].as_u64().ok_or("varz has no port")?;
+                    return Ok((monitoring, format!("127.0.0.1:{client}")));
+                }
+                Ok(Err(e)) => last = e.to_string(),
+                Err(_) => last = "timed out".to_string(),
+            }
+        }
+        Err(last)
+    };
+    shared::service_or_skip(test, "NATS with JetStream and monitoring", attempt).await
+}
+
+#[path = "../../scalers/tests/nats_jetstream/client.rs"]
+#[allow(dead_code)]
+mod nats_client;
+
+/// `nats-jetstream`: an unreachable monitoring endpoint and a stream that does not exist fail
+/// the polls, naming `natsServerMonitoringEndpoint` and `stream`; fixed, both become Ready.
+#[tokio::test]
+async fn bad_nats_jetstream_triggers_are_not_ready_naming_the_parameter_and_recover() {
+    let test = "nats-jetstream bad input";
+    let Some((_server, w)) = world(test).await else {
+        return;
+    };
+    let Some((monitoring, client)) = nats_or_skip(test).await else {
+        return;
+    };
+    let stream = shared::unique("js");
+    let mut nats = nats_client::NatsClient::connect(&client)
+        .await
+        .expect("NATS client");
+    nats.create_stream(&stream, 1).await.expect("stream");
+    w.deployment("bad", 0).await;
+    let op = w.start_operator();
+    let trigger = |endpoint: &str, stream: &str| {
+        format!(
+            "type: nats-jetstream\n      metadata:\n        natsServerMonitoringEndpoint: \"{endpoint}\"\n        account: $G\n        stream: {stream}\n        consumer: workers"
+        )
+    };
+    let down = format!("127.0.0.1:{}", closed_port());
+    w.create(&object("unreachable", &trigger(&down, &stream)))
+        .await;
+    let (reason, message) = not_ready(&w, "unreachable").await;
+    assert_eq!(reason, "TriggerError");
+    assert_names(
+        &message,
+        &["(nats-jetstream)", "\"natsServerMonitoringEndpoint\""],
+    );
+
+    w.create(&object(
+        "no-stream",
+        &trigger(&monitoring, "no-such-stream"),
+    ))
+    .await;
+    let (reason, message) = not_ready(&w, "no-stream").await;
+    assert_eq!(reason, "TriggerError");
+    assert_names(
+        &message,
+        &[
+            "(nats-jetstream)",
+            "stream \"no-such-stream\" (parameter \"stream\") was not found",
+        ],
+    );
+
+    set_metadata(
+        &w,
+        "unreachable",
+        "natsServerMonitoringEndpoint",
+        &monitoring,
+    )
+    .await;
+    set_metadata(&w, "no-stream", "stream", &stream).await;
+    becomes_ready(&w, "unreachable").await;
+    becomes_ready(&w, "no-stream").await;
+    op.stop().await;
+    nats.delete_stream(&stream).await.expect("delete stream");
+}
