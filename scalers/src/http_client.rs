@@ -83,6 +83,9 @@ pub enum HttpGetError {
         /// The start of the response body, trimmed (secrets removed).
         body: String,
     },
+    /// No complete answer within the client's timeout.
+    #[error("no answer within the timeout of {} ms", .0.as_millis())]
+    TimedOut(Duration),
     /// The body could not be read.
     #[error("reading the response failed: {0}")]
     Body(String),
@@ -157,10 +160,13 @@ impl HttpClient {
             request = request.header(name, value);
         }
         let scrub = |text: String| scrub(text, &self.auth.secrets());
-        let mut response = request
-            .send()
-            .await
-            .map_err(|e| HttpGetError::Send(scrub(error_chain(&e.without_url()))))?;
+        let mut response = request.send().await.map_err(|e| {
+            if e.is_timeout() {
+                HttpGetError::TimedOut(self.timeout)
+            } else {
+                HttpGetError::Send(scrub(error_chain(&e.without_url())))
+            }
+        })?;
         let status = response.status();
         let mut body = Vec::new();
         loop {
@@ -172,6 +178,9 @@ impl HttpClient {
                     body.extend_from_slice(&chunk);
                 }
                 Ok(None) => break,
+                Err(e) if status.is_success() && e.is_timeout() => {
+                    return Err(HttpGetError::TimedOut(self.timeout));
+                }
                 Err(e) if status.is_success() => {
                     return Err(HttpGetError::Body(scrub(error_chain(&e.without_url()))));
                 }

@@ -497,3 +497,36 @@ async fn a_burst_of_polls_on_one_endpoint_opens_about_max_in_flight_connections_
         server.connections()
     );
 }
+
+/// `timeout` (milliseconds) bounds a request to an endpoint that answers late: the poll fails
+/// at the timeout saying so, naming the url; a timeout longer than the delay reads the value.
+#[tokio::test]
+async fn a_slow_endpoint_fails_at_the_timeout_parameter() {
+    let handler: http_server::Handler = Arc::new(|_request| {
+        Box::pin(async {
+            tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+            (
+                StatusCode::OK,
+                "application/json",
+                r#"{"components":{"worker":{"tasks":6}}}"#.to_string(),
+            )
+        })
+    });
+    let server = TestServer::start(handler).await;
+    let url = server.url("/stats");
+    let started = std::time::Instant::now();
+    let h = example(&url, &[("authMode", ""), ("timeout", "300")], &[]).await;
+    let err = h.expect_error().await.to_string();
+    assert!(
+        started.elapsed() < std::time::Duration::from_millis(1100),
+        "{err}"
+    );
+    assert_eq!(
+        err,
+        format!(
+            "trigger 0 (metrics-api): GET url {url} failed: no answer within the timeout of 300 ms"
+        )
+    );
+    let h = example(&url, &[("authMode", ""), ("timeout", "5000")], &[]).await;
+    h.expect(6.0, true).await;
+}

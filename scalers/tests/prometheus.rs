@@ -554,3 +554,97 @@ async fn basic_auth_and_client_certificates_work_against_prometheus_own_web_conf
     assert!(matches!(err, ScalerError::Query { .. }), "{err:?}");
     drop(instance);
 }
+
+/// `authModes: custom` sends `customAuthHeader: customAuthValue` (from the
+/// TriggerAuthentication) on every query; a server that answers later than `timeout`
+/// (milliseconds) fails the poll at the timeout, saying so, with the query and the server.
+#[tokio::test]
+async fn the_custom_auth_header_reaches_the_server_and_timeout_bounds_a_slow_one() {
+    if prom::shared_or_skip("prometheus_custom_timeout")
+        .await
+        .is_none()
+    {
+        return;
+    }
+    let inner = front("unused");
+    let slow = Arc::new(Mutex::new(false));
+    let handler: http_server::Handler = {
+        let slow = Arc::clone(&slow);
+        Arc::new(move |mut request: Recorded| {
+            let inner = Arc::clone(&inner);
+            let slow = *slow.lock().expect("slow");
+            Box::pin(async move {
+                if request.header("x-org-token").as_deref() != Some("c0stom") {
+                    return (StatusCode::FORBIDDEN, "text/plain", "Forbidden".into());
+                }
+                if slow {
+                    tokio::time::sleep(Duration::from_secs(3)).await;
+                }
+                // The front's own check is for bearer tokens; hand it one.
+                request.headers.insert(
+                    "authorization",
+                    "Bearer unused".parse().expect("header value"),
+                );
+                inner(request).await
+            })
+        })
+    };
+    let server = TestServer::start(handler).await;
+    let address = server.url("");
+    let metadata = [
+        ("serverAddress", address.as_str()),
+        ("query", "vector(4)"),
+        ("threshold", "2"),
+        ("authModes", "custom"),
+        ("timeout", "300"),
+    ];
+    let auth = [
+        ("customAuthHeader", "X-Org-Token"),
+        ("customAuthValue", "c0stom"),
+    ];
+    let pools = ClientPools::new();
+    let scaler = Registry::builtin()
+        .build(context(&pools, &metadata, &auth))
+        .await
+        .map_err(|e| e.to_string())
+        .expect("built");
+    assert_eq!(value_of(&scaler).await.expect("a value"), 4.0);
+    assert_eq!(
+        server.last_request().header("x-org-token").as_deref(),
+        Some("c0stom")
+    );
+
+    *slow.lock().expect("slow") = true;
+    let started = std::time::Instant::now();
+    let err = value_of(&scaler).await.expect_err("too slow").to_string();
+    assert!(started.elapsed() < Duration::from_secs(2), "{err}");
+    assert!(
+        err.starts_with("trigger 0 (prometheus): prometheus query `vector(4)` on serverAddress http://127.0.0.1:")
+            && err.ends_with("failed: no answer within the timeout of 300 ms"),
+        "{err}"
+    );
+    scaler.scaler().close().await;
+
+    // A wrong value is the server's 403, with the hint, and never the value.
+    let scaler = Registry::builtin()
+        .build(context(
+            &pools,
+            &metadata,
+            &[
+                ("customAuthHeader", "X-Org-Token"),
+                ("customAuthValue", "wr0ng-value"),
+            ],
+        ))
+        .await
+        .map_err(|e| e.to_string())
+        .expect("built");
+    let err = value_of(&scaler).await.expect_err("forbidden").to_string();
+    assert!(
+        err.ends_with(
+            "failed: HTTP 403 Forbidden: Forbidden; check the trigger's authModes and its credentials"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("wr0ng-value"), "{err}");
+    scaler.scaler().close().await;
+}
