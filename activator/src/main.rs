@@ -207,16 +207,35 @@ async fn main() -> anyhow::Result<()> {
     } else {
         None
     };
-    let report_task = tokio::spawn(report::run(
-        ReporterConfig {
-            url: args.operator_url.clone(),
-            tls: report_tls,
-            replica: args.replica.clone(),
-            idle_after: Duration::from_secs(3600),
-        },
-        Arc::clone(&targets),
-        wake_rx,
+    let report_config = ReporterConfig {
+        url: args.operator_url.clone(),
+        tls: report_tls,
+        replica: args.replica.clone(),
+        idle_after: Duration::from_secs(3600),
+    };
+    let wake_rx = report::wake_receiver(wake_rx);
+    // The report stream too is started again if it panics (its connection errors are retried
+    // inside it); the restarted task takes over the wake-up channel.
+    let report_task = tokio::spawn(supervise::supervise(
+        "report",
+        Arc::clone(&health),
+        Arc::clone(&metrics),
         stop_reporting.clone(),
+        {
+            let (targets, stop) = (Arc::clone(&targets), stop_reporting.clone());
+            move || {
+                let reporting = report::run(
+                    report_config.clone(),
+                    Arc::clone(&targets),
+                    Arc::clone(&wake_rx),
+                    stop.clone(),
+                );
+                async move {
+                    reporting.await;
+                    Ok::<(), std::convert::Infallible>(())
+                }
+            }
+        },
     ));
     let admin_task = tokio::spawn(server::serve_admin(
         admin_listener,

@@ -157,15 +157,26 @@ pub fn client_tls_from_files(
 trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
 
+/// The receiver of wake-ups, shared so that a report task started again after a failure
+/// ([`crate::supervise`]) takes over the same channel.
+pub type WakeReceiver = Arc<tokio::sync::Mutex<mpsc::Receiver<TargetKey>>>;
+
+/// The [`WakeReceiver`] of `receiver`.
+pub fn wake_receiver(receiver: mpsc::Receiver<TargetKey>) -> WakeReceiver {
+    Arc::new(tokio::sync::Mutex::new(receiver))
+}
+
 /// Runs until `cancel`: connects, streams, reconnects with backoff (100 ms doubling to 5 s).
 /// Wake-ups that arrive while disconnected are not lost: the next sample carries the held
-/// count with no ready pod, which wakes the operator too.
+/// count with no ready pod, which wakes the operator too. Takes `wake` for as long as it
+/// runs (a tokio mutex: a run that panicked gives it back as it unwinds).
 pub async fn run(
     config: ReporterConfig,
     targets: Arc<Targets>,
-    mut wake: mpsc::Receiver<TargetKey>,
+    wake: WakeReceiver,
     cancel: CancellationToken,
 ) {
+    let mut wake = wake.lock().await;
     let mut backoff = Duration::from_millis(100);
     loop {
         let started = Instant::now();

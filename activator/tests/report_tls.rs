@@ -134,7 +134,7 @@ fn reporter(
             idle_after: Duration::from_secs(120),
         },
         targets,
-        wake_rx,
+        report::wake_receiver(wake_rx),
         stop.clone(),
     ));
     wake_tx

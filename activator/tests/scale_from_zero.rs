@@ -177,7 +177,7 @@ async fn a_thousand_requests_to_a_target_at_zero_all_get_the_backends_answer() {
             idle_after: Duration::from_secs(120),
         },
         Arc::clone(&targets),
-        wake_rx,
+        report::wake_receiver(wake_rx),
         stop.clone(),
     ));
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");

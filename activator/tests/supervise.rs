@@ -229,3 +229,119 @@ async fn a_watch_that_fails_on_every_start_fails_healthz_while_the_known_routes_
         (200, "hello from shop".into())
     );
 }
+
+/// A stand-in for the operator's report endpoint: every chunk of every report stream's body
+/// (one line each), in order.
+async fn operator() -> (SocketAddr, tokio::sync::mpsc::UnboundedReceiver<String>) {
+    use http_body_util::BodyExt;
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (lines_tx, lines) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let lines_tx = lines_tx.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |request: http::Request<_>| {
+                    let lines_tx = lines_tx.clone();
+                    async move {
+                        let mut body: hyper::body::Incoming = request.into_body();
+                        while let Some(Ok(frame)) = body.frame().await {
+                            if let Ok(data) = frame.into_data() {
+                                let _ = lines_tx.send(String::from_utf8_lossy(&data).into_owned());
+                            }
+                        }
+                        Ok::<_, std::convert::Infallible>(http::Response::new(
+                            http_body_util::Empty::<bytes::Bytes>::new(),
+                        ))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    (addr, lines)
+}
+
+#[tokio::test]
+async fn a_report_stream_that_panics_is_restarted_and_still_carries_the_wake_ups() {
+    use keda_activator::report::{self, ReporterConfig};
+    use keda_scalers::scalers::http::protocol::{REPORT_PATH, TargetKey};
+
+    let stop = CancellationToken::new();
+    let _stop_on_exit = stop.clone().drop_guard();
+    let (operator, mut lines) = operator().await;
+    let metrics = Arc::new(Metrics::new());
+    let health = Health::new(Duration::from_secs(30));
+    let (wake_tx, wake_rx) = tokio::sync::mpsc::channel(16);
+    let wake = report::wake_receiver(wake_rx);
+    let (unused_tx, _unused_rx) = tokio::sync::mpsc::channel(16);
+    let targets = keda_activator::targets::Targets::new(unused_tx, Arc::clone(&metrics));
+    let config = ReporterConfig {
+        url: format!("http://{operator}{REPORT_PATH}")
+            .parse()
+            .expect("url"),
+        tls: None,
+        replica: "activator-0".into(),
+        idle_after: Duration::from_secs(120),
+    };
+    let runs = Arc::new(AtomicUsize::new(0));
+    let started = Arc::clone(&runs);
+    let stop_reporting = stop.clone();
+    tokio::spawn(supervise::supervise(
+        "report",
+        Arc::clone(&health),
+        Arc::clone(&metrics),
+        stop.clone(),
+        move || {
+            let run = started.fetch_add(1, Ordering::SeqCst);
+            let reporting = report::run(
+                config.clone(),
+                Arc::clone(&targets),
+                Arc::clone(&wake),
+                stop_reporting.clone(),
+            );
+            async move {
+                if run == 0 {
+                    // The first run streams (it holds the wake-up channel), then panics.
+                    tokio::select! {
+                        () = reporting => {}
+                        () = tokio::time::sleep(Duration::from_millis(300)) => {
+                            panic!("a bug in the report stream");
+                        }
+                    }
+                } else {
+                    reporting.await;
+                }
+                Ok::<(), std::convert::Infallible>(())
+            }
+        },
+    ));
+    let first = within(10, "the first run's sample", lines.recv())
+        .await
+        .expect("a line");
+    assert!(first.contains("\"type\":\"sample\""), "{first}");
+    eventually("the first run to fail", || health.is_failing("report")).await;
+    eventually("the second run", || runs.load(Ordering::SeqCst) == 2).await;
+    // A wake-up sent now reaches the operator through the restarted stream.
+    wake_tx
+        .send(TargetKey::new("shop", "shop", 0))
+        .await
+        .expect("the wake-up channel is still open");
+    within(10, "the wake-up line", async {
+        loop {
+            let line = lines.recv().await.expect("a line");
+            if line.contains("\"type\":\"wake\"") {
+                assert!(line.contains("\"shop\""), "{line}");
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(
+        metrics
+            .encode()
+            .contains("keda_activator_task_failures_total{task=\"report\"} 1")
+    );
+}
