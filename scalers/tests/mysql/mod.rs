@@ -1,6 +1,7 @@
 //! The `mysql` scaler against the real MariaDB on 127.0.0.1:3306 (root without a password,
 //! database `test`, no TLS configured). Every test creates its own table, and its own user
-//! with a password where it needs one, and drops them at the end.
+//! with a password where it needs one, and drops them at the end. The TLS modes run against a
+//! MariaDB of the test's own with a certificate from a test CA (`own.rs`).
 
 use std::time::{Duration, Instant};
 
@@ -9,6 +10,8 @@ use keda_scalers::{Registry, Scaler, ScalerContext, ScalerError, Secret};
 use mysql_async::prelude::Queryable;
 
 use crate::common::{self, Setup, conformance, unique};
+
+mod own;
 
 const ADDRESS: &str = "127.0.0.1:3306";
 
@@ -368,4 +371,56 @@ async fn an_unreachable_server_fails_the_build_at_once_without_the_password() {
     );
     assert!(!message.contains("hunter22"), "{message}");
     assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+/// Whether the scaler's connection uses TLS, as the server sees it: 1 or 0.
+const USES_TLS: &str = "SELECT COUNT(*) FROM information_schema.SESSION_STATUS \
+    WHERE VARIABLE_NAME = 'Ssl_cipher' AND VARIABLE_VALUE <> ''";
+
+#[tokio::test]
+async fn tls_modes_against_a_server_with_tls() {
+    let test = "tls_modes_against_a_server_with_tls";
+    let Some(db) = own::OwnMariaDb::start_or_skip(test).await else {
+        return;
+    };
+    let base = format!("root@tcp(127.0.0.1:{})/mysql", db.port);
+    // (tls, whether the connection is encrypted)
+    for (tls, encrypted) in [("skip-verify", 1.0), ("preferred", 1.0), ("false", 0.0)] {
+        let built = Registry::builtin()
+            .build(context(
+                0,
+                USES_TLS,
+                &[("connectionString", &format!("{base}?tls={tls}"))],
+            ))
+            .await
+            .map_err(|e| e.to_string())
+            .unwrap_or_else(|e| panic!("tls={tls}: {e}"));
+        let read = built
+            .scaler()
+            .metrics_and_activity("s0-mysql-mysql")
+            .await
+            .unwrap_or_else(|e| panic!("tls={tls}: {e}"));
+        assert_eq!(read.values[0].value, encrypted, "tls={tls}");
+        built.scaler().close().await;
+    }
+    // tls=true verifies the certificate against the system roots, which do not hold the test
+    // CA (as Go's driver does): refused, naming the parameter.
+    let Err(err) = Registry::builtin()
+        .build(context(
+            0,
+            USES_TLS,
+            &[("connectionString", &format!("{base}?tls=true"))],
+        ))
+        .await
+    else {
+        panic!("an unknown CA must be refused");
+    };
+    let message = err.to_string();
+    assert!(
+        message.starts_with(&format!(
+            "trigger 0 (mysql): connecting to MySQL at 127.0.0.1:{}/mysql (parameter \"connectionString\") failed:",
+            db.port
+        )) && message.to_lowercase().contains("certificate"),
+        "{message}"
+    );
 }
