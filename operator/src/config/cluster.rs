@@ -6,6 +6,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use kube::client::ClientBuilder;
+use kube::client::retry::RetryPolicy;
+use tower::buffer::BufferLayer;
+use tower::retry::RetryLayer;
 
 use super::Environment;
 use super::rate_limit::{RateLimitLayer, TokenBucket};
@@ -13,6 +16,16 @@ use crate::telemetry::Metrics;
 
 /// How long the first request to the API server may take.
 const REACH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Retries of a request answered `429`, `503` or `504`: at most this many...
+const API_RETRIES: u32 = 3;
+/// ...after waits doubling from this one (with jitter)...
+const API_RETRY_MIN_DELAY: Duration = Duration::from_millis(200);
+/// ...up to this one, or the server's `Retry-After` when it asks for longer.
+const API_RETRY_MAX_DELAY: Duration = Duration::from_secs(2);
+
+/// Requests queued for the retrying layer (kube queues as many in front of its client).
+const API_REQUEST_QUEUE: usize = 1024;
 
 /// Why no usable cluster was found.
 #[derive(Debug, thiserror::Error)]
@@ -98,19 +111,38 @@ fn explain_infer_failure(env: &dyn Environment, error: &dyn std::error::Error) -
 /// `burst` (no limit when `qps` is not positive). How long requests wait for the limiter is
 /// recorded into `metrics` (`rest_client_rate_limiter_*`).
 ///
+/// A request answered `429`, `503` or `504` is retried [`API_RETRIES`] times within a few
+/// seconds, as client-go bounds its retries, and then fails to its caller, which has its own
+/// schedule (the next poll, a requeued reconcile, the watch's backoff, the next Lease renewal).
+/// kube's own default retries such a request 15 times, doubling the wait from 5 ms to over 80 s:
+/// through an API server outage every request would sleep on, and for up to a minute and a half
+/// after the server returned the operator would neither hold its Lease nor watch nor scale
+/// (docs/reliability.md, "Faults").
+///
 /// # Errors
 /// [`ClusterError::Client`] when kube cannot build its HTTP stack (for example a bad CA).
+///
+/// # Panics
+/// Outside a tokio runtime (the retrying layer's queue runs as a task).
 pub fn build_client(
-    config: kube::Config,
+    mut config: kube::Config,
     qps: f32,
     burst: u32,
     metrics: &Metrics,
 ) -> Result<kube::Client, ClusterError> {
     let url = config.cluster_url.to_string();
-    let builder = ClientBuilder::try_from(config).map_err(|error| ClusterError::Client {
-        url,
-        reason: one_line(&error),
-    })?;
+    let client_error = |reason: String| ClusterError::Client {
+        url: url.clone(),
+        reason,
+    };
+    let retries = RetryPolicy::new(API_RETRY_MIN_DELAY, API_RETRY_MAX_DELAY, API_RETRIES, true)
+        .map_err(|error| client_error(one_line(&error)))?;
+    config.default_retry = false;
+    let builder = ClientBuilder::try_from(config)
+        .map_err(|error| client_error(one_line(&error)))?
+        // Retrying needs a service it can call again: kube's stack behind a queue.
+        .with_layer(&BufferLayer::new(API_REQUEST_QUEUE))
+        .with_layer(&RetryLayer::new(retries));
     Ok(match TokenBucket::new(qps, burst) {
         Some(bucket) => builder
             .with_layer(&RateLimitLayer::new(bucket).recording(metrics.clone()))
@@ -189,6 +221,41 @@ mod tests {
             "{error}"
         );
         assert!(!error.to_string().contains('\n'));
+    }
+
+    /// Through an API server outage a request must fail within seconds, so that its caller's
+    /// own schedule (a Lease renewal, a poll) goes on; kube's default would retry for minutes.
+    #[tokio::test]
+    async fn a_request_answered_503_is_retried_three_times_within_seconds_then_fails() {
+        use memkube::{FailureRule, MemKube, Verb};
+
+        let server = MemKube::new();
+        let loopback = server.serve_loopback().await.expect("loopback");
+        server.inject_failure(FailureRule::new(503).verb(Verb::Get).resource("namespaces"));
+        let client = build_client(loopback.config(), 0.0, 0, &Metrics::new()).expect("client");
+        let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client);
+        let started = std::time::Instant::now();
+        let error = namespaces.get("default").await.expect_err("503");
+        assert!(
+            matches!(&error, kube::Error::Api(status) if status.code == 503),
+            "{error}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(8),
+            "gave up after {:?}",
+            started.elapsed()
+        );
+        assert_eq!(
+            server.request_counts().get(Verb::Get, "namespaces"),
+            1 + u64::from(API_RETRIES)
+        );
+        // And a 503 that passes is not an error at all.
+        server.clear_failures();
+        server.inject_failure(FailureRule::new(503).verb(Verb::Get).times(2));
+        namespaces
+            .get("default")
+            .await
+            .expect("retried past two 503s");
     }
 
     #[tokio::test]
