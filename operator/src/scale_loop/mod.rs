@@ -311,6 +311,7 @@ impl ScaleLoops {
                         first_poll: gate,
                         loops: self.clone(),
                         so_ref: ObjectRef::new(&name).within(&namespace),
+                        uid: so.uid().unwrap_or_default(),
                         target: target.clone(),
                         scalers: start.scalers,
                         memory: start.memory,
@@ -504,6 +505,8 @@ struct LoopTask {
     /// Opened by [`ScaleLoops::reconciled`].
     first_poll: Arc<Notify>,
     so_ref: ObjectRef<ScaledObject>,
+    /// The UID of the object this loop was started for.
+    uid: String,
     target: Target,
     scalers: Arc<ObjectScalers>,
     memory: SharedMemory,
@@ -555,6 +558,10 @@ impl LoopTask {
             _ = tokio::time::timeout(FIRST_POLL_GATE, self.first_poll.notified()) => {}
         }
         loop {
+            if self.superseded() {
+                self.retire();
+                return;
+            }
             // Boxed: the poll's future (Redis read, status write, events) is several KB and
             // needed only while polling; inline, every idle loop would keep room for it.
             tokio::select! {
@@ -582,6 +589,36 @@ impl LoopTask {
                 }
             }
         }
+    }
+
+    /// Whether the object this loop was started for is gone from the watch cache: deleted, or
+    /// deleted and created again under the same name (another UID), without this operator
+    /// reconciling the deletion. That happens when the deletion falls in a gap of the watch (a
+    /// `410 Gone` relist, an operator that was down) and nothing held the object back (its
+    /// finalizer was removed by hand): the controller never sees a deleted object, only its
+    /// absence from the relisted cache. Such a loop would poll on forever, or worse, poll for
+    /// the new object with the old object's scalers next to the new object's own loop.
+    fn superseded(&self) -> bool {
+        self.loops
+            .inner
+            .store
+            .get(&self.so_ref)
+            .is_none_or(|so| so.metadata.uid.as_deref() != Some(self.uid.as_str()))
+    }
+
+    /// Stops this loop for good and forgets its object, as a reconciled deletion does. The
+    /// stop awaits this task, so it runs in a task of its own while this one returns.
+    fn retire(&self) {
+        let namespace = self.so_ref.namespace.clone().unwrap_or_default();
+        info!(
+            namespace,
+            name = self.so_ref.name,
+            uid = self.uid,
+            "ScaledObject gone from the watch cache without a reconciled deletion; its loop stops"
+        );
+        let loops = self.loops.clone();
+        let uid = self.uid.clone();
+        tokio::spawn(async move { loops.forget(&uid).await });
     }
 
     /// One poll, isolated: a panic in it is counted, makes the object `Ready=False

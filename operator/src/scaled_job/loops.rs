@@ -177,6 +177,7 @@ impl JobLoops {
                     let task = LoopTask {
                         loops: self.clone(),
                         sj_ref: ObjectRef::new(&name).within(&namespace),
+                        uid: sj.uid().unwrap_or_default(),
                         scalers: start.scalers,
                         memory: start.memory,
                     };
@@ -367,6 +368,8 @@ pub(super) fn loop_owned_ready(reason: Option<&str>) -> bool {
 struct LoopTask {
     loops: JobLoops,
     sj_ref: ObjectRef<ScaledJob>,
+    /// The UID of the ScaledJob this loop was started for.
+    uid: String,
     scalers: Arc<ObjectScalers>,
     memory: SharedMemory,
 }
@@ -378,6 +381,10 @@ impl LoopTask {
             () = token.cancelled() => return,
         }
         loop {
+            if self.superseded() {
+                self.retire();
+                return;
+            }
             tokio::select! {
                 () = self.poll() => {}
                 () = token.cancelled() => return,
@@ -388,6 +395,33 @@ impl LoopTask {
                 () = token.cancelled() => return,
             }
         }
+    }
+
+    /// Whether the ScaledJob this loop was started for is gone from the watch cache (deleted,
+    /// or deleted and created again under the same name) without this operator reconciling the
+    /// deletion: a deletion in a gap of the watch (a `410 Gone` relist) of an object whose
+    /// finalizer was removed by hand. Polling on, the loop would create Jobs for the new
+    /// ScaledJob next to the new ScaledJob's own loop.
+    fn superseded(&self) -> bool {
+        self.loops
+            .inner
+            .scaled_jobs
+            .get(&self.sj_ref)
+            .is_none_or(|sj| sj.metadata.uid.as_deref() != Some(self.uid.as_str()))
+    }
+
+    /// Stops this loop for good and forgets its ScaledJob, as a reconciled deletion does; in a
+    /// task of its own, since the stop awaits this task.
+    fn retire(&self) {
+        info!(
+            namespace = self.sj_ref.namespace.as_deref().unwrap_or_default(),
+            name = self.sj_ref.name,
+            uid = self.uid,
+            "ScaledJob gone from the watch cache without a reconciled deletion; its loop stops"
+        );
+        let loops = self.loops.clone();
+        let uid = self.uid.clone();
+        tokio::spawn(async move { loops.forget(&uid).await });
     }
 
     /// One poll, isolated: a panic in it is counted, makes the ScaledJob `Ready=False
