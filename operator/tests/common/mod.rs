@@ -4,3 +4,4 @@
 
 pub mod dial;
 pub mod metrics_api;
+pub mod source;
