@@ -1,7 +1,7 @@
 //! A MariaDB of the test's own with TLS, which the shared instance (no TLS configured) cannot
 //! test: `mariadb-install-db` and `mariadbd` of the Debian package, a temporary directory, a
 //! free loopback port, a server certificate for 127.0.0.1 from a CA generated at test time
-//! (rcgen); root has no password. Stopped (its process killed) when dropped.
+//! (rcgen); its root user has no password. Stopped (its process killed) when dropped.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -60,14 +60,19 @@ impl OwnMariaDb {
         for (name, content) in [("ca.pem", ca), ("server.pem", cert), ("server.key", key)] {
             std::fs::write(dir.join(name), content).expect("file");
         }
+        // Run as root (these machines), the server must be told to stay root; as anyone
+        // else it runs as that user.
+        let root = std::process::Command::new("id")
+            .arg("-u")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+            .unwrap_or(false);
+        let user: &[&str] = if root { &["--user=root"] } else { &[] };
         let install = tokio::process::Command::new("mariadb-install-db")
             .arg("--no-defaults")
             .arg(format!("--datadir={}", dir.join("data").display()))
-            .args([
-                "--user=root",
-                "--auth-root-authentication-method=normal",
-                "--skip-test-db",
-            ])
+            .args(user)
+            .args(["--auth-root-authentication-method=normal", "--skip-test-db"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
@@ -89,7 +94,8 @@ impl OwnMariaDb {
             .arg(format!("--ssl-ca={}", path("ca.pem")))
             .arg(format!("--ssl-cert={}", path("server.pem")))
             .arg(format!("--ssl-key={}", path("server.key")))
-            .args(["--user=root", "--bind-address=127.0.0.1", "--skip-log-bin"])
+            .args(user)
+            .args(["--bind-address=127.0.0.1", "--skip-log-bin"])
             .stdout(Stdio::null())
             .stderr(Stdio::from(
                 std::fs::File::create(dir.join("server.log")).expect("log"),
