@@ -44,23 +44,44 @@ const READ_CHUNK: usize = 8 * 1024;
 /// Response bytes gathered before they are written, when more are at hand.
 const WRITE_AT: usize = 64 * 1024;
 
+/// A client's connection as this module reads it: [`edge::Stream`] in the proxy; an in-memory
+/// stream in the fuzzer (`fuzz/`), which drives [`serve`] without sockets.
+pub trait ClientStream: AsyncRead + AsyncWrite + Unpin {
+    /// Reads into the spare room of `buf`; `Ok(0)` is the end of the stream.
+    fn poll_read_buf(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut impl BufMut,
+    ) -> Poll<io::Result<usize>>;
+}
+
+impl ClientStream for edge::Stream {
+    fn poll_read_buf(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut impl BufMut,
+    ) -> Poll<io::Result<usize>> {
+        edge::Stream::poll_read_buf(self, cx, buf)
+    }
+}
+
 /// A connection this module hands to hyper: the bytes it read and did not serve, then the
 /// socket.
 #[derive(Debug)]
-pub struct Rewound {
+pub struct Rewound<S = edge::Stream> {
     prefix: Bytes,
-    io: edge::Stream,
+    io: S,
 }
 
 /// Serves `stream` until the client closes it, the connection fails, or `shutdown` finds it
 /// between requests; or until a request this path does not serve, when the connection is
 /// returned for hyper's server.
-pub async fn serve(
-    stream: edge::Stream,
+pub async fn serve<S: ClientStream>(
+    stream: S,
     proxy: &Proxy,
     peer: &Peer,
     shutdown: &CancellationToken,
-) -> Option<Rewound> {
+) -> Option<Rewound<S>> {
     let limits = *proxy.limits();
     let mut conn = Conn {
         io: stream,
@@ -195,21 +216,28 @@ pub async fn serve(
 }
 
 /// A parsed request head this path can serve.
-struct Request<'a> {
+#[derive(Debug)]
+pub struct Request<'a> {
     /// Length of the head in the buffer.
-    len: usize,
-    method: Method,
-    host: &'a str,
-    path: &'a str,
+    pub len: usize,
+    /// The method.
+    pub method: Method,
+    /// The `Host` field.
+    pub host: &'a str,
+    /// The request target's path, without the query.
+    pub path: &'a str,
     /// The client asked to close the connection after this request.
-    close: bool,
+    pub close: bool,
 }
 
-enum Parsed<'a> {
+/// What [`parse`] makes of the front of the client's buffer.
+#[derive(Debug)]
+pub enum Parsed<'a> {
     /// The head is not complete yet.
     Partial,
     /// Not a request for this path (see the module documentation).
     HandOver,
+    /// A request this path serves.
     Request(Request<'a>),
 }
 
@@ -217,7 +245,9 @@ enum Parsed<'a> {
 /// the pod's request head into `out`: the client's header lines as they came, without the
 /// hop-by-hop ones, with `X-Forwarded-For` (the client's address appended to any value
 /// there), `X-Forwarded-Host` and `X-Forwarded-Proto` as [`crate::proxy`] sets them.
-fn parse<'a>(buf: &'a [u8], peer: &Peer, out: &mut Vec<u8>) -> Parsed<'a> {
+///
+/// Public for the fuzzer (`fuzz/`), which checks the pod's head against the client's.
+pub fn parse<'a>(buf: &'a [u8], peer: &Peer, out: &mut Vec<u8>) -> Parsed<'a> {
     if buf.is_empty() {
         return Parsed::Partial;
     }
@@ -451,8 +481,8 @@ fn encode_response_head(
 }
 
 /// The client's connection while this path serves it.
-struct Conn<'a> {
-    io: edge::Stream,
+struct Conn<'a, S> {
+    io: S,
     /// Read from the client, not served yet.
     buf: BytesMut,
     /// To write to the client.
@@ -464,7 +494,7 @@ struct Conn<'a> {
     metrics: &'a SharedMetrics,
 }
 
-impl Conn<'_> {
+impl<S: ClientStream> Conn<'_, S> {
     /// Sets the deadline to `after` from now.
     fn arm(&mut self, after: Duration) {
         self.deadline.as_mut().reset(Instant::now() + after);
@@ -492,12 +522,12 @@ impl Conn<'_> {
 
     /// Ends the connection after what was written: a FIN, so a response in flight is not cut
     /// off by a reset.
-    async fn close(mut self) -> Option<Rewound> {
+    async fn close(mut self) -> Option<Rewound<S>> {
         let _ = self.io.shutdown().await;
         None
     }
 
-    fn rewound(self) -> Rewound {
+    fn rewound(self) -> Rewound<S> {
         Rewound {
             prefix: self.buf.freeze(),
             io: self.io,
@@ -674,14 +704,14 @@ async fn next_frame(body: &mut ProxyBody) -> Polled {
     poll_fn(|cx| Pin::new(&mut *body).poll_frame(cx)).await
 }
 
-impl Rewound {
+impl<S> Rewound<S> {
     /// Whether the connection starts with HTTP/2's preface (h2c with prior knowledge).
     pub fn is_http2(&self) -> bool {
         self.prefix.starts_with(b"PRI * HTTP/2.0")
     }
 }
 
-impl AsyncRead for Rewound {
+impl<S: AsyncRead + Unpin> AsyncRead for Rewound<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -697,7 +727,7 @@ impl AsyncRead for Rewound {
     }
 }
 
-impl AsyncWrite for Rewound {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Rewound<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,

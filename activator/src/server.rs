@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::edge::Stream;
-use crate::front::{self, Rewound};
+use crate::front::{self, ClientStream, Rewound};
 use crate::metrics::SharedMetrics;
 use crate::proxy::{Peer, Proxy};
 use crate::supervise::Health;
@@ -43,11 +43,7 @@ pub async fn serve_proxy(
     shutdown: CancellationToken,
     drain_timeout: Duration,
 ) {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    // The header read and idle timeouts are `crate::timed`'s: hyper's would also cut a quiet
-    // kept-alive connection at the header read timeout.
-    builder.http1().header_read_timeout(None);
-    let builder = Arc::new(builder);
+    let builder = Arc::new(hyper_builder());
     let connections = TaskTracker::new();
     loop {
         let permit = tokio::select! {
@@ -80,10 +76,7 @@ pub async fn serve_proxy(
             (Arc::clone(&proxy), shutdown.clone(), Arc::clone(&builder));
         connections.spawn(async move {
             let _open = Open::new(permit, &proxy.metrics().connections);
-            let peer = Peer::new(remote);
-            if let Some(rewound) = front::serve(stream, &proxy, &peer, &shutdown).await {
-                serve_with_hyper(rewound, proxy, peer, &builder, &shutdown).await;
-            }
+            serve_connection(stream, proxy, Peer::new(remote), &builder, &shutdown).await;
         });
     }
     drop(listener);
@@ -96,6 +89,32 @@ pub async fn serve_proxy(
             ?drain_timeout,
             "connections still open after the drain timeout"
         );
+    }
+}
+
+/// The server [`serve_connection`] hands connections to when [`crate::front`] does not serve
+/// them.
+pub fn hyper_builder() -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // The header read and idle timeouts are `crate::timed`'s: hyper's would also cut a quiet
+    // kept-alive connection at the header read timeout.
+    builder.http1().header_read_timeout(None);
+    builder
+}
+
+/// Serves one client connection as [`serve_proxy`] serves each one it accepts: in
+/// [`crate::front`], then with hyper's server (`builder`, from [`hyper_builder`]) from the
+/// first request the front path hands over. Generic over the stream so the fuzzer (`fuzz/`)
+/// drives it in memory.
+pub async fn serve_connection<S: ClientStream + Send + 'static>(
+    stream: S,
+    proxy: Arc<Proxy>,
+    peer: Peer,
+    builder: &auto::Builder<TokioExecutor>,
+    shutdown: &CancellationToken,
+) {
+    if let Some(rewound) = front::serve(stream, &proxy, &peer, shutdown).await {
+        serve_with_hyper(rewound, proxy, peer, builder, shutdown).await;
     }
 }
 
@@ -125,8 +144,8 @@ impl Drop for Open {
 /// Serves the rest of a connection with hyper's server, its deadlines kept by
 /// [`crate::timed`]; on `shutdown`, the request in progress is finished and the connection
 /// closed.
-async fn serve_with_hyper(
-    io: Rewound,
+async fn serve_with_hyper<S: ClientStream + Send + 'static>(
+    io: Rewound<S>,
     proxy: Arc<Proxy>,
     peer: Peer,
     builder: &auto::Builder<TokioExecutor>,
