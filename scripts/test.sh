@@ -19,3 +19,7 @@ bash scripts/services.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
+
+# Every fuzz target (fuzz/) for a short fixed number of inputs from its seeds, so the harness
+# cannot rot; a crash fails the run (docs/reliability.md, "Fuzzing").
+bash scripts/fuzz.sh ci

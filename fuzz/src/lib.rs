@@ -1,0 +1,127 @@
+//! What the fuzz targets share: the text form of a trigger for `scaler_metadata`, and the
+//! checks every target runs on what the registry returns.
+
+use std::sync::OnceLock;
+
+use keda_scalers::{Registry, ScalableKind, ScalerContext, Secret};
+
+/// The registry with every built-in scaler, built once.
+pub fn registry() -> &'static Registry {
+    static REGISTRY: OnceLock<Registry> = OnceLock::new();
+    REGISTRY.get_or_init(Registry::builtin)
+}
+
+/// Every name (primary and aliases) of every parameter `trigger_type` declares.
+fn param_names(registry: &Registry, trigger_type: &str) -> Vec<&'static str> {
+    registry.get(trigger_type).map_or_else(Vec::new, |factory| {
+        factory
+            .params()
+            .iter()
+            .flat_map(|p| std::iter::once(p.name).chain(p.aliases.iter().copied()))
+            .collect()
+    })
+}
+
+/// Resolves `%N` (the Nth declared parameter name, modulo their number) at the start of `key`.
+fn resolve_key(key: &str, names: &[&str]) -> String {
+    let Some(rest) = key.strip_prefix('%') else {
+        return key.to_string();
+    };
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    match (rest[..digits].parse::<usize>(), names.len()) {
+        (Ok(n), len) if len > 0 => format!("{}{}", names[n % len], &rest[digits..]),
+        _ => key.to_string(),
+    }
+}
+
+/// A trigger in the fuzzer's text form, one item per line:
+///
+/// ```text
+/// redis                  the type; `%N` is the Nth registered type
+/// address=redis:6379     metadata; a key `%N` is the Nth declared parameter (`%NFromEnv` too)
+/// auth.password=s3cret   an auth param (TriggerAuthentication)
+/// env.REDIS_HOST=redis   a resolved environment variable of the scale target
+/// !metricType=Value      the trigger's metricType
+/// !name=queue            the trigger's name
+/// !cached                useCachedMetrics
+/// !source                the trigger feeds a scalingModifiers formula
+/// !job                   the trigger is a ScaledJob's
+/// ```
+pub fn context_from_text(text: &str) -> ScalerContext {
+    let registry = registry();
+    let mut lines = text.split('\n');
+    let first = lines.next().unwrap_or_default();
+    let types: Vec<&str> = registry.types().collect();
+    let trigger_type = match first.strip_prefix('%').map(str::parse::<usize>) {
+        Some(Ok(n)) if !types.is_empty() => types[n % types.len()].to_string(),
+        _ => first.to_string(),
+    };
+    let names = param_names(registry, &trigger_type);
+    let mut ctx = ScalerContext::new(trigger_type, 0);
+    for line in lines {
+        let (key, value) = line.split_once('=').unwrap_or((line, ""));
+        if let Some(flag) = key.strip_prefix('!') {
+            match flag {
+                "metricType" => ctx.metric_type = Some(value.to_string()),
+                "name" => ctx.trigger_name = value.to_string(),
+                "cached" => ctx.use_cached_metrics = true,
+                "source" => ctx.as_metric_source = true,
+                "job" => ctx.scalable_kind = ScalableKind::ScaledJob,
+                _ => {}
+            }
+        } else if let Some(key) = key.strip_prefix("auth.") {
+            ctx.auth_params
+                .insert(resolve_key(key, &names), Secret::new(value));
+        } else if let Some(key) = key.strip_prefix("env.") {
+            ctx.resolved_env.insert(key.to_string(), value.to_string());
+        } else {
+            ctx.metadata
+                .insert(resolve_key(key, &names), value.to_string());
+        }
+    }
+    ctx
+}
+
+/// Runs the registry's parse-only check on `ctx` and checks what it returns: every built-in
+/// type has a check, an error has a message, and no error shows an auth param's value (they
+/// come from Secrets) unless that value is also written elsewhere in the trigger.
+pub fn check_trigger(ctx: &ScalerContext) {
+    let registry = registry();
+    let known = registry.get(&ctx.trigger_type).is_some();
+    let Some(result) = registry.check(ctx) else {
+        panic!(
+            "built-in type {:?} has no parse-only check",
+            ctx.trigger_type
+        );
+    };
+    let Err(error) = result else {
+        return;
+    };
+    let message = error.to_string();
+    assert!(!message.is_empty(), "an empty error for {ctx:?}");
+    if !known {
+        return;
+    }
+    for secret in ctx.auth_params.values() {
+        let secret = secret.expose();
+        if secret.len() < 8 || secret.trim() != secret {
+            continue;
+        }
+        let written_elsewhere = ctx
+            .metadata
+            .iter()
+            .chain(ctx.resolved_env.iter())
+            .any(|(k, v)| k.contains(secret) || v.contains(secret))
+            || ctx.auth_params.keys().any(|k| k.contains(secret))
+            || ctx.trigger_type.contains(secret)
+            || ctx.trigger_name.contains(secret)
+            || ctx
+                .metric_type
+                .as_deref()
+                .is_some_and(|m| m.contains(secret));
+        assert!(
+            written_elsewhere || !message.contains(secret),
+            "the error shows an auth param's value: {message}"
+        );
+    }
+}

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The fuzz targets of fuzz/ (docs/reliability.md, "Fuzzing").
+#
+#   scripts/fuzz.sh ci                 build every target (unoptimized, the quicker build), run
+#                                      each for $FUZZ_CI_RUNS inputs (default 10000) from its
+#                                      seeds; a crash fails (exit != 0). scripts/test.sh runs it.
+#   scripts/fuzz.sh run <target> [N]   fuzz <target> for N inputs (default 10,000,000), built
+#                                      optimized, at the lowest CPU priority, keeping what it
+#                                      finds in fuzz/corpus/<target>; prints libFuzzer's figures
+#
+# Installs what is missing: the nightly toolchain (cargo-fuzz builds with it) and cargo-fuzz
+# from crates.io. Targets are built without a sanitizer (the project forbids unsafe code; the
+# checks are panics, the targets' assertions, overflow checks and debug assertions, all on).
+# A crash leaves its input in fuzz/artifacts/<target>/; replay it with
+# `cargo +nightly fuzz run --fuzz-dir fuzz -s none <target> <file>`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+TARGETS=(scaler_metadata validation formula cron request_head front)
+# One input may take this long (seconds) before it counts as a hang.
+TIMEOUT=10
+
+setup() {
+  if ! rustup toolchain list | grep -q '^nightly'; then
+    rustup toolchain install nightly --profile minimal
+  fi
+  if ! cargo fuzz --version >/dev/null 2>&1; then
+    cargo install cargo-fuzz --locked
+  fi
+}
+
+# Seeds stay as committed; what libFuzzer finds goes to fuzz/corpus/<target>.
+corpus() {
+  mkdir -p "fuzz/corpus/$1"
+  echo "fuzz/corpus/$1 fuzz/seeds/$1"
+}
+
+# $PROFILE: empty (optimized, with debug assertions and overflow checks) or --dev.
+build() {
+  cargo +nightly fuzz build --fuzz-dir fuzz --sanitizer none $PROFILE "$@"
+}
+
+run() {
+  local target=$1 runs=$2
+  shift 2
+  # shellcheck disable=SC2046
+  cargo +nightly fuzz run --fuzz-dir fuzz --sanitizer none $PROFILE "$target" $(corpus "$target") -- \
+    -runs="$runs" -timeout="$TIMEOUT" -max_len=8192 -print_final_stats=1 "$@"
+}
+
+case "${1:-}" in
+  ci)
+    setup
+    PROFILE=--dev
+    build
+    for target in "${TARGETS[@]}"; do
+      echo "fuzz: $target, ${FUZZ_CI_RUNS:-10000} inputs"
+      run "$target" "${FUZZ_CI_RUNS:-10000}" -seed=1
+    done
+    ;;
+  run)
+    target=${2:?usage: scripts/fuzz.sh run <target> [inputs]}
+    setup
+    nice -n 19 bash -c "$(declare -f corpus build run); TIMEOUT=$TIMEOUT; PROFILE=; build '$target' && run '$target' '${3:-10000000}'"
+    ;;
+  *)
+    sed -n '2,17p' "$0"
+    exit 2
+    ;;
+esac
