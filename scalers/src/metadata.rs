@@ -22,6 +22,9 @@ use std::collections::BTreeMap;
 use crate::error::{MetadataError, MetadataErrorKind, Source, TriggerId};
 use crate::secret::Secret;
 
+/// The largest `timeout` (milliseconds) a scaler accepts: one hour.
+pub const MAX_TIMEOUT_MS: f64 = 3_600_000.0;
+
 /// Lookup order: trigger metadata only (KEDA's default).
 pub const METADATA: &[Source] = &[Source::Metadata];
 /// Lookup order: metadata, then `<name>FromEnv`, then TriggerAuthentication.
@@ -183,6 +186,17 @@ pub trait ParamValue: Sized {
     fn as_number(&self) -> Option<f64> {
         None
     }
+
+    /// A bound of [`Param::range`] as errors show it (`3600` as `1h` for a duration).
+    fn describe_bound(bound: f64) -> String {
+        format!("{bound}")
+    }
+
+    /// When `raw` has the expected form but does not fit the type (`4294967296` for a `u32`):
+    /// the type's range, for the error. `None` when `raw` is not of the form at all.
+    fn out_of_type_range(_raw: &str) -> Option<String> {
+        None
+    }
 }
 
 impl ParamValue for String {
@@ -208,6 +222,12 @@ macro_rules! int_param {
             }
             fn as_number(&self) -> Option<f64> {
                 Some(*self as f64)
+            }
+            fn out_of_type_range(raw: &str) -> Option<String> {
+                let digits = raw.strip_prefix(['+', '-']).unwrap_or(raw);
+                (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then(|| {
+                    format!("an integer from {} to {}", <$t>::MIN, <$t>::MAX)
+                })
             }
         }
     )*};
@@ -266,6 +286,19 @@ impl ParamValue for BTreeMap<String, String> {
             map.insert(k.to_string(), v.trim().to_string());
         }
         Some(map)
+    }
+}
+
+/// `between <min> and <max>`, or `at least <min>` without an upper bound.
+fn range_text<T: ParamValue>((min, max): (f64, f64)) -> String {
+    if max == f64::MAX {
+        format!("at least {}", T::describe_bound(min))
+    } else {
+        format!(
+            "between {} and {}",
+            T::describe_bound(min),
+            T::describe_bound(max)
+        )
     }
 }
 
@@ -417,17 +450,19 @@ impl<'a> MetadataParser<'a> {
             let expected = format!("one of {}", param.allowed.join(", "));
             return Err(self.invalid(param, found, &expected));
         }
-        let value = T::parse_param(found.value, param)
-            .ok_or_else(|| self.invalid(param, found, T::EXPECTED))?;
-        if let (Some((min, max)), Some(n)) = (param.range, value.as_number())
-            && !(min..=max).contains(&n)
-        {
-            let expected = if max == f64::MAX {
-                format!("at least {min}")
-            } else {
-                format!("between {min} and {max}")
+        let Some(value) = T::parse_param(found.value, param) else {
+            // An integer too large for its type is out of range, not of the wrong form.
+            let expected = match (T::out_of_type_range(found.value), param.range) {
+                (Some(_), Some(range)) => range_text::<T>(range),
+                (Some(type_range), None) => type_range,
+                (None, _) => T::EXPECTED.to_string(),
             };
             return Err(self.invalid(param, found, &expected));
+        };
+        if let (Some(range), Some(n)) = (param.range, value.as_number())
+            && !(range.0..=range.1).contains(&n)
+        {
+            return Err(self.invalid(param, found, &range_text::<T>(range)));
         }
         Ok(value)
     }
@@ -621,6 +656,23 @@ mod tests {
         assert_eq!(
             p.get::<i64>(&LIST_LENGTH).unwrap_err().to_string(),
             r#"trigger 0 (redis): parameter "listLength": "0" is not at least 1"#
+        );
+        // An integer too large for the type names the range too, not "not a valid integer".
+        let huge = Trigger::new(
+            &[("listLength", "99999999999999999999"), ("port", "-1")],
+            &[],
+            &[],
+        );
+        let big = huge.parser();
+        assert_eq!(
+            big.get::<i64>(&LIST_LENGTH).unwrap_err().to_string(),
+            r#"trigger 0 (redis): parameter "listLength": "99999999999999999999" is not at least 1"#
+        );
+        assert_eq!(
+            big.get_opt::<u16>(&Param::optional("port"))
+                .unwrap_err()
+                .to_string(),
+            r#"trigger 0 (redis): parameter "port": "-1" is not an integer from 0 to 65535"#
         );
         assert_eq!(
             p.get_opt::<String>(&MODE).unwrap_err().to_string(),

@@ -37,13 +37,21 @@ const TARGET_CONCURRENCY: Param =
     Param::optional("targetConcurrency").range(f64::MIN_POSITIVE, f64::MAX);
 const TARGET_REQUEST_RATE: Param =
     Param::optional("targetRequestRate").range(f64::MIN_POSITIVE, f64::MAX);
-const CONTAINER_CONCURRENCY: Param = Param::optional("containerConcurrency").default("0");
-const HOLD_TIMEOUT: Param = Param::optional("holdTimeout").default("20s");
-const RESPONSE_HEADER_TIMEOUT: Param = Param::optional("responseHeaderTimeout").default("60s");
+const CONTAINER_CONCURRENCY: Param = Param::optional("containerConcurrency")
+    .default("0")
+    .range(0.0, MAX_CONTAINER_CONCURRENCY as f64);
+const HOLD_TIMEOUT: Param = Param::optional("holdTimeout")
+    .default("20s")
+    .range(0.0, 3600.0);
+const RESPONSE_HEADER_TIMEOUT: Param = Param::optional("responseHeaderTimeout")
+    .default("60s")
+    .range(0.001, 3600.0);
 const QUEUE_DEPTH: Param = Param::optional("queueDepth")
     .default("10000")
-    .range(1.0, f64::MAX);
-const STABLE_WINDOW: Param = Param::optional("stableWindow").default("60s");
+    .range(1.0, MAX_QUEUE_DEPTH as f64);
+const STABLE_WINDOW: Param = Param::optional("stableWindow")
+    .default("60s")
+    .range(6.0, 3600.0);
 const PANIC_WINDOW_PERCENTAGE: Param = Param::optional("panicWindowPercentage")
     .default("10")
     .range(1.0, 100.0);
@@ -68,22 +76,30 @@ pub const PARAMS: &[Param] = &[
     PANIC_THRESHOLD_PERCENTAGE,
 ];
 
-/// The bounds of `responseHeaderTimeout`.
-pub const RESPONSE_HEADER_TIMEOUT_BOUNDS: (Duration, Duration) =
-    (Duration::from_millis(1), Duration::from_secs(3600));
+/// The largest `containerConcurrency`.
+pub const MAX_CONTAINER_CONCURRENCY: u32 = 100_000;
+
+/// The largest `queueDepth`.
+pub const MAX_QUEUE_DEPTH: u32 = 1_000_000;
 
 /// Default `targetConcurrency`.
 pub const DEFAULT_TARGET_CONCURRENCY: f64 = 100.0;
 
 /// A duration written as Go does (`500ms`, `20s`, `1m30s`, `1h`) or as plain seconds (`20`).
+///
+/// Parsing never fails on size: a value too long for a [`Duration`] (`1e20`, `9999999999h`)
+/// becomes [`Duration::MAX`], so the parameter's range (every duration parameter has one)
+/// reports it as out of range, naming the bound.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GoDuration(pub Duration);
 
 impl GoDuration {
-    /// Parses `500ms`, `1.5s`, `1m30s`, `2h`, or a plain number of seconds.
+    /// Parses `500ms`, `1.5s`, `1m30s`, `2h`, or a plain number of seconds; `None` when `raw`
+    /// is none of these (negative, `NaN`, an unknown unit). Too long saturates at
+    /// [`Duration::MAX`].
     pub fn parse(raw: &str) -> Option<Self> {
         if let Ok(secs) = raw.parse::<f64>() {
-            return (secs.is_finite() && secs >= 0.0).then(|| Self(Duration::from_secs_f64(secs)));
+            return (secs >= 0.0 && !secs.is_nan()).then(|| Self::saturating(secs));
         }
         if raw.is_empty() {
             return None;
@@ -109,11 +125,15 @@ impl GoDuration {
                 _ => return None,
             };
             rest = &rest[unit_end..];
+            // Non-negative terms: the sum can reach infinity but never NaN.
             total += number * scale;
         }
-        total
-            .is_finite()
-            .then(|| Self(Duration::from_secs_f64(total)))
+        Some(Self::saturating(total))
+    }
+
+    /// `secs` (not negative, not NaN) as a duration, [`Duration::MAX`] when longer.
+    fn saturating(secs: f64) -> Self {
+        Self(Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX))
     }
 }
 
@@ -121,6 +141,37 @@ impl ParamValue for GoDuration {
     const EXPECTED: &'static str = "a duration such as 500ms, 20s or 1m30s";
     fn parse_param(raw: &str, _: &Param) -> Option<Self> {
         Self::parse(raw)
+    }
+    /// Seconds, for the parameter's range.
+    fn as_number(&self) -> Option<f64> {
+        Some(self.0.as_secs_f64())
+    }
+    fn describe_bound(bound: f64) -> String {
+        format_seconds(bound)
+    }
+}
+
+/// `bound` seconds as a Go duration: `1ms`, `6s`, `1h`, `1m30s`.
+pub fn format_seconds(bound: f64) -> String {
+    match Duration::try_from_secs_f64(bound) {
+        Ok(d) if d.is_zero() => "0s".to_string(),
+        Ok(d) if d.subsec_nanos() != 0 && d.as_secs() == 0 => format!("{}ms", d.as_millis()),
+        Ok(d) => {
+            let secs = d.as_secs();
+            let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+            let mut out = String::new();
+            if h > 0 {
+                out.push_str(&format!("{h}h"));
+            }
+            if m > 0 {
+                out.push_str(&format!("{m}m"));
+            }
+            if s > 0 || out.is_empty() {
+                out.push_str(&format!("{s}s"));
+            }
+            out
+        }
+        Err(_) => format!("{bound}s"),
     }
 }
 
@@ -214,19 +265,8 @@ impl HttpTrigger {
             };
             let hold_timeout: GoDuration = p.get(&HOLD_TIMEOUT)?;
             let response_header_timeout: GoDuration = p.get(&RESPONSE_HEADER_TIMEOUT)?;
-            if !(RESPONSE_HEADER_TIMEOUT_BOUNDS.0..=RESPONSE_HEADER_TIMEOUT_BOUNDS.1)
-                .contains(&response_header_timeout.0)
-            {
-                return Err(p.rule(
-                    "parameter \"responseHeaderTimeout\" must be between 1ms and 1h",
-                ));
-            }
             let stable_window: GoDuration = p.get(&STABLE_WINDOW)?;
-            if !(6..=3600).contains(&stable_window.0.as_secs()) {
-                return Err(p.rule(
-                    "parameter \"stableWindow\" must be between 6s and 1h, as in Knative",
-                ));
-            }
+            let queue_depth: u32 = p.get(&QUEUE_DEPTH)?;
             Ok(Self {
                 hosts,
                 path_prefixes,
@@ -236,7 +276,7 @@ impl HttpTrigger {
                 container_concurrency: p.get(&CONTAINER_CONCURRENCY)?,
                 hold_timeout: hold_timeout.0,
                 response_header_timeout: response_header_timeout.0,
-                queue_depth: p.get(&QUEUE_DEPTH)?,
+                queue_depth: usize::try_from(queue_depth).unwrap_or(usize::MAX),
                 windows: WindowSettings {
                     stable_window: stable_window.0,
                     panic_window_percentage: p.get(&PANIC_WINDOW_PERCENTAGE)?,
@@ -499,14 +539,42 @@ mod tests {
                 &[("service", "w"), ("holdTimeout", "soon")],
                 "\"holdTimeout\"",
             ),
-            (&[("service", "w"), ("stableWindow", "1s")], "stableWindow"),
+            (
+                &[("service", "w"), ("stableWindow", "1s")],
+                "\"stableWindow\": \"1s\" is not between 6s and 1h",
+            ),
             (
                 &[("service", "w"), ("responseHeaderTimeout", "0s")],
-                "\"responseHeaderTimeout\" must be between 1ms and 1h",
+                "\"responseHeaderTimeout\": \"0s\" is not between 1ms and 1h",
             ),
             (
                 &[("service", "w"), ("responseHeaderTimeout", "61m")],
-                "\"responseHeaderTimeout\" must be between 1ms and 1h",
+                "\"responseHeaderTimeout\": \"61m\" is not between 1ms and 1h",
+            ),
+            // Before, `1e20` panicked in `Duration::from_secs_f64`.
+            (
+                &[("service", "w"), ("holdTimeout", "1e20")],
+                "\"holdTimeout\": \"1e20\" is not between 0s and 1h",
+            ),
+            (
+                &[("service", "w"), ("holdTimeout", "99999999999999999999h")],
+                "\"holdTimeout\": \"99999999999999999999h\" is not between 0s and 1h",
+            ),
+            (
+                &[("service", "w"), ("stableWindow", "1e20")],
+                "\"stableWindow\": \"1e20\" is not between 6s and 1h",
+            ),
+            (
+                &[("service", "w"), ("queueDepth", "1000001")],
+                "\"queueDepth\": \"1000001\" is not between 1 and 1000000",
+            ),
+            (
+                &[("service", "w"), ("queueDepth", "18446744073709551616")],
+                "\"queueDepth\": \"18446744073709551616\" is not between 1 and 1000000",
+            ),
+            (
+                &[("service", "w"), ("containerConcurrency", "100001")],
+                "\"containerConcurrency\": \"100001\" is not between 0 and 100000",
             ),
             (
                 &[("service", "w"), ("responseHeaderTimeout", "later")],
@@ -529,20 +597,33 @@ mod tests {
 
     #[test]
     fn go_durations_parse() {
-        for (raw, secs) in [
-            ("20", 20.0),
-            ("500ms", 0.5),
-            ("1.5s", 1.5),
-            ("1m30s", 90.0),
-            ("2h", 7200.0),
+        for (raw, millis) in [
+            ("20", 20_000),
+            ("500ms", 500),
+            ("1.5s", 1_500),
+            ("1m30s", 90_000),
+            ("2h", 7_200_000),
         ] {
             assert_eq!(
                 GoDuration::parse(raw),
-                Some(GoDuration(Duration::from_secs_f64(secs))),
+                Some(GoDuration(Duration::from_millis(millis))),
                 "{raw}"
             );
         }
-        for raw in ["", "s", "10x", "-1", "1m-"] {
+        // Too long for a Duration: saturated, for the parameter's range to refuse.
+        for raw in [
+            "1e20",
+            "1e400",
+            "99999999999999999999h",
+            "1000000000000000000000s",
+        ] {
+            assert_eq!(
+                GoDuration::parse(raw),
+                Some(GoDuration(Duration::MAX)),
+                "{raw}"
+            );
+        }
+        for raw in ["", "s", "10x", "-1", "1m-", "NaN", "-1e20"] {
             assert_eq!(GoDuration::parse(raw), None, "{raw}");
         }
     }

@@ -44,7 +44,8 @@ impl BucketWindow {
     }
 
     fn index(&self, second: u64) -> usize {
-        (second % self.len()) as usize
+        // The remainder is below the bucket count, a usize.
+        usize::try_from(second % self.len()).unwrap_or(0)
     }
 
     /// Adds `value` to the bucket of `second`. Values for seconds more than a window before the
@@ -124,10 +125,14 @@ impl Default for WindowSettings {
 }
 
 impl WindowSettings {
-    /// The panic window: the stable window times the percentage, at least one second.
+    /// The panic window: the stable window times the percentage, at least one second. A
+    /// percentage outside 1-100 (the trigger refuses it) gives the stable window.
     pub fn panic_window(&self) -> Duration {
         let secs = self.stable_window.as_secs_f64() * self.panic_window_percentage / 100.0;
-        Duration::from_secs_f64(secs.max(1.0))
+        match Duration::try_from_secs_f64(secs.max(1.0)) {
+            Ok(window) if window <= self.stable_window.max(Duration::from_secs(1)) => window,
+            _ => self.stable_window.max(Duration::from_secs(1)),
+        }
     }
 }
 

@@ -23,7 +23,7 @@ use crate::authentication::{
 use crate::context::ScalerContext;
 use crate::error::{MetadataErrorKind, ScalerError, TriggerId};
 use crate::http_client::{self, HttpClient, HttpClientKey, describe_url, parse_http_url};
-use crate::metadata::Param;
+use crate::metadata::{MAX_TIMEOUT_MS, Param};
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target_milli};
 use crate::pool::Held;
 use crate::scaler::{BuiltScaler, MetricsAndActivity, Scaler};
@@ -42,7 +42,7 @@ const AGGREGATE_FROM_KUBE_SERVICE_ENDPOINTS: Param =
 const AGGREGATION_TYPE: Param = Param::optional("aggregationType")
     .default("average")
     .allowed(&["average", "sum", "max", "min"]);
-const TIMEOUT: Param = Param::optional("timeout");
+const TIMEOUT: Param = Param::optional("timeout").range(0.0, MAX_TIMEOUT_MS);
 
 /// The parameters of `metrics-api`.
 pub const PARAMS: &[Param] = &[

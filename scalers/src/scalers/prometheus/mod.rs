@@ -23,7 +23,7 @@ use crate::error::{ScalerError, TriggerId};
 use crate::http_client::{
     self, HttpClient, HttpClientKey, HttpGetError, describe_url, header_map, parse_http_url,
 };
-use crate::metadata::{METADATA_AUTH, Param};
+use crate::metadata::{MAX_TIMEOUT_MS, METADATA_AUTH, Param};
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target_milli};
 use crate::pool::Held;
 use crate::scaler::{BuiltScaler, MetricsAndActivity, Scaler};
@@ -38,7 +38,7 @@ const CUSTOM_HEADERS: Param = Param::optional("customHeaders");
 const CORTEX_ORG_ID: Param = Param::optional("cortexOrgID");
 const IGNORE_NULL_VALUES: Param = Param::optional("ignoreNullValues").default("true");
 const UNSAFE_SSL: Param = Param::optional("unsafeSsl").default("false");
-const TIMEOUT: Param = Param::optional("timeout");
+const TIMEOUT: Param = Param::optional("timeout").range(0.0, MAX_TIMEOUT_MS);
 const AWS_REGION: Param = Param::optional("awsRegion").order(METADATA_AUTH);
 const IDENTITY_OWNER: Param = Param::optional("identityOwner");
 
@@ -388,7 +388,7 @@ mod tests {
             ),
             (
                 &[("timeout", "-5")],
-                r#"trigger 2 (prometheus): parameter "timeout": "-5" is not a valid integer"#,
+                r#"trigger 2 (prometheus): parameter "timeout": "-5" is not between 0 and 3600000"#,
             ),
             (
                 &[("authModes", "basic")],

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use crate::context::ScalerContext;
 use crate::error::ScalerError;
-use crate::metadata::{AUTH, AUTH_ENV, METADATA_AUTH, METADATA_AUTH_ENV, MetadataParser, Param};
+use crate::metadata::{
+    AUTH, AUTH_ENV, MAX_TIMEOUT_MS, METADATA_AUTH, METADATA_AUTH_ENV, MetadataParser, Param,
+};
 use crate::metric::MetricTargetType;
 use crate::secret::Secret;
 use crate::tls::TlsSettings;
@@ -30,7 +32,7 @@ pub(super) const PAGE_SIZE: Param = Param::optional("pageSize").default("100");
 pub(super) const OPERATION: Param = Param::optional("operation")
     .default("sum")
     .allowed(&["sum", "avg", "max"]);
-pub(super) const TIMEOUT: Param = Param::optional("timeout").range(0.0, f64::MAX);
+pub(super) const TIMEOUT: Param = Param::optional("timeout").range(0.0, MAX_TIMEOUT_MS);
 pub(super) const USERNAME: Param = Param::optional("username").order(AUTH_ENV);
 pub(super) const PASSWORD: Param = Param::optional("password").order(AUTH_ENV).secret();
 pub(super) const TLS: Param = Param::optional("tls")
