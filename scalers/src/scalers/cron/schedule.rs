@@ -108,11 +108,14 @@ impl Schedule {
     }
 
     fn date_matches(&self, date: Date) -> bool {
-        if !bit(self.months, date.month() as u32) {
+        if !bit(self.months, u32::from(date.month().unsigned_abs())) {
             return false;
         }
-        let day = bit(self.days, date.day() as u32);
-        let weekday = bit(self.weekdays, date.weekday().to_sunday_zero_offset() as u32);
+        let day = bit(self.days, u32::from(date.day().unsigned_abs()));
+        let weekday = bit(
+            self.weekdays,
+            u32::from(date.weekday().to_sunday_zero_offset().unsigned_abs()),
+        );
         if self.day_star {
             day && weekday
         } else {
@@ -135,7 +138,7 @@ impl Schedule {
             for hour in (0..24).filter(|h| bit(self.hours, *h)) {
                 for minute in (0..60).filter(|m| bit(self.minutes, *m)) {
                     let local =
-                        DateTime::from_parts(date, Time::new(hour as i8, minute as i8, 0, 0).ok()?);
+                        DateTime::from_parts(date, Time::new(i8::try_from(hour).ok()?, i8::try_from(minute).ok()?, 0, 0).ok()?);
                     let Ok(zoned) = tz.to_ambiguous_zoned(local).compatible() else {
                         continue;
                     };
@@ -188,11 +191,13 @@ fn parse_field(text: &str, field: &Field) -> Result<(u64, bool), String> {
         if low > high {
             return Err(format!("range \"{range}\" is backwards"));
         }
+        // A step longer than the field keeps only `low` (`*/4294967293` is minute 0); stepping
+        // by it would overflow.
         let step = step.unwrap_or(1);
-        let mut v = low;
-        while v <= high {
-            set |= 1 << v;
-            v += step;
+        let mut v = Some(low);
+        while let Some(n) = v.filter(|n| *n <= high) {
+            set |= 1 << n;
+            v = n.checked_add(step);
         }
     }
     Ok((set, star))
@@ -200,8 +205,8 @@ fn parse_field(text: &str, field: &Field) -> Result<(u64, bool), String> {
 
 fn value(text: &str, field: &Field) -> Result<u32, String> {
     let upper = text.to_ascii_uppercase();
-    if let Some(i) = field.names.iter().position(|n| *n == upper) {
-        return Ok(i as u32 + field.min);
+    if let Some((_, v)) = field.names.iter().zip(field.min..).find(|(n, _)| **n == upper) {
+        return Ok(v);
     }
     let v: u32 = text
         .parse()
@@ -332,6 +337,28 @@ mod tests {
                 "{expr} in {tz} after {after}"
             );
         }
+    }
+
+    #[test]
+    fn a_step_longer_than_the_field_keeps_only_the_start() {
+        // Stepping past u32::MAX overflowed before (a panic in debug builds, a wrap in release).
+        for (expr, minute, day) in [
+            ("*/4294967293 * * * *", 0, None),
+            ("3/4294967293 * * * *", 3, None),
+            ("59/4294967295 * * * *", 59, None),
+            ("0 0 */4294967295 * *", 0, Some(1)),
+            ("0 0 5-31/4294967295 * *", 0, Some(5)),
+        ] {
+            let schedule = Schedule::parse(expr).unwrap();
+            assert_eq!(schedule.minutes, 1 << minute, "{expr}");
+            if let Some(day) = day {
+                assert_eq!(schedule.days, 1 << day, "{expr}");
+            }
+        }
+        assert_eq!(
+            Schedule::parse("*/4294967296 * * * *").unwrap_err(),
+            "minute: invalid step \"4294967296\""
+        );
     }
 
     #[test]
