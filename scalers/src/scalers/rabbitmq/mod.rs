@@ -230,8 +230,8 @@ impl RabbitMqScaler {
 fn describe(config: &RabbitMqConfig) -> String {
     let host = config.host.expose();
     let (scheme, rest) = host.split_once("://").unwrap_or(("", host));
+    let (_, rest) = url::split_user_info(rest);
     let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
     let protocol = match config.protocol {
         Protocol::Amqp => "AMQP",
         Protocol::Http => "management API",
@@ -245,10 +245,9 @@ fn anonymized(config: &RabbitMqConfig, error: &dyn std::error::Error) -> BoxErro
     if let Some((_, password)) = &config.credentials {
         secrets.push(password.expose());
     }
-    if let Ok(parsed) = ::url::Url::parse(config.host.expose())
-        && let Some(password) = parsed.password()
-    {
-        // The URL's own password, as written and decoded.
+    // The URL's own password, as written and decoded; found by hand rather than by a URL
+    // parser, which refuses a URL whose password holds an unencoded `/`.
+    if let Some(password) = url::raw_password(config.host.expose()) {
         let decoded = percent_encoding::percent_decode_str(password)
             .decode_utf8_lossy()
             .into_owned();
@@ -393,6 +392,34 @@ mod tests {
         assert!(!message.contains("hunter2"), "{message}");
         assert!(
             message.contains("amqps://user:password@rabbit.svc"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_password_with_an_unencoded_slash_is_never_shown() {
+        let ctx = ScalerContext {
+            metadata: [
+                ("host", "amqp://user:hunter/zz@rabbit.svc:5672/vh"),
+                ("queueName", "q"),
+            ]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+            ..ScalerContext::new("rabbitmq", 0)
+        };
+        let config = RabbitMqConfig::parse(&ctx).unwrap();
+        // Before, the authority was cut at the password's `/`: "amqp://user:hunter".
+        assert_eq!(describe(&config), "RabbitMQ AMQP at amqp://rabbit.svc:5672");
+        // A message that quotes the password alone, as a library might, is scrubbed too.
+        let err = std::io::Error::other(
+            "dial amqp://user:hunter/zz@rabbit.svc:5672/vh refused (password hunter/zz)",
+        );
+        let message = anonymized(&config, &err).to_string();
+        assert!(!message.contains("hunter"), "{message}");
+        assert!(!message.contains("zz"), "{message}");
+        assert!(
+            message.contains("amqp://user:password@rabbit.svc:5672/vh refused"),
             "{message}"
         );
     }

@@ -19,6 +19,32 @@ pub fn query_escape(s: &str) -> String {
         .replace("%20", "+")
 }
 
+/// Splits what follows a URL's `scheme://` into its user info (without the `@`) and the rest.
+///
+/// The user info ends at the **last** `@` before the end of the URL (whitespace or the end of
+/// the text), not at the first `/`: a password with an unencoded `/`, `?` or `#`
+/// (`amqp://user:pa/ss@host/vh`) stays whole. A path or query with an unencoded `@` is taken as
+/// user info too, which hides more than needed but never shows a password. The management URLs
+/// this scaler builds encode `@` in queue names.
+pub fn split_user_info(after_scheme: &str) -> (Option<&str>, &str) {
+    let url_end = after_scheme
+        .find(char::is_whitespace)
+        .unwrap_or(after_scheme.len());
+    match after_scheme[..url_end].rfind('@') {
+        Some(at) => (Some(&after_scheme[..at]), &after_scheme[at + 1..]),
+        None => (None, after_scheme),
+    }
+}
+
+/// The password of `url`'s user info as written (still percent-encoded), found as
+/// [`split_user_info`] does, so also when the URL does not parse because the password holds
+/// an unencoded `/`.
+pub fn raw_password(url: &str) -> Option<&str> {
+    let (_, after_scheme) = url.split_once("://")?;
+    let (user_info, _) = split_user_info(after_scheme);
+    user_info?.split_once(':').map(|(_, password)| password)
+}
+
 /// Replaces the user info of every `scheme://user:password@` in `text` with
 /// `user:password@` (KEDA's anonymization), and every occurrence of the given secrets with
 /// `***`, so an error never carries credentials.
@@ -28,16 +54,12 @@ pub fn anonymize(text: &str, secrets: &[&str]) -> String {
     while let Some(at) = rest.find("://") {
         let (head, tail) = rest.split_at(at + 3);
         out.push_str(head);
-        // User info ends at the first '@' before any '/', whitespace or end of the authority.
-        let authority_end = tail
-            .find(|c: char| c == '/' || c == '?' || c == '#' || c.is_whitespace())
-            .unwrap_or(tail.len());
-        match tail[..authority_end].rfind('@') {
-            Some(at_sign) => {
+        match split_user_info(tail) {
+            (Some(_), after) => {
                 out.push_str("user:password@");
-                rest = &tail[at_sign + 1..];
+                rest = after;
             }
-            None => rest = tail,
+            (None, _) => rest = tail,
         }
     }
     out.push_str(rest);
@@ -161,6 +183,36 @@ mod tests {
             "dial amqp://user:password@rabbit:5672/vh failed; also http://user:password@b/x and ***"
         );
         assert_eq!(anonymize("no url here", &[]), "no url here");
+    }
+
+    #[test]
+    fn a_slash_in_the_password_does_not_end_the_user_info() {
+        // An unencoded `/`, `?` or `#` in the password: before, the user info was taken to end
+        // there, so no `@` was found and the whole password was shown.
+        for (text, password) in [
+            ("dial amqp://guest:xq/zv@rabbit:5672/vh failed", "xq/zv"),
+            ("dial amqp://guest:xx/yy/zz@rabbit/vh failed", "xx/yy/zz"),
+            (
+                "GET http://guest:qq?rr#kk@rabbit:15672/api failed",
+                "qq?rr#kk",
+            ),
+            ("dial amqp://guest:pp@tt/uu@rabbit failed", "pp@tt/uu"),
+        ] {
+            let shown = anonymize(text, &[]);
+            for fragment in password.split(['/', '?', '#', '@']) {
+                assert!(!shown.contains(fragment), "{text} -> {shown}");
+            }
+            assert!(shown.contains("user:password@rabbit"), "{text} -> {shown}");
+            assert!(shown.ends_with(" failed"), "{text} -> {shown}");
+            let url = text.split_whitespace().nth(1).unwrap();
+            assert_eq!(raw_password(url), Some(password), "{text}");
+        }
+        assert_eq!(
+            anonymize("amqp://u:p/w@h/vh and then amqp://h2/vh", &[]),
+            "amqp://user:password@h/vh and then amqp://h2/vh"
+        );
+        assert_eq!(raw_password("amqp://h/vh"), None);
+        assert_eq!(raw_password("amqp://user@h/vh"), None);
     }
 
     #[test]
