@@ -89,7 +89,8 @@ pub fn partition_lag(
     if committed == NO_COMMITTED_OFFSET {
         return (latest, latest);
     }
-    let lag = latest - committed;
+    // Offsets come from the broker: saturate rather than overflow on a bogus pair.
+    let lag = latest.saturating_sub(committed);
     if rules.exclude_persistent_lag {
         match previous.get(partition) {
             // The consumer has not moved since the last poll: something may be wrong with the
@@ -132,7 +133,8 @@ pub fn total_lag(
     {
         let mut upper_bound = partition_count;
         if rules.ensure_even_distribution {
-            value = next_balanced_factor(value, partition_count, threshold) * threshold;
+            value =
+                next_balanced_factor(value, partition_count, threshold).saturating_mul(threshold);
         }
         if rules.limit_to_partitions_with_lag {
             upper_bound = partitions_with_lag;
@@ -140,7 +142,7 @@ pub fn total_lag(
         // KEDA compares the integer quotient, so a lag up to one threshold above the cap
         // passes unchanged (25 with threshold 10 and 2 partitions stays 25).
         if value / threshold > upper_bound {
-            value = upper_bound * threshold;
+            value = upper_bound.saturating_mul(threshold);
         }
     }
     TotalLag {
@@ -168,22 +170,38 @@ fn factors(n: i64) -> Vec<i64> {
     out
 }
 
+/// The most partitions `partitionLimitation` may list, counting each range's members (400 KB
+/// of `i32`), so `0-2147483647` cannot allocate 8 GB.
+pub const MAX_LIMITED_PARTITIONS: usize = 100_000;
+
 /// Parses `partitionLimitation`: comma-separated partition ids and inclusive ranges
-/// (`1,2,10-12`).
+/// (`1,2,10-12`), [`MAX_LIMITED_PARTITIONS`] partitions at most.
 ///
 /// # Errors
-/// The item that is neither an integer nor a `start-end` range, as a message.
+/// The item that is neither an integer nor a `start-end` range, or too many partitions, as a
+/// message.
 pub fn parse_partition_limitation(raw: &str) -> Result<Vec<i32>, String> {
     let mut out = Vec::new();
+    let too_many =
+        || format!("partition limitation lists more than {MAX_LIMITED_PARTITIONS} partitions");
     for item in raw.split(',').map(str::trim) {
         let invalid = || format!("invalid partition limitation: \"{item}\"");
         match item.split_once('-') {
             Some((start, end)) => {
                 let start: i32 = start.trim().parse().map_err(|_| invalid())?;
                 let end: i32 = end.trim().parse().map_err(|_| invalid())?;
+                let members = usize::try_from(i64::from(end) - i64::from(start) + 1).unwrap_or(0);
+                if out.len().saturating_add(members) > MAX_LIMITED_PARTITIONS {
+                    return Err(too_many());
+                }
                 out.extend(start..=end);
             }
-            None => out.push(item.parse().map_err(|_| invalid())?),
+            None => {
+                if out.len() >= MAX_LIMITED_PARTITIONS {
+                    return Err(too_many());
+                }
+                out.push(item.parse().map_err(|_| invalid())?);
+            }
         }
     }
     Ok(out)
@@ -365,5 +383,44 @@ mod tests {
             parse_partition_limitation("1-2-3").unwrap_err(),
             "invalid partition limitation: \"1-2-3\""
         );
+    }
+
+    #[test]
+    fn partition_limitation_is_bounded() {
+        // Before, this allocated 2^31 partition ids (8 GB) and the process was killed.
+        for raw in ["0-2147483647", "0-99999,100000", "0-60000,0-60000"] {
+            assert_eq!(
+                parse_partition_limitation(raw).unwrap_err(),
+                "partition limitation lists more than 100000 partitions",
+                "{raw}"
+            );
+        }
+        assert_eq!(
+            parse_partition_limitation("0-99999")
+                .expect("at the bound")
+                .len(),
+            MAX_LIMITED_PARTITIONS
+        );
+        // A backwards range is empty, as before.
+        assert_eq!(parse_partition_limitation("5-1"), Ok(vec![]));
+    }
+
+    #[test]
+    fn huge_thresholds_and_offsets_saturate_instead_of_overflowing() {
+        // A lagThreshold of 2^62 times a balanced factor of 3 overflowed before.
+        let r = LagRules {
+            lag_threshold: 1 << 62,
+            ensure_even_distribution: true,
+            ..rules()
+        };
+        let rows = [(0, i64::MAX), (0, 0), (0, 0)];
+        let total = total_lag(&r, &offsets(&rows), &mut PreviousOffsets::new());
+        assert_eq!(total.value, i64::MAX);
+        let r = LagRules {
+            lag_threshold: i64::MAX,
+            ..rules()
+        };
+        let total = total_lag(&r, &offsets(&[(-5, i64::MAX)]), &mut PreviousOffsets::new());
+        assert_eq!(total.value, i64::MAX);
     }
 }

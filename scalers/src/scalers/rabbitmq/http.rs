@@ -110,7 +110,8 @@ pub fn compose(queues: &[QueueInfo], operation: Operation, ready_only: bool) -> 
     let sum = statuses
         .iter()
         .fold(QueueStatus::default(), |acc, s| QueueStatus {
-            messages: acc.messages + s.messages,
+            // Counts come from the broker: saturate rather than overflow on a bogus one.
+            messages: acc.messages.saturating_add(s.messages),
             publish_rate: acc.publish_rate + s.publish_rate,
             deliver_get_rate: acc.deliver_get_rate + s.deliver_get_rate,
         });
@@ -119,7 +120,7 @@ pub fn compose(queues: &[QueueInfo], operation: Operation, ready_only: bool) -> 
         Operation::Avg => {
             let n = statuses.len();
             QueueStatus {
-                messages: sum.messages / n as i64,
+                messages: sum.messages / i64::try_from(n).unwrap_or(i64::MAX).max(1),
                 publish_rate: sum.publish_rate / n as f64,
                 deliver_get_rate: sum.deliver_get_rate / n as f64,
             }
