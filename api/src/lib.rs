@@ -5,6 +5,7 @@
 //!   [`ClusterTriggerAuthentication`]: the four CRDs, wire-compatible with KEDA.
 //! - [`condition`]: condition types and reasons; [`annotations`]: annotation and label keys.
 //! - [`gvkr`]: scale target type parsing.
+//! - [`num`]: number conversions that saturate instead of wrapping or panicking.
 //! - [`formula`]: the `scalingModifiers` formula language, its limits and budgets, and its
 //!   admission check.
 //! - [`external_metrics`]: the wire types of `external.metrics.k8s.io` and of the operator's
@@ -17,6 +18,7 @@ pub mod external_metrics;
 pub mod formula;
 pub mod gvkr;
 pub mod metric_name;
+pub mod num;
 pub mod scaled_job;
 pub mod scaled_object;
 pub mod trigger;

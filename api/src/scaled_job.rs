@@ -27,6 +27,9 @@ pub const DEFAULT_FAILED_JOBS_HISTORY_LIMIT: i32 = 100;
 pub const DEFAULT_MIN_REPLICA_COUNT: i32 = 0;
 /// Default `maxReplicaCount`.
 pub const DEFAULT_MAX_REPLICA_COUNT: i32 = 100;
+/// Inclusive bounds of a numeric `scalingStrategy.customScalingRunningJobPercentage` (a
+/// fraction: `0.5` subtracts half the running Jobs).
+pub const RUNNING_JOB_PERCENTAGE_BOUNDS: (f64, f64) = (0.0, 100.0);
 
 /// Spec of a [`ScaledJob`].
 #[derive(CustomResource, JsonSchema, Clone, Debug, Default, Deserialize, Serialize, PartialEq)]

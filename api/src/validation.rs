@@ -15,7 +15,7 @@ use std::fmt;
 use kube::ResourceExt;
 
 use crate::formula::{FormulaError, validate_formula};
-use crate::scaled_job::ScaledJob;
+use crate::scaled_job::{RUNNING_JOB_PERCENTAGE_BOUNDS, ScaledJob};
 use crate::scaled_object::{FallbackBehavior, ScaledObject, default_hpa_name};
 use crate::trigger::ScaleTrigger;
 use crate::trigger_authentication::{
@@ -203,6 +203,16 @@ pub enum ValidationError {
     /// `filePath` on a namespaced TriggerAuthentication.
     #[error("spec.filePath: only allowed on ClusterTriggerAuthentication")]
     FilePathNotClusterScoped,
+    /// A number outside the range keda-rs holds it to (`docs/reliability.md`, "Bounds").
+    #[error("{field} ({value}) must be {bound}")]
+    OutOfRange {
+        /// The field path.
+        field: &'static str,
+        /// The value as written.
+        value: String,
+        /// The bound, e.g. `between 0 and 100`.
+        bound: String,
+    },
 }
 
 impl ValidationError {
@@ -239,6 +249,7 @@ impl ValidationError {
             Self::OAuth2TokenUrlMissing => "oauth2-token-url-missing",
             Self::OAuth2TokenUrlInvalid { .. } => "oauth2-token-url-invalid",
             Self::FilePathNotClusterScoped => "file-path-not-cluster-scoped",
+            Self::OutOfRange { .. } => "out-of-range",
         }
     }
 }
@@ -378,7 +389,12 @@ pub fn validate_scaled_object(so: &ScaledObject) -> Result<(), ValidationErrors>
         }
         match m.target.as_deref().filter(|t| !t.is_empty()) {
             None if formula.is_some() => errors.push(ValidationError::ModifiersTargetMissing),
-            Some(t) if !t.trim().parse::<f64>().is_ok_and(|v| v > 0.0) => {
+            Some(t)
+                if !t
+                    .trim()
+                    .parse::<f64>()
+                    .is_ok_and(|v| v > 0.0 && v.is_finite()) =>
+            {
                 errors.push(ValidationError::ModifiersTargetInvalid {
                     target: t.to_string(),
                 });
@@ -386,7 +402,7 @@ pub fn validate_scaled_object(so: &ScaledObject) -> Result<(), ValidationErrors>
             _ => {}
         }
         if let Some(a) = m.activation_target.as_deref().filter(|a| !a.is_empty())
-            && a.trim().parse::<f64>().is_err()
+            && !a.trim().parse::<f64>().is_ok_and(f64::is_finite)
         {
             errors.push(ValidationError::ModifiersActivationTargetInvalid {
                 activation_target: a.to_string(),
@@ -437,6 +453,25 @@ pub fn validate_scaled_job(sj: &ScaledJob) -> Result<(), ValidationErrors> {
     for (index, t) in sj.spec.triggers.iter().enumerate() {
         if t.metric_type.as_deref().is_some_and(|m| !m.is_empty()) {
             errors.push(ValidationError::ScaledJobMetricType { index });
+        }
+    }
+    // A percentage that is not a number selects the default strategy, as in KEDA; a number
+    // must be in range (KEDA multiplies it into an int64 unchecked).
+    let percentage = sj
+        .spec
+        .scaling_strategy
+        .as_ref()
+        .and_then(|s| s.custom_scaling_running_job_percentage.as_deref());
+    if let Some(raw) = percentage
+        && let Ok(value) = raw.trim().parse::<f64>()
+    {
+        let (min, max) = RUNNING_JOB_PERCENTAGE_BOUNDS;
+        if !(min..=max).contains(&value) {
+            errors.push(ValidationError::OutOfRange {
+                field: "spec.scalingStrategy.customScalingRunningJobPercentage",
+                value: raw.to_string(),
+                bound: format!("between {min} and {max}"),
+            });
         }
     }
     into_result(errors)
@@ -779,6 +814,25 @@ mod tests {
                 ],
             ),
             (
+                "target and activation target too large for a number (1e400 reads as infinity)",
+                |so| {
+                    so.spec.triggers[0].name = "a".into();
+                    modifiers(
+                        so,
+                        ScalingModifiers {
+                            formula: Some("a".into()),
+                            target: Some("1e400".into()),
+                            activation_target: Some("-1e400".into()),
+                            metric_type: None,
+                        },
+                    )
+                },
+                &[
+                    "scaling-modifiers-target-invalid",
+                    "scaling-modifiers-activation-target-invalid",
+                ],
+            ),
+            (
                 "complete modifiers with fallback on cpu only are fine",
                 |so| {
                     so.spec.triggers = vec![trigger("cpu", "c")];
@@ -864,6 +918,35 @@ mod tests {
                 "scaledjob-metric-type"
             ]
         );
+    }
+
+    #[test]
+    fn a_running_job_percentage_out_of_range_names_the_field_and_the_bound() {
+        let mut sj = ScaledJob::new("job", Default::default());
+        sj.spec.triggers = vec![trigger("redis", "a")];
+        let with = |sj: &mut ScaledJob, percentage: &str| {
+            sj.spec.scaling_strategy = Some(crate::scaled_job::ScalingStrategy {
+                strategy: Some("custom".into()),
+                custom_scaling_running_job_percentage: Some(percentage.into()),
+                ..Default::default()
+            });
+        };
+        // In range, and (as in KEDA) not a number at all: accepted.
+        for ok in ["0", "0.5", "100", "half"] {
+            with(&mut sj, ok);
+            assert_eq!(validate_scaled_job(&sj), Ok(()), "{ok}");
+        }
+        for bad in ["1e300", "-0.5", "100.5", "NaN", "inf"] {
+            with(&mut sj, bad);
+            let err = validate_scaled_job(&sj).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "spec.scalingStrategy.customScalingRunningJobPercentage ({bad}) must be between 0 and 100"
+                )
+            );
+            assert_eq!(rules(Err(err)), ["out-of-range"]);
+        }
     }
 
     #[test]

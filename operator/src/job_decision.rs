@@ -16,6 +16,7 @@
 //! `maxReplicaCount` here is KEDA's `MaxReplicaCount()`, the Jobs allowed beyond the minimum
 //! (`ScaledJobSpec::effective_max_replica_count`).
 
+use keda_api::num::f64_to_i64_saturating;
 use keda_api::scaled_job::{MultipleScalersCalculation, RolloutStrategy, ScalingStrategyKind};
 
 /// What one trigger contributes to the job count.
@@ -130,7 +131,7 @@ pub fn combine(
 
 fn ceil(x: f64) -> i64 {
     // Saturating float-to-int conversion: queue lengths beyond i64 are not meaningful.
-    x.ceil() as i64
+    f64_to_i64_saturating(x.ceil())
 }
 
 /// The scaling strategy with its parameters, parsed once from `spec.scalingStrategy`.
@@ -190,6 +191,9 @@ pub struct JobCounts {
 
 /// KEDA's `GetEffectiveMaxScale`: `(effectiveMaxScale, scaleTo)` for a strategy, where `running`
 /// already excludes the `minReplicaCount` Jobs.
+///
+/// The arithmetic saturates: a `customScalingRunningJobPercentage` of `1e300` (refused by
+/// validation, but this function does not rely on it) asks for no Job instead of overflowing.
 pub fn effective_max_scale(
     strategy: Strategy,
     max_scale: i64,
@@ -199,27 +203,33 @@ pub fn effective_max_scale(
     scale_to: i64,
 ) -> (i64, i64) {
     match strategy {
-        Strategy::Default => (max_scale - running, scale_to),
+        Strategy::Default => (max_scale.saturating_sub(running), scale_to),
         Strategy::Custom {
             deduction,
             running_percentage,
         } => {
-            // Go's int64(float64) truncates toward zero; `as` does the same.
-            let by_running = (running as f64 * running_percentage) as i64;
+            // Go's int64(float64) truncates toward zero, as this does (saturating).
+            let by_running = f64_to_i64_saturating(running as f64 * running_percentage);
             (
-                (max_scale - deduction - by_running).min(max_replica_count),
+                max_scale
+                    .saturating_sub(deduction)
+                    .saturating_sub(by_running)
+                    .min(max_replica_count),
                 scale_to,
             )
         }
         Strategy::Accurate => {
-            if max_scale + running - pending > max_replica_count {
-                (max_replica_count - running, scale_to)
+            if max_scale.saturating_add(running).saturating_sub(pending) > max_replica_count {
+                (max_replica_count.saturating_sub(running), scale_to)
             } else {
-                (max_scale - pending, scale_to)
+                (max_scale.saturating_sub(pending), scale_to)
             }
         }
         Strategy::Eager => (
-            (max_replica_count - running - pending).min(max_scale),
+            max_replica_count
+                .saturating_sub(running)
+                .saturating_sub(pending)
+                .min(max_scale),
             max_replica_count,
         ),
     }
@@ -238,13 +248,13 @@ pub fn jobs_to_create(
     max_replica_count: i64,
 ) -> i64 {
     let (effective_max, scale_to) = if jobs.running < min_replica_count {
-        let missing = min_replica_count - jobs.running;
+        let missing = min_replica_count.saturating_sub(jobs.running);
         (missing, missing)
     } else {
         effective_max_scale(
             strategy,
             combined.max_scale,
-            jobs.running - min_replica_count,
+            jobs.running.saturating_sub(min_replica_count),
             jobs.pending,
             max_replica_count,
             combined.scale_to,
@@ -520,6 +530,31 @@ mod tests {
                 "{combined:?} {strategy:?} {jobs:?} min={min} max={max}"
             );
         }
+    }
+
+    #[test]
+    fn a_huge_running_job_percentage_asks_for_no_job_instead_of_overflowing() {
+        // 1 running Job x 1e300 is beyond i64: before, `max_scale - deduction - i64::MAX`
+        // overflowed (a panic in debug builds, a wrap to a huge Job count in release).
+        let strategy = Strategy::Custom {
+            deduction: 2,
+            running_percentage: 1e300,
+        };
+        let combined = Combined {
+            active: true,
+            scale_to: 5,
+            max_scale: 0,
+        };
+        let jobs = JobCounts {
+            running: 1,
+            pending: 0,
+        };
+        assert_eq!(jobs_to_create(combined, strategy, jobs, 0, 100), 0);
+        let strategy = Strategy::Custom {
+            deduction: 0,
+            running_percentage: -1e300,
+        };
+        assert_eq!(effective_max_scale(strategy, 10, 1, 0, 100, 5), (100, 5));
     }
 
     #[test]
