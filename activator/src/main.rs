@@ -85,14 +85,14 @@ struct Args {
     #[arg(long, env = "KEDA_ACTIVATOR_WATCH_NAMESPACE")]
     watch_namespace: Option<String>,
     /// After SIGTERM, how long to keep serving while /readyz fails so load balancers stop
-    /// sending new connections.
+    /// sending new connections (0 to 1h).
     #[arg(long, env = "KEDA_ACTIVATOR_DRAIN_DELAY", default_value = "5s", value_parser = duration)]
     drain_delay: Duration,
-    /// Then, how long open requests may take to finish.
+    /// Then, how long open requests may take to finish (0 to 1h).
     #[arg(long, env = "KEDA_ACTIVATOR_DRAIN_TIMEOUT", default_value = "20s", value_parser = duration)]
     drain_timeout: Duration,
-    /// Threads serving the proxy, each with its own connections (0: one per CPU).
-    #[arg(long, env = "KEDA_ACTIVATOR_PROXY_THREADS", default_value = "0")]
+    /// Threads serving the proxy, each with its own connections (0: one per CPU; at most 1024).
+    #[arg(long, env = "KEDA_ACTIVATOR_PROXY_THREADS", default_value = "0", value_parser = proxy_threads)]
     proxy_threads: usize,
     /// How long a client may take to send a request head (1ms to 1h).
     #[arg(long, env = "KEDA_ACTIVATOR_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = limit_duration)]
@@ -112,16 +112,32 @@ struct Args {
     held_request_memory: usize,
 }
 
+/// The longest duration a flag accepts.
+const MAX_DURATION: Duration = Duration::from_secs(3600);
+
+/// A duration flag: 0 to [`MAX_DURATION`].
 fn duration(raw: &str) -> Result<Duration, String> {
-    GoDuration::parse(raw)
+    let d = GoDuration::parse(raw)
         .map(|d| d.0)
-        .ok_or_else(|| format!("\"{raw}\" is not a duration such as 500ms, 5s or 1m"))
+        .ok_or_else(|| format!("\"{raw}\" is not a duration such as 500ms, 5s or 1m"))?;
+    if d > MAX_DURATION {
+        return Err(format!("\"{raw}\" is longer than 1h"));
+    }
+    Ok(d)
 }
 
 fn positive_duration(raw: &str) -> Result<Duration, String> {
     match duration(raw)? {
         Duration::ZERO => Err(format!("\"{raw}\" is not more than zero")),
         positive => Ok(positive),
+    }
+}
+
+/// `--proxy-threads`: 0 (one per CPU) to 1024.
+fn proxy_threads(raw: &str) -> Result<usize, String> {
+    match raw.trim().parse::<usize>() {
+        Ok(n) if n <= 1024 => Ok(n),
+        _ => Err(format!("\"{raw}\" is not a whole number from 0 to 1024")),
     }
 }
 
@@ -298,5 +314,23 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duration_flags_are_bounded_and_never_panic() {
+        assert_eq!(duration("5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(duration("1h"), Ok(MAX_DURATION));
+        // `1e20` seconds overflowed `Duration::from_secs_f64` (a panic) before.
+        for raw in ["1e20", "61m", "99999999999999999999h"] {
+            assert_eq!(duration(raw), Err(format!("\"{raw}\" is longer than 1h")));
+        }
+        assert!(positive_duration("0s").is_err());
+        assert_eq!(proxy_threads("1024"), Ok(1024));
+        assert!(proxy_threads("1025").is_err());
     }
 }

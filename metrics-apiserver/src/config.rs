@@ -122,17 +122,45 @@ pub struct Args {
     #[arg(long, default_value = keda_tls::DEFAULT_RELOAD_INTERVAL, value_parser = positive_duration)]
     pub cert_reload_interval: Duration,
 
-    /// Worker threads of the secure port. Default: the number of CPUs.
-    #[arg(long)]
+    /// Worker threads of the secure port (1 to 1024). Default: the number of CPUs.
+    #[arg(long, value_parser = workers)]
     pub workers: Option<usize>,
 }
 
-/// Parses a Go-style duration: a sequence of `<number><unit>` with units `ms`, `s`, `m`, `h`
-/// (`1m30s`, `500ms`).
+/// The longest duration any flag accepts: one hour.
+pub const MAX_FLAG_DURATION: Duration = Duration::from_secs(3600);
+
+/// The most `--workers`.
+pub const MAX_WORKERS: usize = 1024;
+
+/// `--workers`: 1 to [`MAX_WORKERS`].
 ///
 /// # Errors
-/// A message naming the value.
+/// Not a whole number in range.
+pub fn workers(value: &str) -> Result<usize, String> {
+    match value.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_WORKERS).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{value:?} is not a whole number between 1 and {MAX_WORKERS}"
+        )),
+    }
+}
+
+/// Parses a Go-style duration: a sequence of `<number><unit>` with units `ms`, `s`, `m`, `h`
+/// (`1m30s`, `500ms`), at most [`MAX_FLAG_DURATION`].
+///
+/// # Errors
+/// A message naming the value (and the bound, when it is too long).
 pub fn parse_duration(value: &str) -> Result<Duration, String> {
+    let total = parse_unbounded(value)?;
+    if total > MAX_FLAG_DURATION {
+        return Err(format!("invalid duration {value:?}: must be at most 1h"));
+    }
+    Ok(total)
+}
+
+fn parse_unbounded(value: &str) -> Result<Duration, String> {
+    let too_long = || format!("invalid duration {value:?}: must be at most 1h");
     let bad = || format!("invalid duration {value:?}: use e.g. 500ms, 10s, 1m30s");
     let mut total = Duration::ZERO;
     let mut rest = value.trim();
@@ -159,7 +187,8 @@ pub fn parse_duration(value: &str) -> Result<Duration, String> {
             "h" => number * 3600.0,
             _ => return Err(bad()),
         };
-        total += Duration::try_from_secs_f64(seconds).map_err(|_| bad())?;
+        let term = Duration::try_from_secs_f64(seconds).map_err(|_| too_long())?;
+        total = total.checked_add(term).ok_or_else(too_long)?;
         rest = tail;
     }
     Ok(total)
@@ -189,6 +218,35 @@ mod tests {
         assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
         assert!(parse_duration("10").is_err());
         assert!(parse_duration("ten seconds").is_err());
+    }
+
+    #[test]
+    fn durations_longer_than_an_hour_are_refused_naming_the_bound() {
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        // The second one overflowed `Duration` when added: a panic before.
+        for value in [
+            "61m",
+            "1h1ms",
+            "99999999999999999999h",
+            "18446744073709551615s18446744073709551615s",
+        ] {
+            assert_eq!(
+                parse_duration(value),
+                Err(format!("invalid duration {value:?}: must be at most 1h")),
+                "{value}"
+            );
+        }
+    }
+
+    #[test]
+    fn workers_are_between_1_and_1024() {
+        assert_eq!(workers("8"), Ok(8));
+        for bad in ["0", "1025", "18446744073709551616", "-1"] {
+            assert!(
+                workers(bad).unwrap_err().contains("between 1 and 1024"),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

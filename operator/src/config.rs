@@ -227,8 +227,9 @@ pub struct Flags {
     /// Name of the leader election Lease.
     #[arg(long, value_name = "NAME", default_value = DEFAULT_LEADER_ELECTION_ID)]
     pub leader_election_id: String,
-    /// Kubernetes API requests per second, client side (0 or less: unlimited).
-    #[arg(long, value_name = "QPS", default_value_t = 20.0)]
+    /// Kubernetes API requests per second, client side (0 or less: unlimited; otherwise 0.01
+    /// to 1000000).
+    #[arg(long, value_name = "QPS", default_value_t = 20.0, value_parser = qps, allow_negative_numbers = true)]
     pub kube_api_qps: f32,
     /// Kubernetes API requests allowed in a burst above the QPS.
     #[arg(long, value_name = "N", default_value_t = 30)]
@@ -290,6 +291,9 @@ pub enum ConfigError {
     /// A duration variable is not a Go duration.
     #[error("{name}={value:?} is not a duration: use Go's format, for example 15s, 500ms or 1m30s")]
     Duration { name: &'static str, value: String },
+    /// A duration variable is longer than [`MAX_DURATION`].
+    #[error("{name}={value:?} is too long: at most 1h")]
+    DurationTooLong { name: &'static str, value: String },
     /// The leader election settings contradict each other.
     #[error(transparent)]
     LeaderElection(#[from] crate::leader::LeaderError),
@@ -387,9 +391,28 @@ fn duration(env: &dyn Environment, name: &'static str) -> Result<Option<Duration
     let Some(value) = env.var(name).filter(|v| !v.trim().is_empty()) else {
         return Ok(None);
     };
-    go_duration(&value)
-        .map(Some)
-        .ok_or(ConfigError::Duration { name, value })
+    match go_duration(&value) {
+        None => Err(ConfigError::Duration { name, value }),
+        Some(d) if d > MAX_DURATION => Err(ConfigError::DurationTooLong { name, value }),
+        Some(d) => Ok(Some(d)),
+    }
+}
+
+/// The longest duration a flag or variable accepts: one hour.
+pub const MAX_DURATION: Duration = Duration::from_secs(3600);
+
+/// The bounds of a positive `--kube-api-qps`.
+pub const QPS_BOUNDS: (f32, f32) = (0.01, 1_000_000.0);
+
+/// `--kube-api-qps`: 0 or less (no limit), or within [`QPS_BOUNDS`].
+fn qps(value: &str) -> Result<f32, String> {
+    let (min, max) = QPS_BOUNDS;
+    match value.trim().parse::<f32>() {
+        Ok(q) if q <= 0.0 || (min..=max).contains(&q) => Ok(q),
+        _ => Err(format!(
+            "{value:?} is not 0 or less (no limit) or a number between {min} and {max}"
+        )),
+    }
 }
 
 /// A non-negative duration in Go's format (`15s`, `500ms`, `1m30s`).
@@ -398,11 +421,15 @@ fn go_duration(value: &str) -> Option<Duration> {
     Duration::try_from(parsed).ok()
 }
 
-/// `--cert-reload-interval`: a positive Go duration.
+/// `--cert-reload-interval`: a positive Go duration, at most [`MAX_DURATION`].
 fn reload_interval(value: &str) -> Result<Duration, String> {
-    go_duration(value).filter(|d| !d.is_zero()).ok_or_else(|| {
-        format!("{value:?} is not a positive duration: use Go's format, for example 10s or 500ms")
-    })
+    go_duration(value)
+        .filter(|d| !d.is_zero() && *d <= MAX_DURATION)
+        .ok_or_else(|| {
+            format!(
+                "{value:?} is not a duration between 1ns and 1h: use Go's format, for example 10s or 500ms"
+            )
+        })
 }
 
 #[cfg(test)]
@@ -581,7 +608,7 @@ mod tests {
         assert!(
             error
                 .to_string()
-                .contains(r#""0s" is not a positive duration"#),
+                .contains(r#""0s" is not a duration between 1ns and 1h"#),
             "{error}"
         );
     }
@@ -606,6 +633,32 @@ mod tests {
         assert_eq!(settings.kube_api_burst, 150);
         assert_eq!(settings.log_format, LogFormat::Json);
         assert_eq!(settings.log_filter, "debug");
+    }
+
+    #[test]
+    fn qps_and_durations_out_of_range_are_refused_naming_the_bound() {
+        // A tiny QPS made the limiter's wait overflow `Duration::from_secs_f64` (a panic).
+        for qps in ["1e-30", "0.001", "1e7", "NaN", "inf"] {
+            let error = parse(&["--kube-api-qps", qps], &MapEnv::default()).expect_err(qps);
+            assert!(
+                error.to_string().contains("between 0.01 and 1000000"),
+                "{qps}: {error}"
+            );
+        }
+        for unlimited in ["0", "-1"] {
+            let settings =
+                parse(&["--kube-api-qps", unlimited], &MapEnv::default()).expect(unlimited);
+            assert!(settings.kube_api_qps <= 0.0);
+        }
+        let error =
+            parse(&["--cert-reload-interval", "2h"], &MapEnv::default()).expect_err("too long");
+        assert!(error.to_string().contains("between 1ns and 1h"), "{error}");
+        let env = MapEnv::new(&[(ENV_LEASE_DURATION, "100000h")]);
+        let error = parse(&["--leader-elect"], &env).expect_err("too long");
+        assert_eq!(
+            error.to_string(),
+            "KEDA_OPERATOR_LEADER_ELECTION_LEASE_DURATION=\"100000h\" is too long: at most 1h"
+        );
     }
 
     #[test]

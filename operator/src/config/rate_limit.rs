@@ -67,7 +67,9 @@ impl TokenBucket {
         if state.tokens >= 0.0 {
             Duration::ZERO
         } else {
-            Duration::from_secs_f64(-state.tokens / self.qps)
+            // `qps` is at least MIN_QPS and the debt at most the waiting requests, so this is
+            // far below Duration::MAX; saturate rather than panic if it ever is not.
+            Duration::try_from_secs_f64(-state.tokens / self.qps).unwrap_or(Duration::MAX)
         }
     }
 }
