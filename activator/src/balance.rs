@@ -70,7 +70,7 @@ pub fn assign(
         let share = if container_concurrency == 0 {
             0
         } else {
-            (container_concurrency / count as u32).max(1)
+            (container_concurrency / u32::try_from(count).unwrap_or(u32::MAX)).max(1)
         };
         pods.into_iter().map(|p| (p, share)).collect()
     }
@@ -110,7 +110,7 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, &(in_flight, capacity))| PodSlot {
-                addr: addr(i as u8),
+                addr: addr(u8::try_from(i).unwrap()),
                 capacity,
                 in_flight,
             })

@@ -470,7 +470,8 @@ impl Target {
     pub fn sample(&self, now: Instant, idle_after: Duration) -> Option<TargetSample> {
         let mut state = self.lock();
         let sample = state.meter.take(now);
-        let held = state.queue.len() as u32;
+        // Counts on the wire are u32; queueDepth (at most 1,000,000) keeps them far below.
+        let held = u32::try_from(state.queue.len()).unwrap_or(u32::MAX);
         let in_flight = state.pods.iter().map(|p| p.in_flight).sum::<u32>();
         if held > 0 || in_flight > 0 {
             state.last_active = Some(now);
@@ -484,7 +485,7 @@ impl Target {
             requests: sample.requests as f64,
             held,
             in_flight,
-            ready: state.ready.len() as u32,
+            ready: u32::try_from(state.ready.len()).unwrap_or(u32::MAX),
         })
     }
 }

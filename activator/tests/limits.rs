@@ -439,7 +439,7 @@ async fn an_idle_flood_at_the_connection_limit_is_cut_at_its_timeouts_and_others
         silent.push(TcpStream::connect(a.addr).await.unwrap());
     }
     eventually("the flood to take every place", || {
-        a.metrics.connections.get() == FLOOD as i64
+        a.metrics.connections.get() == i64::try_from(FLOOD).unwrap()
     })
     .await;
     // A well-behaved client waits in the backlog until the flood is cut at the header read

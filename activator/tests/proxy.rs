@@ -484,7 +484,7 @@ async fn a_large_chunked_answer_to_a_get_streams_through_and_the_connection_is_r
             let mut answer = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
             for i in 0..CHUNKS {
                 answer.extend_from_slice(format!("{CHUNK:x}\r\n").as_bytes());
-                answer.extend(std::iter::repeat_n(i as u8, CHUNK));
+                answer.extend(std::iter::repeat_n(u8::try_from(i).unwrap(), CHUNK));
                 answer.extend_from_slice(b"\r\n");
             }
             answer.extend_from_slice(b"0\r\n\r\n");
@@ -513,7 +513,10 @@ async fn a_large_chunked_answer_to_a_get_streams_through_and_the_connection_is_r
         .to_bytes();
         assert_eq!(body.len(), CHUNK * CHUNKS);
         for (i, chunk) in body.chunks(CHUNK).enumerate() {
-            assert!(chunk.iter().all(|&b| b == i as u8), "chunk {i} is corrupt");
+            assert!(
+                chunk.iter().all(|&b| usize::from(b) == i),
+                "chunk {i} is corrupt"
+            );
         }
     }
     // Both answers were read to their last chunk, so one connection carried both.

@@ -107,7 +107,7 @@ async fn drive(
     assert_eq!(response.status(), 200, "warm-up request failed");
 
     let total = rate as u64 * seconds;
-    let interval = Duration::from_secs_f64(1.0 / f64::from(rate));
+    let interval = Duration::from_secs(1) / rate.max(1);
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let start = tokio::time::Instant::now();
     for i in 0..total {
@@ -129,8 +129,9 @@ async fn drive(
         });
     }
     drop(tx);
-    let mut latencies = Vec::with_capacity(total as usize);
-    let mut lateness = Vec::with_capacity(total as usize);
+    let capacity = usize::try_from(total).expect("fits");
+    let mut latencies = Vec::with_capacity(capacity);
+    let mut lateness = Vec::with_capacity(capacity);
     let mut errors = 0;
     while let Some((ok, latency, late)) = rx.recv().await {
         if !ok {
@@ -142,7 +143,10 @@ async fn drive(
     let elapsed = start.elapsed();
     latencies.sort();
     lateness.sort();
-    let at = |v: &[Duration], q: f64| v[((v.len() as f64 * q) as usize).min(v.len() - 1)];
+    let at = |v: &[Duration], q: f64| {
+        let rank = keda_api::num::f64_to_u64_saturating(v.len() as f64 * q);
+        v[usize::try_from(rank).unwrap_or(usize::MAX).min(v.len() - 1)]
+    };
     Report {
         p50: at(&latencies, 0.50),
         p99: at(&latencies, 0.99),

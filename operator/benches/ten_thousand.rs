@@ -247,7 +247,10 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
     }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    let rank = usize::try_from(keda_api::num::f64_to_u64_saturating(
+        ((p / 100.0) * sorted.len() as f64).ceil(),
+    ))
+    .unwrap_or(usize::MAX);
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
@@ -336,7 +339,9 @@ async fn baseline_lags(
     for i in 0..objects {
         let mut redis = redis.clone();
         let lags = lags.clone();
-        let delay = spread.mul_f64(i as f64 / objects as f64);
+        // `i < objects`, so the delay is below `spread`.
+        let delay = spread * u32::try_from(i).unwrap_or(u32::MAX)
+            / u32::try_from(objects).unwrap_or(u32::MAX).max(1);
         tasks.push(tokio::spawn(async move {
             tokio::time::sleep(delay).await;
             let mut interval = tokio::time::interval(Duration::from_secs(POLLING_SECS));

@@ -125,7 +125,9 @@ impl LeaseConfig {
 
     fn lease_seconds(&self) -> i32 {
         let secs = self.lease_duration.as_secs_f64().ceil();
-        i32::try_from(secs as i64).unwrap_or(i32::MAX).max(1)
+        i32::try_from(keda_api::num::f64_to_i64_saturating(secs))
+            .unwrap_or(i32::MAX)
+            .max(1)
     }
 }
 

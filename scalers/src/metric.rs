@@ -165,8 +165,11 @@ pub fn integer_quantity(value: i64) -> Quantity {
 /// A milli-precision quantity (`resource.NewMilliQuantity(int64(v*1000), DecimalSI)`), e.g.
 /// `1500m`, `2`. The fraction below one milli is truncated toward zero, as in Go.
 pub fn milli_quantity(value: f64) -> Quantity {
-    // `as` saturates at the i64 bounds and maps NaN to 0, which is what we want here.
-    Quantity(format_decimal_si((value * 1000.0) as i64, -3))
+    // Saturates at the i64 bounds and maps NaN to 0, which is what we want here.
+    Quantity(format_decimal_si(
+        keda_api::num::f64_to_i64_saturating(value * 1000.0),
+        -3,
+    ))
 }
 
 /// A metric value as KEDA reports it (`GenerateMetricInMili`): negative, NaN and infinite values

@@ -504,8 +504,9 @@ async fn basic_auth_and_client_certificates_work_against_prometheus_own_web_conf
     )
     .await;
     // Scraped every 500 ms: wait (bounded) for the first sample, then for a change.
-    for expected in [7.0, 12.0] {
-        *depth.lock().expect("depth") = expected as i32;
+    for depth_now in [7, 12] {
+        let expected = f64::from(depth_now);
+        *depth.lock().expect("depth") = depth_now;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         loop {
             match h.built.scaler().metrics_and_activity(&h.metric_name).await {

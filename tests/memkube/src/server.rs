@@ -77,7 +77,9 @@ impl MemKubeBuilder {
     }
 
     pub fn build(self) -> MemKube {
-        let seed = jiff::Timestamp::now().as_nanosecond() as u64;
+        // Any 64 bits of the clock make a seed: keep the low ones.
+        let seed = u64::try_from(jiff::Timestamp::now().as_nanosecond() & i128::from(u64::MAX))
+            .unwrap_or_default();
         let (closer, _) = tokio::sync::watch::channel(0);
         let inner = Arc::new_cyclic(|me| Inner {
             me: me.clone(),

@@ -283,7 +283,8 @@ impl State {
         let mut n = self.next_random();
         (0..5)
             .map(|_| {
-                let c = ALPHABET[(n % ALPHABET.len() as u64) as usize] as char;
+                // The remainder is below the alphabet's length.
+                let c = ALPHABET[usize::try_from(n % ALPHABET.len() as u64).unwrap_or(0)] as char;
                 n /= ALPHABET.len() as u64;
                 c
             })

@@ -137,8 +137,11 @@ impl Schedule {
             let mut best: Option<Timestamp> = None;
             for hour in (0..24).filter(|h| bit(self.hours, *h)) {
                 for minute in (0..60).filter(|m| bit(self.minutes, *m)) {
-                    let local =
-                        DateTime::from_parts(date, Time::new(i8::try_from(hour).ok()?, i8::try_from(minute).ok()?, 0, 0).ok()?);
+                    let local = DateTime::from_parts(
+                        date,
+                        Time::new(i8::try_from(hour).ok()?, i8::try_from(minute).ok()?, 0, 0)
+                            .ok()?,
+                    );
                     let Ok(zoned) = tz.to_ambiguous_zoned(local).compatible() else {
                         continue;
                     };
@@ -205,7 +208,12 @@ fn parse_field(text: &str, field: &Field) -> Result<(u64, bool), String> {
 
 fn value(text: &str, field: &Field) -> Result<u32, String> {
     let upper = text.to_ascii_uppercase();
-    if let Some((_, v)) = field.names.iter().zip(field.min..).find(|(n, _)| **n == upper) {
+    if let Some((_, v)) = field
+        .names
+        .iter()
+        .zip(field.min..)
+        .find(|(n, _)| **n == upper)
+    {
         return Ok(v);
     }
     let v: u32 = text

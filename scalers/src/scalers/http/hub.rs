@@ -489,7 +489,10 @@ mod tests {
             replica: "b".into(),
             target: key(),
         });
-        now.store(1_000 + REPLICA_TTL_SECONDS as i64 + 1, Ordering::SeqCst);
+        now.store(
+            1_000 + i64::try_from(REPLICA_TTL_SECONDS).unwrap() + 1,
+            Ordering::SeqCst,
+        );
         assert!(!hub.observe(&key()).unwrap().1);
     }
 
@@ -500,7 +503,10 @@ mod tests {
         hub.apply(&sample("a", 1_000, 1.0, 2, 0));
         assert!(hub.observe(&key()).unwrap().1);
         assert_eq!(hub.held(&key()), 2);
-        now.store(1_000 + REPLICA_TTL_SECONDS as i64 + 1, Ordering::SeqCst);
+        now.store(
+            1_000 + i64::try_from(REPLICA_TTL_SECONDS).unwrap() + 1,
+            Ordering::SeqCst,
+        );
         assert!(
             !hub.observe(&key()).unwrap().1,
             "stale replica still counted"
