@@ -194,6 +194,12 @@ async fn serve_pod(listener: TcpListener, pod: Arc<Pod>) {
 fn world() -> &'static World {
     static WORLD: OnceLock<World> = OnceLock::new();
     WORLD.get_or_init(|| {
+        // The activator runs under a Rust `main`, which ignores SIGPIPE (a write to a closed
+        // socket is an error, not the end of the process); libFuzzer's `main` does not.
+        // SAFETY: setting a signal's disposition to "ignore", before any thread is started.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+        }
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
