@@ -6,6 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::cluster::ClusterHandle;
 use crate::error::{MetadataError, MetadataErrorKind, TriggerId};
 use crate::metadata::MetadataParser;
 use crate::metric::{MetricTargetType, metric_name_with_index, normalize_metric_name};
@@ -116,6 +117,9 @@ pub struct ScalerContext {
     pub clients: ClientPools,
     /// The clock scalers must use instead of reading the system time.
     pub clock: Clock,
+    /// The operator's shared view of pods and EndpointSlices (none by default: scalers that
+    /// need it fail with a message saying so).
+    pub cluster: ClusterHandle,
 }
 
 impl std::fmt::Debug for ScalerContext {
@@ -137,6 +141,7 @@ impl std::fmt::Debug for ScalerContext {
             .field("metric_type", &self.metric_type)
             .field("as_metric_source", &self.as_metric_source)
             .field("global_http_timeout", &self.global_http_timeout)
+            .field("cluster", &self.cluster)
             .finish_non_exhaustive()
     }
 }

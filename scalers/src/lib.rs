@@ -8,6 +8,7 @@
 //! returns a [`BuiltScaler`]. See `docs/writing-a-scaler.md` for a complete custom scaler.
 
 pub mod authentication;
+pub mod cluster;
 pub mod context;
 pub mod error;
 pub mod http_client;

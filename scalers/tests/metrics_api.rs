@@ -530,3 +530,244 @@ async fn a_slow_endpoint_fails_at_the_timeout_parameter() {
     let h = example(&url, &[("authMode", ""), ("timeout", "5000")], &[]).await;
     h.expect(6.0, true).await;
 }
+
+/// `aggregateFromKubeServiceEndpoints`: the endpoints are real servers on 127.0.0.2, .3 and .4,
+/// all on one port number (every 127.x address is on the loopback interface), so one
+/// EndpointSlice port serves them all as it would for pods. The EndpointSlices are fed to an
+/// in-memory cluster view (the operator feeds the same index from its watch).
+mod aggregate {
+    use std::net::SocketAddr;
+
+    use k8s_openapi::api::discovery::v1::{
+        Endpoint, EndpointConditions, EndpointPort, EndpointSlice,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use keda_scalers::cluster::{ClusterHandle, InMemoryCluster};
+
+    use super::*;
+
+    /// Servers answering `{"queue": {"pending": <value>}}` on `127.0.0.<n>:<one port>`, checking
+    /// the API key.
+    async fn servers_on_one_port(values: &[(u8, f64)]) -> (u16, Vec<TestServer>) {
+        'attempt: for _ in 0..20 {
+            let mut servers = Vec::new();
+            let mut port = 0;
+            for (host, value) in values {
+                let answer = format!(r#"{{"queue": {{"pending": {value}}}}}"#);
+                let handler = http_server::handler(move |r| {
+                    if r.header("x-api-key").as_deref() != Some(API_KEY) {
+                        return (StatusCode::UNAUTHORIZED, "text/plain", "no".into());
+                    }
+                    (StatusCode::OK, "application/json", answer.clone())
+                });
+                let addr = SocketAddr::from(([127, 0, 0, *host], port));
+                match TestServer::start_at(handler, addr).await {
+                    Ok(server) => {
+                        port = server.addr.port();
+                        servers.push(server);
+                    }
+                    // The port is taken on this address: start over with another.
+                    Err(_) => continue 'attempt,
+                }
+            }
+            return (port, servers);
+        }
+        panic!("no port free on 127.0.0.2-6 after 20 attempts");
+    }
+
+    fn slice(
+        name: &str,
+        service: &str,
+        port: u16,
+        endpoints: &[(&str, Option<bool>)],
+    ) -> EndpointSlice {
+        EndpointSlice {
+            metadata: ObjectMeta {
+                namespace: Some("team".into()),
+                name: Some(name.into()),
+                labels: Some(
+                    [(
+                        "kubernetes.io/service-name".to_string(),
+                        service.to_string(),
+                    )]
+                    .into(),
+                ),
+                ..Default::default()
+            },
+            address_type: "IPv4".into(),
+            endpoints: endpoints
+                .iter()
+                .map(|(ip, ready)| Endpoint {
+                    addresses: vec![ip.to_string()],
+                    conditions: Some(EndpointConditions {
+                        ready: *ready,
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                })
+                .collect(),
+            ports: Some(vec![EndpointPort {
+                name: Some("http".into()),
+                port: Some(i32::from(port)),
+                ..Default::default()
+            }]),
+        }
+    }
+
+    async fn aggregating(cluster: &Arc<InMemoryCluster>, port: u16, aggregation: &str) -> Harness {
+        let url = format!("http://consumers.team.svc.cluster.local:{port}/stats?verbose=1");
+        conformance(
+            "metrics-api",
+            Setup {
+                metadata: &[
+                    ("url", url.as_str()),
+                    ("valueLocation", "queue.pending"),
+                    ("aggregateFromKubeServiceEndpoints", "true"),
+                    ("aggregationType", aggregation),
+                ],
+                auth: &[("apiKey", API_KEY)],
+                cluster: ClusterHandle::new(cluster.clone()),
+                ..Setup::default()
+            },
+        )
+        .await
+    }
+
+    #[tokio::test]
+    async fn every_ready_endpoint_is_asked_and_the_values_combined() {
+        // .2, .3, .4 are ready; .5 is ready but nothing listens (left out); .6 is not ready and
+        // would answer 1000.
+        let (port, servers) =
+            servers_on_one_port(&[(2, 2.0), (3, 8.0), (4, 5.0), (6, 1000.0)]).await;
+        let cluster = Arc::new(InMemoryCluster::new());
+        cluster.apply_slice(&slice(
+            "consumers-a",
+            "consumers",
+            port,
+            &[
+                ("127.0.0.2", Some(true)),
+                ("127.0.0.3", None),
+                ("127.0.0.6", Some(false)),
+            ],
+        ));
+        cluster.apply_slice(&slice(
+            "consumers-b",
+            "consumers",
+            port,
+            &[("127.0.0.4", Some(true)), ("127.0.0.5", Some(true))],
+        ));
+        // Another Service's endpoint in the namespace is not asked.
+        cluster.apply_slice(&slice(
+            "other-a",
+            "other",
+            port,
+            &[("127.0.0.6", Some(true))],
+        ));
+        // The documented activationTargetValue is 3.8.
+        for (aggregation, expected) in [("average", 5.0), ("sum", 15.0), ("max", 8.0), ("min", 2.0)]
+        {
+            let h = aggregating(&cluster, port, aggregation).await;
+            h.expect(expected, expected > 3.8).await;
+        }
+        for server in &servers[..3] {
+            let seen = server.requests();
+            assert_eq!(seen.len(), 4, "one request per poll at {}", server.addr);
+            assert_eq!(seen[0].uri, "/stats?verbose=1");
+        }
+        assert!(
+            servers[3].requests().is_empty(),
+            "the not-ready endpoint was asked"
+        );
+        // An endpoint that becomes ready is asked at the next poll.
+        cluster.apply_slice(&slice(
+            "consumers-a",
+            "consumers",
+            port,
+            &[
+                ("127.0.0.2", Some(true)),
+                ("127.0.0.3", None),
+                ("127.0.0.6", Some(true)),
+            ],
+        ));
+        aggregating(&cluster, port, "max")
+            .await
+            .expect(1000.0, true)
+            .await;
+    }
+
+    #[tokio::test]
+    async fn no_ready_endpoint_or_no_answer_is_an_error_naming_the_service() {
+        let cluster = Arc::new(InMemoryCluster::new());
+        let h = aggregating(&cluster, 8080, "sum").await;
+        assert_eq!(
+            h.expect_error().await.to_string(),
+            "trigger 0 (metrics-api): Service team/consumers (from url \
+             http://consumers.team.svc.cluster.local:8080/stats) has no ready endpoint to aggregate"
+        );
+        // Ready endpoints where nothing listens.
+        let (port, servers) = servers_on_one_port(&[(2, 1.0)]).await;
+        drop(servers);
+        cluster.apply_slice(&slice(
+            "consumers-a",
+            "consumers",
+            port,
+            &[("127.0.0.2", Some(true)), ("127.0.0.3", Some(true))],
+        ));
+        let err = aggregating(&cluster, port, "sum")
+            .await
+            .expect_error()
+            .await
+            .to_string();
+        assert!(
+            err.starts_with(
+                "trigger 0 (metrics-api): asking the 2 ready endpoints of Service team/consumers failed: "
+            ),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn without_a_cluster_view_the_trigger_does_not_build() {
+        let ctx = ScalerContext {
+            metadata: [
+                ("url", "http://consumers.team:8080/stats"),
+                ("valueLocation", "queue.pending"),
+                ("targetValue", "1"),
+                ("aggregateFromKubeServiceEndpoints", "true"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+            ..ScalerContext::new("metrics-api", 0)
+        };
+        let err = Registry::builtin().build(ctx).await.expect_err("refused");
+        assert!(
+            err.to_string().starts_with(
+                "trigger 0 (metrics-api): connecting to the EndpointSlices of Service team/consumers failed: no cluster view"
+            ),
+            "{err}"
+        );
+        // A host that names no namespace is refused when parsed.
+        let ctx = ScalerContext {
+            metadata: [
+                ("url", "http://consumers:8080/stats"),
+                ("valueLocation", "queue.pending"),
+                ("targetValue", "1"),
+                ("aggregateFromKubeServiceEndpoints", "true"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+            ..ScalerContext::new("metrics-api", 0)
+        };
+        let err = Registry::builtin()
+            .check(&ctx)
+            .expect("checked")
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "trigger 0 (metrics-api): parameter \"url\" with aggregateFromKubeServiceEndpoints: \
+             the host must be <service>.<namespace> (optionally followed by .svc.cluster.local), not \"consumers\""
+        );
+    }
+}

@@ -26,6 +26,7 @@ fn every_builtin_type_is_documented_with_an_example_that_parses() {
             "cron",
             "http",
             "kafka",
+            "kubernetes-workload",
             "memory",
             "metrics-api",
             "mysql",
@@ -83,6 +84,27 @@ fn every_documented_example_of_the_issue_18_triggers_parses() {
     }
 }
 
+#[test]
+fn every_documented_example_of_kubernetes_workload_and_metrics_api_parses() {
+    let registry = Registry::builtin();
+    for trigger_type in ["kubernetes-workload", "metrics-api"] {
+        let examples = common::documented_examples(trigger_type);
+        assert!(examples.len() >= 2, "{trigger_type}");
+        for (trigger, index, auth) in examples {
+            let mut ctx = keda_scalers::ScalerContext::from_trigger(&trigger, index);
+            for param in auth {
+                ctx.auth_params
+                    .insert(param, keda_scalers::Secret::new("s3cret"));
+            }
+            let checked = registry.check(&ctx).expect("a parse-only check");
+            assert!(
+                checked.is_ok(),
+                "docs/scalers/{trigger_type}.md: {checked:?}"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn unknown_trigger_type_lists_the_known_ones() {
     let err = Registry::builtin()
@@ -91,7 +113,7 @@ async fn unknown_trigger_type_lists_the_known_ones() {
         .expect_err("unknown type");
     assert_eq!(
         err.to_string(),
-        "unknown trigger type \"foo\"; known types: cpu, cron, http, kafka, memory, metrics-api, mysql, nats-jetstream, postgresql, prometheus, rabbitmq, redis, redis-cluster, \
+        "unknown trigger type \"foo\"; known types: cpu, cron, http, kafka, kubernetes-workload, memory, metrics-api, mysql, nats-jetstream, postgresql, prometheus, rabbitmq, redis, redis-cluster, \
          redis-cluster-streams, redis-sentinel, redis-sentinel-streams, redis-streams"
     );
 }
@@ -403,5 +425,79 @@ mod redis_streams {
         for h in [lag, pending, length] {
             h.close().await;
         }
+    }
+}
+
+mod kubernetes_workload {
+    use std::sync::Arc;
+
+    use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use keda_scalers::cluster::{ClusterHandle, InMemoryCluster};
+
+    use super::*;
+
+    fn pod(name: &str, labels: &[(&str, &str)], phase: &str) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                namespace: Some("default".into()),
+                name: Some(name.into()),
+                labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                node_name: Some("node-1".into()),
+                ..Default::default()
+            }),
+            status: Some(PodStatus {
+                phase: Some(phase.into()),
+                ..Default::default()
+            }),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_documented_example_counts_unfinished_matching_pods() {
+        let cluster = Arc::new(InMemoryCluster::new());
+        let h = conformance(
+            "kubernetes-workload",
+            Setup {
+                cluster: ClusterHandle::new(cluster.clone()),
+                ..Setup::default()
+            },
+        )
+        .await;
+        assert_eq!(h.metric_name, "s0-workload-default");
+        let target = h.built.scaler().metric_specs()[0]
+            .external
+            .as_ref()
+            .and_then(|e| e.target.average_value.clone());
+        assert_eq!(target.map(|q| q.0), Some("5".to_string()));
+        // The example: app=job-runner, tier notin (debug), activationValue 0.
+        h.expect(0.0, false).await;
+        cluster.apply_pod(&pod("r1", &[("app", "job-runner")], "Running"));
+        h.expect(1.0, true).await;
+        cluster.apply_pod(&pod(
+            "r2",
+            &[("app", "job-runner"), ("tier", "batch")],
+            "Pending",
+        ));
+        cluster.apply_pod(&pod(
+            "r3",
+            &[("app", "job-runner"), ("tier", "debug")],
+            "Running",
+        ));
+        cluster.apply_pod(&pod("r4", &[("app", "job-runner")], "Succeeded"));
+        cluster.apply_pod(&pod("w1", &[("app", "web")], "Running"));
+        h.expect(2.0, true).await;
+        cluster.apply_pod(&pod("r1", &[("app", "job-runner")], "Failed"));
+        cluster.delete_pod("default", "r2");
+        h.expect(0.0, false).await;
+        h.close().await;
     }
 }

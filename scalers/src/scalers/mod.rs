@@ -3,6 +3,7 @@
 pub mod cron;
 pub mod http;
 pub mod kafka;
+pub mod kubernetes_workload;
 pub mod metrics_api;
 pub mod mysql;
 pub mod nats_jetstream;
@@ -45,6 +46,11 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "kafka",
         Declared::new(kafka::build, kafka::PARAMS)
             .with_check(|ctx| kafka::KafkaConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "kubernetes-workload",
+        Declared::new(kubernetes_workload::build, kubernetes_workload::PARAMS)
+            .with_check(|ctx| kubernetes_workload::KubernetesWorkloadConfig::parse(ctx).map(drop)),
     );
     registry.register(
         "memory",

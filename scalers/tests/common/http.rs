@@ -88,6 +88,19 @@ impl TestServer {
         Self::serve(handler, None).await
     }
 
+    /// A plain HTTP server on `addr` (e.g. `127.0.0.2:<port>`: every 127.x.y.z address is on
+    /// the loopback interface, so several servers can share one port number).
+    ///
+    /// # Errors
+    /// The address cannot be bound (in use).
+    pub async fn start_at(handler: Handler, addr: SocketAddr) -> std::io::Result<Self> {
+        Ok(Self::serve_on(
+            handler,
+            None,
+            TcpListener::bind(addr).await?,
+        ))
+    }
+
     /// An HTTPS server with `tls`.
     pub async fn start_tls(handler: Handler, tls: Arc<rustls::ServerConfig>) -> Self {
         Self::serve(handler, Some(tokio_rustls::TlsAcceptor::from(tls))).await
@@ -95,6 +108,14 @@ impl TestServer {
 
     async fn serve(handler: Handler, tls: Option<tokio_rustls::TlsAcceptor>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        Self::serve_on(handler, tls, listener)
+    }
+
+    fn serve_on(
+        handler: Handler,
+        tls: Option<tokio_rustls::TlsAcceptor>,
+        listener: TcpListener,
+    ) -> Self {
         let addr = listener.local_addr().expect("addr");
         let requests = Arc::new(Mutex::new(Vec::new()));
         let connections = Arc::new(AtomicUsize::new(0));

@@ -259,6 +259,8 @@ pub struct Setup<'a> {
     pub auth: &'a [(&'a str, &'a str)],
     /// A fixed clock.
     pub clock: Option<Clock>,
+    /// The cluster view (pods, EndpointSlices) the scaler reads, for the scalers that need one.
+    pub cluster: keda_scalers::cluster::ClusterHandle,
 }
 
 /// A scaler built from its documented example through the registry, with its metric specs
@@ -295,6 +297,7 @@ pub async fn conformance(trigger_type: &str, setup: Setup<'_>) -> Harness {
     if let Some(clock) = setup.clock {
         context.clock = clock;
     }
+    context.cluster = setup.cluster;
     let built = registry
         .build(context.clone())
         .await

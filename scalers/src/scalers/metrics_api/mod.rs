@@ -4,22 +4,31 @@
 //!
 //! Triggers asking the same server with the same credentials, TLS settings and timeout share one
 //! pooled HTTP client.
+//!
+//! With `aggregateFromKubeServiceEndpoints`, the URL names a Service
+//! (`http://<service>.<namespace>[.svc...]:<port>/<path>`); every ready endpoint of it, read from
+//! the operator's shared EndpointSlice watch ([`crate::cluster::ClusterView`]), is asked, and
+//! the answers are combined with `aggregationType`.
 
+pub mod aggregate;
 pub mod exposition;
 pub mod format;
 pub mod json_path;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use http::header::HeaderMap;
 use k8s_openapi::api::autoscaling::v2::MetricSpec;
 
+use self::aggregate::{Aggregation, ServiceAggregate};
 use self::format::{Format, ValueLocation};
 use crate::authentication::{
     API_KEY, AUTH_MODES, BEARER_TOKEN, CA, CERT, CUSTOM_AUTH_HEADER, CUSTOM_AUTH_VALUE, HttpAuth,
     KEY, KEY_PARAM_NAME, METHOD, PASSWORD, USERNAME,
 };
+use crate::cluster::ClusterView;
 use crate::context::ScalerContext;
 use crate::error::{MetadataErrorKind, ScalerError, TriggerId};
 use crate::http_client::{self, HttpClient, HttpClientKey, describe_url, parse_http_url};
@@ -90,6 +99,9 @@ pub struct MetricsApiConfig {
     pub metric_name: String,
     /// AverageValue or Value.
     pub metric_type: MetricTargetType,
+    /// With `aggregateFromKubeServiceEndpoints`: the Service whose ready endpoints are asked,
+    /// and how their values are combined.
+    pub aggregate: Option<ServiceAggregate>,
 }
 
 impl MetricsApiConfig {
@@ -129,12 +141,18 @@ impl MetricsApiConfig {
                     }));
                 }
             };
-            let _aggregation_type: String = p.get(&AGGREGATION_TYPE)?;
-            if p.get::<bool>(&AGGREGATE_FROM_KUBE_SERVICE_ENDPOINTS)? {
-                return Err(p.rule(
-                    "parameter \"aggregateFromKubeServiceEndpoints\" is not supported by keda-rs yet; query the Service's URL directly",
-                ));
-            }
+            let aggregation_type: String = p.get(&AGGREGATION_TYPE)?;
+            let aggregate = if p.get::<bool>(&AGGREGATE_FROM_KUBE_SERVICE_ENDPOINTS)? {
+                let aggregation = Aggregation::parse(&aggregation_type)
+                    .ok_or_else(|| p.rule(format!("aggregationType {aggregation_type} not supported")))?;
+                Some(ServiceAggregate::from_url(&url, aggregation).map_err(|e| {
+                    p.rule(format!(
+                        "parameter \"url\" with aggregateFromKubeServiceEndpoints: {e}"
+                    ))
+                })?)
+            } else {
+                None
+            };
             let timeout_ms: Option<u64> = p.get_opt(&TIMEOUT)?;
             let timeout = timeout_ms
                 .filter(|ms| *ms > 0)
@@ -154,6 +172,7 @@ impl MetricsApiConfig {
                 target_value,
                 activation_target_value: p.get(&ACTIVATION_TARGET_VALUE)?,
                 metric_type,
+                aggregate,
             })
         })?)
     }
@@ -164,20 +183,40 @@ pub struct MetricsApiScaler {
     config: MetricsApiConfig,
     trigger: TriggerId,
     client: Held<HttpClientKey, HttpClient>,
+    /// The shared EndpointSlice view, with `aggregateFromKubeServiceEndpoints`.
+    cluster: Option<Arc<dyn ClusterView>>,
 }
 
 impl MetricsApiScaler {
     /// Parses the trigger and leases the client of its server. Does not connect.
     ///
     /// # Errors
-    /// Invalid metadata, or TLS material that does not parse.
+    /// Invalid metadata, TLS material that does not parse, or
+    /// `aggregateFromKubeServiceEndpoints` without a cluster view in the context.
     pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
         let config = MetricsApiConfig::parse(ctx)?;
+        let cluster = match &config.aggregate {
+            Some(aggregate) => Some(
+                ctx.cluster
+                    .view()
+                    .map_err(|e| ScalerError::Connect {
+                        trigger: ctx.trigger_id(),
+                        target: format!(
+                            "the EndpointSlices of Service {}/{}",
+                            aggregate.namespace, aggregate.service
+                        ),
+                        source: Box::new(e),
+                    })?
+                    .clone(),
+            ),
+            None => None,
+        };
         let lease = http_client::lease(ctx, config.client.clone()).await?;
         Ok(Self {
             config,
             trigger: ctx.trigger_id(),
             client: Held::new(lease),
+            cluster,
         })
     }
 
@@ -186,17 +225,28 @@ impl MetricsApiScaler {
         &self.config
     }
 
-    /// Asks the endpoint now and reads the value.
+    /// Asks the endpoint (or, with `aggregateFromKubeServiceEndpoints`, every ready endpoint
+    /// of the Service) now and reads the value.
     ///
     /// # Errors
     /// The endpoint cannot be reached or answers an error, the answer does not parse, or
     /// `valueLocation` does not lead to a number; the scaler is closed. Messages name the URL
-    /// (without credentials or query) and `valueLocation`.
+    /// (without credentials or query) and `valueLocation`. When aggregating: the Service has
+    /// no ready endpoint, or none of them answered a value.
     pub async fn value(&self) -> Result<f64, ScalerError> {
         let client = self.client.client().ok_or_else(|| ScalerError::Closed {
             trigger: self.trigger.clone(),
         })?;
-        let url = &self.config.url;
+        match (&self.config.aggregate, &self.cluster) {
+            (Some(aggregate), Some(cluster)) => {
+                aggregate::value(self, &client, aggregate, cluster.as_ref()).await
+            }
+            _ => self.value_from(&client, &self.config.url).await,
+        }
+    }
+
+    /// GETs `url` and reads the value at `valueLocation`.
+    async fn value_from(&self, client: &HttpClient, url: &url::Url) -> Result<f64, ScalerError> {
         let body = client
             .get(url.clone(), &HeaderMap::new())
             .await
