@@ -167,6 +167,11 @@ impl ScaledObjectController {
         let resolver = Resolver::new(client.clone(), config.resolver.clone());
         let env = ScalerEnv {
             resolver: Some(resolver.clone()),
+            cluster: crate::cluster_view::handle_or_new(
+                &config.env.cluster,
+                &client,
+                &config.watch_scope,
+            ),
             ..config.env.clone()
         };
         let started_at = config

@@ -9,6 +9,8 @@
 //!   [`job_decision`] decides.
 //! - [`resolve`]: a trigger's `*FromEnv` values and its TriggerAuthentication parameters, from
 //!   watch caches, with rebuild signals when they change.
+//! - [`cluster_view`]: the one shared pod and EndpointSlice watch every scaler reads
+//!   (`kubernetes-workload`, `metrics-api` over a Service's endpoints).
 //! - [`isolation`]: a panic in the work of one object becomes that object's `Ready=False
 //!   InternalError`, never the end of the process or of another object's loop.
 //! - [`decision`], [`fallback`], [`formula`], [`job_decision`] (how many Jobs a ScaledJob
@@ -18,6 +20,7 @@
 //!   process wiring).
 
 pub mod admin;
+pub mod cluster_view;
 pub mod config;
 pub mod controller;
 pub mod decision;

@@ -4,6 +4,7 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use keda_operator::cluster_view::KubeClusterView;
 use keda_operator::config::{
     ClusterError, ConfigError, ProcessEnv, Settings, build_client, check_reachable, infer_config,
 };
@@ -14,6 +15,7 @@ use keda_operator::run::{FnTask, LeaderTask, RunError, Runtime, TaskError, run};
 use keda_operator::telemetry::{LoggingError, Metrics, init_logging};
 use keda_operator::{ControllerConfig, ScaledObjectController};
 use keda_scalers::Clock;
+use keda_scalers::cluster::ClusterHandle;
 use keda_scalers::pool::ClientPools;
 use keda_scalers::scalers::http::hub::ActivatorHub;
 use tokio::signal::unix::{SignalKind, signal};
@@ -105,10 +107,15 @@ async fn operate(settings: &Settings) -> Result<(), MainError> {
     watch_signals(shutdown.clone())?;
 
     let pools = ClientPools::new();
-    let controller = ControllerConfig {
+    let mut controller = ControllerConfig {
         events_client: Some(events_client),
         ..ControllerConfig::from_settings(settings, metrics.clone(), pools.clone())
     };
+    // One pod and one EndpointSlice watch for both controllers, started on first use.
+    controller.env.cluster = ClusterHandle::new(Arc::new(KubeClusterView::new(
+        client.clone(),
+        settings.watch_namespaces.clone(),
+    )));
     let loops = CurrentLoops::default();
     // Both controllers share the client pools, the metrics and the resolver's scope.
     let scaled_jobs = keda_operator::scaled_job::leader_task(client.clone(), controller.clone());

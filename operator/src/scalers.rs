@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::autoscaling::v2::MetricSpec;
 use keda_api::{ScaleTrigger, ScaledObject};
+use keda_scalers::cluster::ClusterHandle;
 use keda_scalers::context::DEFAULT_HTTP_TIMEOUT;
 use keda_scalers::pool::ClientPools;
 use keda_scalers::{BuiltScaler, Clock, Registry, ScalerContext};
@@ -32,6 +33,10 @@ pub struct ScalerEnv {
     /// Resolves `authenticationRef` and `xxxFromEnv`. The ScaledObject controller sets its
     /// own; without one, triggers using either are refused with [`Error::Unresolvable`].
     pub resolver: Option<Resolver>,
+    /// The shared pod and EndpointSlice view ([`crate::cluster_view::KubeClusterView`]). The
+    /// controllers create one over their client when none is given; the binary gives one to
+    /// both, so the whole process has one pod watch.
+    pub cluster: ClusterHandle,
 }
 
 impl Default for ScalerEnv {
@@ -42,6 +47,7 @@ impl Default for ScalerEnv {
             clock: Clock::system(),
             http_timeout: DEFAULT_HTTP_TIMEOUT,
             resolver: None,
+            cluster: ClusterHandle::default(),
         }
     }
 }
@@ -132,6 +138,7 @@ async fn context_for(
         global_http_timeout: env.http_timeout,
         clients: env.pools.clone(),
         clock: env.clock.clone(),
+        cluster: env.cluster.clone(),
         ..ScalerContext::from_trigger(trigger, index)
     };
     match session {

@@ -203,6 +203,11 @@ impl ScaledJobController {
             JobLoopConfig {
                 env: ScalerEnv {
                     resolver: Some(resolver.clone()),
+                    cluster: crate::cluster_view::handle_or_new(
+                        &config.env.cluster,
+                        &client,
+                        &config.watch_scope,
+                    ),
                     ..config.env.clone()
                 },
                 ticks: config.ticks.clone(),
