@@ -619,6 +619,26 @@ fn throughput(
                 String::new()
             }
         };
+        // The run-to-run noise: the lowest and highest per-round ratio.
+        let spread = |a: &str, b: &str, f: fn(&Run) -> f64| -> String {
+            let (Some(ra), Some(rb)) = (runs.get(&(connections, a)), runs.get(&(connections, b)))
+            else {
+                return String::new();
+            };
+            let ratios: Vec<f64> = ra
+                .iter()
+                .zip(rb)
+                .map(|(x, y)| f(x) / f(y))
+                .filter(|r| r.is_finite())
+                .collect();
+            let low = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+            let high = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            if ratios.is_empty() {
+                String::new()
+            } else {
+                format!("{low:.2}-{high:.2}x")
+            }
+        };
         let mut pairs = vec![
             ("activator", "direct"),
             ("nginx", "direct"),
@@ -627,7 +647,7 @@ fn throughput(
         if baseline.is_some() {
             pairs.push(("activator", "baseline"));
         }
-        for (a, b) in pairs {
+        for (a, b) in &pairs {
             println!(
                 "| {a} / {b} | {} | {} | {} | {} | {} | {} | {} |",
                 paired(a, b, |r| r.report.per_second),
@@ -637,6 +657,18 @@ fn throughput(
                 paired(a, b, |r| r.proxy_user_us),
                 paired(a, b, |r| r.backend_cpu_us),
                 paired(a, b, |r| r.peak_rss_kib as f64),
+            );
+        }
+        for (a, b) in pairs.iter().filter(|(_, b)| *b != "direct") {
+            println!(
+                "| {a} / {b}, lowest-highest round | {} | {} | {} | {} | {} | {} | {} |",
+                spread(a, b, |r| r.report.per_second),
+                spread(a, b, |r| r.report.p50_us),
+                spread(a, b, |r| r.report.p99_us),
+                spread(a, b, |r| r.proxy_cpu_us),
+                spread(a, b, |r| r.proxy_user_us),
+                spread(a, b, |r| r.backend_cpu_us),
+                spread(a, b, |r| r.peak_rss_kib as f64),
             );
         }
     }
