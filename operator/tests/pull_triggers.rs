@@ -367,6 +367,138 @@ spec:
     op.stop().await;
 }
 
+/// KEDA's `scaling_modifiers` e2e proper: a formula over a `kubernetes-workload` trigger
+/// (matching pods of the namespace, from the operator's one pod watch) and a `metrics-api`
+/// trigger. Pods appearing and finishing move the composite value and activation as the API's
+/// value does.
+#[tokio::test]
+async fn a_scaling_modifiers_formula_over_kubernetes_workload_and_metrics_api() {
+    let Some((_server, w)) = world("workload formula").await else {
+        return;
+    };
+    let api = MetricsApi::start(0.0).await;
+    w.deployment("mixed", 0).await;
+    let op = w.start_operator();
+    let yaml = format!(
+        r#"
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata:
+  name: mixed
+spec:
+  scaleTargetRef:
+    name: mixed
+  pollingInterval: 10
+  cooldownPeriod: 60
+  maxReplicaCount: 10
+  advanced:
+    scalingModifiers:
+      formula: "pods * 10 + queue"
+      target: "5"
+      activationTarget: "15"
+  triggers:
+    - type: kubernetes-workload
+      name: pods
+      metadata:
+        podSelector: "app in (producer), tier!=test"
+        value: "1"
+    - type: metrics-api
+      name: queue
+      metadata:
+        url: {}
+        valueLocation: queue.depth
+"#,
+        api.url()
+    );
+    let so = w.create(&yaml).await;
+    w.polls_reach(&op, &so, 1).await;
+    let hpa = hpa_exists(&w, "keda-hpa-mixed").await;
+    let metrics = hpa.spec.and_then(|s| s.metrics).expect("metrics");
+    assert_eq!(metrics.len(), 1);
+    assert_eq!(
+        metrics[0].external.as_ref().map(|e| e.metric.name.as_str()),
+        Some("composite-metric")
+    );
+
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(w.client.clone(), &w.namespace);
+    let pod = |name: &str, labels: serde_json::Value| -> k8s_openapi::api::core::v1::Pod {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": { "name": name, "labels": labels },
+            "spec": { "containers": [{ "name": "c", "image": "registry.k8s.io/pause:3.9" }] },
+        }))
+        .expect("a Pod")
+    };
+    let running = serde_json::json!({ "status": { "phase": "Running" } });
+    for (name, labels) in [
+        ("p1", serde_json::json!({ "app": "producer" })),
+        (
+            "p2",
+            serde_json::json!({ "app": "producer", "tier": "test" }),
+        ),
+        ("c1", serde_json::json!({ "app": "consumer" })),
+    ] {
+        pods.create(&kube::api::PostParams::default(), &pod(name, labels))
+            .await
+            .expect("create pod");
+        pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&running))
+            .await
+            .expect("pod phase");
+    }
+    // One matching pod (p2 is tier=test, c1 another app): 1 x 10 + 4 = 14, not above 15.
+    api.set(4.0);
+    let composite = eventually("1 x 10 + 4", || async {
+        w.poll_after(&op, &so, 10).await;
+        served(&w, &op, "mixed", "composite-metric")
+            .await
+            .filter(|v| *v == 14.0)
+    })
+    .await;
+    assert_eq!(composite, 14.0);
+    assert_eq!(
+        w.replicas("mixed").await,
+        0,
+        "14 is not above activationTarget 15"
+    );
+
+    // A second matching pod: 2 x 10 + 4 = 24, active.
+    pods.create(
+        &kube::api::PostParams::default(),
+        &pod("p3", serde_json::json!({ "app": "producer" })),
+    )
+    .await
+    .expect("create pod");
+    pods.patch_status("p3", &PatchParams::default(), &Patch::Merge(&running))
+        .await
+        .expect("pod phase");
+    eventually("2 x 10 + 4, active", || async {
+        w.poll_after(&op, &so, 10).await;
+        (served(&w, &op, "mixed", "composite-metric").await == Some(24.0)
+            && w.replicas("mixed").await == 1)
+            .then_some(())
+    })
+    .await;
+
+    // Both producers finish; the API's value alone (6) is not enough.
+    for name in ["p1", "p3"] {
+        let done = serde_json::json!({ "status": { "phase": "Succeeded" } });
+        pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&done))
+            .await
+            .expect("pod phase");
+    }
+    api.set(6.0);
+    eventually("0 x 10 + 6", || async {
+        w.poll_after(&op, &so, 10).await;
+        (served(&w, &op, "mixed", "composite-metric").await == Some(6.0)).then_some(())
+    })
+    .await;
+    w.poll_after(&op, &so, 61).await;
+    assert_eq!(w.replicas("mixed").await, 0, "inactive after the cooldown");
+    op.stop().await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Bad input through the operator.
 
