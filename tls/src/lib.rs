@@ -2,8 +2,10 @@
 //! operator's metric service (server), the metrics-apiserver (server of the secure port, client
 //! of the operator) and the activator (client of the operator).
 //!
-//! Certificates and CAs come from PEM files (the `keda-rs-certs` Secret, or cert-manager's) and
-//! are replaced while the process runs: [`CertStore`] holds a certificate and key, and
+//! Certificates and CAs come from PEM files (the `keda-rs-certs` Secret, or cert-manager's), or,
+//! when no file is given, from the Secrets themselves through the Kubernetes API, which the
+//! operator creates and renews ([`kube_secrets`]). Either way they are replaced while the process
+//! runs: [`CertStore`] holds a certificate and key, and
 //! [`ClientCaVerifier`] / [`ServerCaVerifier`] hold the CA a peer's certificate must chain to.
 //! Each is read once at start (a bad file is a start-up error naming it) and then polled
 //! ([`watch_files`], every `--cert-reload-interval`, default [`DEFAULT_RELOAD_INTERVAL`]): a
@@ -16,6 +18,7 @@
 mod cert_store;
 mod config;
 mod identity;
+pub mod kube_secrets;
 pub mod pki;
 pub mod secrets;
 mod verifier;
@@ -33,6 +36,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 pub use cert_store::CertStore;
 pub use config::{mutual_tls_client_config, mutual_tls_server_config};
 pub use identity::{CertificateFacts, Identity, common_name};
+pub use kube_secrets::{ClientMaterial, Issuer, SecretApiError};
 pub use verifier::{ClientCaVerifier, ServerCaVerifier, client_verifier, server_verifier};
 pub use watch::watch_files;
 
