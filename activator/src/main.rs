@@ -1,11 +1,11 @@
 //! The keda-rs activator binary: wires the library together.
 
 use std::net::{IpAddr, SocketAddr};
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::Parser;
 use keda_activator::limits::{self, Limits};
 use keda_activator::metrics::Metrics;
 use keda_activator::proxy::Proxy;
@@ -17,8 +17,22 @@ use keda_activator::watch::{self, WatchConfig};
 use keda_scalers::scalers::http::GoDuration;
 use tokio_util::sync::CancellationToken;
 
-#[derive(Debug, Parser)]
-#[command(about = "keda-rs activator: HTTP scale-from-zero proxy")]
+/// The variables `--help` lists besides those of the flags.
+const ENV_HELP: &str = "\
+Environment (besides each flag's variable above):
+  KUBECONFIG   Kubeconfig path; else ~/.kube/config, else the pod's service account
+  RUST_LOG     Log filter [default: info]
+
+See docs/http.md.";
+
+const BINARY: &str = "keda-activator";
+
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "keda-activator",
+    about = "keda-rs activator: HTTP scale-from-zero proxy",
+    after_help = ENV_HELP
+)]
 struct Args {
     /// Where the proxy listens.
     #[arg(long, env = "KEDA_ACTIVATOR_LISTEN", default_value = "0.0.0.0:8080")]
@@ -147,19 +161,25 @@ fn limit_duration(raw: &str) -> Result<Duration, String> {
 }
 
 // The watches, the report stream and the admin endpoints run here; the proxy has threads of
-// its own (`server::spawn_proxy_threads`).
+// its own (`server::spawn_proxy_threads`). A start-up failure (a bad flag, no cluster, an
+// unusable file or address) is one line on standard error naming what to fix.
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> ExitCode {
+    let args: Args = keda_cli::parse_flags(BINARY);
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .json()
         .init();
-    let args = Args::parse();
-    let client = kube::Client::try_default()
-        .await
-        .context("no Kubernetes configuration (in-cluster or KUBECONFIG)")?;
+    match run(args).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => keda_cli::fail(BINARY, &*error),
+    }
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    let client = keda_cli::infer_client(&keda_cli::ProcessLookup).await?;
 
     let metrics = Arc::new(Metrics::new());
     let (wake_tx, wake_rx) = tokio::sync::mpsc::channel(4096);
@@ -182,8 +202,13 @@ async fn main() -> anyhow::Result<()> {
     let stop_proxy = CancellationToken::new();
     let stop_reporting = CancellationToken::new();
 
-    let proxy_listener = server::bind(args.listen).await?.into_std()?;
-    let admin_listener = server::bind(args.admin_listen).await?;
+    let proxy_listener = server::bind(args.listen)
+        .await
+        .and_then(tokio::net::TcpListener::into_std)
+        .context("--listen")?;
+    let admin_listener = server::bind(args.admin_listen)
+        .await
+        .context("--admin-listen")?;
     // A watch task that panics or ends is started again with fresh caches (`supervise`).
     let watch_config = WatchConfig {
         namespace: args.watch_namespace.clone(),
@@ -196,8 +221,12 @@ async fn main() -> anyhow::Result<()> {
         Arc::clone(&metrics),
         stop_watching.clone(),
         {
-            let (targets, ready, stop) =
-                (Arc::clone(&targets), ready.clone(), stop_watching.clone());
+            let (targets, ready, stop, client) = (
+                Arc::clone(&targets),
+                ready.clone(),
+                stop_watching.clone(),
+                client.clone(),
+            );
             move || {
                 watch::run(
                     client.clone(),
@@ -215,11 +244,23 @@ async fn main() -> anyhow::Result<()> {
             cert: args.operator_client_cert_file.clone(),
             key: args.operator_client_key_file.clone(),
         };
-        Some(Arc::new(report::client_tls_from_files(
-            &files,
-            args.cert_reload_interval,
-            &stop_reporting,
-        )?))
+        let config = if files.none_exist() {
+            // No files: the activators' identity from its Secret (the operator creates it),
+            // followed as it changes.
+            let material = keda_tls::ClientMaterial::from_secret(
+                client.clone(),
+                &args.pod_namespace,
+                keda_tls::Identity::Activator,
+                args.cert_reload_interval,
+                stop_reporting.clone(),
+            )
+            .await
+            .context("the operator client's certificate (or give the files: --operator-ca-file, --operator-client-cert-file, --operator-client-key-file)")?;
+            report::client_tls(material.ca, material.cert)?
+        } else {
+            report::client_tls_from_files(&files, args.cert_reload_interval, &stop_reporting)?
+        };
+        Some(Arc::new(config))
     } else {
         None
     };

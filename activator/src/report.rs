@@ -108,6 +108,16 @@ pub struct TlsFiles {
     pub key: PathBuf,
 }
 
+impl TlsFiles {
+    /// Whether none of the three files exists: then the certificate comes from the
+    /// `keda-rs-activator-certs` Secret. When only some exist, loading them names the missing one.
+    pub fn none_exist(&self) -> bool {
+        [&self.operator_ca, &self.cert, &self.key]
+            .iter()
+            .all(|path| !path.exists())
+    }
+}
+
 /// The report client's mutual TLS (ring provider): the operator's certificate must chain to the
 /// CA of `operator_ca`; this replica presents the certificate of `client_cert`. Both are read
 /// per connection, so reloading them ([`client_tls_from_files`]) reaches the next connection.

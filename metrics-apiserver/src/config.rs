@@ -6,10 +6,19 @@ use std::time::Duration;
 
 use clap::Parser;
 
+/// The environment variables the metrics-apiserver reads, for `--help`.
+const ENV_HELP: &str = "\
+Environment:
+  POD_NAMESPACE     Namespace of the Secret keda-rs-metrics-apiserver-certs (--certs-namespace) [default: keda]
+  KUBECONFIG        Kubeconfig path when --kubeconfig is not given; else ~/.kube/config, else the pod's service account
+  RUST_LOG          Log filter [default: info]
+
+See docs/metrics-apiserver.md.";
+
 /// keda-rs metrics-apiserver: serves `external.metrics.k8s.io/v1beta1` to the HPA through the
 /// kube-apiserver aggregator, answering from the keda-rs operator's metric service.
 #[derive(Clone, Debug, Parser)]
-#[command(name = "keda-metrics-apiserver", version, about, long_about = None)]
+#[command(name = "keda-metrics-apiserver", version, about, long_about = None, after_help = ENV_HELP)]
 pub struct Args {
     /// The address the secure port and the metrics port listen on.
     #[arg(long, default_value = "0.0.0.0")]
@@ -97,6 +106,11 @@ pub struct Args {
     /// `--metrics-service-address`.
     #[arg(long)]
     pub metrics_service_server_name: Option<String>,
+
+    /// The namespace of Secret keda-rs-metrics-apiserver-certs (created by the operator),
+    /// whose certificate is used when none of the three files below exists.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "keda")]
+    pub certs_namespace: String,
 
     /// PEM CA bundle that signs the operator's serving certificate.
     #[arg(long, default_value = "/certs/ca.crt")]

@@ -1,11 +1,17 @@
 //! The keda-rs metrics-apiserver binary: flags in, servers out. See `--help`.
 
-use clap::Parser;
+use std::process::ExitCode;
+
 use keda_metrics_apiserver::{Args, run};
 use tokio_util::sync::CancellationToken;
 
+const BINARY: &str = "keda-metrics-apiserver";
+
+/// A start-up failure (a bad flag, no cluster, an unusable file) is one line on standard error
+/// naming the flag or what to fix; exit code 2 for flags, 1 otherwise.
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> ExitCode {
+    let args: Args = keda_cli::parse_flags(BINARY);
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -14,15 +20,16 @@ async fn main() -> anyhow::Result<()> {
         .init();
     // kube's client and ours both use rustls on ring; make it the process default too.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let args = Args::parse();
     let cancel = CancellationToken::new();
     let stop = cancel.clone();
     tokio::spawn(async move {
         shutdown_signal().await;
         stop.cancel();
     });
-    run(args, cancel).await?;
-    Ok(())
+    match run(args, cancel).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => keda_cli::fail(BINARY, &error),
+    }
 }
 
 async fn shutdown_signal() {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use actix_web::{App, HttpServer, web};
-use keda_tls::{CertStore, ServerCaVerifier, TlsError};
+use keda_tls::{CertStore, ClientMaterial, Identity, SecretApiError, ServerCaVerifier, TlsError};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use rustls_pki_types::ServerName;
 use tokio_util::sync::CancellationToken;
@@ -25,6 +25,24 @@ pub enum StartError {
     /// TLS material is unusable.
     #[error(transparent)]
     Tls(#[from] TlsError),
+    /// A certificate, key or CA file named by `flag` is unusable.
+    #[error("{flag}: {source}")]
+    File {
+        /// The flag(s) naming the file.
+        flag: &'static str,
+        /// What is wrong with it.
+        #[source]
+        source: TlsError,
+    },
+    /// No cluster was found where one is needed (authorization, and authentication without
+    /// `--requestheader-client-ca-file`).
+    #[error("{0} (or pass --kubeconfig)")]
+    Cluster(#[from] keda_cli::ClusterError),
+    /// The certificate Secret cannot be read.
+    #[error(
+        "{0} (or give the files: --metrics-service-ca-file, --metrics-service-client-cert-file, --metrics-service-client-key-file)"
+    )]
+    Secret(#[source] Box<SecretApiError>),
     /// No serving certificate was given and none could be generated.
     #[error(transparent)]
     SelfSigned(#[from] SelfSignedError),
@@ -135,7 +153,7 @@ async fn kube_client(
                 .await
                 .map_err(|e| wrap(Box::new(e)))?
         }
-        None => kube::Config::infer().await.map_err(|e| wrap(Box::new(e)))?,
+        None => return Ok(keda_cli::infer_client(&keda_cli::ProcessLookup).await?),
     };
     kube::Client::try_from(config).map_err(|e| wrap(Box::new(e)))
 }
@@ -149,8 +167,12 @@ fn bind(flag: &'static str, address: SocketAddr) -> Result<TcpListener, StartErr
 }
 
 fn request_header_from_flags(args: &Args, ca: &Path) -> Result<RequestHeaderConfig, StartError> {
+    let pem = keda_tls::read(ca).map_err(|source| StartError::File {
+        flag: "--requestheader-client-ca-file",
+        source,
+    })?;
     Ok(RequestHeaderConfig::new(
-        &keda_tls::read(ca)?,
+        &pem,
         &ca.display().to_string(),
         args.requestheader_allowed_names.clone(),
         args.requestheader_username_headers.clone(),
@@ -167,7 +189,13 @@ pub async fn run(args: Args, cancel: CancellationToken) -> Result<(), StartError
     // Serving certificate: files (reloaded) or self-signed.
     let serving = match (&args.tls_cert_file, &args.tls_private_key_file) {
         (Some(cert), Some(key)) => {
-            let store = Arc::new(CertStore::from_files(cert, key)?);
+            let store =
+                Arc::new(
+                    CertStore::from_files(cert, key).map_err(|source| StartError::File {
+                        flag: "--tls-cert-file / --tls-private-key-file",
+                        source,
+                    })?,
+                );
             store.reload_on_change(
                 cert.clone(),
                 key.clone(),
@@ -238,20 +266,53 @@ pub async fn run(args: Args, cancel: CancellationToken) -> Result<(), StartError
         },
     ));
 
-    // The operator.
-    let client_cert = Arc::new(CertStore::from_files(
+    // The operator: our identity from the files, or, when none of them exists, from our
+    // Secret (which the operator creates), followed as it changes.
+    let files = [
+        &args.metrics_service_ca_file,
         &args.metrics_service_client_cert_file,
         &args.metrics_service_client_key_file,
-    )?);
-    client_cert.reload_on_change(
-        args.metrics_service_client_cert_file.clone(),
-        args.metrics_service_client_key_file.clone(),
-        args.cert_reload_interval,
-        cancel.clone(),
-    );
-    let ca_path: PathBuf = args.metrics_service_ca_file.clone();
-    let operator_ca = Arc::new(ServerCaVerifier::from_file(&ca_path)?);
-    operator_ca.reload_on_change(ca_path, args.cert_reload_interval, cancel.clone());
+    ];
+    let (operator_ca, client_cert) = if files.iter().all(|path| !path.exists()) {
+        let client = kube_client(args.kubeconfig.as_deref(), "--kubeconfig", None).await?;
+        let material = ClientMaterial::from_secret(
+            client,
+            &args.certs_namespace,
+            Identity::MetricsApiserver,
+            args.cert_reload_interval,
+            cancel.clone(),
+        )
+        .await
+        .map_err(|e| StartError::Secret(Box::new(e)))?;
+        (material.ca, material.cert)
+    } else {
+        let client_cert = Arc::new(
+            CertStore::from_files(
+                &args.metrics_service_client_cert_file,
+                &args.metrics_service_client_key_file,
+            )
+            .map_err(|source| StartError::File {
+                flag: "--metrics-service-client-cert-file / --metrics-service-client-key-file",
+                source,
+            })?,
+        );
+        client_cert.reload_on_change(
+            args.metrics_service_client_cert_file.clone(),
+            args.metrics_service_client_key_file.clone(),
+            args.cert_reload_interval,
+            cancel.clone(),
+        );
+        let ca_path: PathBuf = args.metrics_service_ca_file.clone();
+        let operator_ca =
+            Arc::new(
+                ServerCaVerifier::from_file(&ca_path).map_err(|source| StartError::File {
+                    flag: "--metrics-service-ca-file",
+                    source,
+                })?,
+            );
+        operator_ca.reload_on_change(ca_path, args.cert_reload_interval, cancel.clone());
+        (operator_ca, client_cert)
+    };
     let client_tls =
         client_tls_config(operator_ca, client_cert).map_err(StartError::OperatorTls)?;
     let server_name = args.metrics_service_server_name.clone().unwrap_or_else(|| {

@@ -46,7 +46,7 @@ pub const ENV_RUST_LOG: &str = "RUST_LOG";
 const ENV_HELP: &str = "\
 Environment:
   WATCH_NAMESPACE                                Namespaces to watch, comma separated; empty or unset: all namespaces
-  POD_NAMESPACE                                  Namespace of the leader election Lease [default: keda]
+  POD_NAMESPACE                                  Namespace of the leader election Lease and the certificate Secrets [default: keda]
   POD_NAME                                       Leader election identity [default: <hostname>_<pid>]
   KEDA_CLUSTER_OBJECT_NAMESPACE                  Namespace of Secrets referenced by ClusterTriggerAuthentications
                                                  [default: the service account's namespace, else POD_NAMESPACE]

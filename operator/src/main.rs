@@ -9,7 +9,7 @@ use keda_operator::config::{
     ClusterError, ConfigError, ProcessEnv, Settings, build_client, check_reachable, infer_config,
 };
 use keda_operator::metrics_service::{
-    CurrentLoops, MetricsService, MetricsServiceOptions, serve_on,
+    CurrentLoops, MetricsService, MetricsServiceOptions, serve_on, serve_with_secrets,
 };
 use keda_operator::run::{FnTask, LeaderTask, RunError, Runtime, TaskError, run};
 use keda_operator::telemetry::{LoggingError, Metrics, init_logging};
@@ -44,8 +44,8 @@ enum MainError {
 fn main() -> ExitCode {
     let settings = match Settings::from_process() {
         Ok(settings) => settings,
-        // --help, --version and flag errors print clap's text and exit 0 or 2.
-        Err(ConfigError::Flags(error)) => error.exit(),
+        // --help and --version print clap's text and exit 0; a bad flag is one line, exit 2.
+        Err(ConfigError::Flags(error)) => keda_cli::exit_on_flag_error("keda-operator", &error),
         Err(error) => return fail(&error.into()),
     };
     match start(&settings) {
@@ -55,12 +55,7 @@ fn main() -> ExitCode {
 }
 
 fn fail(error: &MainError) -> ExitCode {
-    let text = error.to_string();
-    eprintln!(
-        "keda-operator: {}",
-        text.split_whitespace().collect::<Vec<_>>().join(" ")
-    );
-    ExitCode::FAILURE
+    keda_cli::fail("keda-operator", error)
 }
 
 fn start(settings: &Settings) -> Result<(), MainError> {
@@ -124,7 +119,7 @@ async fn operate(settings: &Settings) -> Result<(), MainError> {
         scaled_jobs,
     ];
     if let Some(addr) = settings.metrics_service_addr {
-        tasks.push(metric_service(addr, settings, loops, pools));
+        tasks.push(metric_service(addr, settings, client.clone(), loops, pools));
     }
     let runtime = Runtime::new(client, metrics);
     run(settings, runtime, tasks, shutdown).await?;
@@ -151,26 +146,34 @@ fn scaled_object_controller(
 }
 
 /// The metric service on `addr` (mutual TLS), answering from the current scale loops and
-/// accepting the activators' report streams for the `http` scalers.
+/// accepting the activators' report streams for the `http` scalers. Its certificates come
+/// from the files of the `--metrics-service-*-file` flags, or, when none of them exists, from
+/// keda-rs' Secrets in the operator's namespace, which it creates and renews.
 fn metric_service(
     addr: std::net::SocketAddr,
     settings: &Settings,
+    client: kube::Client,
     loops: CurrentLoops,
     pools: ClientPools,
 ) -> Arc<dyn LeaderTask> {
     let files = settings.metrics_service_tls.clone();
+    let namespace = settings.pod_namespace.clone();
     let reload_interval = settings.cert_reload_interval;
     Arc::new(FnTask::new("metric-service", move |cancel| {
         let files = files.clone();
         let loops = loops.clone();
         let pools = pools.clone();
+        let issuer = keda_tls::Issuer::new(client.clone(), &namespace);
         async move {
             let hub = ActivatorHub::shared(&pools, &Clock::system()).await;
             let service = MetricsService::new(Arc::new(loops), MetricsServiceOptions::default())
                 .with_reports(hub);
-            serve_on(addr, &files, reload_interval, service, cancel)
-                .await
-                .map_err(|e| Box::new(e) as TaskError)
+            let served = if files.none_exist() {
+                serve_with_secrets(addr, issuer, reload_interval, service, cancel).await
+            } else {
+                serve_on(addr, &files, reload_interval, service, cancel).await
+            };
+            served.map_err(|e| Box::new(e) as TaskError)
         }
     }))
 }

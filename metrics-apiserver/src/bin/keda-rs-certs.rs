@@ -8,6 +8,8 @@
 //! keda-rs-certs --namespace keda | kubectl apply -f -
 //! ```
 
+use std::process::ExitCode;
+
 use clap::Parser;
 
 /// Generates the Secrets keda-rs-certs (CA and the operator's serving certificate),
@@ -22,14 +24,22 @@ struct Args {
     namespace: String,
 }
 
-fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
-    let secrets = keda_tls::secrets::fresh_secrets(&args.namespace, jiff::Timestamp::now())?;
+fn main() -> ExitCode {
+    let args: Args = keda_cli::parse_flags("keda-rs-certs");
+    let secrets = match keda_tls::secrets::fresh_secrets(&args.namespace, jiff::Timestamp::now()) {
+        Ok(secrets) => secrets,
+        Err(error) => return keda_cli::fail("keda-rs-certs", &error),
+    };
     let list = serde_json::json!({
         "apiVersion": "v1",
         "kind": "List",
         "items": secrets,
     });
-    println!("{}", serde_json::to_string_pretty(&list)?);
-    Ok(())
+    match serde_json::to_string_pretty(&list) {
+        Ok(text) => {
+            println!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(error) => keda_cli::fail("keda-rs-certs", &error),
+    }
 }

@@ -2,7 +2,7 @@
 //! `~/.kube/config`, in-cluster), a rate-limited client, and a first request that proves the
 //! API server answers. Failures are one line naming what is missing.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::time::Duration;
 
 use kube::client::ClientBuilder;
@@ -10,12 +10,12 @@ use kube::client::retry::RetryPolicy;
 use tower::buffer::BufferLayer;
 use tower::retry::RetryLayer;
 
+pub use keda_cli::{ClusterError, check_reachable};
+use keda_cli::{Lookup, one_line};
+
 use super::Environment;
 use super::rate_limit::{RateLimitLayer, TokenBucket};
 use crate::telemetry::Metrics;
-
-/// How long the first request to the API server may take.
-const REACH_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Retries of a request answered `429`, `503` or `504`: at most this many...
 const API_RETRIES: u32 = 3;
@@ -27,84 +27,31 @@ const API_RETRY_MAX_DELAY: Duration = Duration::from_secs(2);
 /// Requests queued for the retrying layer (kube queues as many in front of its client).
 const API_REQUEST_QUEUE: usize = 1024;
 
-/// Why no usable cluster was found.
-#[derive(Debug, thiserror::Error)]
-pub enum ClusterError {
-    /// None of the standard places names a cluster.
-    #[error(
-        "no Kubernetes cluster found: KUBECONFIG is not set, {home_config} does not exist, and this is not a pod (KUBERNETES_SERVICE_HOST unset)"
-    )]
-    NotFound { home_config: String },
-    /// The kubeconfig that was found cannot be used.
-    #[error("cannot use the kubeconfig {origin}: {reason}")]
-    Kubeconfig { origin: String, reason: String },
-    /// Running in a pod, but the in-cluster configuration is incomplete.
-    #[error(
-        "cannot use the in-cluster configuration (service account token and CA under /var/run/secrets/kubernetes.io/serviceaccount): {reason}"
-    )]
-    InCluster { reason: String },
-    /// kube could not build an HTTP client for the configuration.
-    #[error("cannot build a Kubernetes client for {url}: {reason}")]
-    Client { url: String, reason: String },
-    /// The API server did not answer.
-    #[error("cannot reach the Kubernetes API server at {url}: {reason}")]
-    Unreachable { url: String, reason: String },
-}
+/// The operator's [`Environment`] as the search for the cluster reads it.
+struct EnvLookup<'a>(&'a dyn Environment);
 
-/// The error's text and its causes on one line.
-fn one_line(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
+impl Lookup for EnvLookup<'_> {
+    fn var(&self, name: &str) -> Option<String> {
+        self.0.var(name)
     }
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+
+    fn file_exists(&self, path: &Path) -> bool {
+        self.0.file_exists(path)
+    }
 }
 
 /// The kubeconfig from `KUBECONFIG`, else `~/.kube/config`, else the in-cluster service
-/// account, as `kubectl` and client-go look for it.
+/// account, as `kubectl` and client-go look for it ([`keda_cli::infer_config`]).
 ///
 /// # Errors
 /// [`ClusterError::NotFound`] when no place has one, else the error of the place that was used.
 pub async fn infer_config(env: &dyn Environment) -> Result<kube::Config, ClusterError> {
-    match kube::Config::infer().await {
-        Ok(config) => Ok(config),
-        Err(error) => Err(explain_infer_failure(env, &error)),
-    }
+    keda_cli::infer_config(&EnvLookup(env)).await
 }
 
+#[cfg(test)]
 fn explain_infer_failure(env: &dyn Environment, error: &dyn std::error::Error) -> ClusterError {
-    let home_config = env
-        .var("HOME")
-        .filter(|home| !home.is_empty())
-        .map(|home| PathBuf::from(home).join(".kube").join("config"));
-    let reason = error.source().map_or_else(|| one_line(error), one_line);
-    if let Some(path) = env.var("KUBECONFIG").filter(|v| !v.is_empty()) {
-        return ClusterError::Kubeconfig {
-            origin: format!("named by KUBECONFIG ({path})"),
-            reason,
-        };
-    }
-    if let Some(path) = home_config.as_ref().filter(|p| env.file_exists(p)) {
-        return ClusterError::Kubeconfig {
-            origin: path.display().to_string(),
-            reason,
-        };
-    }
-    if env.var("KUBERNETES_SERVICE_HOST").is_some() {
-        return ClusterError::InCluster {
-            reason: one_line(error),
-        };
-    }
-    ClusterError::NotFound {
-        home_config: home_config
-            .map_or_else(|| "~/.kube/config".to_string(), |p| p.display().to_string()),
-    }
+    keda_cli::cluster::explain_infer_failure(&EnvLookup(env), error)
 }
 
 /// A client for `config` whose requests are limited to `qps` per second with bursts of
@@ -149,22 +96,6 @@ pub fn build_client(
             .build(),
         None => builder.build(),
     })
-}
-
-/// Asks the API server for its version, so a wrong address fails at start-up with one line.
-///
-/// # Errors
-/// [`ClusterError::Unreachable`] when it does not answer within 10 seconds or answers an error.
-pub async fn check_reachable(client: &kube::Client, url: &str) -> Result<(), ClusterError> {
-    let unreachable = |reason: String| ClusterError::Unreachable {
-        url: url.to_string(),
-        reason,
-    };
-    match tokio::time::timeout(REACH_TIMEOUT, client.apiserver_version()).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(error)) => Err(unreachable(one_line(&error))),
-        Err(_) => Err(unreachable(format!("no answer within {REACH_TIMEOUT:?}"))),
-    }
 }
 
 #[cfg(test)]

@@ -43,6 +43,17 @@ pub struct TlsFiles {
     pub client_ca: PathBuf,
 }
 
+impl TlsFiles {
+    /// Whether none of the three files exists: then the certificates come from keda-rs'
+    /// Secrets ([`serve_with_secrets`]). When only some exist, starting from the files names
+    /// the missing one.
+    pub fn none_exist(&self) -> bool {
+        [&self.cert, &self.key, &self.client_ca]
+            .iter()
+            .all(|path| !path.exists())
+    }
+}
+
 /// Why the metric service cannot start. Each message names the file or address to fix.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -102,9 +113,112 @@ pub async fn serve_on(
         .await
         .map_err(|source| StartError::Bind { addr, source })?;
     tls.reload_on_change(files, reload_interval, cancel.clone());
-    tracing::info!(%addr, "metric service listening");
+    let addr = listener.local_addr().unwrap_or(addr);
+    tracing::info!(%addr, certificates = "files", "metric service listening");
     service.serve(listener, Arc::new(config), cancel).await?;
     Ok(())
+}
+
+/// How long [`serve_with_secrets`] waits before trying the Secrets again after a failure other
+/// than a refusal (the API server unreachable, a conflict it could not resolve).
+const SECRET_RETRY: Duration = Duration::from_secs(5);
+
+/// Serves `service` on `addr` with the certificates of keda-rs' Secrets in the operator's
+/// namespace, as KEDA's operator does with its own: `issuer` creates them (a fresh CA and the
+/// three identities) when they do not exist and renews them before they expire; they are
+/// checked every `interval`, and a change (a renewal, or a Secret replaced by someone else) is
+/// served from the next handshake on.
+///
+/// Without permission to read or write them the operator cannot serve metrics but everything
+/// else works: this says so in one warning and returns when `cancel` is cancelled, without
+/// failing the other components. Other failures are retried every few seconds.
+///
+/// # Errors
+/// The Secret's material is unusable, or `addr` cannot be bound.
+pub async fn serve_with_secrets(
+    addr: SocketAddr,
+    issuer: keda_tls::Issuer,
+    interval: Duration,
+    service: MetricsService,
+    cancel: CancellationToken,
+) -> Result<(), StartError> {
+    let mut failing = false;
+    let material = loop {
+        match issuer.ensure(jiff::Timestamp::now()).await {
+            Ok(material) => break material,
+            Err(error) if error.is_forbidden() => {
+                tracing::warn!(
+                    %error,
+                    "metric service off: the HPA gets no external metrics from this operator; grant the permission and restart, or give certificate files (--metrics-service-cert-file, --metrics-service-key-file, --metrics-service-client-ca-file)"
+                );
+                cancel.cancelled().await;
+                return Ok(());
+            }
+            Err(error) => {
+                if !failing {
+                    tracing::warn!(%error, retry = ?SECRET_RETRY, "the metric service's certificate Secrets cannot be prepared yet; retrying");
+                }
+                failing = true;
+                tokio::select! {
+                    () = cancel.cancelled() => return Ok(()),
+                    () = tokio::time::sleep(SECRET_RETRY) => {}
+                }
+            }
+        }
+    };
+    let tls = MetricServiceTls::from_secret(&material)?;
+    let config = tls.server_config()?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| StartError::Bind { addr, source })?;
+    tokio::spawn(renew(issuer, tls, material, interval, cancel.clone()));
+    let addr = listener.local_addr().unwrap_or(addr);
+    tracing::info!(%addr, certificates = "secret", "metric service listening");
+    service.serve(listener, Arc::new(config), cancel).await?;
+    Ok(())
+}
+
+/// Every `interval` until `cancel`: brings the Secrets up to date and serves what changed.
+async fn renew(
+    issuer: keda_tls::Issuer,
+    tls: MetricServiceTls,
+    mut serving: keda_tls::secrets::TlsSecret,
+    interval: Duration,
+    cancel: CancellationToken,
+) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticker.tick().await;
+    let mut failing = false;
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            _ = ticker.tick() => {}
+        }
+        let material = match issuer.ensure(jiff::Timestamp::now()).await {
+            Ok(material) => material,
+            Err(error) => {
+                if !failing {
+                    tracing::warn!(%error, "the metric service's certificate Secrets cannot be checked; serving the current certificate");
+                }
+                failing = true;
+                continue;
+            }
+        };
+        failing = false;
+        if material == serving {
+            continue;
+        }
+        match tls.replace_from(&material) {
+            Ok(()) => {
+                tracing::info!(secret = %material.what, "metric service certificate changed; serving the new one")
+            }
+            Err(error) => {
+                tracing::warn!(%error, "the changed certificate Secret cannot be loaded; serving the previous certificate")
+            }
+        }
+        serving = material;
+    }
 }
 
 /// Where the values of external metrics come from.

@@ -12,7 +12,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use keda_tls::{CertStore, ClientCaVerifier, TlsError, certified_key, mutual_tls_server_config};
+use keda_tls::secrets::TlsSecret;
+use keda_tls::{
+    CertStore, ClientCaVerifier, TlsError, certified_key, client_verifier, mutual_tls_server_config,
+};
 use rustls::ServerConfig;
 use tokio_util::sync::CancellationToken;
 
@@ -119,6 +122,34 @@ impl MetricServiceTls {
         )
         .await?;
         Ok(Self::parse(&cert, &key, &ca, &Names::files(files))?)
+    }
+
+    /// The material of keda-rs' operator Secret (`tls.crt`, `tls.key`, `ca.crt`).
+    ///
+    /// # Errors
+    /// [`TlsConfigError`] naming the Secret and its key.
+    pub fn from_secret(secret: &TlsSecret) -> Result<Self, TlsConfigError> {
+        let serving = secret.certified_key().map_err(TlsConfigError::Serving)?;
+        let client_ca = ClientCaVerifier::from_pem(&secret.ca, &secret.ca_name())
+            .map_err(TlsConfigError::ClientCa)?;
+        Ok(Self {
+            serving: Arc::new(CertStore::new(serving)),
+            client_ca: Arc::new(client_ca),
+        })
+    }
+
+    /// Serves the material of `secret` from the next handshake on; nothing changes when it
+    /// does not load.
+    ///
+    /// # Errors
+    /// [`TlsConfigError`] naming the Secret and its key.
+    pub fn replace_from(&self, secret: &TlsSecret) -> Result<(), TlsConfigError> {
+        let serving = secret.certified_key().map_err(TlsConfigError::Serving)?;
+        let client_ca =
+            client_verifier(&secret.ca, &secret.ca_name()).map_err(TlsConfigError::ClientCa)?;
+        self.serving.replace(serving);
+        self.client_ca.replace(client_ca);
+        Ok(())
     }
 
     /// Polls `files` every `interval` until `cancel`: a changed certificate or key replaces the

@@ -1,0 +1,562 @@
+//! The real `keda-operator` binary started without certificate files against the in-memory API
+//! server over loopback: it creates keda-rs' certificate Secrets and serves metrics with them
+//! (to the metrics-apiserver, which reads its own Secret), or, when Secrets are forbidden, keeps
+//! running with the metric service off and says so once.
+//!
+//! The only flags move the listeners to free loopback ports, so parallel tests do not collide;
+//! no certificate flag is given and no certificate file exists.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::core::v1::Secret;
+use keda_api::ScaledObject;
+use keda_tls::Identity;
+use keda_tls::pki::{CertificateAuthority, PemPair};
+use kube::api::{Api, PostParams};
+use memkube::{FailureRule, Loopback, MemKube};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::time::timeout;
+use tokio_util::sync::CancellationToken;
+
+#[allow(dead_code)]
+#[path = "../../scalers/tests/common/mod.rs"]
+mod redis_common;
+
+const BINARY: &str = env!("CARGO_BIN_EXE_keda-operator");
+const NAMESPACE: &str = "keda";
+
+/// A fresh empty directory for one test, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> Self {
+        let path =
+            std::env::temp_dir().join(format!("keda-rs-certs-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("temp dir");
+        Self(path)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+struct Cluster {
+    server: MemKube,
+    _loopback: Loopback,
+    dir: TempDir,
+    kubeconfig: PathBuf,
+}
+
+/// memkube with keda-rs' CRDs, namespaces `keda` and `apps`, and Deployment `apps/worker` at 0.
+async fn cluster(name: &str) -> Cluster {
+    assert!(
+        !Path::new("/certs").exists(),
+        "these tests need the default certificate files (/certs/...) to be absent"
+    );
+    let server = MemKube::new();
+    server.create_namespace(NAMESPACE).expect("namespace");
+    server.create_namespace("apps").expect("namespace");
+    server
+        .load_crds_from_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/crd"))
+        .expect("CRDs load");
+    let deployment: Deployment = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": { "name": "worker", "namespace": "apps" },
+        "spec": {
+            "replicas": 0,
+            "selector": { "matchLabels": { "app": "worker" } },
+            "template": {
+                "metadata": { "labels": { "app": "worker" } },
+                "spec": { "containers": [{ "name": "app", "image": "registry.k8s.io/pause:3.9" }] }
+            }
+        }
+    }))
+    .expect("a Deployment");
+    Api::<Deployment>::namespaced(server.client(), "apps")
+        .create(&PostParams::default(), &deployment)
+        .await
+        .expect("create Deployment");
+    let loopback = server.serve_loopback().await.expect("loopback");
+    let dir = TempDir::new(name);
+    let kubeconfig = dir.path().join("kubeconfig");
+    loopback.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+    Cluster {
+        server,
+        _loopback: loopback,
+        dir,
+        kubeconfig,
+    }
+}
+
+/// The operator process and its JSON log lines so far.
+struct Operator {
+    child: Child,
+    logs: Arc<Mutex<Vec<serde_json::Value>>>,
+}
+
+impl Operator {
+    async fn start(cluster: &Cluster) -> Self {
+        let mut child = Command::new(BINARY)
+            .args([
+                "--metrics-bind-address",
+                "127.0.0.1:0",
+                "--health-probe-bind-address",
+                "127.0.0.1:0",
+                "--metrics-service-bind-address",
+                "127.0.0.1:0",
+                "--log-format",
+                "json",
+            ])
+            .env_clear()
+            .env("HOME", cluster.dir.path())
+            .env("KUBECONFIG", &cluster.kubeconfig)
+            .env("POD_NAMESPACE", NAMESPACE)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the binary starts");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&logs);
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                println!("[operator] {line}");
+                if let Ok(entry) = serde_json::from_str(&line) {
+                    sink.lock().expect("lock").push(entry);
+                }
+            }
+        });
+        Self { child, logs }
+    }
+
+    /// The log entries whose message starts with `prefix`.
+    fn logged(&self, prefix: &str) -> Vec<serde_json::Value> {
+        self.logs
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|e| e["message"].as_str().is_some_and(|m| m.starts_with(prefix)))
+            .cloned()
+            .collect()
+    }
+
+    /// The `addr` field of the first entry with `message`, within 20 s.
+    async fn address(&self, message: &str, endpoints: Option<&str>) -> SocketAddr {
+        let found = timeout(Duration::from_secs(20), async {
+            loop {
+                let hit = self.logged(message).into_iter().find_map(|e| {
+                    let wanted = endpoints.is_none_or(|want| e["endpoints"] == want);
+                    wanted
+                        .then(|| e["addr"].as_str().and_then(|a| a.parse().ok()))
+                        .flatten()
+                });
+                if let Some(addr) = hit {
+                    return addr;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+        found.unwrap_or_else(|_| panic!("the operator logs {message:?} with an address"))
+    }
+}
+
+async fn eventually<F, Fut>(what: &str, within: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let done = timeout(within, async {
+        while !check().await {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert!(
+        done.is_ok(),
+        "timed out after {within:?} waiting until {what}"
+    );
+}
+
+async fn create_scaled_object(client: kube::Client, trigger: &str) {
+    let so: ScaledObject = serde_yaml::from_str(&format!(
+        r#"
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata: {{ name: worker, namespace: apps }}
+spec:
+  scaleTargetRef: {{ name: worker }}
+  pollingInterval: 1
+  triggers:
+{trigger}
+"#
+    ))
+    .expect("ScaledObject");
+    Api::<ScaledObject>::namespaced(client, "apps")
+        .create(&PostParams::default(), &so)
+        .await
+        .expect("create ScaledObject");
+}
+
+async fn hpa_exists(client: &kube::Client) -> bool {
+    let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), "apps");
+    matches!(hpas.get_opt("keda-hpa-worker").await, Ok(Some(_)))
+}
+
+/// A plain HTTP/1.1 GET: the status code.
+async fn status_of(addr: SocketAddr, path: &str) -> u16 {
+    let Ok(mut stream) = tokio::net::TcpStream::connect(addr).await else {
+        return 0;
+    };
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    if stream.write_all(request.as_bytes()).await.is_err() {
+        return 0;
+    }
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response).await;
+    response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A free loopback port (bound and released: the caller binds it again at once).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// The metrics-apiserver, in process, started with no certificate files for the operator (so
+/// it reads Secret keda-rs-metrics-apiserver-certs), a serving certificate of `serving` and
+/// the front proxy CA `front_proxy`; answers on the returned address.
+fn start_metrics_apiserver(
+    cluster: &Cluster,
+    operator: SocketAddr,
+    serving: &CertificateAuthority,
+    front_proxy: &CertificateAuthority,
+    cancel: CancellationToken,
+) -> SocketAddr {
+    let dir = cluster.dir.path();
+    let pair = serving
+        .issue_server("keda-metrics-apiserver", &["localhost"])
+        .expect("serving certificate");
+    std::fs::write(dir.join("serving.crt"), &pair.cert).expect("write");
+    std::fs::write(dir.join("serving.key"), &pair.key).expect("write");
+    std::fs::write(dir.join("front-proxy-ca.crt"), front_proxy.cert_pem()).expect("write");
+    let secure_port = free_port();
+    let path = |name: &str| dir.join(name).display().to_string();
+    let absent = |name: &str| dir.join("no-such-dir").join(name).display().to_string();
+    let args = <keda_metrics_apiserver::Args as clap::Parser>::parse_from([
+        "keda-metrics-apiserver".to_string(),
+        "--bind-address=127.0.0.1".to_string(),
+        format!("--secure-port={secure_port}"),
+        format!("--metrics-port={}", free_port()),
+        format!("--tls-cert-file={}", path("serving.crt")),
+        format!("--tls-private-key-file={}", path("serving.key")),
+        format!(
+            "--requestheader-client-ca-file={}",
+            path("front-proxy-ca.crt")
+        ),
+        "--requestheader-allowed-names=front-proxy-client".to_string(),
+        format!("--kubeconfig={}", cluster.kubeconfig.display()),
+        format!("--metrics-service-address={operator}"),
+        format!("--metrics-service-ca-file={}", absent("ca.crt")),
+        format!("--metrics-service-client-cert-file={}", absent("tls.crt")),
+        format!("--metrics-service-client-key-file={}", absent("tls.key")),
+        format!("--certs-namespace={NAMESPACE}"),
+        "--cert-reload-interval=200ms".to_string(),
+        "--workers=1".to_string(),
+    ]);
+    tokio::spawn(async move {
+        if let Err(error) = keda_metrics_apiserver::run(args, cancel).await {
+            panic!("the metrics-apiserver stopped: {error}");
+        }
+    });
+    SocketAddr::from(([127, 0, 0, 1], secure_port))
+}
+
+/// GET `path` on the metrics-apiserver as the aggregator does for the HPA: over TLS trusting
+/// `serving`, presenting the front proxy's certificate `client`, with the user headers.
+async fn get_as_hpa(
+    address: SocketAddr,
+    serving: &CertificateAuthority,
+    client: &PemPair,
+    path: &str,
+) -> Option<(u16, String)> {
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(
+            rustls_pki_types::CertificateDer::from_pem_slice(serving.cert_pem().as_bytes())
+                .expect("CA"),
+        )
+        .expect("root");
+    let config = rustls::ClientConfig::builder_with_provider(keda_tls::provider())
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_client_auth_cert(
+            keda_tls::certificates(client.cert.as_bytes(), "client").expect("cert"),
+            rustls_pki_types::PrivateKeyDer::from_pem_slice(client.key.as_bytes()).expect("key"),
+        )
+        .expect("client auth");
+    let tcp = tokio::net::TcpStream::connect(address).await.ok()?;
+    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(
+            rustls_pki_types::ServerName::try_from("localhost").expect("name"),
+            tcp,
+        )
+        .await
+        .ok()?;
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nhost: localhost\r\nx-remote-user: system:serviceaccount:kube-system:horizontal-pod-autoscaler\r\nx-remote-group: system:serviceaccounts\r\nconnection: close\r\n\r\n"
+    );
+    tls.write_all(request.as_bytes()).await.ok()?;
+    let mut response = Vec::new();
+    let _ = timeout(Duration::from_secs(10), tls.read_to_end(&mut response)).await;
+    let response = String::from_utf8_lossy(&response).into_owned();
+    let status = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())?;
+    Some((status, body))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_certificate_files_the_binary_creates_the_secrets_and_serves_metrics_through_the_metrics_apiserver()
+ {
+    use redis::AsyncCommands;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let Some(mut redis) = redis_common::redis_or_skip("binary without certificate files").await
+    else {
+        return;
+    };
+    let cluster = cluster("no-files").await;
+    let client = cluster.server.client();
+    let list = redis_common::unique("certs");
+    let _: i64 = redis.rpush(&list, vec!["a"; 7]).await.expect("RPUSH");
+    create_scaled_object(
+        client.clone(),
+        &format!(
+            "    - type: redis\n      metadata: {{ address: \"{}\", listName: {list}, listLength: \"5\" }}",
+            redis_common::REDIS_ADDRESS
+        ),
+    )
+    .await;
+
+    let mut operator = Operator::start(&cluster).await;
+    let metric_service = operator.address("metric service listening", None).await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
+    for identity in Identity::ALL {
+        let secret = secrets
+            .get_opt(identity.secret_name())
+            .await
+            .expect("get")
+            .unwrap_or_else(|| panic!("the operator created {}", identity.secret_name()));
+        assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
+    }
+    eventually("the HPA exists", Duration::from_secs(20), || {
+        let client = client.clone();
+        async move { hpa_exists(&client).await }
+    })
+    .await;
+
+    let serving = CertificateAuthority::new("test-serving-ca").expect("CA");
+    let front_proxy = CertificateAuthority::new("test-front-proxy-ca").expect("CA");
+    let proxy_client = front_proxy
+        .issue_client("front-proxy-client")
+        .expect("front proxy certificate");
+    let cancel = CancellationToken::new();
+    let apiserver = start_metrics_apiserver(
+        &cluster,
+        metric_service,
+        &serving,
+        &front_proxy,
+        cancel.clone(),
+    );
+    let metric = format!("s0-redis-{list}");
+    let path = format!(
+        "/apis/external.metrics.k8s.io/v1beta1/namespaces/apps/{metric}?labelSelector=scaledobject.keda.sh%2Fname%3Dworker"
+    );
+    let mut last = None;
+    let served = timeout(Duration::from_secs(30), async {
+        loop {
+            let answer = get_as_hpa(apiserver, &serving, &proxy_client, &path).await;
+            if let Some((200, body)) = &answer {
+                return body.clone();
+            }
+            last = answer;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("no metric served within 30 s; last answer {last:?}"));
+    let list_value: serde_json::Value = serde_json::from_str(&served).expect("JSON");
+    assert_eq!(list_value["kind"], "ExternalMetricValueList", "{served}");
+    assert_eq!(list_value["items"][0]["value"], "7", "{served}");
+    assert_eq!(list_value["items"][0]["metricName"], metric, "{served}");
+
+    cancel.cancel();
+    operator.child.start_kill().expect("kill");
+    let _: i64 = redis.del(&list).await.expect("DEL");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_secrets_are_forbidden_the_binary_keeps_running_with_the_metric_service_off() {
+    let cluster = cluster("forbidden").await;
+    // What RBAC answers a service account without access to the namespace's Secrets.
+    cluster.server.inject_failure(
+        FailureRule::new(403)
+            .resource("secrets")
+            .namespace(NAMESPACE)
+            .message("secrets is forbidden: User \"system:serviceaccount:keda:keda-operator\" cannot get resource \"secrets\" in the namespace \"keda\""),
+    );
+    let client = cluster.server.client();
+    create_scaled_object(
+        client.clone(),
+        "    - type: cron\n      metadata: { timezone: UTC, start: \"0 0 * * *\", end: \"0 1 * * *\", desiredReplicas: \"2\" }",
+    )
+    .await;
+    let mut operator = Operator::start(&cluster).await;
+    let probes = operator
+        .address("admin server listening", Some("probes"))
+        .await;
+    eventually(
+        "the ScaledObject is reconciled into an HPA",
+        Duration::from_secs(20),
+        || {
+            let client = client.clone();
+            async move { hpa_exists(&client).await }
+        },
+    )
+    .await;
+    eventually(
+        "the operator warns that the metric service is off",
+        Duration::from_secs(10),
+        || {
+            let seen = !operator.logged("metric service off").is_empty();
+            async move { seen }
+        },
+    )
+    .await;
+    // Several certificate checks' worth of time later: still one line, still running.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let warnings = operator.logged("metric service off");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings[0]["level"], "WARN", "{warnings:?}");
+    let error = warnings[0]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with("no permission to get Secret keda/keda-rs-certs"),
+        "{error}"
+    );
+    assert!(
+        operator.logged("metric service listening").is_empty(),
+        "no metric service"
+    );
+    assert!(
+        operator.child.try_wait().expect("status").is_none(),
+        "the operator keeps running"
+    );
+    assert_eq!(status_of(probes, "/healthz").await, 200);
+    operator.child.start_kill().expect("kill");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_some_certificate_files_exist_a_missing_one_is_one_line_naming_its_flag() {
+    let cluster = cluster("some-files").await;
+    // The client CA exists, the serving certificate (default /certs/tls.crt) does not: the files
+    // are meant, and the missing one is named.
+    let ca = cluster.dir.path().join("ca.crt");
+    std::fs::write(&ca, CertificateAuthority::new("ca").expect("CA").cert_pem()).expect("write");
+    let output = Command::new(BINARY)
+        .args([
+            "--metrics-bind-address",
+            "127.0.0.1:0",
+            "--health-probe-bind-address",
+            "127.0.0.1:0",
+            "--metrics-service-bind-address",
+            "127.0.0.1:0",
+            "--metrics-service-client-ca-file",
+        ])
+        .arg(&ca)
+        .env_clear()
+        .env("HOME", cluster.dir.path())
+        .env("KUBECONFIG", &cluster.kubeconfig)
+        .env("POD_NAMESPACE", NAMESPACE)
+        .kill_on_drop(true)
+        .output();
+    let output = timeout(Duration::from_secs(30), output)
+        .await
+        .expect("the operator exits")
+        .expect("the binary runs");
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("keda-operator: leader-only component metric-service failed: cannot read the metric service's serving certificate (--metrics-service-cert-file) /certs/tls.crt: "),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_bad_flag_is_one_line_naming_the_flag_and_help() {
+    let output = std::process::Command::new(BINARY)
+        .arg("--kube-api-qps=fast")
+        .env_clear()
+        .output()
+        .expect("the binary runs");
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        stderr,
+        "keda-operator: invalid value 'fast' for '--kube-api-qps <QPS>': invalid float literal; see keda-operator --help\n"
+    );
+}
+
+#[test]
+fn help_lists_the_environment_variables_it_reads() {
+    let output = std::process::Command::new(BINARY)
+        .arg("--help")
+        .output()
+        .expect("the binary runs");
+    assert_eq!(output.status.code(), Some(0));
+    let help = String::from_utf8_lossy(&output.stdout);
+    for variable in [
+        "WATCH_NAMESPACE",
+        "POD_NAMESPACE",
+        "POD_NAME",
+        "KEDA_CLUSTER_OBJECT_NAMESPACE",
+        "KEDA_OPERATOR_LEADER_ELECTION_LEASE_DURATION",
+        "KEDA_OPERATOR_LEADER_ELECTION_RENEW_DEADLINE",
+        "KEDA_OPERATOR_LEADER_ELECTION_RETRY_PERIOD",
+        "RUST_LOG",
+        "KUBECONFIG",
+    ] {
+        assert!(
+            help.contains(variable),
+            "--help does not name {variable}:\n{help}"
+        );
+    }
+}
