@@ -224,3 +224,130 @@ fn the_api_service_points_at_the_metrics_apiserver_service() {
         "the APIService names a Service that is not installed"
     );
 }
+
+/// The API server's limit on the total size of an object's annotations (keys and values).
+const ANNOTATIONS_LIMIT: usize = 262_144;
+
+/// The annotation `kubectl apply` (client-side) writes: the whole object as JSON.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// The size of `obj`'s annotations once client-side apply has added its own.
+fn annotations_after_client_side_apply(obj: &Value) -> usize {
+    let existing: usize = obj["metadata"]["annotations"]
+        .as_object()
+        .map(|a| {
+            a.iter()
+                .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+                .sum()
+        })
+        .unwrap_or_default();
+    existing + LAST_APPLIED.len() + serde_json::to_string(obj).map_or(0, |s| s.len())
+}
+
+/// The README and every page of docs/, with their names.
+fn documentation() -> Vec<(String, String)> {
+    let root = repo_root();
+    let mut pages = vec![root.join("README.md")];
+    let mut dirs = vec![root.join("docs")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("docs readable").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                pages.push(path);
+            }
+        }
+    }
+    pages
+        .into_iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).expect("page readable");
+            (p.display().to_string(), text)
+        })
+        .collect()
+}
+
+#[test]
+fn the_documented_install_command_works_for_every_object_in_config() {
+    // Client-side apply stores each object in an annotation; objects larger than the limit
+    // (the ScaledJob CRD) are refused with "metadata.annotations: Too long". Server-side apply
+    // stores nothing of the kind.
+    let too_large: Vec<String> = objects()
+        .iter()
+        .filter(|(_, obj)| annotations_after_client_side_apply(obj) > ANNOTATIONS_LIMIT)
+        .map(|(file, obj)| format!("{} {} ({file})", obj["kind"], obj["metadata"]["name"]))
+        .collect();
+    let mut client_side = Vec::new();
+    let mut server_side = 0;
+    for (page, text) in documentation() {
+        for (number, line) in text.lines().enumerate() {
+            if !(line.contains("kubectl apply") && line.contains("config/")) {
+                continue;
+            }
+            if line.contains("--server-side") {
+                server_side += 1;
+            } else {
+                client_side.push(format!("{page}:{}: {line}", number + 1));
+            }
+        }
+    }
+    assert!(
+        too_large.is_empty() || client_side.is_empty(),
+        "client-side `kubectl apply` of config/ is documented, but these objects exceed the {ANNOTATIONS_LIMIT}-byte annotation limit it needs: {too_large:?}; use `kubectl apply --server-side -k config/` in:\n{}",
+        client_side.join("\n")
+    );
+    assert!(
+        server_side > 0,
+        "the README and docs name no install command"
+    );
+}
+
+#[test]
+fn every_image_config_deploys_is_built_by_a_target_of_the_dockerfile() {
+    let dockerfile =
+        std::fs::read_to_string(repo_root().join("Dockerfile")).expect("Dockerfile readable");
+    let targets: BTreeSet<String> = dockerfile
+        .lines()
+        .filter(|l| l.starts_with("FROM "))
+        .filter_map(|l| {
+            l.split_once(" AS ")
+                .map(|(_, name)| name.trim().to_string())
+        })
+        .filter(|name| name != "build")
+        .collect();
+    let mut deployed = BTreeSet::new();
+    for (file, obj) in objects() {
+        if obj["kind"] != "Deployment" {
+            continue;
+        }
+        for container in obj["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .expect("containers")
+        {
+            let image = container["image"].as_str().expect("an image");
+            let target = image
+                .strip_prefix("keda-rs/keda-rs-")
+                .and_then(|rest| rest.strip_suffix(&format!(":{}", env!("CARGO_PKG_VERSION"))))
+                .unwrap_or_else(|| {
+                    panic!(
+                        "{file}: image {image} is not keda-rs/keda-rs-<target>:{}",
+                        env!("CARGO_PKG_VERSION")
+                    )
+                });
+            assert!(
+                targets.contains(target),
+                "{file}: image {image} has no Dockerfile target {target:?} (targets: {targets:?})"
+            );
+            assert!(
+                dockerfile.contains(&format!("--target {target}")) && dockerfile.contains(image),
+                "the Dockerfile's header does not show how to build {image}"
+            );
+            deployed.insert(target.to_string());
+        }
+    }
+    assert_eq!(
+        deployed, targets,
+        "every image the Dockerfile builds is deployed"
+    );
+}
