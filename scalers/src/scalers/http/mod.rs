@@ -6,7 +6,10 @@
 //! immediate wake-ups to the operator ([`protocol`]). The operator's [`hub`] sums them over
 //! activator replicas and keeps Knative's stable and panic windows ([`window`]); the
 //! [`HttpScaler`] is the push scaler that serves them to the HPA and wakes the scale loop.
+//! Which ScaledObject may route which host and path prefix is decided once, in [`claims`], for
+//! the activator and the operator alike.
 
+pub mod claims;
 pub mod hub;
 pub mod protocol;
 pub mod window;
@@ -194,7 +197,8 @@ pub struct HttpTrigger {
     pub hosts: Vec<String>,
     /// Path prefixes routed to the target (default `/`).
     pub path_prefixes: Vec<String>,
-    /// The target Service, in the ScaledObject's namespace.
+    /// The target Service, in the ScaledObject's namespace: a DNS label, so it can never
+    /// name a Service of another namespace (`web.other`, `other/web`).
     pub service: String,
     /// The Service port.
     pub port: PortRef,
@@ -213,6 +217,17 @@ pub struct HttpTrigger {
     pub windows: WindowSettings,
 }
 
+/// Whether `name` is a Service name (RFC 1035 label: lowercase letters, digits and `-`,
+/// starting with a letter, ending with a letter or digit, at most 63 characters).
+fn service_name_ok(name: &str) -> bool {
+    name.len() <= 63
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
 fn host_ok(host: &str) -> bool {
     let name = host.strip_prefix("*.").unwrap_or(host);
     host == "*"
@@ -228,7 +243,9 @@ impl HttpTrigger {
     /// Parses the trigger's metadata.
     ///
     /// # Errors
-    /// `service` missing; both `targetConcurrency` and `targetRequestRate`; a host that is not
+    /// `service` missing or not a Service name of the ScaledObject's namespace (a DNS label:
+    /// `web.other` and `other/web` are refused); both `targetConcurrency` and
+    /// `targetRequestRate`; a host that is not
     /// a DNS name, `*.`+name or `*`; a path prefix not starting with `/`; a port that is
     /// neither a number nor a name; a duration, count or percentage out of range.
     pub fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
@@ -251,6 +268,14 @@ impl HttpTrigger {
                 )));
             }
             let service: String = p.get(&SERVICE)?;
+            if !service_name_ok(&service) {
+                // A dotted or slashed name could be read as `<service>.<namespace>`: a route
+                // never leads out of the ScaledObject's namespace.
+                return Err(p.rule(format!(
+                    "parameter \"service\": \"{service}\" is not a Service name (a DNS label \
+                     such as \"shop\"); the Service must be in the ScaledObject's namespace"
+                )));
+            }
             let port = match p.find(&PORT)? {
                 None => PortRef::Only,
                 Some(found) => parse_port(p, found)?,
@@ -529,6 +554,20 @@ mod tests {
                 "targetConcurrency",
             ),
             (&[("service", "w"), ("hosts", "a b")], "\"hosts\""),
+            // A Service of another namespace, however written.
+            (
+                &[("service", "web.other")],
+                "\"service\": \"web.other\" is not a Service name",
+            ),
+            (
+                &[("service", "other/web")],
+                "the Service must be in the ScaledObject's namespace",
+            ),
+            (
+                &[("service", "web.other.svc.cluster.local")],
+                "is not a Service name",
+            ),
+            (&[("service", "Web")], "is not a Service name"),
             (
                 &[("service", "w"), ("pathPrefixes", "api")],
                 "\"pathPrefixes\"",

@@ -1,0 +1,740 @@
+//! Who may route a host and path prefix through the activator: the one rule that the
+//! activator (which routes) and the operator (which reports in the ScaledObject's status)
+//! both apply to the same ScaledObjects, so they always agree.
+//!
+//! - A ScaledObject **claims** every host + path prefix of its `http` triggers (no `hosts`
+//!   means the catch-all `*`).
+//! - Two claims **overlap** when some request could match both: their hosts overlap (equal;
+//!   a wildcard `*.example.com` and a host or wildcard below `example.com`; `*` and anything)
+//!   and their prefixes overlap (one is the other, or a whole-segment prefix of it: `/` and
+//!   `/login`, `/api` and `/api/v2`, not `/api` and `/apix`).
+//! - The claims are taken **oldest first**: `metadata.creationTimestamp`, then namespace, then
+//!   name (a deterministic tie-break, the same on every replica). A ScaledObject whose claim
+//!   overlaps one already taken by **another namespace** is refused as a whole: none of its
+//!   routes is routed, and it takes nothing, so the next claim is compared with the routed
+//!   ones only. Claims of one namespace never refuse each other (the routing order decides
+//!   between them, as before).
+//! - With a [`HostPolicy`], a ScaledObject claiming a host its namespace may not claim is
+//!   refused the same way, before any overlap is looked at.
+//!
+//! When the owner of a route goes away, the next resolution finds the next-oldest claim free
+//! of overlaps and routes it. [`resolve`] is pure: callers pass every ScaledObject they see.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+
+use jiff::Timestamp;
+use keda_api::ScaledObject;
+
+use super::HttpTrigger;
+use crate::context::ScalerContext;
+
+/// The `Ready=False` reason (and Event reason) of a ScaledObject whose route overlaps one
+/// another namespace claimed first.
+pub const REASON_ROUTE_CONFLICT: &str = "HTTPRouteConflict";
+/// The `Ready=False` reason (and Event reason) of a ScaledObject claiming a host the host
+/// policy does not allow its namespace.
+pub const REASON_HOST_NOT_ALLOWED: &str = "HTTPHostNotAllowed";
+
+/// Whether path prefix `prefix` matches `path` on whole segments: `/api` matches `/api` and
+/// `/api/x`, not `/apix`; a prefix ending in `/` matches everything below it.
+#[inline]
+pub fn prefix_matches(prefix: &str, path: &str) -> bool {
+    if !path.starts_with(prefix) {
+        return false;
+    }
+    prefix.ends_with('/') || path.len() == prefix.len() || path.as_bytes()[prefix.len()] == b'/'
+}
+
+/// Whether some request path matches both prefixes.
+pub fn prefixes_overlap(a: &str, b: &str) -> bool {
+    prefix_matches(a, b) || prefix_matches(b, a)
+}
+
+/// Whether some request host matches both host patterns (`*`, `*.suffix` or an exact host,
+/// lowercase).
+pub fn hosts_overlap(a: &str, b: &str) -> bool {
+    if a == "*" || b == "*" || a == b {
+        return true;
+    }
+    match (a.strip_prefix("*."), b.strip_prefix("*.")) {
+        // Two wildcards: one's domain is the other's or below it.
+        (Some(x), Some(y)) => is_below_or_same(x, y) || is_below_or_same(y, x),
+        // A wildcard covers hosts strictly below its domain.
+        (Some(domain), None) => is_strictly_below(b, domain),
+        (None, Some(domain)) => is_strictly_below(a, domain),
+        (None, None) => false,
+    }
+}
+
+fn is_strictly_below(host: &str, domain: &str) -> bool {
+    host.len() > domain.len()
+        && host.ends_with(domain)
+        && host.as_bytes()[host.len() - domain.len() - 1] == b'.'
+}
+
+fn is_below_or_same(host: &str, domain: &str) -> bool {
+    host == domain || is_strictly_below(host, domain)
+}
+
+/// One host + path prefix of one `http` trigger.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Route {
+    /// `*`, `*.suffix` or an exact host, lowercase.
+    pub host: String,
+    /// A path prefix starting with `/`.
+    pub prefix: String,
+    /// The index of the trigger in `spec.triggers`.
+    pub trigger_index: usize,
+}
+
+impl Route {
+    /// Whether some request could match both routes.
+    pub fn overlaps(&self, other: &Route) -> bool {
+        hosts_overlap(&self.host, &other.host) && prefixes_overlap(&self.prefix, &other.prefix)
+    }
+}
+
+impl fmt::Display for Route {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}", self.host, self.prefix)
+    }
+}
+
+/// What one ScaledObject claims.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claim {
+    /// The ScaledObject's namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Its `metadata.creationTimestamp`; `None` sorts after every timestamp.
+    pub created: Option<Timestamp>,
+    /// Every host + path prefix of its `http` triggers.
+    pub routes: Vec<Route>,
+}
+
+impl Claim {
+    /// The claim of ScaledObject `namespace/name` created at `created`, from its parsed `http`
+    /// triggers (index in `spec.triggers`, trigger). An empty `hosts` claims `*`.
+    pub fn from_triggers<'a>(
+        namespace: impl Into<String>,
+        name: impl Into<String>,
+        created: Option<Timestamp>,
+        triggers: impl IntoIterator<Item = (usize, &'a HttpTrigger)>,
+    ) -> Self {
+        let mut routes = Vec::new();
+        for (trigger_index, trigger) in triggers {
+            let any = ["*".to_string()];
+            let hosts: &[String] = if trigger.hosts.is_empty() {
+                &any
+            } else {
+                &trigger.hosts
+            };
+            for host in hosts {
+                for prefix in &trigger.path_prefixes {
+                    routes.push(Route {
+                        host: host.to_ascii_lowercase(),
+                        prefix: prefix.clone(),
+                        trigger_index,
+                    });
+                }
+            }
+        }
+        Self {
+            namespace: namespace.into(),
+            name: name.into(),
+            created,
+            routes,
+        }
+    }
+
+    /// The claim of `so`: its `http` triggers that parse (one that does not routes nothing
+    /// and is reported as a trigger error); `None` when it has none.
+    pub fn of(so: &ScaledObject) -> Option<Self> {
+        let namespace = so.metadata.namespace.clone().unwrap_or_default();
+        let name = so.metadata.name.clone().unwrap_or_default();
+        let triggers: Vec<(usize, HttpTrigger)> = so
+            .spec
+            .triggers
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.type_ == "http")
+            .filter_map(|(index, trigger)| {
+                let ctx = ScalerContext {
+                    scalable_name: name.clone(),
+                    scalable_namespace: namespace.clone(),
+                    ..ScalerContext::from_trigger(trigger, index)
+                };
+                HttpTrigger::parse(&ctx).ok().map(|t| (index, t))
+            })
+            .collect();
+        if triggers.is_empty() {
+            return None;
+        }
+        Some(Self::from_triggers(
+            namespace,
+            name,
+            so.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            triggers.iter().map(|(i, t)| (*i, t)),
+        ))
+    }
+
+    fn order_key(&self) -> (bool, Option<Timestamp>, &str, &str) {
+        (
+            self.created.is_none(),
+            self.created,
+            &self.namespace,
+            &self.name,
+        )
+    }
+}
+
+/// Why a ScaledObject's routes are not routed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// A route overlaps one that an older ScaledObject of another namespace claimed.
+    Conflict {
+        /// The refused route.
+        route: Route,
+        /// The owner's namespace.
+        owner_namespace: String,
+        /// The owner's name.
+        owner_name: String,
+        /// The owner's route it overlaps.
+        owner_route: Route,
+    },
+    /// The host policy does not let the namespace claim this route's host.
+    NotAllowed {
+        /// The refused route.
+        route: Route,
+        /// The ScaledObject's namespace.
+        namespace: String,
+    },
+}
+
+impl Refusal {
+    /// The condition and Event reason: [`REASON_ROUTE_CONFLICT`] or
+    /// [`REASON_HOST_NOT_ALLOWED`].
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Refusal::Conflict { .. } => REASON_ROUTE_CONFLICT,
+            Refusal::NotAllowed { .. } => REASON_HOST_NOT_ALLOWED,
+        }
+    }
+
+    /// The refused route.
+    pub fn route(&self) -> &Route {
+        match self {
+            Refusal::Conflict { route, .. } | Refusal::NotAllowed { route, .. } => route,
+        }
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::Conflict {
+                route,
+                owner_namespace,
+                owner_name,
+                owner_route,
+            } => write!(
+                f,
+                "spec.triggers[{}] (http): route {route} overlaps route {owner_route} of \
+                 ScaledObject {owner_namespace}/{owner_name}, which claimed it first from \
+                 another namespace; the activator routes none of this ScaledObject's hosts",
+                route.trigger_index
+            ),
+            Refusal::NotAllowed { route, namespace } => write!(
+                f,
+                "spec.triggers[{}] (http): host {:?} is not allowed for namespace {namespace:?} \
+                 by the activator's host policy; the activator routes none of this \
+                 ScaledObject's hosts",
+                route.trigger_index, route.host
+            ),
+        }
+    }
+}
+
+/// The outcome of [`resolve`]: which ScaledObjects are refused, and why.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Verdicts {
+    refused: HashMap<(String, String), Refusal>,
+}
+
+impl Verdicts {
+    /// Why ScaledObject `namespace/name` is refused; `None` when its routes are routed (or it
+    /// claims nothing).
+    pub fn refusal(&self, namespace: &str, name: &str) -> Option<&Refusal> {
+        self.refused.get(&(namespace.to_string(), name.to_string()))
+    }
+
+    /// Every refused ScaledObject (`namespace`, `name`) with its refusal.
+    pub fn refused(&self) -> impl Iterator<Item = (&(String, String), &Refusal)> {
+        self.refused.iter()
+    }
+
+    /// The ScaledObjects (`namespace`, `name`) whose verdict differs between `self` and
+    /// `other`: refused in one only, or refused for another reason.
+    pub fn changed(&self, other: &Verdicts) -> Vec<(String, String)> {
+        let mut changed: Vec<(String, String)> = self
+            .refused
+            .iter()
+            .filter(|(key, refusal)| other.refused.get(*key) != Some(*refusal))
+            .map(|(key, _)| key.clone())
+            .collect();
+        changed.extend(
+            other
+                .refused
+                .keys()
+                .filter(|key| !self.refused.contains_key(*key))
+                .cloned(),
+        );
+        changed.sort();
+        changed
+    }
+}
+
+/// The routes taken so far, indexed by host so that a claim is compared only with the routes
+/// whose hosts could overlap its own.
+#[derive(Default)]
+struct Taken {
+    /// Host pattern -> (route, index of the owning claim).
+    by_host: HashMap<String, Vec<(Route, usize)>>,
+    /// Domain -> host patterns strictly below it (`a.example.com` and `*.a.example.com` are
+    /// below `example.com` and `com`).
+    below: HashMap<String, HashSet<String>>,
+}
+
+impl Taken {
+    fn insert(&mut self, route: &Route, owner: usize) {
+        let name = route.host.strip_prefix("*.").unwrap_or(&route.host);
+        if route.host != "*" {
+            let mut rest = name;
+            while let Some((_, parent)) = rest.split_once('.') {
+                self.below
+                    .entry(parent.to_string())
+                    .or_default()
+                    .insert(route.host.clone());
+                rest = parent;
+            }
+        }
+        self.by_host
+            .entry(route.host.clone())
+            .or_default()
+            .push((route.clone(), owner));
+    }
+
+    /// The oldest taken route of a claim other than those of `namespace` that overlaps `route`.
+    fn oldest_overlap<'a>(
+        &'a self,
+        route: &Route,
+        claims: &[Claim],
+        namespace: &str,
+    ) -> Option<&'a (Route, usize)> {
+        if route.host == "*" {
+            return self.oldest_among(
+                self.by_host.keys().map(String::as_str),
+                route,
+                claims,
+                namespace,
+            );
+        }
+        let name = route.host.strip_prefix("*.").unwrap_or(&route.host);
+        // The catch-all, the same host, and the wildcards above it.
+        let mut hosts = vec!["*".to_string(), route.host.clone()];
+        let mut rest = name;
+        while let Some((_, parent)) = rest.split_once('.') {
+            hosts.push(format!("*.{parent}"));
+            rest = parent;
+        }
+        // A wildcard also covers every host and wildcard below its domain.
+        let below = route
+            .host
+            .starts_with("*.")
+            .then(|| self.below.get(name))
+            .flatten()
+            .into_iter()
+            .flatten()
+            .map(String::as_str);
+        self.oldest_among(
+            hosts.iter().map(String::as_str).chain(below),
+            route,
+            claims,
+            namespace,
+        )
+    }
+
+    fn oldest_among<'a, 'h>(
+        &'a self,
+        hosts: impl Iterator<Item = &'h str>,
+        route: &Route,
+        claims: &[Claim],
+        namespace: &str,
+    ) -> Option<&'a (Route, usize)> {
+        hosts
+            .filter_map(|host| self.by_host.get(host))
+            .flatten()
+            .filter(|(taken, owner)| claims[*owner].namespace != namespace && taken.overlaps(route))
+            .min_by_key(|(_, owner)| *owner)
+    }
+}
+
+/// Decides which claims are routed: oldest first, a claim overlapping a routed claim of another
+/// namespace, or outside `policy`, is refused as a whole (see the module documentation).
+pub fn resolve(claims: impl IntoIterator<Item = Claim>, policy: &HostPolicy) -> Verdicts {
+    let mut claims: Vec<Claim> = claims.into_iter().collect();
+    claims.sort_by(|a, b| a.order_key().cmp(&b.order_key()));
+    let mut taken = Taken::default();
+    let mut refused = HashMap::new();
+    for (index, claim) in claims.iter().enumerate() {
+        let refusal = claim
+            .routes
+            .iter()
+            .find(|r| !policy.allows(&claim.namespace, &r.host))
+            .map(|route| Refusal::NotAllowed {
+                route: route.clone(),
+                namespace: claim.namespace.clone(),
+            })
+            .or_else(|| {
+                claim.routes.iter().find_map(|route| {
+                    taken.oldest_overlap(route, &claims, &claim.namespace).map(
+                        |(owner_route, owner)| Refusal::Conflict {
+                            route: route.clone(),
+                            owner_namespace: claims[*owner].namespace.clone(),
+                            owner_name: claims[*owner].name.clone(),
+                            owner_route: owner_route.clone(),
+                        },
+                    )
+                })
+            });
+        match refusal {
+            Some(refusal) => {
+                refused.insert((claim.namespace.clone(), claim.name.clone()), refusal);
+            }
+            None => {
+                for route in &claim.routes {
+                    taken.insert(route, index);
+                }
+            }
+        }
+    }
+    Verdicts { refused }
+}
+
+/// Which hosts each namespace may claim. The default allows every namespace every host.
+///
+/// Read from YAML (a ConfigMap mounted into the operator and the activator alike): a map from
+/// namespace to the host patterns it may claim; the key `"*"` gives the patterns of every
+/// namespace not listed, and without it an unlisted namespace may claim no host.
+///
+/// ```yaml
+/// shop: [shop.example.com, "*.shop.example.com"]
+/// blog: [blog.example.com]
+/// "*": ["*.apps.example.com"]
+/// ```
+///
+/// A pattern `h` allows the host `h`; `*.d` allows every host and wildcard below `d` and
+/// `*.d` itself; `*` allows everything, the catch-all included (a trigger without `hosts`
+/// claims `*`, so only a namespace allowed `*` may leave `hosts` out).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HostPolicy {
+    /// `None`: no policy, everything allowed.
+    rules: Option<PolicyRules>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct PolicyRules {
+    namespaces: BTreeMap<String, Vec<String>>,
+    others: Vec<String>,
+}
+
+/// A host policy that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum HostPolicyError {
+    /// Not a YAML map from namespace to a list of strings.
+    #[error("the host policy is not a map from namespace to a list of host patterns: {0}")]
+    Format(#[source] serde_yaml::Error),
+    /// A pattern is not a host, `*.` followed by a host, or `*`.
+    #[error(
+        "the host policy entry of {namespace:?}: {pattern:?} is not a host name, \"*.\" followed \
+         by a host name, or \"*\""
+    )]
+    Pattern {
+        /// The entry's namespace (or `*`).
+        namespace: String,
+        /// The bad pattern.
+        pattern: String,
+    },
+}
+
+impl HostPolicy {
+    /// No policy: every namespace may claim every host.
+    pub fn allow_all() -> Self {
+        Self::default()
+    }
+
+    /// A policy from its YAML text (see the type's documentation).
+    ///
+    /// # Errors
+    /// Not a map from namespace to a list of strings; a pattern that is not a host name,
+    /// `*.` + host name, or `*`.
+    pub fn from_yaml(text: &str) -> Result<Self, HostPolicyError> {
+        let raw: BTreeMap<String, Vec<String>> =
+            serde_yaml::from_str(text).map_err(HostPolicyError::Format)?;
+        let mut rules = PolicyRules::default();
+        for (namespace, patterns) in raw {
+            let patterns: Vec<String> = patterns
+                .into_iter()
+                .map(|p| p.trim().to_ascii_lowercase())
+                .collect();
+            if let Some(bad) = patterns.iter().find(|p| !super::host_ok(p)) {
+                return Err(HostPolicyError::Pattern {
+                    namespace,
+                    pattern: bad.clone(),
+                });
+            }
+            if namespace == "*" {
+                rules.others = patterns;
+            } else {
+                rules.namespaces.insert(namespace, patterns);
+            }
+        }
+        Ok(Self { rules: Some(rules) })
+    }
+
+    /// Whether `namespace` may claim `host` (`*`, `*.suffix` or exact, lowercase).
+    pub fn allows(&self, namespace: &str, host: &str) -> bool {
+        let Some(rules) = &self.rules else {
+            return true;
+        };
+        rules
+            .namespaces
+            .get(namespace)
+            .unwrap_or(&rules.others)
+            .iter()
+            .any(|pattern| pattern_allows(pattern, host))
+    }
+}
+
+fn pattern_allows(pattern: &str, host: &str) -> bool {
+    if pattern == "*" || pattern == host {
+        return true;
+    }
+    match pattern.strip_prefix("*.") {
+        Some(domain) => {
+            let name = host.strip_prefix("*.").unwrap_or(host);
+            host != "*" && is_strictly_below(name, domain)
+        }
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim(ns: &str, name: &str, second: i64, routes: &[(&str, &str)]) -> Claim {
+        Claim {
+            namespace: ns.into(),
+            name: name.into(),
+            created: Some(Timestamp::from_second(1_700_000_000 + second).unwrap()),
+            routes: routes
+                .iter()
+                .map(|(host, prefix)| Route {
+                    host: host.to_string(),
+                    prefix: prefix.to_string(),
+                    trigger_index: 0,
+                })
+                .collect(),
+        }
+    }
+
+    fn refused(verdicts: &Verdicts) -> Vec<String> {
+        let mut out: Vec<String> = verdicts
+            .refused()
+            .map(|((ns, name), r)| match r {
+                Refusal::Conflict {
+                    owner_namespace,
+                    owner_name,
+                    ..
+                } => format!("{ns}/{name} by {owner_namespace}/{owner_name}"),
+                Refusal::NotAllowed { route, .. } => format!("{ns}/{name} host {}", route.host),
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn hosts_and_prefixes_overlap_as_requests_would_match_both() {
+        // (a, b, overlap)
+        let hosts = [
+            ("shop.example.com", "shop.example.com", true),
+            ("shop.example.com", "blog.example.com", false),
+            ("*", "shop.example.com", true),
+            ("*.example.com", "shop.example.com", true),
+            ("*.example.com", "a.shop.example.com", true),
+            // The wildcard does not cover its own domain.
+            ("*.example.com", "example.com", false),
+            ("*.example.com", "*.shop.example.com", true),
+            ("*.example.com", "*.example.org", false),
+            // A suffix that is not a whole label.
+            ("*.example.com", "badexample.com", false),
+            ("*.shop.example.com", "shop.example.com", false),
+        ];
+        for (a, b, expected) in hosts {
+            assert_eq!(hosts_overlap(a, b), expected, "{a} {b}");
+            assert_eq!(hosts_overlap(b, a), expected, "{b} {a}");
+        }
+        let prefixes = [
+            ("/", "/login", true),
+            ("/login", "/login", true),
+            ("/login", "/login/x", true),
+            ("/api/", "/api", true),
+            ("/api", "/apix", false),
+            ("/api", "/web", false),
+        ];
+        for (a, b, expected) in prefixes {
+            assert_eq!(prefixes_overlap(a, b), expected, "{a} {b}");
+            assert_eq!(prefixes_overlap(b, a), expected, "{b} {a}");
+        }
+    }
+
+    #[test]
+    fn the_oldest_claim_wins_across_namespaces() {
+        let verdicts = resolve(
+            [
+                // Created later, but claims a path under the shop's host.
+                claim("attacker", "steal", 5, &[("shop.example.com", "/login")]),
+                claim("shop", "shop", 1, &[("shop.example.com", "/")]),
+                // The same namespace may add routes under its own host.
+                claim("shop", "login", 7, &[("shop.example.com", "/login")]),
+                // Disjoint host: fine.
+                claim("blog", "blog", 3, &[("blog.example.com", "/")]),
+                // A wildcard over the shop's host, a catch-all: both overlap.
+                claim("wild", "wild", 4, &[("*.example.com", "/static")]),
+                claim("any", "any", 6, &[("*", "/")]),
+            ],
+            &HostPolicy::allow_all(),
+        );
+        assert_eq!(
+            refused(&verdicts),
+            [
+                "any/any by shop/shop",
+                "attacker/steal by shop/shop",
+                "wild/wild by shop/shop",
+            ]
+        );
+        let message = verdicts.refusal("attacker", "steal").unwrap().to_string();
+        assert!(
+            message.contains("route shop.example.com/login overlaps route shop.example.com/ of ScaledObject shop/shop"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_refused_claim_takes_nothing_and_ties_break_by_namespace_then_name() {
+        let verdicts = resolve(
+            [
+                claim("a", "first", 1, &[("x.example.com", "/")]),
+                // Refused by a/first; its y.example.com is therefore free.
+                claim(
+                    "b",
+                    "second",
+                    2,
+                    &[("x.example.com", "/"), ("y.example.com", "/")],
+                ),
+                claim("c", "third", 3, &[("y.example.com", "/")]),
+                // Same second: namespace order decides ("d" before "e").
+                claim("e", "late", 4, &[("z.example.com", "/")]),
+                claim("d", "early", 4, &[("z.example.com", "/")]),
+            ],
+            &HostPolicy::allow_all(),
+        );
+        assert_eq!(
+            refused(&verdicts),
+            ["b/second by a/first", "e/late by d/early"]
+        );
+    }
+
+    #[test]
+    fn the_owners_deletion_hands_the_route_to_the_next_oldest() {
+        let owner = claim("shop", "shop", 1, &[("shop.example.com", "/")]);
+        let second = claim("other", "second", 2, &[("shop.example.com", "/login")]);
+        let third = claim("third", "third", 3, &[("shop.example.com", "/login/x")]);
+        let before = resolve(
+            [owner, second.clone(), third.clone()],
+            &HostPolicy::allow_all(),
+        );
+        assert_eq!(
+            refused(&before),
+            ["other/second by shop/shop", "third/third by shop/shop"]
+        );
+        let after = resolve([second, third], &HostPolicy::allow_all());
+        assert_eq!(refused(&after), ["third/third by other/second"]);
+        assert_eq!(
+            before.changed(&after),
+            [
+                ("other".to_string(), "second".to_string()),
+                ("third".to_string(), "third".to_string())
+            ]
+        );
+    }
+
+    #[test]
+    fn the_policy_refuses_hosts_outside_a_namespaces_patterns() {
+        let policy = HostPolicy::from_yaml(
+            "shop: [shop.example.com, \"*.shop.example.com\"]\n\"*\": [\"*.apps.example.com\"]\nroot: [\"*\"]\n",
+        )
+        .unwrap();
+        // (namespace, host, allowed)
+        let cases = [
+            ("shop", "shop.example.com", true),
+            ("shop", "api.shop.example.com", true),
+            ("shop", "*.shop.example.com", true),
+            ("shop", "*.eu.shop.example.com", true),
+            ("shop", "blog.example.com", false),
+            ("shop", "*", false),
+            ("shop", "*.example.com", false),
+            // Unlisted namespaces get the "*" entry.
+            ("team", "team.apps.example.com", true),
+            ("team", "shop.example.com", false),
+            ("root", "*", true),
+        ];
+        for (ns, host, expected) in cases {
+            assert_eq!(policy.allows(ns, host), expected, "{ns} {host}");
+        }
+        let verdicts = resolve(
+            [
+                claim("team", "web", 1, &[("shop.example.com", "/")]),
+                claim("shop", "shop", 2, &[("shop.example.com", "/")]),
+            ],
+            &policy,
+        );
+        // The refused claim takes nothing: the shop still gets its host.
+        assert_eq!(refused(&verdicts), ["team/web host shop.example.com"]);
+        let message = verdicts.refusal("team", "web").unwrap().to_string();
+        assert!(
+            message.contains("host \"shop.example.com\" is not allowed for namespace \"team\""),
+            "{message}"
+        );
+        // Without a "*" entry an unlisted namespace may claim nothing.
+        let strict = HostPolicy::from_yaml("shop: [shop.example.com]").unwrap();
+        assert!(!strict.allows("team", "team.example.com"));
+        assert!(HostPolicy::allow_all().allows("team", "*"));
+    }
+
+    #[test]
+    fn a_bad_policy_names_the_entry() {
+        let err = HostPolicy::from_yaml("shop: [\"shop example\"]")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("\"shop\"") && err.contains("shop example"),
+            "{err}"
+        );
+        assert!(HostPolicy::from_yaml("shop: 3").is_err());
+    }
+}
