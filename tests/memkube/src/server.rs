@@ -206,8 +206,9 @@ impl MemKube {
         )
     }
 
-    /// Stores an object as given, `.status` included (an API create drops `.status` for resources
-    /// with a status subresource). The resource is found from `apiVersion` and `kind`.
+    /// Stores an object as given, `.status` and `metadata.creationTimestamp` included (an API
+    /// create drops `.status` for resources with a status subresource, and stamps the time). The
+    /// resource is found from `apiVersion` and `kind`.
     ///
     /// # Errors
     /// As an API create would fail (missing namespace, already exists), or an unknown kind.

@@ -647,8 +647,9 @@ impl State {
         Ok((items, token, list_rv))
     }
 
-    /// Creates an object. `keep_status` keeps a given `.status` (seeding); API creates drop it for
-    /// resources with a status subresource, as the real server does.
+    /// Creates an object. `keep_status` keeps a given `.status` and `metadata.creationTimestamp`
+    /// (seeding, e.g. an object created long ago); API creates drop the status for resources
+    /// with a status subresource and stamp the time, as the real server does.
     pub(crate) fn create(
         &mut self,
         def: &ResourceDef,
@@ -725,7 +726,14 @@ impl State {
             remove_meta(&mut body, "namespace");
         }
         set_meta(&mut body, "uid", Value::String(uid));
-        set_meta(&mut body, "creationTimestamp", Value::String(now()));
+        let given_time = body
+            .pointer("/metadata/creationTimestamp")
+            .filter(|t| t.is_string())
+            .cloned();
+        match given_time {
+            Some(time) if keep_status => set_meta(&mut body, "creationTimestamp", time),
+            _ => set_meta(&mut body, "creationTimestamp", Value::String(now())),
+        }
         set_meta(&mut body, "generation", json!(1));
         for field in [
             "deletionTimestamp",
