@@ -42,6 +42,7 @@ pub const ENV_LEASE_DURATION: &str = "KEDA_OPERATOR_LEADER_ELECTION_LEASE_DURATI
 pub const ENV_RENEW_DEADLINE: &str = "KEDA_OPERATOR_LEADER_ELECTION_RENEW_DEADLINE";
 pub const ENV_RETRY_PERIOD: &str = "KEDA_OPERATOR_LEADER_ELECTION_RETRY_PERIOD";
 pub const ENV_RUST_LOG: &str = "RUST_LOG";
+pub const ENV_HTTP_HOST_POLICY: &str = "KEDA_HTTP_HOST_POLICY";
 
 const ENV_HELP: &str = "\
 Environment:
@@ -54,6 +55,7 @@ Environment:
   KEDA_OPERATOR_LEADER_ELECTION_RENEW_DEADLINE   How long the leader retries renewing before it steps down [default: 10s]
   KEDA_OPERATOR_LEADER_ELECTION_RETRY_PERIOD     How often candidates retry and the leader renews [default: 2s]
   RUST_LOG                                       Log filter; overrides --log-level
+  KEDA_HTTP_HOST_POLICY                          The --http-host-policy file, when the flag is not given
   KUBECONFIG                                     Kubeconfig path; else ~/.kube/config, else the in-cluster service account
 
 Ports: metrics :8080 (/metrics), probes :8081 (/healthz, /readyz), metric service :9666.
@@ -250,6 +252,10 @@ pub struct Flags {
         default_value = "info"
     )]
     pub log_level: String,
+    /// YAML file mapping namespace -> host patterns its `http` triggers may claim (see
+    /// docs/http.md#route-ownership); give the activator the same file. Default: any host.
+    #[arg(long, value_name = "FILE")]
+    pub http_host_policy: Option<PathBuf>,
 }
 
 /// Which namespaces the controllers and the resolver watch (`WATCH_NAMESPACE`).
@@ -280,6 +286,8 @@ pub struct Settings {
     pub log_format: LogFormat,
     /// The effective log filter (`RUST_LOG` if set, else `--log-level`).
     pub log_filter: String,
+    /// Which hosts each namespace's `http` triggers may claim (`--http-host-policy`).
+    pub http_host_policy: keda_scalers::scalers::http::claims::HostPolicy,
 }
 
 /// Why the settings cannot be used.
@@ -297,6 +305,16 @@ pub enum ConfigError {
     /// The leader election settings contradict each other.
     #[error(transparent)]
     LeaderElection(#[from] crate::leader::LeaderError),
+    /// The `--http-host-policy` file cannot be read.
+    #[error("--http-host-policy {}: cannot read the file", path.display())]
+    HostPolicyFile { path: PathBuf },
+    /// The `--http-host-policy` file is not a host policy.
+    #[error("--http-host-policy {}: {source}", path.display())]
+    HostPolicy {
+        path: PathBuf,
+        #[source]
+        source: keda_scalers::scalers::http::claims::HostPolicyError,
+    },
 }
 
 impl Settings {
@@ -348,6 +366,20 @@ impl Settings {
         } else {
             None
         };
+        let http_host_policy = match flags
+            .http_host_policy
+            .clone()
+            .or_else(|| present(ENV_HTTP_HOST_POLICY).map(PathBuf::from))
+        {
+            None => keda_scalers::scalers::http::claims::HostPolicy::allow_all(),
+            Some(path) => {
+                let text = env
+                    .read_file(&path)
+                    .ok_or_else(|| ConfigError::HostPolicyFile { path: path.clone() })?;
+                keda_scalers::scalers::http::claims::HostPolicy::from_yaml(&text)
+                    .map_err(|source| ConfigError::HostPolicy { path, source })?
+            }
+        };
         Ok(Self {
             metrics_addr: flags.metrics_bind_address.0,
             probe_addr: flags.health_probe_bind_address.0,
@@ -368,6 +400,7 @@ impl Settings {
             cluster_object_namespace,
             log_format: flags.log_format,
             log_filter: present(ENV_RUST_LOG).unwrap_or(flags.log_level),
+            http_host_policy,
         })
     }
 }
@@ -687,6 +720,44 @@ mod tests {
     }
 
     #[test]
+    fn the_http_host_policy_comes_from_the_flag_or_the_variable_and_errors_name_the_file() {
+        use keda_scalers::scalers::http::claims::HostPolicy;
+        assert_eq!(
+            parse(&[], &MapEnv::default())
+                .expect("settings")
+                .http_host_policy,
+            HostPolicy::allow_all()
+        );
+        let env =
+            MapEnv::default().with_file_contents("/policy/hosts.yaml", "shop: [shop.example.com]");
+        let settings =
+            parse(&["--http-host-policy", "/policy/hosts.yaml"], &env).expect("settings");
+        assert!(settings.http_host_policy.allows("shop", "shop.example.com"));
+        assert!(!settings.http_host_policy.allows("blog", "shop.example.com"));
+        let by_env = MapEnv::new(&[(ENV_HTTP_HOST_POLICY, "/policy/hosts.yaml")])
+            .with_file_contents("/policy/hosts.yaml", "shop: [shop.example.com]");
+        assert_eq!(
+            parse(&[], &by_env).expect("settings").http_host_policy,
+            settings.http_host_policy
+        );
+        let missing = parse(&["--http-host-policy", "/nowhere.yaml"], &MapEnv::default())
+            .expect_err("missing file")
+            .to_string();
+        assert!(
+            missing.contains("--http-host-policy /nowhere.yaml"),
+            "{missing}"
+        );
+        let bad = MapEnv::default().with_file_contents("/p.yaml", "shop: [\"a b\"]");
+        let bad = parse(&["--http-host-policy", "/p.yaml"], &bad)
+            .expect_err("bad pattern")
+            .to_string();
+        assert!(
+            bad.contains("--http-host-policy /p.yaml") && bad.contains("\"a b\""),
+            "{bad}"
+        );
+    }
+
+    #[test]
     fn help_documents_every_flag_and_environment_variable() {
         let error = parse(&["--help"], &MapEnv::default()).expect_err("help is an early exit");
         let ConfigError::Flags(help) = error else {
@@ -704,6 +775,8 @@ mod tests {
             "--kube-api-burst",
             "--log-format",
             "--log-level",
+            "--http-host-policy",
+            ENV_HTTP_HOST_POLICY,
             ENV_WATCH_NAMESPACE,
             ENV_POD_NAMESPACE,
             ENV_POD_NAME,

@@ -26,6 +26,7 @@ use keda_api::condition::{
 use keda_api::validation::validate_scaled_object;
 use keda_api::{ScaledObject, ScaledObjectStatus};
 use keda_scalers::Clock;
+use keda_scalers::scalers::http::claims::{HostPolicy, Refusal};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
@@ -44,6 +45,7 @@ use crate::recording;
 use crate::resolve::{
     DEFAULT_CLUSTER_OBJECT_NAMESPACE, Resolver, ResolverConfig, ScalableRef, WatchScope,
 };
+use crate::routes::RouteClaims;
 use crate::scale_loop::{DEFAULT_PERSIST_INTERVAL, IntervalTicks, LoopConfig, ScaleLoops, Ticks};
 use crate::scalers::ScalerEnv;
 use crate::settings::scaling_settings;
@@ -83,6 +85,9 @@ pub struct ControllerConfig {
     /// How the controller's trigger resolver watches (namespaces, cluster object namespace).
     /// The resolver is started with the controller and replaces any in `env`.
     pub resolver: ResolverConfig,
+    /// Which hosts each namespace may claim with `http` triggers (`--http-host-policy`; the
+    /// activator must be given the same policy).
+    pub http_host_policy: HostPolicy,
 }
 
 impl ControllerConfig {
@@ -106,6 +111,7 @@ impl ControllerConfig {
                 watch_scope: settings.watch_namespaces.clone(),
                 ..ResolverConfig::new(settings.cluster_object_namespace.clone())
             },
+            http_host_policy: settings.http_host_policy.clone(),
             ..ControllerConfig::default()
         }
     }
@@ -126,6 +132,7 @@ impl Default for ControllerConfig {
             retry_after_error: Duration::from_secs(10),
             resolver: ResolverConfig::new(DEFAULT_CLUSTER_OBJECT_NAMESPACE),
             metrics: Metrics::new(),
+            http_host_policy: HostPolicy::allow_all(),
         }
     }
 }
@@ -141,6 +148,7 @@ struct Context {
     retry_after_error: Duration,
     resolver: Resolver,
     metrics: Metrics,
+    routes: RouteClaims,
 }
 
 /// The controller, built before it runs so callers (tests, the metric service) can hold its
@@ -154,6 +162,7 @@ pub struct ScaledObjectController {
     hpa_writer: reflector::store::Writer<HorizontalPodAutoscaler>,
     started_at: Timestamp,
     resolver: Resolver,
+    routes: RouteClaims,
 }
 
 impl ScaledObjectController {
@@ -193,10 +202,12 @@ impl ScaledObjectController {
                 metrics: config.metrics.clone(),
             },
         );
+        let routes = RouteClaims::new(store.clone(), config.http_host_policy.clone());
         ScaledObjectController {
             client,
             config,
             loops,
+            routes,
             store,
             writer,
             hpa_writer,
@@ -233,10 +244,12 @@ impl ScaledObjectController {
         // After the store has the object: a write of ours it includes need not be remembered.
         .map_ok({
             let loops = self.loops.clone();
+            let routes = self.routes.clone();
             move |event| {
                 if let watcher::Event::Apply(so) | watcher::Event::InitApply(so) = &event {
                     loops.seen(so);
                 }
+                routes.observe(&event);
                 event
             }
         })
@@ -272,6 +285,7 @@ impl ScaledObjectController {
             retry_after_error: self.config.retry_after_error,
             resolver: self.resolver.clone(),
             metrics: self.config.metrics.clone(),
+            routes: self.routes.clone(),
         });
         let loops = self.loops.clone();
         let rebuilds = self.resolver.rebuilds_of::<ScaledObject, _, _>(
@@ -288,6 +302,8 @@ impl ScaledObjectController {
         let controller = Controller::for_stream(objects, self.store)
             .owns_stream(hpas)
             .reconcile_on(rebuilds)
+            // An object whose route was refused or freed says so at once.
+            .reconcile_on(self.routes.changes())
             .with_config(config)
             .graceful_shutdown_on(shutdown.clone().cancelled_owned())
             .run(reconcile, error_policy, ctx)
@@ -495,6 +511,12 @@ async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> 
     let hpa_api: Api<HorizontalPodAutoscaler> = Api::namespaced(ctx.client.clone(), &ns);
 
     validate_scaled_object(so)?;
+    if let Some(refusal) = ctx.routes.refusal(so) {
+        // The activator does not route it: no loop may report it ready, or scale on traffic
+        // that never comes. The HPA, if any, is left as it is (as for any failed check).
+        ctx.loops.stop(&uid).await;
+        return Err(Error::Route(Box::new(refusal)));
+    }
     let annotations = ScaleAnnotations::from_annotations(so.annotations())?;
     let target = resolve_target(&ctx.client, so).await?;
     // A Deployment or StatefulSet in the loops' target cache exists and has /scale: no GET.
@@ -710,9 +732,10 @@ async fn report_failure(so: &ScaledObject, e: &Error, ctx: &Context) {
             warn!(namespace = ns, name, error = %e, "writing the failure to the status failed")
         }
     }
-    ctx.events
-        .publish(so, true, events::SCALED_OBJECT_CHECK_FAILED, message)
-        .await;
+    let event_reason = e
+        .route_refusal()
+        .map_or(events::SCALED_OBJECT_CHECK_FAILED, Refusal::reason);
+    ctx.events.publish(so, true, event_reason, message).await;
 }
 
 async fn cleanup(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> {

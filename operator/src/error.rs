@@ -5,6 +5,7 @@
 use keda_api::gvkr::GvkrError;
 use keda_api::validation::ValidationErrors;
 use keda_scalers::ScalerError;
+use keda_scalers::scalers::http::claims::Refusal;
 
 use crate::decision::InvalidPausedReplicas;
 use crate::formula::ModifiersError;
@@ -86,6 +87,11 @@ pub enum Error {
     /// `advanced.scalingModifiers` is invalid.
     #[error(transparent)]
     Modifiers(#[from] ModifiersError),
+    /// The activator refuses the object's `http` routes: one overlaps a route another
+    /// namespace claimed first, or a host is outside the namespace's host policy
+    /// ([`keda_scalers::scalers::http::claims`]); `Ready=False` with the refusal's reason.
+    #[error("{0}")]
+    Route(Box<Refusal>),
     /// Two triggers produce the same external metric name (KEDA's wording).
     #[error("metricName {0} defined multiple times")]
     DuplicateMetricName(String),
@@ -134,6 +140,7 @@ impl Error {
             Error::BuildScaler { .. } => "build_scaler",
             Error::Modifiers(_) => "scaling_modifiers",
             Error::DuplicateMetricName(_) => "duplicate_metric",
+            Error::Route(_) => "route_refused",
             Error::Kube { .. } => "kube",
             Error::Finalizer(_) => "finalizer",
             Error::Internal(_) => "internal",
@@ -153,11 +160,27 @@ impl Error {
         }
     }
 
+    /// The route refusal behind this error, if it is one (also inside the finalizer's error).
+    pub fn route_refusal(&self) -> Option<&Refusal> {
+        match self {
+            Error::Route(r) => Some(r),
+            Error::Finalizer(f) => match f.as_ref() {
+                kube::runtime::finalizer::Error::ApplyFailed(e)
+                | kube::runtime::finalizer::Error::CleanupFailed(e) => e.route_refusal(),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// The reason of the `Ready=False` condition this error sets: [`INTERNAL_ERROR`] for a
-    /// caught panic, else `failed` (`ScaledObjectCheckFailed`, `ScaledJobCheckFailed`).
+    /// caught panic, the refusal's reason (`HTTPRouteConflict`, `HTTPHostNotAllowed`) for a
+    /// refused route, else `failed` (`ScaledObjectCheckFailed`, `ScaledJobCheckFailed`).
     pub fn condition_reason(&self, failed: &'static str) -> &'static str {
         if self.internal().is_some() {
             INTERNAL_ERROR
+        } else if let Some(refusal) = self.route_refusal() {
+            refusal.reason()
         } else {
             failed
         }

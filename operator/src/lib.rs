@@ -11,6 +11,8 @@
 //!   watch caches, with rebuild signals when they change.
 //! - [`cluster_view`]: the one shared pod and EndpointSlice watch every scaler reads
 //!   (`kubernetes-workload`, `metrics-api` over a Service's endpoints).
+//! - [`routes`]: which `http` routes the activator refuses (another namespace claimed them
+//!   first, or the host policy forbids them), reported as `Ready=False` and a Warning Event.
 //! - [`isolation`]: a panic in the work of one object becomes that object's `Ready=False
 //!   InternalError`, never the end of the process or of another object's loop.
 //! - [`decision`], [`fallback`], [`formula`], [`job_decision`] (how many Jobs a ScaledJob
@@ -36,6 +38,7 @@ mod loop_registry;
 pub mod metrics_service;
 pub mod recording;
 pub mod resolve;
+pub mod routes;
 pub mod run;
 pub mod scale_loop;
 pub mod scaled_job;
