@@ -15,6 +15,7 @@ use keda_activator::supervise::{self, Health};
 use keda_activator::targets::Targets;
 use keda_activator::watch::{self, WatchConfig};
 use keda_scalers::scalers::http::GoDuration;
+use keda_scalers::scalers::http::claims::HostPolicy;
 use tokio_util::sync::CancellationToken;
 
 /// The variables `--help` lists besides those of the flags.
@@ -124,6 +125,24 @@ struct Args {
     /// suffix (4Ki to 16Gi).
     #[arg(long, env = "KEDA_ACTIVATOR_HELD_REQUEST_MEMORY", default_value = "32Mi", value_parser = limits::parse_byte_size)]
     held_request_memory: usize,
+    /// YAML file mapping namespace -> host patterns its `http` triggers may claim (see
+    /// docs/http.md, "Route ownership"); give the operator the same file. Default: any host.
+    #[arg(long, env = "KEDA_HTTP_HOST_POLICY")]
+    http_host_policy: Option<std::path::PathBuf>,
+}
+
+/// The `--http-host-policy` file, or no policy.
+fn host_policy(path: Option<&std::path::Path>) -> anyhow::Result<HostPolicy> {
+    let Some(path) = path else {
+        return Ok(HostPolicy::allow_all());
+    };
+    let text = std::fs::read_to_string(path).with_context(|| {
+        format!(
+            "--http-host-policy {}: cannot read the file",
+            path.display()
+        )
+    })?;
+    HostPolicy::from_yaml(&text).with_context(|| format!("--http-host-policy {}", path.display()))
 }
 
 /// The longest duration a flag accepts.
@@ -179,6 +198,7 @@ async fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
+    let host_policy = host_policy(args.http_host_policy.as_deref())?;
     let client = keda_cli::infer_client(&keda_cli::ProcessLookup).await?;
 
     let metrics = Arc::new(Metrics::new());
@@ -214,6 +234,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         namespace: args.watch_namespace.clone(),
         self_service: Some((args.pod_namespace.clone(), args.service.clone())),
         pod_ip: args.pod_ip,
+        host_policy,
     };
     let watch_task = tokio::spawn(supervise::supervise(
         "watch",

@@ -11,6 +11,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+// Segment-wise prefix matching: the same function the ownership rule compares claims with.
+use keda_scalers::scalers::http::claims::prefix_matches;
+
 /// One host's routes, longest prefix first.
 #[derive(Debug)]
 struct Routes<T> {
@@ -38,13 +41,6 @@ impl<T> Routes<T> {
         self.by_prefix
             .sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
     }
-}
-
-fn prefix_matches(prefix: &str, path: &str) -> bool {
-    if !path.starts_with(prefix) {
-        return false;
-    }
-    prefix.ends_with('/') || path.len() == prefix.len() || path.as_bytes()[prefix.len()] == b'/'
 }
 
 /// Host + path prefix -> target `T`.
@@ -79,7 +75,9 @@ pub struct RouteSpec<T> {
 
 impl<T> RouteTable<T> {
     /// Builds a table. When two routes claim the same host and prefix, the first one wins
-    /// (callers pass them in a stable order, e.g. sorted by ScaledObject).
+    /// (callers pass them in a stable order, e.g. sorted by ScaledObject). Routes of different
+    /// namespaces never meet here: the watcher drops the ScaledObjects whose routes
+    /// [`keda_scalers::scalers::http::claims::resolve`] refuses.
     pub fn build(specs: impl IntoIterator<Item = RouteSpec<T>>) -> Self {
         let mut table = Self::default();
         let mut wildcard: HashMap<String, Routes<T>> = HashMap::new();

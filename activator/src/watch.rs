@@ -12,6 +12,7 @@ use futures::{FutureExt, StreamExt, TryStreamExt};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use keda_api::ScaledObject;
 use keda_scalers::ScalerContext;
+use keda_scalers::scalers::http::claims::{self, Claim, HostPolicy};
 use keda_scalers::scalers::http::protocol::TargetKey;
 use keda_scalers::scalers::http::{HttpTrigger, PortRef};
 use kube::runtime::reflector::{self, Store};
@@ -36,21 +37,29 @@ pub struct WatchConfig {
     pub self_service: Option<(String, String)>,
     /// This replica's pod IP, to find its place among the activator endpoints.
     pub pod_ip: Option<IpAddr>,
+    /// Which hosts each namespace may claim (`--http-host-policy`; the operator must have the
+    /// same).
+    pub host_policy: HostPolicy,
 }
 
-/// The `http` triggers of `objects`, parsed; triggers that do not parse are returned as
-/// errors (`key`, message) so the caller can report them once.
+/// The `http` triggers of `objects` that are routed, parsed. Triggers that do not parse, and
+/// the triggers of ScaledObjects whose routes are refused ([`claims::resolve`] under
+/// `policy`: another namespace claimed an overlapping route first, or the policy forbids a
+/// host), are returned as errors (`key`, message) so the caller can report them once.
 ///
 /// Defence in depth: a trigger whose parsing panics (a bug) is an error of that trigger, not
 /// the end of the watch for every object.
 pub fn target_configs(
     objects: &[Arc<ScaledObject>],
+    policy: &HostPolicy,
 ) -> (Vec<TargetConfig>, Vec<(TargetKey, String)>) {
     let mut configs = Vec::new();
     let mut errors = Vec::new();
+    let mut claims = Vec::new();
     for so in objects {
         let namespace = so.namespace().unwrap_or_default();
         let name = so.name_any();
+        let first = configs.len();
         for (index, trigger) in so.spec.triggers.iter().enumerate() {
             if trigger.type_ != "http" {
                 continue;
@@ -74,13 +83,35 @@ pub fn target_configs(
                 )),
             }
         }
+        if configs.len() > first {
+            claims.push(Claim::from_triggers(
+                namespace,
+                name,
+                so.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                configs[first..].iter().map(|c| (c.key.trigger, &c.trigger)),
+            ));
+        }
     }
-    (configs, errors)
+    let verdicts = claims::resolve(claims, policy);
+    if verdicts.refused().next().is_none() {
+        return (configs, errors);
+    }
+    let (routed, refused): (Vec<TargetConfig>, Vec<TargetConfig>) = configs
+        .into_iter()
+        .partition(|c| verdicts.refusal(&c.key.namespace, &c.key.name).is_none());
+    for config in refused {
+        if let Some(refusal) = verdicts.refusal(&config.key.namespace, &config.key.name) {
+            errors.push((config.key, refusal.to_string()));
+        }
+    }
+    (routed, errors)
 }
 
 /// The ready endpoints of Service `namespace/service` on `port`, from `slices`.
 ///
-/// An endpoint counts when its `ready` condition is true or unset (the API's rule). The port
+/// An endpoint counts when its `ready` condition is true or unset (the API's rule) and it does
+/// not say it is a pod of another namespace (`targetRef.namespace`: a hand-written slice may
+/// point anywhere, but a route never leads out of its ScaledObject's namespace). The port
 /// is found by name, else by number, else, when the slice has exactly one port, that one
 /// (EndpointSlices carry target ports, so a Service port number that differs from its target
 /// port is matched this way).
@@ -127,7 +158,12 @@ pub fn ready_endpoints(
                 .as_ref()
                 .and_then(|c| c.ready)
                 .unwrap_or(true);
-            if !is_ready {
+            let foreign = endpoint
+                .target_ref
+                .as_ref()
+                .and_then(|r| r.namespace.as_deref())
+                .is_some_and(|ns| ns != namespace);
+            if !is_ready || foreign {
                 continue;
             }
             if let Some(ip) = endpoint
@@ -188,7 +224,7 @@ struct Applier {
 
 impl Applier {
     fn apply(&mut self, objects: &Store<ScaledObject>, slices: &Store<EndpointSlice>) {
-        let (configs, errors) = target_configs(&objects.state());
+        let (configs, errors) = target_configs(&objects.state(), &self.config.host_policy);
         let errors: HashMap<TargetKey, String> = errors.into_iter().collect();
         for (key, message) in &errors {
             if self.reported.get(key) != Some(message) {
@@ -428,7 +464,7 @@ mod tests {
                 serde_json::json!({"hosts": "shop.example.com", "service": "shop"}),
             ),
         ];
-        let (configs, errors) = target_configs(&objects);
+        let (configs, errors) = target_configs(&objects, &HostPolicy::allow_all());
         let configured: Vec<&str> = configs.iter().map(|c| c.key.name.as_str()).collect();
         assert_eq!(configured, ["shop"]);
         let failed: Vec<&str> = errors.iter().map(|(key, _)| key.name.as_str()).collect();
@@ -439,6 +475,83 @@ mod tests {
                 .all(|(_, message)| message.contains("holdTimeout")
                     || message.starts_with("internal error while parsing the trigger"))
         );
+    }
+
+    #[test]
+    fn an_endpoint_naming_a_pod_of_another_namespace_is_not_used() {
+        let mut own = slice(
+            "shop",
+            "web",
+            &[("http", 8080)],
+            &[("10.0.0.1", Some(true))],
+        );
+        let mut foreign = Endpoint {
+            addresses: vec!["10.9.9.9".into()],
+            ..Endpoint::default()
+        };
+        foreign.target_ref = Some(k8s_openapi::api::core::v1::ObjectReference {
+            kind: Some("Pod".into()),
+            namespace: Some("bank".into()),
+            name: Some("vault-0".into()),
+            ..Default::default()
+        });
+        let mut same = foreign.clone();
+        same.addresses = vec!["10.0.0.2".into()];
+        same.target_ref.as_mut().unwrap().namespace = Some("shop".into());
+        Arc::make_mut(&mut own).endpoints.extend([foreign, same]);
+        let addrs: Vec<String> = ready_endpoints(&[own], "shop", "web", &PortRef::Only)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(addrs, ["10.0.0.1:8080", "10.0.0.2:8080"]);
+    }
+
+    fn http_object(
+        ns: &str,
+        name: &str,
+        second: i64,
+        hosts: &str,
+        prefixes: &str,
+    ) -> Arc<ScaledObject> {
+        let mut so: ScaledObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"scaleTargetRef": {"name": name}, "triggers": [
+                {"type": "cron", "metadata": {}},
+                {"type": "http", "metadata": {"hosts": hosts, "pathPrefixes": prefixes, "service": name}}
+            ]}
+        }))
+        .unwrap();
+        so.metadata.creation_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                jiff::Timestamp::from_second(1_700_000_000 + second).unwrap(),
+            ));
+        Arc::new(so)
+    }
+
+    #[test]
+    fn refused_objects_get_no_target_and_are_reported() {
+        let objects = [
+            http_object("shop", "shop", 1, "shop.example.com", "/"),
+            http_object("attacker", "steal", 2, "shop.example.com", "/login"),
+            http_object("blog", "blog", 3, "blog.example.com", "/"),
+        ];
+        let (configs, errors) = target_configs(&objects, &HostPolicy::allow_all());
+        let routed: Vec<String> = configs.iter().map(|c| c.key.to_string()).collect();
+        assert_eq!(routed.len(), 2, "{routed:?}");
+        assert!(configs.iter().all(|c| c.key.namespace != "attacker"));
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].0, TargetKey::new("attacker", "steal", 1));
+        assert!(
+            errors[0].1.contains("ScaledObject shop/shop"),
+            "{}",
+            errors[0].1
+        );
+        let policy = HostPolicy::from_yaml("blog: [blog.example.com]").unwrap();
+        let (configs, errors) = target_configs(&objects, &policy);
+        assert_eq!(configs.len(), 1);
+        assert_eq!(configs[0].key.namespace, "blog");
+        assert_eq!(errors.len(), 2);
     }
 
     #[test]
