@@ -1,0 +1,290 @@
+//! The subcommands of `keda-rs`, their flags, and how each is started.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use keda_scalers::scalers::http::GoDuration;
+use tokio_util::sync::CancellationToken;
+
+use crate::dev::{DevError, DevOptions};
+use crate::hpa::HpaSettings;
+
+/// The binary's name in messages.
+pub const BINARY: &str = "keda-rs";
+
+const ENV_HELP: &str = "\
+Environment:
+  RUST_LOG   Log filter of `dev`'s log file [default: info]
+
+See docs/dev.md.";
+
+/// `keda-rs`.
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "keda-rs",
+    version,
+    about = "keda-rs: KEDA-compatible event-driven autoscaling",
+    after_help = ENV_HELP
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Run keda-rs with an in-memory Kubernetes API, an HPA and a live view on loopback: no
+    /// cluster needed. Applies the YAML files given (ScaledObjects, Deployments, ...).
+    #[command(after_help = ENV_HELP)]
+    Dev(DevArgs),
+}
+
+/// `keda-rs dev` flags.
+#[derive(Debug, clap::Args)]
+pub struct DevArgs {
+    /// YAML files to apply at start (multi-document; KEDA's YAML as it is).
+    #[arg(value_name = "FILES")]
+    pub files: Vec<PathBuf>,
+    /// Where the kubeconfig, the log and the charts are written.
+    #[arg(long, env = "KEDA_RS_DEV_OUT", default_value = "keda-rs-dev")]
+    pub out: PathBuf,
+    /// The HPA's sync period (kube-controller-manager's
+    /// --horizontal-pod-autoscaler-sync-period).
+    #[arg(long, default_value = "15s", value_parser = positive_duration)]
+    pub hpa_sync_period: Duration,
+    /// The HPA's tolerance (--horizontal-pod-autoscaler-tolerance).
+    #[arg(long, default_value_t = 0.1, value_parser = tolerance)]
+    pub hpa_tolerance: f64,
+    /// The HPA's default scale-down stabilization window, used when an HPA's behavior sets none
+    /// (--horizontal-pod-autoscaler-downscale-stabilization).
+    #[arg(long, default_value = "5m", value_parser = duration)]
+    pub hpa_downscale_stabilization: Duration,
+    /// How often the view is refreshed and the timeline sampled.
+    #[arg(long, default_value = "1s", value_parser = positive_duration)]
+    pub refresh: Duration,
+    /// Plain lines instead of the full-screen view, even on a terminal.
+    #[arg(long)]
+    pub plain: bool,
+}
+
+/// The longest duration a flag accepts.
+const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
+
+fn duration(raw: &str) -> Result<Duration, String> {
+    let d = GoDuration::parse(raw)
+        .map(|d| d.0)
+        .ok_or_else(|| format!("\"{raw}\" is not a duration such as 500ms, 5s or 1m"))?;
+    if d > MAX_DURATION {
+        return Err(format!("\"{raw}\" is longer than 24h"));
+    }
+    Ok(d)
+}
+
+fn positive_duration(raw: &str) -> Result<Duration, String> {
+    match duration(raw)? {
+        Duration::ZERO => Err(format!("\"{raw}\" is not more than zero")),
+        positive => Ok(positive),
+    }
+}
+
+fn tolerance(raw: &str) -> Result<f64, String> {
+    match raw.trim().parse::<f64>() {
+        Ok(t) if (0.0..=1.0).contains(&t) => Ok(t),
+        _ => Err(format!("\"{raw}\" is not a number from 0 to 1")),
+    }
+}
+
+/// Why a subcommand failed; printed as one line.
+#[derive(Debug, thiserror::Error)]
+enum CliError {
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    #[error("cannot open the log file {path}: {source}")]
+    Log {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot listen for signals: {0}")]
+    Signal(#[source] std::io::Error),
+    #[error("cannot set up the terminal: {0}")]
+    Terminal(#[source] std::io::Error),
+    #[error(transparent)]
+    Dev(#[from] DevError),
+}
+
+/// Runs the parsed command line.
+pub fn run(cli: Cli) -> ExitCode {
+    let result = match cli.command {
+        Command::Dev(args) => dev(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => keda_cli::fail(BINARY, &error),
+    }
+}
+
+fn dev(args: DevArgs) -> Result<(), CliError> {
+    let tty = !args.plain && std::io::stdout().is_terminal();
+    std::fs::create_dir_all(&args.out).map_err(|source| CliError::Log {
+        path: args.out.clone(),
+        source,
+    })?;
+    let log_path = args.out.join("keda-rs-dev.log");
+    let log = std::fs::File::create(&log_path).map_err(|source| CliError::Log {
+        path: log_path.clone(),
+        source,
+    })?;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // The log goes to a file: the view owns the terminal.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .with_writer(std::sync::Mutex::new(log))
+        .try_init();
+    // Scalers build rustls clients from the process-wide provider: ring, as the operator does.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let options = DevOptions {
+        files: args.files,
+        out_dir: args.out,
+        hpa: HpaSettings {
+            sync_period: args.hpa_sync_period,
+            tolerance: args.hpa_tolerance,
+            downscale_stabilization_seconds: i32::try_from(
+                args.hpa_downscale_stabilization.as_secs(),
+            )
+            .unwrap_or(i32::MAX),
+        },
+        refresh: args.refresh,
+        tty,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(CliError::Runtime)?;
+    let charts = runtime.block_on(async move {
+        let shutdown = CancellationToken::new();
+        watch_signals(shutdown.clone())?;
+        let terminal = if tty {
+            Some(Terminal::enter(shutdown.clone()).map_err(CliError::Terminal)?)
+        } else {
+            read_quit_lines(shutdown.clone());
+            None
+        };
+        let charts = crate::dev::run(options, shutdown).await;
+        // The terminal is restored before anything more is printed.
+        drop(terminal);
+        Ok::<_, CliError>(charts?)
+    })?;
+    for (svg, png) in charts {
+        println!("chart: {} {}", svg.display(), png.display());
+    }
+    Ok(())
+}
+
+/// SIGINT and SIGTERM stop `dev` (it then writes its charts); a second one exits at once.
+fn watch_signals(shutdown: CancellationToken) -> Result<(), CliError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate()).map_err(CliError::Signal)?;
+    let mut interrupt = signal(SignalKind::interrupt()).map_err(CliError::Signal)?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = interrupt.recv() => {}
+        }
+        shutdown.cancel();
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = interrupt.recv() => {}
+        }
+        std::process::exit(130);
+    });
+    Ok(())
+}
+
+/// Without a terminal: a line `q` on standard input stops `dev`.
+fn read_quit_lines(shutdown: CancellationToken) {
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match std::io::stdin().read_line(&mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) if line.trim() == "q" => {
+                    shutdown.cancel();
+                    return;
+                }
+                Ok(_) => {}
+            }
+        }
+    });
+}
+
+/// The terminal in raw mode on the alternate screen while `dev` runs; restored on drop. A
+/// thread reads keys: `q`, Esc or Ctrl-C stop `dev`.
+struct Terminal;
+
+impl Terminal {
+    fn enter(shutdown: CancellationToken) -> std::io::Result<Terminal> {
+        use crossterm::event::{self, Event, KeyCode, KeyModifiers};
+        crossterm::terminal::enable_raw_mode()?;
+        print!("\x1b[?1049h\x1b[?25l");
+        std::thread::spawn(move || {
+            while !shutdown.is_cancelled() {
+                match event::poll(Duration::from_millis(100)) {
+                    Ok(true) => {}
+                    Ok(false) => continue,
+                    Err(_) => return,
+                }
+                let Ok(Event::Key(key)) = event::read() else {
+                    continue;
+                };
+                let quit = matches!(key.code, KeyCode::Char('q') | KeyCode::Esc)
+                    || (key.code == KeyCode::Char('c')
+                        && key.modifiers.contains(KeyModifiers::CONTROL));
+                if quit {
+                    shutdown.cancel();
+                    return;
+                }
+            }
+        });
+        Ok(Terminal)
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        print!("\x1b[?25h\x1b[?1049l");
+        let _ = crossterm::terminal::disable_raw_mode();
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn dev_needs_no_flag() {
+        let cli = Cli::try_parse_from(["keda-rs", "dev"]).expect("parses");
+        let Command::Dev(args) = cli.command;
+        assert!(args.files.is_empty());
+        assert_eq!(args.hpa_sync_period, Duration::from_secs(15));
+        assert_eq!(args.hpa_downscale_stabilization, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn a_bad_duration_is_one_line_naming_the_flag() {
+        let error = Cli::try_parse_from(["keda-rs", "dev", "--hpa-sync-period", "soon"])
+            .expect_err("bad duration");
+        let line = keda_cli::flag_error_line(BINARY, &error).expect("an error");
+        assert!(line.contains("--hpa-sync-period"), "{line}");
+        assert!(!line.contains('\n'), "{line}");
+    }
+}
