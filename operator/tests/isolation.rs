@@ -221,3 +221,42 @@ async fn a_scaler_factory_panicking_in_reconcile_fails_only_its_object() {
     assert!(op.loops.is_running(NS, "broken").await);
     op.stop().await;
 }
+
+#[tokio::test]
+async fn a_push_task_panicking_fails_only_its_object_and_its_loop_polls_on() {
+    let Some((_server, w, dials)) = world("isolation-push").await else {
+        return;
+    };
+    w.deployment("steady", 0).await;
+    w.deployment("broken", 0).await;
+    dials.panic_in_push("broken", true);
+    let op = w.start_operator();
+    let steady = w.create(&dial_object("steady")).await;
+    let broken = w.create(&dial_object("broken")).await;
+
+    let message = internal_error(&w, "broken").await;
+    for part in [
+        "internal error while running the push scaler of ScaledObject team/broken",
+        "trigger 0 (dial)",
+        "dial broken: the push task was told to panic",
+    ] {
+        assert!(message.contains(part), "{message:?} should say {part:?}");
+    }
+    assert_eq!(panics(&w, "scaler", "broken"), 1);
+
+    // The other object scales; the broken one's loop polls on and stays not Ready: its push
+    // side is gone until the loop restarts.
+    w.polls_reach(&op, &steady, 1).await;
+    scales_up_and_down(&w, &op, &steady, &dials).await;
+    dials.set("broken", 10.0);
+    poll_all(&w, &op, &[&steady, &broken], 10).await;
+    assert!(op.loops.is_running(NS, "broken").await);
+    assert_eq!(w.replicas("broken").await, 1, "its pull side still scales");
+    assert_eq!(internal_error(&w, "broken").await, message);
+    assert_eq!(
+        panics(&w, "scaler", "broken"),
+        1,
+        "the push task is not rerun"
+    );
+    op.stop().await;
+}

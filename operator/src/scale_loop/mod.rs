@@ -316,6 +316,8 @@ impl ScaleLoops {
                         scalers: start.scalers,
                         memory: start.memory,
                         token: start.token,
+                        push_panics: Arc::default(),
+                        push_panicked: Arc::default(),
                     };
                     tokio::spawn(task.run(self.inner.config.ticks.ticker(interval)))
                 },
@@ -511,6 +513,11 @@ struct LoopTask {
     scalers: Arc<ObjectScalers>,
     memory: SharedMemory,
     token: CancellationToken,
+    /// Push tasks of this loop that panicked, by trigger index: their messages (see
+    /// [`LoopTask::run`]).
+    push_panics: Arc<Mutex<BTreeMap<usize, String>>>,
+    /// Wakes the loop for a poll when a push task panicked.
+    push_panicked: Arc<Notify>,
 }
 
 impl LoopTask {
@@ -523,12 +530,17 @@ impl LoopTask {
                 let tx = push_tx.clone();
                 let metrics = self.loops.inner.config.metrics.clone();
                 let so_ref = self.so_ref.clone();
+                let push_panics = self.push_panics.clone();
+                let push_panicked = self.push_panicked.clone();
                 tokio::spawn(async move {
                     let trigger = &scalers.triggers[i];
                     let Some(push) = trigger.scaler.push() else {
                         return;
                     };
-                    // A push task that panics ends; the loop keeps polling the scaler.
+                    // A push task that panics ends, and is not restarted: a panic is a bug, and
+                    // running it again could panic on every activity. The loop keeps polling
+                    // the scaler, and every poll keeps the object `Ready=False InternalError`
+                    // until the loop restarts (a change of the object, a rotated Secret).
                     if let Err(panic) = catch_panic(push.run(token, tx)).await {
                         let namespace = so_ref.namespace.as_deref().unwrap_or_default();
                         let error = panic.in_scaler(
@@ -547,6 +559,8 @@ impl LoopTask {
                             (namespace, &so_ref.name),
                             &error,
                         );
+                        lock(&push_panics).insert(i, error.to_string());
+                        push_panicked.notify_one();
                     }
                 });
             }
@@ -581,6 +595,7 @@ impl LoopTask {
                         );
                         break;
                     }
+                    () = self.push_panicked.notified() => break,
                     active = push_rx.recv(), if push_open => match active {
                         Some(true) => break,
                         Some(false) => {}
@@ -755,11 +770,13 @@ impl LoopTask {
         apply_updates(&mut conditions, &decision.conditions);
         // A scaler that panicked counted as a failed read in the decision; Ready says what it
         // was, naming the trigger.
-        let internal: Vec<String> = result
+        // So did a push task that panicked (it stays down until the loop restarts).
+        let mut internal: Vec<String> = result
             .readings
             .values()
             .filter_map(|r| r.internal.as_ref().map(ToString::to_string))
             .collect();
+        internal.extend(lock(&self.push_panics).values().cloned());
         if !internal.is_empty() {
             set_condition(
                 &mut conditions,

@@ -14,7 +14,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use async_trait::async_trait;
 use k8s_openapi::api::autoscaling::v2::MetricSpec;
 use keda_scalers::metric::{external_metric_spec, metric_target};
-use keda_scalers::{BuiltScaler, MetricsAndActivity, Registry, Scaler, ScalerContext, ScalerError};
+use keda_scalers::{
+    BuiltScaler, MetricsAndActivity, PushScaler, Registry, Scaler, ScalerContext, ScalerError,
+};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 /// The trigger type.
 pub const DIAL: &str = "dial";
@@ -25,6 +29,7 @@ struct Dial {
     value: f64,
     panic_on_build: bool,
     panic_on_read: bool,
+    panic_in_push: bool,
     fail_on_read: bool,
     reads: u64,
 }
@@ -56,6 +61,11 @@ impl Dials {
     /// Whether reading this dial panics.
     pub fn panic_on_read(&self, name: &str, on: bool) {
         self.with(name, |d| d.panic_on_read = on);
+    }
+
+    /// Whether a scaler of this dial built from now on is a push scaler whose `run` panics.
+    pub fn panic_in_push(&self, name: &str, on: bool) {
+        self.with(name, |d| d.panic_in_push = on);
     }
 
     /// Whether reading this dial fails with an error.
@@ -91,12 +101,18 @@ impl Dials {
         if self.with(&name, |d| d.panic_on_build) {
             panic!("dial {name}: the factory was told to panic");
         }
-        Ok(BuiltScaler::Pull(Box::new(DialScaler {
+        let push = self.with(&name, |d| d.panic_in_push);
+        let scaler = DialScaler {
             metric: ctx.metric_name(&format!("dial-{name}")),
             dials: self.clone(),
             trigger: ctx.trigger_id(),
             name,
-        })))
+        };
+        Ok(if push {
+            BuiltScaler::Push(Box::new(scaler))
+        } else {
+            BuiltScaler::Pull(Box::new(scaler))
+        })
     }
 }
 
@@ -134,4 +150,11 @@ impl Scaler for DialScaler {
     }
 
     async fn close(&self) {}
+}
+
+#[async_trait]
+impl PushScaler for DialScaler {
+    async fn run(&self, _cancel: CancellationToken, _activity: mpsc::Sender<bool>) {
+        panic!("dial {}: the push task was told to panic", self.name);
+    }
 }
