@@ -132,3 +132,103 @@ fn help_lists_the_environment_variables_it_reads() {
         );
     }
 }
+
+/// Whether the admin listener on `port` answers `/healthz` with an HTTP response within
+/// `deadline`.
+fn admin_answers(port: u16, deadline: std::time::Duration) -> bool {
+    use std::io::{Read, Write};
+    let until = std::time::Instant::now() + deadline;
+    while std::time::Instant::now() < until {
+        if let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            let _ = stream.set_read_timeout(Some(std::time::Duration::from_millis(300)));
+            let mut head = [0_u8; 12];
+            if stream
+                .write_all(b"GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+                .is_ok()
+                && stream.read_exact(&mut head).is_ok()
+                && head.starts_with(b"HTTP/1.1")
+            {
+                return true;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    false
+}
+
+/// Starts the binary against `kubeconfig` with the operator's identity read from its Secret
+/// (no certificate files), and reports whether its admin port came up within 10 seconds.
+fn starts_reading_its_secret(home: &TempDir, kubeconfig: &std::path::Path) -> bool {
+    let admin_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let missing = home.0.join("missing");
+    let mut child = Command::new(BINARY)
+        .args(["--listen=127.0.0.1:0", "--pod-namespace=keda"])
+        .arg(format!("--admin-listen=127.0.0.1:{admin_port}"))
+        .arg("--operator-url=https://127.0.0.1:9/activator/v1/reports")
+        .arg(format!(
+            "--operator-ca-file={}",
+            missing.join("ca").display()
+        ))
+        .arg(format!(
+            "--operator-client-cert-file={}",
+            missing.join("crt").display()
+        ))
+        .arg(format!(
+            "--operator-client-key-file={}",
+            missing.join("key").display()
+        ))
+        .env_clear()
+        .env("HOME", &home.0)
+        .env("KUBECONFIG", kubeconfig)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the binary starts");
+    let up = admin_answers(admin_port, std::time::Duration::from_secs(10));
+    let _ = child.kill();
+    let _ = child.wait();
+    up
+}
+
+/// The activator's client (`keda_cli::infer_client`) retries a 503 as the operator's does: a
+/// 503 then success reads the Secret; through an outage the read gives up after 3 retries
+/// within seconds and start-up goes on (kube's default would hold it for minutes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn its_api_client_retries_a_503_a_bounded_number_of_times() {
+    use memkube::{FailureRule, MemKube, Verb};
+
+    let home = TempDir::new("retries");
+    let server = MemKube::new();
+    server.create_namespace("keda").expect("namespace");
+    let loopback = server.serve_loopback().await.expect("loopback");
+    let kubeconfig = home.0.join("kubeconfig");
+    loopback.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+    let secret_gets = || server.request_counts().get(Verb::Get, "secrets");
+
+    server.inject_failure(
+        FailureRule::new(503)
+            .verb(Verb::Get)
+            .resource("secrets")
+            .times(1),
+    );
+    let (h, k) = (&home, kubeconfig.clone());
+    let up = tokio::task::block_in_place(|| starts_reading_its_secret(h, &k));
+    assert!(up, "the activator came up after one 503");
+    assert_eq!(secret_gets(), 2, "one 503, then the answer");
+
+    server.clear_failures();
+    server.inject_failure(FailureRule::new(503).verb(Verb::Get).resource("secrets"));
+    let up = tokio::task::block_in_place(|| starts_reading_its_secret(h, &k));
+    assert!(
+        up,
+        "the activator came up although the Secret could not be read"
+    );
+    assert_eq!(
+        secret_gets(),
+        2 + 4,
+        "the first read and 3 retries, not more"
+    );
+}

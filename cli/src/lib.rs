@@ -1,4 +1,5 @@
-//! What keda-rs' binaries share at start-up: finding the cluster ([`cluster`]) and answering
+//! What keda-rs' binaries share at start-up: finding the cluster and building its client with
+//! bounded retries ([`cluster`]), and answering
 //! every start-up failure (no cluster, a bad flag, an unreadable file) in one line on standard
 //! error that names what to fix, never a multi-line error chain.
 
@@ -7,7 +8,8 @@ pub mod cluster;
 use std::process::ExitCode;
 
 pub use cluster::{
-    ClusterError, Lookup, ProcessLookup, check_reachable, infer_client, infer_config,
+    ClusterError, Lookup, ProcessLookup, build_client, check_reachable, infer_client, infer_config,
+    retrying_client_builder,
 };
 
 /// The error's text and its causes on one line: causes already in the text are not repeated,

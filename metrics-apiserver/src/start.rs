@@ -155,7 +155,7 @@ async fn kube_client(
         }
         None => return Ok(keda_cli::infer_client(&keda_cli::ProcessLookup).await?),
     };
-    kube::Client::try_from(config).map_err(|e| wrap(Box::new(e)))
+    keda_cli::build_client(config).map_err(|e| wrap(Box::new(e)))
 }
 
 fn bind(flag: &'static str, address: SocketAddr) -> Result<TcpListener, StartError> {
@@ -373,4 +373,42 @@ pub async fn run(args: Args, cancel: CancellationToken) -> Result<(), StartError
     secure_handle.stop(true).await;
     plain_handle.stop(true).await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Namespace;
+    use memkube::{FailureRule, MemKube, Verb};
+
+    /// The metrics-apiserver's clients (`--kubeconfig` and its kin) retry a 503 as the
+    /// operator's do: a few times within seconds ([`keda_cli::build_client`]).
+    #[tokio::test]
+    async fn a_client_from_the_kubeconfig_flag_retries_a_503_a_bounded_number_of_times() {
+        let server = MemKube::new();
+        let loopback = server.serve_loopback().await.expect("loopback");
+        let path = std::env::temp_dir().join(format!(
+            "keda-rs-mas-retry-{}.kubeconfig",
+            std::process::id()
+        ));
+        loopback.write_kubeconfig(&path).expect("kubeconfig");
+        let client = kube_client(Some(&path), "--kubeconfig", None)
+            .await
+            .expect("client");
+        let _ = std::fs::remove_file(&path);
+        let namespaces: kube::Api<Namespace> = kube::Api::all(client);
+
+        server.inject_failure(FailureRule::new(503).verb(Verb::Get).times(1));
+        namespaces.get("default").await.expect("retried past a 503");
+        assert_eq!(server.request_counts().get(Verb::Get, "namespaces"), 2);
+
+        server.inject_failure(FailureRule::new(503).verb(Verb::Get).resource("namespaces"));
+        let started = std::time::Instant::now();
+        namespaces.get("default").await.expect_err("503 throughout");
+        assert!(started.elapsed() < std::time::Duration::from_secs(8));
+        assert_eq!(
+            server.request_counts().get(Verb::Get, "namespaces"),
+            2 + 1 + u64::from(keda_cli::cluster::API_RETRIES)
+        );
+    }
 }

@@ -3,29 +3,13 @@
 //! API server answers. Failures are one line naming what is missing.
 
 use std::path::Path;
-use std::time::Duration;
-
-use kube::client::ClientBuilder;
-use kube::client::retry::RetryPolicy;
-use tower::buffer::BufferLayer;
-use tower::retry::RetryLayer;
 
 pub use keda_cli::{ClusterError, check_reachable};
-use keda_cli::{Lookup, one_line};
+use keda_cli::{Lookup, retrying_client_builder};
 
 use super::Environment;
 use super::rate_limit::{RateLimitLayer, TokenBucket};
 use crate::telemetry::Metrics;
-
-/// Retries of a request answered `429`, `503` or `504`: at most this many...
-const API_RETRIES: u32 = 3;
-/// ...after waits doubling from this one (with jitter)...
-const API_RETRY_MIN_DELAY: Duration = Duration::from_millis(200);
-/// ...up to this one, or the server's `Retry-After` when it asks for longer.
-const API_RETRY_MAX_DELAY: Duration = Duration::from_secs(2);
-
-/// Requests queued for the retrying layer (kube queues as many in front of its client).
-const API_REQUEST_QUEUE: usize = 1024;
 
 /// The operator's [`Environment`] as the search for the cluster reads it.
 struct EnvLookup<'a>(&'a dyn Environment);
@@ -58,13 +42,11 @@ fn explain_infer_failure(env: &dyn Environment, error: &dyn std::error::Error) -
 /// `burst` (no limit when `qps` is not positive). How long requests wait for the limiter is
 /// recorded into `metrics` (`rest_client_rate_limiter_*`).
 ///
-/// A request answered `429`, `503` or `504` is retried [`API_RETRIES`] times within a few
-/// seconds, as client-go bounds its retries, and then fails to its caller, which has its own
-/// schedule (the next poll, a requeued reconcile, the watch's backoff, the next Lease renewal).
-/// kube's own default retries such a request 15 times, doubling the wait from 5 ms to over 80 s:
-/// through an API server outage every request would sleep on, and for up to a minute and a half
-/// after the server returned the operator would neither hold its Lease nor watch nor scale
-/// (docs/reliability.md, "Faults").
+/// Below the limiter is the client every keda-rs binary uses ([`keda_cli::build_client`]): a
+/// request answered `429`, `503` or `504` is retried [`keda_cli::cluster::API_RETRIES`] times
+/// within a few seconds and then fails to its caller, which has its own schedule (the next
+/// poll, a requeued reconcile, the watch's backoff, the next Lease renewal). A request and its
+/// retries take one token of the limiter.
 ///
 /// # Errors
 /// [`ClusterError::Client`] when kube cannot build its HTTP stack (for example a bad CA).
@@ -72,24 +54,12 @@ fn explain_infer_failure(env: &dyn Environment, error: &dyn std::error::Error) -
 /// # Panics
 /// Outside a tokio runtime (the retrying layer's queue runs as a task).
 pub fn build_client(
-    mut config: kube::Config,
+    config: kube::Config,
     qps: f32,
     burst: u32,
     metrics: &Metrics,
 ) -> Result<kube::Client, ClusterError> {
-    let url = config.cluster_url.to_string();
-    let client_error = |reason: String| ClusterError::Client {
-        url: url.clone(),
-        reason,
-    };
-    let retries = RetryPolicy::new(API_RETRY_MIN_DELAY, API_RETRY_MAX_DELAY, API_RETRIES, true)
-        .map_err(|error| client_error(one_line(&error)))?;
-    config.default_retry = false;
-    let builder = ClientBuilder::try_from(config)
-        .map_err(|error| client_error(one_line(&error)))?
-        // Retrying needs a service it can call again: kube's stack behind a queue.
-        .with_layer(&BufferLayer::new(API_REQUEST_QUEUE))
-        .with_layer(&RetryLayer::new(retries));
+    let builder = retrying_client_builder(config)?;
     Ok(match TokenBucket::new(qps, burst) {
         Some(bucket) => builder
             .with_layer(&RateLimitLayer::new(bucket).recording(metrics.clone()))
@@ -102,6 +72,8 @@ pub fn build_client(
 mod tests {
     use super::*;
     use crate::config::MapEnv;
+    use keda_cli::cluster::API_RETRIES;
+    use std::time::Duration;
 
     #[derive(Debug, thiserror::Error)]
     #[error("outer\nline")]
