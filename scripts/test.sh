@@ -20,6 +20,9 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
 
+# The README's `keda-rs dev` walkthrough, run as written (about a minute; docs/dev.md).
+bash scripts/readme-walkthrough.sh
+
 # Every fuzz target (fuzz/) for a short fixed number of inputs from its seeds, so the harness
 # cannot rot; a crash fails the run (docs/reliability.md, "Fuzzing").
 bash scripts/fuzz.sh ci

@@ -2,8 +2,7 @@
 //!
 //! What runs, in start order:
 //! 1. memkube, the in-memory Kubernetes API server of `tests/memkube`, on `127.0.0.1:<free
-//!    port>`, with keda-rs' CRDs installed; a kubeconfig for it is written to
-//!    `<out>/kubeconfig` (for `kubectl` or any kube client).
+//!    port>`, with keda-rs' CRDs installed.
 //! 2. The workload stand-in ([`workloads`]): a Deployment's or StatefulSet's status follows the
 //!    replicas its `/scale` is given, as if its pods started at once (no pods run).
 //! 3. The operator's ScaledObject and ScaledJob controllers with their scale loops, as the
@@ -12,7 +11,8 @@
 //!    metrics from the operator's scale loops in process (the call the operator's metric
 //!    service answers the metrics-apiserver with: same values, fallback and
 //!    `scalingModifiers`, without the TLS hops).
-//! 5. The YAML files given, applied in order.
+//! 5. The YAML files given, applied in order; then the kubeconfig is written to
+//!    `<out>/kubeconfig` (for `kubectl` or any kube client) and its path printed.
 //! 6. The live view ([`view`]), until Ctrl-C, `q`, or SIGTERM; then one chart per ScaledObject
 //!    ([`chart`]).
 
@@ -99,31 +99,19 @@ pub async fn run(
         path: options.out_dir.clone(),
         source,
     })?;
+    // A kubeconfig of an earlier run names a server that is gone.
+    let _ = std::fs::remove_file(options.out_dir.join(KUBECONFIG_FILE));
     let server = MemKube::new();
     for crd in keda_api::crd::all() {
         server.install_crd(&crd).map_err(DevError::Crds)?;
     }
     let loopback = server.serve_loopback().await.map_err(DevError::Listen)?;
-    let kubeconfig = options.out_dir.join(KUBECONFIG_FILE);
-    loopback
-        .write_kubeconfig(&kubeconfig)
-        .map_err(|source| DevError::Kubeconfig {
-            path: kubeconfig.clone(),
-            source,
-        })?;
-    let kubeconfig = std::fs::canonicalize(&kubeconfig).unwrap_or(kubeconfig);
     let client = server.client();
-    let mut header = vec![
-        format!("keda-rs dev: API server {}", loopback.url()),
-        format!("kubeconfig: {}", kubeconfig.display()),
-        format!("  export KUBECONFIG={}", kubeconfig.display()),
-    ];
     let mut out = Output::new(options.tty);
-    for line in &header {
-        out.plain(line)?;
-    }
 
-    let work = shutdown.child_token();
+    // Not a child of `shutdown`: the components keep running until the view has stopped
+    // reading from them.
+    let work = CancellationToken::new();
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(workloads::follow_replicas(client.clone(), work.clone()));
     let loops = start_operator(&client, &work, &mut tasks);
@@ -132,14 +120,35 @@ pub async fn run(
     let observations = hpa.observations();
     tasks.spawn(hpa.run(work.clone()));
 
+    // The files are applied before the kubeconfig is written: whoever waits for the file
+    // finds the objects in.
+    let mut applied_lines = Vec::new();
     for file in &options.files {
         for applied in apply::apply_file(&client, file).await? {
             info!(%applied, "applied");
             let line = format!("applied: {applied}");
             out.plain(&line)?;
-            header.push(line);
+            applied_lines.push(line);
         }
     }
+
+    let kubeconfig = options.out_dir.join(KUBECONFIG_FILE);
+    loopback
+        .write_kubeconfig(&kubeconfig)
+        .map_err(|source| DevError::Kubeconfig {
+            path: kubeconfig.clone(),
+            source,
+        })?;
+    let kubeconfig = std::fs::canonicalize(&kubeconfig).unwrap_or(kubeconfig);
+    let mut header = vec![
+        format!("keda-rs dev: API server {}", loopback.url()),
+        format!("kubeconfig: {}", kubeconfig.display()),
+        format!("  export KUBECONFIG={}", kubeconfig.display()),
+    ];
+    for line in &header {
+        out.plain(line)?;
+    }
+    header.extend(applied_lines);
 
     let started = std::time::Instant::now();
     let mut timelines: BTreeMap<(String, String), Vec<Sample>> = BTreeMap::new();

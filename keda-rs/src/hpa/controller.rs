@@ -228,7 +228,13 @@ impl HpaController {
         let current = scale.status.as_ref().map_or(0, |s| s.replicas);
 
         let spec = self.spec_of(hpa);
-        let (metrics, proposals) = self.read_metrics(hpa, &namespace, current).await;
+        // A disabled HPA (target at 0) asks for no metric, as Kubernetes' does not.
+        let disabled = spec_replicas == 0 && spec.min_replicas != 0;
+        let (metrics, proposals) = if disabled {
+            (Vec::new(), Vec::new())
+        } else {
+            self.read_metrics(hpa, &namespace, current).await
+        };
         let now = Timestamp::now();
         let state = self.states.entry(id.clone()).or_default();
         let outcome = sync(&spec, state, spec_replicas, current, &proposals, now);
