@@ -65,6 +65,9 @@ pub struct DevArgs {
     /// How often the view is refreshed and the timeline sampled.
     #[arg(long, default_value = "1s", value_parser = positive_duration)]
     pub refresh: Duration,
+    /// Where the activator (the HTTP path of `http` triggers) listens.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub activator_listen: std::net::SocketAddr,
     /// Plain lines instead of the full-screen view, even on a terminal.
     #[arg(long)]
     pub plain: bool,
@@ -161,6 +164,7 @@ fn dev(args: DevArgs) -> Result<(), CliError> {
         },
         refresh: args.refresh,
         tty,
+        activator_listen: args.activator_listen,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -74,3 +74,47 @@ async fn redis_list_scales_zero_one_many_zero_and_charts_the_timeline() {
         .expect("the PNG's image decodes");
     assert!(pixels.iter().any(|p| *p != 255), "the PNG is not blank");
 }
+
+/// One HTTP/1.1 GET through `addr` with `host`; the status line and the body.
+async fn get(addr: std::net::SocketAddr, host: &str) -> (String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let request = format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    tcp.write_all(request.as_bytes()).await.expect("send");
+    let mut response = String::new();
+    tcp.read_to_string(&mut response).await.expect("read");
+    let status = response.lines().next().unwrap_or_default().to_string();
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+#[tokio::test]
+async fn an_http_request_scales_from_zero_through_the_activator() {
+    let dev = Dev::start(&["examples/http-scale-from-zero.yaml"]).await;
+    let client = dev.client().await;
+    let activator = dev.activator().await;
+    let seen = replicas_seen(client, "default", "hello");
+    dev.wait_for_line("s0-http-hello").await;
+    seen.wait_for(0).await;
+
+    // The activator holds the request, the operator scales 0 -> 1, the stand-in pod answers.
+    let (status, body) = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        get(activator, "hello.localhost"),
+    )
+    .await
+    .expect("answered within the hold timeout");
+    assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+    assert_eq!(body, "hello from hello (dev pod 0)\n");
+    seen.wait_for(1).await;
+    assert_eq!(seen.history().await, vec![0, 1]);
+
+    // A host no ScaledObject routes gets 404 from the activator.
+    let (status, _) = get(activator, "other.localhost").await;
+    assert!(status.starts_with("HTTP/1.1 404"), "{status}");
+    let charts = dev.quit().await;
+    assert_eq!(charts.len(), 1);
+}

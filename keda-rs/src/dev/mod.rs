@@ -7,17 +7,20 @@
 //!    replicas its `/scale` is given, as if its pods started at once (no pods run).
 //! 3. The operator's ScaledObject and ScaledJob controllers with their scale loops, as the
 //!    `keda-operator` binary runs them (the library, in process).
-//! 4. The HPA controller ([`crate::hpa`]): Kubernetes' algorithm, reading each HPA's External
+//! 4. The activator with its report endpoint, and stand-in pods behind Services
+//!    ([`http`]).
+//! 5. The HPA controller ([`crate::hpa`]): Kubernetes' algorithm, reading each HPA's External
 //!    metrics from the operator's scale loops in process (the call the operator's metric
 //!    service answers the metrics-apiserver with: same values, fallback and
 //!    `scalingModifiers`, without the TLS hops).
-//! 5. The YAML files given, applied in order; then the kubeconfig is written to
+//! 6. The YAML files given, applied in order; then the kubeconfig is written to
 //!    `<out>/kubeconfig` (for `kubectl` or any kube client) and its path printed.
-//! 6. The live view ([`view`]), until Ctrl-C, `q`, or SIGTERM; then one chart per ScaledObject
+//! 7. The live view ([`view`]), until Ctrl-C, `q`, or SIGTERM; then one chart per ScaledObject
 //!    ([`chart`]).
 
 pub mod apply;
 pub mod chart;
+pub mod http;
 pub mod state;
 pub mod view;
 pub mod workloads;
@@ -30,7 +33,8 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use keda_operator::metrics_service::{CurrentLoops, MetricValues};
-use keda_operator::{ControllerConfig, ScaledObjectController};
+use keda_operator::{ControllerConfig, ScaledObjectController, ScalerEnv};
+use keda_scalers::pool::ClientPools;
 use kube::Client;
 use memkube::MemKube;
 use tokio_util::sync::CancellationToken;
@@ -53,6 +57,8 @@ pub struct DevOptions {
     pub refresh: Duration,
     /// Full-screen view (stdout is a terminal) or plain lines.
     pub tty: bool,
+    /// Where the activator listens.
+    pub activator_listen: std::net::SocketAddr,
 }
 
 /// Why `dev` stopped with an error.
@@ -76,6 +82,8 @@ pub enum DevError {
     },
     #[error(transparent)]
     Apply(#[from] apply::ApplyError),
+    #[error(transparent)]
+    Http(#[from] http::HttpError),
     #[error(transparent)]
     Chart(#[from] chart::ChartError),
     #[error("cannot write to standard output: {0}")]
@@ -114,7 +122,18 @@ pub async fn run(
     let work = CancellationToken::new();
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(workloads::follow_replicas(client.clone(), work.clone()));
-    let loops = start_operator(&client, &work, &mut tasks);
+    tasks.spawn(http::follow_services(client.clone(), work.clone()));
+    // The operator's `http` scalers and the report endpoint meet in these pools.
+    let pools = ClientPools::new();
+    let activator = http::start_activator(
+        client.clone(),
+        &pools,
+        options.activator_listen,
+        &work,
+        &mut tasks,
+    )
+    .await?;
+    let loops = start_operator(&client, pools, &work, &mut tasks);
     let values: Arc<dyn MetricValues> = Arc::new(loops);
     let hpa = HpaController::new(client.clone(), values.clone(), options.hpa);
     let observations = hpa.observations();
@@ -144,6 +163,7 @@ pub async fn run(
         format!("keda-rs dev: API server {}", loopback.url()),
         format!("kubeconfig: {}", kubeconfig.display()),
         format!("  export KUBECONFIG={}", kubeconfig.display()),
+        format!("activator: http://{activator}"),
     ];
     for line in &header {
         out.plain(line)?;
@@ -190,10 +210,15 @@ pub async fn run(
 /// values come from.
 fn start_operator(
     client: &Client,
+    pools: ClientPools,
     cancel: &CancellationToken,
     tasks: &mut tokio::task::JoinSet<()>,
 ) -> CurrentLoops {
     let config = ControllerConfig {
+        env: ScalerEnv {
+            pools,
+            ..ScalerEnv::default()
+        },
         retry_after_error: Duration::from_secs(2),
         ..ControllerConfig::default()
     };

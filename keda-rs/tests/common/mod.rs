@@ -107,7 +107,8 @@ pub struct Dev {
 }
 
 impl Dev {
-    /// Starts `keda-rs dev FILES` from the workspace root with a 1 s HPA sync period.
+    /// Starts `keda-rs dev FILES` from the workspace root with a 1 s HPA sync period and the
+    /// activator on a free port.
     pub async fn start(files: &[&str]) -> Dev {
         let out = std::env::temp_dir().join(format!(
             "keda-rs-dev-test-{}-{}",
@@ -123,6 +124,7 @@ impl Dev {
             .arg("--out")
             .arg(&out)
             .args(["--hpa-sync-period", "1s", "--refresh", "250ms"])
+            .args(["--activator-listen", "127.0.0.1:0"])
             .args(files)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -153,6 +155,15 @@ impl Dev {
                 .await
                 .expect("a client config");
         kube::Client::try_from(config).expect("a client")
+    }
+
+    /// The activator's address, as printed.
+    pub async fn activator(&self) -> std::net::SocketAddr {
+        let line = self.lines.wait_for("activator: http://").await;
+        line.trim_start_matches("activator: http://")
+            .trim()
+            .parse()
+            .expect("the printed activator address")
     }
 
     /// Waits for a printed line containing `needle`.
