@@ -65,11 +65,14 @@ struct Frame {
 impl Frame {
     fn of(samples: &[Sample]) -> Frame {
         let t_max = samples.iter().map(|s| s.t).fold(1.0, f64::max);
-        let replicas_max = samples
+        // A multiple of the 4 grid steps, so every replica tick is a whole number.
+        let replicas_max = (samples
             .iter()
             .map(|s| f64::from(s.replicas))
             .fold(1.0, f64::max)
-            .ceil();
+            / 4.0)
+            .ceil()
+            * 4.0;
         let value_max = samples
             .iter()
             .flat_map(|s| {
@@ -288,12 +291,69 @@ impl Canvas {
     }
 }
 
+/// A 3 x 5 pixel font for the PNG's axis labels: digits, `.`, `-` and `s` are all they need
+/// (no font file, no system font).
+fn glyph(c: char) -> Option<[&'static str; 5]> {
+    Some(match c {
+        '0' => ["###", "#.#", "#.#", "#.#", "###"],
+        '1' => [".#.", "##.", ".#.", ".#.", "###"],
+        '2' => ["###", "..#", "###", "#..", "###"],
+        '3' => ["###", "..#", "###", "..#", "###"],
+        '4' => ["#.#", "#.#", "###", "..#", "..#"],
+        '5' => ["###", "#..", "###", "..#", "###"],
+        '6' => ["###", "#..", "###", "#.#", "###"],
+        '7' => ["###", "..#", "..#", "..#", "..#"],
+        '8' => ["###", "#.#", "###", "#.#", "###"],
+        '9' => ["###", "#.#", "###", "..#", "###"],
+        '.' => ["...", "...", "...", "...", ".#."],
+        '-' => ["...", "...", "###", "...", "..."],
+        's' => [".##", "#..", ".#.", "..#", "##."],
+        _ => return None,
+    })
+}
+
+/// Pixels per font pixel.
+const TEXT_SCALE: i64 = 2;
+/// Width of one character with its spacing, in pixels.
+const CHAR_WIDTH: i64 = 4 * TEXT_SCALE;
+
+impl Canvas {
+    /// `text` with its top-left corner at (`x`, `y`); unknown characters leave a gap.
+    fn text(&mut self, x: i64, y: i64, text: &str, color: [u8; 3]) {
+        for (i, c) in text.chars().enumerate() {
+            let Some(rows) = glyph(c) else { continue };
+            let left = x + i64::try_from(i).unwrap_or(0) * CHAR_WIDTH;
+            for (row, bits) in (0i64..).zip(rows) {
+                for (col, bit) in (0i64..).zip(bits.chars()) {
+                    if bit == '#' {
+                        self.rect(
+                            left + col * TEXT_SCALE,
+                            y + row * TEXT_SCALE,
+                            TEXT_SCALE,
+                            TEXT_SCALE,
+                            color,
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn text_width(text: &str) -> i64 {
+        i64::try_from(text.chars().count()).unwrap_or(0) * CHAR_WIDTH
+    }
+}
+
+fn px(v: f64) -> i64 {
+    keda_api::num::f64_to_i64_saturating(v.round())
+}
+
 fn usize_of(n: u32) -> usize {
     usize::try_from(n).unwrap_or(usize::MAX)
 }
 
-/// The chart as PNG bytes (the same geometry as [`svg`]; the legend is colour swatches in the
-/// SVG's order: replicas, value, target, activation).
+/// The chart as PNG bytes: the geometry and axis labels of [`svg`] (a built-in pixel font);
+/// the legend is colour swatches in the SVG's order: replicas, value, target, activation.
 ///
 /// # Errors
 /// Encoding failures of the `png` crate.
@@ -303,8 +363,31 @@ pub fn png_bytes(samples: &[Sample]) -> Result<Vec<u8>, png::EncodingError> {
     let right = LEFT + Frame::plot_width();
     let bottom = TOP + Frame::plot_height();
     for i in 0..=4 {
-        let y = TOP + Frame::plot_height() * (1.0 - f64::from(i) / 4.0);
+        let f = f64::from(i) / 4.0;
+        let y = TOP + Frame::plot_height() * (1.0 - f);
         canvas.line((LEFT, y), (right, y), GRID_COLOR, 1, false);
+        // The labels of the SVG: replicas left, metric right, seconds below.
+        let left_label = label(frame.replicas_max * f);
+        canvas.text(
+            px(LEFT) - 6 - Canvas::text_width(&left_label),
+            px(y) - 5,
+            &left_label,
+            REPLICAS_COLOR,
+        );
+        canvas.text(
+            px(right) + 6,
+            px(y) - 5,
+            &label(frame.value_max * f),
+            VALUE_COLOR,
+        );
+        let seconds = format!("{}s", label(frame.t_max * f));
+        let x = LEFT + Frame::plot_width() * f;
+        canvas.text(
+            px(x) - Canvas::text_width(&seconds) / 2,
+            px(bottom) + 8,
+            &seconds,
+            AXIS_COLOR,
+        );
     }
     canvas.line((LEFT, bottom), (right, bottom), AXIS_COLOR, 1, false);
     canvas.line((LEFT, TOP), (LEFT, bottom), AXIS_COLOR, 1, false);

@@ -89,10 +89,11 @@ const YELLOW: &str = "\x1b[33m";
 const RED: &str = "\x1b[31m";
 const RESET: &str = "\x1b[0m";
 
-/// A full-screen frame for the TTY mode: cursor home, clear, then the objects. Lines end with
-/// `\r\n` because the terminal is in raw mode.
+/// A full-screen frame for the TTY mode: cursor home, each line written over the previous
+/// frame's (and cleared to its end), then the rest of the screen cleared: no flicker. Lines end
+/// with `\r\n` because the terminal is in raw mode.
 pub fn frame(header: &[String], objects: &[ObjectView]) -> String {
-    let mut out = String::from("\x1b[H\x1b[2J");
+    let mut out = String::from("\x1b[H");
     let mut line = |s: String| {
         out.push_str(&s);
         out.push_str("\x1b[K\r\n");
@@ -143,6 +144,7 @@ pub fn frame(header: &[String], objects: &[ObjectView]) -> String {
     line(format!(
         "{DIM}q or Ctrl-C: quit and write the charts{RESET}"
     ));
+    out.push_str("\x1b[J");
     out
 }
 
