@@ -160,6 +160,16 @@ pub(crate) fn builtins() -> Vec<ResourceDef> {
         builtin(
             "",
             "v1",
+            "limitranges",
+            "LimitRange",
+            true,
+            &["limits"],
+            false,
+            false,
+        ),
+        builtin(
+            "",
+            "v1",
             "serviceaccounts",
             "ServiceAccount",
             true,
@@ -256,6 +266,16 @@ pub(crate) fn builtins() -> Vec<ResourceDef> {
             false,
             &["crd", "crds"],
             true,
+            false,
+        ),
+        builtin(
+            "admissionregistration.k8s.io",
+            "v1",
+            "validatingwebhookconfigurations",
+            "ValidatingWebhookConfiguration",
+            false,
+            &[],
+            false,
             false,
         ),
         builtin(

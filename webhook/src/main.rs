@@ -1,0 +1,48 @@
+//! The keda-rs admission webhook binary: flags in, servers out. See `--help`.
+
+use std::process::ExitCode;
+
+use keda_webhook::{Args, run};
+use tokio_util::sync::CancellationToken;
+
+const BINARY: &str = "keda-webhook";
+
+/// A start-up failure (a bad flag, no cluster, an unusable file) is one line on standard error
+/// naming the flag or what to fix; exit code 2 for flags, 1 otherwise.
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args: Args = keda_cli::parse_flags(BINARY);
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    // kube's client and ours both use rustls on ring; make it the process default too.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let cancel = CancellationToken::new();
+    let stop = cancel.clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        stop.cancel();
+    });
+    match run(args, cancel).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => keda_cli::fail(BINARY, &error),
+    }
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
