@@ -16,77 +16,15 @@ mod scenarios;
 #[path = "../../scalers/tests/common/mod.rs"]
 mod redis_common;
 
-use std::sync::Arc;
-
 use common::dial::Dials;
 use common::source::{Outage, Source};
+use common::world::{NS, dial_object, poll_all, world};
 use k8s_openapi::api::apps::v1::Deployment;
 use keda_api::ScaledObject;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use memkube::{FailureRule, MemKube, Verb};
+use memkube::{FailureRule, Verb};
 use scenarios::{Operator, World, condition, eventually, hpa_exists, hpa_gone};
-
-const NS: &str = "team";
-
-fn init_logging() {
-    let _ = tracing_subscriber::fmt()
-        .with_test_writer()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .try_init();
-}
-
-/// A memkube with the CRDs and namespace [`NS`], and a world over its in-process client using
-/// `registry`. The world needs a Redis connection (the scenarios harness holds one), though
-/// these tests never use it: without Redis they skip, as the other operator tests do.
-async fn world(test: &str, registry: keda_scalers::Registry) -> Option<(MemKube, World)> {
-    init_logging();
-    let redis = redis_common::redis_or_skip(test).await?;
-    let server = MemKube::new();
-    server
-        .load_crds_from_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/crd"))
-        .expect("CRDs load");
-    server.create_namespace(NS).expect("namespace");
-    let world = World {
-        registry: Arc::new(registry),
-        ..World::new(server.client(), NS, redis)
-    };
-    Some((server, world))
-}
-
-/// A ScaledObject on Deployment `name` with one `dial` trigger of the same name, 0 <-> 1 (HPA
-/// up to `max`).
-fn dial_object(name: &str, max: i32) -> String {
-    format!(
-        r#"
-apiVersion: keda.sh/v1alpha1
-kind: ScaledObject
-metadata:
-  name: {name}
-spec:
-  scaleTargetRef:
-    name: {name}
-  pollingInterval: 10
-  cooldownPeriod: 10
-  maxReplicaCount: {max}
-  triggers:
-    - type: dial
-      metadata:
-        dial: {name}
-"#
-    )
-}
-
-/// Moves the clock by `secs`, lets every loop poll once more and waits for the polls of
-/// `objects`.
-async fn poll_all(w: &World, op: &Operator, objects: &[&ScaledObject], secs: i64) {
-    let before: Vec<u64> = objects.iter().map(|so| w.polls(op, so)).collect();
-    w.clock.advance(secs);
-    w.ticks.tick();
-    for (so, n) in objects.iter().zip(before) {
-        w.polls_reach(op, so, n + 1).await;
-    }
-}
 
 /// Deletes `name` the way a user forces it while the operator is not looking: its finalizer
 /// removed, then deleted, so it is gone at once and no reconcile ever sees it terminating.
@@ -369,21 +307,15 @@ async fn an_event_source_answering_503_falls_back_after_failure_threshold_and_re
 
 mod binary {
     use std::net::SocketAddr;
-    use std::path::{Path, PathBuf};
-    use std::process::Stdio;
-    use std::time::Duration;
+    use std::ops::Deref;
 
     use k8s_openapi::api::apps::v1::Deployment;
     use keda_api::ScaledObject;
     use kube::api::{Api, PostParams};
-    use memkube::{Loopback, MemKube};
-    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-    use tokio::net::TcpStream;
-    use tokio::process::{Child, Command};
-    use tokio::sync::mpsc;
-    use tokio::time::timeout;
+    use memkube::MemKube;
 
-    const BINARY: &str = env!("CARGO_BIN_EXE_keda-operator");
+    pub use crate::common::binary::{Operator, create_deployment, eventually, get};
+
     /// Where the operator's Lease lives.
     pub const OPERATOR_NS: &str = "keda";
     /// Where the workloads live.
@@ -391,180 +323,42 @@ mod binary {
 
     /// One running operator process, as deployed (`config/operator/deployment.yaml`): leader
     /// election on with client-go's durations (15 s lease, 10 s renew deadline, 2 s retry).
-    pub struct Operator {
-        pub child: Child,
-        pub probes: SocketAddr,
-    }
-
-    impl Operator {
-        pub async fn start(cluster: &Cluster, pod: &str) -> Operator {
-            let mut child = Command::new(BINARY)
-                .args([
-                    "--leader-elect",
-                    "--metrics-bind-address",
-                    "127.0.0.1:0",
-                    "--health-probe-bind-address",
-                    "127.0.0.1:0",
-                    "--metrics-service-bind-address",
-                    "0",
-                    "--log-format",
-                    "json",
-                ])
-                .env_clear()
-                .env("HOME", cluster.dir.path())
-                .env("KUBECONFIG", &cluster.kubeconfig)
-                .env("POD_NAME", pod)
-                .env("POD_NAMESPACE", OPERATOR_NS)
-                .env("RUST_LOG", "info")
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
-                .kill_on_drop(true)
-                .spawn()
-                .expect("the binary starts");
-            let stdout = child.stdout.take().expect("piped stdout");
-            let (tx, mut rx) = mpsc::unbounded_channel();
-            let pod_name = pod.to_string();
-            tokio::spawn(async move {
-                let mut lines = BufReader::new(stdout).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    println!("[{pod_name}] {line}");
-                    let Ok(entry) = serde_json::from_str::<serde_json::Value>(&line) else {
-                        continue;
-                    };
-                    if entry["message"] == "admin server listening"
-                        && entry["endpoints"] == "probes"
-                        && let Some(addr) = entry["addr"].as_str().and_then(|a| a.parse().ok())
-                    {
-                        let _ = tx.send(addr);
-                    }
-                }
-            });
-            let probes = timeout(Duration::from_secs(20), rx.recv())
-                .await
-                .expect("the operator announces its probes")
-                .expect("the operator is running");
-            Operator { child, probes }
-        }
-
-        /// Whether the process still runs.
-        pub fn is_running(&mut self) -> bool {
-            matches!(self.child.try_wait(), Ok(None))
-        }
-
-        async fn signal(&mut self, signal: &str) {
-            let pid = self.child.id().expect("running").to_string();
-            let sent = Command::new("kill")
-                .args([signal, &pid])
-                .status()
-                .await
-                .expect("kill runs");
-            assert!(sent.success());
-        }
-
-        /// SIGTERM, and the exit status.
-        pub async fn terminate(&mut self) -> std::process::ExitStatus {
-            self.signal("-TERM").await;
-            timeout(Duration::from_secs(15), self.child.wait())
-                .await
-                .expect("the operator exits after SIGTERM")
-                .expect("exit status")
-        }
-
-        /// SIGKILL, as a crash or an OOM kill: no shutdown, the Lease is not released.
-        pub async fn kill(&mut self) {
-            self.signal("-KILL").await;
-            let _ = timeout(Duration::from_secs(15), self.child.wait())
-                .await
-                .expect("the operator dies");
-        }
+    pub async fn start_operator(cluster: &Cluster, pod: &str) -> Operator {
+        let args = ["--leader-elect", "--metrics-service-bind-address", "0"];
+        Operator::start(
+            cluster,
+            pod,
+            &args,
+            &[("POD_NAME", pod), ("POD_NAMESPACE", OPERATOR_NS)],
+        )
+        .await
     }
 
     /// A plain HTTP/1.1 GET's status code; 0 when nothing answers.
     pub async fn get_status(addr: SocketAddr, path: &str) -> u16 {
-        let Ok(mut stream) = TcpStream::connect(addr).await else {
-            return 0;
-        };
-        let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-        if stream.write_all(request.as_bytes()).await.is_err() {
-            return 0;
-        }
-        let mut response = String::new();
-        let _ = stream.read_to_string(&mut response).await;
-        response
-            .split_whitespace()
-            .nth(1)
-            .and_then(|code| code.parse().ok())
-            .unwrap_or(0)
+        get(addr, path).await.0
     }
 
-    /// Waits until `check` holds, at most `within`.
-    pub async fn eventually<F, Fut>(what: &str, within: Duration, mut check: F)
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = bool>,
-    {
-        let done = timeout(within, async {
-            while !check().await {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        })
-        .await;
-        assert!(
-            done.is_ok(),
-            "timed out after {within:?} waiting until {what}"
-        );
-    }
+    /// memkube on loopback with the CRDs, the namespaces and a kubeconfig for the binary.
+    pub struct Cluster(crate::common::binary::Cluster);
 
-    /// A fresh empty directory for one test, removed on drop.
-    pub struct TempDir(PathBuf);
-
-    impl TempDir {
-        fn new(name: &str) -> Self {
-            let path =
-                std::env::temp_dir().join(format!("keda-rs-faults-{}-{name}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&path);
-            std::fs::create_dir_all(&path).expect("temp dir");
-            Self(path)
-        }
-
-        fn path(&self) -> &Path {
+    impl Deref for Cluster {
+        type Target = crate::common::binary::Cluster;
+        fn deref(&self) -> &Self::Target {
             &self.0
         }
     }
 
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    /// memkube on loopback with the CRDs, the namespaces and a kubeconfig for the binary.
-    pub struct Cluster {
-        pub server: MemKube,
-        _loopback: Loopback,
-        dir: TempDir,
-        kubeconfig: PathBuf,
-    }
-
     impl Cluster {
         pub async fn start(name: &str) -> Cluster {
-            super::init_logging();
+            crate::common::world::init_logging();
             let server = MemKube::new();
             server
                 .load_crds_from_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/crd"))
                 .expect("CRDs load");
             server.create_namespace(OPERATOR_NS).expect("namespace");
             server.create_namespace(APPS).expect("namespace");
-            let loopback = server.serve_loopback().await.expect("loopback");
-            let dir = TempDir::new(name);
-            let kubeconfig = dir.path().join("kubeconfig");
-            loopback.write_kubeconfig(&kubeconfig).expect("kubeconfig");
-            Cluster {
-                server,
-                _loopback: loopback,
-                dir,
-                kubeconfig,
-            }
+            Cluster(crate::common::binary::Cluster::serve(server, name).await)
         }
 
         pub fn deployments(&self) -> Api<Deployment> {
@@ -577,24 +371,7 @@ mod binary {
 
         /// A Deployment `name` at `replicas`.
         pub async fn deployment(&self, name: &str, replicas: i32) {
-            let d: Deployment = serde_json::from_value(serde_json::json!({
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
-                "metadata": { "name": name, "namespace": APPS },
-                "spec": {
-                    "replicas": replicas,
-                    "selector": { "matchLabels": { "app": name } },
-                    "template": {
-                        "metadata": { "labels": { "app": name } },
-                        "spec": { "containers": [{ "name": "app", "image": "registry.k8s.io/pause:3.9" }] }
-                    }
-                }
-            }))
-            .expect("a Deployment");
-            self.deployments()
-                .create(&PostParams::default(), &d)
-                .await
-                .expect("create Deployment");
+            create_deployment(&self.server.client(), APPS, name, replicas).await;
         }
 
         /// A ScaledObject from YAML, in [`APPS`].
@@ -676,7 +453,7 @@ const OUTAGE: std::time::Duration = std::time::Duration::from_secs(60);
 /// the time the server returns is what this test is about.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_server_gone_for_60_seconds_writes_nothing_and_resyncs_within_one_poll() {
-    use binary::{Cluster, Operator, eventually, get_status, object};
+    use binary::{Cluster, eventually, get_status, object, start_operator};
     use std::time::{Duration, Instant};
 
     let cluster = Cluster::start("api-down").await;
@@ -694,7 +471,7 @@ async fn the_api_server_gone_for_60_seconds_writes_nothing_and_resyncs_within_on
             ))
             .await;
     }
-    let mut operator = Operator::start(&cluster, "operator-a").await;
+    let mut operator = start_operator(&cluster, "operator-a").await;
     eventually("every object polled", Duration::from_secs(30), || async {
         cluster.active("busy").await.as_deref() == Some("True")
             && cluster.active("idle").await.as_deref() == Some("False")
@@ -769,7 +546,7 @@ async fn the_api_server_gone_for_60_seconds_writes_nothing_and_resyncs_within_on
 /// 0 replica flaps. No HPA changes either.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restarting_the_operator_while_workloads_are_busy_writes_no_replicas() {
-    use binary::{Cluster, Operator, eventually, object};
+    use binary::{Cluster, eventually, object, start_operator};
     use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
     use std::time::Duration;
 
@@ -788,7 +565,7 @@ async fn restarting_the_operator_while_workloads_are_busy_writes_no_replicas() {
             .create(&object(name, &source.url(name), 1, extra))
             .await;
     }
-    let mut operator = Operator::start(&cluster, "operator-a").await;
+    let mut operator = start_operator(&cluster, "operator-a").await;
     eventually("every object active", Duration::from_secs(30), || async {
         for (name, ..) in objects {
             if cluster.active(name).await.as_deref() != Some("True") {
@@ -845,7 +622,7 @@ async fn restarting_the_operator_while_workloads_are_busy_writes_no_replicas() {
             .iter()
             .map(|(name, ..)| source.requests(name))
             .collect();
-        operator = Operator::start(&cluster, "operator-a").await;
+        operator = start_operator(&cluster, "operator-a").await;
         // Five polls of each object by the new process.
         eventually(
             "the restarted operator polls every object 5 times",

@@ -15,68 +15,13 @@ mod redis_common;
 use std::sync::Arc;
 
 use common::dial::Dials;
+use common::world::{NS, becomes_ready, dial_object, dial_world, poll_all};
 use http::{Method, StatusCode};
 use http_body_util::BodyExt;
 use keda_api::ScaledObject;
 use keda_api::external_metrics::metric_values_path;
 use keda_operator::metrics_service::{MetricsService, MetricsServiceOptions};
-use memkube::MemKube;
 use scenarios::{Operator, World, eventually, ready};
-
-const NS: &str = "team";
-
-async fn world(test: &str) -> Option<(MemKube, World, Dials)> {
-    let _ = tracing_subscriber::fmt()
-        .with_test_writer()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .try_init();
-    let redis = redis_common::redis_or_skip(test).await?;
-    let server = MemKube::new();
-    server
-        .load_crds_from_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/crd"))
-        .expect("CRDs load");
-    server.create_namespace(NS).expect("namespace");
-    let dials = Dials::new();
-    let world = World {
-        registry: Arc::new(dials.registry()),
-        ..World::new(server.client(), NS, redis)
-    };
-    Some((server, world, dials))
-}
-
-/// A ScaledObject on Deployment `name` with one `dial` trigger of the same name; 0 <-> 1 with a
-/// 10 s cooldown.
-fn dial_object(name: &str) -> String {
-    format!(
-        r#"
-apiVersion: keda.sh/v1alpha1
-kind: ScaledObject
-metadata:
-  name: {name}
-spec:
-  scaleTargetRef:
-    name: {name}
-  pollingInterval: 10
-  cooldownPeriod: 10
-  maxReplicaCount: 1
-  triggers:
-    - type: dial
-      metadata:
-        dial: {name}
-"#
-    )
-}
-
-/// Moves the clock by `secs`, lets every loop poll once more and waits for the polls of
-/// `objects`.
-async fn poll_all(w: &World, op: &Operator, objects: &[&ScaledObject], secs: i64) {
-    let before: Vec<u64> = objects.iter().map(|so| w.polls(op, so)).collect();
-    w.clock.advance(secs);
-    w.ticks.tick();
-    for (so, n) in objects.iter().zip(before) {
-        w.polls_reach(op, so, n + 1).await;
-    }
-}
 
 /// `keda_internal_panics_total` of one component and ScaledObject.
 fn panics(w: &World, component: &str, name: &str) -> u64 {
@@ -100,15 +45,6 @@ async fn internal_error(w: &World, name: &str) -> String {
     .await
 }
 
-async fn ready_again(w: &World, name: &str) {
-    eventually(&format!("Ready=True on {name}"), || async {
-        ready(&w.get(name).await)
-            .filter(|(status, _, _)| status == "True")
-            .map(|_| ())
-    })
-    .await;
-}
-
 /// The other object goes 0 -> 1 -> 0 with its dial.
 async fn scales_up_and_down(w: &World, op: &Operator, steady: &ScaledObject, dials: &Dials) {
     let name = steady.metadata.name.as_deref().expect("name");
@@ -122,15 +58,15 @@ async fn scales_up_and_down(w: &World, op: &Operator, steady: &ScaledObject, dia
 
 #[tokio::test]
 async fn a_scaler_panicking_on_read_fails_only_its_object_which_recovers_when_it_stops() {
-    let Some((_server, w, dials)) = world("isolation-read").await else {
+    let Some((_server, w, dials)) = dial_world("isolation-read").await else {
         return;
     };
     w.deployment("steady", 0).await;
     w.deployment("broken", 0).await;
     dials.panic_on_read("broken", true);
     let op = w.start_operator();
-    let steady = w.create(&dial_object("steady")).await;
-    let broken = w.create(&dial_object("broken")).await;
+    let steady = w.create(&dial_object("steady", 1)).await;
+    let broken = w.create(&dial_object("broken", 1)).await;
     w.polls_reach(&op, &broken, 1).await;
 
     let message = internal_error(&w, "broken").await;
@@ -185,22 +121,22 @@ async fn a_scaler_panicking_on_read_fails_only_its_object_which_recovers_when_it
     dials.panic_on_read("broken", false);
     dials.set("broken", 10.0);
     poll_all(&w, &op, &[&broken], 10).await;
-    ready_again(&w, "broken").await;
+    becomes_ready(&w, "broken").await;
     assert_eq!(w.replicas("broken").await, 1);
     op.stop().await;
 }
 
 #[tokio::test]
 async fn a_scaler_factory_panicking_in_reconcile_fails_only_its_object() {
-    let Some((_server, w, dials)) = world("isolation-build").await else {
+    let Some((_server, w, dials)) = dial_world("isolation-build").await else {
         return;
     };
     w.deployment("steady", 0).await;
     w.deployment("broken", 0).await;
     dials.panic_on_build("broken", true);
     let op = w.start_operator();
-    let steady = w.create(&dial_object("steady")).await;
-    w.create(&dial_object("broken")).await;
+    let steady = w.create(&dial_object("steady", 1)).await;
+    w.create(&dial_object("broken", 1)).await;
 
     let message = internal_error(&w, "broken").await;
     for part in [
@@ -217,22 +153,22 @@ async fn a_scaler_factory_panicking_in_reconcile_fails_only_its_object() {
 
     // The reconcile is retried; once the factory works the loop starts and Ready comes back.
     dials.panic_on_build("broken", false);
-    ready_again(&w, "broken").await;
+    becomes_ready(&w, "broken").await;
     assert!(op.loops.is_running(NS, "broken").await);
     op.stop().await;
 }
 
 #[tokio::test]
 async fn a_push_task_panicking_fails_only_its_object_and_its_loop_polls_on() {
-    let Some((_server, w, dials)) = world("isolation-push").await else {
+    let Some((_server, w, dials)) = dial_world("isolation-push").await else {
         return;
     };
     w.deployment("steady", 0).await;
     w.deployment("broken", 0).await;
     dials.panic_in_push("broken", true);
     let op = w.start_operator();
-    let steady = w.create(&dial_object("steady")).await;
-    let broken = w.create(&dial_object("broken")).await;
+    let steady = w.create(&dial_object("steady", 1)).await;
+    let broken = w.create(&dial_object("broken", 1)).await;
 
     let message = internal_error(&w, "broken").await;
     for part in [

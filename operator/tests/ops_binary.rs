@@ -1,49 +1,22 @@
 //! The real `keda-operator` binary: started with no cluster, and started twice against the
 //! in-memory API server over loopback (leader and standby, SIGTERM hand-over).
 
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
+use binary::{BINARY, Cluster, Operator, TempDir, create_deployment, eventually, get};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
-use memkube::{Loopback, MemKube};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::TcpStream;
-use tokio::process::{Child, Command};
-use tokio::sync::mpsc;
-use tokio::time::timeout;
+use memkube::MemKube;
 
 #[allow(dead_code)]
 #[path = "../../scalers/tests/common/mod.rs"]
 mod redis_common;
 
-const BINARY: &str = env!("CARGO_BIN_EXE_keda-operator");
+#[path = "common/binary.rs"]
+mod binary;
+
 const NAMESPACE: &str = "keda";
 const LEASE: &str = "operator.keda.sh";
-
-/// A fresh empty directory for one test, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let path = std::env::temp_dir().join(format!("keda-rs-ops-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).expect("temp dir");
-        Self(path)
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 #[test]
 fn without_any_cluster_the_binary_exits_1_with_one_line_naming_what_is_missing() {
@@ -74,131 +47,19 @@ fn help_lists_the_flags_and_exits_0() {
     assert!(stdout.contains("WATCH_NAMESPACE"), "{stdout}");
 }
 
-/// One running operator process and the addresses its logs announced.
-struct Operator {
-    child: Child,
-    probes: SocketAddr,
-    metrics: SocketAddr,
-}
-
-impl Operator {
-    async fn start(kubeconfig: &Path, home: &Path, pod: &str) -> Self {
-        let mut child = Command::new(BINARY)
-            .args([
-                "--leader-elect",
-                "--metrics-bind-address",
-                "127.0.0.1:0",
-                "--health-probe-bind-address",
-                "127.0.0.1:0",
-                // No certificates here: the metric service is tested in process.
-                "--metrics-service-bind-address",
-                "0",
-                "--log-format",
-                "json",
-            ])
-            .env_clear()
-            .env("HOME", home)
-            .env("KUBECONFIG", kubeconfig)
-            .env("POD_NAME", pod)
-            .env("POD_NAMESPACE", NAMESPACE)
-            // A long lease and a short retry: a hand-over within seconds can only come from a
-            // release, never from expiry.
-            .env("KEDA_OPERATOR_LEADER_ELECTION_LEASE_DURATION", "60s")
-            .env("KEDA_OPERATOR_LEADER_ELECTION_RENEW_DEADLINE", "40s")
-            .env("KEDA_OPERATOR_LEADER_ELECTION_RETRY_PERIOD", "200ms")
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("the binary starts");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let pod_name = pod.to_string();
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                println!("[{pod_name}] {line}");
-                let Ok(entry) = serde_json::from_str::<serde_json::Value>(&line) else {
-                    continue;
-                };
-                if entry["message"] == "admin server listening" {
-                    let endpoints = entry["endpoints"].as_str().unwrap_or_default().to_string();
-                    if let Some(addr) = entry["addr"].as_str().and_then(|a| a.parse().ok()) {
-                        let _ = tx.send((endpoints, addr));
-                    }
-                }
-            }
-        });
-        let mut probes = None;
-        let mut metrics = None;
-        while probes.is_none() || metrics.is_none() {
-            let (endpoints, addr) = timeout(Duration::from_secs(20), rx.recv())
-                .await
-                .expect("the operator announces its listeners")
-                .expect("the operator is running");
-            match endpoints.as_str() {
-                "probes" => probes = Some(addr),
-                "metrics" => metrics = Some(addr),
-                _ => {}
-            }
-        }
-        Self {
-            child,
-            probes: probes.expect("probes address"),
-            metrics: metrics.expect("metrics address"),
-        }
-    }
-
-    async fn terminate(&mut self) -> std::process::ExitStatus {
-        let pid = self.child.id().expect("running").to_string();
-        let sent = Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .await
-            .expect("kill runs");
-        assert!(sent.success());
-        timeout(Duration::from_secs(15), self.child.wait())
-            .await
-            .expect("the operator exits after SIGTERM")
-            .expect("exit status")
-    }
-}
-
-/// A plain HTTP/1.1 GET: status code and body.
-async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect(addr).await.expect("connect");
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.expect("send");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.expect("read");
-    let status = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or(0);
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_string())
-        .unwrap_or_default();
-    (status, body)
-}
-
-async fn eventually<F, Fut>(what: &str, within: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let done = timeout(within, async {
-        while !check().await {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await;
-    assert!(
-        done.is_ok(),
-        "timed out after {within:?} waiting until {what}"
-    );
+/// An operator with leader election on, a long lease and a short retry: a hand-over within
+/// seconds can only come from a release, never from expiry. No certificates here: the metric
+/// service is tested in process.
+async fn start_operator(cluster: &Cluster, pod: &str) -> Operator {
+    let args = ["--leader-elect", "--metrics-service-bind-address", "0"];
+    let env = [
+        ("POD_NAME", pod),
+        ("POD_NAMESPACE", NAMESPACE),
+        ("KEDA_OPERATOR_LEADER_ELECTION_LEASE_DURATION", "60s"),
+        ("KEDA_OPERATOR_LEADER_ELECTION_RENEW_DEADLINE", "40s"),
+        ("KEDA_OPERATOR_LEADER_ELECTION_RETRY_PERIOD", "200ms"),
+    ];
+    Operator::start(cluster, pod, &args, &env).await
 }
 
 async fn holder(leases: &Api<Lease>) -> Option<String> {
@@ -211,33 +72,17 @@ async fn holder(leases: &Api<Lease>) -> Option<String> {
         .and_then(|s| s.holder_identity)
 }
 
-struct Cluster {
-    server: MemKube,
-    _loopback: Loopback,
-    dir: TempDir,
-    kubeconfig: PathBuf,
-}
-
 async fn cluster(name: &str) -> Cluster {
     let server = MemKube::new();
     server.create_namespace(NAMESPACE).expect("namespace");
-    let loopback = server.serve_loopback().await.expect("loopback");
-    let dir = TempDir::new(name);
-    let kubeconfig = dir.path().join("kubeconfig");
-    loopback.write_kubeconfig(&kubeconfig).expect("kubeconfig");
-    Cluster {
-        server,
-        _loopback: loopback,
-        dir,
-        kubeconfig,
-    }
+    Cluster::serve(server, name).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_serves_probes_and_metrics_and_takes_the_lease() {
     let cluster = cluster("serves").await;
     let leases: Api<Lease> = Api::namespaced(cluster.server.client(), NAMESPACE);
-    let mut a = Operator::start(&cluster.kubeconfig, cluster.dir.path(), "operator-a").await;
+    let mut a = start_operator(&cluster, "operator-a").await;
 
     assert_eq!(get(a.probes, "/healthz").await, (200, "ok\n".into()));
     eventually("/readyz is ok", Duration::from_secs(10), || async {
@@ -266,7 +111,7 @@ async fn the_binary_serves_probes_and_metrics_and_takes_the_lease() {
 async fn a_second_binary_stays_standby_until_the_leader_gets_sigterm_then_leads_quickly() {
     let cluster = cluster("standby").await;
     let leases: Api<Lease> = Api::namespaced(cluster.server.client(), NAMESPACE);
-    let mut a = Operator::start(&cluster.kubeconfig, cluster.dir.path(), "operator-a").await;
+    let mut a = start_operator(&cluster, "operator-a").await;
     eventually(
         "operator-a holds the lease",
         Duration::from_secs(10),
@@ -274,7 +119,7 @@ async fn a_second_binary_stays_standby_until_the_leader_gets_sigterm_then_leads_
     )
     .await;
 
-    let mut b = Operator::start(&cluster.kubeconfig, cluster.dir.path(), "operator-b").await;
+    let mut b = start_operator(&cluster, "operator-b").await;
     // Ready means "leadership known": the standby serves probes and metrics too.
     eventually("operator-b is ready", Duration::from_secs(10), || async {
         get(b.probes, "/readyz").await.0 == 200
@@ -320,25 +165,8 @@ async fn the_binary_scales_a_deployment_from_zero_for_a_redis_scaled_object() {
         .expect("CRDs load");
     cluster.server.create_namespace("apps").expect("namespace");
     let client = cluster.server.client();
-    let deployment: Deployment = serde_json::from_value(serde_json::json!({
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": { "name": "worker", "namespace": "apps" },
-        "spec": {
-            "replicas": 0,
-            "selector": { "matchLabels": { "app": "worker" } },
-            "template": {
-                "metadata": { "labels": { "app": "worker" } },
-                "spec": { "containers": [{ "name": "app", "image": "registry.k8s.io/pause:3.9" }] }
-            }
-        }
-    }))
-    .expect("a Deployment");
+    create_deployment(&client, "apps", "worker", 0).await;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "apps");
-    deployments
-        .create(&PostParams::default(), &deployment)
-        .await
-        .expect("create Deployment");
     let list = redis_common::unique("binary");
     let so: ScaledObject = serde_yaml::from_str(&format!(
         r#"
@@ -358,7 +186,7 @@ spec:
         address = redis_common::REDIS_ADDRESS
     ))
     .expect("ScaledObject");
-    let mut operator = Operator::start(&cluster.kubeconfig, cluster.dir.path(), "operator-a").await;
+    let mut operator = start_operator(&cluster, "operator-a").await;
     Api::<ScaledObject>::namespaced(client.clone(), "apps")
         .create(&PostParams::default(), &so)
         .await

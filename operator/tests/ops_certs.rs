@@ -7,21 +7,19 @@
 //! no certificate flag is given and no certificate file exists.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::Deployment;
+use binary::{BINARY, Cluster, Process, command, create_deployment, eventually, get};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::Secret;
 use keda_api::ScaledObject;
 use keda_tls::Identity;
 use keda_tls::pki::{CertificateAuthority, PemPair};
 use kube::api::{Api, PostParams};
-use memkube::{FailureRule, Loopback, MemKube};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, Command};
+use memkube::{FailureRule, MemKube};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::timeout;
 use tokio_util::sync::CancellationToken;
 
@@ -29,38 +27,10 @@ use tokio_util::sync::CancellationToken;
 #[path = "../../scalers/tests/common/mod.rs"]
 mod redis_common;
 
-const BINARY: &str = env!("CARGO_BIN_EXE_keda-operator");
+#[path = "common/binary.rs"]
+mod binary;
+
 const NAMESPACE: &str = "keda";
-
-/// A fresh empty directory for one test, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let path =
-            std::env::temp_dir().join(format!("keda-rs-certs-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).expect("temp dir");
-        Self(path)
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-struct Cluster {
-    server: MemKube,
-    _loopback: Loopback,
-    dir: TempDir,
-    kubeconfig: PathBuf,
-}
 
 /// memkube with keda-rs' CRDs, namespaces `keda` and `apps`, and Deployment `apps/worker` at 0.
 async fn cluster(name: &str) -> Cluster {
@@ -74,127 +44,18 @@ async fn cluster(name: &str) -> Cluster {
     server
         .load_crds_from_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/crd"))
         .expect("CRDs load");
-    let deployment: Deployment = serde_json::from_value(serde_json::json!({
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": { "name": "worker", "namespace": "apps" },
-        "spec": {
-            "replicas": 0,
-            "selector": { "matchLabels": { "app": "worker" } },
-            "template": {
-                "metadata": { "labels": { "app": "worker" } },
-                "spec": { "containers": [{ "name": "app", "image": "registry.k8s.io/pause:3.9" }] }
-            }
-        }
-    }))
-    .expect("a Deployment");
-    Api::<Deployment>::namespaced(server.client(), "apps")
-        .create(&PostParams::default(), &deployment)
-        .await
-        .expect("create Deployment");
-    let loopback = server.serve_loopback().await.expect("loopback");
-    let dir = TempDir::new(name);
-    let kubeconfig = dir.path().join("kubeconfig");
-    loopback.write_kubeconfig(&kubeconfig).expect("kubeconfig");
-    Cluster {
-        server,
-        _loopback: loopback,
-        dir,
-        kubeconfig,
-    }
+    create_deployment(&server.client(), "apps", "worker", 0).await;
+    Cluster::serve(server, name).await
 }
 
-/// The operator process and its JSON log lines so far.
-struct Operator {
-    child: Child,
-    logs: Arc<Mutex<Vec<serde_json::Value>>>,
-}
-
-impl Operator {
-    async fn start(cluster: &Cluster) -> Self {
-        let mut child = Command::new(BINARY)
-            .args([
-                "--metrics-bind-address",
-                "127.0.0.1:0",
-                "--health-probe-bind-address",
-                "127.0.0.1:0",
-                "--metrics-service-bind-address",
-                "127.0.0.1:0",
-                "--log-format",
-                "json",
-            ])
-            .env_clear()
-            .env("HOME", cluster.dir.path())
-            .env("KUBECONFIG", &cluster.kubeconfig)
-            .env("POD_NAMESPACE", NAMESPACE)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("the binary starts");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&logs);
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                println!("[operator] {line}");
-                if let Ok(entry) = serde_json::from_str(&line) {
-                    sink.lock().expect("lock").push(entry);
-                }
-            }
-        });
-        Self { child, logs }
-    }
-
-    /// The log entries whose message starts with `prefix`.
-    fn logged(&self, prefix: &str) -> Vec<serde_json::Value> {
-        self.logs
-            .lock()
-            .expect("lock")
-            .iter()
-            .filter(|e| e["message"].as_str().is_some_and(|m| m.starts_with(prefix)))
-            .cloned()
-            .collect()
-    }
-
-    /// The `addr` field of the first entry with `message`, within 20 s.
-    async fn address(&self, message: &str, endpoints: Option<&str>) -> SocketAddr {
-        let found = timeout(Duration::from_secs(20), async {
-            loop {
-                let hit = self.logged(message).into_iter().find_map(|e| {
-                    let wanted = endpoints.is_none_or(|want| e["endpoints"] == want);
-                    wanted
-                        .then(|| e["addr"].as_str().and_then(|a| a.parse().ok()))
-                        .flatten()
-                });
-                if let Some(addr) = hit {
-                    return addr;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        })
-        .await;
-        found.unwrap_or_else(|_| panic!("the operator logs {message:?} with an address"))
-    }
-}
-
-async fn eventually<F, Fut>(what: &str, within: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let done = timeout(within, async {
-        while !check().await {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    })
-    .await;
-    assert!(
-        done.is_ok(),
-        "timed out after {within:?} waiting until {what}"
-    );
+/// The operator, with certificate files nowhere, the metric service on a free port.
+fn start_operator(cluster: &Cluster) -> Process {
+    Process::start(
+        cluster,
+        "operator",
+        &["--metrics-service-bind-address", "127.0.0.1:0"],
+        &[("POD_NAMESPACE", NAMESPACE)],
+    )
 }
 
 async fn create_scaled_object(client: kube::Client, trigger: &str) {
@@ -220,24 +81,6 @@ spec:
 async fn hpa_exists(client: &kube::Client) -> bool {
     let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), "apps");
     matches!(hpas.get_opt("keda-hpa-worker").await, Ok(Some(_)))
-}
-
-/// A plain HTTP/1.1 GET: the status code.
-async fn status_of(addr: SocketAddr, path: &str) -> u16 {
-    let Ok(mut stream) = tokio::net::TcpStream::connect(addr).await else {
-        return 0;
-    };
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    if stream.write_all(request.as_bytes()).await.is_err() {
-        return 0;
-    }
-    let mut response = String::new();
-    let _ = stream.read_to_string(&mut response).await;
-    response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or(0)
 }
 
 /// A free loopback port (bound and released: the caller binds it again at once).
@@ -366,7 +209,7 @@ async fn without_certificate_files_the_binary_creates_the_secrets_and_serves_met
     )
     .await;
 
-    let mut operator = Operator::start(&cluster).await;
+    let mut operator = start_operator(&cluster);
     let metric_service = operator.address("metric service listening", None).await;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
     for identity in Identity::ALL {
@@ -439,7 +282,7 @@ async fn when_secrets_are_forbidden_the_binary_keeps_running_with_the_metric_ser
         "    - type: cron\n      metadata: { timezone: UTC, start: \"0 0 * * *\", end: \"0 1 * * *\", desiredReplicas: \"2\" }",
     )
     .await;
-    let mut operator = Operator::start(&cluster).await;
+    let mut operator = start_operator(&cluster);
     let probes = operator
         .address("admin server listening", Some("probes"))
         .await;
@@ -479,7 +322,7 @@ async fn when_secrets_are_forbidden_the_binary_keeps_running_with_the_metric_ser
         operator.child.try_wait().expect("status").is_none(),
         "the operator keeps running"
     );
-    assert_eq!(status_of(probes, "/healthz").await, 200);
+    assert_eq!(get(probes, "/healthz").await.0, 200);
     operator.child.start_kill().expect("kill");
 }
 
@@ -490,23 +333,13 @@ async fn when_some_certificate_files_exist_a_missing_one_is_one_line_naming_its_
     // are meant, and the missing one is named.
     let ca = cluster.dir.path().join("ca.crt");
     std::fs::write(&ca, CertificateAuthority::new("ca").expect("CA").cert_pem()).expect("write");
-    let output = Command::new(BINARY)
-        .args([
-            "--metrics-bind-address",
-            "127.0.0.1:0",
-            "--health-probe-bind-address",
-            "127.0.0.1:0",
-            "--metrics-service-bind-address",
-            "127.0.0.1:0",
-            "--metrics-service-client-ca-file",
-        ])
-        .arg(&ca)
-        .env_clear()
-        .env("HOME", cluster.dir.path())
-        .env("KUBECONFIG", &cluster.kubeconfig)
-        .env("POD_NAMESPACE", NAMESPACE)
-        .kill_on_drop(true)
-        .output();
+    let ca_flag = format!("--metrics-service-client-ca-file={}", ca.display());
+    let output = command(
+        &cluster,
+        &["--metrics-service-bind-address", "127.0.0.1:0", &ca_flag],
+        &[("POD_NAMESPACE", NAMESPACE)],
+    )
+    .output();
     let output = timeout(Duration::from_secs(30), output)
         .await
         .expect("the operator exits")

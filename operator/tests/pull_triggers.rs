@@ -14,28 +14,19 @@ mod scenarios;
 
 #[allow(dead_code)]
 #[path = "../../scalers/tests/common/mod.rs"]
-mod shared;
+mod redis_common;
 
 use common::metrics_api::MetricsApi;
+use common::world::{becomes_ready, not_ready};
 use kube::api::{Patch, PatchParams};
 use memkube::MemKube;
-use scenarios::{World, condition, eventually, hpa_exists, ready};
+use scenarios::{World, condition, eventually, hpa_exists};
 
 /// The metric of a `metrics-api` trigger at index 0 reading `queue.depth`.
 const METRIC: &str = "s0-metric-api-queue-depth";
 
 async fn world(test: &str) -> Option<(MemKube, World)> {
-    let _ = tracing_subscriber::fmt()
-        .with_test_writer()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .try_init();
-    let redis = shared::redis_or_skip(test).await?;
-    let server = MemKube::new();
-    let crds = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/crd");
-    server.load_crds_from_dir(crds).expect("CRDs load");
-    server.create_namespace("team").expect("namespace");
-    let world = World::new(server.client(), "team", redis);
-    Some((server, world))
+    common::world::world(test, keda_scalers::Registry::builtin()).await
 }
 
 /// A ScaledObject `name` on Deployment `name` with one `metrics-api` trigger on `url`
@@ -511,13 +502,25 @@ fn object(name: &str, trigger: &str) -> String {
     )
 }
 
-/// Waits for Ready=False on `name` and returns (reason, message).
-async fn not_ready(w: &World, name: &str) -> (String, String) {
-    let (_, reason, message) = eventually(&format!("Ready=False on {name}"), || async {
-        ready(&w.get(name).await).filter(|(s, _, _)| s == "False")
-    })
-    .await;
-    (reason, message)
+/// Creates ScaledObject `name` with `trigger` ([`object`]), waits for `Ready=False` with
+/// `reason` and a message naming each of `expected`, and returns the message.
+async fn refused(w: &World, name: &str, trigger: &str, reason: &str, expected: &[&str]) -> String {
+    w.create(&object(name, trigger)).await;
+    let (actual, message) = not_ready(w, name).await;
+    assert_eq!(actual, reason, "{message}");
+    assert_names(&message, expected);
+    message
+}
+
+/// Sets trigger 0's metadata `(name, key, value)` of each object, then waits for each to be
+/// Ready.
+async fn fixed(w: &World, changes: &[(&str, &str, &str)]) {
+    for (name, key, value) in changes {
+        set_metadata(w, name, key, value).await;
+    }
+    for (name, _, _) in changes {
+        becomes_ready(w, name).await;
+    }
 }
 
 /// Replaces trigger 0's metadata entry `key` with `value`.
@@ -531,14 +534,6 @@ async fn set_metadata(w: &World, name: &str, key: &str, value: &str) {
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .expect("patch triggers");
-}
-
-/// Waits for Ready=True on `name`.
-async fn becomes_ready(w: &World, name: &str) {
-    eventually(&format!("Ready=True on {name}"), || async {
-        ready(&w.get(name).await).filter(|(s, _, _)| s == "True")
-    })
-    .await;
 }
 
 /// A port nothing listens on.
@@ -570,32 +565,38 @@ async fn bad_metrics_api_triggers_are_not_ready_naming_the_parameter_and_recover
         )
     };
 
-    w.create(&object("malformed", &trigger("queue..depth", &api.url())))
-        .await;
-    let (reason, message) = not_ready(&w, "malformed").await;
-    assert_eq!(reason, "ScaledObjectCheckFailed");
-    assert_names(
-        &message,
+    refused(
+        &w,
+        "malformed",
+        &trigger("queue..depth", &api.url()),
+        "ScaledObjectCheckFailed",
         &[
             "spec.triggers[0]",
             "(metrics-api)",
             "valueLocation",
             "queue..depth",
         ],
-    );
+    )
+    .await;
 
-    w.create(&object("missing", &trigger("queue.length", &api.url())))
-        .await;
-    let (reason, message) = not_ready(&w, "missing").await;
-    assert_eq!(reason, "TriggerError");
-    assert_names(&message, &["metrics-api", "valueLocation \"queue.length\""]);
+    refused(
+        &w,
+        "missing",
+        &trigger("queue.length", &api.url()),
+        "TriggerError",
+        &["metrics-api", "valueLocation \"queue.length\""],
+    )
+    .await;
 
     let down = format!("http://127.0.0.1:{}/stats", closed_port());
-    w.create(&object("unreachable", &trigger("queue.depth", &down)))
-        .await;
-    let (reason, message) = not_ready(&w, "unreachable").await;
-    assert_eq!(reason, "TriggerError");
-    assert_names(&message, &["metrics-api", "url http://127.0.0.1:"]);
+    refused(
+        &w,
+        "unreachable",
+        &trigger("queue.depth", &down),
+        "TriggerError",
+        &["metrics-api", "url http://127.0.0.1:"],
+    )
+    .await;
 
     // Fixed, each becomes Ready, and its loop keeps polling.
     set_metadata(&w, "malformed", "valueLocation", "queue.depth").await;
@@ -620,7 +621,7 @@ async fn bad_prometheus_triggers_are_not_ready_naming_the_query_or_server_and_re
         return;
     };
     let attempt = async { tokio::net::TcpStream::connect("127.0.0.1:9090").await };
-    if shared::service_or_skip(
+    if redis_common::service_or_skip(
         "prometheus bad input",
         "Prometheus at 127.0.0.1:9090",
         attempt,
@@ -638,33 +639,40 @@ async fn bad_prometheus_triggers_are_not_ready_naming_the_query_or_server_and_re
         )
     };
     let down = format!("http://127.0.0.1:{}", closed_port());
-    w.create(&object("unreachable", &trigger(&down, "vector(1)")))
-        .await;
-    let (reason, message) = not_ready(&w, "unreachable").await;
-    assert_eq!(reason, "TriggerError");
-    assert_names(
-        &message,
+    refused(
+        &w,
+        "unreachable",
+        &trigger(&down, "vector(1)"),
+        "TriggerError",
         &["prometheus", "serverAddress http://127.0.0.1:", "vector(1)"],
-    );
+    )
+    .await;
 
     let query = "sum(no_such_series_keda_rs_test)";
-    w.create(&object("empty", &trigger("http://127.0.0.1:9090", query)))
-        .await;
-    let (reason, message) = not_ready(&w, "empty").await;
-    assert_eq!(reason, "TriggerError");
-    assert_names(&message, &["prometheus", query, "the result is empty"]);
+    refused(
+        &w,
+        "empty",
+        &trigger("http://127.0.0.1:9090", query),
+        "TriggerError",
+        &["prometheus", query, "the result is empty"],
+    )
+    .await;
 
-    set_metadata(&w, "unreachable", "serverAddress", "http://127.0.0.1:9090").await;
-    set_metadata(&w, "empty", "query", "vector(3)").await;
-    becomes_ready(&w, "unreachable").await;
-    becomes_ready(&w, "empty").await;
+    fixed(
+        &w,
+        &[
+            ("unreachable", "serverAddress", "http://127.0.0.1:9090"),
+            ("empty", "query", "vector(3)"),
+        ],
+    )
+    .await;
     op.stop().await;
 }
 
 /// Whether `host:port` accepts connections, or skips (fails under `CI=true`).
 async fn reachable_or_skip(test: &str, what: &str, address: &str) -> Option<()> {
     let attempt = async { tokio::net::TcpStream::connect(address).await.map(drop) };
-    shared::service_or_skip(test, &format!("{what} at {address}"), attempt).await
+    redis_common::service_or_skip(test, &format!("{what} at {address}"), attempt).await
 }
 
 /// `postgresql` (from separate parameters): an unreachable server is refused when the object
@@ -689,35 +697,39 @@ async fn bad_postgresql_triggers_are_not_ready_naming_the_parameter_and_recover(
             "type: postgresql\n      metadata:\n        host: 127.0.0.1\n        port: \"{port}\"\n        userName: postgres\n        dbName: test\n        sslmode: disable\n        query: \"{query}\"\n        targetQueryValue: \"5\""
         )
     };
-    w.create(&object("unreachable", &trigger(closed_port(), "SELECT 1")))
-        .await;
-    let (reason, message) = not_ready(&w, "unreachable").await;
-    assert_eq!(reason, "ScaledObjectCheckFailed");
-    assert_names(
-        &message,
+    refused(
+        &w,
+        "unreachable",
+        &trigger(closed_port(), "SELECT 1"),
+        "ScaledObjectCheckFailed",
         &[
             "(postgresql)",
             "connecting to PostgreSQL at 127.0.0.1:",
             "\"host\", \"port\"",
         ],
-    );
+    )
+    .await;
 
-    w.create(&object("no-row", &trigger(5432, "SELECT 1 WHERE false")))
-        .await;
-    let (reason, message) = not_ready(&w, "no-row").await;
-    assert_eq!(reason, "TriggerError");
-    assert_names(
-        &message,
+    refused(
+        &w,
+        "no-row",
+        &trigger(5432, "SELECT 1 WHERE false"),
+        "TriggerError",
         &[
             "(postgresql)",
             "the query (parameter \"query\") returned no row",
         ],
-    );
+    )
+    .await;
 
-    set_metadata(&w, "unreachable", "port", "5432").await;
-    set_metadata(&w, "no-row", "query", "SELECT 2").await;
-    becomes_ready(&w, "unreachable").await;
-    becomes_ready(&w, "no-row").await;
+    fixed(
+        &w,
+        &[
+            ("unreachable", "port", "5432"),
+            ("no-row", "query", "SELECT 2"),
+        ],
+    )
+    .await;
     op.stop().await;
 }
 
@@ -762,22 +774,7 @@ async fn a_wrong_mysql_password_is_not_ready_naming_the_parameters_and_recovers(
         .create(&kube::api::PostParams::default(), &auth)
         .await
         .expect("create TriggerAuthentication");
-    w.create(&object(
-        "wrong-password",
-        "type: mysql\n      metadata:\n        host: 127.0.0.1\n        port: \"3306\"\n        username: root\n        dbName: test\n        query: SELECT 3\n        queryValue: \"5\"\n      authenticationRef:\n        name: mysql-auth",
-    ))
-    .await;
-    let (reason, message) = not_ready(&w, "wrong-password").await;
-    assert_eq!(reason, "ScaledObjectCheckFailed");
-    assert_names(
-        &message,
-        &[
-            "(mysql)",
-            "connecting to MySQL at 127.0.0.1:3306/test",
-            "\"password\"",
-            "Access denied for user 'root'",
-        ],
-    );
+    let message = refused(&w, "wrong-password", "type: mysql\n      metadata:\n        host: 127.0.0.1\n        port: \"3306\"\n        username: root\n        dbName: test\n        query: SELECT 3\n        queryValue: \"5\"\n      authenticationRef:\n        name: mysql-auth", "ScaledObjectCheckFailed", &["(mysql)", "connecting to MySQL at 127.0.0.1:3306/test", "\"password\"", "Access denied for user 'root'"]).await;
     assert!(!message.contains(WRONG), "{message}");
 
     // root has no password on the test server; an empty value counts as absent.
@@ -823,7 +820,7 @@ async fn nats_or_skip(test: &str) -> Option<(String, String)> {
         }
         Err(last)
     };
-    shared::service_or_skip(test, "NATS with JetStream and monitoring", attempt).await
+    redis_common::service_or_skip(test, "NATS with JetStream and monitoring", attempt).await
 }
 
 #[path = "../../scalers/tests/nats_jetstream/client.rs"]
@@ -841,7 +838,7 @@ async fn bad_nats_jetstream_triggers_are_not_ready_naming_the_parameter_and_reco
     let Some((monitoring, client)) = nats_or_skip(test).await else {
         return;
     };
-    let stream = shared::unique("js");
+    let stream = redis_common::unique("js");
     let mut nats = nats_client::NatsClient::connect(&client)
         .await
         .expect("NATS client");
@@ -854,40 +851,35 @@ async fn bad_nats_jetstream_triggers_are_not_ready_naming_the_parameter_and_reco
         )
     };
     let down = format!("127.0.0.1:{}", closed_port());
-    w.create(&object("unreachable", &trigger(&down, &stream)))
-        .await;
-    let (reason, message) = not_ready(&w, "unreachable").await;
-    assert_eq!(reason, "TriggerError");
-    assert_names(
-        &message,
+    refused(
+        &w,
+        "unreachable",
+        &trigger(&down, &stream),
+        "TriggerError",
         &["(nats-jetstream)", "\"natsServerMonitoringEndpoint\""],
-    );
+    )
+    .await;
 
-    w.create(&object(
+    refused(
+        &w,
         "no-stream",
         &trigger(&monitoring, "no-such-stream"),
-    ))
-    .await;
-    let (reason, message) = not_ready(&w, "no-stream").await;
-    assert_eq!(reason, "TriggerError");
-    assert_names(
-        &message,
+        "TriggerError",
         &[
             "(nats-jetstream)",
             "stream \"no-such-stream\" (parameter \"stream\") was not found",
         ],
-    );
-
-    set_metadata(
-        &w,
-        "unreachable",
-        "natsServerMonitoringEndpoint",
-        &monitoring,
     )
     .await;
-    set_metadata(&w, "no-stream", "stream", &stream).await;
-    becomes_ready(&w, "unreachable").await;
-    becomes_ready(&w, "no-stream").await;
+
+    fixed(
+        &w,
+        &[
+            ("unreachable", "natsServerMonitoringEndpoint", &monitoring),
+            ("no-stream", "stream", &stream),
+        ],
+    )
+    .await;
     op.stop().await;
     nats.delete_stream(&stream).await.expect("delete stream");
 }

@@ -1,6 +1,7 @@
 //! `Source`: an event source for the `metrics-api` scaler, on a loopback port, that a test can
 //! take down and bring back. Each path `/<name>` answers `{"value": N}` with the value the test
-//! set for `<name>`; requests are counted per name.
+//! set for `<name>` (or any JSON body set with [`Source::set_body`]); requests are counted per
+//! name.
 //!
 //! Down, it fails in one of three ways ([`Outage`]): the port refuses connections (the listener
 //! and every open connection are gone, as when the source's process died), connections are
@@ -31,7 +32,7 @@ pub enum Outage {
 
 #[derive(Default)]
 struct State {
-    values: HashMap<String, f64>,
+    bodies: HashMap<String, String>,
     requests: HashMap<String, u64>,
     outage: Option<Outage>,
 }
@@ -100,9 +101,16 @@ impl Source {
         format!("http://{}/{name}", self.addr)
     }
 
-    /// Sets the value `name` answers.
+    /// Sets the value `name` answers: `{"value": <value>}`.
     pub fn set(&self, name: &str, value: f64) {
-        lock(&self.state).values.insert(name.to_string(), value);
+        self.set_body(name, &format!(r#"{{"value": {value}}}"#));
+    }
+
+    /// Sets the whole JSON body `name` answers.
+    pub fn set_body(&self, name: &str, body: &str) {
+        lock(&self.state)
+            .bodies
+            .insert(name.to_string(), body.to_string());
     }
 
     /// Requests for `name` so far (answered or not).
@@ -128,8 +136,13 @@ impl Source {
     pub async fn up(&self) {
         let outage = lock(&self.state).outage.take();
         if outage == Some(Outage::Refused) {
-            // The aborted listener is closed; the port is free again (SO_REUSEADDR).
-            let listener = TcpListener::bind(self.addr).await.expect("bind again");
+            // The aborted listener task drops its socket when the runtime next polls it.
+            let listener = loop {
+                match TcpListener::bind(self.addr).await {
+                    Ok(l) => break l,
+                    Err(_) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
+                }
+            };
             self.listen(listener);
         }
     }
@@ -137,15 +150,15 @@ impl Source {
 
 async fn answer(state: &Mutex<State>, path: &str) -> hyper::Response<Full<Bytes>> {
     let name = path.trim_start_matches('/').to_string();
-    let (value, outage) = {
+    let (body, outage) = {
         let mut state = lock(state);
         *state.requests.entry(name.clone()).or_default() += 1;
-        (state.values.get(&name).copied(), state.outage)
+        (state.bodies.get(&name).cloned(), state.outage)
     };
-    let (status, body) = match (outage, value) {
+    let (status, body) = match (outage, body) {
         (Some(Outage::Hung), _) => std::future::pending().await,
         (Some(Outage::Unavailable | Outage::Refused), _) => (503, "source unavailable".to_string()),
-        (None, Some(value)) => (200, format!(r#"{{"value": {value}}}"#)),
+        (None, Some(body)) => (200, body),
         (None, None) => (404, format!("no value for {name}")),
     };
     hyper::Response::builder()
