@@ -105,6 +105,12 @@ fn tolerance(raw: &str) -> Result<f64, String> {
 enum CliError {
     #[error("cannot start the async runtime: {0}")]
     Runtime(#[source] std::io::Error),
+    #[error("cannot create the --out directory {path}: {source}")]
+    OutDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot open the log file {path}: {source}")]
     Log {
         path: PathBuf,
@@ -132,7 +138,7 @@ pub fn run(cli: Cli) -> ExitCode {
 
 fn dev(args: DevArgs) -> Result<(), CliError> {
     let tty = !args.plain && std::io::stdout().is_terminal();
-    std::fs::create_dir_all(&args.out).map_err(|source| CliError::Log {
+    std::fs::create_dir_all(&args.out).map_err(|source| CliError::OutDir {
         path: args.out.clone(),
         source,
     })?;

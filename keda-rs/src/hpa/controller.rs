@@ -602,3 +602,68 @@ fn status_differs(
 ) -> bool {
     old != Some(new)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::autoscaling::v2::HPAScalingPolicy;
+
+    #[test]
+    fn unset_behavior_fields_get_kubernetes_defaults() {
+        // Only scale-down policies given: the window is the controller's, the policy select Max,
+        // and scale-up is Kubernetes' default rules.
+        let given = HorizontalPodAutoscalerBehavior {
+            scale_down: Some(HPAScalingRules {
+                policies: Some(vec![HPAScalingPolicy {
+                    type_: "Pods".into(),
+                    value: 2,
+                    period_seconds: 30,
+                }]),
+                ..HPAScalingRules::default()
+            }),
+            scale_up: None,
+        };
+        let behavior = behavior_of(&given, 120);
+        assert_eq!(behavior.up, Rules::default_up());
+        assert_eq!(behavior.down.stabilization_window_seconds, 120);
+        assert_eq!(behavior.down.select, Select::Max);
+        assert_eq!(
+            behavior.down.policies,
+            vec![Policy {
+                kind: PolicyKind::Pods,
+                value: 2,
+                period_seconds: 30,
+            }]
+        );
+    }
+
+    #[test]
+    fn select_policy_window_and_tolerance_are_read() {
+        let given = HorizontalPodAutoscalerBehavior {
+            scale_up: Some(HPAScalingRules {
+                select_policy: Some("Disabled".into()),
+                stabilization_window_seconds: Some(60),
+                tolerance: Some(Quantity("50m".into())),
+                policies: None,
+            }),
+            scale_down: Some(HPAScalingRules {
+                select_policy: Some("Min".into()),
+                ..HPAScalingRules::default()
+            }),
+        };
+        let behavior = behavior_of(&given, 300);
+        assert_eq!(behavior.up.select, Select::Disabled);
+        assert_eq!(behavior.up.stabilization_window_seconds, 60);
+        assert_eq!(behavior.up.tolerance, Some(0.05));
+        assert_eq!(behavior.up.policies, Rules::default_up().policies);
+        assert_eq!(behavior.down.select, Select::Min);
+        assert_eq!(behavior.down.policies, Rules::default_down().policies);
+    }
+
+    #[test]
+    fn metric_quantities_are_whole_or_milli() {
+        assert_eq!(quantity(20.0).0, "20");
+        assert_eq!(quantity(0.324).0, "324m");
+        assert_eq!(quantity(f64::NAN).0, "0");
+    }
+}
