@@ -134,12 +134,21 @@ async fn view_of(
             .iter()
             .find(|m| m.starts_with(&prefix))
             .cloned();
-        let (value, error) = match &metric {
-            Some(m) => match values.metric_values(&namespace, &name, m).await {
+        // A read counts towards the fallback's failure threshold: with a fallback configured
+        // the view does not read itself and shows what the HPA read last instead.
+        let hpa_read = metric.as_ref().and_then(|m| {
+            observed
+                .get(&(namespace.clone(), hpa_name.clone()))
+                .and_then(|o| o.metrics.iter().find(|x| &x.name == m))
+                .map(|x| (x.value, x.error.clone()))
+        });
+        let (value, error) = match (&metric, so.spec.fallback.is_some()) {
+            (Some(_), true) => hpa_read.unwrap_or((None, None)),
+            (Some(m), false) => match values.metric_values(&namespace, &name, m).await {
                 Ok(v) => (Some(v.iter().map(|v| v.value).sum::<f64>()), None),
                 Err(e) => (None, Some(keda_cli::one_line(&e))),
             },
-            None => (None, None),
+            (None, _) => (None, None),
         };
         let (target, per_replica) = metric
             .as_ref()
