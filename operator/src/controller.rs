@@ -15,7 +15,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::TryStreamExt;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use keda_api::annotations::{FINALIZER, SCALED_OBJECT_NAME_LABEL};
@@ -29,7 +29,6 @@ use keda_scalers::Clock;
 use keda_scalers::scalers::http::claims::{HostPolicy, Refusal};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
@@ -40,7 +39,8 @@ use crate::decision::{Observed, Pause, ScaleAnnotations, TriggerSummary, decide}
 use crate::error::Error;
 use crate::events::{self, Events};
 use crate::hpa::{MANAGED_BY, delete_hpa, desired_hpa, ensure_hpa, metric_specs, trim_hpa};
-use crate::isolation::{Component, catch_panic};
+use crate::isolation::InternalError;
+use crate::reconciler::{Reconciler, RunConfig, rebuilds, run, watch_objects};
 use crate::recording;
 use crate::resolve::{
     DEFAULT_CLUSTER_OBJECT_NAMESPACE, Resolver, ResolverConfig, ScalableRef, WatchScope,
@@ -49,7 +49,9 @@ use crate::routes::RouteClaims;
 use crate::scale_loop::{DEFAULT_PERSIST_INTERVAL, IntervalTicks, LoopConfig, ScaleLoops, Ticks};
 use crate::scalers::ScalerEnv;
 use crate::settings::scaling_settings;
-use crate::status::{apply_updates, conditions_or_initial, patch_status, set_condition};
+use crate::status::{
+    apply_updates, conditions_or_initial, join_unique, patch_status, set_condition,
+};
 use crate::target::resolve_target;
 use crate::telemetry::{Metrics, ResourceKind};
 use crate::watch::scoped_watcher;
@@ -231,30 +233,24 @@ impl ScaledObjectController {
         let mut hpa_writer = self.hpa_writer;
         let hpa_store = hpa_writer.as_reader();
         let hpa_cache = hpa_store.clone();
-        let objects = scoped_watcher(
-            &self.client,
-            &scope,
-            &watcher::Config::default().any_semantic(),
-            self.store.clone(),
-        )
-        // Nothing reads managedFields; on a real API server they are often the largest part of
-        // an object, kept 10,000 times over.
-        .modify(|so: &mut ScaledObject| so.metadata.managed_fields = None)
-        .reflect(self.writer)
         // After the store has the object: a write of ours it includes need not be remembered.
-        .map_ok({
+        let observe = {
             let loops = self.loops.clone();
             let routes = self.routes.clone();
-            move |event| {
-                if let watcher::Event::Apply(so) | watcher::Event::InitApply(so) = &event {
+            move |event: &watcher::Event<ScaledObject>| {
+                if let watcher::Event::Apply(so) | watcher::Event::InitApply(so) = event {
                     loops.seen(so);
                 }
-                routes.observe(&event);
-                event
+                routes.observe(event);
             }
-        })
-        .applied_objects()
-        .predicate_filter(reconcile_trigger, Default::default());
+        };
+        let objects = watch_objects(
+            &self.client,
+            &scope,
+            self.store.clone(),
+            self.writer,
+            observe,
+        );
         let hpas = scoped_watcher(
             &self.client,
             &scope,
@@ -287,46 +283,17 @@ impl ScaledObjectController {
             metrics: self.config.metrics.clone(),
             routes: self.routes.clone(),
         });
-        let loops = self.loops.clone();
-        let rebuilds = self.resolver.rebuilds_of::<ScaledObject, _, _>(
-            keda_scalers::ScalableKind::ScaledObject,
-            move |r: ScalableRef| {
-                let loops = loops.clone();
-                async move { loops.rebuild(&r.namespace, &r.name).await }
-            },
-        );
-        let config = kube::runtime::controller::Config::default()
-            .concurrency(self.config.max_concurrent_reconciles);
         info!(namespaces = ?scope, "ScaledObject controller started");
-        let store = self.store.clone();
-        let controller = Controller::for_stream(objects, self.store)
+        let controller = Controller::for_stream(objects, self.store.clone())
             .owns_stream(hpas)
-            .reconcile_on(rebuilds)
+            .reconcile_on(rebuilds(&self.resolver, self.loops.clone()))
             // An object whose route was refused or freed says so at once.
-            .reconcile_on(self.routes.changes())
-            .with_config(config)
-            .graceful_shutdown_on(shutdown.clone().cancelled_owned())
-            .run(reconcile, error_policy, ctx)
-            .for_each(|r| async move {
-                if let Err(e) = r {
-                    tracing::debug!(error = %e, "reconcile failed");
-                }
-            });
-        // kube's controller waits for its first list before it notices the shutdown; when
-        // ScaledObjects were never listed (no CRD, no RBAC) nothing is in flight: stop at once.
-        let never_listed = async {
-            shutdown.cancelled().await;
-            if futures::FutureExt::now_or_never(store.wait_until_ready()).is_some() {
-                std::future::pending::<()>().await;
-            }
-            warn!("stopping before ScaledObjects could ever be listed");
+            .reconcile_on(self.routes.changes());
+        let config = RunConfig {
+            concurrency: self.config.max_concurrent_reconciles,
+            shutdown_grace: None,
         };
-        tokio::select! {
-            () = controller => {}
-            () = never_listed => {}
-        }
-        self.loops.stop_all().await;
-        info!("ScaledObject controller stopped");
+        run(controller, ctx, self.store, &self.loops, config, shutdown).await;
         Ok(())
     }
 }
@@ -346,19 +313,6 @@ pub async fn run_scaled_object_controller(
         .await
 }
 
-/// The changes of a ScaledObject or ScaledJob that need a reconcile: generation, labels,
-/// annotations, finalizers, deletion. Status changes are not among them.
-pub(crate) fn reconcile_trigger<K: kube::Resource>(obj: &K) -> Option<u64> {
-    let meta = obj.meta();
-    let mut h = DefaultHasher::new();
-    meta.generation.hash(&mut h);
-    meta.labels.hash(&mut h);
-    meta.annotations.hash(&mut h);
-    meta.finalizers.hash(&mut h);
-    meta.deletion_timestamp.is_some().hash(&mut h);
-    Some(h.finish())
-}
-
 /// The changes of an owned HPA that need a reconcile: spec, labels, annotations.
 fn hpa_trigger(hpa: &HorizontalPodAutoscaler) -> Option<u64> {
     let mut h = DefaultHasher::new();
@@ -371,61 +325,64 @@ fn hpa_trigger(hpa: &HorizontalPodAutoscaler) -> Option<u64> {
     Some(h.finish())
 }
 
-fn error_policy(_so: Arc<ScaledObject>, _e: &Error, ctx: Arc<Context>) -> Action {
-    Action::requeue(ctx.retry_after_error)
-}
+impl Reconciler for Context {
+    type Object = ScaledObject;
+    type Error = Error;
+    const KIND: ResourceKind = ResourceKind::ScaledObject;
 
-/// One reconcile, isolated: a panic anywhere in it becomes this object's `Ready=False
-/// InternalError` (counted, logged, retried like any failure), never the controller's end.
-async fn reconcile(so: Arc<ScaledObject>, ctx: Arc<Context>) -> Result<Action, Error> {
-    match catch_panic(reconcile_object(so.clone(), ctx.clone())).await {
-        Ok(result) => result,
-        Err(panic) => {
-            let error = Error::Internal(panic.during(
-                Component::Reconcile,
-                format!(
-                    "reconciling ScaledObject {}/{}",
-                    so.namespace().unwrap_or_default(),
-                    so.name_any()
-                ),
-            ));
-            report_failure(&so, &error, &ctx).await;
-            // A loop this reconcile started must not wait for it any longer.
-            ctx.loops.reconciled(&so.uid().unwrap_or_default());
-            Err(error)
-        }
+    fn client(&self) -> &Client {
+        &self.client
     }
-}
 
-async fn reconcile_object(so: Arc<ScaledObject>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let api: Api<ScaledObject> =
-        Api::namespaced(ctx.client.clone(), &so.namespace().unwrap_or_default());
-    let so = ctx.loops.freshest(so);
-    let so = match claim_patch(&so) {
-        Some(patch) => {
-            let name = so.name_any();
-            let claimed = api
-                .patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
-                .await
-                .map_err(|e| {
-                    Error::kube(
-                        format!("adding the finalizer and name label to ScaledObject {name}"),
-                        e,
-                    )
-                })?;
-            ctx.loops.wrote(claimed.clone());
-            Arc::new(claimed)
-        }
-        None => so,
-    };
-    finalizer(&api, FINALIZER, so, |event| async {
-        match event {
-            Finalizer::Apply(so) => apply(&so, &ctx).await,
-            Finalizer::Cleanup(so) => cleanup(&so, &ctx).await,
-        }
-    })
-    .await
-    .map_err(|e| Error::Finalizer(Box::new(e)))
+    fn internal(error: InternalError) -> Error {
+        Error::Internal(error)
+    }
+
+    fn finalizer_failed(error: kube::runtime::finalizer::Error<Error>) -> Error {
+        Error::Finalizer(Box::new(error))
+    }
+
+    /// The freshest copy of `so`, with KEDA's finalizer and name label ([`claim_patch`]).
+    async fn prepare(&self, so: Arc<ScaledObject>) -> Result<Arc<ScaledObject>, Error> {
+        let so = self.loops.freshest(so);
+        let Some(patch) = claim_patch(&so) else {
+            return Ok(so);
+        };
+        let api: Api<ScaledObject> =
+            Api::namespaced(self.client.clone(), &so.namespace().unwrap_or_default());
+        let name = so.name_any();
+        let claimed = api
+            .patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
+            .await
+            .map_err(|e| {
+                Error::kube(
+                    format!("adding the finalizer and name label to ScaledObject {name}"),
+                    e,
+                )
+            })?;
+        self.loops.wrote(claimed.clone());
+        Ok(Arc::new(claimed))
+    }
+
+    async fn apply(&self, so: &ScaledObject) -> Result<Action, Error> {
+        apply_inner(so, self).await
+    }
+
+    async fn cleanup(&self, so: &ScaledObject) -> Result<Action, Error> {
+        cleanup(so, self).await
+    }
+
+    async fn report_failure(&self, so: &ScaledObject, error: &Error) {
+        report_failure(so, error, self).await;
+    }
+
+    fn reconciled(&self, uid: &str) {
+        self.loops.reconciled(uid);
+    }
+
+    fn retry_after_error(&self) -> Duration {
+        self.retry_after_error
+    }
 }
 
 /// The one JSON patch that gives a live ScaledObject KEDA's finalizer and its
@@ -478,19 +435,6 @@ fn claim_patch(so: &ScaledObject) -> Option<json_patch::Patch> {
         });
     }
     serde_json::from_value(serde_json::Value::Array(ops)).ok()
-}
-
-async fn apply(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> {
-    let result = match apply_inner(so, ctx).await {
-        Ok(action) => Ok(action),
-        Err(e) => {
-            report_failure(so, &e, ctx).await;
-            Err(e)
-        }
-    };
-    // After this reconcile's status write: a loop it started may now poll and write its own.
-    ctx.loops.reconciled(&so.uid().unwrap_or_default());
-    result
 }
 
 /// Reasons of Ready that the scale loop sets and the reconciler must leave alone. A loop's
@@ -687,16 +631,6 @@ async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> 
             .await;
     }
     Ok(Action::await_change())
-}
-
-fn join_unique<'a>(items: impl Iterator<Item = &'a str>) -> Option<String> {
-    let mut seen: Vec<&str> = Vec::new();
-    for i in items {
-        if !seen.contains(&i) {
-            seen.push(i);
-        }
-    }
-    (!seen.is_empty()).then(|| seen.join(","))
 }
 
 async fn report_failure(so: &ScaledObject, e: &Error, ctx: &Context) {

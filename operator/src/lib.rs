@@ -4,6 +4,8 @@
 //!
 //! - [`controller`]: reconcile (finalizer, label, target, HPA, status) and the entry point
 //!   [`controller::run_scaled_object_controller`].
+//! - [`loops`]: the loop machinery both kinds share (registry, schedule, push scalers, panic
+//!   isolation, start/stop bookkeeping), over a small trait for what differs per kind.
 //! - [`scale_loop`]: one task per object polling its scalers and applying [`decision`].
 //! - [`scaled_job`]: the ScaledJob controller and its job loops, creating Jobs as
 //!   [`job_decision`] decides.
@@ -35,7 +37,9 @@ pub mod isolation;
 pub mod job_decision;
 pub mod leader;
 mod loop_registry;
+pub mod loops;
 pub mod metrics_service;
+mod reconciler;
 pub mod recording;
 pub mod resolve;
 pub mod routes;

@@ -124,24 +124,42 @@ pub fn scaled_object_paused(metrics: &Metrics, namespace: &str, scaled_object: &
     metrics.paused(namespace, scaled_object, paused);
 }
 
-/// `keda_internal_scale_loop_latency_seconds`: how late a poll ran against its schedule.
-pub fn scale_loop_latency(metrics: &Metrics, namespace: &str, scaled_object: &str, lag: Duration) {
+/// `keda_internal_scale_loop_latency_seconds`: how late a poll of the loop of a ScaledObject
+/// or ScaledJob ran against its schedule.
+pub fn scale_loop_latency(
+    metrics: &Metrics,
+    kind: ResourceKind,
+    namespace: &str,
+    name: &str,
+    lag: Duration,
+) {
     trace!(
         metric = "keda_internal_scale_loop_latency_seconds",
+        kind = kind.as_str(),
         namespace,
-        scaled_object,
+        name,
         ?lag
     );
-    metrics.loop_latency(namespace, scaled_object, ResourceKind::ScaledObject, lag);
+    metrics.loop_latency(namespace, name, kind, lag);
 }
 
-/// `keda_resource_registered_total` (+1 when a loop starts, -1 when it stops).
-pub fn resource_registered(metrics: &Metrics, namespace: &str, delta: i64) {
-    trace!(metric = "keda_resource_registered_total", namespace, delta);
+/// `keda_resource_registered_total` of a ScaledObject or ScaledJob (+1 when a loop starts, -1
+/// when it stops).
+pub fn resource_registered(metrics: &Metrics, kind: ResourceKind, namespace: &str, delta: i64) {
+    trace!(
+        metric = "keda_resource_registered_total",
+        kind = kind.as_str(),
+        namespace,
+        delta
+    );
+    let kind = match kind {
+        ResourceKind::ScaledObject => CustomResourceKind::ScaledObject,
+        ResourceKind::ScaledJob => CustomResourceKind::ScaledJob,
+    };
     if delta >= 0 {
-        metrics.resource_registered(CustomResourceKind::ScaledObject, namespace);
+        metrics.resource_registered(kind, namespace);
     } else {
-        metrics.resource_unregistered(CustomResourceKind::ScaledObject, namespace);
+        metrics.resource_unregistered(kind, namespace);
     }
 }
 

@@ -112,6 +112,18 @@ pub async fn patch_status(
         .map_err(|e| Error::kube(format!("updating the status of ScaledObject {name}"), e))
 }
 
+/// `items` without repeats, in first-seen order, joined with `,` (`status.triggersTypes`,
+/// `status.authenticationsTypes`); `None` when there are none.
+pub(crate) fn join_unique<'a>(items: impl Iterator<Item = &'a str>) -> Option<String> {
+    let mut seen: Vec<&str> = Vec::new();
+    for i in items {
+        if !seen.contains(&i) {
+            seen.push(i);
+        }
+    }
+    (!seen.is_empty()).then(|| seen.join(","))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -31,11 +31,11 @@ use keda_api::condition::{
     STATUS_TRUE, find_condition, reason as keda_reason,
 };
 use keda_api::{HealthStatus, ScaledObject, ScaledObjectStatus, TriggerActivityStatus};
-use keda_scalers::{Clock, MetricValue};
+use keda_scalers::MetricValue;
 use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
-use tokio::sync::{Notify, mpsc, watch};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -44,26 +44,26 @@ pub use ticks::{IntervalTicks, ManualTicks, Ticker, Ticks};
 
 use crate::decision::{ConditionType, Observed, decide};
 use crate::error::Error;
-use crate::events::{self, Events};
+use crate::events;
 use crate::fallback::{MetricHealth, any_exceeded};
 use crate::formula::COMPOSITE_METRIC_NAME;
 use crate::hpa::hpa_health;
-use crate::isolation::{Component, TriggerRef, catch_panic};
-use crate::loop_registry::{LoopRegistry, OnStop, lock};
+use crate::isolation::{Component, InternalError, catch_panic};
+use crate::loop_registry::lock;
+use crate::loops::{LoopKind, LoopTask, Loops};
 use crate::recording;
-use crate::resolve::WatchScope;
 use crate::scalers::{ObjectScalers, ScalerEnv, scalers_for};
 use crate::settings::{fallback_spec, loop_annotations, scaling_settings};
 use crate::status::{apply_updates, conditions_or_initial, patch_status, set_condition};
 use crate::target::{Target, TargetCache};
-use crate::telemetry::{Metrics, ResourceKind};
+use crate::telemetry::ResourceKind;
 
 /// Default interval between two persists of an unchanged-but-refreshed `lastActiveTime`.
 pub const DEFAULT_PERSIST_INTERVAL: SignedDuration = SignedDuration::from_mins(5);
 
 /// What a loop was started for: a change restarts it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct LoopKey {
+pub struct LoopKey {
     generation: Option<i64>,
     annotations: BTreeMap<String, String>,
     target: Target,
@@ -71,7 +71,7 @@ struct LoopKey {
 
 /// What the operator remembers about an object across loop restarts.
 #[derive(Debug)]
-struct Memory {
+pub struct Memory {
     /// `lastActiveTime` as the loop knows it (may be newer than the persisted one).
     last_active: Option<Timestamp>,
     /// Whether `last_active` was initialised from the status.
@@ -99,56 +99,64 @@ impl Default for Memory {
     }
 }
 
-type SharedMemory = Arc<Mutex<Memory>>;
+pub use crate::loops::LoopConfig;
 
-/// How the loops run: time, ticks, and the status write policy.
-#[derive(Clone)]
-pub struct LoopConfig {
-    /// Builds scalers.
-    pub env: ScalerEnv,
-    /// When loops poll.
-    pub ticks: Arc<dyn Ticks>,
-    /// "now" for decisions.
-    pub clock: Clock,
-    /// When this operator started (the cooldown never counts from earlier after a restart).
-    pub operator_started_at: Timestamp,
-    /// How often a refreshed `lastActiveTime` is persisted while the object stays active.
-    pub persist_interval: SignedDuration,
-    /// Namespaces watched by the target caches.
-    pub watch_scope: WatchScope,
-    /// Event reporter name.
-    pub reporter: String,
-    /// The client Events are published with; `None`: the loops' client.
-    pub events_client: Option<Client>,
-    /// Where the Prometheus metrics are recorded.
-    pub metrics: Metrics,
-}
-
-struct Inner {
-    client: Client,
-    config: LoopConfig,
-    store: Store<ScaledObject>,
+/// The ScaledObject side of [`Loops`]: the caches its polls read, and the writes of this
+/// operator the watch cache has not shown yet.
+pub struct ScaledObjects {
     /// The objects' HPAs, trimmed by [`crate::hpa::trim_hpa`], filled by
     /// the controller's HPA watch: `HPAActive` is read from it, never with a GET per poll.
     hpas: Store<HorizontalPodAutoscaler>,
     targets: TargetCache,
-    events: Events,
-    loops: LoopRegistry<LoopKey, Memory>,
     /// What this operator last wrote to each object, by UID, until the watch cache has caught
     /// up with it ([`ScaleLoops::freshest`]).
     written: Mutex<HashMap<String, Arc<ScaledObject>>>,
-    /// Loops started by a reconcile that has not finished, by UID ([`ScaleLoops::reconciled`]).
-    first_poll_gates: Mutex<HashMap<String, Arc<Notify>>>,
 }
-
-/// How long a new loop waits for the reconcile that started it before it polls anyway.
-const FIRST_POLL_GATE: Duration = Duration::from_secs(10);
 
 /// The registry of scale loops. Cheap to clone.
-#[derive(Clone)]
-pub struct ScaleLoops {
-    inner: Arc<Inner>,
+pub type ScaleLoops = Loops<ScaledObjects>;
+
+impl LoopKind for ScaledObjects {
+    type Object = ScaledObject;
+    type Key = LoopKey;
+    type Memory = Memory;
+    const KIND: ResourceKind = ResourceKind::ScaledObject;
+
+    fn polls(memory: &Memory) -> &watch::Sender<u64> {
+        &memory.polls
+    }
+
+    fn polling_interval(so: &ScaledObject) -> Duration {
+        Duration::from_secs(u64::try_from(so.spec.polling_interval().max(1)).unwrap_or(30))
+    }
+
+    async fn build(so: &ScaledObject, env: &ScalerEnv) -> Result<ObjectScalers, Error> {
+        scalers_for(so, env).await
+    }
+
+    async fn before_first_poll(_loops: &ScaleLoops) {}
+
+    async fn poll(task: &Task) {
+        task.poll_once().await;
+    }
+
+    async fn poll_panicked(task: &Task, error: InternalError) {
+        let (namespace, name) = task.names();
+        recording::scaled_object_error(task.loops.metrics(), namespace, name);
+        if let Some(so) = task.object() {
+            let so = task.loops.freshest(so);
+            task.set_not_ready(&so, keda_reason::INTERNAL_ERROR, &error.to_string())
+                .await;
+        }
+    }
+
+    fn forgotten(&self, uid: &str) {
+        lock(&self.written).remove(uid);
+    }
 }
+
+/// The loop of one ScaledObject.
+type Task = LoopTask<ScaledObjects>;
 
 /// Why the metric service got no value.
 #[derive(Debug, thiserror::Error)]
@@ -186,28 +194,12 @@ impl ScaleLoops {
         let shutdown = CancellationToken::new();
         let targets =
             TargetCache::new(client.clone(), config.watch_scope.clone(), shutdown.clone());
-        let events = Events::with_client(config.events_client.as_ref(), &client, &config.reporter);
-        let metrics = config.metrics.clone();
-        let on_stop: OnStop = Box::new(move |namespace, name, scalers| {
-            recording::resource_registered(&metrics, namespace, -1);
-            for t in &scalers.triggers {
-                recording::trigger_registered(&metrics, &t.trigger_type, -1);
-            }
-            info!(namespace, name, "scale loop stopped");
-        });
-        ScaleLoops {
-            inner: Arc::new(Inner {
-                client,
-                config,
-                store,
-                hpas,
-                targets,
-                events,
-                loops: LoopRegistry::new(shutdown, on_stop),
-                written: Mutex::default(),
-                first_poll_gates: Mutex::default(),
-            }),
-        }
+        let kind = ScaledObjects {
+            hpas,
+            targets,
+            written: Mutex::default(),
+        };
+        Loops::with_kind(client, store, config, shutdown, kind)
     }
 
     /// The newer of `so` (from the watch cache) and the answer to this operator's last write to
@@ -223,7 +215,7 @@ impl ScaleLoops {
         let Some(uid) = so.metadata.uid.as_deref() else {
             return so;
         };
-        let mut written = lock(&self.inner.written);
+        let mut written = lock(&self.kind().written);
         if let Some(w) = written.get(uid) {
             if let (Some(mine), Some(cached)) = (resource_version(w), resource_version(&so))
                 && mine > cached
@@ -241,7 +233,7 @@ impl ScaleLoops {
         let Some(uid) = so.metadata.uid.as_deref() else {
             return;
         };
-        let mut written = lock(&self.inner.written);
+        let mut written = lock(&self.kind().written);
         if let Some(w) = written.get(uid)
             && resource_version(w) <= resource_version(so)
         {
@@ -255,7 +247,7 @@ impl ScaleLoops {
         let (Some(uid), Some(version)) = (so.metadata.uid.clone(), resource_version(&so)) else {
             return;
         };
-        let mut written = lock(&self.inner.written);
+        let mut written = lock(&self.kind().written);
         if written
             .get(&uid)
             .and_then(|w| resource_version(w))
@@ -267,11 +259,7 @@ impl ScaleLoops {
 
     /// The target caches, shared with the reconciler.
     pub fn targets(&self) -> &TargetCache {
-        &self.inner.targets
-    }
-
-    fn memory(&self, uid: &str) -> SharedMemory {
-        self.inner.loops.memory(uid)
+        &self.kind().targets
     }
 
     /// Makes sure a loop runs for `so` as it is now, and returns its scalers. Restarts the loop
@@ -290,102 +278,7 @@ impl ScaleLoops {
             annotations: loop_annotations(so),
             target: target.clone(),
         };
-        let namespace = so.namespace().unwrap_or_default();
-        let name = so.name_any();
-        let interval =
-            Duration::from_secs(u64::try_from(so.spec.polling_interval().max(1)).unwrap_or(30));
-        let env = &self.inner.config.env;
-        let (scalers, started) = self
-            .inner
-            .loops
-            .ensure(
-                &so.uid().unwrap_or_default(),
-                (&namespace, &name),
-                key,
-                async || scalers_for(so, env).await,
-                |start| {
-                    let gate = Arc::new(Notify::new());
-                    lock(&self.inner.first_poll_gates)
-                        .insert(so.uid().unwrap_or_default(), gate.clone());
-                    let task = LoopTask {
-                        first_poll: gate,
-                        loops: self.clone(),
-                        so_ref: ObjectRef::new(&name).within(&namespace),
-                        uid: so.uid().unwrap_or_default(),
-                        target: target.clone(),
-                        scalers: start.scalers,
-                        memory: start.memory,
-                        token: start.token,
-                        push_panics: Arc::default(),
-                        push_panicked: Arc::default(),
-                    };
-                    tokio::spawn(task.run(self.inner.config.ticks.ticker(interval)))
-                },
-            )
-            .await?;
-        if started {
-            let metrics = &self.inner.config.metrics;
-            recording::resource_registered(metrics, &namespace, 1);
-            for t in &scalers.triggers {
-                recording::trigger_registered(metrics, &t.trigger_type, 1);
-            }
-            info!(namespace, name, ?interval, "scale loop started");
-        }
-        Ok((scalers, started))
-    }
-
-    /// Marks the loop of `namespace/name` for a rebuild: the next [`ensure`](Self::ensure)
-    /// restarts it with freshly built scalers even though the object did not change (a Secret
-    /// its triggers read was rotated). The running loop keeps polling until then.
-    pub async fn rebuild(&self, namespace: &str, name: &str) {
-        self.inner.loops.rebuild(namespace, name).await;
-    }
-
-    /// Stops the loop of `uid` (pause), keeping what is remembered about the object.
-    pub async fn stop(&self, uid: &str) {
-        self.inner.loops.stop(uid).await;
-    }
-
-    /// The reconcile of `uid` finished: a loop it started may poll for the first time.
-    ///
-    /// A new loop waits for this (at most [`FIRST_POLL_GATE`]), so that its first status write
-    /// comes after the reconciler's and builds on it: started together, both wrote the whole
-    /// `conditions` list from the same empty status, and each undid the other's part.
-    pub fn reconciled(&self, uid: &str) {
-        if let Some(gate) = lock(&self.inner.first_poll_gates).remove(uid) {
-            gate.notify_one();
-        }
-    }
-
-    /// Stops the loop of `uid` and forgets the object (deletion).
-    pub async fn forget(&self, uid: &str) {
-        lock(&self.inner.written).remove(uid);
-        self.inner.loops.forget(uid).await;
-    }
-
-    /// Stops every loop and the target caches (shutdown). Targets keep their replicas.
-    pub async fn stop_all(&self) {
-        self.inner.loops.stop_all().await;
-    }
-
-    /// Whether a loop runs for `namespace/name`.
-    pub async fn is_running(&self, namespace: &str, name: &str) -> bool {
-        self.inner.loops.is_running(namespace, name).await
-    }
-
-    /// How many loops run.
-    pub async fn len(&self) -> usize {
-        self.inner.loops.len().await
-    }
-
-    /// Whether no loop runs.
-    pub async fn is_empty(&self) -> bool {
-        self.len().await == 0
-    }
-
-    /// A receiver of the number of completed polls of the object with this UID.
-    pub fn polls(&self, uid: &str) -> watch::Receiver<u64> {
-        lock(&self.memory(uid)).polls.subscribe()
+        self.ensure_for(so, key).await
     }
 
     /// The current value of `metric_name` of ScaledObject `namespace/name`, as the HPA must
@@ -411,7 +304,7 @@ impl ScaleLoops {
                     format!("reading metric {metric_name} of ScaledObject {namespace}/{name}"),
                 );
                 recording::internal_panic(
-                    &self.inner.config.metrics,
+                    self.metrics(),
                     ResourceKind::ScaledObject,
                     (namespace, name),
                     &error,
@@ -430,7 +323,7 @@ impl ScaleLoops {
         name: &str,
         metric_name: &str,
     ) -> Result<Vec<MetricValue>, MetricQueryError> {
-        let found = self.inner.loops.find(namespace, name).await;
+        let found = self.find(namespace, name).await;
         let Some((uid, scalers, LoopKey { target, .. })) = found else {
             return Err(MetricQueryError::NoLoop {
                 namespace: namespace.to_string(),
@@ -438,19 +331,16 @@ impl ScaleLoops {
             });
         };
         let memory = self.memory(&uid);
-        let so = self
-            .inner
-            .store
-            .get(&ObjectRef::new(name).within(namespace));
+        let so = self.store().get(&ObjectRef::new(name).within(namespace));
         let fallback = so.as_deref().and_then(fallback_spec);
-        let current = self.inner.targets.current_replicas(&target).await.ok();
+        let current = self.kind().targets.current_replicas(&target).await.ok();
         let ctx = ReadContext {
             namespace,
             name,
             fallback,
             current_replicas: current,
-            ready_replicas: self.inner.targets.ready_replicas(&target).await,
-            metrics: &self.inner.config.metrics,
+            ready_replicas: self.kind().targets.ready_replicas(&target).await,
+            metrics: self.metrics(),
         };
         if scalers.modifiers.is_some() && metric_name.eq_ignore_ascii_case(COMPOSITE_METRIC_NAME) {
             let previous = lock(&memory).health.clone();
@@ -502,169 +392,7 @@ impl ScaleLoops {
     }
 }
 
-struct LoopTask {
-    loops: ScaleLoops,
-    /// Opened by [`ScaleLoops::reconciled`].
-    first_poll: Arc<Notify>,
-    so_ref: ObjectRef<ScaledObject>,
-    /// The UID of the object this loop was started for.
-    uid: String,
-    target: Target,
-    scalers: Arc<ObjectScalers>,
-    memory: SharedMemory,
-    token: CancellationToken,
-    /// Push tasks of this loop that panicked, by trigger index: their messages (see
-    /// [`LoopTask::run`]).
-    push_panics: Arc<Mutex<BTreeMap<usize, String>>>,
-    /// Wakes the loop for a poll when a push task panicked.
-    push_panicked: Arc<Notify>,
-}
-
-impl LoopTask {
-    async fn run(self, mut ticker: Box<dyn Ticker>) {
-        let (push_tx, mut push_rx) = mpsc::channel::<bool>(16);
-        for (i, t) in self.scalers.triggers.iter().enumerate() {
-            if t.scaler.push().is_some() {
-                let scalers = self.scalers.clone();
-                let token = self.token.child_token();
-                let tx = push_tx.clone();
-                let metrics = self.loops.inner.config.metrics.clone();
-                let so_ref = self.so_ref.clone();
-                let push_panics = self.push_panics.clone();
-                let push_panicked = self.push_panicked.clone();
-                tokio::spawn(async move {
-                    let trigger = &scalers.triggers[i];
-                    let Some(push) = trigger.scaler.push() else {
-                        return;
-                    };
-                    // A push task that panics ends, and is not restarted: a panic is a bug, and
-                    // running it again could panic on every activity. The loop keeps polling
-                    // the scaler, and every poll keeps the object `Ready=False InternalError`
-                    // until the loop restarts (a change of the object, a rotated Secret).
-                    if let Err(panic) = catch_panic(push.run(token, tx)).await {
-                        let namespace = so_ref.namespace.as_deref().unwrap_or_default();
-                        let error = panic.in_scaler(
-                            format!(
-                                "running the push scaler of ScaledObject {namespace}/{}",
-                                so_ref.name
-                            ),
-                            TriggerRef {
-                                index: trigger.index,
-                                trigger_type: &trigger.trigger_type,
-                            },
-                        );
-                        recording::internal_panic(
-                            &metrics,
-                            ResourceKind::ScaledObject,
-                            (namespace, &so_ref.name),
-                            &error,
-                        );
-                        lock(&push_panics).insert(i, error.to_string());
-                        push_panicked.notify_one();
-                    }
-                });
-            }
-        }
-        drop(push_tx);
-        let mut push_open = true;
-        tokio::select! {
-            () = self.token.cancelled() => return,
-            _ = tokio::time::timeout(FIRST_POLL_GATE, self.first_poll.notified()) => {}
-        }
-        loop {
-            if self.superseded() {
-                self.retire();
-                return;
-            }
-            // Boxed: the poll's future (Redis read, status write, events) is several KB and
-            // needed only while polling; inline, every idle loop would keep room for it.
-            tokio::select! {
-                () = self.token.cancelled() => break,
-                () = Box::pin(self.poll_isolated()) => {}
-            }
-            // Wait for the next tick, or a push scaler's activation.
-            loop {
-                tokio::select! {
-                    () = self.token.cancelled() => return,
-                    lag = ticker.tick() => {
-                        recording::scale_loop_latency(
-                            &self.loops.inner.config.metrics,
-                            self.so_ref.namespace.as_deref().unwrap_or_default(),
-                            &self.so_ref.name,
-                            lag,
-                        );
-                        break;
-                    }
-                    () = self.push_panicked.notified() => break,
-                    active = push_rx.recv(), if push_open => match active {
-                        Some(true) => break,
-                        Some(false) => {}
-                        None => push_open = false,
-                    },
-                }
-            }
-        }
-    }
-
-    /// Whether the object this loop was started for is gone from the watch cache: deleted, or
-    /// deleted and created again under the same name (another UID), without this operator
-    /// reconciling the deletion. That happens when the deletion falls in a gap of the watch (a
-    /// `410 Gone` relist, an operator that was down) and nothing held the object back (its
-    /// finalizer was removed by hand): the controller never sees a deleted object, only its
-    /// absence from the relisted cache. Such a loop would poll on forever, or worse, poll for
-    /// the new object with the old object's scalers next to the new object's own loop.
-    fn superseded(&self) -> bool {
-        self.loops
-            .inner
-            .store
-            .get(&self.so_ref)
-            .is_none_or(|so| so.metadata.uid.as_deref() != Some(self.uid.as_str()))
-    }
-
-    /// Stops this loop for good and forgets its object, as a reconciled deletion does. The
-    /// stop awaits this task, so it runs in a task of its own while this one returns.
-    fn retire(&self) {
-        let namespace = self.so_ref.namespace.clone().unwrap_or_default();
-        info!(
-            namespace,
-            name = self.so_ref.name,
-            uid = self.uid,
-            "ScaledObject gone from the watch cache without a reconciled deletion; its loop stops"
-        );
-        let loops = self.loops.clone();
-        let uid = self.uid.clone();
-        tokio::spawn(async move { loops.forget(&uid).await });
-    }
-
-    /// One poll, isolated: a panic in it is counted, makes the object `Ready=False
-    /// InternalError`, and ends only this poll; the loop keeps its schedule, and the next good
-    /// poll makes the object Ready again.
-    async fn poll_isolated(&self) {
-        let Err(panic) = catch_panic(self.poll_once()).await else {
-            return;
-        };
-        let namespace = self.so_ref.namespace.as_deref().unwrap_or_default();
-        let name = &self.so_ref.name;
-        let error = panic.during(
-            Component::ScaleLoop,
-            format!("polling ScaledObject {namespace}/{name}"),
-        );
-        let metrics = &self.loops.inner.config.metrics;
-        recording::internal_panic(
-            metrics,
-            ResourceKind::ScaledObject,
-            (namespace, name),
-            &error,
-        );
-        recording::scaled_object_error(metrics, namespace, name);
-        if let Some(so) = self.loops.inner.store.get(&self.so_ref) {
-            let so = self.loops.freshest(so);
-            self.set_not_ready(&so, keda_reason::INTERNAL_ERROR, &error.to_string())
-                .await;
-        }
-        self.finish_poll();
-    }
-
+impl Task {
     /// Writes `Ready=False` with `reason` and `message`, leaving the rest of the status as it is.
     async fn set_not_ready(&self, so: &ScaledObject, reason: &str, message: &str) {
         let current_status = so.status.clone().unwrap_or_default();
@@ -682,31 +410,31 @@ impl LoopTask {
     }
 
     async fn poll_once(&self) {
-        let inner = &self.loops.inner;
-        let Some(so) = inner.store.get(&self.so_ref) else {
+        let loops = &self.loops;
+        let (kind, config) = (loops.kind(), loops.config());
+        let Some(so) = self.object() else {
             return;
         };
         let so = self.loops.freshest(so);
         let namespace = so.namespace().unwrap_or_default();
         let name = so.name_any();
-        let now = inner.config.clock.now();
-        let current = match inner.targets.current_replicas(&self.target).await {
+        let now = config.clock.now();
+        let current = match kind.targets.current_replicas(&self.key.target).await {
             Ok(n) => n,
             Err(e) => {
                 let message = format!(
                     "Error getting current replicas of {}: {e}",
-                    self.target.describe()
+                    self.key.target.describe()
                 );
                 self.set_not_ready(&so, keda_reason::ERROR_GETTING_CURRENT_REPLICAS, &message)
                     .await;
-                self.finish_poll();
                 return;
             }
         };
         let current_status = so.status.clone().unwrap_or_default();
         let mut desired = current_status.clone();
         let mut conditions = conditions_or_initial(so.status.as_ref());
-        let settings = match scaling_settings(&so, &self.target) {
+        let settings = match scaling_settings(&so, &self.key.target) {
             Ok(s) => s,
             // The reconciler reports this and stops the loop.
             Err(_) => return,
@@ -717,8 +445,8 @@ impl LoopTask {
             name: &name,
             fallback: settings.fallback,
             current_replicas: Some(current),
-            ready_replicas: inner.targets.ready_replicas(&self.target).await,
-            metrics: &inner.config.metrics,
+            ready_replicas: kind.targets.ready_replicas(&self.key.target).await,
+            metrics: &config.metrics,
         };
         let result = poll::poll(&self.scalers, &ctx, &previous_health).await;
 
@@ -734,30 +462,30 @@ impl LoopTask {
             .metadata
             .creation_timestamp
             .as_ref()
-            .map_or(inner.config.operator_started_at, |t| t.0);
+            .map_or(config.operator_started_at, |t| t.0);
         let observed = Observed {
             current_replicas: current,
             last_active_time: last_active,
             created_at,
-            operator_started_at: inner.config.operator_started_at,
+            operator_started_at: config.operator_started_at,
             now,
         };
         let decision = decide(&settings, &observed, &result.summary);
         let mut new_last_active = decision.last_active_time;
         if let Some(write) = &decision.scale {
-            match self.target.set_replicas(&inner.client, write.to).await {
+            match self.key.target.set_replicas(loops.client(), write.to).await {
                 Ok(()) => {
                     info!(namespace, name, from = write.from, to = write.to, kind = ?write.kind, "scaled target");
                     if let Some(e) = &decision.event {
-                        inner.events.publish_decision(&so, e).await;
+                        loops.events().publish_decision(&so, e).await;
                     }
                 }
                 Err(e) => {
                     warn!(namespace, name, error = %e, "scaling the target failed");
-                    recording::scaled_object_error(&inner.config.metrics, &namespace, &name);
+                    recording::scaled_object_error(&config.metrics, &namespace, &name);
                     new_last_active = last_active;
                     if let Some(ev) = write.failure_event(&settings.target) {
-                        inner.events.publish_decision(&so, &ev).await;
+                        loops.events().publish_decision(&so, &ev).await;
                     }
                 }
             }
@@ -776,7 +504,7 @@ impl LoopTask {
             .values()
             .filter_map(|r| r.internal.as_ref().map(ToString::to_string))
             .collect();
-        internal.extend(lock(&self.push_panics).values().cloned());
+        internal.extend(self.push_panics());
         if !internal.is_empty() {
             set_condition(
                 &mut conditions,
@@ -816,15 +544,15 @@ impl LoopTask {
                 (events::FALLBACK_DEACTIVATED, "Fallback deactivated")
             };
             if fallback_now || so.spec.fallback.is_some() {
-                inner
-                    .events
+                loops
+                    .events()
                     .publish(&so, fallback_now, reason, message.to_string())
                     .await;
             }
         }
         // HPAActive mirrors the HPA's ScalingActive; while the HPA has not said, it stays as it was.
         let hpa_ref = ObjectRef::new(&so.hpa_name()).within(&namespace);
-        if let Some(h) = inner.hpas.get(&hpa_ref).as_deref().and_then(hpa_health) {
+        if let Some(h) = kind.hpas.get(&hpa_ref).as_deref().and_then(hpa_health) {
             set_condition(
                 &mut conditions,
                 CONDITION_HPA_ACTIVE,
@@ -874,7 +602,7 @@ impl LoopTask {
                 && (persisted.is_none()
                     || now_active != was_active
                     || m.persisted_at
-                        .is_none_or(|at| now.duration_since(at) >= inner.config.persist_interval))
+                        .is_none_or(|at| now.duration_since(at) >= config.persist_interval))
         };
         if persist {
             desired.last_active_time = new_last_active.map(Time);
@@ -895,7 +623,6 @@ impl LoopTask {
             current,
             "polled"
         );
-        self.finish_poll();
     }
 
     async fn write_status(
@@ -905,7 +632,7 @@ impl LoopTask {
         desired: &ScaledObjectStatus,
     ) -> bool {
         let api: Api<ScaledObject> = Api::namespaced(
-            self.loops.inner.client.clone(),
+            self.loops.client().clone(),
             &so.namespace().unwrap_or_default(),
         );
         match patch_status(&api, &so.name_any(), current, desired).await {
@@ -919,10 +646,6 @@ impl LoopTask {
                 false
             }
         }
-    }
-
-    fn finish_poll(&self) {
-        lock(&self.memory).polls.send_modify(|n| *n += 1);
     }
 }
 

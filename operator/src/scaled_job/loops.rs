@@ -1,8 +1,9 @@
 //! The job loops: one task per ScaledJob, polling its scalers and creating Jobs.
 //!
-//! [`JobLoops`] keeps one [`CancellationToken`] per ScaledJob UID with the generation it was
-//! started for: [`JobLoops::ensure`] restarts the loop (closing its scalers) when the
-//! generation changed, [`JobLoops::stop`] ends it on pause, [`JobLoops::forget`] on deletion.
+//! [`JobLoops`] is the shared loop machinery ([`crate::loops`]) over [`ScaledJobs`]: one loop
+//! per ScaledJob UID started for its generation. [`JobLoops::ensure`] restarts the loop
+//! (closing its scalers) when the generation changed, [`Loops::stop`] ends it on pause,
+//! [`Loops::forget`] on deletion.
 //!
 //! Jobs and their pods are read from two watch caches shared by all loops (Jobs labelled
 //! `scaledjob.keda.sh/name`, pods labelled `job-name`), never listed per poll. A cache lags
@@ -15,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -25,9 +26,8 @@ use keda_api::condition::{
     CONDITION_ACTIVE, CONDITION_READY, STATUS_FALSE, STATUS_TRUE, STATUS_UNKNOWN, find_condition,
     reason as keda_reason,
 };
-use keda_scalers::Clock;
 use kube::api::{Api, DeleteParams, PostParams};
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use tokio::sync::watch;
@@ -36,46 +36,25 @@ use tracing::{debug, info, warn};
 
 use super::ScaledJobError;
 use super::jobs::{JOB_NAME_LABEL, finished, finished_job, job_for, pod_view};
-use crate::events::Events;
-use crate::isolation::{Component, INTERNAL_ERROR, InternalError, TriggerRef, catch_panic};
+use crate::error::Error;
+use crate::isolation::{INTERNAL_ERROR, InternalError, TriggerRef, catch_panic};
 use crate::job_decision::{
     JobCounts, ScalerJobMetrics, Strategy, combine, history_to_delete, is_pending, jobs_to_create,
 };
-use crate::loop_registry::{LoopRegistry, OnStop, lock};
+use crate::loop_registry::lock;
+use crate::loops::{LoopConfig, LoopKind, LoopTask, Loops};
 use crate::recording;
-use crate::resolve::WatchScope;
-use crate::scale_loop::{Ticker, Ticks, spec_target};
+use crate::scale_loop::spec_target;
 use crate::scalers::{ObjectScalers, ScalerEnv};
 use crate::status::set_condition;
-use crate::telemetry::{Metrics, ResourceKind};
+use crate::telemetry::ResourceKind;
 use crate::watch::{Listed, scoped_watcher};
 
 /// `KEDAJobsCreated`: the event of every poll that creates Jobs.
 pub const KEDA_JOBS_CREATED: &str = "KEDAJobsCreated";
 
-/// How the job loops run.
-#[derive(Clone)]
-pub struct JobLoopConfig {
-    /// Builds scalers.
-    pub env: ScalerEnv,
-    /// When loops poll.
-    pub ticks: Arc<dyn Ticks>,
-    /// "now" for `lastActiveTime`.
-    pub clock: Clock,
-    /// How often a refreshed `lastActiveTime` is persisted while the ScaledJob stays active.
-    pub persist_interval: SignedDuration,
-    /// Namespaces of the Job and pod caches.
-    pub watch_scope: WatchScope,
-    /// Event reporter name.
-    pub reporter: String,
-    /// The client Events are published with; `None`: the loops' client.
-    pub events_client: Option<Client>,
-    /// Where the Prometheus metrics are recorded (caught panics).
-    pub metrics: Metrics,
-}
-
 /// What the operator remembers about a ScaledJob across loop restarts.
-struct Memory {
+pub struct Memory {
     last_active: Option<Timestamp>,
     persisted_at: Option<Timestamp>,
     /// Jobs created by the loop that the cache does not show yet.
@@ -99,56 +78,80 @@ impl Default for Memory {
 
 type SharedMemory = Arc<Mutex<Memory>>;
 
-struct Inner {
-    client: Client,
-    config: JobLoopConfig,
-    scaled_jobs: Store<ScaledJob>,
+/// The ScaledJob side of [`Loops`]: the Job and pod caches its polls read.
+pub struct ScaledJobs {
     jobs: Store<Job>,
     pods: Store<Pod>,
     /// Readiness of the two caches, awaited by every loop ([`Listed`]).
     jobs_listed: Listed,
     pods_listed: Listed,
-    events: Events,
-    /// Started for the ScaledJob's generation.
-    loops: LoopRegistry<Option<i64>, Memory>,
 }
 
 /// The registry of job loops, with the Job and pod caches. Cheap to clone.
-#[derive(Clone)]
-pub struct JobLoops {
-    inner: Arc<Inner>,
+pub type JobLoops = Loops<ScaledJobs>;
+
+/// The loop of one ScaledJob.
+type Task = LoopTask<ScaledJobs>;
+
+impl LoopKind for ScaledJobs {
+    type Object = ScaledJob;
+    /// Started for the ScaledJob's generation.
+    type Key = Option<i64>;
+    type Memory = Memory;
+    const KIND: ResourceKind = ResourceKind::ScaledJob;
+
+    fn polls(memory: &Memory) -> &watch::Sender<u64> {
+        &memory.polls
+    }
+
+    fn polling_interval(sj: &ScaledJob) -> Duration {
+        Duration::from_secs(u64::try_from(sj.spec.polling_interval().max(1)).unwrap_or(30))
+    }
+
+    async fn build(sj: &ScaledJob, env: &ScalerEnv) -> Result<ObjectScalers, Error> {
+        super::scalers_for_job(sj, env).await
+    }
+
+    async fn before_first_poll(loops: &JobLoops) {
+        loops.caches_ready().await;
+    }
+
+    async fn poll(task: &Task) {
+        let Some(sj) = task.object() else {
+            return;
+        };
+        let Err(error) = task.poll_once(&sj).await else {
+            return;
+        };
+        match error.internal() {
+            Some(internal) => task.set_internal_error(&sj, internal).await,
+            None => {
+                warn!(namespace = sj.namespace(), name = sj.name_any(), error = %error, "job poll failed");
+            }
+        }
+    }
+
+    async fn poll_panicked(task: &Task, error: InternalError) {
+        if let Some(sj) = task.object() {
+            task.set_internal_error(&sj, &error).await;
+        }
+    }
 }
 
 impl JobLoops {
     /// Loops over `client`, reading ScaledJobs from `scaled_jobs` (the controller's reflector).
     /// Starts the Job and pod watch caches; they run until [`JobLoops::stop_all`].
-    pub fn new(client: Client, scaled_jobs: Store<ScaledJob>, config: JobLoopConfig) -> JobLoops {
+    pub fn new(client: Client, scaled_jobs: Store<ScaledJob>, config: LoopConfig) -> JobLoops {
         let shutdown = CancellationToken::new();
         let jobs = cache::<Job>(&client, &config, SCALED_JOB_NAME_LABEL, &shutdown);
         let pods = cache::<Pod>(&client, &config, JOB_NAME_LABEL, &shutdown);
-        let jobs_listed = Listed::of(jobs.clone(), shutdown.clone());
-        let pods_listed = Listed::of(pods.clone(), shutdown.clone());
-        let events = Events::with_client(config.events_client.as_ref(), &client, &config.reporter);
-        let on_stop: OnStop = Box::new(|namespace, name, _| {
-            info!(namespace, name, "job loop stopped");
-        });
-        JobLoops {
-            inner: Arc::new(Inner {
-                client,
-                config,
-                scaled_jobs,
-                jobs,
-                pods,
-                jobs_listed,
-                pods_listed,
-                events,
-                loops: LoopRegistry::new(shutdown, on_stop),
-            }),
-        }
-    }
-
-    fn memory(&self, uid: &str) -> SharedMemory {
-        self.inner.loops.memory(uid)
+        let kind = ScaledJobs {
+            jobs_listed: Listed::of(jobs.clone(), shutdown.clone()),
+            pods_listed: Listed::of(pods.clone(), shutdown.clone()),
+            jobs,
+            pods,
+        };
+        Loops::with_kind(client, scaled_jobs, config, shutdown, kind)
     }
 
     /// Makes sure a loop runs for `sj` at its current generation (rebuilt after
@@ -160,67 +163,7 @@ impl JobLoops {
         &self,
         sj: &ScaledJob,
     ) -> Result<(Arc<ObjectScalers>, bool), ScaledJobError> {
-        let namespace = sj.namespace().unwrap_or_default();
-        let name = sj.name_any();
-        let interval =
-            Duration::from_secs(u64::try_from(sj.spec.polling_interval().max(1)).unwrap_or(30));
-        let env = &self.inner.config.env;
-        let (scalers, started) = self
-            .inner
-            .loops
-            .ensure(
-                &sj.uid().unwrap_or_default(),
-                (&namespace, &name),
-                sj.metadata.generation,
-                async || super::scalers_for_job(sj, env).await,
-                |start| {
-                    let task = LoopTask {
-                        loops: self.clone(),
-                        sj_ref: ObjectRef::new(&name).within(&namespace),
-                        uid: sj.uid().unwrap_or_default(),
-                        scalers: start.scalers,
-                        memory: start.memory,
-                    };
-                    let ticker = self.inner.config.ticks.ticker(interval);
-                    tokio::spawn(task.run(ticker, start.token))
-                },
-            )
-            .await?;
-        if started {
-            info!(namespace, name, ?interval, "job loop started");
-        }
-        Ok((scalers, started))
-    }
-
-    /// Marks the loop of `namespace/name` for a rebuild at the next [`ensure`](Self::ensure)
-    /// (a Secret or TriggerAuthentication its triggers read changed).
-    pub async fn rebuild(&self, namespace: &str, name: &str) {
-        self.inner.loops.rebuild(namespace, name).await;
-    }
-
-    /// Stops the loop of `uid` (pause), keeping what is remembered about the ScaledJob.
-    pub async fn stop(&self, uid: &str) {
-        self.inner.loops.stop(uid).await;
-    }
-
-    /// Stops the loop of `uid` and forgets the ScaledJob (deletion).
-    pub async fn forget(&self, uid: &str) {
-        self.inner.loops.forget(uid).await;
-    }
-
-    /// Stops every loop and the caches (shutdown). Jobs keep running.
-    pub async fn stop_all(&self) {
-        self.inner.loops.stop_all().await;
-    }
-
-    /// Whether a loop runs for `namespace/name`.
-    pub async fn is_running(&self, namespace: &str, name: &str) -> bool {
-        self.inner.loops.is_running(namespace, name).await
-    }
-
-    /// A receiver of the number of completed polls of the ScaledJob with this UID.
-    pub fn polls(&self, uid: &str) -> watch::Receiver<u64> {
-        lock(&self.memory(uid)).polls.subscribe()
+        Ok(self.ensure_for(sj, sj.metadata.generation).await?)
     }
 
     /// The running and pending Jobs of `sj` as the next poll will count them (caches plus the
@@ -233,7 +176,7 @@ impl JobLoops {
     fn owned_jobs(&self, sj: &ScaledJob) -> Vec<Arc<Job>> {
         let ns = sj.namespace();
         let name = sj.name_any();
-        self.inner
+        self.kind()
             .jobs
             .state()
             .into_iter()
@@ -253,7 +196,7 @@ impl JobLoops {
             .as_ref()
             .and_then(|s| s.pending_pod_conditions.clone())
             .unwrap_or_default();
-        let pods = self.inner.pods.state();
+        let pods = self.kind().pods.state();
         let mut counts = JobCounts::default();
         for job in jobs.iter().filter(|j| !m.deleted.contains(&j.name_any())) {
             if finished(job).is_some() {
@@ -291,7 +234,7 @@ impl JobLoops {
             return Ok(());
         }
         let ns = sj.namespace().unwrap_or_default();
-        let api: Api<Job> = Api::namespaced(self.inner.client.clone(), &ns);
+        let api: Api<Job> = Api::namespaced(self.client().clone(), &ns);
         let params = if foreground {
             DeleteParams::foreground()
         } else {
@@ -319,14 +262,14 @@ impl JobLoops {
 
     /// Waits until the Job and pod caches have listed once.
     pub async fn caches_ready(&self) {
-        self.inner.jobs_listed.wait().await;
-        self.inner.pods_listed.wait().await;
+        self.kind().jobs_listed.wait().await;
+        self.kind().pods_listed.wait().await;
     }
 }
 
 fn cache<K>(
     client: &Client,
-    config: &JobLoopConfig,
+    config: &LoopConfig,
     label: &str,
     shutdown: &CancellationToken,
 ) -> Store<K>
@@ -365,91 +308,11 @@ pub(super) fn loop_owned_ready(reason: Option<&str>) -> bool {
     reason.is_some_and(|r| r == keda_reason::PARTIAL_TRIGGER_ERROR || r == INTERNAL_ERROR)
 }
 
-struct LoopTask {
-    loops: JobLoops,
-    sj_ref: ObjectRef<ScaledJob>,
-    /// The UID of the ScaledJob this loop was started for.
-    uid: String,
-    scalers: Arc<ObjectScalers>,
-    memory: SharedMemory,
-}
-
-impl LoopTask {
-    async fn run(self, mut ticker: Box<dyn Ticker>, token: CancellationToken) {
-        tokio::select! {
-            () = self.loops.caches_ready() => {}
-            () = token.cancelled() => return,
-        }
-        loop {
-            if self.superseded() {
-                self.retire();
-                return;
-            }
-            tokio::select! {
-                () = self.poll() => {}
-                () = token.cancelled() => return,
-            }
-            lock(&self.memory).polls.send_modify(|n| *n += 1);
-            tokio::select! {
-                _ = ticker.tick() => {}
-                () = token.cancelled() => return,
-            }
-        }
-    }
-
-    /// Whether the ScaledJob this loop was started for is gone from the watch cache (deleted,
-    /// or deleted and created again under the same name) without this operator reconciling the
-    /// deletion: a deletion in a gap of the watch (a `410 Gone` relist) of an object whose
-    /// finalizer was removed by hand. Polling on, the loop would create Jobs for the new
-    /// ScaledJob next to the new ScaledJob's own loop.
-    fn superseded(&self) -> bool {
-        self.loops
-            .inner
-            .scaled_jobs
-            .get(&self.sj_ref)
-            .is_none_or(|sj| sj.metadata.uid.as_deref() != Some(self.uid.as_str()))
-    }
-
-    /// Stops this loop for good and forgets its ScaledJob, as a reconciled deletion does; in a
-    /// task of its own, since the stop awaits this task.
-    fn retire(&self) {
-        info!(
-            namespace = self.sj_ref.namespace.as_deref().unwrap_or_default(),
-            name = self.sj_ref.name,
-            uid = self.uid,
-            "ScaledJob gone from the watch cache without a reconciled deletion; its loop stops"
-        );
-        let loops = self.loops.clone();
-        let uid = self.uid.clone();
-        tokio::spawn(async move { loops.forget(&uid).await });
-    }
-
-    /// One poll, isolated: a panic in it is counted, makes the ScaledJob `Ready=False
-    /// InternalError`, and ends only this poll; the loop keeps its schedule and the next good
-    /// poll makes the ScaledJob Ready again.
-    async fn poll(&self) {
-        let Some(sj) = self.loops.inner.scaled_jobs.get(&self.sj_ref) else {
-            return;
-        };
-        let error = match catch_panic(self.poll_once(&sj)).await {
-            Ok(Ok(())) => return,
-            Ok(Err(e)) => e,
-            Err(panic) => ScaledJobError::Internal(panic.during(
-                Component::ScaleLoop,
-                format!(
-                    "polling ScaledJob {}/{}",
-                    sj.namespace().unwrap_or_default(),
-                    sj.name_any()
-                ),
-            )),
-        };
-        let Some(internal) = error.internal() else {
-            warn!(namespace = sj.namespace(), name = sj.name_any(), error = %error, "job poll failed");
-            return;
-        };
-        self.record_panic(&sj, internal);
-        let message = internal.to_string();
-        let written = super::update_status(&self.loops.inner.client, &sj, |status| {
+impl Task {
+    /// Says on the ScaledJob that a poll failed with `error` (`Ready=False InternalError`).
+    async fn set_internal_error(&self, sj: &ScaledJob, error: &InternalError) {
+        let message = error.to_string();
+        let written = super::update_status(self.loops.client(), sj, |status| {
             let mut conditions = super::conditions_of(status);
             set_condition(
                 &mut conditions,
@@ -469,7 +332,7 @@ impl LoopTask {
     fn record_panic(&self, sj: &ScaledJob, error: &InternalError) {
         let (namespace, name) = (sj.namespace().unwrap_or_default(), sj.name_any());
         recording::internal_panic(
-            &self.loops.inner.config.metrics,
+            self.loops.metrics(),
             ResourceKind::ScaledJob,
             (&namespace, &name),
             error,
@@ -536,7 +399,7 @@ impl LoopTask {
             "job poll"
         );
         if n > 0 {
-            let api: Api<Job> = Api::namespaced(self.loops.inner.client.clone(), &ns);
+            let api: Api<Job> = Api::namespaced(self.loops.client().clone(), &ns);
             let job = job_for(sj);
             let mut created = 0;
             for _ in 0..n {
@@ -551,8 +414,7 @@ impl LoopTask {
             if created > 0 {
                 info!(namespace = ns, name, jobs = created, "created jobs");
                 self.loops
-                    .inner
-                    .events
+                    .events()
                     .publish_on(
                         sj,
                         false,
@@ -594,17 +456,17 @@ impl LoopTask {
         errors: &[String],
         internal: &[String],
     ) -> Result<(), ScaledJobError> {
-        let now = self.loops.inner.config.clock.now();
+        let now = self.loops.config().clock.now();
         let due = {
             let mut m = lock(&self.memory);
             if active {
                 m.last_active = Some(now);
             }
             m.persisted_at
-                .is_none_or(|t| now.duration_since(t) >= self.loops.inner.config.persist_interval)
+                .is_none_or(|t| now.duration_since(t) >= self.loops.config().persist_interval)
         };
         let mut persisted = false;
-        super::update_status(&self.loops.inner.client, sj, |status| {
+        super::update_status(self.loops.client(), sj, |status| {
             let mut conditions = super::conditions_of(status);
             let was_active =
                 find_condition(&conditions, CONDITION_ACTIVE).is_some_and(|c| c.is_true());

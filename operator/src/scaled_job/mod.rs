@@ -13,8 +13,6 @@ pub mod loops;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{FutureExt, StreamExt};
-use keda_api::annotations::FINALIZER;
 use keda_api::condition::{
     CONDITION_PAUSED, CONDITION_READY, STATUS_FALSE, STATUS_TRUE, find_condition,
     initial_conditions, message, reason as keda_reason,
@@ -24,26 +22,25 @@ use keda_api::{ScaledJob, ScaledJobStatus};
 use keda_scalers::ScalableKind;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-pub use loops::{JobLoopConfig, JobLoops, KEDA_JOBS_CREATED};
+pub use loops::{JobLoops, KEDA_JOBS_CREATED, ScaledJobs};
 
-use crate::controller::{ControllerConfig, reconcile_trigger};
+use crate::controller::ControllerConfig;
 use crate::error::Error;
 use crate::events::{self, Events};
-use crate::isolation::{Component, INTERNAL_ERROR, InternalError, catch_panic};
+use crate::isolation::{INTERNAL_ERROR, InternalError};
 use crate::job_decision::rollout_to_delete;
+use crate::reconciler::{Reconciler, RunConfig, rebuilds, run, watch_objects};
 use crate::recording;
 use crate::resolve::{Resolver, ScalableRef, ScaleTargetPodSource};
 use crate::scalers::{ObjectScalers, ScalerEnv, build_triggers};
-use crate::status::{set_condition, status_patch};
+use crate::status::{join_unique, set_condition, status_patch};
 use crate::telemetry::{Metrics, ResourceKind};
-use crate::watch::scoped_watcher;
 
 /// `ScaledJobReady`.
 pub const SCALED_JOB_READY: &str = "ScaledJobReady";
@@ -200,7 +197,7 @@ impl ScaledJobController {
         let loops = JobLoops::new(
             client.clone(),
             store.clone(),
-            JobLoopConfig {
+            crate::loops::LoopConfig {
                 env: ScalerEnv {
                     resolver: Some(resolver.clone()),
                     cluster: crate::cluster_view::handle_or_new(
@@ -212,6 +209,9 @@ impl ScaledJobController {
                 },
                 ticks: config.ticks.clone(),
                 clock: config.clock.clone(),
+                operator_started_at: config
+                    .operator_started_at
+                    .unwrap_or_else(|| config.clock.now()),
                 persist_interval: config.persist_interval,
                 watch_scope: config.watch_scope.clone(),
                 reporter: config.reporter.clone(),
@@ -240,22 +240,12 @@ impl ScaledJobController {
     /// None today; the signature leaves room for start-up failures.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), ScaledJobError> {
         let scope = self.config.watch_scope.clone();
-        let objects = scoped_watcher(
+        let objects = watch_objects(
             &self.client,
             &scope,
-            &watcher::Config::default().any_semantic(),
             self.store.clone(),
-        )
-        .reflect(self.writer)
-        .applied_objects()
-        .predicate_filter(reconcile_trigger, Default::default());
-        let loops = self.loops.clone();
-        let rebuilds = self.resolver.rebuilds_of::<ScaledJob, _, _>(
-            ScalableKind::ScaledJob,
-            move |r: ScalableRef| {
-                let loops = loops.clone();
-                async move { loops.rebuild(&r.namespace, &r.name).await }
-            },
+            self.writer,
+            |_: &watcher::Event<ScaledJob>| {},
         );
         let ctx = Arc::new(Context {
             client: self.client.clone(),
@@ -269,36 +259,16 @@ impl ScaledJobController {
             resolver: self.resolver.clone(),
             metrics: self.config.metrics.clone(),
         });
-        let config = kube::runtime::controller::Config::default()
-            .concurrency(self.config.max_concurrent_reconciles);
         info!(namespaces = ?scope, "ScaledJob controller started");
-        // Graceful shutdown lets running reconciles finish. kube's controller also waits for
-        // its cache to list once, which never happens while the CRD is missing: then nothing
-        // is in flight and the controller is stopped at once; otherwise after a grace period.
-        let store = self.store.clone();
-        let token = shutdown.clone();
-        let forceful = async move {
-            token.cancelled().await;
-            if store.wait_until_ready().now_or_never().is_some() {
-                tokio::time::sleep(SHUTDOWN_GRACE).await;
-            }
+        let controller = Controller::for_stream(objects, self.store.clone())
+            .reconcile_on(rebuilds(&self.resolver, self.loops.clone()));
+        // A reconcile waits for the Job and pod caches, which never list without RBAC for
+        // them: running reconciles get a grace period at shutdown, no more.
+        let config = RunConfig {
+            concurrency: self.config.max_concurrent_reconciles,
+            shutdown_grace: Some(SHUTDOWN_GRACE),
         };
-        let run = Controller::for_stream(objects, self.store)
-            .reconcile_on(rebuilds)
-            .with_config(config)
-            .graceful_shutdown_on(shutdown.cancelled_owned())
-            .run(reconcile, error_policy, ctx)
-            .for_each(|r| async move {
-                if let Err(e) = r {
-                    tracing::debug!(error = %e, "ScaledJob reconcile failed");
-                }
-            });
-        tokio::select! {
-            () = run => {}
-            () = forceful => {}
-        }
-        self.loops.stop_all().await;
-        info!("ScaledJob controller stopped");
+        run(controller, ctx, self.store, &self.loops, config, shutdown).await;
         Ok(())
     }
 }
@@ -316,50 +286,41 @@ pub async fn run_scaled_job_controller(
     ScaledJobController::new(client, config).run(shutdown).await
 }
 
-fn error_policy(_sj: Arc<ScaledJob>, _e: &ScaledJobError, ctx: Arc<Context>) -> Action {
-    Action::requeue(ctx.retry_after_error)
-}
+impl Reconciler for Context {
+    type Object = ScaledJob;
+    type Error = ScaledJobError;
+    const KIND: ResourceKind = ResourceKind::ScaledJob;
 
-/// One reconcile, isolated: a panic anywhere in it becomes this ScaledJob's `Ready=False
-/// InternalError` (counted, logged, retried like any failure), never the controller's end.
-async fn reconcile(sj: Arc<ScaledJob>, ctx: Arc<Context>) -> Result<Action, ScaledJobError> {
-    match catch_panic(reconcile_job(sj.clone(), ctx.clone())).await {
-        Ok(result) => result,
-        Err(panic) => {
-            let error = ScaledJobError::Internal(panic.during(
-                Component::Reconcile,
-                format!(
-                    "reconciling ScaledJob {}/{}",
-                    sj.namespace().unwrap_or_default(),
-                    sj.name_any()
-                ),
-            ));
-            report_failure(&sj, &error, &ctx).await;
-            Err(error)
-        }
+    fn client(&self) -> &Client {
+        &self.client
     }
-}
 
-async fn reconcile_job(sj: Arc<ScaledJob>, ctx: Arc<Context>) -> Result<Action, ScaledJobError> {
-    let api: Api<ScaledJob> =
-        Api::namespaced(ctx.client.clone(), &sj.namespace().unwrap_or_default());
-    finalizer(&api, FINALIZER, sj, |event| async {
-        match event {
-            Finalizer::Apply(sj) => apply(&sj, &ctx).await,
-            Finalizer::Cleanup(sj) => cleanup(&sj, &ctx).await,
-        }
-    })
-    .await
-    .map_err(|e| ScaledJobError::Finalizer(Box::new(e)))
-}
+    fn internal(error: InternalError) -> ScaledJobError {
+        ScaledJobError::Internal(error)
+    }
 
-async fn apply(sj: &ScaledJob, ctx: &Context) -> Result<Action, ScaledJobError> {
-    match apply_inner(sj, ctx).await {
-        Ok(action) => Ok(action),
-        Err(e) => {
-            report_failure(sj, &e, ctx).await;
-            Err(e)
-        }
+    fn finalizer_failed(error: kube::runtime::finalizer::Error<ScaledJobError>) -> ScaledJobError {
+        ScaledJobError::Finalizer(Box::new(error))
+    }
+
+    async fn apply(&self, sj: &ScaledJob) -> Result<Action, ScaledJobError> {
+        apply_inner(sj, self).await
+    }
+
+    async fn cleanup(&self, sj: &ScaledJob) -> Result<Action, ScaledJobError> {
+        cleanup(sj, self).await
+    }
+
+    async fn report_failure(&self, sj: &ScaledJob, error: &ScaledJobError) {
+        report_failure(sj, error, self).await;
+    }
+
+    fn reconciled(&self, uid: &str) {
+        self.loops.reconciled(uid);
+    }
+
+    fn retry_after_error(&self) -> Duration {
+        self.retry_after_error
     }
 }
 
@@ -490,16 +451,6 @@ async fn apply_inner(sj: &ScaledJob, ctx: &Context) -> Result<Action, ScaledJobE
             .await;
     }
     Ok(Action::await_change())
-}
-
-fn join_unique<'a>(items: impl Iterator<Item = &'a str>) -> Option<String> {
-    let mut seen: Vec<&str> = Vec::new();
-    for i in items {
-        if !seen.contains(&i) {
-            seen.push(i);
-        }
-    }
-    (!seen.is_empty()).then(|| seen.join(","))
 }
 
 async fn report_failure(sj: &ScaledJob, e: &ScaledJobError, ctx: &Context) {

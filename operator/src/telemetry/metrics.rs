@@ -58,6 +58,14 @@ impl ResourceKind {
             Self::ScaledJob => "scaledjob",
         }
     }
+
+    /// The kind's name: `ScaledObject` or `ScaledJob`.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Self::ScaledObject => "ScaledObject",
+            Self::ScaledJob => "ScaledJob",
+        }
+    }
 }
 
 /// A KEDA custom resource kind, the `type` label of `keda_resource_registered_total`.

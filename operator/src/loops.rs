@@ -1,0 +1,515 @@
+//! One loop machinery for both scalable kinds: the scale loops of ScaledObjects
+//! ([`crate::scale_loop`]) and the job loops of ScaledJobs ([`crate::scaled_job`]) are
+//! [`Loops`] over a [`LoopKind`] that says only what differs: how a poll acts (write `/scale`
+//! or create Jobs), what the kind remembers across restarts, what it waits for before its first
+//! poll.
+//!
+//! Everything else is written once here, so the two kinds cannot drift apart: the registry of
+//! running loops ([`LoopRegistry`]), start and stop with their logs and the
+//! `keda_trigger_registered_total` / `keda_resource_registered_total` bookkeeping, push scalers
+//! (an activity of `true` polls at once), the first-poll gate that lets the reconcile that
+//! started a loop write its status first, the schedule with `keda_internal_scale_loop_latency_seconds`,
+//! the isolation of a poll that panics (`keda_internal_panics_total`), the poll counter tests
+//! wait on, and the retirement of a loop whose object vanished in a gap of the watch.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use keda_scalers::Clock;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Client, Resource, ResourceExt};
+use tokio::sync::{Notify, mpsc, watch};
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+use crate::error::Error;
+use crate::events::Events;
+use crate::isolation::{Component, InternalError, TriggerRef, catch_panic};
+use crate::loop_registry::{LoopRegistry, OnStop, lock};
+use crate::recording;
+use crate::resolve::WatchScope;
+use crate::scale_loop::{Ticker, Ticks};
+use crate::scalers::{ObjectScalers, ScalerEnv};
+use crate::telemetry::{Metrics, ResourceKind};
+
+/// How the loops of either kind run: time, ticks, and the status write policy.
+#[derive(Clone)]
+pub struct LoopConfig {
+    /// Builds scalers.
+    pub env: ScalerEnv,
+    /// When loops poll.
+    pub ticks: Arc<dyn Ticks>,
+    /// "now" for decisions and `lastActiveTime`.
+    pub clock: Clock,
+    /// When this operator started (the cooldown never counts from earlier after a restart).
+    pub operator_started_at: Timestamp,
+    /// How often a refreshed `lastActiveTime` is persisted while the object stays active.
+    pub persist_interval: SignedDuration,
+    /// Namespaces watched by the loops' caches (targets, Jobs, pods).
+    pub watch_scope: WatchScope,
+    /// Event reporter name.
+    pub reporter: String,
+    /// The client Events are published with; `None`: the loops' client.
+    pub events_client: Option<Client>,
+    /// Where the Prometheus metrics are recorded.
+    pub metrics: Metrics,
+}
+
+/// How long a new loop waits for the reconcile that started it before it polls anyway.
+const FIRST_POLL_GATE: Duration = Duration::from_secs(10);
+
+/// The parts of a loop that differ between ScaledObjects and ScaledJobs. Implemented by the
+/// kind's own state (caches the polls read), held by [`Loops`].
+pub trait LoopKind: Send + Sync + Sized + 'static {
+    /// `ScaledObject` or `ScaledJob`.
+    type Object: kube::Resource<DynamicType = ()> + Clone + Send + Sync + 'static;
+    /// What a loop was started for: a change restarts it.
+    type Key: PartialEq + Clone + Send + Sync + 'static;
+    /// What the operator remembers about an object across loop restarts.
+    type Memory: Default + Send + 'static;
+    /// The `type` label of the kind's metrics.
+    const KIND: ResourceKind;
+
+    /// The counter of completed polls in `memory`.
+    fn polls(memory: &Self::Memory) -> &watch::Sender<u64>;
+
+    /// The object's `pollingInterval`.
+    fn polling_interval(object: &Self::Object) -> Duration;
+
+    /// Builds the object's scalers.
+    ///
+    /// # Errors
+    /// A trigger that does not build (names the trigger and parameter).
+    fn build(
+        object: &Self::Object,
+        env: &ScalerEnv,
+    ) -> impl Future<Output = Result<ObjectScalers, Error>> + Send;
+
+    /// Awaited once before a loop's first poll (the caches a poll reads have listed).
+    fn before_first_poll(loops: &Loops<Self>) -> impl Future<Output = ()> + Send;
+
+    /// One poll. A panic in it is caught by the caller, which then calls
+    /// [`poll_panicked`](Self::poll_panicked).
+    fn poll(task: &LoopTask<Self>) -> impl Future<Output = ()> + Send;
+
+    /// A poll panicked with `error` (already logged and counted in
+    /// `keda_internal_panics_total`): say so on the object.
+    fn poll_panicked(
+        task: &LoopTask<Self>,
+        error: InternalError,
+    ) -> impl Future<Output = ()> + Send;
+
+    /// The object of `uid` was forgotten (deleted): drop what the kind keeps about it.
+    fn forgotten(&self, _uid: &str) {}
+}
+
+struct Inner<K: LoopKind> {
+    client: Client,
+    config: LoopConfig,
+    /// The controller's reflector.
+    store: Store<K::Object>,
+    events: Events,
+    registry: LoopRegistry<K::Key, K::Memory>,
+    /// Loops started by a reconcile that has not finished, by UID ([`Loops::reconciled`]).
+    first_poll_gates: Mutex<HashMap<String, Arc<Notify>>>,
+    kind: K,
+}
+
+/// The running loops of one kind, with the kind's state. Cheap to clone.
+pub struct Loops<K: LoopKind> {
+    inner: Arc<Inner<K>>,
+}
+
+impl<K: LoopKind> Clone for Loops<K> {
+    fn clone(&self) -> Self {
+        Loops {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<K: LoopKind> Loops<K> {
+    /// Loops over `client`, reading objects from `store` (the controller's reflector).
+    /// `shutdown` is cancelled by [`stop_all`](Self::stop_all): the kind's caches stop with it.
+    pub(crate) fn with_kind(
+        client: Client,
+        store: Store<K::Object>,
+        config: LoopConfig,
+        shutdown: CancellationToken,
+        kind: K,
+    ) -> Self {
+        let events = Events::with_client(config.events_client.as_ref(), &client, &config.reporter);
+        let metrics = config.metrics.clone();
+        let on_stop: OnStop = Box::new(move |namespace, name, scalers| {
+            recording::resource_registered(&metrics, K::KIND, namespace, -1);
+            for t in &scalers.triggers {
+                recording::trigger_registered(&metrics, &t.trigger_type, -1);
+            }
+            info!(namespace, name, kind = K::KIND.kind(), "loop stopped");
+        });
+        Loops {
+            inner: Arc::new(Inner {
+                client,
+                config,
+                store,
+                events,
+                registry: LoopRegistry::new(shutdown, on_stop),
+                first_poll_gates: Mutex::default(),
+                kind,
+            }),
+        }
+    }
+
+    /// The kind's own state.
+    pub(crate) fn kind(&self) -> &K {
+        &self.inner.kind
+    }
+
+    /// The loops' client.
+    pub(crate) fn client(&self) -> &Client {
+        &self.inner.client
+    }
+
+    /// How the loops run.
+    pub(crate) fn config(&self) -> &LoopConfig {
+        &self.inner.config
+    }
+
+    /// Where the loops record metrics.
+    pub(crate) fn metrics(&self) -> &Metrics {
+        &self.inner.config.metrics
+    }
+
+    /// The loops' Events.
+    pub(crate) fn events(&self) -> &Events {
+        &self.inner.events
+    }
+
+    /// The controller's reflector.
+    pub(crate) fn store(&self) -> &Store<K::Object> {
+        &self.inner.store
+    }
+
+    /// The memory of `uid`, created empty on first use.
+    pub(crate) fn memory(&self, uid: &str) -> Arc<Mutex<K::Memory>> {
+        self.inner.registry.memory(uid)
+    }
+
+    /// The UID, scalers and key of the loop of `namespace/name`.
+    pub(crate) async fn find(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Option<(String, Arc<ObjectScalers>, K::Key)> {
+        self.inner.registry.find(namespace, name).await
+    }
+
+    /// Makes sure a loop runs for `object` started for `key`, and returns its scalers and
+    /// whether it was (re)started: with the same key (and no pending
+    /// [`rebuild`](Self::rebuild)) nothing happens; otherwise the old loop stops (its scalers
+    /// closed) and a new one starts with freshly built scalers.
+    ///
+    /// # Errors
+    /// The scalers cannot be built (the old loop is stopped all the same).
+    pub(crate) async fn ensure_for(
+        &self,
+        object: &K::Object,
+        key: K::Key,
+    ) -> Result<(Arc<ObjectScalers>, bool), Error> {
+        let namespace = object.namespace().unwrap_or_default();
+        let name = object.name_any();
+        let uid = object.uid().unwrap_or_default();
+        let interval = K::polling_interval(object);
+        let env = &self.inner.config.env;
+        let (scalers, started) = self
+            .inner
+            .registry
+            .ensure(
+                &uid,
+                (&namespace, &name),
+                key.clone(),
+                async || K::build(object, env).await,
+                |start| {
+                    let gate = Arc::new(Notify::new());
+                    lock(&self.inner.first_poll_gates).insert(uid.clone(), gate.clone());
+                    let task = LoopTask {
+                        loops: self.clone(),
+                        object_ref: ObjectRef::new(&name).within(&namespace),
+                        uid: uid.clone(),
+                        key,
+                        scalers: start.scalers,
+                        memory: start.memory,
+                        token: start.token,
+                        first_poll: gate,
+                        push_panics: Arc::default(),
+                        push_panicked: Arc::default(),
+                    };
+                    tokio::spawn(task.run(self.inner.config.ticks.ticker(interval)))
+                },
+            )
+            .await?;
+        if started {
+            let metrics = &self.inner.config.metrics;
+            recording::resource_registered(metrics, K::KIND, &namespace, 1);
+            for t in &scalers.triggers {
+                recording::trigger_registered(metrics, &t.trigger_type, 1);
+            }
+            info!(
+                namespace,
+                name,
+                kind = K::KIND.kind(),
+                ?interval,
+                "loop started"
+            );
+        }
+        Ok((scalers, started))
+    }
+
+    /// Marks the loop of `namespace/name` for a rebuild: the next ensure restarts it with
+    /// freshly built scalers even though the object did not change (a Secret or
+    /// TriggerAuthentication its triggers read changed). The running loop keeps polling until
+    /// then.
+    pub async fn rebuild(&self, namespace: &str, name: &str) {
+        self.inner.registry.rebuild(namespace, name).await;
+    }
+
+    /// The reconcile of `uid` finished: a loop it started may poll for the first time.
+    ///
+    /// A new loop waits for this (at most [`FIRST_POLL_GATE`]), so that its first status write
+    /// comes after the reconciler's and builds on it: started together, both wrote the whole
+    /// `conditions` list from the same empty status, and each undid the other's part.
+    pub fn reconciled(&self, uid: &str) {
+        if let Some(gate) = lock(&self.inner.first_poll_gates).remove(uid) {
+            gate.notify_one();
+        }
+    }
+
+    /// Stops the loop of `uid` (pause), keeping what is remembered about the object.
+    pub async fn stop(&self, uid: &str) {
+        self.inner.registry.stop(uid).await;
+    }
+
+    /// Stops the loop of `uid` and forgets the object (deletion).
+    pub async fn forget(&self, uid: &str) {
+        self.inner.kind.forgotten(uid);
+        self.inner.registry.forget(uid).await;
+    }
+
+    /// Stops every loop and the kind's caches (shutdown). Targets keep their replicas, Jobs
+    /// keep running.
+    pub async fn stop_all(&self) {
+        self.inner.registry.stop_all().await;
+    }
+
+    /// Whether a loop runs for `namespace/name`.
+    pub async fn is_running(&self, namespace: &str, name: &str) -> bool {
+        self.inner.registry.is_running(namespace, name).await
+    }
+
+    /// How many loops run.
+    pub async fn len(&self) -> usize {
+        self.inner.registry.len().await
+    }
+
+    /// Whether no loop runs.
+    pub async fn is_empty(&self) -> bool {
+        self.len().await == 0
+    }
+
+    /// A receiver of the number of completed polls of the object with this UID.
+    pub fn polls(&self, uid: &str) -> watch::Receiver<u64> {
+        K::polls(&lock(&self.memory(uid))).subscribe()
+    }
+}
+
+/// One running loop: what its kind's [`LoopKind::poll`] gets.
+pub struct LoopTask<K: LoopKind> {
+    /// The loops it belongs to.
+    pub(crate) loops: Loops<K>,
+    /// The object, in the controller's reflector.
+    pub(crate) object_ref: ObjectRef<K::Object>,
+    /// The UID of the object this loop was started for.
+    pub(crate) uid: String,
+    /// What it was started for.
+    pub(crate) key: K::Key,
+    /// Its scalers.
+    pub(crate) scalers: Arc<ObjectScalers>,
+    /// The object's memory.
+    pub(crate) memory: Arc<Mutex<K::Memory>>,
+    /// Cancelled when the loop must stop.
+    pub(crate) token: CancellationToken,
+    /// Opened by [`Loops::reconciled`].
+    first_poll: Arc<Notify>,
+    /// Push tasks of this loop that panicked, by trigger index: their messages. The kind's
+    /// poll reports them as an internal error until the loop restarts
+    /// ([`push_panics`](Self::push_panics)).
+    push_panics: Arc<Mutex<BTreeMap<usize, String>>>,
+    /// Wakes the loop for a poll when a push task panicked.
+    push_panicked: Arc<Notify>,
+}
+
+impl<K: LoopKind> LoopTask<K> {
+    /// The object's namespace and name.
+    pub(crate) fn names(&self) -> (&str, &str) {
+        (
+            self.object_ref.namespace.as_deref().unwrap_or_default(),
+            &self.object_ref.name,
+        )
+    }
+
+    /// The messages of the push tasks of this loop that panicked (they stay down until the
+    /// loop restarts).
+    pub(crate) fn push_panics(&self) -> Vec<String> {
+        lock(&self.push_panics).values().cloned().collect()
+    }
+
+    /// The object as the controller's reflector has it now.
+    pub(crate) fn object(&self) -> Option<Arc<K::Object>> {
+        self.loops.store().get(&self.object_ref)
+    }
+
+    async fn run(self, mut ticker: Box<dyn Ticker>) {
+        let (push_tx, mut push_rx) = mpsc::channel::<bool>(16);
+        self.start_push_scalers(&push_tx);
+        drop(push_tx);
+        let mut push_open = true;
+        tokio::select! {
+            () = self.token.cancelled() => return,
+            _ = tokio::time::timeout(FIRST_POLL_GATE, self.first_poll.notified()) => {}
+        }
+        tokio::select! {
+            () = self.token.cancelled() => return,
+            () = K::before_first_poll(&self.loops) => {}
+        }
+        loop {
+            if self.superseded() {
+                self.retire();
+                return;
+            }
+            // Boxed: the poll's future (a source read, status write, events) is several KB and
+            // needed only while polling; inline, every idle loop would keep room for it.
+            tokio::select! {
+                () = self.token.cancelled() => return,
+                () = Box::pin(self.poll_isolated()) => {}
+            }
+            K::polls(&lock(&self.memory)).send_modify(|n| *n += 1);
+            // Wait for the next tick, or a push scaler's activation.
+            loop {
+                tokio::select! {
+                    () = self.token.cancelled() => return,
+                    lag = ticker.tick() => {
+                        let (namespace, name) = self.names();
+                        recording::scale_loop_latency(
+                            self.loops.metrics(),
+                            K::KIND,
+                            namespace,
+                            name,
+                            lag,
+                        );
+                        break;
+                    }
+                    () = self.push_panicked.notified() => break,
+                    active = push_rx.recv(), if push_open => match active {
+                        Some(true) => break,
+                        Some(false) => {}
+                        None => push_open = false,
+                    },
+                }
+            }
+        }
+    }
+
+    /// Runs every push scaler in a task of its own, sending activity to `push_tx`.
+    fn start_push_scalers(&self, push_tx: &mpsc::Sender<bool>) {
+        for (i, t) in self.scalers.triggers.iter().enumerate() {
+            if t.scaler.push().is_none() {
+                continue;
+            }
+            let scalers = self.scalers.clone();
+            let token = self.token.child_token();
+            let tx = push_tx.clone();
+            let metrics = self.loops.metrics().clone();
+            let object_ref = self.object_ref.clone();
+            let push_panics = self.push_panics.clone();
+            let push_panicked = self.push_panicked.clone();
+            tokio::spawn(async move {
+                let trigger = &scalers.triggers[i];
+                let Some(push) = trigger.scaler.push() else {
+                    return;
+                };
+                // A push task that panics ends, and is not restarted: a panic is a bug, and
+                // running it again could panic on every activity. The loop keeps polling the
+                // scaler, and every poll keeps the object `Ready=False InternalError` until the
+                // loop restarts (a change of the object, a rotated Secret).
+                if let Err(panic) = catch_panic(push.run(token, tx)).await {
+                    let namespace = object_ref.namespace.as_deref().unwrap_or_default();
+                    let error = panic.in_scaler(
+                        format!(
+                            "running the push scaler of {} {namespace}/{}",
+                            K::KIND.kind(),
+                            object_ref.name
+                        ),
+                        TriggerRef {
+                            index: trigger.index,
+                            trigger_type: &trigger.trigger_type,
+                        },
+                    );
+                    recording::internal_panic(
+                        &metrics,
+                        K::KIND,
+                        (namespace, &object_ref.name),
+                        &error,
+                    );
+                    lock(&push_panics).insert(i, error.to_string());
+                    push_panicked.notify_one();
+                }
+            });
+        }
+    }
+
+    /// Whether the object this loop was started for is gone from the watch cache: deleted, or
+    /// deleted and created again under the same name (another UID), without this operator
+    /// reconciling the deletion. That happens when the deletion falls in a gap of the watch (a
+    /// `410 Gone` relist, an operator that was down) and nothing held the object back (its
+    /// finalizer was removed by hand): the controller never sees a deleted object, only its
+    /// absence from the relisted cache. Such a loop would poll on forever, or worse, poll for
+    /// the new object with the old object's scalers next to the new object's own loop.
+    fn superseded(&self) -> bool {
+        self.object()
+            .is_none_or(|o| o.meta().uid.as_deref() != Some(self.uid.as_str()))
+    }
+
+    /// Stops this loop for good and forgets its object, as a reconciled deletion does. The
+    /// stop awaits this task, so it runs in a task of its own while this one returns.
+    fn retire(&self) {
+        let (namespace, name) = self.names();
+        info!(
+            namespace,
+            name,
+            uid = self.uid,
+            kind = K::KIND.kind(),
+            "object gone from the watch cache without a reconciled deletion; its loop stops"
+        );
+        let loops = self.loops.clone();
+        let uid = self.uid.clone();
+        tokio::spawn(async move { loops.forget(&uid).await });
+    }
+
+    /// One poll, isolated: a panic in it is counted, said on the object (the kind's
+    /// [`LoopKind::poll_panicked`]), and ends only this poll; the loop keeps its schedule, and
+    /// the next good poll makes the object Ready again.
+    async fn poll_isolated(&self) {
+        let Err(panic) = catch_panic(K::poll(self)).await else {
+            return;
+        };
+        let (namespace, name) = self.names();
+        let error = panic.during(
+            Component::ScaleLoop,
+            format!("polling {} {namespace}/{name}", K::KIND.kind()),
+        );
+        recording::internal_panic(self.loops.metrics(), K::KIND, (namespace, name), &error);
+        K::poll_panicked(self, error).await;
+    }
+}

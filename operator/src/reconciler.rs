@@ -1,0 +1,284 @@
+//! The controller shell both kinds share: the ScaledObject controller ([`crate::controller`])
+//! and the ScaledJob controller ([`crate::scaled_job`]) are this shell over a [`Reconciler`]
+//! that says what differs (what a reconcile applies, what a deletion cleans up, how a failure
+//! is reported).
+//!
+//! Written once here: the watch of the objects (managed fields dropped, reconciles only on
+//! [`reconcile_trigger`] changes), the rebuild signals of the trigger resolver, KEDA's
+//! finalizer, the isolation of a reconcile that panics, the report of a failed apply, the
+//! opening of the first-poll gate of a loop the reconcile started
+//! ([`crate::loops::Loops::reconciled`]), the retry policy, and the shutdown.
+
+use std::fmt::Debug;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{FutureExt, Stream, StreamExt, TryStreamExt};
+use k8s_openapi::NamespaceResourceScope;
+use keda_api::annotations::FINALIZER;
+use kube::api::Api;
+use kube::runtime::controller::{Action, Config, Controller};
+use kube::runtime::finalizer::{self, Event as Finalizer, finalizer};
+use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::isolation::{Component, InternalError, catch_panic};
+use crate::loops::{LoopKind, Loops};
+use crate::resolve::{Resolver, ScalableRef, WatchScope};
+use crate::telemetry::ResourceKind;
+use crate::watch::scoped_watcher;
+
+/// The object types a controller of this shell reconciles.
+pub(crate) trait Object:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + Debug
+    + DeserializeOwned
+    + Serialize
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Object for K where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + Debug
+        + DeserializeOwned
+        + Serialize
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// What a controller of one kind does in a reconcile; the shell around it is [`reconcile`] and
+/// [`run`].
+pub(crate) trait Reconciler: Send + Sync + 'static {
+    /// `ScaledObject` or `ScaledJob`.
+    type Object: Object;
+    /// Why a reconcile failed.
+    type Error: std::error::Error + Send + Sync + 'static;
+    /// The kind, for messages.
+    const KIND: ResourceKind;
+
+    /// The controller's client.
+    fn client(&self) -> &Client;
+
+    /// A panic caught in a reconcile, as this kind's error.
+    fn internal(error: InternalError) -> Self::Error;
+
+    /// A failure of the finalizer machinery, as this kind's error.
+    fn finalizer_failed(error: finalizer::Error<Self::Error>) -> Self::Error;
+
+    /// The object to reconcile, before the finalizer is looked at: `object` itself by default.
+    fn prepare(
+        &self,
+        object: Arc<Self::Object>,
+    ) -> impl Future<Output = Result<Arc<Self::Object>, Self::Error>> + Send {
+        std::future::ready(Ok(object))
+    }
+
+    /// Reconciles a live object (it has the finalizer).
+    fn apply(
+        &self,
+        object: &Self::Object,
+    ) -> impl Future<Output = Result<Action, Self::Error>> + Send;
+
+    /// Cleans up after a deleted object (before its finalizer is removed).
+    fn cleanup(
+        &self,
+        object: &Self::Object,
+    ) -> impl Future<Output = Result<Action, Self::Error>> + Send;
+
+    /// Says on the object that its reconcile failed (`Ready=False`, an Event, the counters).
+    fn report_failure(
+        &self,
+        object: &Self::Object,
+        error: &Self::Error,
+    ) -> impl Future<Output = ()> + Send;
+
+    /// The reconcile of `uid` finished, however it ended.
+    fn reconciled(&self, uid: &str);
+
+    /// The delay before a failed reconcile is retried.
+    fn retry_after_error(&self) -> Duration;
+}
+
+/// One reconcile, isolated: a panic anywhere in it becomes this object's `Ready=False
+/// InternalError` (counted, logged, retried like any failure), never the controller's end.
+pub(crate) async fn reconcile<C: Reconciler>(
+    object: Arc<C::Object>,
+    ctx: Arc<C>,
+) -> Result<Action, C::Error> {
+    let result = match catch_panic(reconcile_object(object.clone(), &ctx)).await {
+        Ok(result) => result,
+        Err(panic) => {
+            let error = C::internal(panic.during(
+                Component::Reconcile,
+                format!(
+                    "reconciling {} {}/{}",
+                    C::KIND.kind(),
+                    object.namespace().unwrap_or_default(),
+                    object.name_any()
+                ),
+            ));
+            ctx.report_failure(&object, &error).await;
+            Err(error)
+        }
+    };
+    // After this reconcile's status write: a loop it started may now poll and write its own.
+    ctx.reconciled(&object.uid().unwrap_or_default());
+    result
+}
+
+async fn reconcile_object<C: Reconciler>(
+    object: Arc<C::Object>,
+    ctx: &Arc<C>,
+) -> Result<Action, C::Error> {
+    let object = ctx.prepare(object).await?;
+    let api: Api<C::Object> = Api::namespaced(
+        ctx.client().clone(),
+        &object.namespace().unwrap_or_default(),
+    );
+    finalizer(&api, FINALIZER, object, |event| async {
+        match event {
+            Finalizer::Apply(object) => match ctx.apply(&object).await {
+                Ok(action) => Ok(action),
+                Err(e) => {
+                    ctx.report_failure(&object, &e).await;
+                    Err(e)
+                }
+            },
+            Finalizer::Cleanup(object) => ctx.cleanup(&object).await,
+        }
+    })
+    .await
+    .map_err(C::finalizer_failed)
+}
+
+fn error_policy<C: Reconciler>(_object: Arc<C::Object>, _e: &C::Error, ctx: Arc<C>) -> Action {
+    Action::requeue(ctx.retry_after_error())
+}
+
+/// The changes of a ScaledObject or ScaledJob that need a reconcile: generation, labels,
+/// annotations, finalizers, deletion. Status changes are not among them.
+pub(crate) fn reconcile_trigger<K: Resource>(obj: &K) -> Option<u64> {
+    let meta = obj.meta();
+    let mut h = DefaultHasher::new();
+    meta.generation.hash(&mut h);
+    meta.labels.hash(&mut h);
+    meta.annotations.hash(&mut h);
+    meta.finalizers.hash(&mut h);
+    meta.deletion_timestamp.is_some().hash(&mut h);
+    Some(h.finish())
+}
+
+/// The objects of one kind as the controller reconciles them: watched in `scope` into
+/// `writer`, each event shown to `observe` once the store has it, filtered by
+/// [`reconcile_trigger`].
+pub(crate) fn watch_objects<K: Object>(
+    client: &Client,
+    scope: &WatchScope,
+    store: Store<K>,
+    writer: Writer<K>,
+    mut observe: impl FnMut(&watcher::Event<K>) + Send + 'static,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static {
+    scoped_watcher(
+        client,
+        scope,
+        &watcher::Config::default().any_semantic(),
+        store,
+    )
+    // Nothing reads managedFields; on a real API server they are often the largest part of
+    // an object, kept 10,000 times over.
+    .modify(|o: &mut K| o.meta_mut().managed_fields = None)
+    .reflect(writer)
+    .map_ok(move |event| {
+        observe(&event);
+        event
+    })
+    .applied_objects()
+    .predicate_filter(reconcile_trigger, Default::default())
+}
+
+/// The objects of `loops`' kind whose triggers' inputs changed (a rotated Secret, an edited
+/// TriggerAuthentication): each loop is marked for a rebuild first, so the reconcile that
+/// follows restarts it with fresh scalers.
+pub(crate) fn rebuilds<K>(
+    resolver: &Resolver,
+    loops: Loops<K>,
+) -> impl Stream<Item = ObjectRef<K::Object>> + Send + 'static
+where
+    K: LoopKind,
+{
+    let kind = match K::KIND {
+        ResourceKind::ScaledObject => keda_scalers::ScalableKind::ScaledObject,
+        ResourceKind::ScaledJob => keda_scalers::ScalableKind::ScaledJob,
+    };
+    resolver.rebuilds_of::<K::Object, _, _>(kind, move |r: ScalableRef| {
+        let loops = loops.clone();
+        async move { loops.rebuild(&r.namespace, &r.name).await }
+    })
+}
+
+/// How [`run`] runs a controller.
+pub(crate) struct RunConfig {
+    /// Reconciles at once.
+    pub concurrency: u16,
+    /// How long running reconciles may take to finish at shutdown; `None`: as long as they
+    /// take.
+    pub shutdown_grace: Option<Duration>,
+}
+
+/// Runs `controller` with `ctx` until `shutdown` is cancelled, then stops every loop of
+/// `loops`. `store` is the controller's reflector.
+pub(crate) async fn run<C, K>(
+    controller: Controller<C::Object>,
+    ctx: Arc<C>,
+    store: Store<C::Object>,
+    loops: &Loops<K>,
+    config: RunConfig,
+    shutdown: CancellationToken,
+) where
+    C: Reconciler,
+    K: LoopKind<Object = C::Object>,
+{
+    let kind = C::KIND.kind();
+    let run = controller
+        .with_config(Config::default().concurrency(config.concurrency))
+        .graceful_shutdown_on(shutdown.clone().cancelled_owned())
+        .run(reconcile::<C>, error_policy::<C>, ctx)
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, kind, "reconcile failed");
+            }
+        });
+    // kube's controller waits for its first list before it notices the shutdown; when the
+    // objects were never listed (no CRD, no RBAC) nothing is in flight: stop at once. Else
+    // running reconciles may finish, within the grace period if there is one.
+    let forceful = async {
+        shutdown.cancelled().await;
+        if store.wait_until_ready().now_or_never().is_some() {
+            match config.shutdown_grace {
+                Some(grace) => tokio::time::sleep(grace).await,
+                None => std::future::pending::<()>().await,
+            }
+        } else {
+            warn!(kind, "stopping before the objects could ever be listed");
+        }
+    };
+    tokio::select! {
+        () = run => {}
+        () = forceful => {}
+    }
+    loops.stop_all().await;
+    info!(kind, "controller stopped");
+}
