@@ -24,6 +24,8 @@ fn every_builtin_type_is_documented_with_an_example_that_parses() {
         [
             "cpu",
             "cron",
+            "external",
+            "external-push",
             "http",
             "kafka",
             "kubernetes-workload",
@@ -113,7 +115,7 @@ async fn unknown_trigger_type_lists_the_known_ones() {
         .expect_err("unknown type");
     assert_eq!(
         err.to_string(),
-        "unknown trigger type \"foo\"; known types: cpu, cron, http, kafka, kubernetes-workload, memory, metrics-api, mysql, nats-jetstream, postgresql, prometheus, rabbitmq, redis, redis-cluster, \
+        "unknown trigger type \"foo\"; known types: cpu, cron, external, external-push, http, kafka, kubernetes-workload, memory, metrics-api, mysql, nats-jetstream, postgresql, prometheus, rabbitmq, redis, redis-cluster, \
          redis-cluster-streams, redis-sentinel, redis-sentinel-streams, redis-streams"
     );
 }

@@ -1,6 +1,7 @@
 //! The built-in scalers, one module per source.
 
 pub mod cron;
+pub mod external;
 pub mod http;
 pub mod kafka;
 pub mod kubernetes_workload;
@@ -34,6 +35,16 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "cron",
         Declared::new(cron::build, cron::PARAMS)
             .with_check(|ctx| cron::CronConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "external",
+        Declared::new(external::build_external, external::PARAMS)
+            .with_check(|ctx| external::ExternalConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "external-push",
+        Declared::new(external::build_external_push, external::PARAMS)
+            .with_check(|ctx| external::ExternalConfig::parse(ctx).map(drop)),
     );
     registry.register(
         "http",
