@@ -3,6 +3,7 @@
 #   docker build --target operator          -t keda-rs/keda-rs-operator:0.1.0 .
 #   docker build --target metrics-apiserver -t keda-rs/keda-rs-metrics-apiserver:0.1.0 .
 #   docker build --target activator         -t keda-rs/keda-rs-activator:0.1.0 .
+#   docker build --target webhook           -t keda-rs/keda-rs-webhook:0.1.0 .
 #
 # The names are the ones config/ deploys (a test in tests/e2e/tests/manifests.rs keeps them in
 # step). Each image is distroless (glibc, CA certificates, no shell, no package manager) plus one
@@ -12,15 +13,16 @@
 FROM rust:1-bookworm AS build
 WORKDIR /src
 COPY . .
-# Release binaries of the three processes (and keda-rs-certs, which the metrics-apiserver image
+# Release binaries of the four processes (and keda-rs-certs, which the metrics-apiserver image
 # carries). rdkafka's bundled librdkafka builds with the image's gcc, make and perl.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked \
-        -p keda-operator -p keda-metrics-apiserver -p keda-activator \
+        -p keda-operator -p keda-metrics-apiserver -p keda-activator -p keda-webhook \
  && mkdir -p /out/bin \
  && cp target/release/keda-operator target/release/keda-metrics-apiserver \
-       target/release/keda-rs-certs target/release/keda-activator /out/bin/ \
+       target/release/keda-rs-certs target/release/keda-activator target/release/keda-webhook \
+       /out/bin/ \
  && strip /out/bin/*
 # The shared libraries beyond glibc and libgcc (which distroless/cc has) that each binary links,
 # under their own paths: OpenSSL and zlib for librdkafka in the operator and the activator.
@@ -53,3 +55,9 @@ COPY --from=build /out/bin/keda-activator /usr/local/bin/keda-activator
 USER 65532:65532
 EXPOSE 8080 9090
 ENTRYPOINT ["/usr/local/bin/keda-activator"]
+
+FROM gcr.io/distroless/cc-debian12:nonroot AS webhook
+COPY --from=build /out/bin/keda-webhook /usr/local/bin/keda-webhook
+USER 65532:65532
+EXPOSE 9443 8080
+ENTRYPOINT ["/usr/local/bin/keda-webhook"]

@@ -130,8 +130,8 @@ fn deployments_use_existing_service_accounts_and_named_probe_ports() {
         .collect();
     assert_eq!(
         deployments.len(),
-        3,
-        "operator, metrics-apiserver and activator"
+        4,
+        "operator, metrics-apiserver, activator and admission webhooks"
     );
     for (file, d) in deployments {
         let ns = d["metadata"]["namespace"]
