@@ -43,6 +43,21 @@ pub const ENV_RENEW_DEADLINE: &str = "KEDA_OPERATOR_LEADER_ELECTION_RENEW_DEADLI
 pub const ENV_RETRY_PERIOD: &str = "KEDA_OPERATOR_LEADER_ELECTION_RETRY_PERIOD";
 pub const ENV_RUST_LOG: &str = "RUST_LOG";
 pub const ENV_HTTP_HOST_POLICY: &str = "KEDA_HTTP_HOST_POLICY";
+pub const ENV_HTTP_DEFAULT_TIMEOUT: &str = "KEDA_HTTP_DEFAULT_TIMEOUT";
+pub const ENV_SCALEDOBJECT_MAX_RECONCILES: &str = "KEDA_SCALEDOBJECT_CTRL_MAX_RECONCILES";
+pub const ENV_SCALEDJOB_MAX_RECONCILES: &str = "KEDA_SCALEDJOB_CTRL_MAX_RECONCILES";
+pub const ENV_WATCH_LABEL_SELECTOR: &str = "WATCH_LABEL_SELECTOR";
+
+/// KEDA's default of `KEDA_SCALEDOBJECT_CTRL_MAX_RECONCILES`.
+pub const DEFAULT_SCALEDOBJECT_MAX_RECONCILES: u16 = 5;
+/// KEDA's default of `KEDA_SCALEDJOB_CTRL_MAX_RECONCILES`.
+pub const DEFAULT_SCALEDJOB_MAX_RECONCILES: u16 = 1;
+/// The bounds of `KEDA_SCALEDOBJECT_CTRL_MAX_RECONCILES` and `KEDA_SCALEDJOB_CTRL_MAX_RECONCILES`.
+pub const MAX_RECONCILES_BOUNDS: (u16, u16) = (1, 1000);
+/// The bounds of `KEDA_HTTP_DEFAULT_TIMEOUT`, in milliseconds (1 ms to 1 h).
+pub const HTTP_DEFAULT_TIMEOUT_BOUNDS_MS: (u64, u64) = (1, 3_600_000);
+/// The longest `WATCH_LABEL_SELECTOR`, in characters.
+pub const MAX_LABEL_SELECTOR_LEN: usize = 4096;
 
 const ENV_HELP: &str = "\
 Environment:
@@ -56,6 +71,10 @@ Environment:
   KEDA_OPERATOR_LEADER_ELECTION_RETRY_PERIOD     How often candidates retry and the leader renews [default: 2s]
   RUST_LOG                                       Log filter; overrides --log-level
   KEDA_HTTP_HOST_POLICY                          The --http-host-policy file, when the flag is not given
+  KEDA_HTTP_DEFAULT_TIMEOUT                      Timeout of HTTP-based scalers without their own, in ms (1 to 3600000) [default: 3000]
+  KEDA_SCALEDOBJECT_CTRL_MAX_RECONCILES          ScaledObject reconciles at once (1 to 1000) [default: 5]
+  KEDA_SCALEDJOB_CTRL_MAX_RECONCILES             ScaledJob reconciles at once (1 to 1000) [default: 1]
+  WATCH_LABEL_SELECTOR                           Only ScaledObjects and ScaledJobs matching this label selector; empty or unset: all
   KUBECONFIG                                     Kubeconfig path; else ~/.kube/config, else the in-cluster service account
 
 Ports: metrics :8080 (/metrics), probes :8081 (/healthz, /readyz), metric service :9666.
@@ -288,6 +307,15 @@ pub struct Settings {
     pub log_filter: String,
     /// Which hosts each namespace's `http` triggers may claim (`--http-host-policy`).
     pub http_host_policy: keda_scalers::scalers::http::claims::HostPolicy,
+    /// Timeout of HTTP-based scalers that set none (`KEDA_HTTP_DEFAULT_TIMEOUT`, default 3 s).
+    pub http_default_timeout: Duration,
+    /// ScaledObject reconciles at once (`KEDA_SCALEDOBJECT_CTRL_MAX_RECONCILES`, default 5).
+    pub scaled_object_max_reconciles: u16,
+    /// ScaledJob reconciles at once (`KEDA_SCALEDJOB_CTRL_MAX_RECONCILES`, default 1).
+    pub scaled_job_max_reconciles: u16,
+    /// Only ScaledObjects and ScaledJobs matching this selector are watched
+    /// (`WATCH_LABEL_SELECTOR`); `None`: all.
+    pub watch_label_selector: Option<String>,
 }
 
 /// Why the settings cannot be used.
@@ -305,6 +333,17 @@ pub enum ConfigError {
     /// The leader election settings contradict each other.
     #[error(transparent)]
     LeaderElection(#[from] crate::leader::LeaderError),
+    /// A number variable is not a whole number within its bounds.
+    #[error("{name}={value:?} is not a whole number between {min} and {max}")]
+    Number {
+        name: &'static str,
+        value: String,
+        min: u64,
+        max: u64,
+    },
+    /// `WATCH_LABEL_SELECTOR` is not a label selector.
+    #[error("WATCH_LABEL_SELECTOR={value:?} is not a label selector: {reason}")]
+    LabelSelector { value: String, reason: String },
     /// The `--http-host-policy` file cannot be read.
     #[error("--http-host-policy {}: cannot read the file", path.display())]
     HostPolicyFile { path: PathBuf },
@@ -401,6 +440,20 @@ impl Settings {
             log_format: flags.log_format,
             log_filter: present(ENV_RUST_LOG).unwrap_or(flags.log_level),
             http_host_policy,
+            http_default_timeout: number(
+                env,
+                ENV_HTTP_DEFAULT_TIMEOUT,
+                HTTP_DEFAULT_TIMEOUT_BOUNDS_MS,
+            )?
+            .map_or(
+                keda_scalers::context::DEFAULT_HTTP_TIMEOUT,
+                Duration::from_millis,
+            ),
+            scaled_object_max_reconciles: max_reconciles(env, ENV_SCALEDOBJECT_MAX_RECONCILES)?
+                .unwrap_or(DEFAULT_SCALEDOBJECT_MAX_RECONCILES),
+            scaled_job_max_reconciles: max_reconciles(env, ENV_SCALEDJOB_MAX_RECONCILES)?
+                .unwrap_or(DEFAULT_SCALEDJOB_MAX_RECONCILES),
+            watch_label_selector: label_selector(env)?,
         })
     }
 }
@@ -417,6 +470,57 @@ fn default_identity(env: &dyn Environment) -> String {
         })
         .unwrap_or_else(|| "keda-operator".to_string());
     format!("{}_{}", host.trim(), env.pid())
+}
+
+/// An optional whole-number variable within `(min, max)`.
+fn number(
+    env: &dyn Environment,
+    name: &'static str,
+    (min, max): (u64, u64),
+) -> Result<Option<u64>, ConfigError> {
+    let Some(value) = env.var(name).filter(|v| !v.trim().is_empty()) else {
+        return Ok(None);
+    };
+    match value.trim().parse::<u64>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(Some(n)),
+        _ => Err(ConfigError::Number {
+            name,
+            value,
+            min,
+            max,
+        }),
+    }
+}
+
+/// An optional `KEDA_*_CTRL_MAX_RECONCILES` within [`MAX_RECONCILES_BOUNDS`].
+fn max_reconciles(env: &dyn Environment, name: &'static str) -> Result<Option<u16>, ConfigError> {
+    let (min, max) = MAX_RECONCILES_BOUNDS;
+    let n = number(env, name, (u64::from(min), u64::from(max)))?;
+    // Within the bounds, so within u16.
+    Ok(n.and_then(|n| u16::try_from(n).ok()))
+}
+
+/// `WATCH_LABEL_SELECTOR`, checked as the API server would parse it; empty or unset: `None`.
+fn label_selector(env: &dyn Environment) -> Result<Option<String>, ConfigError> {
+    let Some(value) = env
+        .var(ENV_WATCH_LABEL_SELECTOR)
+        .filter(|v| !v.trim().is_empty())
+    else {
+        return Ok(None);
+    };
+    if value.chars().count() > MAX_LABEL_SELECTOR_LEN {
+        return Err(ConfigError::LabelSelector {
+            value: value.chars().take(40).collect::<String>() + "...",
+            reason: format!("longer than {MAX_LABEL_SELECTOR_LEN} characters"),
+        });
+    }
+    keda_scalers::cluster::LabelSelector::parse(&value).map_err(|e| {
+        ConfigError::LabelSelector {
+            value: value.clone(),
+            reason: e.to_string(),
+        }
+    })?;
+    Ok(Some(value.trim().to_string()))
 }
 
 /// An optional duration variable in Go's format (`15s`, `500ms`, `1m30s`).
@@ -493,6 +597,74 @@ mod tests {
         assert_eq!(settings.cluster_object_namespace, "keda");
         assert_eq!(settings.log_format, LogFormat::Text);
         assert_eq!(settings.log_filter, "info");
+        assert_eq!(settings.http_default_timeout, Duration::from_millis(3000));
+        assert_eq!(settings.scaled_object_max_reconciles, 5);
+        assert_eq!(settings.scaled_job_max_reconciles, 1);
+        assert_eq!(settings.watch_label_selector, None);
+    }
+
+    #[test]
+    fn keda_s_tuning_variables_are_read_within_their_bounds() {
+        let env = MapEnv::new(&[
+            (ENV_HTTP_DEFAULT_TIMEOUT, "15000"),
+            (ENV_SCALEDOBJECT_MAX_RECONCILES, "40"),
+            (ENV_SCALEDJOB_MAX_RECONCILES, " 3 "),
+            (ENV_WATCH_LABEL_SELECTOR, "team in (shop, pay), !legacy"),
+        ]);
+        let settings = parse(&[], &env).expect("settings");
+        assert_eq!(settings.http_default_timeout, Duration::from_secs(15));
+        assert_eq!(settings.scaled_object_max_reconciles, 40);
+        assert_eq!(settings.scaled_job_max_reconciles, 3);
+        assert_eq!(
+            settings.watch_label_selector.as_deref(),
+            Some("team in (shop, pay), !legacy")
+        );
+        let config = crate::ControllerConfig::from_settings(
+            &settings,
+            crate::telemetry::Metrics::new(),
+            keda_scalers::pool::ClientPools::new(),
+        );
+        assert_eq!(config.env.http_timeout, Duration::from_secs(15));
+        assert_eq!(config.max_concurrent_reconciles, 40);
+        assert_eq!(config.scaled_job_max_concurrent_reconciles, 3);
+        assert_eq!(
+            config.label_selector.as_deref(),
+            Some("team in (shop, pay), !legacy")
+        );
+    }
+
+    #[test]
+    fn tuning_variables_out_of_bounds_name_the_variable_and_the_bound() {
+        for (name, value, expected) in [
+            (
+                ENV_HTTP_DEFAULT_TIMEOUT,
+                "0",
+                r#"KEDA_HTTP_DEFAULT_TIMEOUT="0" is not a whole number between 1 and 3600000"#,
+            ),
+            (
+                ENV_HTTP_DEFAULT_TIMEOUT,
+                "1e20",
+                r#"KEDA_HTTP_DEFAULT_TIMEOUT="1e20" is not a whole number between 1 and 3600000"#,
+            ),
+            (
+                ENV_SCALEDOBJECT_MAX_RECONCILES,
+                "0",
+                r#"KEDA_SCALEDOBJECT_CTRL_MAX_RECONCILES="0" is not a whole number between 1 and 1000"#,
+            ),
+            (
+                ENV_SCALEDJOB_MAX_RECONCILES,
+                "70000",
+                r#"KEDA_SCALEDJOB_CTRL_MAX_RECONCILES="70000" is not a whole number between 1 and 1000"#,
+            ),
+            (
+                ENV_WATCH_LABEL_SELECTOR,
+                "team in ()",
+                r#"WATCH_LABEL_SELECTOR="team in ()" is not a label selector: "#,
+            ),
+        ] {
+            let error = parse(&[], &MapEnv::new(&[(name, value)])).expect_err(value);
+            assert!(error.to_string().starts_with(expected), "{error}");
+        }
     }
 
     #[test]

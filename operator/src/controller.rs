@@ -79,6 +79,13 @@ pub struct ControllerConfig {
     pub events_client: Option<kube::Client>,
     /// Reconciles at once (`KEDA_SCALEDOBJECT_CTRL_MAX_RECONCILES`, default 5).
     pub max_concurrent_reconciles: u16,
+    /// ScaledJob reconciles at once when the ScaledJob controller is started from this
+    /// configuration by [`crate::scaled_job::leader_task`] (`KEDA_SCALEDJOB_CTRL_MAX_RECONCILES`,
+    /// default 1).
+    pub scaled_job_max_concurrent_reconciles: u16,
+    /// Only ScaledObjects and ScaledJobs matching this label selector are watched, and so
+    /// reconciled and scaled (`WATCH_LABEL_SELECTOR`); `None`: all.
+    pub label_selector: Option<String>,
     /// Delay before a failed reconcile is retried.
     pub retry_after_error: Duration,
     /// Where the Prometheus metrics are recorded (the process's [`Metrics`], served on
@@ -105,8 +112,12 @@ impl ControllerConfig {
         ControllerConfig {
             env: ScalerEnv {
                 pools,
+                http_timeout: settings.http_default_timeout,
                 ..ScalerEnv::default()
             },
+            max_concurrent_reconciles: settings.scaled_object_max_reconciles,
+            scaled_job_max_concurrent_reconciles: settings.scaled_job_max_reconciles,
+            label_selector: settings.watch_label_selector.clone(),
             watch_scope: settings.watch_namespaces.clone(),
             metrics,
             resolver: ResolverConfig {
@@ -130,7 +141,9 @@ impl Default for ControllerConfig {
             watch_scope: WatchScope::All,
             reporter: MANAGED_BY.to_string(),
             events_client: None,
-            max_concurrent_reconciles: 5,
+            max_concurrent_reconciles: crate::config::DEFAULT_SCALEDOBJECT_MAX_RECONCILES,
+            scaled_job_max_concurrent_reconciles: crate::config::DEFAULT_SCALEDJOB_MAX_RECONCILES,
+            label_selector: None,
             retry_after_error: Duration::from_secs(10),
             resolver: ResolverConfig::new(DEFAULT_CLUSTER_OBJECT_NAMESPACE),
             metrics: Metrics::new(),
@@ -247,6 +260,7 @@ impl ScaledObjectController {
         let objects = watch_objects(
             &self.client,
             &scope,
+            self.config.label_selector.as_deref(),
             self.store.clone(),
             self.writer,
             observe,

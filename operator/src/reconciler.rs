@@ -187,26 +187,32 @@ pub(crate) fn reconcile_trigger<K: Resource>(obj: &K) -> Option<u64> {
 pub(crate) fn watch_objects<K: Object>(
     client: &Client,
     scope: &WatchScope,
+    label_selector: Option<&str>,
     store: Store<K>,
     writer: Writer<K>,
     mut observe: impl FnMut(&watcher::Event<K>) + Send + 'static,
 ) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static {
-    scoped_watcher(
-        client,
-        scope,
-        &watcher::Config::default().any_semantic(),
-        store,
-    )
-    // Nothing reads managedFields; on a real API server they are often the largest part of
-    // an object, kept 10,000 times over.
-    .modify(|o: &mut K| o.meta_mut().managed_fields = None)
-    .reflect(writer)
-    .map_ok(move |event| {
-        observe(&event);
-        event
-    })
-    .applied_objects()
-    .predicate_filter(reconcile_trigger, Default::default())
+    scoped_watcher(client, scope, &object_watch_config(label_selector), store)
+        // Nothing reads managedFields; on a real API server they are often the largest part of
+        // an object, kept 10,000 times over.
+        .modify(|o: &mut K| o.meta_mut().managed_fields = None)
+        .reflect(writer)
+        .map_ok(move |event| {
+            observe(&event);
+            event
+        })
+        .applied_objects()
+        .predicate_filter(reconcile_trigger, Default::default())
+}
+
+/// How ScaledObjects and ScaledJobs are watched: every one, or only those matching
+/// `label_selector` (`WATCH_LABEL_SELECTOR`), as KEDA filters its cache.
+fn object_watch_config(label_selector: Option<&str>) -> watcher::Config {
+    let config = watcher::Config::default().any_semantic();
+    match label_selector {
+        Some(selector) => config.labels(selector),
+        None => config,
+    }
 }
 
 /// The objects of `loops`' kind whose triggers' inputs changed (a rotated Secret, an edited

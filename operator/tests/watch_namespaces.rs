@@ -133,3 +133,74 @@ async fn only_the_listed_namespaces_are_reconciled_and_a_relist_keeps_the_others
         .expect("task")
         .expect("controller result");
 }
+
+/// `WATCH_LABEL_SELECTOR`: only ScaledObjects whose labels match are watched, reconciled and
+/// scaled; the others are never touched, and one that gains the label is picked up.
+#[tokio::test]
+async fn only_objects_matching_the_watch_label_selector_are_reconciled() {
+    let server = MemKube::new();
+    let crds = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/crd");
+    server.load_crds_from_dir(crds).expect("CRDs load");
+    for ns in ["team-a", "team-b"] {
+        server.create_namespace(ns).expect("namespace");
+    }
+    let client = server.client();
+    let label = |ns: &str, value: &str| {
+        let value = value.to_string();
+        let api = Api::<ScaledObject>::namespaced(client.clone(), ns);
+        async move {
+            api.patch(
+                "so",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {"autoscaler": value}}})),
+            )
+            .await
+            .expect("label");
+        }
+    };
+    for ns in ["team-a", "team-b"] {
+        app_and_object(&client, ns).await;
+    }
+    label("team-a", "keda-rs").await;
+    label("team-b", "other").await;
+
+    let controller = ScaledObjectController::new(
+        client.clone(),
+        ControllerConfig {
+            ticks: Arc::new(ManualTicks::new()),
+            label_selector: Some("autoscaler=keda-rs".to_string()),
+            retry_after_error: Duration::from_millis(200),
+            ..ControllerConfig::default()
+        },
+    );
+    let loops = controller.loops();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(controller.run(shutdown.clone()));
+
+    eventually("the HPA of the matching object", || {
+        max_replicas(&client, "team-a")
+    })
+    .await;
+    assert!(loops.is_running("team-a", "so").await);
+    let other: Api<ScaledObject> = Api::namespaced(client.clone(), "team-b");
+    let untouched = other.get("so").await.expect("so in team-b");
+    assert!(untouched.finalizers().is_empty(), "{untouched:?}");
+    assert!(untouched.status.is_none(), "{untouched:?}");
+    assert_eq!(max_replicas(&client, "team-b").await, None);
+    assert!(!loops.is_running("team-b", "so").await);
+
+    // Labelled to match, it is reconciled like the other.
+    label("team-b", "keda-rs").await;
+    eventually("the HPA of the relabelled object", || {
+        max_replicas(&client, "team-b")
+    })
+    .await;
+    assert!(loops.is_running("team-b", "so").await);
+
+    shutdown.cancel();
+    tokio::time::timeout(scenarios::WAIT, task)
+        .await
+        .expect("controller stops")
+        .expect("task")
+        .expect("controller result");
+}

@@ -243,6 +243,7 @@ impl ScaledJobController {
         let objects = watch_objects(
             &self.client,
             &scope,
+            self.config.label_selector.as_deref(),
             self.store.clone(),
             self.writer,
             |_: &watcher::Event<ScaledJob>| {},
@@ -512,11 +513,12 @@ async fn cleanup(sj: &ScaledJob, ctx: &Context) -> Result<Action, ScaledJobError
 }
 
 /// The ScaledJob controller as a leader-only component of the operator binary, over the
-/// namespaces of `base` (`WATCH_NAMESPACE`), with KEDA's default of one reconcile at a time
-/// (`KEDA_SCALEDJOB_CTRL_MAX_RECONCILES`).
+/// namespaces of `base` (`WATCH_NAMESPACE`) and its label selector (`WATCH_LABEL_SELECTOR`),
+/// with `base.scaled_job_max_concurrent_reconciles` reconciles at once
+/// (`KEDA_SCALEDJOB_CTRL_MAX_RECONCILES`, KEDA's default 1).
 pub fn leader_task(client: Client, base: ControllerConfig) -> Arc<dyn crate::run::LeaderTask> {
     let config = ControllerConfig {
-        max_concurrent_reconciles: 1,
+        max_concurrent_reconciles: base.scaled_job_max_concurrent_reconciles,
         ..base
     };
     Arc::new(crate::run::FnTask::new(
