@@ -9,6 +9,7 @@ use keda_scalers::scalers::http::GoDuration;
 use tokio_util::sync::CancellationToken;
 
 use crate::dev::{DevError, DevOptions};
+use crate::explain::{ExplainArgs, ExplainError};
 use crate::hpa::HpaSettings;
 
 /// The binary's name in messages.
@@ -40,6 +41,9 @@ pub enum Command {
     /// cluster needed. Applies the YAML files given (ScaledObjects, Deployments, ...).
     #[command(after_help = ENV_HELP)]
     Dev(DevArgs),
+    /// Why a ScaledObject has the replicas it has: its triggers' values, targets and activity,
+    /// fallback, pause, cooldown and what the HPA computes, from the operator's live state.
+    Explain(ExplainArgs),
 }
 
 /// `keda-rs dev` flags.
@@ -123,12 +127,15 @@ enum CliError {
     Terminal(#[source] std::io::Error),
     #[error(transparent)]
     Dev(#[from] DevError),
+    #[error(transparent)]
+    Explain(#[from] ExplainError),
 }
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Dev(args) => dev(args),
+        Command::Explain(args) => explain(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -194,6 +201,16 @@ fn dev(args: DevArgs) -> Result<(), CliError> {
         println!("chart: {} {}", svg.display(), png.display());
     }
     Ok(())
+}
+
+fn explain(args: ExplainArgs) -> Result<(), CliError> {
+    // The kube client's rustls uses the process-wide provider: ring.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(CliError::Runtime)?;
+    Ok(runtime.block_on(crate::explain::run(args))?)
 }
 
 /// SIGINT and SIGTERM stop `dev` (it then writes its charts); a second one exits at once.
@@ -283,7 +300,9 @@ mod tests {
     #[test]
     fn dev_needs_no_flag() {
         let cli = Cli::try_parse_from(["keda-rs", "dev"]).expect("parses");
-        let Command::Dev(args) = cli.command;
+        let Command::Dev(args) = cli.command else {
+            panic!("dev parses as dev");
+        };
         assert!(args.files.is_empty());
         assert_eq!(args.hpa_sync_period, Duration::from_secs(15));
         assert_eq!(args.hpa_downscale_stabilization, Duration::from_secs(300));

@@ -77,7 +77,8 @@ Environment:
   WATCH_LABEL_SELECTOR                           Only ScaledObjects and ScaledJobs matching this label selector; empty or unset: all
   KUBECONFIG                                     Kubeconfig path; else ~/.kube/config, else the in-cluster service account
 
-Ports: metrics :8080 (/metrics), probes :8081 (/healthz, /readyz), metric service :9666.
+Ports: metrics :8080 (/metrics), probes :8081 (/healthz, /readyz), metric service :9666,
+explain :8082 (keda-rs explain).
 See docs/operations.md.";
 
 /// Reads environment variables and the few files the settings depend on.
@@ -215,6 +216,10 @@ pub struct Flags {
     /// Address of the metric service the metrics API server asks (served by the leader).
     #[arg(long, value_name = "ADDR", default_value = ":9666")]
     pub metrics_service_bind_address: BindAddress,
+    /// Address of the explain endpoint `keda-rs explain` asks (served by the leader; callers
+    /// authenticate with a bearer token; `0` disables it). See docs/explain.md.
+    #[arg(long, value_name = "ADDR", default_value = ":8082")]
+    pub explain_bind_address: BindAddress,
     /// PEM serving certificate of the metric service (`tls.crt` of the `keda-rs-certs` Secret).
     #[arg(long, value_name = "FILE", default_value = "/certs/tls.crt")]
     pub metrics_service_cert_file: PathBuf,
@@ -289,6 +294,8 @@ pub struct Settings {
     pub probe_addr: Option<SocketAddr>,
     /// The metric service listener (served by the leader).
     pub metrics_service_addr: Option<SocketAddr>,
+    /// The explain endpoint's listener (served by the leader); `None` when disabled.
+    pub explain_addr: Option<SocketAddr>,
     /// The metric service's mutual TLS files.
     pub metrics_service_tls: crate::metrics_service::TlsFiles,
     /// How often those files are checked for changes.
@@ -423,6 +430,7 @@ impl Settings {
             metrics_addr: flags.metrics_bind_address.0,
             probe_addr: flags.health_probe_bind_address.0,
             metrics_service_addr: flags.metrics_service_bind_address.0,
+            explain_addr: flags.explain_bind_address.0,
             metrics_service_tls: crate::metrics_service::TlsFiles {
                 cert: flags.metrics_service_cert_file,
                 key: flags.metrics_service_key_file,
@@ -589,6 +597,7 @@ mod tests {
         assert_eq!(settings.metrics_addr, addr("0.0.0.0:8080"));
         assert_eq!(settings.probe_addr, addr("0.0.0.0:8081"));
         assert_eq!(settings.metrics_service_addr, addr("0.0.0.0:9666"));
+        assert_eq!(settings.explain_addr, addr("0.0.0.0:8082"));
         assert_eq!(settings.leader_election, None);
         assert_eq!(settings.kube_api_qps, 20.0);
         assert_eq!(settings.kube_api_burst, 30);

@@ -546,17 +546,27 @@ pub fn decide(
     d
 }
 
-/// KEDA's cooldown test, with keda-rs's restart rule: never active -> `created +
-/// initialCooldownPeriod < now`; else `max(lastActiveTime, operator start) + cooldownPeriod <
-/// now`. Written as elapsed time, which cannot overflow: `now - reference > period`.
-fn cooldown_over(settings: &ScalingSettings, observed: &Observed) -> bool {
-    let (reference, period) = match observed.last_active_time {
+/// Where the cooldown counts from and how long it is: `(creation, initialCooldownPeriod)` for
+/// an object never active, else `(max(lastActiveTime, operator start), cooldownPeriod)`.
+/// [`decide`] scales in once more than `period` has passed since `reference`.
+pub fn cooldown_reference(
+    settings: &ScalingSettings,
+    observed: &Observed,
+) -> (Timestamp, SignedDuration) {
+    match observed.last_active_time {
         None => (observed.created_at, settings.initial_cooldown_period),
         Some(last) => (
             last.max(observed.operator_started_at),
             settings.cooldown_period,
         ),
-    };
+    }
+}
+
+/// KEDA's cooldown test, with keda-rs's restart rule: never active -> `created +
+/// initialCooldownPeriod < now`; else `max(lastActiveTime, operator start) + cooldownPeriod <
+/// now`. Written as elapsed time, which cannot overflow: `now - reference > period`.
+fn cooldown_over(settings: &ScalingSettings, observed: &Observed) -> bool {
+    let (reference, period) = cooldown_reference(settings, observed);
     observed.now.duration_since(reference) > period
 }
 

@@ -30,6 +30,7 @@ pub mod controller;
 pub mod decision;
 pub mod error;
 pub mod events;
+pub mod explain;
 pub mod fallback;
 pub mod formula;
 pub mod hpa;

@@ -8,6 +8,8 @@ use keda_operator::cluster_view::KubeClusterView;
 use keda_operator::config::{
     ClusterError, ConfigError, ProcessEnv, Settings, build_client, check_reachable, infer_config,
 };
+use keda_operator::explain::auth::KubeAuthorizer;
+use keda_operator::explain::server::ExplainService;
 use keda_operator::metrics_service::{
     CurrentLoops, MetricsService, MetricsServiceOptions, serve_on, serve_with_secrets,
 };
@@ -118,6 +120,9 @@ async fn operate(settings: &Settings) -> Result<(), MainError> {
         scaled_object_controller(client.clone(), controller, loops.clone()),
         scaled_jobs,
     ];
+    if let Some(addr) = settings.explain_addr {
+        tasks.push(explain_endpoint(addr, client.clone(), loops.clone()));
+    }
     if let Some(addr) = settings.metrics_service_addr {
         tasks.push(metric_service(addr, settings, client.clone(), loops, pools));
     }
@@ -174,6 +179,32 @@ fn metric_service(
                 serve_on(addr, &files, reload_interval, service, cancel).await
             };
             served.map_err(|e| Box::new(e) as TaskError)
+        }
+    }))
+}
+
+/// The explain endpoint on `addr`: one object's live state from the current scale loops, for
+/// callers whose token the API server accepts and who may `get` the object. A port that cannot
+/// be bound turns the endpoint off with one warning: explaining must never stop scaling.
+fn explain_endpoint(
+    addr: std::net::SocketAddr,
+    client: kube::Client,
+    loops: CurrentLoops,
+) -> Arc<dyn LeaderTask> {
+    Arc::new(FnTask::new("explain-endpoint", move |cancel| {
+        let service = ExplainService::new(
+            Arc::new(loops.clone()),
+            Arc::new(KubeAuthorizer::new(client.clone())),
+        );
+        async move {
+            match keda_operator::explain::server::bind(addr).await {
+                Ok(listener) => service.serve(listener, cancel).await,
+                Err(error) => {
+                    warn!(%error, "the explain endpoint is off");
+                    cancel.cancelled().await;
+                }
+            }
+            Ok(())
         }
     }))
 }

@@ -79,6 +79,10 @@ fn the_installed_deployment_s_args_and_env_are_accepted_and_match_its_ports() {
         settings.metrics_service_addr.map(|a| a.port()),
         Some(port("metricsservice"))
     );
+    assert_eq!(
+        settings.explain_addr.map(|a| a.port()),
+        Some(port("explain"))
+    );
     for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
         assert_eq!(container[probe]["httpGet"]["path"], path, "{probe}");
         assert_eq!(container[probe]["httpGet"]["port"], "probes", "{probe}");

@@ -45,6 +45,7 @@ pub use ticks::{IntervalTicks, ManualTicks, Ticker, Ticks};
 use crate::decision::{ConditionType, Observed, decide};
 use crate::error::Error;
 use crate::events;
+use crate::explain::{Explanation, PollSnapshot, TriggerTargets};
 use crate::fallback::{MetricHealth, any_exceeded};
 use crate::formula::COMPOSITE_METRIC_NAME;
 use crate::hpa::hpa_health;
@@ -84,6 +85,8 @@ pub struct Memory {
     readings: BTreeMap<String, MetricReading>,
     /// Completed polls.
     polls: watch::Sender<u64>,
+    /// What the last complete poll saw and decided, for `keda-rs explain`.
+    last_poll: Option<Arc<PollSnapshot>>,
 }
 
 impl Default for Memory {
@@ -95,6 +98,7 @@ impl Default for Memory {
             health: BTreeMap::new(),
             readings: BTreeMap::new(),
             polls: watch::channel(0).0,
+            last_poll: None,
         }
     }
 }
@@ -225,6 +229,26 @@ impl ScaleLoops {
             written.remove(uid);
         }
         so
+    }
+
+    /// What `keda-rs explain` shows about ScaledObject `namespace/name`: its last poll as the
+    /// loop saw and decided it, read against the object as it is now. `None` when the object is
+    /// not in the watch cache (unknown, or not watched by this operator).
+    pub fn explain(&self, namespace: &str, name: &str) -> Option<Explanation> {
+        let so = self.store().get(&ObjectRef::new(name).within(namespace))?;
+        let so = self.freshest(so);
+        let last_poll = so
+            .metadata
+            .uid
+            .as_deref()
+            .and_then(|uid| lock(&self.memory(uid)).last_poll.clone());
+        let config = self.config();
+        Some(crate::explain::scaled_object(
+            &so,
+            last_poll.as_deref(),
+            config.clock.now(),
+            config.operator_started_at,
+        ))
     }
 
     /// The watch delivered `so`: forgets a remembered write it has caught up with, so the
@@ -472,6 +496,7 @@ impl Task {
         };
         let decision = decide(&settings, &observed, &result.summary);
         let mut new_last_active = decision.last_active_time;
+        let mut scale_error = None;
         if let Some(write) = &decision.scale {
             match self.key.target.set_replicas(loops.client(), write.to).await {
                 Ok(()) => {
@@ -482,6 +507,7 @@ impl Task {
                 }
                 Err(e) => {
                     warn!(namespace, name, error = %e, "scaling the target failed");
+                    scale_error = Some(e.to_string());
                     recording::scaled_object_error(&config.metrics, &namespace, &name);
                     new_last_active = last_active;
                     if let Some(ev) = write.failure_event(&settings.target) {
@@ -607,22 +633,25 @@ impl Task {
         if persist {
             desired.last_active_time = new_last_active.map(Time);
         }
+        let polled_active = result.summary.active;
         {
             let mut m = lock(&self.memory);
             m.last_active = new_last_active;
             m.health = result.health.clone();
             m.readings = result.readings.clone();
+            m.last_poll = Some(Arc::new(PollSnapshot {
+                observed,
+                triggers: TriggerTargets::of(&self.scalers),
+                settings,
+                result,
+                decision,
+                scale_error,
+            }));
         }
         if self.write_status(&so, &current_status, &desired).await && persist {
             lock(&self.memory).persisted_at = Some(now);
         }
-        debug!(
-            namespace,
-            name,
-            active = result.summary.active,
-            current,
-            "polled"
-        );
+        debug!(namespace, name, active = polled_active, current, "polled");
     }
 
     async fn write_status(

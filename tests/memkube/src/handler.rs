@@ -338,7 +338,11 @@ impl Inner {
             }
             Verb::Watch => self.watch(&def, ns, query, view),
             Verb::Create if def.resource_kind == ResourceKind::AccessReview => {
-                self.review(parse_json(body)?)
+                if def.kind == "TokenReview" {
+                    self.token_review(parse_json(body)?)
+                } else {
+                    self.review(parse_json(body)?)
+                }
             }
             Verb::Create => {
                 let obj = self.state().create(&def, ns, parse_json(body)?, false)?;
@@ -577,6 +581,26 @@ impl Inner {
         if let Some(map) = reply.as_object_mut() {
             map.insert("apiVersion".to_string(), json!("authorization.k8s.io/v1"));
             map.insert("kind".to_string(), json!("SubjectAccessReview"));
+            map.insert(
+                "status".to_string(),
+                serde_json::to_value(status)
+                    .map_err(|e| ApiError::from_code(500, e.to_string()))?,
+            );
+        }
+        Ok(Reply::Json(201, reply))
+    }
+}
+
+impl Inner {
+    fn token_review(&self, body: Value) -> Result<Reply, ApiError> {
+        let spec = body.get("spec").cloned().unwrap_or_else(|| json!({}));
+        let spec = serde_json::from_value(spec)
+            .map_err(|e| ApiError::bad_request(format!("invalid TokenReview spec: {e}")))?;
+        let status = (self.token_policy())(&spec);
+        let mut reply = body;
+        if let Some(map) = reply.as_object_mut() {
+            map.insert("apiVersion".to_string(), json!("authentication.k8s.io/v1"));
+            map.insert("kind".to_string(), json!("TokenReview"));
             map.insert(
                 "status".to_string(),
                 serde_json::to_value(status)

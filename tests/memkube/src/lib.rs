@@ -61,5 +61,5 @@ mod watch;
 
 pub use error::ApiError;
 pub use faults::{FailureRule, RequestCounts, Verb};
-pub use server::{AccessPolicy, Error, MemKube, MemKubeBuilder};
+pub use server::{AccessPolicy, Error, MemKube, MemKubeBuilder, TokenPolicy};
 pub use service::{Loopback, MemKubeService, ResponseBody};

@@ -27,7 +27,7 @@ pub(crate) struct ScalePaths {
 pub(crate) enum ResourceKind {
     /// A stored resource with the full verb set.
     Stored,
-    /// A virtual, create-only review resource (SubjectAccessReview).
+    /// A virtual, create-only review resource (SubjectAccessReview, TokenReview).
     AccessReview,
 }
 
@@ -301,6 +301,18 @@ pub(crate) fn builtins() -> Vec<ResourceDef> {
     );
     sar.resource_kind = ResourceKind::AccessReview;
     defs.push(sar);
+    let mut token_review = builtin(
+        "authentication.k8s.io",
+        "v1",
+        "tokenreviews",
+        "TokenReview",
+        false,
+        &[],
+        false,
+        false,
+    );
+    token_review.resource_kind = ResourceKind::AccessReview;
+    defs.push(token_review);
     defs
 }
 

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 use std::time::Duration;
 
+use k8s_openapi::api::authentication::v1::{TokenReviewSpec, TokenReviewStatus};
 use k8s_openapi::api::authorization::v1::{SubjectAccessReviewSpec, SubjectAccessReviewStatus};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -16,6 +17,9 @@ use crate::store::State;
 /// Decides `SubjectAccessReview`s: gets the review's spec, returns its status.
 pub type AccessPolicy =
     Arc<dyn Fn(&SubjectAccessReviewSpec) -> SubjectAccessReviewStatus + Send + Sync>;
+
+/// Decides `TokenReview`s: gets the review's spec (the token), returns its status (who it is).
+pub type TokenPolicy = Arc<dyn Fn(&TokenReviewSpec) -> TokenReviewStatus + Send + Sync>;
 
 /// Errors of the typed helpers on [`MemKube`] (API requests answer with `Status` objects instead).
 #[derive(Debug, thiserror::Error)]
@@ -92,6 +96,11 @@ impl MemKubeBuilder {
                     ..Default::default()
                 }
             })),
+            token_policy: RwLock::new(Arc::new(|_: &TokenReviewSpec| TokenReviewStatus {
+                authenticated: Some(false),
+                error: Some("memkube: no token is known (set_token_policy)".to_string()),
+                ..Default::default()
+            })),
             closer,
             bookmark_interval: self.bookmark_interval,
         });
@@ -105,6 +114,7 @@ pub(crate) struct Inner {
     faults: Mutex<Faults>,
     counts: Mutex<RequestCounts>,
     policy: RwLock<AccessPolicy>,
+    token_policy: RwLock<TokenPolicy>,
     pub(crate) closer: tokio::sync::watch::Sender<u64>,
     pub(crate) bookmark_interval: Duration,
 }
@@ -130,6 +140,13 @@ impl Inner {
 
     pub(crate) fn policy(&self) -> AccessPolicy {
         self.policy
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(crate) fn token_policy(&self) -> TokenPolicy {
+        self.token_policy
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
@@ -374,6 +391,18 @@ impl MemKube {
         *self
             .inner
             .policy
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Arc::new(policy);
+    }
+
+    /// Answers `TokenReview`s with `policy` (the default authenticates no token).
+    pub fn set_token_policy(
+        &self,
+        policy: impl Fn(&TokenReviewSpec) -> TokenReviewStatus + Send + Sync + 'static,
+    ) {
+        *self
+            .inner
+            .token_policy
             .write()
             .unwrap_or_else(PoisonError::into_inner) = Arc::new(policy);
     }

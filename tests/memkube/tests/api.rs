@@ -1055,6 +1055,57 @@ async fn subject_access_reviews_are_answered_by_the_policy() {
 }
 
 #[tokio::test]
+async fn token_reviews_are_answered_by_the_token_policy() {
+    use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewStatus, UserInfo};
+    on_both_transports(|ctx| async move {
+        let api: Api<TokenReview> = Api::all(ctx.client.clone());
+        let review = |token: &str| -> TokenReview {
+            serde_json::from_value(json!({
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenReview",
+                "spec": { "token": token },
+            }))
+            .expect("review")
+        };
+        let unknown = api
+            .create(&PostParams::default(), &review("t1"))
+            .await
+            .expect("review");
+        assert_eq!(
+            unknown.status.expect("status").authenticated,
+            Some(false),
+            "{}: no token is known by default",
+            ctx.transport
+        );
+
+        ctx.server.set_token_policy(|spec| TokenReviewStatus {
+            authenticated: Some(spec.token.as_deref() == Some("t1")),
+            user: Some(UserInfo {
+                username: Some("alice".to_string()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let known = api
+            .create(&PostParams::default(), &review("t1"))
+            .await
+            .expect("review");
+        let status = known.status.expect("status");
+        assert_eq!(status.authenticated, Some(true));
+        assert_eq!(
+            status.user.and_then(|u| u.username).as_deref(),
+            Some("alice")
+        );
+        let other = api
+            .create(&PostParams::default(), &review("t2"))
+            .await
+            .expect("review");
+        assert_eq!(other.status.expect("status").authenticated, Some(false));
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn ten_thousand_created_objects_are_all_observed_through_a_watch() {
     const COUNT: usize = 10_000;
     on_both_transports(|ctx| async move {

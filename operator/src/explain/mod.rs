@@ -1,0 +1,1036 @@
+//! `keda-rs explain`: why a ScaledObject has the replicas it has, from the scale loop's memory.
+//!
+//! Every poll of a scale loop leaves a [`PollSnapshot`]: what it observed (replicas, time,
+//! `lastActiveTime`), what each trigger read, the fallback health, and what
+//! [`crate::decision::decide`] made of it. [`scaled_object`] reads that snapshot against the
+//! object as it is now (annotations, spec) into an [`Explanation`]: the document the operator's
+//! explain endpoint ([`server`]) serves as JSON and the CLI prints with [`render`]. The field
+//! names of the JSON are part of keda-rs' interface (docs/explain.md) and only ever grow.
+//!
+//! The HPA's part is computed here, not read from the HPA: the same per-metric formula the
+//! HorizontalPodAutoscaler applies to an External metric (10% tolerance, `Value` or
+//! `AverageValue`), before its `behavior` and stabilization windows.
+
+pub mod auth;
+pub mod client;
+pub mod render;
+pub mod server;
+
+use jiff::{SignedDuration, Timestamp};
+use keda_api::ScaledObject;
+use kube::ResourceExt;
+use serde::{Deserialize, Serialize};
+
+use crate::decision::{
+    ANNOTATION_FORCE_ACTIVATION, ANNOTATION_PAUSED, ANNOTATION_PAUSED_REPLICAS,
+    ANNOTATION_PAUSED_SCALE_IN, ANNOTATION_PAUSED_SCALE_OUT, ConditionStatus, ConditionType,
+    Observed, Pause, REASON_SCALER_COOLDOWN, ScaleAnnotations, ScaleDecision, ScaleWriteKind,
+    ScalingSettings, cooldown_reference,
+};
+use crate::fallback::{FallbackSpec, MetricTargetType};
+use crate::formula::COMPOSITE_METRIC_NAME;
+use crate::scale_loop::{PollResult, spec_target};
+use crate::scalers::ObjectScalers;
+use crate::settings::fallback_spec;
+
+/// The version of the [`Explanation`] document.
+pub const EXPLAIN_VERSION: &str = "v1";
+
+/// The HPA's tolerance: a usage ratio within 10% of 1 changes nothing.
+pub const HPA_TOLERANCE: f64 = 0.1;
+
+/// The targets of one trigger's External metrics, as its scaler declared them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TriggerTargets {
+    /// Position in `spec.triggers`.
+    pub index: usize,
+    /// `triggers[].name`.
+    pub name: String,
+    /// `triggers[].type`.
+    pub trigger_type: String,
+    /// `(metric name, target type, target)` per External metric.
+    pub metrics: Vec<(String, MetricTargetType, f64)>,
+}
+
+impl TriggerTargets {
+    /// The targets of every trigger of `scalers`.
+    pub fn of(scalers: &ObjectScalers) -> Vec<TriggerTargets> {
+        scalers
+            .triggers
+            .iter()
+            .map(|t| TriggerTargets {
+                index: t.index,
+                name: t.name.clone(),
+                trigger_type: t.trigger_type.clone(),
+                metrics: t
+                    .metric_specs
+                    .iter()
+                    .filter_map(|spec| {
+                        let ext = spec.external.as_ref()?;
+                        let (kind, target) = spec_target(spec);
+                        Some((ext.metric.name.clone(), kind, target))
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+}
+
+/// What one poll of a scale loop saw and decided.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PollSnapshot {
+    /// Replicas, time, `lastActiveTime`.
+    pub observed: Observed,
+    /// The settings the decision used.
+    pub settings: ScalingSettings,
+    /// The triggers' metric targets.
+    pub triggers: Vec<TriggerTargets>,
+    /// What the triggers read, with fallback health.
+    pub result: PollResult,
+    /// What the decision asked for.
+    pub decision: ScaleDecision,
+    /// The `/scale` write the decision asked for failed with this error.
+    pub scale_error: Option<String>,
+}
+
+/// In one word, where the object stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ObjectState {
+    /// No poll yet.
+    NotPolled,
+    /// `paused` or `paused-replicas`.
+    Paused,
+    /// Some trigger (or the formula, or `force-activation`) is active.
+    Active,
+    /// A metric is served from `spec.fallback`.
+    Fallback,
+    /// A trigger cannot be read and nothing is active.
+    Failing,
+    /// Nothing is active; the cooldown runs before the scale-in.
+    Cooldown,
+    /// Nothing is active and the target is at zero (or the idle replica count).
+    Idle,
+    /// Nothing is active; the HPA holds the target at its minimum.
+    Inactive,
+}
+
+impl ObjectState {
+    /// The word the text output uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ObjectState::NotPolled => "not polled",
+            ObjectState::Paused => "paused",
+            ObjectState::Active => "active",
+            ObjectState::Fallback => "fallback",
+            ObjectState::Failing => "failing",
+            ObjectState::Cooldown => "cooldown",
+            ObjectState::Idle => "idle",
+            ObjectState::Inactive => "inactive",
+        }
+    }
+}
+
+/// One object's live state: the document `keda-rs explain -o json` prints.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Explanation {
+    /// [`EXPLAIN_VERSION`].
+    pub version: String,
+    /// `ScaledObject`.
+    pub kind: String,
+    /// The object's namespace.
+    pub namespace: String,
+    /// The object's name.
+    pub name: String,
+    /// The scale target (`apps/v1.Deployment team/orders`).
+    pub target: String,
+    /// Where the object stands.
+    pub state: ObjectState,
+    /// Why the replica count is what it is, in one line.
+    pub reason: String,
+    /// When the operator answered.
+    pub now: Timestamp,
+    /// When the last poll ran; `None` before the first.
+    pub polled_at: Option<Timestamp>,
+    /// `pollingInterval`.
+    pub polling_interval_seconds: i32,
+    /// Replica counts.
+    pub replicas: Replicas,
+    /// Pause annotations in force.
+    pub pause: PauseState,
+    /// Cooldown.
+    pub cooldown: Cooldown,
+    /// `spec.fallback` and whether it applies; `None` when not configured.
+    pub fallback: Option<FallbackState>,
+    /// One entry per External metric (cpu/memory triggers: one entry without a metric).
+    pub triggers: Vec<TriggerState>,
+    /// `spec.advanced.scalingModifiers`, when set.
+    pub scaling_modifiers: Option<ModifiersState>,
+    /// What the HPA computes from the metrics.
+    pub hpa: HpaState,
+}
+
+/// Replica counts.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Replicas {
+    /// The target's `spec.replicas` at the last poll.
+    pub current: Option<i32>,
+    /// `minReplicaCount`.
+    pub min: i32,
+    /// `maxReplicaCount`.
+    pub max: i32,
+    /// `idleReplicaCount`.
+    pub idle: Option<i32>,
+    /// The `/scale` write of the last poll (`from`, `to`, why).
+    pub last_scale: Option<ScaleWriteState>,
+}
+
+/// A `/scale` write of the operator.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScaleWriteState {
+    /// Replicas before.
+    pub from: i32,
+    /// Replicas written.
+    pub to: i32,
+    /// `activate`, `deactivate`, `raiseToMin` or `pausedReplicas`.
+    pub kind: String,
+    /// The write failed with this error.
+    pub error: Option<String>,
+}
+
+/// The pause annotations in force.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PauseState {
+    /// `autoscaling.keda.sh/paused` (or `paused-replicas`) is in force.
+    pub paused: bool,
+    /// `paused-replicas`.
+    pub paused_replicas: Option<i32>,
+    /// `paused-scale-in`.
+    pub paused_scale_in: bool,
+    /// `paused-scale-out`.
+    pub paused_scale_out: bool,
+    /// `force-activation`.
+    pub force_activation: bool,
+    /// An annotation that cannot be read (`paused-replicas: many`).
+    pub error: Option<String>,
+}
+
+/// The cooldown.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Cooldown {
+    /// `cooldownPeriod`.
+    pub period_seconds: i64,
+    /// `initialCooldownPeriod`.
+    pub initial_period_seconds: i64,
+    /// `lastActiveTime` as the loop knows it (may be newer than the status).
+    pub last_active_time: Option<Timestamp>,
+    /// Seconds left before a scale-in; `None` when no cooldown runs.
+    pub remaining_seconds: Option<i64>,
+}
+
+/// `spec.fallback` and its state.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FallbackState {
+    /// `failureThreshold`.
+    pub failure_threshold: i32,
+    /// `replicas`.
+    pub replicas: i32,
+    /// `behavior`.
+    pub behavior: String,
+    /// KEDA's `HasValidFallback`: an invalid fallback never applies.
+    pub valid: bool,
+    /// Some metric is served from fallback now.
+    pub active: bool,
+}
+
+/// The activation threshold of a trigger, as its metadata sets it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Activation {
+    /// The metadata key (`activationListLength`); `None`: not set, the scaler's default (0).
+    pub parameter: Option<String>,
+    /// Its value as written; `"0"` when not set.
+    pub value: String,
+}
+
+/// One External metric of one trigger.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TriggerState {
+    /// Position in `spec.triggers`.
+    pub index: usize,
+    /// `triggers[].name` (may be empty).
+    pub name: String,
+    /// `triggers[].type`.
+    #[serde(rename = "type")]
+    pub trigger_type: String,
+    /// The External metric (`s0-redis-orders`); `None` for cpu/memory.
+    pub metric: Option<String>,
+    /// The value last served (the source's, or the fallback's); `None` when failing or unread.
+    pub value: Option<f64>,
+    /// `AverageValue` or `Value`.
+    pub target_type: Option<String>,
+    /// The HPA target.
+    pub target: Option<f64>,
+    /// The activation threshold.
+    pub activation: Activation,
+    /// Whether this metric makes the object active.
+    pub active: bool,
+    /// Consecutive failed reads (kept for objects with a fallback; else 0 or 1).
+    pub failures: i32,
+    /// The value is the fallback's.
+    pub in_fallback: bool,
+    /// The last read's error.
+    pub last_error: Option<String>,
+    /// What the HPA computes from this metric alone.
+    pub hpa_replicas: Option<i32>,
+    /// How (`ceil(12 / 5) = 3`).
+    pub hpa_formula: Option<String>,
+}
+
+/// `scalingModifiers`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModifiersState {
+    /// The formula.
+    pub formula: String,
+    /// Its last value.
+    pub value: Option<f64>,
+    /// `target`.
+    pub target: String,
+    /// `activationTarget`.
+    pub activation_target: Option<String>,
+    /// `metricType`.
+    pub metric_type: String,
+}
+
+/// What the HPA computes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HpaState {
+    /// The HPA's `minReplicas` (`max(minReplicaCount, 1)`).
+    pub min_replicas: i32,
+    /// The HPA's `maxReplicas`.
+    pub max_replicas: i32,
+    /// The largest per-metric count, within min and max; `None`: the HPA does not act (the
+    /// target is at zero, or no metric has a value).
+    pub desired_replicas: Option<i32>,
+    /// How, in one line.
+    pub summary: String,
+}
+
+/// What one External metric makes the HPA compute, given the current replicas:
+/// `(replicas, formula)`.
+///
+/// - `AverageValue`: the usage ratio is `value / (target x current)`; within 10% of 1 the count
+///   stays, else `ceil(value / target)`.
+/// - `Value`: the ratio is `value / target`; within 10% the count stays, else
+///   `ceil(ratio x current)`.
+pub fn hpa_replicas(
+    kind: MetricTargetType,
+    value: f64,
+    target: f64,
+    current: i32,
+) -> Option<(i32, String)> {
+    if target <= 0.0 || !value.is_finite() || current <= 0 {
+        return None;
+    }
+    let current_f = f64::from(current);
+    let (ratio, raw, formula) = match kind {
+        MetricTargetType::AverageValue => (
+            value / (target * current_f),
+            (value / target).ceil(),
+            format!("ceil({} / {})", number(value), number(target)),
+        ),
+        MetricTargetType::Value => {
+            let ratio = value / target;
+            (
+                ratio,
+                (ratio * current_f).ceil(),
+                format!("ceil({current} x {} / {})", number(value), number(target)),
+            )
+        }
+    };
+    if (1.0 - ratio).abs() <= HPA_TOLERANCE {
+        return Some((
+            current,
+            format!(
+                "usage ratio {:.2} is within the 10% tolerance: stays {current}",
+                ratio
+            ),
+        ));
+    }
+    let replicas = keda_api::num::f64_to_i32_saturating(raw);
+    Some((replicas, format!("{formula} = {replicas}")))
+}
+
+/// `1 replica`, `3 replicas`.
+pub fn count(replicas: i32) -> String {
+    if replicas == 1 {
+        "1 replica".to_string()
+    } else {
+        format!("{replicas} replicas")
+    }
+}
+
+/// A number as people write it: `12`, `0.5`.
+pub fn number(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        let s = format!("{v:.3}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+/// A duration as `kubectl` prints ages: `45s`, `4m12s`, `2h5m`.
+pub fn human_duration(seconds: i64) -> String {
+    let s = seconds.max(0);
+    if s < 60 {
+        format!("{s}s")
+    } else if s < 3600 {
+        let (m, r) = (s / 60, s % 60);
+        if r == 0 {
+            format!("{m}m")
+        } else {
+            format!("{m}m{r}s")
+        }
+    } else {
+        let (h, m) = (s / 3600, (s % 3600) / 60);
+        if m == 0 {
+            format!("{h}h")
+        } else {
+            format!("{h}h{m}m")
+        }
+    }
+}
+
+fn metric_type_str(kind: MetricTargetType) -> &'static str {
+    match kind {
+        MetricTargetType::AverageValue => "AverageValue",
+        MetricTargetType::Value => "Value",
+    }
+}
+
+fn pause_state(so: &ScaledObject) -> (PauseState, ScaleAnnotations) {
+    match ScaleAnnotations::from_annotations(so.annotations()) {
+        Ok(a) => (
+            PauseState {
+                paused: a.pause != Pause::No,
+                paused_replicas: match a.pause {
+                    Pause::AtReplicas(n) => Some(n),
+                    _ => None,
+                },
+                paused_scale_in: a.paused_scale_in,
+                paused_scale_out: a.paused_scale_out,
+                force_activation: a.force_activation,
+                error: None,
+            },
+            a,
+        ),
+        Err(e) => (
+            PauseState {
+                error: Some(e.to_string()),
+                ..PauseState::default()
+            },
+            ScaleAnnotations::default(),
+        ),
+    }
+}
+
+/// The activation threshold of trigger `index` of `so`: its `activation*` metadata key.
+fn activation(so: &ScaledObject, index: usize) -> Activation {
+    let found = so.spec.triggers.get(index).and_then(|t| {
+        t.metadata
+            .iter()
+            .find(|(k, _)| k.starts_with("activation"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+    });
+    match found {
+        Some((k, v)) => Activation {
+            parameter: Some(k),
+            value: v,
+        },
+        None => Activation {
+            parameter: None,
+            value: "0".to_string(),
+        },
+    }
+}
+
+fn trigger_label(t: &TriggerState) -> String {
+    if t.name.is_empty() {
+        format!("trigger {} ({})", t.index, t.trigger_type)
+    } else {
+        format!("trigger {} ({} {:?})", t.index, t.trigger_type, t.name)
+    }
+}
+
+/// The explanation of `so` from its loop's last poll (`None` before the first one) at `now`.
+pub fn scaled_object(
+    so: &ScaledObject,
+    snapshot: Option<&PollSnapshot>,
+    now: Timestamp,
+    operator_started_at: Timestamp,
+) -> Explanation {
+    let spec = &so.spec;
+    let namespace = so.namespace().unwrap_or_default();
+    let (pause, annotations) = pause_state(so);
+    let fallback = fallback_spec(so);
+    let modifiers_target = spec
+        .scaling_modifiers()
+        .and_then(|m| m.target.as_deref())
+        .and_then(|t| t.trim().parse::<f64>().ok());
+    let fallback_valid = fallback.is_some_and(|f| f.is_valid(modifiers_target));
+    let current = snapshot.map(|s| s.observed.current_replicas);
+    let triggers = trigger_states(so, snapshot, fallback.filter(|_| fallback_valid));
+    let fallback_active = triggers.iter().any(|t| t.in_fallback);
+    let scaling_modifiers = spec.scaling_modifiers().map(|m| ModifiersState {
+        formula: m.formula.clone().unwrap_or_default(),
+        value: snapshot.and_then(|s| s.result.composite),
+        target: m.target.clone().unwrap_or_default(),
+        activation_target: m.activation_target.clone(),
+        metric_type: m
+            .metric_type
+            .clone()
+            .unwrap_or_else(|| "AverageValue".to_string()),
+    });
+    let hpa = hpa_state(so, snapshot, &triggers);
+    let cooldown = cooldown_state(so, snapshot, now, operator_started_at);
+    let replicas = Replicas {
+        current,
+        min: spec.min_replica_count(),
+        max: spec.max_replica_count(),
+        idle: spec.idle_replica_count,
+        last_scale: snapshot.and_then(|s| {
+            s.decision.scale.as_ref().map(|w| ScaleWriteState {
+                from: w.from,
+                to: w.to,
+                kind: match w.kind {
+                    ScaleWriteKind::Activate => "activate",
+                    ScaleWriteKind::Deactivate => "deactivate",
+                    ScaleWriteKind::RaiseToMin => "raiseToMin",
+                    ScaleWriteKind::PausedReplicas => "pausedReplicas",
+                }
+                .to_string(),
+                error: s.scale_error.clone(),
+            })
+        }),
+    };
+    let fallback_state = fallback.map(|f: FallbackSpec| FallbackState {
+        failure_threshold: f.failure_threshold,
+        replicas: f.replicas,
+        behavior: serde_json::to_value(f.behavior)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        valid: fallback_valid,
+        active: fallback_active,
+    });
+    let mut explanation = Explanation {
+        version: EXPLAIN_VERSION.to_string(),
+        kind: "ScaledObject".to_string(),
+        namespace: namespace.clone(),
+        name: so.name_any(),
+        target: snapshot.map_or_else(
+            || {
+                format!(
+                    "{} {namespace}/{}",
+                    spec.scale_target_ref
+                        .kind
+                        .as_deref()
+                        .unwrap_or("Deployment"),
+                    spec.scale_target_ref.name
+                )
+            },
+            |s| s.settings.target.to_string(),
+        ),
+        state: ObjectState::NotPolled,
+        reason: String::new(),
+        now,
+        polled_at: snapshot.map(|s| s.observed.now),
+        polling_interval_seconds: spec.polling_interval(),
+        replicas,
+        pause,
+        cooldown,
+        fallback: fallback_state,
+        triggers,
+        scaling_modifiers,
+        hpa,
+    };
+    let (state, reason) = why(&explanation, snapshot, annotations);
+    explanation.state = state;
+    explanation.reason = reason;
+    if state != ObjectState::Cooldown {
+        explanation.cooldown.remaining_seconds = None;
+    }
+    explanation
+}
+
+fn trigger_states(
+    so: &ScaledObject,
+    snapshot: Option<&PollSnapshot>,
+    valid_fallback: Option<FallbackSpec>,
+) -> Vec<TriggerState> {
+    let mut out = Vec::new();
+    for (index, trigger) in so.spec.triggers.iter().enumerate() {
+        let base = TriggerState {
+            index,
+            name: trigger.name.clone(),
+            trigger_type: trigger.type_.clone(),
+            metric: None,
+            value: None,
+            target_type: None,
+            target: None,
+            activation: activation(so, index),
+            active: false,
+            failures: 0,
+            in_fallback: false,
+            last_error: None,
+            hpa_replicas: None,
+            hpa_formula: None,
+        };
+        let targets = snapshot.and_then(|s| s.triggers.iter().find(|t| t.index == index));
+        let metrics = targets.map(|t| t.metrics.as_slice()).unwrap_or_default();
+        if metrics.is_empty() {
+            out.push(base);
+            continue;
+        }
+        for (metric, kind, target) in metrics {
+            let mut t = TriggerState {
+                metric: Some(metric.clone()),
+                target_type: Some(metric_type_str(*kind).to_string()),
+                target: Some(*target),
+                ..base.clone()
+            };
+            if let Some(s) = snapshot {
+                if let Some(r) = s.result.readings.get(metric) {
+                    t.value = r.value;
+                    t.active = r.active;
+                    t.last_error = r.error.clone();
+                }
+                if let Some(h) = s.result.health.get(metric) {
+                    t.failures = h.number_of_failures;
+                    t.in_fallback = valid_fallback.is_some_and(|f| f.exceeded_by(h));
+                    if t.in_fallback && t.last_error.is_none() {
+                        t.last_error = Some(format!(
+                            "failed {} times in a row; serving the fallback value",
+                            h.number_of_failures
+                        ));
+                    }
+                } else if t.last_error.is_some() {
+                    t.failures = 1;
+                }
+                if s.triggers.iter().all(|t| t.metrics.len() <= 1)
+                    && let (Some(v), true) = (t.value, metric != COMPOSITE_METRIC_NAME)
+                    && so.spec.scaling_modifiers().is_none()
+                    && let Some((n, formula)) =
+                        hpa_replicas(*kind, v, *target, s.observed.current_replicas)
+                {
+                    t.hpa_replicas = Some(n);
+                    t.hpa_formula = Some(formula);
+                }
+            }
+            out.push(t);
+        }
+    }
+    out
+}
+
+fn hpa_state(
+    so: &ScaledObject,
+    snapshot: Option<&PollSnapshot>,
+    triggers: &[TriggerState],
+) -> HpaState {
+    let min = so.spec.min_replica_count().max(1);
+    let max = so.spec.max_replica_count();
+    let mut out = HpaState {
+        min_replicas: min,
+        max_replicas: max,
+        desired_replicas: None,
+        summary: String::new(),
+    };
+    let Some(s) = snapshot else {
+        out.summary = "not computed: no poll yet".to_string();
+        return out;
+    };
+    let current = s.observed.current_replicas;
+    if current == 0 {
+        out.summary = "the HPA does not act while the target is at 0 replicas".to_string();
+        return out;
+    }
+    // With scalingModifiers the HPA sees one composite metric.
+    let per_metric: Vec<(String, i32)> = if let Some(m) = so.spec.scaling_modifiers() {
+        let kind = match m.metric_type.as_deref() {
+            Some("Value") => MetricTargetType::Value,
+            _ => MetricTargetType::AverageValue,
+        };
+        let target = m
+            .target
+            .as_deref()
+            .and_then(|t| t.trim().parse::<f64>().ok())
+            .unwrap_or(0.0);
+        s.result
+            .composite
+            .and_then(|v| hpa_replicas(kind, v, target, current))
+            .map(|(n, f)| vec![(format!("{COMPOSITE_METRIC_NAME}: {f}"), n)])
+            .unwrap_or_default()
+    } else {
+        triggers
+            .iter()
+            .filter_map(|t| {
+                Some((
+                    format!("{}: {}", t.metric.as_ref()?, t.hpa_formula.as_ref()?),
+                    t.hpa_replicas?,
+                ))
+            })
+            .collect()
+    };
+    let Some(largest) = per_metric.iter().map(|(_, n)| *n).max() else {
+        out.summary = "no External metric has a value: the HPA keeps the current count".to_string();
+        return out;
+    };
+    let desired = largest.clamp(min, max.max(min));
+    out.desired_replicas = Some(desired);
+    let bound = if desired != largest {
+        format!(", bounded to {desired} by min {min} / max {max}")
+    } else {
+        String::new()
+    };
+    out.summary = format!(
+        "{}: the largest of the metrics ({largest}){bound}, before the HPA's behavior and stabilization",
+        count(desired)
+    );
+    out
+}
+
+fn cooldown_state(
+    so: &ScaledObject,
+    snapshot: Option<&PollSnapshot>,
+    now: Timestamp,
+    operator_started_at: Timestamp,
+) -> Cooldown {
+    let spec = &so.spec;
+    let mut out = Cooldown {
+        period_seconds: i64::from(spec.cooldown_period()),
+        initial_period_seconds: i64::from(spec.initial_cooldown_period()),
+        last_active_time: snapshot.and_then(|s| s.decision.last_active_time),
+        remaining_seconds: None,
+    };
+    if let Some(s) = snapshot {
+        let observed = Observed {
+            last_active_time: s.decision.last_active_time,
+            operator_started_at,
+            now,
+            ..s.observed
+        };
+        let (reference, period) = cooldown_reference(&s.settings, &observed);
+        let left = period - now.duration_since(reference);
+        out.remaining_seconds = Some(left.as_secs().max(0));
+        // A whole second still to go shows as such, not as 0.
+        if left > SignedDuration::ZERO && left.as_secs() == 0 {
+            out.remaining_seconds = Some(1);
+        }
+    }
+    out
+}
+
+/// The state and the one-line reason.
+fn why(
+    e: &Explanation,
+    snapshot: Option<&PollSnapshot>,
+    annotations: ScaleAnnotations,
+) -> (ObjectState, String) {
+    let current = e.replicas.current;
+    if let Some(error) = &e.pause.error {
+        return (ObjectState::Failing, format!("not scaling: {error}"));
+    }
+    match annotations.pause {
+        Pause::AtReplicas(n) => {
+            return (
+                ObjectState::Paused,
+                format!(
+                    "paused: annotation {ANNOTATION_PAUSED_REPLICAS} holds the target at {}",
+                    count(n)
+                ),
+            );
+        }
+        Pause::Paused => {
+            let at = current.map_or_else(String::new, |c| format!(" at {c}"));
+            return (
+                ObjectState::Paused,
+                format!(
+                    "paused: annotation {ANNOTATION_PAUSED} is set; replicas stay{at} and the HPA is removed"
+                ),
+            );
+        }
+        Pause::No => {}
+    }
+    let Some(s) = snapshot else {
+        return (
+            ObjectState::NotPolled,
+            "not polled yet: the scale loop has not read the triggers".to_string(),
+        );
+    };
+    let current = s.observed.current_replicas;
+    let failing: Vec<&TriggerState> = e
+        .triggers
+        .iter()
+        .filter(|t| t.last_error.is_some() && !t.in_fallback)
+        .collect();
+    let errors = failing
+        .iter()
+        .map(|t| {
+            format!(
+                "{} cannot be read ({})",
+                trigger_label(t),
+                t.last_error.as_deref().unwrap_or_default()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    if let Some(t) = e.triggers.iter().find(|t| t.in_fallback)
+        && let Some(f) = &e.fallback
+    {
+        let replicas = crate::fallback::FallbackSpec {
+            failure_threshold: f.failure_threshold,
+            replicas: f.replicas,
+            behavior: s.settings.fallback.map(|f| f.behavior).unwrap_or_default(),
+        }
+        .replicas_for(current)
+        .map_or_else(
+            || "the formula decides".to_string(),
+            |n| format!("the HPA is served a value for {}", count(n)),
+        );
+        return (
+            ObjectState::Fallback,
+            format!(
+                "fallback: {} failed {} times (more than failureThreshold {}); {replicas}",
+                trigger_label(t),
+                t.failures,
+                f.failure_threshold
+            ),
+        );
+    }
+    let active = s
+        .decision
+        .condition(ConditionType::Active)
+        .is_some_and(|c| c.status == ConditionStatus::True);
+    let hpa = e.hpa.desired_replicas.map_or_else(String::new, |d| {
+        format!(
+            "; the HPA computes {} (min {}, max {})",
+            count(d),
+            e.hpa.min_replicas,
+            e.hpa.max_replicas
+        )
+    });
+    if active {
+        let cause = if annotations.force_activation {
+            format!("forced by annotation {ANNOTATION_FORCE_ACTIVATION}")
+        } else if let Some(m) = &e.scaling_modifiers {
+            format!(
+                "the scalingModifiers formula is {} (above activationTarget {})",
+                m.value.map_or_else(|| "unset".to_string(), number),
+                m.activation_target.as_deref().unwrap_or("0")
+            )
+        } else {
+            e.triggers
+                .iter()
+                .filter(|t| t.active)
+                .map(|t| {
+                    format!(
+                        "{} is at {} (above activation {})",
+                        trigger_label(t),
+                        t.value.map_or_else(|| "?".to_string(), number),
+                        t.activation.value
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut line = format!("active: {cause}");
+        if current == 0 && annotations.paused_scale_out {
+            line.push_str(&format!(
+                "; scale-out from 0 is paused by annotation {ANNOTATION_PAUSED_SCALE_OUT}"
+            ));
+        } else if let Some(w) = &e.replicas.last_scale {
+            line.push_str(&format!("; scaled from {} to {}", w.from, w.to));
+            if let Some(err) = &w.error {
+                line.push_str(&format!(" failed ({err})"));
+            }
+        }
+        line.push_str(&hpa);
+        if !failing.is_empty() {
+            line.push_str(&format!("; but {errors}"));
+        }
+        return (ObjectState::Active, line);
+    }
+    if !failing.is_empty() {
+        let rest = match s.settings.fallback {
+            Some(f) if f.replicas != 0 => format!(
+                "the fallback applies after more than {} failures",
+                f.failure_threshold
+            ),
+            _ => format!("replicas stay at {current} until it answers"),
+        };
+        return (ObjectState::Failing, format!("failing: {errors}; {rest}"));
+    }
+    let scale_in_to = match e.replicas.idle {
+        Some(idle) => format!("the idle replica count {idle}"),
+        None => e.replicas.min.to_string(),
+    };
+    let cooling = s
+        .decision
+        .condition(ConditionType::Active)
+        .is_some_and(|c| c.reason == REASON_SCALER_COOLDOWN);
+    if cooling {
+        let left = human_duration(e.cooldown.remaining_seconds.unwrap_or(0));
+        return (
+            ObjectState::Cooldown,
+            format!(
+                "idle: all triggers inactive, cooldown {left} left before scale to {scale_in_to}"
+            ),
+        );
+    }
+    if annotations.paused_scale_in && (current > e.replicas.idle.unwrap_or(e.replicas.min)) {
+        return (
+            ObjectState::Inactive,
+            format!(
+                "inactive: all triggers inactive; scale-in is paused by annotation {ANNOTATION_PAUSED_SCALE_IN}, replicas stay at {current}"
+            ),
+        );
+    }
+    if let Some(w) = &e.replicas.last_scale {
+        let failed = w
+            .error
+            .as_ref()
+            .map_or_else(String::new, |err| format!(" failed ({err})"));
+        return (
+            if w.to == 0 || Some(w.to) == e.replicas.idle {
+                ObjectState::Idle
+            } else {
+                ObjectState::Inactive
+            },
+            format!(
+                "idle: all triggers inactive; scaled from {} to {}{failed}",
+                w.from, w.to
+            ),
+        );
+    }
+    if current == 0 || Some(current) == e.replicas.idle {
+        return (
+            ObjectState::Idle,
+            format!(
+                "idle: all triggers inactive; the target is at {}",
+                count(current)
+            ),
+        );
+    }
+    (
+        ObjectState::Inactive,
+        format!(
+            "inactive: all triggers inactive; minReplicaCount {} keeps the target scaled{hpa}",
+            e.replicas.min
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn average_value_divides_the_total_by_the_target() {
+        assert_eq!(
+            hpa_replicas(MetricTargetType::AverageValue, 12.0, 5.0, 1),
+            Some((3, "ceil(12 / 5) = 3".to_string()))
+        );
+    }
+
+    #[test]
+    fn value_multiplies_the_ratio_by_the_current_count() {
+        assert_eq!(
+            hpa_replicas(MetricTargetType::Value, 30.0, 10.0, 2),
+            Some((6, "ceil(2 x 30 / 10) = 6".to_string()))
+        );
+    }
+
+    #[test]
+    fn a_ratio_within_ten_percent_keeps_the_count() {
+        // 21 / (5 x 4) = 1.05: within the tolerance.
+        let (n, why) = hpa_replicas(MetricTargetType::AverageValue, 21.0, 5.0, 4).expect("some");
+        assert_eq!(n, 4);
+        assert!(why.contains("tolerance"), "{why}");
+        // 23 / 20 = 1.15: outside.
+        assert_eq!(
+            hpa_replicas(MetricTargetType::AverageValue, 23.0, 5.0, 4).map(|r| r.0),
+            Some(5)
+        );
+    }
+
+    #[test]
+    fn no_count_without_a_target_or_replicas() {
+        assert_eq!(
+            hpa_replicas(MetricTargetType::AverageValue, 1.0, 0.0, 1),
+            None
+        );
+        assert_eq!(
+            hpa_replicas(MetricTargetType::AverageValue, 1.0, 5.0, 0),
+            None
+        );
+        assert_eq!(
+            hpa_replicas(MetricTargetType::Value, f64::NAN, 5.0, 1),
+            None
+        );
+    }
+
+    #[test]
+    fn durations_read_as_kubectl_ages() {
+        assert_eq!(human_duration(45), "45s");
+        assert_eq!(human_duration(252), "4m12s");
+        assert_eq!(human_duration(300), "5m");
+        assert_eq!(human_duration(7500), "2h5m");
+        assert_eq!(human_duration(-3), "0s");
+    }
+
+    #[test]
+    fn numbers_drop_needless_decimals() {
+        assert_eq!(number(12.0), "12");
+        assert_eq!(number(0.5), "0.5");
+        assert_eq!(number(1.0 / 3.0), "0.333");
+    }
+
+    #[test]
+    fn activation_is_the_activation_metadata_key() {
+        let so: ScaledObject = serde_yaml::from_str(
+            r#"
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata: { name: a, namespace: n }
+spec:
+  scaleTargetRef: { name: a }
+  triggers:
+    - type: redis
+      metadata: { listName: l, listLength: "5", activationListLength: "2" }
+    - type: cron
+      metadata: { timezone: UTC, start: "0 * * * *", end: "1 * * * *", desiredReplicas: "2" }
+"#,
+        )
+        .expect("yaml");
+        assert_eq!(
+            activation(&so, 0),
+            Activation {
+                parameter: Some("activationListLength".into()),
+                value: "2".into()
+            }
+        );
+        assert_eq!(activation(&so, 1).parameter, None);
+        assert_eq!(activation(&so, 1).value, "0");
+    }
+}
