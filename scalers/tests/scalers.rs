@@ -428,6 +428,56 @@ mod redis_streams {
             h.close().await;
         }
     }
+
+    /// KEDA reads the lag of a stream that does not exist, and a lag Redis cannot tell (nil
+    /// after deletions past the group's last delivered entry), as 0.
+    #[tokio::test]
+    async fn a_missing_stream_and_a_nil_lag_count_as_zero() {
+        let Some(mut r) = redis_or_skip("redis streams nil lag").await else {
+            return;
+        };
+        let stream = unique("stream-nil");
+        let lag = harness(&stream, &[]).await;
+        // The example's lag mode, on a stream nobody created yet.
+        lag.expect(0.0, false).await;
+
+        for id in ["1-1", "2-1", "3-1"] {
+            let _: String = redis::cmd("XADD")
+                .arg(&stream)
+                .arg(id)
+                .arg("k")
+                .arg("v")
+                .query_async(&mut r)
+                .await
+                .expect("xadd");
+        }
+        let _: () = redis::cmd("XGROUP")
+            .arg("CREATE")
+            .arg(&stream)
+            .arg("workers")
+            .arg("0")
+            .query_async(&mut r)
+            .await
+            .expect("xgroup create");
+        lag.expect(3.0, true).await;
+        // A deletion after the group's last delivered entry: Redis answers `lag` nil.
+        let _: i64 = r.xdel(&stream, &["2-1"]).await.expect("xdel");
+        let groups: Vec<std::collections::HashMap<String, redis::Value>> = redis::cmd("XINFO")
+            .arg("GROUPS")
+            .arg(&stream)
+            .query_async(&mut r)
+            .await
+            .expect("xinfo");
+        assert_eq!(
+            groups[0].get("lag"),
+            Some(&redis::Value::Nil),
+            "Redis reports a nil lag"
+        );
+        lag.expect(0.0, false).await;
+
+        let _: () = r.del(&stream).await.expect("del");
+        lag.close().await;
+    }
 }
 
 mod kubernetes_workload {

@@ -7,6 +7,7 @@ use crate::context::ScalerContext;
 use crate::error::ScalerError;
 use crate::metadata::{
     AUTH, AUTH_ENV, MAX_TIMEOUT_MS, METADATA_AUTH, METADATA_AUTH_ENV, MetadataParser, Param,
+    ParamValue,
 };
 use crate::metric::MetricTargetType;
 use crate::secret::Secret;
@@ -32,7 +33,46 @@ pub(super) const PAGE_SIZE: Param = Param::optional("pageSize").default("100");
 pub(super) const OPERATION: Param = Param::optional("operation")
     .default("sum")
     .allowed(&["sum", "avg", "max"]);
+/// A Go duration (`5s`) or a number of milliseconds (`1500`), at most an hour.
 pub(super) const TIMEOUT: Param = Param::optional("timeout").range(0.0, MAX_TIMEOUT_MS);
+
+/// KEDA's reading of a `time.Duration` parameter (`typed_config.go`): Go's `ParseDuration`
+/// first (`5s`, `1m30s`, `500ms`), else a whole number of milliseconds; negative is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct KedaDuration(pub Duration);
+
+impl KedaDuration {
+    /// `None` when `raw` is neither a Go duration nor whole milliseconds, or is negative.
+    pub(super) fn parse(raw: &str) -> Option<Self> {
+        if let Ok(ms) = raw.parse::<i64>() {
+            return u64::try_from(ms)
+                .ok()
+                .map(|ms| Self(Duration::from_millis(ms)));
+        }
+        // Go accepts a leading sign; a negative duration is an error in KEDA.
+        let unsigned = raw.strip_prefix('+').unwrap_or(raw);
+        // A bare number that is not whole milliseconds ("1.5") has no unit: Go refuses it.
+        if unsigned.starts_with('-') || unsigned.parse::<f64>().is_ok() {
+            return None;
+        }
+        crate::scalers::http::GoDuration::parse(unsigned).map(|d| Self(d.0))
+    }
+}
+
+impl ParamValue for KedaDuration {
+    const EXPECTED: &'static str =
+        "a duration such as 5s or 1m30s, or a whole number of milliseconds";
+    fn parse_param(raw: &str, _: &Param) -> Option<Self> {
+        Self::parse(raw)
+    }
+    /// Milliseconds, for the parameter's range.
+    fn as_number(&self) -> Option<f64> {
+        Some(self.0.as_secs_f64() * 1000.0)
+    }
+    fn describe_bound(bound: f64) -> String {
+        crate::scalers::http::format_seconds(bound / 1000.0)
+    }
+}
 pub(super) const USERNAME: Param = Param::optional("username").order(AUTH_ENV);
 pub(super) const PASSWORD: Param = Param::optional("password").order(AUTH_ENV).secret();
 pub(super) const TLS: Param = Param::optional("tls")
@@ -241,11 +281,13 @@ impl RabbitMqConfig {
                 return Err(p.rule("configure excludeUnacknowledged=true only with HTTP protocol"));
             }
             let (mode, value) = trigger_mode(p, protocol)?;
-            let timeout_ms: Option<u64> = p.get_opt(&TIMEOUT)?;
-            let timeout_ms = timeout_ms.filter(|ms| *ms > 0);
-            if let (Protocol::Amqp, Some(ms)) = (protocol, timeout_ms) {
+            let timeout = p
+                .get_opt::<KedaDuration>(&TIMEOUT)?
+                .map(|t| t.0)
+                .filter(|t| !t.is_zero());
+            if let (Protocol::Amqp, Some(t)) = (protocol, timeout) {
                 return Err(p.rule(format!(
-                    "AMQP protocol doesn't support custom timeouts: {ms}; remove \"timeout\" or use the HTTP protocol"
+                    "AMQP protocol doesn't support custom timeouts: {t:?}; remove \"timeout\" or use the HTTP protocol"
                 )));
             }
             Ok(Self {
@@ -265,7 +307,7 @@ impl RabbitMqConfig {
                     "max" => Operation::Max,
                     _ => Operation::Sum,
                 },
-                timeout: timeout_ms.map_or(ctx.global_http_timeout, Duration::from_millis),
+                timeout: timeout.unwrap_or(ctx.global_http_timeout),
                 credentials,
                 tls: TlsSettings {
                     insecure: p.get(&UNSAFE_SSL)?,
@@ -501,7 +543,7 @@ mod tests {
             (
                 &[("host", AMQP), ("queueName", "q"), ("timeout", "10")],
                 &[],
-                "AMQP protocol doesn't support custom timeouts: 10",
+                "AMQP protocol doesn't support custom timeouts: 10ms",
             ),
             (
                 &[("host", AMQP), ("queueName", "q"), ("useRegex", "true")],
@@ -589,6 +631,41 @@ mod tests {
         let (user, password) = c.credentials.as_ref().unwrap();
         assert_eq!((user.as_str(), password.expose()), ("env-user", "pw"));
         assert!(!format!("{c:?}").contains("sekret"));
+    }
+
+    #[test]
+    fn timeout_is_a_go_duration_or_milliseconds_as_in_keda() {
+        for (raw, millis) in [
+            ("5s", 5_000),
+            ("1m30s", 90_000),
+            ("250ms", 250),
+            ("+2s", 2_000),
+            ("1500", 1_500),
+        ] {
+            let c = parse(
+                &[("host", "https://h"), ("queueName", "q"), ("timeout", raw)],
+                &[],
+            )
+            .unwrap_or_else(|e| panic!("{raw}: {e}"));
+            assert_eq!(c.timeout, Duration::from_millis(millis), "{raw}");
+        }
+        for raw in ["-5s", "-1", "1.5", "5 seconds", "2h"] {
+            let err = parse(
+                &[("host", "https://h"), ("queueName", "q"), ("timeout", raw)],
+                &[],
+            )
+            .unwrap_err();
+            assert!(err.contains("parameter \"timeout\""), "{raw}: {err}");
+        }
+        let err = parse(
+            &[("host", AMQP), ("queueName", "q"), ("timeout", "5s")],
+            &[],
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("AMQP protocol doesn't support custom timeouts: 5s"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -144,11 +144,10 @@ impl RedisSettings {
                 hosts.into_iter().zip(ports).collect()
             }
         };
-        if topology == Topology::Standalone && nodes.len() != 1 {
-            return Err(p.rule(format!(
-                "a standalone Redis takes exactly one address, got {}; use redis-cluster or redis-sentinel for several",
-                nodes.len()
-            )));
+        let mut nodes = nodes;
+        if topology == Topology::Standalone {
+            // KEDA's standalone client connects to the first address and ignores the rest.
+            nodes.truncate(1);
         }
 
         p.exclusive(&[&ENABLE_TLS, &TLS])?;
@@ -513,6 +512,20 @@ mod tests {
     }
 
     #[test]
+    fn a_standalone_redis_with_several_addresses_uses_the_first_as_keda_does() {
+        let s = parse(Topology::Standalone, &[("addresses", "a:1, b:2")], &[], &[]).unwrap();
+        assert_eq!(s.nodes, vec![("a".to_string(), 1)]);
+        let s = parse(
+            Topology::Standalone,
+            &[("hosts", "h1,h2"), ("ports", "1,2")],
+            &[],
+            &[],
+        )
+        .unwrap();
+        assert_eq!(s.nodes, vec![("h1".to_string(), 1)]);
+    }
+
+    #[test]
     fn connection_errors_name_the_parameter() {
         for (topology, metadata, auth, expected) in [
             (
@@ -538,12 +551,6 @@ mod tests {
                 vec![("hosts", "a,b"), ("ports", "1")],
                 vec![],
                 "trigger 0 (redis): parameters \"host\" and \"port\" must list the same number of entries (2 hosts, 1 ports)",
-            ),
-            (
-                Topology::Standalone,
-                vec![("address", "a:1,b:2")],
-                vec![],
-                "trigger 0 (redis): a standalone Redis takes exactly one address, got 2; use redis-cluster or redis-sentinel for several",
             ),
             (
                 Topology::Standalone,

@@ -1,9 +1,10 @@
 //! `redis-streams`, `redis-cluster-streams`, `redis-sentinel-streams`: scale on a stream's
 //! length, a consumer group's pending entries, or a consumer group's lag.
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 use k8s_openapi::api::autoscaling::v2::MetricSpec;
-use redis::streams::StreamInfoGroupsReply;
 
 use super::connection::{self, Held, RedisClient, RedisSettings, Topology};
 use crate::context::ScalerContext;
@@ -39,8 +40,9 @@ pub enum StreamMode {
         /// The group.
         group: String,
     },
-    /// `consumerGroup` and `lagCount`: the group's `lag` from `XINFO GROUPS` (Redis 7+), or the
-    /// stream length when the group does not exist yet; target `lagCount`.
+    /// `consumerGroup` and a non-zero `lagCount`: the group's `lag` from `XINFO GROUPS` (Redis
+    /// 7+), or the stream length when the group does not exist yet; 0 when the stream does not
+    /// exist or Redis cannot tell the lag (a nil `lag`), as KEDA; target `lagCount`.
     Lag {
         /// The group.
         group: String,
@@ -80,6 +82,8 @@ impl RedisStreamsConfig {
             // Parse every count so a typo is reported even where the mode ignores it.
             let pending: i64 = p.get(&PENDING_ENTRIES_COUNT)?;
             let length: i64 = p.get(&STREAM_LENGTH)?;
+            // As KEDA (a typed field whose zero value means unset), `lagCount: "0"` is unset.
+            let lag = lag.filter(|&lag| lag != 0);
             let (mode, target) = match (group, lag) {
                 (Some(group), Some(lag)) => (StreamMode::Lag { group }, lag),
                 (Some(group), None) => (StreamMode::Pending { group }, pending),
@@ -139,10 +143,21 @@ impl RedisStreamsScaler {
             .map_err(self.query_error(format!("XLEN \"{}\"", self.config.stream)))
     }
 
+    async fn exists(&self, client: &RedisClient) -> Result<bool, ScalerError> {
+        let mut cmd = redis::cmd("EXISTS");
+        cmd.arg(&self.config.stream);
+        let n: i64 = client
+            .query(&cmd)
+            .await
+            .map_err(self.query_error(format!("EXISTS \"{}\"", self.config.stream)))?;
+        Ok(n > 0)
+    }
+
     /// The count the current mode measures.
     ///
     /// # Errors
-    /// The query fails; the group does not exist (pending mode); Redis cannot tell the lag.
+    /// The query fails; the group does not exist (pending mode); Redis is older than 7.0 (lag
+    /// mode).
     pub async fn count(&self) -> Result<i64, ScalerError> {
         let client = self.client.client().ok_or_else(|| ScalerError::Closed {
             trigger: self.trigger.clone(),
@@ -169,17 +184,38 @@ impl RedisStreamsScaler {
             StreamMode::Lag { group } => {
                 let mut cmd = redis::cmd("XINFO");
                 cmd.arg("GROUPS").arg(stream);
-                let reply: StreamInfoGroupsReply = client
-                    .query(&cmd)
-                    .await
-                    .map_err(self.query_error(format!("XINFO GROUPS \"{stream}\"")))?;
-                match reply.groups.iter().find(|g| &g.name == group) {
-                    Some(g) => match g.lag {
-                        Some(lag) => Ok(i64::try_from(lag).unwrap_or(i64::MAX)),
+                let operation = format!("XINFO GROUPS \"{stream}\"");
+                // One map per group. Read raw: Redis 7 sends `lag` as nil when it cannot tell
+                // it, Redis 6 sends no `lag` at all; a typed reply would not tell them apart.
+                let reply: Vec<HashMap<String, redis::Value>> = match client.query(&cmd).await {
+                    Ok(reply) => reply,
+                    Err(e) => {
+                        // KEDA checks EXISTS first: a stream that does not exist has no lag.
+                        if self.exists(&client).await? {
+                            return Err(self.query_error(operation)(e));
+                        }
+                        return Ok(0);
+                    }
+                };
+                let found = reply.iter().find(|g| {
+                    g.get("name").is_some_and(|n| {
+                        redis::from_redis_value_ref::<String>(n).is_ok_and(|n| &n == group)
+                    })
+                });
+                match found {
+                    Some(g) => match g.get("lag") {
+                        // KEDA (go-redis) reads a nil lag as 0: entries were deleted past the
+                        // group's last delivered one, so Redis cannot count.
+                        Some(redis::Value::Nil) => Ok(0),
+                        Some(redis::Value::Int(lag)) => Ok(*lag),
+                        Some(other) => Err(ScalerError::Unexpected {
+                            trigger: self.trigger.clone(),
+                            message: format!("{operation} answered lag {other:?}"),
+                        }),
                         None => Err(ScalerError::Unexpected {
                             trigger: self.trigger.clone(),
                             message: format!(
-                                "Redis cannot tell the lag of group \"{group}\" on stream \"{stream}\" (entries were deleted, or Redis is older than 7.0)"
+                                "Redis does not report the lag of group \"{group}\" on stream \"{stream}\": lagCount needs Redis 7.0 or newer"
                             ),
                         }),
                     },
@@ -296,6 +332,22 @@ mod tests {
 
         let c = parse(&[base[0], base[1], ("streamLength", "9"), ("lagCount", "3")]).unwrap();
         assert_eq!((c.mode, c.target), (StreamMode::Length, 9));
+    }
+
+    #[test]
+    fn a_lag_count_of_zero_is_unset_as_in_keda() {
+        let c = parse(&[
+            ("address", "r:6379"),
+            ("stream", "orders"),
+            ("consumerGroup", "g"),
+            ("lagCount", "0"),
+        ])
+        .unwrap();
+        assert_eq!(
+            (c.mode, c.target),
+            (StreamMode::Pending { group: "g".into() }, 5),
+            "pending mode with the default pendingEntriesCount"
+        );
     }
 
     #[test]
