@@ -14,10 +14,13 @@ use tokio::time::Instant;
 
 use crate::authn::UserInfo;
 
-/// The verb the HPA's read of an external metric is authorized as.
-pub const VERB: &str = "get";
+/// The verb the HPA's read of an external metric is authorized as: `list`, as the API server
+/// derives it from the path `namespaces/{ns}/{metric}` (a resource without a name) and as
+/// KEDA's adapter asks; the HPA controller's own ClusterRole grants `list` on
+/// `external.metrics.k8s.io`.
+pub const VERB: &str = "list";
 
-/// What is being asked: may `user` get metric `metric` in `namespace`?
+/// What is being asked: may `user` read metric `metric` in `namespace`?
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct AccessRequest {
     /// The authenticated caller.
@@ -58,7 +61,7 @@ pub trait AccessReviewer: Send + Sync + 'static {
     async fn review(&self, request: &AccessRequest) -> Result<Decision, AuthzError>;
 }
 
-/// Asks the API server with a `SubjectAccessReview` (verb `get`, group
+/// Asks the API server with a `SubjectAccessReview` (verb `list`, group
 /// `external.metrics.k8s.io`, resource = the metric, in the request's namespace). Needs the
 /// `system:auth-delegator` ClusterRole.
 #[derive(Clone)]
@@ -289,14 +292,14 @@ mod tests {
     }
 
     #[test]
-    fn the_review_asks_for_get_on_the_metric_in_the_namespace() {
+    fn the_review_asks_for_list_on_the_metric_in_the_namespace() {
         let review = subject_access_review(&request("bob"));
         let attrs = review
             .spec
             .resource_attributes
             .expect("resource attributes");
         assert_eq!(review.spec.user.as_deref(), Some("bob"));
-        assert_eq!(attrs.verb.as_deref(), Some("get"));
+        assert_eq!(attrs.verb.as_deref(), Some("list"));
         assert_eq!(attrs.group.as_deref(), Some("external.metrics.k8s.io"));
         assert_eq!(attrs.resource.as_deref(), Some("s0-redis-jobs"));
         assert_eq!(attrs.namespace.as_deref(), Some("apps"));

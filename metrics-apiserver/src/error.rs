@@ -29,7 +29,7 @@ pub enum ApiError {
     Unauthenticated(String),
     /// The SubjectAccessReview denied the request.
     #[error(
-        "{GROUP} \"{metric}\" is forbidden: User \"{user}\" cannot get resource \"{metric}\" in \
+        "{GROUP} \"{metric}\" is forbidden: User \"{user}\" cannot list resource \"{metric}\" in \
          API group \"{GROUP}\" in the namespace \"{namespace}\"{}",
         reason_suffix(.reason)
     )]
@@ -146,7 +146,7 @@ mod tests {
         };
         assert_eq!(
             error.to_string(),
-            "external.metrics.k8s.io \"s0-redis-jobs\" is forbidden: User \"bob\" cannot get \
+            "external.metrics.k8s.io \"s0-redis-jobs\" is forbidden: User \"bob\" cannot list \
              resource \"s0-redis-jobs\" in API group \"external.metrics.k8s.io\" in the namespace \
              \"apps\""
         );

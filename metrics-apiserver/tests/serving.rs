@@ -129,10 +129,33 @@ async fn a_user_the_subject_access_review_denies_is_403() {
     assert_eq!(status["reason"], "Forbidden");
     assert_eq!(
         status["message"],
-        "external.metrics.k8s.io \"s0-redis-jobs\" is forbidden: User \"mallory\" cannot get \
+        "external.metrics.k8s.io \"s0-redis-jobs\" is forbidden: User \"mallory\" cannot list \
          resource \"s0-redis-jobs\" in API group \"external.metrics.k8s.io\" in the namespace \
          \"apps\": test policy"
     );
+}
+
+/// The aggregator and KEDA authorize a metric read as `list`: a caller granted only `list` on
+/// `external.metrics.k8s.io` (as the HPA controller's ClusterRole is) reads the metric.
+#[tokio::test]
+async fn a_caller_granted_only_list_reads_the_metric() {
+    let (stack, _) = stack_with_one_object().await;
+    stack.kube.set_access_policy(|spec| {
+        let attrs = spec.resource_attributes.clone().unwrap_or_default();
+        k8s_openapi::api::authorization::v1::SubjectAccessReviewStatus {
+            allowed: attrs.verb.as_deref() == Some("list")
+                && attrs.group.as_deref() == Some("external.metrics.k8s.io"),
+            ..Default::default()
+        }
+    });
+    let answer = get(
+        &stack,
+        &metric_path("apps", "s0-redis-jobs", "worker"),
+        Some(&stack.pki.front_proxy),
+        &[("X-Remote-User", HPA_USER)],
+    )
+    .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
 }
 
 #[tokio::test]
@@ -172,7 +195,7 @@ async fn the_review_names_the_user_groups_verb_metric_and_namespace() {
         .resource_attributes
         .as_ref()
         .expect("resource attributes");
-    assert_eq!(attrs.verb.as_deref(), Some("get"));
+    assert_eq!(attrs.verb.as_deref(), Some("list"));
     assert_eq!(attrs.group.as_deref(), Some("external.metrics.k8s.io"));
     assert_eq!(attrs.resource.as_deref(), Some("s0-redis-jobs"));
     assert_eq!(attrs.namespace.as_deref(), Some("apps"));
