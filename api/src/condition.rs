@@ -79,6 +79,10 @@ pub mod message {
         "ScaledObject is defined correctly and is ready for scaling";
     /// Message of Paused=True on a ScaledObject.
     pub const SCALED_OBJECT_PAUSED: &str = "ScaledObject is paused";
+    /// Message of Paused=False on a ScaledObject once its pause annotations are removed.
+    pub const SCALED_OBJECT_UNPAUSED: &str = "pause annotation removed for ScaledObject";
+    /// Message of Active=Unknown on a ScaledObject whose reconcile failed.
+    pub const SCALED_OBJECT_CHECK_FAILED: &str = "ScaledObject check failed";
     /// Message of Paused=True on a ScaledJob.
     pub const SCALED_JOB_PAUSED: &str = "ScaledJob is paused";
     /// Message of Paused=False on a ScaledJob.

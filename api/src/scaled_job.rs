@@ -46,11 +46,11 @@ pub const RUNNING_JOB_PERCENTAGE_BOUNDS: (f64, f64) = (0.0, 100.0);
     doc = "ScaledJob runs Kubernetes Jobs on events",
     printcolumn = r#"{"name":"Min","type":"integer","jsonPath":".spec.minReplicaCount"}"#,
     printcolumn = r#"{"name":"Max","type":"integer","jsonPath":".spec.maxReplicaCount"}"#,
-    printcolumn = r#"{"name":"Triggers","type":"string","jsonPath":".spec.triggers[*].type"}"#,
-    printcolumn = r#"{"name":"Authentication","type":"string","jsonPath":".spec.triggers[*].authenticationRef.name"}"#,
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
     printcolumn = r#"{"name":"Active","type":"string","jsonPath":".status.conditions[?(@.type==\"Active\")].status"}"#,
     printcolumn = r#"{"name":"Paused","type":"string","jsonPath":".status.conditions[?(@.type==\"Paused\")].status"}"#,
+    printcolumn = r#"{"name":"Triggers","type":"string","jsonPath":".status.triggersTypes"}"#,
+    printcolumn = r#"{"name":"Authentications","type":"string","jsonPath":".status.authenticationsTypes"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]

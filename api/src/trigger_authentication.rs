@@ -85,10 +85,11 @@ pub struct TriggerAuthenticationSpec {
     /// Parameters filled with bound service account tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bound_service_account_token: Option<Vec<BoundServiceAccountToken>>,
-    /// Parameters read from files under the operator's `--filepath-auth-root-path`
-    /// (ClusterTriggerAuthentication only).
+    /// Path, relative to the operator's `--filepath-auth-root-path`, of a JSON file holding a
+    /// map of parameter name to value (ClusterTriggerAuthentication only). When set, the file's
+    /// parameters replace every other source, as in KEDA.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub file_path: Option<Vec<AuthFilePath>>,
+    pub file_path: Option<String>,
     /// An OAuth2 client-credentials token.
     #[serde(default, rename = "oauth2", skip_serializing_if = "Option::is_none")]
     pub oauth2: Option<OAuth2>,
@@ -414,15 +415,6 @@ pub struct BoundServiceAccountToken {
     pub service_account_name: String,
 }
 
-/// One entry of `filePath`.
-#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
-pub struct AuthFilePath {
-    /// The trigger parameter to fill.
-    pub parameter: String,
-    /// Path relative to the operator's `--filepath-auth-root-path`.
-    pub path: String,
-}
-
 /// `spec.oauth2`: client-credentials flow producing `oauthTokenURI`, `clientID`, `clientSecret`, ...
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
@@ -476,6 +468,7 @@ pub struct TriggerAuthenticationStatus {
     printcolumn = r#"{"name":"Secret","type":"string","jsonPath":".spec.secretTargetRef[*].name"}"#,
     printcolumn = r#"{"name":"Env","type":"string","jsonPath":".spec.env[*].name"}"#,
     printcolumn = r#"{"name":"VaultAddress","type":"string","jsonPath":".spec.hashiCorpVault.address"}"#,
+    printcolumn = r#"{"name":"FilePath","type":"string","jsonPath":".spec.filePath"}"#,
     printcolumn = r#"{"name":"ScaledObjects","type":"string","jsonPath":".status.scaledobjects","priority":1}"#,
     printcolumn = r#"{"name":"ScaledJobs","type":"string","jsonPath":".status.scaledjobs","priority":1}"#
 )]

@@ -314,12 +314,23 @@ fn is_resource_trigger(t: &ScaleTrigger) -> bool {
     RESOURCE_TRIGGER_TYPES.contains(&t.type_.as_str())
 }
 
+/// The target is an `apps/v1` Deployment or StatefulSet (KEDA's `GVKString()` is
+/// `apps/v1.Deployment` or `apps/v1.StatefulSet`; empty apiVersion and kind default to them).
+fn targets_deployment_or_stateful_set(so: &ScaledObject) -> bool {
+    so.scale_target_gvkr().is_ok_and(|g| {
+        g.group == "apps"
+            && g.version == "v1"
+            && matches!(g.kind.as_str(), "Deployment" | "StatefulSet")
+    })
+}
+
 /// Validates a ScaledObject. Rules, in order:
 /// 1. triggers: at least one; unique names; no `useCachedMetrics` on cpu/memory/cron;
 /// 2. replica bounds, with KEDA's arithmetic: the effective min is 0 when `minReplicaCount` is
 ///    unset and `max(minReplicaCount, 1)` when set; the effective max is `maxReplicaCount` or 100;
 ///    min must not exceed max and `idleReplicaCount` must be below the effective min;
-/// 3. only cpu/memory triggers need `minReplicaCount` >= 1;
+/// 3. only cpu/memory triggers need `minReplicaCount` >= 1 on an apps/v1 Deployment or
+///    StatefulSet (KEDA checks no other kind);
 /// 4. fallback: non-negative numbers; without scaling modifiers, a trigger that is not
 ///    cpu/memory; behavior `scalingModifiers` needs a formula;
 /// 5. scaling modifiers (when any field is set): formula required, compiled against the named
@@ -350,9 +361,12 @@ pub fn validate_scaled_object(so: &ScaledObject) -> Result<(), ValidationErrors>
         errors.push(ValidationError::IdleNotBelowMin { idle, min });
     }
 
+    // KEDA's webhook (verifyCPUMemoryScalers) checks this only for apps/v1 Deployments and
+    // StatefulSets: any other kind returns before the check.
     if !spec.triggers.is_empty()
         && spec.triggers.iter().all(is_resource_trigger)
         && spec.min_replica_count.unwrap_or(0) == 0
+        && targets_deployment_or_stateful_set(so)
     {
         errors.push(ValidationError::ResourceTriggersNeedMinReplicas);
     }
@@ -484,7 +498,7 @@ pub fn validate_scaled_job(sj: &ScaledJob) -> Result<(), ValidationErrors> {
 /// Every violation found, see [`ValidationErrors`].
 pub fn validate_trigger_authentication(ta: &TriggerAuthentication) -> Result<(), ValidationErrors> {
     let mut errors = spec_errors(&ta.spec);
-    if ta.spec.file_path.is_some() {
+    if ta.spec.file_path.as_deref().is_some_and(|p| !p.is_empty()) {
         errors.push(ValidationError::FilePathNotClusterScoped);
     }
     into_result(errors)
@@ -696,6 +710,35 @@ mod tests {
                 "only cpu and memory with min unset",
                 |so| so.spec.triggers = vec![trigger("cpu", ""), trigger("memory", "")],
                 &["scale-to-zero-requirements-not-met"],
+            ),
+            (
+                "only cpu with min 0 on a StatefulSet",
+                |so| {
+                    so.spec.triggers = vec![trigger("cpu", "")];
+                    so.spec.min_replica_count = Some(0);
+                    so.spec.scale_target_ref.kind = Some("StatefulSet".to_string());
+                },
+                &["scale-to-zero-requirements-not-met"],
+            ),
+            (
+                // KEDA's webhook returns before this check for any kind but Deployment and
+                // StatefulSet.
+                "only cpu with min unset on an Argo Rollout is accepted",
+                |so| {
+                    so.spec.triggers = vec![trigger("cpu", "")];
+                    so.spec.scale_target_ref.api_version = Some("argoproj.io/v1alpha1".to_string());
+                    so.spec.scale_target_ref.kind = Some("Rollout".to_string());
+                },
+                &[],
+            ),
+            (
+                "only memory with min 0 on an extensions/v1beta1 Deployment is accepted",
+                |so| {
+                    so.spec.triggers = vec![trigger("memory", "")];
+                    so.spec.min_replica_count = Some(0);
+                    so.spec.scale_target_ref.api_version = Some("extensions/v1beta1".to_string());
+                },
+                &[],
             ),
             (
                 "only cpu with min 1",
@@ -1076,7 +1119,7 @@ mod tests {
     #[test]
     fn file_path_is_refused_on_namespaced_trigger_authentication_only() {
         let spec = TriggerAuthenticationSpec {
-            file_path: Some(vec![]),
+            file_path: Some("creds.json".to_string()),
             ..TriggerAuthenticationSpec::default()
         };
         let ta = TriggerAuthentication::new("a", spec.clone());

@@ -280,6 +280,10 @@ pub struct Flags {
     /// docs/http.md#route-ownership); give the activator the same file. Default: any host.
     #[arg(long, value_name = "FILE")]
     pub http_host_policy: Option<PathBuf>,
+    /// Directory under which a ClusterTriggerAuthentication's `filePath` is read (KEDA's flag);
+    /// unset, `filePath` is refused with a message naming this flag.
+    #[arg(long, value_name = "DIR")]
+    pub filepath_auth_root_path: Option<PathBuf>,
 }
 
 /// Which namespaces the controllers and the resolver watch (`WATCH_NAMESPACE`).
@@ -323,6 +327,8 @@ pub struct Settings {
     /// Only ScaledObjects and ScaledJobs matching this selector are watched
     /// (`WATCH_LABEL_SELECTOR`); `None`: all.
     pub watch_label_selector: Option<String>,
+    /// Root of ClusterTriggerAuthentication `filePath` files (`--filepath-auth-root-path`).
+    pub file_path_auth_root: Option<PathBuf>,
 }
 
 /// Why the settings cannot be used.
@@ -462,6 +468,9 @@ impl Settings {
             scaled_job_max_reconciles: max_reconciles(env, ENV_SCALEDJOB_MAX_RECONCILES)?
                 .unwrap_or(DEFAULT_SCALEDJOB_MAX_RECONCILES),
             watch_label_selector: label_selector(env)?,
+            file_path_auth_root: flags
+                .filepath_auth_root_path
+                .filter(|p| !p.as_os_str().is_empty()),
         })
     }
 }
@@ -897,6 +906,25 @@ mod tests {
                 .expect("settings")
                 .cluster_object_namespace,
             "secrets"
+        );
+    }
+
+    #[test]
+    fn the_filepath_auth_root_path_flag_sets_the_file_path_root() {
+        assert_eq!(
+            parse(&[], &MapEnv::default())
+                .expect("settings")
+                .file_path_auth_root,
+            None
+        );
+        assert_eq!(
+            parse(
+                &["--filepath-auth-root-path", "/mnt/auth"],
+                &MapEnv::default()
+            )
+            .expect("settings")
+            .file_path_auth_root,
+            Some(PathBuf::from("/mnt/auth"))
         );
     }
 

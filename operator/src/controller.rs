@@ -20,8 +20,8 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use keda_api::annotations::{FINALIZER, SCALED_OBJECT_NAME_LABEL};
 use keda_api::condition::{
-    CONDITION_PAUSED, CONDITION_READY, STATUS_FALSE, STATUS_TRUE, find_condition, message,
-    reason as keda_reason,
+    CONDITION_ACTIVE, CONDITION_PAUSED, CONDITION_READY, Condition, STATUS_FALSE, STATUS_TRUE,
+    STATUS_UNKNOWN, find_condition, message, reason as keda_reason,
 };
 use keda_api::validation::validate_scaled_object;
 use keda_api::{ScaledObject, ScaledObjectStatus};
@@ -122,6 +122,7 @@ impl ControllerConfig {
             metrics,
             resolver: ResolverConfig {
                 watch_scope: settings.watch_namespaces.clone(),
+                file_path_auth_root: settings.file_path_auth_root.clone(),
                 ..ResolverConfig::new(settings.cluster_object_namespace.clone())
             },
             http_host_policy: settings.http_host_policy.clone(),
@@ -468,6 +469,8 @@ async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> 
     let api: Api<ScaledObject> = Api::namespaced(ctx.client.clone(), &ns);
     let hpa_api: Api<HorizontalPodAutoscaler> = Api::namespaced(ctx.client.clone(), &ns);
 
+    // The Paused condition follows the annotations before any check that can fail (KEDA's
+    // reconcileScaledObject does this first): report_failure applies the same step.
     validate_scaled_object(so)?;
     if let Some(refusal) = ctx.routes.refusal(so) {
         // The activator does not route it: no loop may report it ready, or scale on traffic
@@ -492,6 +495,7 @@ async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> 
     let mut desired = current_status.clone();
     let mut conditions = conditions_or_initial(so.status.as_ref());
     let was_paused = find_condition(&conditions, CONDITION_PAUSED).is_some_and(|c| c.is_true());
+    unpause_step(so, &mut conditions);
     desired.scale_target_kind = Some(target.kind_string());
     desired.scale_target_gvkr = Some(target.gvkr.clone());
     desired.original_replica_count = current_status.original_replica_count.or(Some(current));
@@ -586,23 +590,6 @@ async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> 
     desired.composite_scaler_name = metrics.composite.clone();
     desired.paused_replica_count = None;
     let paused_direction = annotations.paused_scale_in || annotations.paused_scale_out;
-    if paused_direction {
-        set_condition(
-            &mut conditions,
-            CONDITION_PAUSED,
-            STATUS_TRUE,
-            keda_reason::SCALED_OBJECT_PAUSED,
-            message::SCALED_OBJECT_PAUSED,
-        );
-    } else {
-        set_condition(
-            &mut conditions,
-            CONDITION_PAUSED,
-            STATUS_FALSE,
-            keda_reason::SCALED_OBJECT_UNPAUSED,
-            "ScaledObject is unpaused",
-        );
-    }
     let ready = find_condition(&conditions, CONDITION_READY).cloned();
     let loop_owned = ready.as_ref().is_some_and(|c| {
         c.reason
@@ -630,7 +617,7 @@ async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> 
                 so,
                 false,
                 events::SCALED_OBJECT_UNPAUSED,
-                "ScaledObject is unpaused".to_string(),
+                message::SCALED_OBJECT_UNPAUSED.to_string(),
             )
             .await;
     }
@@ -645,6 +632,33 @@ async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> 
             .await;
     }
     Ok(Action::await_change())
+}
+
+/// KEDA's first step of every reconcile, before any check that can fail: `paused-scale-in` or
+/// `paused-scale-out` set `Paused=True`; an object that was paused and whose pause annotations
+/// are all gone goes back to `Paused=False` / `ScaledObjectUnpaused`. A `paused` or
+/// `paused-replicas` object is left to the pause branch (KEDA's `needsToPause` case).
+fn unpause_step(so: &ScaledObject, conditions: &mut Vec<Condition>) {
+    if so.is_paused() {
+        return;
+    }
+    if so.is_paused_scale_in() || so.is_paused_scale_out() {
+        set_condition(
+            conditions,
+            CONDITION_PAUSED,
+            STATUS_TRUE,
+            keda_reason::SCALED_OBJECT_PAUSED,
+            message::SCALED_OBJECT_PAUSED,
+        );
+    } else if find_condition(conditions, CONDITION_PAUSED).is_some_and(|c| c.is_true()) {
+        set_condition(
+            conditions,
+            CONDITION_PAUSED,
+            STATUS_FALSE,
+            keda_reason::SCALED_OBJECT_UNPAUSED,
+            message::SCALED_OBJECT_UNPAUSED,
+        );
+    }
 }
 
 async fn report_failure(so: &ScaledObject, e: &Error, ctx: &Context) {
@@ -664,6 +678,7 @@ async fn report_failure(so: &ScaledObject, e: &Error, ctx: &Context) {
     let current: ScaledObjectStatus = so.status.clone().unwrap_or_default();
     let mut desired = current.clone();
     let mut conditions = conditions_or_initial(so.status.as_ref());
+    unpause_step(so, &mut conditions);
     let message = e.to_string();
     set_condition(
         &mut conditions,
@@ -671,6 +686,14 @@ async fn report_failure(so: &ScaledObject, e: &Error, ctx: &Context) {
         STATUS_FALSE,
         e.condition_reason(keda_reason::SCALED_OBJECT_CHECK_FAILED),
         &message,
+    );
+    // As KEDA: what the triggers say is unknown while the object cannot be checked.
+    set_condition(
+        &mut conditions,
+        CONDITION_ACTIVE,
+        STATUS_UNKNOWN,
+        keda_reason::UNKNOWN_STATE,
+        message::SCALED_OBJECT_CHECK_FAILED,
     );
     desired.conditions = Some(conditions);
     match patch_status(&api, &name, &current, &desired).await {
@@ -695,8 +718,8 @@ async fn cleanup(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> {
         &ns,
         &name,
     ));
-    let hpa_api: Api<HorizontalPodAutoscaler> = Api::namespaced(ctx.client.clone(), &ns);
-    delete_hpa(&hpa_api, &so.hpa_name()).await?;
+    // The HPA is not deleted here: its controller owner reference to this object lets the
+    // garbage collector remove it, so `kubectl delete --cascade=orphan` keeps it, as in KEDA.
     let original = so.status.as_ref().and_then(|s| s.original_replica_count);
     if so.spec.restore_to_original_replica_count()
         && let Some(n) = original

@@ -120,20 +120,17 @@ pub struct InvalidPausedReplicas {
 }
 
 impl ScaleAnnotations {
-    /// Reads the annotations as KEDA does: `paused-replicas` wins over `paused`; `paused` that
-    /// Go's `strconv.ParseBool` cannot read counts as paused; the three switches count only when
-    /// they read as true.
+    /// Reads the annotations as KEDA does: `paused-replicas` wins over `paused`; `paused` and the
+    /// three switches are on when present and not false: a value Go's `strconv.ParseBool`
+    /// cannot read counts as true, exactly as the HPA builder reads them
+    /// ([`keda_api::annotations::bool_annotation`]).
     ///
     /// # Errors
     /// When `paused-replicas` is not a non-negative integer.
     pub fn from_annotations(
         annotations: &BTreeMap<String, String>,
     ) -> Result<ScaleAnnotations, InvalidPausedReplicas> {
-        let switch = |key: &str| {
-            annotations
-                .get(key)
-                .is_some_and(|v| parse_go_bool(v) == Some(true))
-        };
+        let switch = |key: &str| keda_api::annotations::bool_annotation(Some(annotations), key);
         let pause = if let Some(value) = annotations.get(ANNOTATION_PAUSED_REPLICAS) {
             match value.trim().parse::<i32>() {
                 Ok(n) if n >= 0 => Pause::AtReplicas(n),
@@ -1231,13 +1228,39 @@ mod tests {
             err.to_string()
                 .contains("autoscaling.keda.sh/paused-replicas")
         );
-        // The switches count only when true.
+        // The switches are on when true, off when false.
         let a = read(&[
             (ANNOTATION_PAUSED_SCALE_IN, "true"),
-            (ANNOTATION_PAUSED_SCALE_OUT, "nope"),
-            (ANNOTATION_FORCE_ACTIVATION, "1"),
+            (ANNOTATION_PAUSED_SCALE_OUT, "0"),
+            (ANNOTATION_FORCE_ACTIVATION, "False"),
         ])
         .unwrap();
-        assert!(a.paused_scale_in && !a.paused_scale_out && a.force_activation);
+        assert!(a.paused_scale_in && !a.paused_scale_out && !a.force_activation);
+    }
+
+    #[test]
+    fn an_unparsable_switch_annotation_counts_as_true_as_in_the_hpa() {
+        // KEDA reads paused-scale-in, paused-scale-out and force-activation like paused: a
+        // value Go's ParseBool rejects is true, in the scale loop as in the HPA behavior.
+        let map: BTreeMap<String, String> = [
+            (ANNOTATION_PAUSED_SCALE_IN, "yes"),
+            (ANNOTATION_PAUSED_SCALE_OUT, "enabled"),
+            (ANNOTATION_FORCE_ACTIVATION, " true"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let a = ScaleAnnotations::from_annotations(&map).unwrap();
+        assert!(a.paused_scale_in && a.paused_scale_out && a.force_activation);
+        for key in [
+            ANNOTATION_PAUSED_SCALE_IN,
+            ANNOTATION_PAUSED_SCALE_OUT,
+            ANNOTATION_FORCE_ACTIVATION,
+        ] {
+            assert!(
+                keda_api::annotations::bool_annotation(Some(&map), key),
+                "{key}: the HPA builder reads it the same way"
+            );
+        }
     }
 }

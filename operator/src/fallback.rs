@@ -19,9 +19,9 @@
 //!
 //! The same [`evaluate`] call serves the scale loop (activity) and the metric service (values),
 //! so both see one health record and one answer. A metric served from fallback counts as active
-//! when its synthetic value is above zero ([`MetricOutcome::is_active`]): KEDA treats an object
-//! whose metric is in fallback as active (KEDA-CONTRACT 1.7), and a synthetic value of zero
-//! (`replicas: 0`) asks for no replicas.
+//! ([`MetricOutcome::is_active`]), whatever its value: KEDA treats an object whose metric is in
+//! fallback as active (KEDA-CONTRACT 1.7), so even `replicas: 0` keeps the target at
+//! `max(minReplicaCount, 1)` (the HPA never goes below 1) instead of scaling it to zero.
 //!
 //! One deliberate difference: KEDA's `HasValidFallback` parses `scalingModifiers.target` as an
 //! integer, silently disabling fallback for a target such as `"0.5"`, while `doFallback` itself
@@ -190,11 +190,11 @@ pub enum MetricOutcome<E> {
 
 impl<E> MetricOutcome<E> {
     /// Whether this outcome makes the object active, given the scaler's own activity for a
-    /// successful read: a fallback value counts as active when it asks for replicas (> 0).
+    /// successful read: a fallback value always does (KEDA), even `replicas: 0`.
     pub fn is_active(&self, scaler_active: bool) -> bool {
         match self {
             MetricOutcome::Value(_) => scaler_active,
-            MetricOutcome::Fallback(v) => *v > 0.0,
+            MetricOutcome::Fallback(_) => true,
             MetricOutcome::Nil | MetricOutcome::Failed(_) | MetricOutcome::FallbackFailed(_) => {
                 false
             }
@@ -598,11 +598,12 @@ mod tests {
     }
 
     #[test]
-    fn fallback_value_counts_as_active_only_when_it_asks_for_replicas() {
+    fn a_fallback_value_counts_as_active_even_for_zero_replicas() {
+        // KEDA: an object with a metric in fallback is active, so `replicas: 0` keeps 1 replica.
         let zero: MetricOutcome<()> = MetricOutcome::Fallback(0.0);
         let some: MetricOutcome<()> = MetricOutcome::Fallback(20.0);
         let failed: MetricOutcome<()> = MetricOutcome::Failed(());
-        assert!(!zero.is_active(true));
+        assert!(zero.is_active(false));
         assert!(some.is_active(false));
         assert!(!failed.is_active(true));
         assert!(failed.is_error());

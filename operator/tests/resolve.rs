@@ -559,38 +559,45 @@ async fn unsupported_providers_fail_with_the_field_they_name() {
 }
 
 #[tokio::test]
-async fn file_path_reads_files_under_the_root_for_cluster_trigger_authentications_only() {
+async fn file_path_reads_a_json_map_under_the_root_for_cluster_trigger_authentications_only() {
     let root = std::env::temp_dir().join(common::unique("file-path-auth"));
     std::fs::create_dir_all(root.join("redis")).unwrap();
-    std::fs::write(root.join("redis/password"), SECRET_VALUE).unwrap();
+    std::fs::write(
+        root.join("redis/creds.json"),
+        format!(r#"{{"password": "{SECRET_VALUE}", "username": "from-file"}}"#),
+    )
+    .unwrap();
+    std::fs::write(root.join("redis/list.json"), r#"["not", "a", "map"]"#).unwrap();
     let mut config = ResolverConfig::new(KEDA_NS);
     config.file_path_auth_root = Some(root.clone());
     let c = cluster_with(config);
     c.server
-        .seed(&secret(KEDA_NS, "creds", &[("username", "ignored")]))
+        .seed(&secret(KEDA_NS, "creds", &[("database", "ignored")]))
         .unwrap();
+    // KEDA's shape: `filePath` is one string, the path of a JSON object of parameters.
     let cta = |name: &str, path: &str| {
         yaml::<keda_api::ClusterTriggerAuthentication>(&format!(
             "apiVersion: keda.sh/v1alpha1
 kind: ClusterTriggerAuthentication
 metadata: {{name: {name}}}
 spec:
-  secretTargetRef: [{{parameter: username, name: creds, key: username}}]
-  filePath: [{{parameter: password, path: '{path}'}}]
+  secretTargetRef: [{{parameter: database, name: creds, key: database}}]
+  filePath: '{path}'
 "
         ))
     };
-    c.server.seed(&cta("files", "redis/password")).unwrap();
+    c.server.seed(&cta("files", "redis/creds.json")).unwrap();
     c.server.seed(&cta("escape", "../etc/passwd")).unwrap();
     c.server.seed(&cta("absolute", "/etc/passwd")).unwrap();
-    c.server.seed(&cta("absent", "redis/nothing")).unwrap();
+    c.server.seed(&cta("absent", "redis/nothing.json")).unwrap();
+    c.server.seed(&cta("not-a-map", "redis/list.json")).unwrap();
     c.server
         .seed(&yaml::<keda_api::TriggerAuthentication>(&format!(
             "apiVersion: keda.sh/v1alpha1
 kind: TriggerAuthentication
 metadata: {{name: namespaced, namespace: {NS}}}
 spec:
-  filePath: [{{parameter: password, path: redis/password}}]
+  filePath: redis/creds.json
 "
         )))
         .unwrap();
@@ -608,8 +615,9 @@ spec:
     .await
     .unwrap();
     assert_eq!(auth(&resolved, "password"), SECRET_VALUE);
+    assert_eq!(auth(&resolved, "username"), "from-file");
     // filePath replaces the other sources, as in KEDA
-    assert!(!resolved.auth_params.contains_key("username"));
+    assert!(!resolved.auth_params.contains_key("database"));
 
     for name in ["escape", "absolute"] {
         let text =
@@ -622,7 +630,21 @@ spec:
     let text =
         expect_err(resolve(&c.resolver, source("so", "w"), &cluster_trigger("absent")).await);
     assert!(
-        text.starts_with("trigger 0 (redis): ClusterTriggerAuthentication absent: filePath parameter \"password\": cannot read "),
+        text.starts_with(
+            "trigger 0 (redis): ClusterTriggerAuthentication absent: spec.filePath: cannot read "
+        ),
+        "{text}"
+    );
+    let text = expect_err(
+        resolve(
+            &c.resolver,
+            source("so", "w"),
+            &cluster_trigger("not-a-map"),
+        )
+        .await,
+    );
+    assert!(
+        text.contains("is not a JSON object of parameter names to string values"),
         "{text}"
     );
     let t = trigger("{type: redis, metadata: {}, authenticationRef: {name: namespaced}}");

@@ -116,6 +116,121 @@ async fn a_formula_bomb_is_not_ready_naming_the_formula_and_its_budget_and_gets_
     op.stop().await;
 }
 
+/// KEDA's reconcile first puts `Paused` right (`Paused=False` / `ScaledObjectUnpaused` once the
+/// pause annotation is gone), then runs its checks; a failed check sets `Ready=False` and
+/// `Active=Unknown` / `UnknownState`. Unpausing and breaking the object in one update must not
+/// leave `Paused=True` beside `Ready=False`.
+#[tokio::test]
+async fn unpausing_an_object_whose_check_fails_sets_paused_false_and_active_unknown() {
+    let Some((_server, w)) = world("unpause-broken").await else {
+        return;
+    };
+    let list = list("unpause-broken");
+    w.deployment("unpause", 0).await;
+    let op = w.start_operator();
+    w.create(&scenarios::redis_object(
+        "unpause",
+        "unpause",
+        &list,
+        "",
+        "autoscaling.keda.sh/paused-replicas: \"1\"",
+    ))
+    .await;
+    scenarios::eventually("Paused=True", || async {
+        (scenarios::condition(&w.get("unpause").await, "Paused")
+            == Some(("True".into(), "ScaledObjectPaused".into())))
+        .then_some(())
+    })
+    .await;
+
+    // One update: the pause annotation removed and the target renamed to one that is missing.
+    let patch = json!({
+        "metadata": { "annotations": { "autoscaling.keda.sh/paused-replicas": null } },
+        "spec": { "scaleTargetRef": { "name": "missing" } },
+    });
+    w.scaled_objects()
+        .patch("unpause", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("patch");
+    let so = scenarios::eventually("Ready=False", || async {
+        let so = w.get("unpause").await;
+        scenarios::ready(&so)
+            .is_some_and(|(s, _, _)| s == "False")
+            .then_some(so)
+    })
+    .await;
+    let conditions = so
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let find = |t: &str| {
+        let c = conditions
+            .iter()
+            .find(|c| c.type_ == t)
+            .unwrap_or_else(|| panic!("condition {t}"));
+        (
+            c.status.as_str(),
+            c.reason.as_deref().unwrap_or_default(),
+            c.message.as_deref().unwrap_or_default(),
+        )
+    };
+    assert_eq!(find("Ready").1, "ScaledObjectCheckFailed");
+    assert_eq!(
+        find("Paused"),
+        (
+            "False",
+            "ScaledObjectUnpaused",
+            "pause annotation removed for ScaledObject"
+        )
+    );
+    assert_eq!(
+        find("Active"),
+        ("Unknown", "UnknownState", "ScaledObject check failed")
+    );
+    op.stop().await;
+}
+
+/// As in KEDA, the finalizer leaves the HPA to the garbage collector (the HPA's controller owner
+/// reference): an orphaning delete keeps the HPA, without the owner reference.
+#[tokio::test]
+async fn an_orphaning_delete_keeps_the_hpa_as_in_keda() {
+    let Some((_server, w)) = world("orphan").await else {
+        return;
+    };
+    let list = list("orphan");
+    w.deployment("orphan", 0).await;
+    let op = w.start_operator();
+    w.create(&scenarios::redis_object("orphan", "orphan", &list, "", ""))
+        .await;
+    scenarios::hpa_exists(&w, "keda-hpa-orphan").await;
+    w.scaled_objects()
+        .delete(
+            "orphan",
+            &kube::api::DeleteParams {
+                propagation_policy: Some(kube::api::PropagationPolicy::Orphan),
+                ..kube::api::DeleteParams::default()
+            },
+        )
+        .await
+        .expect("delete");
+    scenarios::eventually("the ScaledObject gone", || async {
+        matches!(w.scaled_objects().get_opt("orphan").await, Ok(None)).then_some(())
+    })
+    .await;
+    let hpa = w
+        .hpas()
+        .get_opt("keda-hpa-orphan")
+        .await
+        .expect("HPA lookup")
+        .expect("the orphaned HPA is kept");
+    assert!(
+        hpa.metadata.owner_references.unwrap_or_default().is_empty(),
+        "the orphaned HPA has no owner left"
+    );
+    op.stop().await;
+}
+
 #[tokio::test]
 async fn status_is_not_patched_again_when_nothing_changed() {
     let Some((server, w)) = world("quiet").await else {

@@ -252,7 +252,7 @@ pub enum ResolveError {
     },
     /// `filePath` without a configured root.
     #[error(
-        "{trigger}: {auth}: spec.filePath needs the operator's filepath-auth-root-path, which is not configured"
+        "{trigger}: {auth}: spec.filePath needs the operator flag --filepath-auth-root-path, which is not set"
     )]
     FilePathRootNotConfigured {
         /// The trigger.
@@ -260,34 +260,48 @@ pub enum ResolveError {
         /// The object.
         auth: AuthName,
     },
-    /// A `filePath` entry that is absolute or leaves the root.
+    /// A `filePath` that is absolute or leaves the root.
     #[error(
-        "{trigger}: {auth}: filePath parameter \"{parameter}\": path \"{path}\" must be relative and must not contain \"..\""
+        "{trigger}: {auth}: spec.filePath \"{path}\" must be relative and must not contain \"..\""
     )]
     FilePathOutsideRoot {
         /// The trigger.
         trigger: TriggerId,
         /// The object.
         auth: AuthName,
-        /// The entry's `parameter`.
-        parameter: String,
         /// The path as written.
         path: String,
     },
-    /// A `filePath` file could not be read.
-    #[error("{trigger}: {auth}: filePath parameter \"{parameter}\": cannot read {}", path.display())]
+    /// The `filePath` file could not be read.
+    #[error("{trigger}: {auth}: spec.filePath: cannot read {}", path.display())]
     FileRead {
         /// The trigger.
         trigger: TriggerId,
         /// The object.
         auth: AuthName,
-        /// The entry's `parameter`.
-        parameter: String,
         /// The full path.
         path: PathBuf,
         /// The IO error.
         #[source]
         source: std::io::Error,
+    },
+    /// The `filePath` file is not a JSON object of strings. Neither the message nor a source
+    /// quotes the file's content (it holds credentials): only where reading stopped.
+    #[error(
+        "{trigger}: {auth}: spec.filePath: {} is not a JSON object of parameter names to string values (line {line}, column {column})",
+        path.display()
+    )]
+    FileParse {
+        /// The trigger.
+        trigger: TriggerId,
+        /// The object.
+        auth: AuthName,
+        /// The full path.
+        path: PathBuf,
+        /// Line where the JSON reader stopped.
+        line: usize,
+        /// Column where the JSON reader stopped.
+        column: usize,
     },
     /// A variable of the target's container could not be read.
     #[error("{trigger}: {used_by}: {problem}")]
@@ -330,7 +344,8 @@ impl ResolveError {
             Self::FilePathNotClusterScoped { .. }
             | Self::FilePathRootNotConfigured { .. }
             | Self::FilePathOutsideRoot { .. }
-            | Self::FileRead { .. } => "authentication-file",
+            | Self::FileRead { .. }
+            | Self::FileParse { .. } => "authentication-file",
             Self::Env { .. } => "environment",
             Self::CachesNotReady { .. } => "caches-not-ready",
             Self::Shutdown => "shutdown",

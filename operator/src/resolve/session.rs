@@ -312,6 +312,61 @@ impl ResolveSession {
         }
     }
 
+    /// The parameters of a `filePath` file: a JSON object of parameter name to value, at a path
+    /// relative to the operator's `--filepath-auth-root-path` (KEDA's `readAuthParamsFromFile`).
+    async fn file_params(
+        &self,
+        id: &TriggerId,
+        auth: &AuthName,
+        kind: AuthenticationKind,
+        file: &str,
+    ) -> Result<BTreeMap<String, Secret>, ResolveError> {
+        if kind != AuthenticationKind::ClusterTriggerAuthentication {
+            return Err(ResolveError::FilePathNotClusterScoped {
+                trigger: id.clone(),
+                auth: auth.clone(),
+            });
+        }
+        let Some(root) = self.inner.config.file_path_auth_root.clone() else {
+            return Err(ResolveError::FilePathRootNotConfigured {
+                trigger: id.clone(),
+                auth: auth.clone(),
+            });
+        };
+        let relative = Path::new(file);
+        let escapes = relative
+            .components()
+            .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir));
+        if escapes || file.contains("..") {
+            return Err(ResolveError::FilePathOutsideRoot {
+                trigger: id.clone(),
+                auth: auth.clone(),
+                path: file.to_string(),
+            });
+        }
+        let path = root.join(relative);
+        let text = tokio::fs::read(&path)
+            .await
+            .map_err(|source| ResolveError::FileRead {
+                trigger: id.clone(),
+                auth: auth.clone(),
+                path: path.clone(),
+                source,
+            })?;
+        let values: BTreeMap<String, String> =
+            serde_json::from_slice(&text).map_err(|e| ResolveError::FileParse {
+                trigger: id.clone(),
+                auth: auth.clone(),
+                path: path.clone(),
+                line: e.line(),
+                column: e.column(),
+            })?;
+        Ok(values
+            .into_iter()
+            .map(|(k, v)| (k, Secret::new(v)))
+            .collect())
+    }
+
     async fn auth_params(
         &mut self,
         id: &TriggerId,
@@ -323,46 +378,9 @@ impl ResolveSession {
         check_supported(id, auth, spec)?;
         let mut params = BTreeMap::new();
 
-        if let Some(files) = spec.file_path.as_ref().filter(|f| !f.is_empty()) {
-            if kind != AuthenticationKind::ClusterTriggerAuthentication {
-                return Err(ResolveError::FilePathNotClusterScoped {
-                    trigger: id.clone(),
-                    auth: auth.clone(),
-                });
-            }
-            let Some(root) = self.inner.config.file_path_auth_root.clone() else {
-                return Err(ResolveError::FilePathRootNotConfigured {
-                    trigger: id.clone(),
-                    auth: auth.clone(),
-                });
-            };
-            for entry in files {
-                let relative = Path::new(&entry.path);
-                let escapes = relative
-                    .components()
-                    .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir));
-                if entry.path.is_empty() || escapes || entry.path.contains("..") {
-                    return Err(ResolveError::FilePathOutsideRoot {
-                        trigger: id.clone(),
-                        auth: auth.clone(),
-                        parameter: entry.parameter.clone(),
-                        path: entry.path.clone(),
-                    });
-                }
-                let path = root.join(relative);
-                let value = tokio::fs::read_to_string(&path).await.map_err(|source| {
-                    ResolveError::FileRead {
-                        trigger: id.clone(),
-                        auth: auth.clone(),
-                        parameter: entry.parameter.clone(),
-                        path: path.clone(),
-                        source,
-                    }
-                })?;
-                params.insert(entry.parameter.clone(), Secret::new(value));
-            }
+        if let Some(file) = spec.file_path.as_deref().filter(|f| !f.is_empty()) {
             // As in KEDA, filePath replaces every other source.
-            return Ok(params);
+            return self.file_params(id, auth, kind, file).await;
         }
 
         for entry in spec.env.iter().flatten() {
