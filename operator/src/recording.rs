@@ -13,6 +13,8 @@ use crate::telemetry::{CustomResourceKind, Metrics, ResourceKind, ScalerLabels a
 /// type`.
 #[derive(Clone, Copy, Debug)]
 pub struct ScalerLabels<'a> {
+    /// ScaledObject or ScaledJob (the `type` label; `scaledObject` holds either's name).
+    pub kind: ResourceKind,
     /// Namespace of the object.
     pub namespace: &'a str,
     /// The metric name (`s0-redis-jobs`).
@@ -35,7 +37,7 @@ impl ScalerLabels<'_> {
             scaler: scaler_label(self.scaler, self.trigger_name),
             trigger_index: self.trigger_index,
             metric: self.metric.to_string(),
-            kind: ResourceKind::ScaledObject,
+            kind: self.kind,
         }
     }
 }

@@ -456,6 +456,13 @@ async fn a_new_generation_deletes_old_jobs_with_the_immediate_rollout() {
     })
     .await;
     assert_eq!(w.get("roll").await.metadata.generation, Some(2));
+    // KEDA's Events of the cleanup (issue 16).
+    let (kind, note) = job_event(&w, "roll", "ScaledJobRolloutCleanupStarted").await;
+    assert_eq!(kind, "Normal");
+    assert!(note.contains("deleting 2 jobs"), "{note}");
+    let (kind, note) = job_event(&w, "roll", "ScaledJobRolloutCleanupCompleted").await;
+    assert_eq!(kind, "Normal");
+    assert!(note.contains("2 jobs deleted"), "{note}");
 }
 
 #[tokio::test]
@@ -772,4 +779,278 @@ async fn a_panicking_scaler_fails_only_its_scaled_job_which_recovers_when_it_sto
     })
     .await;
     assert_eq!(w.jobs("broken").await.len(), 1);
+}
+
+/// A ScaledJob whose triggers are the dials `names`, in that order.
+fn dials_job(name: &str, names: &[&str]) -> String {
+    let triggers: String = names
+        .iter()
+        .map(|d| format!("    - type: dial\n      metadata: {{ dial: {d} }}\n"))
+        .collect();
+    format!(
+        r#"
+apiVersion: keda.sh/v1alpha1
+kind: ScaledJob
+metadata: {{ name: {name} }}
+spec:
+  maxReplicaCount: 3
+  jobTargetRef:
+    template:
+      spec:
+        containers: [{{ name: worker, image: busybox }}]
+  triggers:
+{triggers}"#
+    )
+}
+
+/// The value of the one series of `family` whose labels contain every one of `labels`.
+fn series(text: &str, family: &str, labels: &[&str]) -> Option<f64> {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{family}{{")))
+        .find(|l| labels.iter().all(|want| l.contains(want)))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// The Events on ScaledJob `name` with `reason`: (type, note).
+async fn job_events(client: &Client, name: &str, reason: &str) -> Vec<(String, String)> {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), NS);
+    events
+        .list(&ListParams::default())
+        .await
+        .expect("list Events")
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                && e.reason.as_deref() == Some(reason)
+        })
+        .map(|e| (e.type_.unwrap_or_default(), e.note.unwrap_or_default()))
+        .collect()
+}
+
+/// Waits for an Event with `reason` on ScaledJob `name`, and returns the first: (type, note).
+async fn job_event(w: &World, name: &str, reason: &str) -> (String, String) {
+    eventually(&format!("a {reason} Event on {name}"), || async {
+        job_events(&w.client, name, reason).await.into_iter().next()
+    })
+    .await
+}
+
+/// Issue 16: a ScaledJob reports KEDA's per-scaler metrics with `type="scaledjob"`, its loop
+/// latency, its registered trigger and resource, and counts its scaler errors in
+/// `keda_scaled_job_errors_total`, as KEDA does.
+#[tokio::test]
+async fn a_scaled_job_reports_keda_s_scaler_loop_and_error_metrics() {
+    let dials = dial::Dials::new();
+    let w = World::start_with(dials.registry());
+    dials.set("metered", 4.0);
+    let sj = w.create(&dial_job("metered")).await;
+    w.polls_reach(&sj, 1).await;
+    w.tick(&sj).await;
+    let text = w.metrics.encode();
+    let scaler = [
+        r#"namespace="team""#,
+        r#"metric="s0-dial-metered""#,
+        r#"scaledObject="metered""#,
+        r#"triggerIndex="0""#,
+        r#"type="scaledjob""#,
+    ];
+    assert_eq!(
+        series(&text, "keda_scaler_metrics_value", &scaler),
+        Some(4.0),
+        "{text}"
+    );
+    assert_eq!(
+        series(&text, "keda_scaler_active", &scaler),
+        Some(1.0),
+        "{text}"
+    );
+    assert!(
+        series(&text, "keda_scaler_metrics_latency_seconds", &scaler).is_some(),
+        "{text}"
+    );
+    assert!(
+        series(
+            &text,
+            "keda_internal_scale_loop_latency_seconds",
+            &[r#"namespace="team",type="scaledjob",resource="metered""#]
+        )
+        .is_some(),
+        "{text}"
+    );
+    assert_eq!(
+        series(&text, "keda_trigger_registered_total", &[r#"type="dial""#]),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        series(
+            &text,
+            "keda_resource_registered_total",
+            &[r#"type="scaled_job",namespace="team""#]
+        ),
+        Some(1.0),
+        "{text}"
+    );
+
+    dials.fail_on_read("metered", true);
+    w.tick(&sj).await;
+    let text = w.metrics.encode();
+    assert_eq!(
+        series(
+            &text,
+            "keda_scaled_job_errors_total",
+            &[r#"namespace="team",scaledJob="metered""#]
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        series(&text, "keda_scaler_detail_errors_total", &scaler),
+        Some(1.0),
+        "{text}"
+    );
+
+    // Deleted: the trigger and the resource are no longer registered.
+    w.scaled_jobs()
+        .delete("metered", &kube::api::DeleteParams::default())
+        .await
+        .expect("delete ScaledJob");
+    eventually("the ScaledJob gone", || async {
+        matches!(w.scaled_jobs().get_opt("metered").await, Ok(None)).then_some(())
+    })
+    .await;
+    let text = w.metrics.encode();
+    assert_eq!(
+        series(&text, "keda_trigger_registered_total", &[r#"type="dial""#]),
+        Some(0.0),
+        "{text}"
+    );
+}
+
+/// Issue 16, as KEDA's `RequestJobScale`: failing triggers with nothing active make a ScaledJob
+/// `Ready=False TriggerError`; with another trigger active, `Ready=Unknown
+/// PartialTriggerError`; with no error, `Ready=True` again.
+#[tokio::test]
+async fn a_trigger_error_is_ready_false_when_nothing_is_active_and_unknown_when_something_is() {
+    let dials = dial::Dials::new();
+    let w = World::start_with(dials.registry());
+    dials.fail_on_read("down", true);
+    let sj = w.create(&dials_job("mixed", &["down", "idle"])).await;
+    w.polls_reach(&sj, 1).await;
+    w.tick(&sj).await;
+    let ready = |status: &'static str| {
+        let w = &w;
+        async move {
+            eventually(&format!("Ready={status}"), || async {
+                job_ready(&w.get("mixed").await).filter(|(s, _, _)| s == status)
+            })
+            .await
+        }
+    };
+    let (_, reason, message) = ready("False").await;
+    assert_eq!(reason, "TriggerError");
+    assert_eq!(
+        message,
+        "Triggers defined in ScaledJob are not working correctly"
+    );
+
+    dials.set("idle", 2.0);
+    w.tick(&sj).await;
+    let (_, reason, message) = ready("Unknown").await;
+    assert_eq!(reason, "PartialTriggerError");
+    assert_eq!(
+        message,
+        "Some triggers defined in ScaledJob are not working correctly"
+    );
+
+    dials.fail_on_read("down", false);
+    w.tick(&sj).await;
+    let (_, reason, _) = ready("True").await;
+    assert_eq!(reason, "ScaledJobReady");
+}
+
+/// Issue 16: `status.externalMetricNames` (trigger order) and `status.triggersActivity` are
+/// written for ScaledJobs as for ScaledObjects.
+#[tokio::test]
+async fn a_scaled_job_status_names_its_metrics_and_their_activity() {
+    let dials = dial::Dials::new();
+    let w = World::start_with(dials.registry());
+    dials.set("busy", 3.0);
+    let sj = w.create(&dials_job("named", &["busy", "quiet"])).await;
+    w.polls_reach(&sj, 1).await;
+    w.tick(&sj).await;
+    let status = eventually("triggersActivity", || async {
+        let status = w.get("named").await.status?;
+        status.triggers_activity.is_some().then_some(status)
+    })
+    .await;
+    assert_eq!(
+        status.external_metric_names,
+        Some(vec![
+            "s0-dial-busy".to_string(),
+            "s1-dial-quiet".to_string()
+        ])
+    );
+    let activity: Vec<(String, bool)> = status
+        .triggers_activity
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k, v.is_active))
+        .collect();
+    assert_eq!(
+        activity,
+        vec![
+            ("s0-dial-busy".to_string(), true),
+            ("s1-dial-quiet".to_string(), false)
+        ]
+    );
+}
+
+/// Issue 16: KEDA's Events of the job loop: `ScaledJobActive` / `ScaledJobInactive` when
+/// Active changes, `KEDAJobCreateFailed` (Warning) for a Job the API server refuses, and the
+/// `KEDAScalerFailed` Warning naming the failed scaler.
+#[tokio::test]
+async fn the_job_loop_emits_keda_s_activity_job_creation_and_scaler_failure_events() {
+    let dials = dial::Dials::new();
+    let w = World::start_with(dials.registry());
+    let sj = w.create(&dial_job("evented")).await;
+    w.polls_reach(&sj, 1).await;
+    let (kind, note) = job_event(&w, "evented", "ScaledJobInactive").await;
+    assert_eq!(
+        (kind.as_str(), note.as_str()),
+        (
+            "Normal",
+            "Scaling is not performed because triggers are not active"
+        )
+    );
+
+    // The API server refuses the Job the next poll creates: a Warning for it.
+    w.server.inject_failure(
+        memkube::FailureRule::new(403)
+            .verb(Verb::Create)
+            .resource("jobs")
+            .message("jobs are forbidden here")
+            .times(1),
+    );
+    dials.set("evented", 2.0);
+    w.tick(&sj).await;
+    let (kind, note) = job_event(&w, "evented", "ScaledJobActive").await;
+    assert_eq!(
+        (kind.as_str(), note.as_str()),
+        ("Normal", "Scaling is performed because triggers are active")
+    );
+    let (kind, note) = job_event(&w, "evented", "KEDAJobCreateFailed").await;
+    assert_eq!(kind, "Warning");
+    assert!(
+        note.starts_with("Failed to create job evented-: ") && note.contains("forbidden here"),
+        "{note}"
+    );
+
+    dials.fail_on_read("evented", true);
+    w.tick(&sj).await;
+    let (kind, note) = job_event(&w, "evented", "KEDAScalerFailed").await;
+    assert_eq!(kind, "Warning");
+    assert!(note.contains("dial evented is down"), "{note}");
 }

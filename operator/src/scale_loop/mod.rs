@@ -39,7 +39,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-pub use poll::{MetricReading, PollResult, ReadContext, quantity_value, spec_target};
+pub use poll::{MetricReading, PollResult, ReadContext, quantity_value, read_metric, spec_target};
 pub use ticks::{IntervalTicks, ManualTicks, Ticker, Ticks};
 
 use crate::decision::{ConditionType, Observed, decide};
@@ -359,6 +359,7 @@ impl ScaleLoops {
         let fallback = so.as_deref().and_then(fallback_spec);
         let current = self.kind().targets.current_replicas(&target).await.ok();
         let ctx = ReadContext {
+            kind: ResourceKind::ScaledObject,
             namespace,
             name,
             fallback,
@@ -465,6 +466,7 @@ impl Task {
         };
         let previous_health = lock(&self.memory).health.clone();
         let ctx = ReadContext {
+            kind: ResourceKind::ScaledObject,
             namespace: &namespace,
             name: &name,
             fallback: settings.fallback,
@@ -473,6 +475,20 @@ impl Task {
             metrics: &config.metrics,
         };
         let result = poll::poll(&self.scalers, &ctx, &previous_health).await;
+        // KEDA's Warning for every failed scaler read, a fallback standing in or not; its text
+        // is the scaler's error.
+        let mut failed: Vec<(usize, &String)> = result
+            .readings
+            .values()
+            .filter_map(|r| r.failure.as_ref().map(|f| (r.trigger_index, f)))
+            .collect();
+        failed.sort_by_key(|(index, _)| *index);
+        for (_, failure) in failed {
+            loops
+                .events()
+                .publish(&so, true, events::KEDA_SCALER_FAILED, failure.clone())
+                .await;
+        }
 
         let last_active = {
             let mut m = lock(&self.memory);

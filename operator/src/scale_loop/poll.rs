@@ -36,6 +36,9 @@ pub struct MetricReading {
     /// The scaler panicked during this read (caught, [`crate::isolation`]): the read counts as
     /// failed (fallback applies), and the object's Ready says it was an internal error.
     pub internal: Option<InternalError>,
+    /// The scaler's own error when the read failed, even when a fallback value stands in
+    /// (the `KEDAScalerFailed` Event says it).
+    pub failure: Option<String>,
 }
 
 /// What one poll found.
@@ -54,6 +57,8 @@ pub struct PollResult {
 /// What reading a metric needs besides the scaler.
 #[derive(Clone, Copy, Debug)]
 pub struct ReadContext<'a> {
+    /// ScaledObject or ScaledJob (for recording).
+    pub kind: ResourceKind,
     /// Namespace of the object (for recording).
     pub namespace: &'a str,
     /// Name of the object (for recording).
@@ -120,6 +125,7 @@ pub async fn read_metric(
         .map(|e| e.metric.name.clone())
         .unwrap_or_default();
     let labels = ScalerLabels {
+        kind: ctx.kind,
         namespace: ctx.namespace,
         metric: &metric,
         scaled_object: ctx.name,
@@ -149,20 +155,17 @@ pub async fn read_metric(
         Ok(Err(panic)) => {
             let error = panic.in_scaler(
                 format!(
-                    "reading metric {metric} of ScaledObject {}/{}",
-                    ctx.namespace, ctx.name
+                    "reading metric {metric} of {} {}/{}",
+                    ctx.kind.kind(),
+                    ctx.namespace,
+                    ctx.name
                 ),
                 TriggerRef {
                     index: trigger.index,
                     trigger_type: &trigger.trigger_type,
                 },
             );
-            recording::internal_panic(
-                ctx.metrics,
-                ResourceKind::ScaledObject,
-                (ctx.namespace, ctx.name),
-                &error,
-            );
+            recording::internal_panic(ctx.metrics, ctx.kind, (ctx.namespace, ctx.name), &error);
             let text = error.to_string();
             internal = Some(error);
             (Err(text), false)
@@ -177,7 +180,8 @@ pub async fn read_metric(
             false,
         ),
     };
-    if value.is_err() {
+    let failure = value.as_ref().err().cloned();
+    if failure.is_some() {
         recording::scaler_error(ctx.metrics, labels);
     } else {
         recording::scaler_ok(ctx.metrics, labels);
@@ -214,6 +218,7 @@ pub async fn read_metric(
         active,
         error,
         internal,
+        failure,
     };
     if let Some(v) = reading.value {
         recording::scaler_metrics_value(ctx.metrics, labels, v);

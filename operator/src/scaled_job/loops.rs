@@ -11,7 +11,7 @@
 //! shows them, and the Jobs it deleted until the cache drops them: a poll right after a
 //! creation never creates the same Jobs twice.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,12 +20,12 @@ use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use keda_api::ScaledJob;
 use keda_api::annotations::SCALED_JOB_NAME_LABEL;
 use keda_api::condition::{
     CONDITION_ACTIVE, CONDITION_READY, STATUS_FALSE, STATUS_TRUE, STATUS_UNKNOWN, find_condition,
     reason as keda_reason,
 };
+use keda_api::{ScaledJob, TriggerActivityStatus};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -37,14 +37,14 @@ use tracing::{debug, info, warn};
 use super::ScaledJobError;
 use super::jobs::{JOB_NAME_LABEL, finished, finished_job, job_for, pod_view};
 use crate::error::Error;
-use crate::isolation::{INTERNAL_ERROR, InternalError, TriggerRef, catch_panic};
+use crate::events;
+use crate::isolation::{INTERNAL_ERROR, InternalError};
 use crate::job_decision::{
     JobCounts, ScalerJobMetrics, Strategy, combine, history_to_delete, is_pending, jobs_to_create,
 };
 use crate::loop_registry::lock;
 use crate::loops::{LoopConfig, LoopKind, LoopTask, Loops};
-use crate::recording;
-use crate::scale_loop::spec_target;
+use crate::scale_loop::{ReadContext, read_metric, spec_target};
 use crate::scalers::{ObjectScalers, ScalerEnv};
 use crate::status::set_condition;
 use crate::telemetry::ResourceKind;
@@ -52,6 +52,21 @@ use crate::watch::{Listed, scoped_watcher};
 
 /// `KEDAJobsCreated`: the event of every poll that creates Jobs.
 pub const KEDA_JOBS_CREATED: &str = "KEDAJobsCreated";
+/// `KEDAJobCreateFailed`: the Warning of a Job the API server refused.
+pub const KEDA_JOB_CREATE_FAILED: &str = "KEDAJobCreateFailed";
+/// `ScaledJobActive`: the ScaledJob became active.
+pub const SCALED_JOB_ACTIVE: &str = "ScaledJobActive";
+/// `ScaledJobInactive`: the ScaledJob became inactive (or was first seen inactive).
+pub const SCALED_JOB_INACTIVE: &str = "ScaledJobInactive";
+/// KEDA's message of `Active=True` and of `ScaledJobActive`.
+const ACTIVE_MESSAGE: &str = "Scaling is performed because triggers are active";
+/// KEDA's message of `Active=False` and of `ScaledJobInactive`.
+const INACTIVE_MESSAGE: &str = "Scaling is not performed because triggers are not active";
+/// KEDA's message of `Ready=Unknown PartialTriggerError`: some trigger failed, another is active.
+const PARTIAL_TRIGGER_ERROR_MESSAGE: &str =
+    "Some triggers defined in ScaledJob are not working correctly";
+/// KEDA's message of `Ready=False TriggerError`: a trigger failed and none is active.
+const TRIGGER_ERROR_MESSAGE: &str = "Triggers defined in ScaledJob are not working correctly";
 
 /// What the operator remembers about a ScaledJob across loop restarts.
 pub struct Memory {
@@ -302,10 +317,15 @@ where
     store
 }
 
-/// Whether a Ready reason belongs to the job loop (`PartialTriggerError`, `InternalError`): the
-/// loop clears it with its next good poll, and the reconciler leaves it alone.
+/// Whether a Ready reason belongs to the job loop (`TriggerError`, `PartialTriggerError`,
+/// `InternalError`): the loop clears it with its next good poll, and the reconciler leaves it
+/// alone.
 pub(super) fn loop_owned_ready(reason: Option<&str>) -> bool {
-    reason.is_some_and(|r| r == keda_reason::PARTIAL_TRIGGER_ERROR || r == INTERNAL_ERROR)
+    reason.is_some_and(|r| {
+        r == keda_reason::TRIGGER_ERROR
+            || r == keda_reason::PARTIAL_TRIGGER_ERROR
+            || r == INTERNAL_ERROR
+    })
 }
 
 impl Task {
@@ -329,16 +349,6 @@ impl Task {
         }
     }
 
-    fn record_panic(&self, sj: &ScaledJob, error: &InternalError) {
-        let (namespace, name) = (sj.namespace().unwrap_or_default(), sj.name_any());
-        recording::internal_panic(
-            self.loops.metrics(),
-            ResourceKind::ScaledJob,
-            (&namespace, &name),
-            error,
-        );
-    }
-
     async fn poll_once(&self, sj: &ScaledJob) -> Result<(), ScaledJobError> {
         let ns = sj.namespace().unwrap_or_default();
         let name = sj.name_any();
@@ -346,8 +356,20 @@ impl Task {
         let min = spec.effective_min_replica_count();
         let max = spec.effective_max_replica_count();
 
-        // 1. Per trigger: the sum of its metric values and the average of its targets.
+        // 1. Per trigger: the sum of its metric values and the average of its targets. Every
+        // metric is read as a ScaledObject's is (timeout, panic isolation, KEDA's per-scaler
+        // metrics with type="scaledjob"); a ScaledJob has no fallback.
+        let ctx = ReadContext {
+            kind: ResourceKind::ScaledJob,
+            namespace: &ns,
+            name: &name,
+            fallback: None,
+            current_replicas: None,
+            ready_replicas: None,
+            metrics: self.loops.metrics(),
+        };
         let mut per_scaler = Vec::with_capacity(self.scalers.triggers.len());
+        let mut activity = BTreeMap::new();
         let mut errors = Vec::new();
         let mut internal = Vec::new();
         for t in &self.scalers.triggers {
@@ -355,36 +377,31 @@ impl Task {
             for ms in &t.metric_specs {
                 let Some(ext) = &ms.external else { continue };
                 targets.push(spec_target(ms).1);
-                let read = t.scaler.scaler().metrics_and_activity(&ext.metric.name);
-                match catch_panic(read).await {
-                    Ok(Ok(r)) => {
-                        values.extend(r.values.iter().map(|v| v.value));
-                        active |= r.active;
-                    }
-                    Ok(Err(e)) => {
-                        debug!(namespace = ns, name, trigger = t.index, error = %e, "trigger failed");
-                        errors.push(format!("trigger {} ({}): {e}", t.index, t.trigger_type));
-                    }
-                    // The scaler's bug: this trigger counts as failed, and Ready says so.
-                    Err(panic) => {
-                        let error = panic.in_scaler(
-                            format!(
-                                "reading metric {} of ScaledJob {ns}/{name}",
-                                ext.metric.name
-                            ),
-                            TriggerRef {
-                                index: t.index,
-                                trigger_type: &t.trigger_type,
-                            },
-                        );
-                        self.record_panic(sj, &error);
-                        errors.push(error.to_string());
-                        internal.push(error.to_string());
-                    }
+                let (reading, _) = read_metric(&self.scalers, t, ms, &ctx, None).await;
+                values.extend(reading.value);
+                active |= reading.active;
+                activity.insert(
+                    ext.metric.name.clone(),
+                    TriggerActivityStatus {
+                        is_active: reading.active,
+                    },
+                );
+                if let Some(failure) = reading.failure {
+                    debug!(namespace = ns, name, trigger = t.index, error = %failure, "trigger failed");
+                    self.loops
+                        .events()
+                        .publish_on(sj, true, events::KEDA_SCALER_FAILED, failure.clone())
+                        .await;
+                    errors.push(failure);
+                }
+                if let Some(i) = reading.internal {
+                    internal.push(i.to_string());
                 }
             }
             per_scaler.push(ScalerJobMetrics::new(&values, &targets, active, max));
         }
+        // A push task that panicked stays down until the loop restarts: Ready says so.
+        internal.extend(self.push_panics());
         let combined = combine(&per_scaler, spec.multiple_scalers_calculation(), min, max);
 
         // 2. How many Jobs, from the running and pending ones.
@@ -408,7 +425,18 @@ impl Task {
                         lock(&self.memory).created.insert(j.name_any());
                         created += 1;
                     }
-                    Err(e) => warn!(namespace = ns, name, error = %e, "creating a Job failed"),
+                    Err(e) => {
+                        warn!(namespace = ns, name, error = %e, "creating a Job failed");
+                        // KEDA's text: the Job's generateName, then the API server's error.
+                        let message = format!(
+                            "Failed to create job {}: {e}",
+                            job.metadata.generate_name.as_deref().unwrap_or_default()
+                        );
+                        self.loops
+                            .events()
+                            .publish_on(sj, true, KEDA_JOB_CREATE_FAILED, message)
+                            .await;
+                    }
                 }
             }
             if created > 0 {
@@ -425,8 +453,9 @@ impl Task {
             }
         }
 
-        // 3. Status: Active on changes, lastActiveTime sparingly, Ready on trigger errors.
-        self.write_status(sj, combined.active, &errors, &internal)
+        // 3. Status: Active on changes (with KEDA's Events), lastActiveTime sparingly, Ready on
+        // trigger errors, the activity of every metric.
+        self.write_status(sj, combined.active, activity, &errors, &internal)
             .await?;
 
         // 4. History limits.
@@ -453,6 +482,7 @@ impl Task {
         &self,
         sj: &ScaledJob,
         active: bool,
+        activity: BTreeMap<String, TriggerActivityStatus>,
         errors: &[String],
         internal: &[String],
     ) -> Result<(), ScaledJobError> {
@@ -466,17 +496,21 @@ impl Task {
                 .is_none_or(|t| now.duration_since(t) >= self.loops.config().persist_interval)
         };
         let mut persisted = false;
+        // Whether Active changes, as the last (freshest) application of the change saw it.
+        let mut transition = false;
+        let activity = (!activity.is_empty()).then_some(activity);
         super::update_status(self.loops.client(), sj, |status| {
             let mut conditions = super::conditions_of(status);
-            let was_active =
-                find_condition(&conditions, CONDITION_ACTIVE).is_some_and(|c| c.is_true());
+            let before = find_condition(&conditions, CONDITION_ACTIVE).map(|c| c.status.clone());
+            let was_active = before.as_deref() == Some(STATUS_TRUE);
+            transition = before.as_deref() != Some(if active { STATUS_TRUE } else { STATUS_FALSE });
             if active {
                 set_condition(
                     &mut conditions,
                     CONDITION_ACTIVE,
                     STATUS_TRUE,
                     keda_reason::SCALER_ACTIVE,
-                    "Scaling is performed because triggers are active",
+                    ACTIVE_MESSAGE,
                 );
             } else {
                 set_condition(
@@ -484,7 +518,7 @@ impl Task {
                     CONDITION_ACTIVE,
                     STATUS_FALSE,
                     keda_reason::SCALER_NOT_ACTIVE,
-                    "Scaling is not performed because triggers are not active",
+                    INACTIVE_MESSAGE,
                 );
             }
             let loop_owned = find_condition(&conditions, CONDITION_READY)
@@ -497,13 +531,21 @@ impl Task {
                     INTERNAL_ERROR,
                     &internal.join("; "),
                 );
-            } else if !errors.is_empty() {
+            } else if !errors.is_empty() && active {
                 set_condition(
                     &mut conditions,
                     CONDITION_READY,
                     STATUS_UNKNOWN,
                     keda_reason::PARTIAL_TRIGGER_ERROR,
-                    "Some triggers defined in ScaledJob are not working correctly",
+                    PARTIAL_TRIGGER_ERROR_MESSAGE,
+                );
+            } else if !errors.is_empty() {
+                set_condition(
+                    &mut conditions,
+                    CONDITION_READY,
+                    STATUS_FALSE,
+                    keda_reason::TRIGGER_ERROR,
+                    TRIGGER_ERROR_MESSAGE,
                 );
             } else if loop_owned {
                 set_condition(
@@ -515,6 +557,7 @@ impl Task {
                 );
             }
             status.conditions = Some(conditions);
+            status.triggers_activity.clone_from(&activity);
             // lastActiveTime: on becoming active, then at most every persist interval.
             persisted = active && (!was_active || due || status.last_active_time.is_none());
             if persisted {
@@ -524,6 +567,17 @@ impl Task {
         .await?;
         if persisted {
             lock(&self.memory).persisted_at = Some(now);
+        }
+        if transition {
+            let (reason, message) = if active {
+                (SCALED_JOB_ACTIVE, ACTIVE_MESSAGE)
+            } else {
+                (SCALED_JOB_INACTIVE, INACTIVE_MESSAGE)
+            };
+            self.loops
+                .events()
+                .publish_on(sj, false, reason, message.to_string())
+                .await;
         }
         Ok(())
     }

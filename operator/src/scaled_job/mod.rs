@@ -52,6 +52,13 @@ pub const SCALED_JOB_DELETED: &str = "ScaledJobDeleted";
 pub const SCALED_JOB_PAUSED: &str = "ScaledJobPaused";
 /// `ScaledJobUnpaused`.
 pub const SCALED_JOB_UNPAUSED: &str = "ScaledJobUnpaused";
+/// `ScaledJobRolloutCleanupStarted`: a new generation with the immediate rollout deletes the
+/// Jobs of the previous ones.
+pub const SCALED_JOB_ROLLOUT_CLEANUP_STARTED: &str = "ScaledJobRolloutCleanupStarted";
+/// `ScaledJobRolloutCleanupCompleted`: those Jobs are deleted.
+pub const SCALED_JOB_ROLLOUT_CLEANUP_COMPLETED: &str = "ScaledJobRolloutCleanupCompleted";
+/// `ScaledJobRolloutCleanupFailed` (Warning): one of them could not be deleted.
+pub const SCALED_JOB_ROLLOUT_CLEANUP_FAILED: &str = "ScaledJobRolloutCleanupFailed";
 /// How long running reconciles may take to finish at shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// KEDA's message of `Ready=True` on a ScaledJob.
@@ -389,9 +396,37 @@ async fn apply_inner(sj: &ScaledJob, ctx: &Context) -> Result<Action, ScaledJobE
     );
     if !outdated.is_empty() {
         info!(namespace = sj.namespace(), name = sj.name_any(), jobs = ?outdated, "deleting the Jobs of previous generations");
-        ctx.loops
+        let n = outdated.len();
+        ctx.events
+            .publish_on(
+                sj,
+                false,
+                SCALED_JOB_ROLLOUT_CLEANUP_STARTED,
+                format!("RolloutStrategy: immediate, deleting {n} jobs owned by the previous version of the ScaledJob"),
+            )
+            .await;
+        let deleted = ctx
+            .loops
             .delete_jobs(sj, &outdated, sj.spec.rollout_propagation_foreground())
-            .await?;
+            .await;
+        match &deleted {
+            Ok(()) => {
+                ctx.events
+                    .publish_on(
+                        sj,
+                        false,
+                        SCALED_JOB_ROLLOUT_CLEANUP_COMPLETED,
+                        format!("RolloutStrategy: immediate, deleted jobs owned by the previous version of the ScaledJob: {n} jobs deleted"),
+                    )
+                    .await;
+            }
+            Err(e) => {
+                ctx.events
+                    .publish_on(sj, true, SCALED_JOB_ROLLOUT_CLEANUP_FAILED, e.to_string())
+                    .await;
+            }
+        }
+        deleted?;
     }
 
     let (scalers, started) = ctx.loops.ensure(sj).await?;
@@ -407,9 +442,18 @@ async fn apply_inner(sj: &ScaledJob, ctx: &Context) -> Result<Action, ScaledJobE
                 .await;
         }
     }
+    // KEDA's status.externalMetricNames: every External metric, in trigger order.
+    let metric_names: Vec<String> = scalers
+        .triggers
+        .iter()
+        .flat_map(|t| &t.metric_specs)
+        .filter_map(|spec| spec.external.as_ref().map(|e| e.metric.name.clone()))
+        .collect();
+    let metric_names = (!metric_names.is_empty()).then_some(metric_names);
     let mut became_ready = false;
     update_status(&ctx.client, sj, |status| {
         types(status);
+        status.external_metric_names.clone_from(&metric_names);
         let mut conditions = conditions_of(status);
         set_condition(
             &mut conditions,
