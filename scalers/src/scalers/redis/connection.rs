@@ -127,11 +127,8 @@ impl RedisSettings {
                     .get::<Vec<String>>(&PORT.require())?
                     .iter()
                     .map(|port| {
-                        port.parse::<u16>().map_err(|_| {
-                            p.rule(format!(
-                                "parameter \"port\": \"{port}\" is not a valid port"
-                            ))
-                        })
+                        port.parse::<u16>()
+                            .map_err(|_| invalid(p, &PORT, "a valid port (0 to 65535)"))
                     })
                     .collect::<Result<_, _>>()?;
                 if hosts.len() != ports.len() {
@@ -342,12 +339,22 @@ impl RedisSettings {
     }
 }
 
+/// The error for a value of `param` that is not `expected`. The value is named only where
+/// [`MetadataParser::invalid`] shows values: never one from a TriggerAuthentication (the fuzz
+/// target `scaler_metadata` found a `port` from a Secret echoed here).
+fn invalid(p: &MetadataParser<'_>, param: &Param, expected: &str) -> MetadataError {
+    match p.find(param) {
+        Ok(Some(found)) => p.invalid(param, found, expected),
+        Ok(None) => p.rule(format!(
+            "parameter \"{}\" is not {expected}",
+            param.names().next().unwrap_or_default()
+        )),
+        Err(error) => error,
+    }
+}
+
 fn split_host_port(p: &MetadataParser<'_>, address: &str) -> Result<(String, u16), MetadataError> {
-    let invalid = || {
-        p.rule(format!(
-            "parameter \"address\": \"{address}\" is not a valid host:port address"
-        ))
-    };
+    let invalid = || invalid(p, &ADDRESS, "a valid host:port address");
     let (host, port) = address.rsplit_once(':').ok_or_else(invalid)?;
     let host = host.trim_start_matches('[').trim_end_matches(']');
     let port = port.parse::<u16>().map_err(|_| invalid())?;
@@ -545,6 +552,25 @@ mod tests {
                 vec![("host", "h")],
                 vec![],
                 r#"trigger 0 (redis): missing required parameter "port""#,
+            ),
+            (
+                Topology::Standalone,
+                vec![("host", "h"), ("port", "63x79")],
+                vec![],
+                r#"trigger 0 (redis): parameter "port": "63x79" is not a valid port (0 to 65535)"#,
+            ),
+            // A value from a TriggerAuthentication (a Secret) is never shown.
+            (
+                Topology::Standalone,
+                vec![("host", "h")],
+                vec![("port", "s3cret-value")],
+                r#"trigger 0 (redis): parameter "port": the value from TriggerAuthentication is not a valid port (0 to 65535)"#,
+            ),
+            (
+                Topology::Standalone,
+                vec![],
+                vec![("address", "s3cret-value")],
+                r#"trigger 0 (redis): parameter "address": the value from TriggerAuthentication is not a valid host:port address"#,
             ),
             (
                 Topology::Cluster,
