@@ -20,7 +20,7 @@ use std::fmt;
 
 use http::{HeaderName, HeaderValue};
 
-use crate::error::MetadataError;
+use crate::error::{MetadataError, Source};
 use crate::metadata::{AUTH, METADATA_AUTH, MetadataParser, Param};
 use crate::secret::Secret;
 use crate::tls::TlsSettings;
@@ -166,10 +166,17 @@ impl HttpAuth {
         for name in found.value.split(',').map(str::trim) {
             let mode = AuthMode::parse(name).ok_or_else(|| {
                 let names: Vec<&str> = AuthMode::ALL.iter().map(|(n, _)| *n).collect();
+                // The unknown entry is named only where the value itself may be shown: never
+                // one from a TriggerAuthentication (found by the fuzz target scaler_metadata).
+                let unknown = if found.source == Source::Metadata {
+                    format!(" (\"{name}\" is unknown)")
+                } else {
+                    String::new()
+                };
                 p.invalid(
                     &AUTH_MODES,
                     found,
-                    &format!("a list of {} (\"{name}\" is unknown)", names.join(", ")),
+                    &format!("a list of {}{unknown}", names.join(", ")),
                 )
             })?;
             if !auth.modes.contains(&mode) {
@@ -437,6 +444,11 @@ mod tests {
                 &[("authModes", "digest")],
                 &[],
                 r#"trigger 0 (metrics-api): parameter "authModes": "digest" is not a list of apiKey, basic, tls, bearer, custom, oauth ("digest" is unknown)"#,
+            ),
+            (
+                &[],
+                &[("authModes", "s3cret-mode")],
+                r#"trigger 0 (metrics-api): parameter "authModes": the value from TriggerAuthentication is not a list of apiKey, basic, tls, bearer, custom, oauth"#,
             ),
             (
                 &[("authModes", "oauth")],
