@@ -336,7 +336,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     .context("starting the proxy threads")?;
     tracing::info!(listen = %args.listen, admin = %args.admin_listen, threads, "activator started");
 
-    shutdown_signal().await;
+    keda_cli::shutdown_signal().await;
     // Drain: fail readiness so no new traffic is sent here, keep serving for the delay, then
     // stop accepting and let open requests finish; keep reporting until the end so the
     // operator sees the requests still running, then say bye.
@@ -355,28 +355,6 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let _ = tokio::join!(watch_task, report_task, admin_task);
     tracing::info!("stopped");
     Ok(())
-}
-
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }
 
 #[cfg(test)]

@@ -154,3 +154,20 @@ mod tests {
         assert_eq!(flag_error_line("tool", &error), None);
     }
 }
+
+/// Resolves on SIGTERM (how Kubernetes stops a pod) or Ctrl-C, whichever comes first; on
+/// platforms without SIGTERM, or if its handler cannot be installed, on Ctrl-C alone.
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}

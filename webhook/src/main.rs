@@ -23,26 +23,11 @@ async fn main() -> ExitCode {
     let cancel = CancellationToken::new();
     let stop = cancel.clone();
     tokio::spawn(async move {
-        shutdown_signal().await;
+        keda_cli::shutdown_signal().await;
         stop.cancel();
     });
     match run(args, cancel).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => keda_cli::fail(BINARY, &error),
     }
-}
-
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-            return;
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
 }
