@@ -95,6 +95,23 @@ pub fn exit_on_flag_error(binary: &str, error: &clap::Error) -> ! {
     }
 }
 
+/// Resolves on SIGTERM (how Kubernetes stops a pod) or Ctrl-C, whichever comes first; on
+/// platforms without SIGTERM, or if its handler cannot be installed, on Ctrl-C alone.
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,21 +170,4 @@ mod tests {
         let error = Flags::try_parse_from(["tool", "--help"]).expect_err("help");
         assert_eq!(flag_error_line("tool", &error), None);
     }
-}
-
-/// Resolves on SIGTERM (how Kubernetes stops a pod) or Ctrl-C, whichever comes first; on
-/// platforms without SIGTERM, or if its handler cannot be installed, on Ctrl-C alone.
-pub async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-            return;
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
 }
