@@ -74,6 +74,48 @@ impl fmt::Debug for Clock {
     }
 }
 
+/// The operator's own environment variables, injected so tests can set them without touching
+/// the process: what KEDA's AWS SDK reads as its default credentials (`AWS_ACCESS_KEY_ID`, ...)
+/// when a trigger uses the operator's identity or assumes a role with it.
+#[derive(Clone)]
+pub struct ProcessEnv(Arc<EnvLookup>);
+
+/// Looks a variable up.
+type EnvLookup = dyn Fn(&str) -> Option<String> + Send + Sync;
+
+impl ProcessEnv {
+    /// The process environment.
+    pub fn system() -> Self {
+        Self(Arc::new(|name| std::env::var(name).ok()))
+    }
+
+    /// Exactly these variables.
+    pub fn from_pairs(pairs: &[(&str, &str)]) -> Self {
+        let map: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Self(Arc::new(move |name| map.get(name).cloned()))
+    }
+
+    /// The value of `name`, `None` when unset or empty.
+    pub fn get(&self, name: &str) -> Option<String> {
+        (self.0)(name).filter(|v| !v.trim().is_empty())
+    }
+}
+
+impl Default for ProcessEnv {
+    fn default() -> Self {
+        Self::system()
+    }
+}
+
+impl fmt::Debug for ProcessEnv {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ProcessEnv")
+    }
+}
+
 /// Everything needed to build the scaler of one trigger (KEDA's `ScalerConfig`).
 ///
 /// The operator fills it from the parsed object: `resolved_env` from the scale target's
@@ -120,6 +162,8 @@ pub struct ScalerContext {
     /// The operator's shared view of pods and EndpointSlices (none by default: scalers that
     /// need it fail with a message saying so).
     pub cluster: ClusterHandle,
+    /// The operator's own environment (the process environment by default).
+    pub process_env: ProcessEnv,
 }
 
 impl std::fmt::Debug for ScalerContext {

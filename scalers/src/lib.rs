@@ -8,6 +8,7 @@
 //! returns a [`BuiltScaler`]. See `docs/writing-a-scaler.md` for a complete custom scaler.
 
 pub mod authentication;
+pub mod aws;
 pub mod cluster;
 pub mod context;
 pub mod error;
@@ -21,7 +22,7 @@ pub mod scalers;
 pub mod secret;
 pub mod tls;
 
-pub use context::{Clock, ScalableKind, ScalerContext};
+pub use context::{Clock, ProcessEnv, ScalableKind, ScalerContext};
 pub use error::{MetadataError, MetadataErrorKind, ScalerError, Source, TriggerId};
 pub use metadata::{MetadataParser, Param};
 pub use registry::{Registry, ScalerFactory};
