@@ -12,6 +12,8 @@
 #                the machine's has no monitoring port: client 127.0.0.1:4223, monitoring 8223)
 #   kafka        127.0.0.1:9092, the Kafka-protocol broker tansu with in-memory storage
 #   prometheus   127.0.0.1:9090, remote-write receiver enabled
+#   moto         127.0.0.1:5000, the AWS emulator (SQS, CloudWatch, DynamoDB, STS, IAM) in server
+#                mode, no authentication; pinned to moto[server]==$MOTO_VERSION from PyPI
 #
 # Everything this script starts writes its logs and data below $KEDA_RS_SERVICES_DIR
 # (default /tmp/keda-rs-services).
@@ -22,6 +24,7 @@ mkdir -p "$STATE_DIR"
 CI=${CI:-false}
 failures=()
 apt_updated=false
+MOTO_VERSION=5.2.1
 
 log() { printf 'services: %s\n' "$*" >&2; }
 
@@ -191,6 +194,17 @@ EOF
   wait_port 9090 20
 }
 
+start_moto() {
+  port_open 5000 && return
+  if ! command -v moto_server >/dev/null || ! python3 -c "import moto, sys; sys.exit(moto.__version__ != '$MOTO_VERSION')" 2>/dev/null; then
+    log "installing moto[server]==$MOTO_VERSION"
+    pip install -q "moto[server]==$MOTO_VERSION" >>"$STATE_DIR/moto-install.log" 2>&1 || return
+    hash -r
+  fi
+  nohup moto_server -H 127.0.0.1 -p 5000 >"$STATE_DIR/moto.log" 2>&1 &
+  wait_port 5000 30
+}
+
 start_redis;      need redis 6379
 start_rabbitmq;   need rabbitmq 5672; need rabbitmq-management 15672
 start_postgres;   need postgresql 5432
@@ -199,6 +213,7 @@ start_nats;       need nats 4222
 if port_open 8222 || port_open 8223; then log "nats monitoring ready"; else failures+=("nats-monitoring"); fi
 start_kafka;      need kafka 9092
 start_prometheus; need prometheus 9090
+start_moto;       need moto 5000
 
 if ((${#failures[@]} > 0)); then
   if [ "$CI" = true ]; then

@@ -22,6 +22,7 @@ fn every_builtin_type_is_documented_with_an_example_that_parses() {
     assert_eq!(
         types,
         [
+            "aws-sqs-queue",
             "cpu",
             "cron",
             "external",
@@ -87,6 +88,28 @@ fn every_documented_example_of_the_issue_18_triggers_parses() {
 }
 
 #[test]
+fn every_documented_example_of_the_aws_triggers_parses_with_its_defaults_documented() {
+    let registry = Registry::builtin();
+    for trigger_type in ["aws-sqs-queue"] {
+        common::assert_defaults_documented(&registry, trigger_type);
+        let examples = common::documented_examples(trigger_type);
+        assert!(!examples.is_empty(), "{trigger_type}");
+        for (trigger, index, auth) in examples {
+            let mut ctx = keda_scalers::ScalerContext::from_trigger(&trigger, index);
+            for param in auth {
+                ctx.auth_params
+                    .insert(param, keda_scalers::Secret::new("s3cret"));
+            }
+            let checked = registry.check(&ctx).expect("a parse-only check");
+            assert!(
+                checked.is_ok(),
+                "docs/scalers/{trigger_type}.md: {checked:?}"
+            );
+        }
+    }
+}
+
+#[test]
 fn every_documented_example_of_kubernetes_workload_and_metrics_api_parses() {
     let registry = Registry::builtin();
     for trigger_type in ["kubernetes-workload", "metrics-api"] {
@@ -115,7 +138,7 @@ async fn unknown_trigger_type_lists_the_known_ones() {
         .expect_err("unknown type");
     assert_eq!(
         err.to_string(),
-        "unknown trigger type \"foo\"; known types: cpu, cron, external, external-push, http, kafka, kubernetes-workload, memory, metrics-api, mysql, nats-jetstream, postgresql, prometheus, rabbitmq, redis, redis-cluster, \
+        "unknown trigger type \"foo\"; known types: aws-sqs-queue, cpu, cron, external, external-push, http, kafka, kubernetes-workload, memory, metrics-api, mysql, nats-jetstream, postgresql, prometheus, rabbitmq, redis, redis-cluster, \
          redis-cluster-streams, redis-sentinel, redis-sentinel-streams, redis-streams"
     );
 }

@@ -1,0 +1,316 @@
+//! The aws-* scalers against moto (`scripts/services.sh` runs it on 127.0.0.1:5000), built
+//! from their documented examples through the registry: values and activity on the shared
+//! server; signatures, wrong credentials and `awsRoleArn` (STS `AssumeRole`) on servers of the
+//! tests' own that authenticate every request with botocore, the way AWS does.
+
+#[allow(dead_code)]
+mod common;
+#[allow(dead_code)]
+#[path = "common/moto.rs"]
+mod moto;
+
+use common::{Harness, Setup, conformance, unique};
+use keda_scalers::aws::client::SQS;
+use keda_scalers::{ProcessEnv, Registry, ScalerContext, ScalerError, Secret};
+use moto::{MOTO, REGION};
+
+/// The documented `aws-sqs-queue` example pointed at `endpoint` and `queue_url`, with `auth`
+/// as its TriggerAuthentication's parameters and `changes` to its metadata.
+async fn sqs_harness(
+    endpoint: &str,
+    queue_url: &str,
+    auth: &[(&str, &str)],
+    changes: &[(&str, &str)],
+) -> Harness {
+    let mut metadata = vec![
+        ("queueURL", queue_url),
+        ("awsEndpoint", endpoint),
+        ("awsRegion", REGION),
+    ];
+    metadata.extend_from_slice(changes);
+    conformance(
+        "aws-sqs-queue",
+        Setup {
+            metadata: &metadata,
+            auth,
+            ..Setup::default()
+        },
+    )
+    .await
+}
+
+const SHARED_AUTH: &[(&str, &str)] = &[
+    ("awsAccessKeyID", "AKIAKEDARSTEST"),
+    ("awsSecretAccessKey", "keda-rs-test-secret-key"),
+];
+
+#[tokio::test]
+async fn sqs_counts_visible_and_in_flight_messages_and_activates_above_the_threshold() {
+    let test = "aws_sqs_values";
+    if moto::shared_or_skip(test).await.is_none() {
+        return;
+    }
+    let name = unique("sqs");
+    let url = moto::create_queue(MOTO, moto::any_credentials(), &name, serde_json::json!({})).await;
+    let sqs = moto::client(SQS, MOTO, moto::any_credentials());
+    // The documented example: queueLength 10, activationQueueLength 1.
+    let h = sqs_harness(MOTO, &url, SHARED_AUTH, &[]).await;
+    assert_eq!(h.metric_name, format!("s0-aws-sqs-{name}"));
+    h.expect(0.0, false).await;
+    moto::send(&sqs, &url, 1, 0).await;
+    // Equal to the activation threshold: not active.
+    h.expect(1.0, false).await;
+    moto::send(&sqs, &url, 2, 0).await;
+    h.expect(3.0, true).await;
+    // Received messages are in flight: still counted by default, not without scaleOnInFlight.
+    assert_eq!(moto::receive(&sqs, &url, 2).await, 2);
+    h.expect(3.0, true).await;
+    let visible_only = sqs_harness(MOTO, &url, SHARED_AUTH, &[("scaleOnInFlight", "false")]).await;
+    visible_only.expect(1.0, false).await;
+    // Delayed messages count only with scaleOnDelayed.
+    moto::send(&sqs, &url, 4, 600).await;
+    h.expect(3.0, true).await;
+    let with_delayed = sqs_harness(MOTO, &url, SHARED_AUTH, &[("scaleOnDelayed", "true")]).await;
+    with_delayed.expect(7.0, true).await;
+    h.close().await;
+    visible_only.close().await;
+    with_delayed.close().await;
+}
+
+#[tokio::test]
+async fn sqs_triggers_with_the_same_region_endpoint_and_credentials_share_one_client() {
+    let test = "aws_sqs_shared_client";
+    if moto::shared_or_skip(test).await.is_none() {
+        return;
+    }
+    let url = moto::create_queue(
+        MOTO,
+        moto::any_credentials(),
+        &unique("shared"),
+        serde_json::json!({}),
+    )
+    .await;
+    let registry = Registry::builtin();
+    let ctx = |index: usize, secret: &str| {
+        let mut ctx = ScalerContext::new("aws-sqs-queue", index);
+        for (k, v) in [
+            ("queueURL", url.as_str()),
+            ("awsRegion", REGION),
+            ("awsEndpoint", MOTO),
+        ] {
+            ctx.metadata.insert(k.into(), v.into());
+        }
+        ctx.auth_params
+            .insert("awsAccessKeyID".into(), Secret::new("AKIAKEDARSTEST"));
+        ctx.auth_params
+            .insert("awsSecretAccessKey".into(), Secret::new(secret));
+        ctx
+    };
+    let first = ctx(0, "secret-a");
+    let pools = first.clients.clone();
+    let a = registry.build(first).await.expect("a");
+    let b = registry
+        .build(ScalerContext {
+            clients: pools.clone(),
+            ..ctx(1, "secret-a")
+        })
+        .await
+        .expect("b");
+    let c = registry
+        .build(ScalerContext {
+            clients: pools.clone(),
+            ..ctx(2, "secret-b")
+        })
+        .await
+        .expect("c");
+    let pool = pools.pool::<keda_scalers::aws::AwsClientKey, keda_scalers::aws::AwsClient>();
+    // Two keys: the same credentials share one client, other credentials get their own.
+    assert_eq!(pool.len(), 2);
+    for built in [&a, &b, &c] {
+        built.scaler().close().await;
+    }
+    assert!(pool.is_empty());
+}
+
+#[tokio::test]
+async fn sqs_a_missing_queue_fails_the_poll_naming_trigger_queue_and_parameter() {
+    let test = "aws_sqs_missing_queue";
+    if moto::shared_or_skip(test).await.is_none() {
+        return;
+    }
+    let url = format!("{MOTO}/{}/keda-rs-no-such-queue", moto::ACCOUNT);
+    let h = sqs_harness(MOTO, &url, SHARED_AUTH, &[]).await;
+    let err = h.expect_error().await.to_string();
+    assert!(
+        err.starts_with(
+            "trigger 0 (aws-sqs-queue): GetQueueAttributes of queue \"keda-rs-no-such-queue\" (queueURL) on SQS at http://127.0.0.1:5000/ (awsEndpoint) failed: HTTP 400 Bad Request: "
+        ),
+        "{err}"
+    );
+    assert!(err.contains("NonExistentQueue"), "{err}");
+    assert!(!err.contains("keda-rs-test-secret-key"), "{err}");
+}
+
+#[tokio::test]
+async fn sqs_an_unreachable_endpoint_fails_the_poll_naming_the_endpoint() {
+    // Nothing listens on port 1 of the loopback address.
+    let url = format!("http://127.0.0.1:1/{}/q", moto::ACCOUNT);
+    let h = sqs_harness("http://127.0.0.1:1", &url, SHARED_AUTH, &[]).await;
+    let err = h.expect_error().await;
+    assert!(matches!(err, ScalerError::Query { .. }), "{err:?}");
+    let err = keda_scalers::error::error_chain(&err);
+    assert!(
+        err.starts_with(
+            "trigger 0 (aws-sqs-queue): GetQueueAttributes of queue \"q\" (queueURL) on SQS at http://127.0.0.1:1/ (awsEndpoint) failed: "
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("keda-rs-test-secret-key"), "{err}");
+}
+
+#[tokio::test]
+async fn sqs_signatures_are_accepted_and_wrong_credentials_refused_by_an_authenticating_server() {
+    let test = "aws_sqs_credentials";
+    let Some(own) = moto::own_or_skip(test, 5).await else {
+        return;
+    };
+    let iam = moto::iam_setup(&own.endpoint, &["*"]).await;
+    // From here on every request is authenticated.
+    let url = moto::create_queue(
+        &own.endpoint,
+        iam.user.clone(),
+        "authenticated",
+        serde_json::json!({}),
+    )
+    .await;
+    let sqs = moto::client(SQS, &own.endpoint, iam.user.clone());
+    moto::send(&sqs, &url, 2, 0).await;
+
+    let secret = iam.user.secret_access_key.expose().to_string();
+    let good = [
+        ("awsAccessKeyID", iam.user.access_key_id.as_str()),
+        ("awsSecretAccessKey", secret.as_str()),
+    ];
+    let h = sqs_harness(&own.endpoint, &url, &good, &[]).await;
+    h.expect(2.0, true).await;
+
+    // A wrong secret: the signature does not match.
+    let wrong_secret = [
+        ("awsAccessKeyID", iam.user.access_key_id.as_str()),
+        ("awsSecretAccessKey", "wrong-secret-access-key"),
+    ];
+    let h = sqs_harness(&own.endpoint, &url, &wrong_secret, &[]).await;
+    let err = h.expect_error().await.to_string();
+    assert!(
+        err.starts_with(
+            "trigger 0 (aws-sqs-queue): GetQueueAttributes of queue \"authenticated\" (queueURL)"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("SignatureDoesNotMatch"), "{err}");
+    assert!(err.contains("check the trigger's AWS credentials"), "{err}");
+    assert!(!err.contains("wrong-secret-access-key"), "{err}");
+
+    // An access key AWS does not know.
+    let unknown = [
+        ("awsAccessKeyID", "AKIANOSUCHKEY0000000"),
+        ("awsSecretAccessKey", secret.as_str()),
+    ];
+    let h = sqs_harness(&own.endpoint, &url, &unknown, &[]).await;
+    let err = h.expect_error().await.to_string();
+    assert!(err.contains("InvalidClientTokenId"), "{err}");
+    assert!(!err.contains(&secret), "{err}");
+}
+
+#[tokio::test]
+async fn sqs_aws_role_arn_is_assumed_through_sts_with_the_operator_credentials() {
+    let test = "aws_sqs_assume_role";
+    let Some(own) = moto::own_or_skip(test, 5).await else {
+        return;
+    };
+    // The user may set up the queue and assume the role, but not read the queue's attributes:
+    // only the role's credentials can.
+    let iam = moto::iam_setup(
+        &own.endpoint,
+        &["sts:AssumeRole", "sqs:CreateQueue", "sqs:SendMessage"],
+    )
+    .await;
+    let url = moto::create_queue(
+        &own.endpoint,
+        iam.user.clone(),
+        "assumed",
+        serde_json::json!({}),
+    )
+    .await;
+    let sqs = moto::client(SQS, &own.endpoint, iam.user.clone());
+    moto::send(&sqs, &url, 3, 0).await;
+
+    let secret = iam.user.secret_access_key.expose().to_string();
+    let build = |env: Vec<(&str, &str)>| {
+        let mut ctx = ScalerContext::new("aws-sqs-queue", 2);
+        for (k, v) in [
+            ("queueURL", url.as_str()),
+            ("awsRegion", REGION),
+            ("awsEndpoint", own.endpoint.as_str()),
+        ] {
+            ctx.metadata.insert(k.into(), v.into());
+        }
+        ctx.auth_params
+            .insert("awsRoleArn".into(), Secret::new(iam.role_arn.clone()));
+        ctx.process_env = ProcessEnv::from_pairs(&env);
+        ctx
+    };
+    let operator = vec![
+        ("AWS_ACCESS_KEY_ID", iam.user.access_key_id.as_str()),
+        ("AWS_SECRET_ACCESS_KEY", secret.as_str()),
+        ("AWS_ENDPOINT_URL_STS", own.endpoint.as_str()),
+    ];
+    let registry = Registry::builtin();
+    let built = registry
+        .build(build(operator.clone()))
+        .await
+        .expect("builds");
+    // moto accepts the temporary key only with its session token, so a value proves the role
+    // was assumed and its credentials signed the request.
+    let report = built
+        .scaler()
+        .metrics_and_activity("s2-aws-sqs-assumed")
+        .await
+        .expect("value through the assumed role");
+    assert_eq!(report.values[0].value, 3.0);
+    assert!(report.active);
+    built.scaler().close().await;
+
+    // The operator's credentials are wrong: assuming the role fails, named.
+    let mut wrong = operator.clone();
+    wrong[1] = ("AWS_SECRET_ACCESS_KEY", "wrong-operator-secret");
+    let built = registry.build(build(wrong)).await.expect("builds");
+    let err = built
+        .scaler()
+        .metrics_and_activity("s2-aws-sqs-assumed")
+        .await
+        .expect_err("refused");
+    let err = keda_scalers::error::error_chain(&err);
+    assert!(
+        err.contains(&format!(
+            "assuming awsRoleArn {} through STS at {}/ failed: HTTP 403 Forbidden: SignatureDoesNotMatch",
+            iam.role_arn, own.endpoint
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("wrong-operator-secret"), "{err}");
+
+    // No operator credentials at all: the build fails, saying what is missing.
+    let err = registry
+        .build(build(vec![]))
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        err.starts_with(
+            "trigger 2 (aws-sqs-queue): awsRoleArn uses the operator's own AWS credentials, and the operator has none"
+        ),
+        "{err}"
+    );
+}
