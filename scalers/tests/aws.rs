@@ -314,3 +314,123 @@ async fn sqs_aws_role_arn_is_assumed_through_sts_with_the_operator_credentials()
         "{err}"
     );
 }
+
+/// Puts `value` for metric `Depth{Queue=<namespace>}` in `namespace` at `at`. The dimension
+/// repeats the namespace because moto 5.2.1 ignores the namespace of a query with dimensions.
+async fn put_metric(namespace: &str, value: f64, at: jiff::Timestamp) {
+    let cloudwatch = moto::client(
+        keda_scalers::aws::client::CLOUDWATCH,
+        MOTO,
+        moto::any_credentials(),
+    );
+    let value = value.to_string();
+    let at = at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    moto::query(
+        &cloudwatch,
+        "PutMetricData",
+        &[
+            ("Namespace", namespace),
+            ("MetricData.member.1.MetricName", "Depth"),
+            ("MetricData.member.1.Value", &value),
+            ("MetricData.member.1.Timestamp", &at),
+            ("MetricData.member.1.Dimensions.member.1.Name", "Queue"),
+            ("MetricData.member.1.Dimensions.member.1.Value", namespace),
+        ],
+    )
+    .await
+    .unwrap_or_else(|e| panic!("PutMetricData: {e}"));
+}
+
+/// The documented `aws-cloudwatch` example on the shared server, reading
+/// `Depth{Queue=<namespace>}` in `namespace`, with `changes`.
+async fn cloudwatch_harness(namespace: &str, changes: &[(&str, &str)]) -> Harness {
+    let mut metadata = vec![
+        ("namespace", namespace),
+        ("metricName", "Depth"),
+        ("dimensionName", "Queue"),
+        ("dimensionValue", namespace),
+        ("awsEndpoint", MOTO),
+        ("awsRegion", REGION),
+    ];
+    metadata.extend_from_slice(changes);
+    conformance(
+        "aws-cloudwatch",
+        Setup {
+            metadata: &metadata,
+            auth: SHARED_AUTH,
+            ..Setup::default()
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn cloudwatch_reads_the_newest_value_of_the_window_and_activates_above_the_threshold() {
+    let test = "aws_cloudwatch_values";
+    if moto::shared_or_skip(test).await.is_none() {
+        return;
+    }
+    // The documented example: metricStatPeriod 60, metricCollectionTime 300, Maximum,
+    // activationTargetMetricValue 2. The window ends at the start of the current minute.
+    let now = jiff::Timestamp::now();
+    let end = jiff::Timestamp::from_second(now.as_second() - now.as_second().rem_euclid(60))
+        .expect("time");
+    let namespace = unique("cw");
+    put_metric(&namespace, 7.0, end - jiff::SignedDuration::from_secs(150)).await;
+    put_metric(&namespace, 42.0, end - jiff::SignedDuration::from_secs(30)).await;
+    let h = cloudwatch_harness(&namespace, &[]).await;
+    assert_eq!(h.metric_name, "s0-aws-cloudwatch");
+    h.expect(42.0, true).await;
+
+    let at_threshold = unique("cw");
+    put_metric(
+        &at_threshold,
+        2.0,
+        end - jiff::SignedDuration::from_secs(30),
+    )
+    .await;
+    cloudwatch_harness(&at_threshold, &[])
+        .await
+        .expect(2.0, false)
+        .await;
+    h.close().await;
+}
+
+#[tokio::test]
+async fn cloudwatch_without_data_is_min_metric_value_or_an_error_without_ignore_null_values() {
+    let test = "aws_cloudwatch_no_data";
+    if moto::shared_or_skip(test).await.is_none() {
+        return;
+    }
+    let namespace = unique("cw-empty");
+    let h = cloudwatch_harness(&namespace, &[("minMetricValue", "3.5")]).await;
+    h.expect(3.5, true).await;
+    let h = cloudwatch_harness(&namespace, &[("ignoreNullValues", "false")]).await;
+    let err = h.expect_error().await.to_string();
+    assert_eq!(
+        err,
+        format!(
+            "trigger 0 (aws-cloudwatch): GetMetricData of metric {namespace}/Depth: CloudWatch returned no metric data and ignoreNullValues is false"
+        )
+    );
+}
+
+#[tokio::test]
+async fn cloudwatch_an_unreachable_endpoint_fails_the_poll_naming_metric_and_endpoint() {
+    let h = conformance(
+        "aws-cloudwatch",
+        Setup {
+            metadata: &[("awsEndpoint", "http://127.0.0.1:1")],
+            auth: SHARED_AUTH,
+            ..Setup::default()
+        },
+    )
+    .await;
+    let err = h.expect_error().await.to_string();
+    assert!(
+        err.starts_with(
+            "trigger 0 (aws-cloudwatch): GetMetricData of metric AWS/SQS/ApproximateNumberOfMessagesVisible on CloudWatch at http://127.0.0.1:1/ (awsEndpoint) failed: "
+        ),
+        "{err}"
+    );
+}

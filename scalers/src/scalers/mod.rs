@@ -1,5 +1,6 @@
 //! The built-in scalers, one module per source.
 
+pub mod aws_cloudwatch;
 pub mod aws_sqs_queue;
 pub mod cron;
 pub mod external;
@@ -27,6 +28,11 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     use self::redis::streams::RedisStreamsConfig;
     use self::redis::{LIST_PARAMS, STREAMS_PARAMS, list, streams};
     use self::resource::ResourceName;
+    registry.register(
+        "aws-cloudwatch",
+        Declared::new(aws_cloudwatch::build, aws_cloudwatch::PARAMS)
+            .with_check(|ctx| aws_cloudwatch::CloudWatchConfig::parse(ctx).map(drop)),
+    );
     registry.register(
         "aws-sqs-queue",
         Declared::new(aws_sqs_queue::build, aws_sqs_queue::PARAMS)
