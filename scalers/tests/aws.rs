@@ -434,3 +434,122 @@ async fn cloudwatch_an_unreachable_endpoint_fails_the_poll_naming_metric_and_end
         "{err}"
     );
 }
+
+/// A DynamoDB table on the shared server, keyed by `status` and `id`, with `items` as
+/// (status, attempts).
+async fn create_table(items: &[(&str, u32)]) -> String {
+    let dynamodb = moto::client(
+        keda_scalers::aws::client::DYNAMODB,
+        MOTO,
+        moto::any_credentials(),
+    );
+    let table = unique("ddb");
+    moto::json(
+        &dynamodb,
+        "CreateTable",
+        serde_json::json!({
+            "TableName": table,
+            "KeySchema": [
+                {"AttributeName": "status", "KeyType": "HASH"},
+                {"AttributeName": "id", "KeyType": "RANGE"},
+            ],
+            "AttributeDefinitions": [
+                {"AttributeName": "status", "AttributeType": "S"},
+                {"AttributeName": "id", "AttributeType": "S"},
+            ],
+            "BillingMode": "PAY_PER_REQUEST",
+        }),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("CreateTable: {e}"));
+    for (i, (status, attempts)) in items.iter().enumerate() {
+        moto::json(
+            &dynamodb,
+            "PutItem",
+            serde_json::json!({
+                "TableName": table,
+                "Item": {
+                    "status": {"S": status},
+                    "id": {"S": i.to_string()},
+                    "attempts": {"N": attempts.to_string()},
+                },
+            }),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("PutItem: {e}"));
+    }
+    table
+}
+
+async fn dynamodb_harness(table: &str, changes: &[(&str, &str)]) -> Harness {
+    let mut metadata = vec![
+        ("tableName", table),
+        ("awsEndpoint", MOTO),
+        ("awsRegion", REGION),
+    ];
+    metadata.extend_from_slice(changes);
+    conformance(
+        "aws-dynamodb",
+        Setup {
+            metadata: &metadata,
+            auth: SHARED_AUTH,
+            ..Setup::default()
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn dynamodb_counts_the_items_the_query_matches() {
+    let test = "aws_dynamodb_values";
+    if moto::shared_or_skip(test).await.is_none() {
+        return;
+    }
+    let table = create_table(&[("pending", 1), ("pending", 3), ("done", 1), ("pending", 5)]).await;
+    // The documented example: status = pending, targetValue 5, activationTargetValue 0.
+    let h = dynamodb_harness(&table, &[]).await;
+    assert_eq!(h.metric_name, format!("s0-aws-dynamodb-{table}"));
+    h.expect(3.0, true).await;
+    // A filter on top of the key condition.
+    let filtered = dynamodb_harness(
+        &table,
+        &[
+            ("filterExpression", "attempts >= :min"),
+            (
+                "expressionAttributeValues",
+                r#"{":pending": {"S": "pending"}, ":min": {"N": "3"}}"#,
+            ),
+            ("activationTargetValue", "2"),
+        ],
+    )
+    .await;
+    filtered.expect(2.0, false).await;
+    // Nothing matches.
+    let none = dynamodb_harness(
+        &table,
+        &[(
+            "expressionAttributeValues",
+            r#"{":pending": {"S": "failed"}}"#,
+        )],
+    )
+    .await;
+    none.expect(0.0, false).await;
+    h.close().await;
+}
+
+#[tokio::test]
+async fn dynamodb_a_missing_table_fails_the_poll_naming_the_table() {
+    let test = "aws_dynamodb_missing_table";
+    if moto::shared_or_skip(test).await.is_none() {
+        return;
+    }
+    let h = dynamodb_harness("keda-rs-no-such-table", &[]).await;
+    let err = h.expect_error().await.to_string();
+    assert!(
+        err.starts_with(
+            "trigger 0 (aws-dynamodb): Query of table \"keda-rs-no-such-table\" (tableName) on DynamoDB at http://127.0.0.1:5000/ (awsEndpoint) failed: HTTP 400 Bad Request: ResourceNotFoundException"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("keda-rs-test-secret-key"), "{err}");
+}

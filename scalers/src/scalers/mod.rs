@@ -1,6 +1,7 @@
 //! The built-in scalers, one module per source.
 
 pub mod aws_cloudwatch;
+pub mod aws_dynamodb;
 pub mod aws_sqs_queue;
 pub mod cron;
 pub mod external;
@@ -32,6 +33,11 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "aws-cloudwatch",
         Declared::new(aws_cloudwatch::build, aws_cloudwatch::PARAMS)
             .with_check(|ctx| aws_cloudwatch::CloudWatchConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "aws-dynamodb",
+        Declared::new(aws_dynamodb::build, aws_dynamodb::PARAMS)
+            .with_check(|ctx| aws_dynamodb::DynamoDbConfig::parse(ctx).map(drop)),
     );
     registry.register(
         "aws-sqs-queue",
