@@ -12,6 +12,7 @@
 #                the machine's has no monitoring port: client 127.0.0.1:4223, monitoring 8223)
 #   kafka        127.0.0.1:9092, the Kafka-protocol broker tansu with in-memory storage
 #   prometheus   127.0.0.1:9090, remote-write receiver enabled
+#   beanstalkd   127.0.0.1:11300, in memory (no binlog)
 #
 # Everything this script starts writes its logs and data below $KEDA_RS_SERVICES_DIR
 # (default /tmp/keda-rs-services).
@@ -191,6 +192,13 @@ EOF
   wait_port 9090 20
 }
 
+start_beanstalkd() {
+  port_open 11300 && return
+  command -v beanstalkd >/dev/null || apt_install beanstalkd || return
+  nohup beanstalkd -l 127.0.0.1 -p 11300 >"$STATE_DIR/beanstalkd.log" 2>&1 &
+  wait_port 11300 10
+}
+
 start_redis;      need redis 6379
 start_rabbitmq;   need rabbitmq 5672; need rabbitmq-management 15672
 start_postgres;   need postgresql 5432
@@ -199,6 +207,7 @@ start_nats;       need nats 4222
 if port_open 8222 || port_open 8223; then log "nats monitoring ready"; else failures+=("nats-monitoring"); fi
 start_kafka;      need kafka 9092
 start_prometheus; need prometheus 9090
+start_beanstalkd; need beanstalkd 11300
 
 if ((${#failures[@]} > 0)); then
   if [ "$CI" = true ]; then

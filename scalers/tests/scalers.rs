@@ -2,6 +2,7 @@
 //! against the real source where there is one (Redis on 127.0.0.1:6379, the Kafka-protocol
 //! broker on 127.0.0.1:9092).
 
+mod beanstalkd;
 mod common;
 mod kafka;
 mod mysql;
@@ -22,6 +23,7 @@ fn every_builtin_type_is_documented_with_an_example_that_parses() {
     assert_eq!(
         types,
         [
+            "beanstalkd",
             "cpu",
             "cron",
             "external",
@@ -76,6 +78,28 @@ fn every_documented_example_of_the_issue_18_triggers_parses() {
             for param in auth {
                 let value = keda_scalers::Secret::new(sample(&param));
                 ctx.auth_params.insert(param, value);
+            }
+            let checked = registry.check(&ctx).expect("a parse-only check");
+            assert!(
+                checked.is_ok(),
+                "docs/scalers/{trigger_type}.md: {checked:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_documented_example_of_the_broker_triggers_parses() {
+    let registry = Registry::builtin();
+    for trigger_type in ["beanstalkd"] {
+        common::assert_defaults_documented(&registry, trigger_type);
+        let examples = common::documented_examples(trigger_type);
+        assert!(!examples.is_empty(), "{trigger_type}");
+        for (trigger, index, auth) in examples {
+            let mut ctx = keda_scalers::ScalerContext::from_trigger(&trigger, index);
+            for param in auth {
+                ctx.auth_params
+                    .insert(param, keda_scalers::Secret::new("s3cret"));
             }
             let checked = registry.check(&ctx).expect("a parse-only check");
             assert!(

@@ -1,5 +1,6 @@
 //! The built-in scalers, one module per source.
 
+pub mod beanstalkd;
 pub mod cron;
 pub mod external;
 pub mod http;
@@ -26,6 +27,11 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     use self::redis::streams::RedisStreamsConfig;
     use self::redis::{LIST_PARAMS, STREAMS_PARAMS, list, streams};
     use self::resource::ResourceName;
+    registry.register(
+        "beanstalkd",
+        Declared::new(beanstalkd::build, beanstalkd::PARAMS)
+            .with_check(|ctx| beanstalkd::BeanstalkdConfig::parse(ctx).map(drop)),
+    );
     registry.register(
         "cpu",
         Declared::new(resource::build_cpu, resource::PARAMS)
