@@ -13,6 +13,8 @@
 #   kafka        127.0.0.1:9092, the Kafka-protocol broker tansu with in-memory storage
 #   prometheus   127.0.0.1:9090, remote-write receiver enabled
 #   beanstalkd   127.0.0.1:11300, in memory (no binlog)
+#   etcd         127.0.0.1:2379 (client), 127.0.0.1:2380 (peer), one member, no auth, data in
+#                $KEDA_RS_SERVICES_DIR/etcd (tests that need auth or TLS start their own)
 #
 # Everything this script starts writes its logs and data below $KEDA_RS_SERVICES_DIR
 # (default /tmp/keda-rs-services).
@@ -199,6 +201,17 @@ start_beanstalkd() {
   wait_port 11300 10
 }
 
+start_etcd() {
+  port_open 2379 && return
+  command -v etcd >/dev/null && command -v etcdctl >/dev/null || apt_install etcd-server etcd-client || return
+  mkdir -p "$STATE_DIR/etcd"
+  nohup etcd --name keda-rs --data-dir "$STATE_DIR/etcd/data" \
+    --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+    --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+    --initial-cluster keda-rs=http://127.0.0.1:2380 >"$STATE_DIR/etcd.log" 2>&1 &
+  wait_port 2379 30
+}
+
 start_redis;      need redis 6379
 start_rabbitmq;   need rabbitmq 5672; need rabbitmq-management 15672
 start_postgres;   need postgresql 5432
@@ -208,6 +221,7 @@ if port_open 8222 || port_open 8223; then log "nats monitoring ready"; else fail
 start_kafka;      need kafka 9092
 start_prometheus; need prometheus 9090
 start_beanstalkd; need beanstalkd 11300
+start_etcd;       need etcd 2379
 
 if ((${#failures[@]} > 0)); then
   if [ "$CI" = true ]; then

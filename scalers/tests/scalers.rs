@@ -4,6 +4,7 @@
 
 mod beanstalkd;
 mod common;
+mod etcd;
 mod kafka;
 mod mysql;
 mod nats_jetstream;
@@ -26,6 +27,7 @@ fn every_builtin_type_is_documented_with_an_example_that_parses() {
             "beanstalkd",
             "cpu",
             "cron",
+            "etcd",
             "external",
             "external-push",
             "http",
@@ -91,7 +93,7 @@ fn every_documented_example_of_the_issue_18_triggers_parses() {
 #[test]
 fn every_documented_example_of_the_broker_triggers_parses() {
     let registry = Registry::builtin();
-    for trigger_type in ["beanstalkd"] {
+    for trigger_type in ["beanstalkd", "etcd"] {
         common::assert_defaults_documented(&registry, trigger_type);
         let examples = common::documented_examples(trigger_type);
         assert!(!examples.is_empty(), "{trigger_type}");

@@ -2,6 +2,7 @@
 
 pub mod beanstalkd;
 pub mod cron;
+pub mod etcd;
 pub mod external;
 pub mod http;
 pub mod kafka;
@@ -41,6 +42,11 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "cron",
         Declared::new(cron::build, cron::PARAMS)
             .with_check(|ctx| cron::CronConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "etcd",
+        Declared::new(etcd::build, etcd::PARAMS)
+            .with_check(|ctx| etcd::EtcdConfig::parse(ctx).map(drop)),
     );
     registry.register(
         "external",
