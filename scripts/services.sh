@@ -15,12 +15,16 @@
 #   beanstalkd   127.0.0.1:11300, in memory (no binlog)
 #   etcd         127.0.0.1:2379 (client), 127.0.0.1:2380 (peer), one member, no auth, data in
 #                $KEDA_RS_SERVICES_DIR/etcd (tests that need auth or TLS start their own)
+#   activemq     127.0.0.1:8161/api/jolokia (Jolokia, admin/admin), 127.0.0.1:61613 (STOMP),
+#                broker `localhost`, in memory: Debian's ActiveMQ and Jolokia libraries run by
+#                scripts/activemq/KedaRsActiveMq.java (Debian's package has no web console)
 #
 # Everything this script starts writes its logs and data below $KEDA_RS_SERVICES_DIR
 # (default /tmp/keda-rs-services).
 set -uo pipefail
 
 STATE_DIR=${KEDA_RS_SERVICES_DIR:-/tmp/keda-rs-services}
+SCRIPT_DIR=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$STATE_DIR"
 CI=${CI:-false}
 failures=()
@@ -212,6 +216,22 @@ start_etcd() {
   wait_port 2379 30
 }
 
+start_activemq() {
+  port_open 8161 && return
+  local jars=/usr/share/activemq/lib/activemq-broker.jar
+  [ -f "$jars" ] && [ -f /usr/share/java/jolokia-core.jar ] && command -v javac >/dev/null ||
+    apt_install activemq libjolokia-core-java default-jdk-headless || return
+  local dir="$STATE_DIR/activemq" src="$SCRIPT_DIR/activemq/KedaRsActiveMq.java"
+  local cp="/usr/share/activemq/lib/*:/usr/share/activemq/lib/optional/*:/usr/share/java/jolokia-core.jar:/usr/share/java/json-simple.jar"
+  mkdir -p "$dir/classes"
+  if [ ! -f "$dir/classes/KedaRsActiveMq.class" ] || [ "$src" -nt "$dir/classes/KedaRsActiveMq.class" ]; then
+    javac -nowarn -d "$dir/classes" -cp "$cp" "$src" >>"$dir/build.log" 2>&1 || return
+  fi
+  nohup java -Xmx256m -cp "$dir/classes:$cp" KedaRsActiveMq localhost 8161 61613 admin admin \
+    "$SCRIPT_DIR/activemq/jolokia-access.xml" >"$dir/activemq.log" 2>&1 &
+  wait_port 8161 60
+}
+
 start_redis;      need redis 6379
 start_rabbitmq;   need rabbitmq 5672; need rabbitmq-management 15672
 start_postgres;   need postgresql 5432
@@ -222,6 +242,7 @@ start_kafka;      need kafka 9092
 start_prometheus; need prometheus 9090
 start_beanstalkd; need beanstalkd 11300
 start_etcd;       need etcd 2379
+start_activemq;   need activemq 8161; need activemq-stomp 61613
 
 if ((${#failures[@]} > 0)); then
   if [ "$CI" = true ]; then

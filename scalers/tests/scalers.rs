@@ -2,6 +2,7 @@
 //! against the real source where there is one (Redis on 127.0.0.1:6379, the Kafka-protocol
 //! broker on 127.0.0.1:9092).
 
+mod activemq;
 mod beanstalkd;
 mod common;
 mod etcd;
@@ -24,6 +25,7 @@ fn every_builtin_type_is_documented_with_an_example_that_parses() {
     assert_eq!(
         types,
         [
+            "activemq",
             "beanstalkd",
             "cpu",
             "cron",
@@ -93,7 +95,7 @@ fn every_documented_example_of_the_issue_18_triggers_parses() {
 #[test]
 fn every_documented_example_of_the_broker_triggers_parses() {
     let registry = Registry::builtin();
-    for trigger_type in ["beanstalkd", "etcd"] {
+    for trigger_type in ["activemq", "beanstalkd", "etcd"] {
         common::assert_defaults_documented(&registry, trigger_type);
         let examples = common::documented_examples(trigger_type);
         assert!(!examples.is_empty(), "{trigger_type}");

@@ -1,5 +1,6 @@
 //! The built-in scalers, one module per source.
 
+pub mod activemq;
 pub mod beanstalkd;
 pub mod cron;
 pub mod etcd;
@@ -28,6 +29,11 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     use self::redis::streams::RedisStreamsConfig;
     use self::redis::{LIST_PARAMS, STREAMS_PARAMS, list, streams};
     use self::resource::ResourceName;
+    registry.register(
+        "activemq",
+        Declared::new(activemq::build, activemq::PARAMS)
+            .with_check(|ctx| activemq::ActiveMqConfig::parse(ctx).map(drop)),
+    );
     registry.register(
         "beanstalkd",
         Declared::new(beanstalkd::build, beanstalkd::PARAMS)
