@@ -1,5 +1,5 @@
 //! `etcd` against real etcd servers: the one of scripts/services.sh on 127.0.0.1:2379, and,
-//! for authentication and the watch's progress deadline, servers of the test's own (the same
+//! for authentication, TLS and the watch's progress deadline, servers of the test's own (the same
 //! `etcd` binary, on free loopback ports, data below `$KEDA_RS_SERVICES_DIR`, killed when the
 //! test ends). Keys are written with `etcdctl`. Every test uses its own key.
 
@@ -46,12 +46,25 @@ struct OwnEtcd {
     child: Child,
     endpoint: String,
     dir: PathBuf,
+    /// `etcdctl` flags this server needs (its CA and a client certificate, with TLS).
+    ctl_flags: Vec<String>,
 }
 
 impl OwnEtcd {
     /// Starts one on free loopback ports with `extra` flags, or skips (fails under CI=true)
     /// without the `etcd` binary.
     async fn start_or_skip(test: &str, extra: &[&str]) -> Option<Self> {
+        Self::start_with(test, extra, None).await
+    }
+
+    /// Like [`OwnEtcd::start_or_skip`], serving clients over TLS with `certs` (CA, server
+    /// certificate and key, client certificate and key, PEM) and requiring client
+    /// certificates.
+    async fn start_tls_or_skip(test: &str, certs: &TestCerts) -> Option<Self> {
+        Self::start_with(test, &[], Some(certs)).await
+    }
+
+    async fn start_with(test: &str, extra: &[&str], tls: Option<&TestCerts>) -> Option<Self> {
         let free_port = || {
             std::net::TcpListener::bind("127.0.0.1:0")
                 .and_then(|l| l.local_addr())
@@ -62,12 +75,39 @@ impl OwnEtcd {
         let root = std::env::var("KEDA_RS_SERVICES_DIR")
             .unwrap_or_else(|_| "/tmp/keda-rs-services".to_string());
         let dir = PathBuf::from(root).join(unique("etcd"));
+        std::fs::create_dir_all(&dir).expect("the test's etcd directory");
         let endpoint = format!("127.0.0.1:{client}");
+        let mut tls_flags = Vec::new();
+        let mut ctl_flags = Vec::new();
+        let scheme = match tls {
+            Some(certs) => {
+                let file = |name: &str, pem: &str| {
+                    let path = dir.join(name);
+                    std::fs::write(&path, pem).expect("a PEM file");
+                    path.display().to_string()
+                };
+                let ca = file("ca.pem", &certs.ca);
+                tls_flags = vec![
+                    format!("--cert-file={}", file("server.pem", &certs.server_cert)),
+                    format!("--key-file={}", file("server.key", &certs.server_key)),
+                    format!("--trusted-ca-file={ca}"),
+                    "--client-cert-auth".to_string(),
+                ];
+                ctl_flags = vec![
+                    format!("--cacert={ca}"),
+                    format!("--cert={}", file("client.pem", &certs.client_cert)),
+                    format!("--key={}", file("client.key", &certs.client_key)),
+                ];
+                "https"
+            }
+            None => "http",
+        };
         let spawned = Command::new("etcd")
             .arg("--name=test")
-            .arg(format!("--data-dir={}", dir.display()))
-            .arg(format!("--listen-client-urls=http://{endpoint}"))
-            .arg(format!("--advertise-client-urls=http://{endpoint}"))
+            .arg(format!("--data-dir={}", dir.join("data").display()))
+            .arg(format!("--listen-client-urls={scheme}://{endpoint}"))
+            .arg(format!("--advertise-client-urls={scheme}://{endpoint}"))
+            .args(&tls_flags)
             .arg(format!("--listen-peer-urls=http://127.0.0.1:{peer}"))
             .arg(format!(
                 "--initial-advertise-peer-urls=http://127.0.0.1:{peer}"
@@ -83,12 +123,14 @@ impl OwnEtcd {
             child,
             endpoint,
             dir,
+            ctl_flags,
         };
         let ready = async {
             loop {
                 if Command::new("etcdctl")
                     .env("ETCDCTL_API", "3")
                     .arg(format!("--endpoints={}", own.endpoint))
+                    .args(&own.ctl_flags)
                     .args(["endpoint", "health"])
                     .output()
                     .await
@@ -122,6 +164,52 @@ impl Drop for OwnEtcd {
     fn drop(&mut self) {
         let _ = self.child.start_kill();
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// TLS material for a test etcd, made at test time: a CA, a server certificate for 127.0.0.1,
+/// a client certificate.
+struct TestCerts {
+    ca: String,
+    server_cert: String,
+    server_key: String,
+    client_cert: String,
+    client_key: String,
+}
+
+impl TestCerts {
+    fn generate() -> Self {
+        use rcgen::{
+            BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose,
+            IsCa, KeyPair,
+        };
+        let mut ca = CertificateParams::new(Vec::<String>::new()).expect("params");
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name
+            .push(DnType::CommonName, "keda-rs test etcd CA");
+        let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().expect("key")).expect("CA");
+        let issue = |names: Vec<String>, usage: ExtendedKeyUsagePurpose| {
+            let mut params = CertificateParams::new(names).expect("params");
+            params.extended_key_usages = vec![usage];
+            let key = KeyPair::generate().expect("key");
+            let cert = params.signed_by(&key, &ca).expect("signed");
+            (cert.pem(), key.serialize_pem())
+        };
+        let (server_cert, server_key) = issue(
+            vec!["127.0.0.1".to_string()],
+            ExtendedKeyUsagePurpose::ServerAuth,
+        );
+        let (client_cert, client_key) = issue(
+            vec!["keda".to_string()],
+            ExtendedKeyUsagePurpose::ClientAuth,
+        );
+        Self {
+            ca: ca.as_ref().pem(),
+            server_cert,
+            server_key,
+            client_cert,
+            client_key,
+        }
     }
 }
 
@@ -439,4 +527,78 @@ async fn a_watch_that_hears_nothing_for_twice_the_progress_interval_is_reopened(
         "the silent watch was opened {reopened} times"
     );
     assert_eq!(kept, 1, "the notified watch was reopened");
+}
+
+#[tokio::test]
+async fn tls_with_a_client_certificate_reads_the_key() {
+    let test = "tls_with_a_client_certificate_reads_the_key";
+    let certs = TestCerts::generate();
+    let Some(etcd) = OwnEtcd::start_tls_or_skip(test, &certs).await else {
+        return;
+    };
+    let mut put = etcd
+        .ctl_flags
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>();
+    put.extend(["put", "/secure", "3"]);
+    etcdctl(&etcd.endpoint, &put).await;
+    let metadata = [
+        ("endpoints", etcd.endpoint.as_str()),
+        ("watchKey", "/secure"),
+        ("value", "1"),
+    ];
+    let built = Registry::builtin()
+        .build(context(
+            0,
+            &metadata,
+            &[
+                ("tls", "enable"),
+                ("ca", &certs.ca),
+                ("cert", &certs.client_cert),
+                ("key", &certs.client_key),
+            ],
+        ))
+        .await
+        .expect("builds");
+    assert_eq!(
+        read(&built, "s0-etcd--secure")
+            .await
+            .expect("read over TLS"),
+        3.0
+    );
+
+    // Without a client certificate the server refuses the handshake.
+    let anonymous = Registry::builtin()
+        .build(context(
+            0,
+            &metadata,
+            &[("tls", "enable"), ("ca", &certs.ca)],
+        ))
+        .await
+        .expect("builds");
+    let message = keda_scalers::error::error_chain(
+        &read(&anonymous, "s0-etcd--secure")
+            .await
+            .expect_err("no client certificate"),
+    );
+    assert!(
+        message.starts_with("trigger 0 (etcd): reading key \"/secure\""),
+        "{message}"
+    );
+
+    // Without the CA, the server's certificate is not trusted.
+    let untrusted = Registry::builtin()
+        .build(context(
+            0,
+            &metadata,
+            &[
+                ("tls", "enable"),
+                ("cert", &certs.client_cert),
+                ("key", &certs.client_key),
+            ],
+        ))
+        .await
+        .expect("builds");
+    assert!(read(&untrusted, "s0-etcd--secure").await.is_err());
 }
