@@ -143,7 +143,7 @@ async fn unknown_trigger_type_lists_the_known_ones() {
         .expect_err("unknown type");
     assert_eq!(
         err.to_string(),
-        "unknown trigger type \"foo\"; known types: cpu, cron, external, external-push, http, kafka, kubernetes-workload, memory, metrics-api, mysql, nats-jetstream, postgresql, prometheus, rabbitmq, redis, redis-cluster, \
+        "unknown trigger type \"foo\"; known types: activemq, beanstalkd, cpu, cron, etcd, external, external-push, http, kafka, kubernetes-workload, memory, metrics-api, mysql, nats-jetstream, postgresql, prometheus, rabbitmq, redis, redis-cluster, \
          redis-cluster-streams, redis-sentinel, redis-sentinel-streams, redis-streams"
     );
 }
