@@ -6,6 +6,8 @@ use std::error::Error;
 fn main() -> Result<(), Box<dyn Error>> {
     let proto = "proto/externalscaler.proto";
     println!("cargo:rerun-if-changed={proto}");
+    let etcd = "proto/etcd.proto";
+    println!("cargo:rerun-if-changed={etcd}");
     println!("cargo:rerun-if-changed=build.rs");
     let descriptors = protox::compile([proto], ["proto"])?;
     tonic_prost_build::configure()
@@ -19,6 +21,14 @@ fn main() -> Result<(), Box<dyn Error>> {
         // StreamMetricSpec is optional for servers: a server that does not implement it
         // answers Unimplemented, as Go's generated `Unimplemented...Server` does.
         .generate_default_stubs(true)
+        .compile_fds(descriptors)?;
+
+    // etcd's v3 API, client side only: the `etcd` scaler reads a key and watches it.
+    let descriptors = protox::compile([etcd], ["proto"])?;
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(false)
+        .build_transport(false)
         .compile_fds(descriptors)?;
     Ok(())
 }

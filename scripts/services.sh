@@ -14,12 +14,19 @@
 #   prometheus   127.0.0.1:9090, remote-write receiver enabled
 #   moto         127.0.0.1:5000, the AWS emulator (SQS, CloudWatch, DynamoDB, STS, IAM) in server
 #                mode, no authentication; pinned to moto[server]==$MOTO_VERSION from PyPI
+#   beanstalkd   127.0.0.1:11300, in memory (no binlog)
+#   etcd         127.0.0.1:2379 (client), 127.0.0.1:2380 (peer), one member, no auth, data in
+#                $KEDA_RS_SERVICES_DIR/etcd (tests that need auth or TLS start their own)
+#   activemq     127.0.0.1:8161/api/jolokia (Jolokia, admin/admin), 127.0.0.1:61613 (STOMP),
+#                broker `localhost`, in memory: Debian's ActiveMQ and Jolokia libraries run by
+#                scripts/activemq/KedaRsActiveMq.java (Debian's package has no web console)
 #
 # Everything this script starts writes its logs and data below $KEDA_RS_SERVICES_DIR
 # (default /tmp/keda-rs-services).
 set -uo pipefail
 
 STATE_DIR=${KEDA_RS_SERVICES_DIR:-/tmp/keda-rs-services}
+SCRIPT_DIR=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$STATE_DIR"
 CI=${CI:-false}
 failures=()
@@ -205,6 +212,40 @@ start_moto() {
   wait_port 5000 30
 }
 
+start_beanstalkd() {
+  port_open 11300 && return
+  command -v beanstalkd >/dev/null || apt_install beanstalkd || return
+  nohup beanstalkd -l 127.0.0.1 -p 11300 >"$STATE_DIR/beanstalkd.log" 2>&1 &
+  wait_port 11300 10
+}
+
+start_etcd() {
+  port_open 2379 && return
+  command -v etcd >/dev/null && command -v etcdctl >/dev/null || apt_install etcd-server etcd-client || return
+  mkdir -p "$STATE_DIR/etcd"
+  nohup etcd --name keda-rs --data-dir "$STATE_DIR/etcd/data" \
+    --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+    --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+    --initial-cluster keda-rs=http://127.0.0.1:2380 >"$STATE_DIR/etcd.log" 2>&1 &
+  wait_port 2379 30
+}
+
+start_activemq() {
+  port_open 8161 && return
+  local jars=/usr/share/activemq/lib/activemq-broker.jar
+  [ -f "$jars" ] && [ -f /usr/share/java/jolokia-core.jar ] && command -v javac >/dev/null ||
+    apt_install activemq libjolokia-core-java default-jdk-headless || return
+  local dir="$STATE_DIR/activemq" src="$SCRIPT_DIR/activemq/KedaRsActiveMq.java"
+  local cp="/usr/share/activemq/lib/*:/usr/share/activemq/lib/optional/*:/usr/share/java/jolokia-core.jar:/usr/share/java/json-simple.jar"
+  mkdir -p "$dir/classes"
+  if [ ! -f "$dir/classes/KedaRsActiveMq.class" ] || [ "$src" -nt "$dir/classes/KedaRsActiveMq.class" ]; then
+    javac -nowarn -d "$dir/classes" -cp "$cp" "$src" >>"$dir/build.log" 2>&1 || return
+  fi
+  nohup java -Xmx256m -cp "$dir/classes:$cp" KedaRsActiveMq localhost 8161 61613 admin admin \
+    "$SCRIPT_DIR/activemq/jolokia-access.xml" >"$dir/activemq.log" 2>&1 &
+  wait_port 8161 60
+}
+
 start_redis;      need redis 6379
 start_rabbitmq;   need rabbitmq 5672; need rabbitmq-management 15672
 start_postgres;   need postgresql 5432
@@ -214,6 +255,9 @@ if port_open 8222 || port_open 8223; then log "nats monitoring ready"; else fail
 start_kafka;      need kafka 9092
 start_prometheus; need prometheus 9090
 start_moto;       need moto 5000
+start_beanstalkd; need beanstalkd 11300
+start_etcd;       need etcd 2379
+start_activemq;   need activemq 8161; need activemq-stomp 61613
 
 if ((${#failures[@]} > 0)); then
   if [ "$CI" = true ]; then

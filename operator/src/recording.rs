@@ -57,6 +57,9 @@ pub fn scaler_label(trigger_type: &str, trigger_name: &str) -> String {
         "rabbitmq" => Some("rabbitMQScaler"),
         "metrics-api" => Some("metricsAPIScaler"),
         "external-push" => Some("externalPushScaler"),
+        "activemq" => Some("activeMQScaler"),
+        // Exported in KEDA (`pkg/scalers/beanstalkd_scaler.go`).
+        "beanstalkd" => Some("BeanstalkdScaler"),
         _ => None,
     };
     if let Some(name) = known {
@@ -218,6 +221,9 @@ mod tests {
         assert_eq!(scaler_label("metrics-api", ""), "metricsAPIScaler");
         assert_eq!(scaler_label("prometheus", ""), "prometheusScaler");
         assert_eq!(scaler_label("cron", ""), "cronScaler");
+        assert_eq!(scaler_label("activemq", ""), "activeMQScaler");
+        assert_eq!(scaler_label("beanstalkd", ""), "BeanstalkdScaler");
+        assert_eq!(scaler_label("etcd", ""), "etcdScaler");
         assert_eq!(scaler_label("redis", "orders"), "orders");
     }
 }

@@ -2,7 +2,10 @@
 //! against the real source where there is one (Redis on 127.0.0.1:6379, the Kafka-protocol
 //! broker on 127.0.0.1:9092).
 
+mod activemq;
+mod beanstalkd;
 mod common;
+mod etcd;
 mod kafka;
 mod mysql;
 mod nats_jetstream;
@@ -22,11 +25,14 @@ fn every_builtin_type_is_documented_with_an_example_that_parses() {
     assert_eq!(
         types,
         [
+            "activemq",
             "aws-cloudwatch",
             "aws-dynamodb",
             "aws-sqs-queue",
+            "beanstalkd",
             "cpu",
             "cron",
+            "etcd",
             "external",
             "external-push",
             "http",
@@ -90,9 +96,16 @@ fn every_documented_example_of_the_issue_18_triggers_parses() {
 }
 
 #[test]
-fn every_documented_example_of_the_aws_triggers_parses_with_its_defaults_documented() {
+fn every_documented_example_of_the_issue_17_triggers_parses_with_its_defaults_documented() {
     let registry = Registry::builtin();
-    for trigger_type in ["aws-cloudwatch", "aws-dynamodb", "aws-sqs-queue"] {
+    for trigger_type in [
+        "activemq",
+        "aws-cloudwatch",
+        "aws-dynamodb",
+        "aws-sqs-queue",
+        "beanstalkd",
+        "etcd",
+    ] {
         common::assert_defaults_documented(&registry, trigger_type);
         let examples = common::documented_examples(trigger_type);
         assert!(!examples.is_empty(), "{trigger_type}");
@@ -140,7 +153,7 @@ async fn unknown_trigger_type_lists_the_known_ones() {
         .expect_err("unknown type");
     assert_eq!(
         err.to_string(),
-        "unknown trigger type \"foo\"; known types: aws-cloudwatch, aws-dynamodb, aws-sqs-queue, cpu, cron, external, external-push, http, kafka, kubernetes-workload, memory, metrics-api, mysql, nats-jetstream, postgresql, prometheus, rabbitmq, redis, redis-cluster, \
+        "unknown trigger type \"foo\"; known types: activemq, aws-cloudwatch, aws-dynamodb, aws-sqs-queue, beanstalkd, cpu, cron, etcd, external, external-push, http, kafka, kubernetes-workload, memory, metrics-api, mysql, nats-jetstream, postgresql, prometheus, rabbitmq, redis, redis-cluster, \
          redis-cluster-streams, redis-sentinel, redis-sentinel-streams, redis-streams"
     );
 }

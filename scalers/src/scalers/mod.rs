@@ -1,9 +1,12 @@
 //! The built-in scalers, one module per source.
 
+pub mod activemq;
 pub mod aws_cloudwatch;
 pub mod aws_dynamodb;
 pub mod aws_sqs_queue;
+pub mod beanstalkd;
 pub mod cron;
+pub mod etcd;
 pub mod external;
 pub mod http;
 pub mod kafka;
@@ -30,6 +33,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     use self::redis::{LIST_PARAMS, STREAMS_PARAMS, list, streams};
     use self::resource::ResourceName;
     registry.register(
+        "activemq",
+        Declared::new(activemq::build, activemq::PARAMS)
+            .with_check(|ctx| activemq::ActiveMqConfig::parse(ctx).map(drop)),
+    );
         "aws-cloudwatch",
         Declared::new(aws_cloudwatch::build, aws_cloudwatch::PARAMS)
             .with_check(|ctx| aws_cloudwatch::CloudWatchConfig::parse(ctx).map(drop)),
@@ -45,6 +52,11 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
             .with_check(|ctx| aws_sqs_queue::SqsConfig::parse(ctx).map(drop)),
     );
     registry.register(
+        "beanstalkd",
+        Declared::new(beanstalkd::build, beanstalkd::PARAMS)
+            .with_check(|ctx| beanstalkd::BeanstalkdConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
         "cpu",
         Declared::new(resource::build_cpu, resource::PARAMS)
             .with_check(|ctx| resource::ResourceScaler::parse(ctx, ResourceName::Cpu).map(drop)),
@@ -53,6 +65,11 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "cron",
         Declared::new(cron::build, cron::PARAMS)
             .with_check(|ctx| cron::CronConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "etcd",
+        Declared::new(etcd::build, etcd::PARAMS)
+            .with_check(|ctx| etcd::EtcdConfig::parse(ctx).map(drop)),
     );
     registry.register(
         "external",

@@ -39,11 +39,11 @@ pub(super) const TIMEOUT: Param = Param::optional("timeout").range(0.0, MAX_TIME
 /// KEDA's reading of a `time.Duration` parameter (`typed_config.go`): Go's `ParseDuration`
 /// first (`5s`, `1m30s`, `500ms`), else a whole number of milliseconds; negative is refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct KedaDuration(pub Duration);
+pub(crate) struct KedaDuration(pub Duration);
 
 impl KedaDuration {
     /// `None` when `raw` is neither a Go duration nor whole milliseconds, or is negative.
-    pub(super) fn parse(raw: &str) -> Option<Self> {
+    pub(crate) fn parse(raw: &str) -> Option<Self> {
         if let Ok(ms) = raw.parse::<i64>() {
             return u64::try_from(ms)
                 .ok()

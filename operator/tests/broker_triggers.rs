@@ -1,0 +1,210 @@
+//! The broker triggers of issue 17 (`etcd`, `beanstalkd`, `activemq`) through the operator on
+//! memkube, against the real servers of `scripts/services.sh` (etcd on 127.0.0.1:2379,
+//! beanstalkd on 127.0.0.1:11300, ActiveMQ's Jolokia on 127.0.0.1:8161): a change of an etcd
+//! key scales a Deployment from zero with no poll due (the push side), and bad input (an
+//! unreachable server, a missing key, wrong credentials) is `Ready=False` with a message naming
+//! the trigger and the parameter, and recovers once fixed.
+
+mod common;
+mod scenarios;
+
+#[allow(dead_code)]
+#[path = "../../scalers/tests/common/mod.rs"]
+mod redis_common;
+
+use std::time::{Duration, Instant};
+
+use common::world::{becomes_ready, not_ready};
+use kube::api::{Patch, PatchParams};
+use memkube::MemKube;
+use scenarios::World;
+
+async fn world(test: &str) -> Option<(MemKube, World)> {
+    common::world::world(test, keda_scalers::Registry::builtin()).await
+}
+
+/// Whether something listens on `address`; under `CI=true` a missing service fails the test.
+async fn service_or_skip(test: &str, service: &str, address: &str) -> bool {
+    redis_common::service_or_skip(test, &format!("{service} at {address}"), async {
+        tokio::net::TcpStream::connect(address).await.map(drop)
+    })
+    .await
+    .is_some()
+}
+
+async fn etcdctl(args: &[&str]) {
+    let output = tokio::process::Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .arg("--endpoints=127.0.0.1:2379")
+        .args(args)
+        .output()
+        .await
+        .expect("etcdctl runs (scripts/services.sh installs it)");
+    assert!(output.status.success(), "etcdctl {args:?}");
+}
+
+/// A ScaledObject `name` on Deployment `name` with one trigger given as YAML lines at the
+/// trigger's indentation, polled every 300 s (the manual ticks never fire unless a test ticks
+/// them), scaling between 0 and 10.
+fn object(name: &str, trigger: &str) -> String {
+    format!(
+        "apiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nmetadata:\n  name: {name}\nspec:\n  \
+         scaleTargetRef:\n    name: {name}\n  pollingInterval: 300\n  minReplicaCount: 0\n  \
+         maxReplicaCount: 10\n  triggers:\n    - {trigger}\n"
+    )
+}
+
+/// Replaces trigger 0's metadata entry `key` with `value`.
+async fn set_metadata(w: &World, name: &str, key: &str, value: &str) {
+    let mut so = w.get(name).await;
+    so.spec.triggers[0]
+        .metadata
+        .insert(key.to_string(), value.to_string());
+    let patch = serde_json::json!({ "spec": { "triggers": so.spec.triggers } });
+    w.scaled_objects()
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("patch");
+}
+
+/// Sends one message to `queue` over ActiveMQ's STOMP port, waiting for its receipt.
+async fn stomp_send(queue: &str) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect("127.0.0.1:61613")
+        .await
+        .expect("STOMP");
+    let frames = format!(
+        "CONNECT\naccept-version:1.2\nhost:localhost\n\n\0SEND\ndestination:/queue/{queue}\nreceipt:1\n\njob\0"
+    );
+    stream.write_all(frames.as_bytes()).await.expect("send");
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 512];
+    while !String::from_utf8_lossy(&seen).contains("RECEIPT") {
+        let n = stream.read(&mut buf).await.expect("read");
+        assert!(n > 0, "STOMP closed: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+}
+
+fn assert_names(message: &str, expected: &[&str]) {
+    for e in expected {
+        assert!(message.contains(e), "{message:?} should name {e:?}");
+    }
+}
+
+/// KEDA's etcd push in our words: at 0 replicas with the key at 0, no poll is due; the key is
+/// set above `activationValue` and the watch wakes the loop, which scales 0 -> 1 at once.
+#[tokio::test]
+async fn an_etcd_key_change_scales_from_zero_without_waiting_for_a_poll() {
+    let test = "etcd push from zero";
+    if !service_or_skip(test, "etcd", "127.0.0.1:2379").await {
+        return;
+    }
+    let Some((_server, w)) = world(test).await else {
+        return;
+    };
+    let key = format!("/keda-rs/{}", redis_common::unique("operator"));
+    etcdctl(&["put", &key, "0"]).await;
+    w.deployment("watched", 0).await;
+    let op = w.start_operator();
+    let so = w
+        .create(&object(
+            "watched",
+            &format!(
+                "type: etcd\n      metadata:\n        endpoints: 127.0.0.1:2379\n        watchKey: {key}\n        value: \"2\"\n        activationValue: \"1\""
+            ),
+        ))
+        .await;
+    w.polls_reach(&op, &so, 1).await;
+    becomes_ready(&w, "watched").await;
+    assert_eq!(w.replicas("watched").await, 0);
+
+    // The watch opens in the background: the key is written until the change is seen (a
+    // write before the watch exists is not an event).
+    let started = Instant::now();
+    let mut value = 5;
+    while w.replicas("watched").await == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the key change did not scale from zero"
+        );
+        etcdctl(&["put", &key, &value.to_string()]).await;
+        value += 1;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(w.replicas("watched").await, 1);
+    assert!(w.polls(&op, &so) >= 2, "the push made the loop poll");
+    etcdctl(&["del", &key]).await;
+    op.stop().await;
+}
+
+/// Bad input through the operator: a beanstalkd that cannot be reached, an etcd key that does
+/// not exist and ActiveMQ credentials that are wrong each leave their object `Ready=False`
+/// with a message naming the trigger type and the parameter (never the password); fixed, each
+/// becomes Ready.
+#[tokio::test]
+async fn bad_broker_triggers_are_not_ready_naming_the_parameter_and_recover() {
+    let test = "broker triggers bad input";
+    for (service, address) in [
+        ("beanstalkd", "127.0.0.1:11300"),
+        ("etcd", "127.0.0.1:2379"),
+        ("ActiveMQ", "127.0.0.1:8161"),
+    ] {
+        if !service_or_skip(test, service, address).await {
+            return;
+        }
+    }
+    let Some((_server, w)) = world(test).await else {
+        return;
+    };
+    let op = w.start_operator();
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    let key = format!("/keda-rs/{}", redis_common::unique("missing"));
+    let cases = [
+        (
+            "tubes",
+            format!(
+                "type: beanstalkd\n      metadata:\n        server: 127.0.0.1:{closed}\n        tube: jobs\n        value: \"5\""
+            ),
+            vec!["(beanstalkd)", "parameter \"server\"", "127.0.0.1:"],
+        ),
+        (
+            "keys",
+            format!(
+                "type: etcd\n      metadata:\n        endpoints: 127.0.0.1:2379\n        watchKey: {key}\n        value: \"5\""
+            ),
+            vec!["(etcd)", "watchKey", &key],
+        ),
+        (
+            "queues",
+            "type: activemq\n      metadata:\n        managementEndpoint: 127.0.0.1:8161\n        destinationName: orders\n        brokerName: localhost\n        username: admin\n        password: n0t-the-pw".to_string(),
+            vec!["(activemq)", "managementEndpoint", "HTTP 401"],
+        ),
+    ];
+    for (name, trigger, expected) in &cases {
+        w.deployment(name, 0).await;
+        w.create(&object(name, trigger)).await;
+        let (_, message) = not_ready(&w, name).await;
+        assert_names(&message, expected);
+        assert!(!message.contains("n0t-the-pw"), "{message}");
+    }
+
+    // Fixed: the server is the real one, the key exists, the password is right.
+    set_metadata(&w, "tubes", "server", "127.0.0.1:11300").await;
+    etcdctl(&["put", &key, "0"]).await;
+    let so = w.get("keys").await;
+    w.poll_after(&op, &so, 300).await;
+    // The right password, and a queue that exists (one message creates it).
+    let queue = redis_common::unique("orders");
+    stomp_send(&queue).await;
+    set_metadata(&w, "queues", "destinationName", &queue).await;
+    set_metadata(&w, "queues", "password", "admin").await;
+    for name in ["tubes", "keys", "queues"] {
+        becomes_ready(&w, name).await;
+    }
+    etcdctl(&["del", &key]).await;
+    op.stop().await;
+}

@@ -1,0 +1,520 @@
+//! `activemq`: scales on the size of an ActiveMQ (classic) queue, read from the broker's Jolokia
+//! REST API (KEDA's `pkg/scalers/activemq_scaler.go`): `GET http://<managementEndpoint>/api/
+//! jolokia/read/org.apache.activemq:type=Broker,brokerName=<b>,destinationType=Queue,
+//! destinationName=<d>/QueueSize` with HTTP basic authentication and an `Origin` header.
+//!
+//! Triggers on the same endpoint with the same credentials share one pooled HTTP client.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use http::header::{HeaderMap, HeaderValue};
+use k8s_openapi::api::autoscaling::v2::MetricSpec;
+use percent_encoding::percent_decode_str;
+
+use crate::authentication::{AuthMode, HttpAuth};
+use crate::context::ScalerContext;
+use crate::error::{MetadataError, ScalerError, Source, TriggerId};
+use crate::http_client::{HttpClient, HttpClientKey, describe_url, lease, origin};
+use crate::metadata::{MetadataParser, Param};
+use crate::metric::{MetricTargetType, external_metric_spec, metric_target};
+use crate::pool::Held;
+use crate::scaler::{BuiltScaler, MetricsAndActivity, Scaler};
+use crate::secret::Secret;
+
+/// KEDA's `order=authParams;resolvedEnv;triggerMetadata`.
+const AUTH_ENV_METADATA: &[Source] = &[Source::Auth, Source::Env, Source::Metadata];
+
+const MANAGEMENT_ENDPOINT: Param = Param::optional("managementEndpoint");
+const DESTINATION_NAME: Param = Param::optional("destinationName");
+const BROKER_NAME: Param = Param::optional("brokerName");
+const USERNAME: Param = Param::required("username").order(AUTH_ENV_METADATA);
+const PASSWORD: Param = Param::required("password")
+    .order(AUTH_ENV_METADATA)
+    .secret();
+const CORS_HEADER: Param = Param::optional("corsHeader");
+const REST_API_TEMPLATE: Param = Param::optional("restAPITemplate");
+const TARGET_QUEUE_SIZE: Param = Param::optional("targetQueueSize").default("10");
+const ACTIVATION_TARGET_QUEUE_SIZE: Param =
+    Param::optional("activationTargetQueueSize").default("0");
+
+/// The parameters of `activemq`.
+pub const PARAMS: &[Param] = &[
+    MANAGEMENT_ENDPOINT,
+    DESTINATION_NAME,
+    BROKER_NAME,
+    USERNAME,
+    PASSWORD,
+    CORS_HEADER,
+    REST_API_TEMPLATE,
+    TARGET_QUEUE_SIZE,
+    ACTIVATION_TARGET_QUEUE_SIZE,
+];
+
+/// KEDA's default `restAPITemplate`.
+pub const DEFAULT_REST_API_TEMPLATE: &str = "http://{{.ManagementEndpoint}}/api/jolokia/read/org.apache.activemq:type=Broker,brokerName={{.BrokerName}},destinationType=Queue,destinationName={{.DestinationName}}/QueueSize";
+
+/// The parsed trigger.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ActiveMqConfig {
+    /// `host:port` of the broker's web console.
+    pub management_endpoint: String,
+    /// The queue.
+    pub destination_name: String,
+    /// The broker's name.
+    pub broker_name: String,
+    /// The URL asked, the template filled in.
+    pub url: url::Url,
+    /// The `Origin` header sent.
+    pub cors_header: HeaderValue,
+    /// The pooled client's key: origin, basic credentials, timeout.
+    pub client: HttpClientKey,
+    /// Target per replica.
+    pub target_queue_size: i64,
+    /// Active iff the queue size is above this.
+    pub activation_target_queue_size: i64,
+    /// `s<i>-activemq-<destinationName>`, normalized.
+    pub metric_name: String,
+    /// AverageValue or Value.
+    pub metric_type: MetricTargetType,
+}
+
+/// The `key=value` pairs of the object name in a Jolokia read URL's path: what follows the
+/// first `:` up to the next `/` (`type=Broker,brokerName=b,...`), decoded, as KEDA reads them
+/// with `url.ParseQuery` after turning `,` into `&`.
+fn object_name_keys(path: &str) -> Option<BTreeMap<String, String>> {
+    let decoded = percent_decode_str(path).decode_utf8().ok()?;
+    let (_, after) = decoded.split_once(':')?;
+    let names = after.split('/').next().unwrap_or_default();
+    let mut keys = BTreeMap::new();
+    for pair in names.split(',') {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        keys.entry(k.to_string()).or_insert_with(|| v.to_string());
+    }
+    Some(keys)
+}
+
+/// Fills the template's `{{.ManagementEndpoint}}`, `{{.BrokerName}}` and
+/// `{{.DestinationName}}` (spaces inside the braces allowed, as in Go templates).
+fn fill_template(
+    p: &MetadataParser<'_>,
+    template: &str,
+    values: [(&str, &str); 3],
+) -> Result<String, MetadataError> {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after.find("}}").ok_or_else(|| {
+            p.rule("parameter \"restAPITemplate\": a \"{{\" is not closed by \"}}\"")
+        })?;
+        let field = after[..end].trim();
+        let value = values
+            .iter()
+            .find(|(name, _)| field.strip_prefix('.') == Some(*name))
+            .map(|(_, v)| *v)
+            .ok_or_else(|| {
+                p.rule(format!(
+                    "parameter \"restAPITemplate\": unknown placeholder \"{{{{{field}}}}}\"; use {{{{.ManagementEndpoint}}}}, {{{{.BrokerName}}}} or {{{{.DestinationName}}}}"
+                ))
+            })?;
+        out.push_str(value);
+        rest = &after[end + 2..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+impl ActiveMqConfig {
+    /// Parses the trigger.
+    ///
+    /// # Errors
+    /// Invalid or missing parameters.
+    pub fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
+        let metric_type = ctx.external_metric_type()?;
+        Ok(ctx.parse(|p| {
+            let (template, management_endpoint, destination_name, broker_name) =
+                match p.get_opt::<String>(&REST_API_TEMPLATE)? {
+                    Some(template) => {
+                        let url = url::Url::parse(&template).map_err(|e| {
+                            p.rule(format!(
+                                "parameter \"restAPITemplate\": unable to parse the URL ({e})"
+                            ))
+                        })?;
+                        let host = url.host_str().unwrap_or_default();
+                        let endpoint = match url.port() {
+                            Some(port) => format!("{host}:{port}"),
+                            None => host.to_string(),
+                        };
+                        let keys = object_name_keys(url.path()).ok_or_else(|| {
+                            p.rule(
+                                "parameter \"restAPITemplate\": the path has no object name (org.apache.activemq:type=Broker,...)",
+                            )
+                        })?;
+                        let key = |name: &str| {
+                            keys.get(name).filter(|v| !v.is_empty()).cloned().ok_or_else(|| {
+                                p.rule(format!(
+                                    "parameter \"restAPITemplate\": no {name} is given in the object name"
+                                ))
+                            })
+                        };
+                        let destination = key("destinationName")?;
+                        let broker = key("brokerName")?;
+                        (template, endpoint, destination, broker)
+                    }
+                    None => (
+                        DEFAULT_REST_API_TEMPLATE.to_string(),
+                        p.get::<String>(&MANAGEMENT_ENDPOINT.require())?,
+                        p.get::<String>(&DESTINATION_NAME.require())?,
+                        p.get::<String>(&BROKER_NAME.require())?,
+                    ),
+                };
+            let filled = fill_template(
+                p,
+                &template,
+                [
+                    ("ManagementEndpoint", &management_endpoint),
+                    ("BrokerName", &broker_name),
+                    ("DestinationName", &destination_name),
+                ],
+            )?;
+            let url = url::Url::parse(&filled).map_err(|e| {
+                p.rule(format!(
+                    "the URL made from \"restAPITemplate\" (or \"managementEndpoint\") is not valid ({e})"
+                ))
+            })?;
+            if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+                return Err(p.rule(
+                    "the URL made from \"restAPITemplate\" (or \"managementEndpoint\") must be http:// or https:// with a host",
+                ));
+            }
+            let cors = p
+                .get_opt::<String>(&CORS_HEADER)?
+                .unwrap_or_else(|| format!("http://{management_endpoint}"));
+            let cors_header = HeaderValue::from_str(&cors).map_err(|_| {
+                p.rule("parameter \"corsHeader\" is not valid in an HTTP header")
+            })?;
+            let username: String = p.get(&USERNAME)?;
+            let password: Secret = p.get(&PASSWORD)?;
+            let auth = HttpAuth {
+                modes: vec![AuthMode::Basic],
+                basic: Some((username, password)),
+                ..HttpAuth::default()
+            };
+            Ok(Self {
+                metric_name: ctx.metric_name(&format!("activemq-{destination_name}")),
+                client: HttpClientKey {
+                    origin: origin(&url),
+                    auth,
+                    timeout: ctx.global_http_timeout,
+                },
+                url,
+                cors_header,
+                management_endpoint,
+                destination_name,
+                broker_name,
+                target_queue_size: p.get(&TARGET_QUEUE_SIZE)?,
+                activation_target_queue_size: p.get(&ACTIVATION_TARGET_QUEUE_SIZE)?,
+                metric_type,
+            })
+        })?)
+    }
+}
+
+/// Jolokia's answer to a read: the value and the request's own status (Jolokia answers HTTP
+/// 200 with `"status": 404` for an MBean that does not exist).
+#[derive(Debug, serde::Deserialize)]
+struct Monitoring {
+    #[serde(default)]
+    value: Option<serde_json::Value>,
+    #[serde(default)]
+    status: i64,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+/// An `activemq` scaler.
+pub struct ActiveMqScaler {
+    config: ActiveMqConfig,
+    trigger: TriggerId,
+    client: Held<HttpClientKey, HttpClient>,
+    headers: HeaderMap,
+}
+
+impl ActiveMqScaler {
+    /// Parses the trigger and leases the pooled HTTP client.
+    ///
+    /// # Errors
+    /// Invalid metadata.
+    pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
+        let config = ActiveMqConfig::parse(ctx)?;
+        let lease = lease(ctx, config.client.clone()).await?;
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        headers.insert(http::header::ORIGIN, config.cors_header.clone());
+        Ok(Self {
+            config,
+            trigger: ctx.trigger_id(),
+            client: Held::new(lease),
+            headers,
+        })
+    }
+
+    /// The queue's size.
+    ///
+    /// # Errors
+    /// The endpoint cannot be reached, refuses the credentials or the origin, or answers a
+    /// status other than 200 (in HTTP or in Jolokia's answer).
+    pub async fn queue_size(&self) -> Result<i64, ScalerError> {
+        let client = self.client.client().ok_or_else(|| ScalerError::Closed {
+            trigger: self.trigger.clone(),
+        })?;
+        let operation = || {
+            format!(
+                "reading the size of queue \"{}\" of broker \"{}\" from {} (parameter \"managementEndpoint\")",
+                self.config.destination_name,
+                self.config.broker_name,
+                describe_url(&self.config.url)
+            )
+        };
+        let body = client
+            .get(self.config.url.clone(), &self.headers)
+            .await
+            .map_err(|e| ScalerError::Query {
+                trigger: self.trigger.clone(),
+                operation: operation(),
+                source: Box::new(e),
+            })?;
+        let answer: Monitoring = serde_json::from_slice(&body).map_err(|e| ScalerError::Query {
+            trigger: self.trigger.clone(),
+            operation: operation(),
+            source: Box::new(e),
+        })?;
+        if answer.status != 200 {
+            let error: String = answer.error.unwrap_or_default().chars().take(300).collect();
+            return Err(ScalerError::Unexpected {
+                trigger: self.trigger.clone(),
+                message: format!(
+                    "ActiveMQ management endpoint response error code: 200 {} ({}); check \"destinationName\" and \"brokerName\"{}",
+                    answer.status,
+                    operation(),
+                    if error.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {error}")
+                    }
+                ),
+            });
+        }
+        answer
+            .value
+            .as_ref()
+            .and_then(serde_json::Value::as_i64)
+            .ok_or_else(|| ScalerError::Unexpected {
+                trigger: self.trigger.clone(),
+                message: format!("{}: the answer's \"value\" is not an integer", operation()),
+            })
+    }
+}
+
+#[async_trait]
+impl Scaler for ActiveMqScaler {
+    fn metric_specs(&self) -> Vec<MetricSpec> {
+        vec![external_metric_spec(
+            self.config.metric_name.clone(),
+            metric_target(self.config.metric_type, self.config.target_queue_size),
+        )]
+    }
+
+    async fn metrics_and_activity(
+        &self,
+        metric_name: &str,
+    ) -> Result<MetricsAndActivity, ScalerError> {
+        let size = self.queue_size().await?;
+        Ok(MetricsAndActivity {
+            values: vec![crate::MetricValue::new(metric_name, size as f64)],
+            active: size > self.config.activation_target_queue_size,
+        })
+    }
+
+    async fn close(&self) {
+        self.client.release();
+    }
+}
+
+/// Factory of `activemq`.
+///
+/// # Errors
+/// See [`ActiveMqScaler::build`].
+pub async fn build(ctx: ScalerContext) -> Result<BuiltScaler, ScalerError> {
+    Ok(BuiltScaler::Pull(Box::new(
+        ActiveMqScaler::build(&ctx).await?,
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::test_context;
+
+    fn parse(metadata: &[(&str, &str)], auth: &[(&str, &str)]) -> Result<ActiveMqConfig, String> {
+        ActiveMqConfig::parse(&test_context("activemq", 2, metadata, &[], auth))
+            .map_err(|e| e.to_string())
+    }
+
+    const CREDENTIALS: [(&str, &str); 2] = [("username", "admin"), ("password", "s3cret")];
+
+    #[test]
+    fn the_default_template_is_filled_and_defaults_follow_keda() {
+        let c = parse(
+            &[
+                ("managementEndpoint", "activemq.mq:8161"),
+                ("destinationName", "orders.eu"),
+                ("brokerName", "localhost"),
+            ],
+            &CREDENTIALS,
+        )
+        .unwrap();
+        assert_eq!(
+            c.url.as_str(),
+            "http://activemq.mq:8161/api/jolokia/read/org.apache.activemq:type=Broker,brokerName=localhost,destinationType=Queue,destinationName=orders.eu/QueueSize"
+        );
+        assert_eq!(c.cors_header, "http://activemq.mq:8161");
+        assert_eq!(c.metric_name, "s2-activemq-orders-eu");
+        assert_eq!(
+            (c.target_queue_size, c.activation_target_queue_size),
+            (10, 0)
+        );
+        assert_eq!(c.client.origin, "http://activemq.mq:8161");
+    }
+
+    #[test]
+    fn a_rest_api_template_gives_endpoint_broker_and_destination() {
+        let template = "https://mq.example:8443/api/jolokia/read/org.apache.activemq:type=Broker,brokerName=b1,destinationType=Queue,destinationName=jobs%20eu/QueueSize";
+        let c = parse(
+            &[
+                ("restAPITemplate", template),
+                ("corsHeader", "https://console"),
+            ],
+            &CREDENTIALS,
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                c.management_endpoint.as_str(),
+                c.broker_name.as_str(),
+                c.destination_name.as_str()
+            ),
+            ("mq.example:8443", "b1", "jobs eu")
+        );
+        assert_eq!(c.url.as_str(), template);
+        assert_eq!(c.cors_header, "https://console");
+        assert_eq!(c.metric_name, "s2-activemq-jobs eu");
+    }
+
+    #[test]
+    fn credentials_are_looked_up_in_auth_then_env_then_metadata() {
+        let ctx = test_context(
+            "activemq",
+            0,
+            &[
+                ("managementEndpoint", "m:8161"),
+                ("destinationName", "q"),
+                ("brokerName", "b"),
+                ("username", "meta-user"),
+                ("passwordFromEnv", "P"),
+                ("password", "meta-pw"),
+            ],
+            &[("P", "env-pw")],
+            &[("username", "auth-user")],
+        );
+        let c = ActiveMqConfig::parse(&ctx).unwrap();
+        let (user, password) = c.client.auth.basic.unwrap();
+        assert_eq!((user.as_str(), password.expose()), ("auth-user", "env-pw"));
+    }
+
+    #[test]
+    fn errors_name_the_trigger_and_the_parameter() {
+        for (metadata, auth, expected) in [
+            (
+                vec![("destinationName", "q"), ("brokerName", "b")],
+                CREDENTIALS.to_vec(),
+                r#"trigger 2 (activemq): missing required parameter "managementEndpoint""#,
+            ),
+            (
+                vec![("managementEndpoint", "m:8161"), ("brokerName", "b")],
+                CREDENTIALS.to_vec(),
+                r#"trigger 2 (activemq): missing required parameter "destinationName""#,
+            ),
+            (
+                vec![("managementEndpoint", "m:8161"), ("destinationName", "q")],
+                CREDENTIALS.to_vec(),
+                r#"trigger 2 (activemq): missing required parameter "brokerName""#,
+            ),
+            (
+                vec![
+                    ("managementEndpoint", "m:8161"),
+                    ("destinationName", "q"),
+                    ("brokerName", "b"),
+                ],
+                vec![("password", "pw")],
+                r#"trigger 2 (activemq): missing required parameter "username""#,
+            ),
+            (
+                vec![
+                    ("managementEndpoint", "m:8161"),
+                    ("destinationName", "q"),
+                    ("brokerName", "b"),
+                ],
+                vec![("username", "u")],
+                r#"trigger 2 (activemq): missing required parameter "password""#,
+            ),
+            (
+                vec![(
+                    "restAPITemplate",
+                    "http://m:8161/api/jolokia/read/org.apache.activemq:type=Broker,destinationName=q/QueueSize",
+                )],
+                CREDENTIALS.to_vec(),
+                r#"trigger 2 (activemq): parameter "restAPITemplate": no brokerName is given in the object name"#,
+            ),
+            (
+                vec![("restAPITemplate", "http://m:8161/api/jolokia/version")],
+                CREDENTIALS.to_vec(),
+                r#"trigger 2 (activemq): parameter "restAPITemplate": the path has no object name (org.apache.activemq:type=Broker,...)"#,
+            ),
+            (
+                vec![("restAPITemplate", "not a url")],
+                CREDENTIALS.to_vec(),
+                r#"trigger 2 (activemq): parameter "restAPITemplate": unable to parse the URL (relative URL without a base)"#,
+            ),
+            (
+                vec![(
+                    "restAPITemplate",
+                    "http://m:1/read/a:brokerName=b,destinationName={{.Queue}}/QueueSize",
+                )],
+                CREDENTIALS.to_vec(),
+                r#"trigger 2 (activemq): parameter "restAPITemplate": unknown placeholder "{{.Queue}}"; use {{.ManagementEndpoint}}, {{.BrokerName}} or {{.DestinationName}}"#,
+            ),
+            (
+                vec![
+                    ("managementEndpoint", "m:8161"),
+                    ("destinationName", "q"),
+                    ("brokerName", "b"),
+                    ("targetQueueSize", "1.5"),
+                ],
+                CREDENTIALS.to_vec(),
+                r#"trigger 2 (activemq): parameter "targetQueueSize": "1.5" is not a valid integer"#,
+            ),
+        ] {
+            assert_eq!(
+                parse(&metadata, &auth).unwrap_err(),
+                expected,
+                "{metadata:?}"
+            );
+        }
+    }
+}
