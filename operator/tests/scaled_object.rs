@@ -741,6 +741,65 @@ async fn a_poll_records_the_scaler_value_and_activity_under_keda_s_names_and_lab
     op.stop().await;
 }
 
+/// Issue 16, as KEDA's getScalerState, which skips every metric spec that is not External: a
+/// `cpu` trigger gets no per-scaler series at all (no value, no activity, no latency, no error
+/// counter), while the External trigger beside it does.
+#[tokio::test]
+async fn a_cpu_trigger_records_no_per_scaler_series_as_in_keda() {
+    let Some((_server, w)) = world("cpu-series").await else {
+        return;
+    };
+    let list = list("cpu-series");
+    w.deployment("mixed-cpu", 0).await;
+    w.push(&list, 7).await;
+    let op = w.start_operator();
+    let so = w
+        .create(&format!(
+            r#"
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata:
+  name: mixed-cpu
+spec:
+  scaleTargetRef:
+    name: mixed-cpu
+  pollingInterval: 10
+  minReplicaCount: 1
+  maxReplicaCount: 3
+  triggers:
+    - type: cpu
+      metricType: Utilization
+      metadata:
+        value: "60"
+    - type: redis
+      metadata:
+        address: 127.0.0.1:6379
+        listName: {list}
+        listLength: "5"
+"#
+        ))
+        .await;
+    w.polls_reach(&op, &so, 1).await;
+    let text = w.metrics.encode();
+    let per_scaler = |line: &&str| {
+        line.starts_with("keda_scaler_") && line.contains(r#"scaledObject="mixed-cpu""#)
+    };
+    let series: Vec<&str> = text.lines().filter(per_scaler).collect();
+    assert!(
+        series
+            .iter()
+            .any(|l| l.starts_with("keda_scaler_active{") && l.contains(r#"triggerIndex="1""#)),
+        "the redis trigger is recorded: {text}"
+    );
+    assert!(
+        series
+            .iter()
+            .all(|l| !l.contains(r#"triggerIndex="0""#) && !l.contains("cpuMemoryScaler")),
+        "the cpu trigger is not: {series:#?}"
+    );
+    op.stop().await;
+}
+
 /// Loops that start together all read their target's replicas as soon as the target cache has
 /// listed. (kube's own readiness future wakes only its last waiter: the others used to sleep
 /// until the cache's 30 s timeout, so most objects created together activated one polling
