@@ -67,8 +67,8 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 pub use config::{
     CLUSTER_OBJECT_NAMESPACE_ENV, DEFAULT_CACHE_SYNC_TIMEOUT, DEFAULT_CLUSTER_OBJECT_NAMESPACE,
-    DEFAULT_SECRET_FIELD_SELECTOR, POD_NAMESPACE_ENV, ResolverConfig, WATCH_NAMESPACE_ENV,
-    WatchScope,
+    DEFAULT_SECRET_FIELD_SELECTOR, POD_NAMESPACE_ENV, RESTRICT_SECRET_ACCESS_ENV,
+    ResolverConfig, WATCH_NAMESPACE_ENV, WatchScope, restrict_secret_access,
 };
 pub use error::{AuthName, EnvProblem, EnvUse, RefProblem, ResolveError};
 pub use keys::{PodSource, ScalableRef, ScaleTargetPodSource};
@@ -119,10 +119,11 @@ impl Resolver {
         let notifier = Arc::new(Notifier::default());
         let reference_scope = config.reference_scope();
 
+        let secret_scope = config.secret_scope();
         let secrets = Arc::new(Cache::new(
             "secrets",
-            reference_scope.clone(),
-            cache::watch_count(&reference_scope),
+            secret_scope.clone(),
+            cache::watch_count(&secret_scope),
         ));
         let mut secret_watch = watcher::Config::default();
         if let Some(selector) = &config.secret_field_selector {
