@@ -190,7 +190,11 @@ impl ScaledObjectController {
     pub fn new(client: Client, config: ControllerConfig) -> ScaledObjectController {
         let (store, writer) = reflector::store();
         let (hpa_store, hpa_writer) = reflector::store();
-        let resolver = Resolver::new(client.clone(), config.resolver.clone());
+        let resolver = Resolver::recording(
+            client.clone(),
+            config.resolver.clone(),
+            config.metrics.clone(),
+        );
         let env = ScalerEnv {
             resolver: Some(resolver.clone()),
             cluster: crate::cluster_view::handle_or_new(
@@ -348,6 +352,18 @@ impl Reconciler for Context {
 
     fn client(&self) -> &Client {
         &self.client
+    }
+
+    fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    fn resolver(&self) -> &Resolver {
+        &self.resolver
+    }
+
+    fn triggers(object: &ScaledObject) -> &[keda_api::ScaleTrigger] {
+        &object.spec.triggers
     }
 
     fn internal(error: InternalError) -> Error {

@@ -302,7 +302,7 @@ impl ResolveSession {
             trigger: id.clone(),
             auth: auth.clone(),
         })?;
-        match spec.as_ref() {
+        match &spec.spec {
             Ok(spec) => Ok((auth, spec.clone(), refs_namespace)),
             Err(reason) => Err(ResolveError::AuthInvalid {
                 trigger: id.clone(),

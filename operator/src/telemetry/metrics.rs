@@ -121,6 +121,13 @@ impl ResourceKind {
         }
     }
 
+    /// The kind as a custom resource of `keda_resource_registered_total`.
+    pub fn custom_resource(self) -> CustomResourceKind {
+        match self {
+            Self::ScaledObject => CustomResourceKind::ScaledObject,
+            Self::ScaledJob => CustomResourceKind::ScaledJob,
+        }
+    }
 }
 
 /// A KEDA custom resource kind, the `type` label of `keda_resource_registered_total`.
@@ -381,6 +388,25 @@ struct Inner {
     /// Per-scaler label sets recorded so far, by owner, so [`Metrics::forget_scalers`] can
     /// delete them (KEDA's `DeletePartialMatch`).
     recorded: Mutex<HashMap<Owner, HashSet<ScalerLabels>>>,
+    /// The custom resources counted in `keda_resource_registered_total` (and their triggers in
+    /// `keda_trigger_registered_total`), so that counting one again replaces what it counted
+    /// before: KEDA's `*PromMetricsMap` of its controllers.
+    registered: Mutex<HashMap<RegisteredKey, Registration>>,
+}
+
+/// A custom resource counted in `keda_resource_registered_total`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct RegisteredKey {
+    kind: CustomResourceKind,
+    namespace: String,
+    name: String,
+}
+
+/// What one counted custom resource contributes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Registration {
+    uid: Option<String>,
+    trigger_types: Vec<String>,
 }
 
 /// The operator's metrics registry and its typed recording API. Cheap to clone; clones share
@@ -585,6 +611,7 @@ impl Metrics {
                 client_registry,
                 families,
                 recorded: Mutex::new(HashMap::new()),
+                registered: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -760,6 +787,85 @@ impl Metrics {
                 .get_or_create(&labels)
                 .dec();
         }
+    }
+
+    /// Counts the custom resource `namespace/name` of `kind` in `keda_resource_registered_total`
+    /// and its `trigger_types` in `keda_trigger_registered_total`, replacing what it counted
+    /// before (KEDA's controllers' `updatePromMetrics`, run at every reconcile). Idempotent:
+    /// counting the same resource with the same triggers again changes nothing, so several
+    /// observers of one resource count it once. `uid` identifies this incarnation of the
+    /// resource for [`unregister_resource`](Self::unregister_resource).
+    pub fn register_resource(
+        &self,
+        kind: CustomResourceKind,
+        (namespace, name): (&str, &str),
+        uid: Option<&str>,
+        trigger_types: &[&str],
+    ) {
+        let key = RegisteredKey {
+            kind,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        };
+        let registration = Registration {
+            uid: uid.map(str::to_string),
+            trigger_types: trigger_types.iter().map(|t| (*t).to_string()).collect(),
+        };
+        let mut registered = self
+            .inner
+            .registered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match registered.get(&key) {
+            Some(old) if old.trigger_types == registration.trigger_types => {}
+            Some(old) => {
+                for t in &old.trigger_types {
+                    self.trigger_unregistered(t);
+                }
+                for t in &registration.trigger_types {
+                    self.trigger_registered(t);
+                }
+            }
+            None => {
+                self.resource_registered(kind, namespace);
+                for t in &registration.trigger_types {
+                    self.trigger_registered(t);
+                }
+            }
+        }
+        registered.insert(key, registration);
+    }
+
+    /// Stops counting the custom resource `namespace/name` of `kind` (KEDA's
+    /// `updatePromMetricsOnDelete`). With `uid`, only the incarnation of that UID: one deleted
+    /// and created again under the same name is left counted. Idempotent.
+    pub fn unregister_resource(
+        &self,
+        kind: CustomResourceKind,
+        (namespace, name): (&str, &str),
+        uid: Option<&str>,
+    ) {
+        let key = RegisteredKey {
+            kind,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        };
+        let mut registered = self
+            .inner
+            .registered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let Some(old) = registered.get(&key) else {
+            return;
+        };
+        if uid.is_some_and(|uid| old.uid.as_deref().is_some_and(|old| old != uid)) {
+            return;
+        }
+        for t in &old.trigger_types {
+            self.trigger_unregistered(t);
+        }
+        self.resource_unregistered(kind, namespace);
+        registered.remove(&key);
     }
 
     /// Deletes every per-scaler series (value, active, latency, errors) of one ScaledObject or
@@ -1308,6 +1414,64 @@ mod tests {
         assert!(
             text.contains("# HELP keda_internal_metricsservice_grpc_server_handled Total number of RPCs completed on the server, regardless of success or failure.\n"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn registering_a_resource_again_replaces_what_it_counted() {
+        let metrics = Metrics::with_build_info(build());
+        let so = CustomResourceKind::ScaledObject;
+        metrics.register_resource(so, ("shop", "orders"), Some("u1"), &["redis", "cpu"]);
+        // Counted again (another reconcile, another observer): no change.
+        metrics.register_resource(so, ("shop", "orders"), Some("u1"), &["redis", "cpu"]);
+        metrics.register_resource(so, ("shop", "payments"), Some("u2"), &["redis"]);
+        let text = metrics.encode();
+        assert_eq!(
+            line_value(
+                &text,
+                r#"keda_resource_registered_total{type="scaled_object",namespace="shop"}"#
+            ),
+            Some("2".into()),
+            "{text}"
+        );
+        assert_eq!(
+            line_value(&text, r#"keda_trigger_registered_total{type="redis"}"#),
+            Some("2".into())
+        );
+        // A trigger changed: the old one is no longer counted.
+        metrics.register_resource(so, ("shop", "orders"), Some("u1"), &["kafka"]);
+        // Another incarnation's deletion leaves this one counted.
+        metrics.unregister_resource(so, ("shop", "payments"), Some("old-uid"));
+        let text = metrics.encode();
+        assert_eq!(
+            line_value(&text, r#"keda_trigger_registered_total{type="cpu"}"#),
+            Some("0".into())
+        );
+        assert_eq!(
+            line_value(&text, r#"keda_trigger_registered_total{type="kafka"}"#),
+            Some("1".into())
+        );
+        assert_eq!(
+            line_value(
+                &text,
+                r#"keda_resource_registered_total{type="scaled_object",namespace="shop"}"#
+            ),
+            Some("2".into())
+        );
+        metrics.unregister_resource(so, ("shop", "payments"), Some("u2"));
+        metrics.unregister_resource(so, ("shop", "payments"), None);
+        metrics.unregister_resource(so, ("shop", "orders"), None);
+        let text = metrics.encode();
+        assert_eq!(
+            line_value(
+                &text,
+                r#"keda_resource_registered_total{type="scaled_object",namespace="shop"}"#
+            ),
+            Some("0".into())
+        );
+        assert_eq!(
+            line_value(&text, r#"keda_trigger_registered_total{type="redis"}"#),
+            Some("0".into())
         );
     }
 
