@@ -240,6 +240,7 @@ async fn metric_values(
         .find(|(k, _)| k == "labelSelector")
         .map(|(_, v)| v.as_str());
     let scaled_object = scaled_object_name(selector)?;
+    state.metrics.operator_call_started();
     let started = Instant::now();
     let result = state
         .source
@@ -247,7 +248,7 @@ async fn metric_values(
         .await;
     state
         .metrics
-        .operator_call(result.is_ok(), started.elapsed());
+        .operator_call(result.as_ref().err(), started.elapsed());
     let items = result.map_err(|e| {
         let error = api_error(e);
         if matches!(error, ApiError::NotFound(_)) {

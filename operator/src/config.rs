@@ -47,6 +47,7 @@ pub const ENV_HTTP_DEFAULT_TIMEOUT: &str = "KEDA_HTTP_DEFAULT_TIMEOUT";
 pub const ENV_SCALEDOBJECT_MAX_RECONCILES: &str = "KEDA_SCALEDOBJECT_CTRL_MAX_RECONCILES";
 pub const ENV_SCALEDJOB_MAX_RECONCILES: &str = "KEDA_SCALEDJOB_CTRL_MAX_RECONCILES";
 pub const ENV_WATCH_LABEL_SELECTOR: &str = "WATCH_LABEL_SELECTOR";
+pub const ENV_RESTRICT_SECRET_ACCESS: &str = crate::resolve::RESTRICT_SECRET_ACCESS_ENV;
 
 /// KEDA's default of `KEDA_SCALEDOBJECT_CTRL_MAX_RECONCILES`.
 pub const DEFAULT_SCALEDOBJECT_MAX_RECONCILES: u16 = 5;
@@ -75,6 +76,7 @@ Environment:
   KEDA_SCALEDOBJECT_CTRL_MAX_RECONCILES          ScaledObject reconciles at once (1 to 1000) [default: 5]
   KEDA_SCALEDJOB_CTRL_MAX_RECONCILES             ScaledJob reconciles at once (1 to 1000) [default: 1]
   WATCH_LABEL_SELECTOR                           Only ScaledObjects and ScaledJobs matching this label selector; empty or unset: all
+  KEDA_RESTRICT_SECRET_ACCESS                    true: read Secrets only in KEDA_CLUSTER_OBJECT_NAMESPACE [default: false]
   KUBECONFIG                                     Kubeconfig path; else ~/.kube/config, else the in-cluster service account
 
 Ports: metrics :8080 (/metrics), probes :8081 (/healthz, /readyz), metric service :9666,
@@ -329,6 +331,8 @@ pub struct Settings {
     pub watch_label_selector: Option<String>,
     /// Root of ClusterTriggerAuthentication `filePath` files (`--filepath-auth-root-path`).
     pub file_path_auth_root: Option<PathBuf>,
+    /// Secrets are read only in `cluster_object_namespace` (`KEDA_RESTRICT_SECRET_ACCESS`).
+    pub restrict_secret_access: bool,
 }
 
 /// Why the settings cannot be used.
@@ -468,6 +472,9 @@ impl Settings {
             scaled_job_max_reconciles: max_reconciles(env, ENV_SCALEDJOB_MAX_RECONCILES)?
                 .unwrap_or(DEFAULT_SCALEDJOB_MAX_RECONCILES),
             watch_label_selector: label_selector(env)?,
+            restrict_secret_access: crate::resolve::restrict_secret_access(
+                env.var(ENV_RESTRICT_SECRET_ACCESS),
+            ),
             file_path_auth_root: flags
                 .filepath_auth_root_path
                 .filter(|p| !p.as_os_str().is_empty()),
@@ -619,6 +626,27 @@ mod tests {
         assert_eq!(settings.scaled_object_max_reconciles, 5);
         assert_eq!(settings.scaled_job_max_reconciles, 1);
         assert_eq!(settings.watch_label_selector, None);
+        assert!(!settings.restrict_secret_access);
+    }
+
+    #[test]
+    fn keda_restrict_secret_access_reaches_the_resolver_of_the_controllers() {
+        let env = MapEnv::new(&[
+            (ENV_RESTRICT_SECRET_ACCESS, "true"),
+            (ENV_CLUSTER_OBJECT_NAMESPACE, "keda-system"),
+        ]);
+        let settings = parse(&[], &env).expect("settings");
+        assert!(settings.restrict_secret_access);
+        let config = crate::ControllerConfig::from_settings(
+            &settings,
+            crate::telemetry::Metrics::new(),
+            keda_scalers::pool::ClientPools::new(),
+        );
+        assert!(config.resolver.restrict_secret_access);
+        assert_eq!(config.resolver.cluster_object_namespace, "keda-system");
+        let settings =
+            parse(&[], &MapEnv::new(&[(ENV_RESTRICT_SECRET_ACCESS, "yes")])).expect("settings");
+        assert!(!settings.restrict_secret_access, "only true restricts");
     }
 
     #[test]

@@ -123,6 +123,7 @@ impl ControllerConfig {
             resolver: ResolverConfig {
                 watch_scope: settings.watch_namespaces.clone(),
                 file_path_auth_root: settings.file_path_auth_root.clone(),
+                restrict_secret_access: settings.restrict_secret_access,
                 ..ResolverConfig::new(settings.cluster_object_namespace.clone())
             },
             http_host_policy: settings.http_host_policy.clone(),
@@ -189,7 +190,11 @@ impl ScaledObjectController {
     pub fn new(client: Client, config: ControllerConfig) -> ScaledObjectController {
         let (store, writer) = reflector::store();
         let (hpa_store, hpa_writer) = reflector::store();
-        let resolver = Resolver::new(client.clone(), config.resolver.clone());
+        let resolver = Resolver::recording(
+            client.clone(),
+            config.resolver.clone(),
+            config.metrics.clone(),
+        );
         let env = ScalerEnv {
             resolver: Some(resolver.clone()),
             cluster: crate::cluster_view::handle_or_new(
@@ -347,6 +352,18 @@ impl Reconciler for Context {
 
     fn client(&self) -> &Client {
         &self.client
+    }
+
+    fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    fn resolver(&self) -> &Resolver {
+        &self.resolver
+    }
+
+    fn triggers(object: &ScaledObject) -> &[keda_api::ScaleTrigger] {
+        &object.spec.triggers
     }
 
     fn internal(error: InternalError) -> Error {

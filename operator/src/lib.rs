@@ -24,6 +24,7 @@
 //!   process wiring).
 
 pub mod admin;
+mod auth_status;
 pub mod cluster_view;
 pub mod config;
 pub mod controller;

@@ -5,8 +5,7 @@
 //! poll.
 //!
 //! Everything else is written once here, so the two kinds cannot drift apart: the registry of
-//! running loops ([`LoopRegistry`]), start and stop with their logs and the
-//! `keda_trigger_registered_total` / `keda_resource_registered_total` bookkeeping, push scalers
+//! running loops ([`LoopRegistry`]), start and stop with their logs, push scalers
 //! (an activity of `true` polls at once), the first-poll gate that lets the reconcile that
 //! started a loop write its status first, the schedule with `keda_internal_scale_loop_latency_seconds`,
 //! the isolation of a poll that panics (`keda_internal_panics_total`), the poll counter tests
@@ -141,12 +140,7 @@ impl<K: LoopKind> Loops<K> {
         kind: K,
     ) -> Self {
         let events = Events::with_client(config.events_client.as_ref(), &client, &config.reporter);
-        let metrics = config.metrics.clone();
-        let on_stop: OnStop = Box::new(move |namespace, name, scalers| {
-            recording::resource_registered(&metrics, K::KIND, namespace, -1);
-            for t in &scalers.triggers {
-                recording::trigger_registered(&metrics, &t.trigger_type, -1);
-            }
+        let on_stop: OnStop = Box::new(move |namespace, name, _scalers| {
             info!(namespace, name, kind = K::KIND.kind(), "loop stopped");
         });
         Loops {
@@ -251,11 +245,6 @@ impl<K: LoopKind> Loops<K> {
             )
             .await?;
         if started {
-            let metrics = &self.inner.config.metrics;
-            recording::resource_registered(metrics, K::KIND, &namespace, 1);
-            for t in &scalers.triggers {
-                recording::trigger_registered(metrics, &t.trigger_type, 1);
-            }
             info!(
                 namespace,
                 name,
@@ -491,6 +480,13 @@ impl<K: LoopKind> LoopTask<K> {
             uid = self.uid,
             kind = K::KIND.kind(),
             "object gone from the watch cache without a reconciled deletion; its loop stops"
+        );
+        // Nothing reconciled the deletion, so nothing stopped counting the object either.
+        recording::resource_unregistered(
+            self.loops.metrics(),
+            K::KIND.custom_resource(),
+            (namespace, name),
+            Some(&self.uid),
         );
         let loops = self.loops.clone();
         let uid = self.uid.clone();

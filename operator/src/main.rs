@@ -124,7 +124,13 @@ async fn operate(settings: &Settings) -> Result<(), MainError> {
         tasks.push(explain_endpoint(addr, client.clone(), loops.clone()));
     }
     if let Some(addr) = settings.metrics_service_addr {
-        tasks.push(metric_service(addr, settings, client.clone(), loops, pools));
+        tasks.push(metric_service(
+            addr,
+            settings,
+            client.clone(),
+            (loops, pools),
+            metrics.clone(),
+        ));
     }
     let runtime = Runtime::new(client, metrics);
     run(settings, runtime, tasks, shutdown).await?;
@@ -158,8 +164,8 @@ fn metric_service(
     addr: std::net::SocketAddr,
     settings: &Settings,
     client: kube::Client,
-    loops: CurrentLoops,
-    pools: ClientPools,
+    (loops, pools): (CurrentLoops, ClientPools),
+    metrics: Metrics,
 ) -> Arc<dyn LeaderTask> {
     let files = settings.metrics_service_tls.clone();
     let namespace = settings.pod_namespace.clone();
@@ -168,11 +174,13 @@ fn metric_service(
         let files = files.clone();
         let loops = loops.clone();
         let pools = pools.clone();
+        let metrics = metrics.clone();
         let issuer = keda_tls::Issuer::new(client.clone(), &namespace);
         async move {
             let hub = ActivatorHub::shared(&pools, &Clock::system()).await;
             let service = MetricsService::new(Arc::new(loops), MetricsServiceOptions::default())
-                .with_reports(hub);
+                .with_reports(hub)
+                .with_metrics(metrics);
             let served = if files.none_exist() {
                 serve_with_secrets(addr, issuer, reload_interval, service, cancel).await
             } else {

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use futures::{FutureExt, Stream, StreamExt, TryStreamExt};
 use k8s_openapi::NamespaceResourceScope;
+use keda_api::ScaleTrigger;
 use keda_api::annotations::FINALIZER;
 use kube::api::Api;
 use kube::runtime::controller::{Action, Config, Controller};
@@ -28,10 +29,12 @@ use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::auth_status::{self, Users};
 use crate::isolation::{Component, InternalError, catch_panic};
 use crate::loops::{LoopKind, Loops};
+use crate::recording;
 use crate::resolve::{Resolver, ScalableRef, WatchScope};
-use crate::telemetry::ResourceKind;
+use crate::telemetry::{Metrics, ResourceKind};
 use crate::watch::scoped_watcher;
 
 /// The object types a controller of this shell reconciles.
@@ -71,6 +74,15 @@ pub(crate) trait Reconciler: Send + Sync + 'static {
 
     /// The controller's client.
     fn client(&self) -> &Client;
+
+    /// Where the Prometheus metrics are recorded.
+    fn metrics(&self) -> &Metrics;
+
+    /// The trigger resolver (its caches hold the TriggerAuthentications).
+    fn resolver(&self) -> &Resolver;
+
+    /// The object's `spec.triggers`.
+    fn triggers(object: &Self::Object) -> &[ScaleTrigger];
 
     /// A panic caught in a reconcile, as this kind's error.
     fn internal(error: InternalError) -> Self::Error;
@@ -143,25 +155,67 @@ async fn reconcile_object<C: Reconciler>(
     object: Arc<C::Object>,
     ctx: &Arc<C>,
 ) -> Result<Action, C::Error> {
+    let namespace = object.namespace().unwrap_or_default();
+    let name = object.name_any();
+    let kind = C::KIND.custom_resource();
+    // Counted at every reconcile of a live object, whatever the reconcile then finds (paused,
+    // failing): KEDA's updatePromMetrics runs first.
+    if object.meta().deletion_timestamp.is_none() {
+        let types: Vec<&str> = C::triggers(&object)
+            .iter()
+            .map(|t| t.type_.as_str())
+            .collect();
+        recording::resource_registered(
+            ctx.metrics(),
+            kind,
+            (&namespace, &name),
+            object.meta().uid.as_deref(),
+            &types,
+        );
+    }
     let object = ctx.prepare(object).await?;
-    let api: Api<C::Object> = Api::namespaced(
-        ctx.client().clone(),
-        &object.namespace().unwrap_or_default(),
-    );
-    finalizer(&api, FINALIZER, object, |event| async {
+    let api: Api<C::Object> = Api::namespaced(ctx.client().clone(), &namespace);
+    let names = (namespace.as_str(), name.as_str());
+    finalizer(&api, FINALIZER, object, |event| async move {
         match event {
-            Finalizer::Apply(object) => match ctx.apply(&object).await {
-                Ok(action) => Ok(action),
-                Err(e) => {
-                    ctx.report_failure(&object, &e).await;
-                    Err(e)
+            Finalizer::Apply(object) => {
+                let result = ctx.apply(&object).await;
+                if let Err(e) = &result {
+                    ctx.report_failure(&object, e).await;
                 }
-            },
-            Finalizer::Cleanup(object) => ctx.cleanup(&object).await,
+                // As KEDA: at the end of every reconcile of a live object, failed or not.
+                auth_users::<C>(ctx, &object, names, Users::Add).await;
+                result
+            }
+            Finalizer::Cleanup(object) => {
+                let action = ctx.cleanup(&object).await?;
+                auth_users::<C>(ctx, &object, names, Users::Remove).await;
+                recording::resource_unregistered(
+                    ctx.metrics(),
+                    kind,
+                    names,
+                    object.meta().uid.as_deref(),
+                );
+                Ok(action)
+            }
         }
     })
     .await
     .map_err(C::finalizer_failed)
+}
+
+/// Lists (or unlists) the object in the status of the (Cluster)TriggerAuthentications its
+/// triggers use ([`auth_status`]).
+async fn auth_users<C: Reconciler>(ctx: &C, object: &C::Object, names: (&str, &str), users: Users) {
+    auth_status::update(
+        ctx.client(),
+        ctx.resolver(),
+        C::KIND,
+        names,
+        C::triggers(object),
+        users,
+    )
+    .await;
 }
 
 fn error_policy<C: Reconciler>(_object: Arc<C::Object>, _e: &C::Error, ctx: Arc<C>) -> Action {

@@ -148,37 +148,42 @@ pub fn scale_loop_latency(
     metrics.loop_latency(namespace, name, kind, lag);
 }
 
-/// `keda_resource_registered_total` of a ScaledObject or ScaledJob (+1 when a loop starts, -1
-/// when it stops).
-pub fn resource_registered(metrics: &Metrics, kind: ResourceKind, namespace: &str, delta: i64) {
+/// `keda_resource_registered_total` and `keda_trigger_registered_total`: the custom resource
+/// `namespace/name` is counted with `trigger_types`, replacing what it counted before (KEDA's
+/// controllers' `updatePromMetrics`, at every reconcile of a live object).
+pub fn resource_registered(
+    metrics: &Metrics,
+    kind: CustomResourceKind,
+    (namespace, name): (&str, &str),
+    uid: Option<&str>,
+    trigger_types: &[&str],
+) {
     trace!(
         metric = "keda_resource_registered_total",
         kind = kind.as_str(),
         namespace,
-        delta
+        name,
+        ?trigger_types
     );
-    let kind = match kind {
-        ResourceKind::ScaledObject => CustomResourceKind::ScaledObject,
-        ResourceKind::ScaledJob => CustomResourceKind::ScaledJob,
-    };
-    if delta >= 0 {
-        metrics.resource_registered(kind, namespace);
-    } else {
-        metrics.resource_unregistered(kind, namespace);
-    }
+    metrics.register_resource(kind, (namespace, name), uid, trigger_types);
 }
 
-/// `keda_trigger_registered_total` (+1 per trigger when a loop starts, -1 when it stops).
-pub fn trigger_registered(metrics: &Metrics, trigger_type: &str, delta: i64) {
+/// The custom resource `namespace/name` (of `uid`, when given) is no longer counted (KEDA's
+/// `updatePromMetricsOnDelete`).
+pub fn resource_unregistered(
+    metrics: &Metrics,
+    kind: CustomResourceKind,
+    (namespace, name): (&str, &str),
+    uid: Option<&str>,
+) {
     trace!(
-        metric = "keda_trigger_registered_total",
-        trigger_type, delta
+        metric = "keda_resource_registered_total",
+        kind = kind.as_str(),
+        namespace,
+        name,
+        "unregistered"
     );
-    if delta >= 0 {
-        metrics.trigger_registered(trigger_type);
-    } else {
-        metrics.trigger_unregistered(trigger_type);
-    }
+    metrics.unregister_resource(kind, (namespace, name), uid);
 }
 
 /// `keda_internal_panics_total`, and the one log line of a caught panic: `error` was caught in

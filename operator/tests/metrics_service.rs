@@ -100,6 +100,53 @@ async fn values_are_answered_as_milli_quantities_with_a_timestamp() {
     assert_eq!(parsed.items.len(), 1);
 }
 
+/// Issue 16: every metric read counts as KEDA's metric service counts its gRPC `GetMetrics`
+/// calls (`keda_internal_metricsservice_grpc_server_*`): started, messages received and sent,
+/// handled by code (`OK`, or `Unknown` for an error) and timed. Requests that are no metric read
+/// (`/healthz`, an unknown path) are not calls.
+#[tokio::test]
+async fn metric_reads_are_counted_as_keda_s_grpc_server_calls() {
+    let metrics = keda_operator::telemetry::Metrics::new();
+    let service = service().with_metrics(metrics.clone());
+    for (namespace, name) in [("apps", "worker"), ("apps", "worker"), ("apps", "broken")] {
+        service
+            .respond(
+                &Method::GET,
+                &metric_values_path(namespace, name, "s0-redis-jobs"),
+            )
+            .await;
+    }
+    service.respond(&Method::GET, "/healthz").await;
+    service.respond(&Method::GET, "/nowhere").await;
+    let text = metrics.encode();
+    let method = r#"grpc_type="unary",grpc_service="api.MetricsService",grpc_method="GetMetrics""#;
+    let value = |series: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{series} ")))
+            .map(str::to_string)
+    };
+    let total = |name: &str| {
+        value(&format!(
+            "keda_internal_metricsservice_grpc_server_{name}{{{method}}}"
+        ))
+    };
+    assert_eq!(total("started_total").as_deref(), Some("3"), "{text}");
+    assert_eq!(total("msg_received_total").as_deref(), Some("3"), "{text}");
+    assert_eq!(total("msg_sent_total").as_deref(), Some("3"), "{text}");
+    assert_eq!(
+        total("handling_seconds_count").as_deref(),
+        Some("3"),
+        "{text}"
+    );
+    let handled = |code: &str| {
+        value(&format!(
+            r#"keda_internal_metricsservice_grpc_server_handled_total{{{method},grpc_code="{code}"}}"#
+        ))
+    };
+    assert_eq!(handled("OK").as_deref(), Some("2"), "{text}");
+    assert_eq!(handled("Unknown").as_deref(), Some("1"), "{text}");
+}
+
 #[tokio::test]
 async fn each_failure_has_its_status_and_reason() {
     for (namespace, name, metric, status, reason, mentions) in [

@@ -358,6 +358,106 @@ spec:
     op.stop().await;
 }
 
+/// The value of the series `name{labels}` in the exposition `text`.
+fn sample(text: &str, name: &str, labels: &str) -> Option<f64> {
+    let prefix = format!("{name}{{{labels}}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|v| v.parse().ok())
+}
+
+/// Issue 16, as KEDA's getScaledObjectState: with `scalingModifiers` each poll records the
+/// formula's value and activity as `keda_scaler_metrics_value` / `keda_scaler_active` with
+/// `scaler` and `metric` `composite-metric` and `triggerIndex` 0; the triggers keep their
+/// values but record no activity of their own.
+#[tokio::test]
+async fn a_scaling_modifiers_poll_records_keda_s_composite_metric_series() {
+    let Some((_server, w)) = world("metrics-api composite series").await else {
+        return;
+    };
+    let queue = MetricsApi::start(1.0).await;
+    let backlog = MetricsApi::start(1.0).await;
+    w.deployment("composed", 0).await;
+    let op = w.start_operator();
+    let yaml = format!(
+        r#"
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata:
+  name: composed
+spec:
+  scaleTargetRef:
+    name: composed
+  pollingInterval: 10
+  cooldownPeriod: 60
+  maxReplicaCount: 10
+  advanced:
+    scalingModifiers:
+      formula: "queue + 2 * backlog"
+      target: "4"
+      activationTarget: "3"
+  triggers:
+    - type: metrics-api
+      name: queue
+      metadata:
+        url: {}
+        valueLocation: queue.depth
+    - type: metrics-api
+      name: backlog
+      metadata:
+        url: {}
+        valueLocation: queue.depth
+        targetValue: "100"
+"#,
+        queue.url(),
+        backlog.url()
+    );
+    let so = w.create(&yaml).await;
+    w.polls_reach(&op, &so, 1).await;
+    let composite = r#"namespace="team",metric="composite-metric",scaledObject="composed",scaler="composite-metric",triggerIndex="0",type="scaledobject""#;
+    // 1 + 2 x 1 = 3: not above activationTarget 3.
+    let text = w.metrics.encode();
+    assert_eq!(
+        sample(&text, "keda_scaler_metrics_value", composite),
+        Some(3.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "keda_scaler_active", composite),
+        Some(0.0),
+        "{text}"
+    );
+    let backlog_labels = r#"namespace="team",metric="s1-metric-api-queue-depth",scaledObject="composed",scaler="backlog",triggerIndex="1",type="scaledobject""#;
+    assert_eq!(
+        sample(&text, "keda_scaler_metrics_value", backlog_labels),
+        Some(1.0),
+        "the triggers keep their values: {text}"
+    );
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.starts_with("keda_scaler_active{") && !l.contains(composite)),
+        "no trigger records its own activity: {text}"
+    );
+
+    // 2 + 2 x 5 = 12: active.
+    queue.set(2.0);
+    backlog.set(5.0);
+    w.poll_after(&op, &so, 10).await;
+    let text = w.metrics.encode();
+    assert_eq!(
+        sample(&text, "keda_scaler_metrics_value", composite),
+        Some(12.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "keda_scaler_active", composite),
+        Some(1.0),
+        "{text}"
+    );
+    op.stop().await;
+}
+
 /// KEDA's `scaling_modifiers` e2e proper: a formula over a `kubernetes-workload` trigger
 /// (matching pods of the namespace, from the operator's one pod watch) and a `metrics-api`
 /// trigger. Pods appearing and finishing move the composite value and activation as the API's

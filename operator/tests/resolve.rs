@@ -417,6 +417,89 @@ spec:
     );
 }
 
+/// Issue 16, `KEDA_RESTRICT_SECRET_ACCESS=true`: Secrets are read only in the cluster object
+/// namespace. A ClusterTriggerAuthentication (whose Secrets live there) works; a
+/// TriggerAuthentication's `secretTargetRef` and a container variable from a Secret in the
+/// object's namespace are refused with KEDA's hint (use a ClusterTriggerAuthentication), where
+/// KEDA reads the TriggerAuthentication's Secret name in its own namespace instead and leaves
+/// the variable undefined. ConfigMaps are read as before.
+#[tokio::test]
+async fn restricted_secret_access_reads_secrets_only_in_the_cluster_object_namespace() {
+    let mut config = ResolverConfig::new(KEDA_NS);
+    config.cache_sync_timeout = WAIT;
+    config.restrict_secret_access = true;
+    let c = cluster_with(config);
+    for ns in [NS, KEDA_NS] {
+        c.server
+            .seed(&secret(ns, "creds", &[("password", SECRET_VALUE)]))
+            .unwrap();
+    }
+    c.server
+        .seed(&config_map(NS, "settings", &[("host", "redis")]))
+        .unwrap();
+    c.server
+        .seed(&yaml::<keda_api::TriggerAuthentication>(&format!(
+            "apiVersion: keda.sh/v1alpha1
+kind: TriggerAuthentication
+metadata: {{name: ta, namespace: {NS}}}
+spec:
+  configMapTargetRef: [{{parameter: host, name: settings, key: host}}]
+  secretTargetRef: [{{parameter: password, name: creds, key: password}}]
+"
+        )))
+        .unwrap();
+    c.server
+        .seed(&yaml::<keda_api::ClusterTriggerAuthentication>(
+            "apiVersion: keda.sh/v1alpha1
+kind: ClusterTriggerAuthentication
+metadata: {name: cta}
+spec:
+  secretTargetRef: [{parameter: password, name: creds, key: password}]
+",
+        ))
+        .unwrap();
+    c.server
+        .seed(&deployment(
+            "worker",
+            "[{name: app, image: x, env: [
+                 {name: PASSWORD, valueFrom: {secretKeyRef: {name: creds, key: password}}},
+                 {name: HOST, valueFrom: {configMapKeyRef: {name: settings, key: host}}}
+               ]}]",
+        ))
+        .unwrap();
+
+    let t = trigger(
+        "{type: redis, metadata: {}, authenticationRef: {name: cta, kind: ClusterTriggerAuthentication}}",
+    );
+    let resolved = resolve(&c.resolver, source("so", "worker"), &t)
+        .await
+        .unwrap();
+    assert_eq!(auth(&resolved, "password"), SECRET_VALUE);
+
+    let t = trigger("{type: redis, metadata: {}, authenticationRef: {name: ta}}");
+    let text = expect_err(resolve(&c.resolver, source("so", "worker"), &t).await);
+    assert_eq!(
+        text,
+        "trigger 0 (redis): TriggerAuthentication team/ta: parameter \"password\": Secret team/creds is not read: \
+         secret access is restricted to the cluster object namespace \"keda\" (KEDA_RESTRICT_SECRET_ACCESS=true); \
+         use a ClusterTriggerAuthentication, whose Secrets are read there, instead of a TriggerAuthentication"
+    );
+
+    let t = trigger("{type: redis, metadata: {hostFromEnv: HOST, listName: q}}");
+    let resolved = resolve(&c.resolver, source("so", "worker"), &t)
+        .await
+        .unwrap();
+    assert_eq!(resolved.resolved_env["HOST"], "redis");
+    let t = trigger("{type: redis, metadata: {passwordFromEnv: PASSWORD, listName: q}}");
+    let text = expect_err(resolve(&c.resolver, source("so", "worker"), &t).await);
+    assert!(
+        text.starts_with("trigger 0 (redis): metadata \"passwordFromEnv\": variable \"PASSWORD\"")
+            && text.contains("Secret team/creds is not read: secret access is restricted")
+            && text.contains("KEDA_RESTRICT_SECRET_ACCESS=true"),
+        "{text}"
+    );
+}
+
 #[tokio::test]
 async fn missing_objects_keys_and_variables_are_named_without_any_value() {
     let c = cluster();

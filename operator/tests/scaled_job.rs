@@ -804,6 +804,49 @@ spec:
 }
 
 /// The value of the one series of `family` whose labels contain every one of `labels`.
+/// Issue 16, as KEDA's ScaledJob controller: a TriggerAuthentication's `status.scaledjobs`
+/// lists the ScaledJobs that use it (not `status.scaledobjects`), and a deleted ScaledJob
+/// leaves it; an empty list is no field.
+#[tokio::test]
+async fn a_trigger_authentication_lists_the_scaled_jobs_that_use_it() {
+    let dials = dial::Dials::new();
+    let w = World::start_with(dials.registry());
+    let auths: Api<keda_api::TriggerAuthentication> = Api::namespaced(w.client.clone(), NS);
+    let auth: keda_api::TriggerAuthentication = serde_yaml::from_str(
+        "apiVersion: keda.sh/v1alpha1\nkind: TriggerAuthentication\nmetadata: { name: job-auth }\nspec: {}\n",
+    )
+    .expect("YAML");
+    auths
+        .create(&PostParams::default(), &auth)
+        .await
+        .expect("create TriggerAuthentication");
+    let users = || async {
+        let status = auths.get("job-auth").await.expect("get").status;
+        (
+            status.as_ref().and_then(|s| s.scaledjobs.clone()),
+            status.and_then(|s| s.scaledobjects),
+        )
+    };
+    let yaml = dial_job("authed-job").replace(
+        "        dial: authed-job\n",
+        "        dial: authed-job\n      authenticationRef: { name: job-auth }\n",
+    );
+    assert!(yaml.contains("authenticationRef"), "{yaml}");
+    w.create(&yaml).await;
+    eventually("authed-job listed", || async {
+        (users().await == (Some("authed-job".to_string()), None)).then_some(())
+    })
+    .await;
+    w.scaled_jobs()
+        .delete("authed-job", &kube::api::DeleteParams::default())
+        .await
+        .expect("delete ScaledJob");
+    eventually("authed-job unlisted", || async {
+        (users().await == (None, None)).then_some(())
+    })
+    .await;
+}
+
 fn series(text: &str, family: &str, labels: &[&str]) -> Option<f64> {
     text.lines()
         .filter(|l| l.starts_with(&format!("{family}{{")))

@@ -741,6 +741,323 @@ async fn a_poll_records_the_scaler_value_and_activity_under_keda_s_names_and_lab
     op.stop().await;
 }
 
+/// The value of the series `name{labels}` in the exposition `text`.
+fn sample(text: &str, name: &str, labels: &str) -> Option<f64> {
+    let prefix = format!("{name}{{{labels}}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|v| v.parse().ok())
+}
+
+/// Waits until the series `name{labels}` of `w`'s metrics has `value`.
+async fn series_reaches(w: &World, name: &str, labels: &str, value: f64) {
+    scenarios::eventually(&format!("{name}{{{labels}}} = {value}"), || async {
+        (sample(&w.metrics.encode(), name, labels) == Some(value)).then_some(())
+    })
+    .await;
+}
+
+async fn create_cluster_yaml<K>(w: &World, yaml: &str)
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::ClusterResourceScope>
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + Clone
+        + std::fmt::Debug,
+{
+    let object: K = serde_yaml::from_str(yaml).expect("YAML");
+    let api: kube::Api<K> = kube::Api::all(w.client.clone());
+    api.create(&Default::default(), &object)
+        .await
+        .expect("create");
+}
+
+/// Issue 16, as KEDA's controllers' `updatePromMetrics`: `keda_resource_registered_total`
+/// counts ScaledObjects at reconcile, a paused one included (with its triggers in
+/// `keda_trigger_registered_total`), and every TriggerAuthentication (per namespace) and
+/// ClusterTriggerAuthentication (under `default`) that exists; deletions count down.
+#[tokio::test]
+async fn custom_resources_are_counted_at_reconcile_paused_objects_and_authentications_included() {
+    let Some((_server, w)) = world("registered").await else {
+        return;
+    };
+    let list = list("registered");
+    create_yaml::<keda_api::TriggerAuthentication>(
+        &w,
+        "apiVersion: keda.sh/v1alpha1\nkind: TriggerAuthentication\nmetadata: { name: counted-auth }\nspec: {}\n",
+    )
+    .await;
+    create_cluster_yaml::<keda_api::ClusterTriggerAuthentication>(
+        &w,
+        "apiVersion: keda.sh/v1alpha1\nkind: ClusterTriggerAuthentication\nmetadata: { name: counted-cluster-auth }\nspec: {}\n",
+    )
+    .await;
+    w.deployment("counted", 0).await;
+    let op = w.start_operator();
+    w.create(&scenarios::redis_object(
+        "counted",
+        "counted",
+        &list,
+        "",
+        r#""autoscaling.keda.sh/paused": "true""#,
+    ))
+    .await;
+    let objects = r#"type="scaled_object",namespace="team""#;
+    series_reaches(&w, "keda_resource_registered_total", objects, 1.0).await;
+    series_reaches(&w, "keda_trigger_registered_total", r#"type="redis""#, 1.0).await;
+    series_reaches(
+        &w,
+        "keda_resource_registered_total",
+        r#"type="trigger_authentication",namespace="team""#,
+        1.0,
+    )
+    .await;
+    series_reaches(
+        &w,
+        "keda_resource_registered_total",
+        r#"type="cluster_trigger_authentication",namespace="default""#,
+        1.0,
+    )
+    .await;
+    assert!(
+        !op.loops.is_running("team", "counted").await,
+        "paused: no loop, yet counted"
+    );
+
+    w.delete("counted").await;
+    series_reaches(&w, "keda_resource_registered_total", objects, 0.0).await;
+    series_reaches(&w, "keda_trigger_registered_total", r#"type="redis""#, 0.0).await;
+    let auths: kube::Api<keda_api::TriggerAuthentication> =
+        kube::Api::namespaced(w.client.clone(), &w.namespace);
+    auths
+        .delete("counted-auth", &Default::default())
+        .await
+        .expect("delete TriggerAuthentication");
+    series_reaches(
+        &w,
+        "keda_resource_registered_total",
+        r#"type="trigger_authentication",namespace="team""#,
+        0.0,
+    )
+    .await;
+    op.stop().await;
+}
+
+/// The `status.scaledobjects` of TriggerAuthentication `name` in `w`'s namespace.
+async fn trigger_auth_users(w: &World, name: &str) -> Option<String> {
+    let api: kube::Api<keda_api::TriggerAuthentication> =
+        kube::Api::namespaced(w.client.clone(), &w.namespace);
+    api.get(name)
+        .await
+        .expect("get TriggerAuthentication")
+        .status
+        .and_then(|s| s.scaledobjects)
+}
+
+/// The `status.scaledobjects` of ClusterTriggerAuthentication `name`.
+async fn cluster_trigger_auth_users(w: &World, name: &str) -> Option<String> {
+    let api: kube::Api<keda_api::ClusterTriggerAuthentication> = kube::Api::all(w.client.clone());
+    api.get(name)
+        .await
+        .expect("get ClusterTriggerAuthentication")
+        .status
+        .and_then(|s| s.scaledobjects)
+}
+
+/// A ScaledObject `name` whose redis trigger uses authentication `auth` of `kind`.
+fn object_using(name: &str, list: &str, auth: &str, kind: &str) -> String {
+    format!(
+        r#"
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata: {{ name: {name} }}
+spec:
+  scaleTargetRef: {{ name: {name} }}
+  pollingInterval: 10
+  maxReplicaCount: 1
+  triggers:
+    - type: redis
+      metadata:
+        address: 127.0.0.1:6379
+        listName: {list}
+        listLength: "5"
+      authenticationRef: {{ name: {auth}, kind: {kind} }}
+"#
+    )
+}
+
+/// Issue 16, as KEDA's `updateTriggerAuthenticationStatus`: a (Cluster)TriggerAuthentication's
+/// `status.scaledobjects` lists the ScaledObjects that use it, comma separated, in the order
+/// they first used it (not sorted); a deleted object leaves the list, and an empty list is no
+/// field. keda-rs writes only when the list changes.
+#[tokio::test]
+async fn trigger_authentications_list_the_scaled_objects_that_use_them() {
+    let Some((server, w)) = world("auth-users").await else {
+        return;
+    };
+    let list = list("auth-users");
+    create_yaml::<keda_api::TriggerAuthentication>(
+        &w,
+        "apiVersion: keda.sh/v1alpha1\nkind: TriggerAuthentication\nmetadata: { name: used-auth }\nspec: {}\n",
+    )
+    .await;
+    create_cluster_yaml::<keda_api::ClusterTriggerAuthentication>(
+        &w,
+        "apiVersion: keda.sh/v1alpha1\nkind: ClusterTriggerAuthentication\nmetadata: { name: used-cluster-auth }\nspec: {}\n",
+    )
+    .await;
+    for name in ["user-b", "user-a", "user-c"] {
+        w.deployment(name, 0).await;
+    }
+    let op = w.start_operator();
+    w.create(&object_using(
+        "user-b",
+        &list,
+        "used-auth",
+        "TriggerAuthentication",
+    ))
+    .await;
+    scenarios::eventually("user-b listed", || async {
+        (trigger_auth_users(&w, "used-auth").await.as_deref() == Some("user-b")).then_some(())
+    })
+    .await;
+    w.create(&object_using(
+        "user-a",
+        &list,
+        "used-auth",
+        "TriggerAuthentication",
+    ))
+    .await;
+    w.create(&object_using(
+        "user-c",
+        &list,
+        "used-cluster-auth",
+        "ClusterTriggerAuthentication",
+    ))
+    .await;
+    scenarios::eventually("user-b,user-a listed", || async {
+        (trigger_auth_users(&w, "used-auth").await.as_deref() == Some("user-b,user-a"))
+            .then_some(())
+    })
+    .await;
+    scenarios::eventually("user-c listed on the cluster authentication", || async {
+        (cluster_trigger_auth_users(&w, "used-cluster-auth")
+            .await
+            .as_deref()
+            == Some("user-c"))
+        .then_some(())
+    })
+    .await;
+
+    // Another reconcile of a listed object writes nothing.
+    let writes = || {
+        server
+            .request_counts()
+            .get(Verb::Patch, "triggerauthentications/status")
+    };
+    // Two reconciles of user-a that show on its status; the second starts after the first
+    // (and its authentication update) finished.
+    let before = writes();
+    let paused = |status: &'static str| {
+        let w = &w;
+        async move {
+            scenarios::eventually(&format!("Paused={status} on user-a"), || async {
+                scenarios::condition(&w.get("user-a").await, "Paused")
+                    .filter(|(s, _)| s == status)
+                    .map(|_| ())
+            })
+            .await;
+        }
+    };
+    w.annotate(
+        "user-a",
+        "autoscaling.keda.sh/paused-scale-in",
+        Some("true"),
+    )
+    .await;
+    paused("True").await;
+    w.annotate("user-a", "autoscaling.keda.sh/paused-scale-in", None)
+        .await;
+    paused("False").await;
+    assert_eq!(writes(), before, "an unchanged list is not written again");
+
+    w.delete("user-b").await;
+    scenarios::eventually("user-b unlisted", || async {
+        (trigger_auth_users(&w, "used-auth").await.as_deref() == Some("user-a")).then_some(())
+    })
+    .await;
+    w.delete("user-a").await;
+    w.delete("user-c").await;
+    scenarios::eventually("the lists emptied", || async {
+        (trigger_auth_users(&w, "used-auth").await.is_none()
+            && cluster_trigger_auth_users(&w, "used-cluster-auth")
+                .await
+                .is_none())
+        .then_some(())
+    })
+    .await;
+    op.stop().await;
+}
+
+/// Issue 16, as KEDA's getScalerState, which skips every metric spec that is not External: a
+/// `cpu` trigger gets no per-scaler series at all (no value, no activity, no latency, no error
+/// counter), while the External trigger beside it does.
+#[tokio::test]
+async fn a_cpu_trigger_records_no_per_scaler_series_as_in_keda() {
+    let Some((_server, w)) = world("cpu-series").await else {
+        return;
+    };
+    let list = list("cpu-series");
+    w.deployment("mixed-cpu", 0).await;
+    w.push(&list, 7).await;
+    let op = w.start_operator();
+    let so = w
+        .create(&format!(
+            r#"
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata:
+  name: mixed-cpu
+spec:
+  scaleTargetRef:
+    name: mixed-cpu
+  pollingInterval: 10
+  minReplicaCount: 1
+  maxReplicaCount: 3
+  triggers:
+    - type: cpu
+      metricType: Utilization
+      metadata:
+        value: "60"
+    - type: redis
+      metadata:
+        address: 127.0.0.1:6379
+        listName: {list}
+        listLength: "5"
+"#
+        ))
+        .await;
+    w.polls_reach(&op, &so, 1).await;
+    let text = w.metrics.encode();
+    let per_scaler = |line: &&str| {
+        line.starts_with("keda_scaler_") && line.contains(r#"scaledObject="mixed-cpu""#)
+    };
+    let series: Vec<&str> = text.lines().filter(per_scaler).collect();
+    assert!(
+        series
+            .iter()
+            .any(|l| l.starts_with("keda_scaler_active{") && l.contains(r#"triggerIndex="1""#)),
+        "the redis trigger is recorded: {text}"
+    );
+    assert!(
+        series
+            .iter()
+            .all(|l| !l.contains(r#"triggerIndex="0""#) && !l.contains("cpuMemoryScaler")),
+        "the cpu trigger is not: {series:#?}"
+    );
+    op.stop().await;
+}
+
 /// Loops that start together all read their target's replicas as soon as the target cache has
 /// listed. (kube's own readiness future wakes only its last waiter: the others used to sleep
 /// until the cache's 30 s timeout, so most objects created together activated one polling

@@ -2,7 +2,7 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::{MetricValues, MetricsError};
+use crate::telemetry::Metrics;
 
 /// How the metric service bounds its work.
 #[derive(Clone, Debug)]
@@ -65,6 +66,7 @@ pub struct MetricsService {
     values: Arc<dyn MetricValues>,
     options: MetricsServiceOptions,
     reports: Option<Arc<Lease<HubKey, ActivatorHub>>>,
+    metrics: Option<Metrics>,
 }
 
 impl std::fmt::Debug for MetricsService {
@@ -82,7 +84,16 @@ impl MetricsService {
             values,
             options,
             reports: None,
+            metrics: None,
         }
+    }
+
+    /// Records every metric read in `metrics` as KEDA's metric service records its gRPC calls
+    /// (`keda_internal_metricsservice_grpc_server_*`, method `api.MetricsService/GetMetrics`).
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Also accepts the activators' report streams at [`REPORT_PATH`], feeding `hub` (the one
@@ -215,7 +226,28 @@ impl MetricsService {
                 ),
             );
         };
-        let lookup = self.values.metric_values(&namespace, &name, &metric);
+        let started = Instant::now();
+        if let Some(metrics) = &self.metrics {
+            metrics.metric_service_call_started();
+        }
+        let response = self.metric_values(&namespace, &name, &metric).await;
+        if let Some(metrics) = &self.metrics {
+            metrics.metric_service_call_handled(
+                response.status() == StatusCode::OK,
+                started.elapsed(),
+            );
+        }
+        response
+    }
+
+    /// The answer to a read of `metric` of ScaledObject `namespace/name`.
+    async fn metric_values(
+        &self,
+        namespace: &str,
+        name: &str,
+        metric: &str,
+    ) -> Response<Full<Bytes>> {
+        let lookup = self.values.metric_values(namespace, name, metric);
         match tokio::time::timeout(self.options.request_timeout, lookup).await {
             Ok(Ok(values)) => {
                 let timestamp = Time(self.options.clock.now());

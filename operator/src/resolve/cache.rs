@@ -31,6 +31,10 @@ use super::keys::ObjKey;
 /// Called with the key of an object whose projection changed.
 pub(crate) type ChangeFn = Arc<dyn Fn(&ObjKey) + Send + Sync>;
 
+/// Called with an object's key and whether the object exists now, each time that may have
+/// changed (the first list included).
+pub(crate) type PresenceFn = Arc<dyn Fn(&ObjKey, bool) + Send + Sync>;
+
 /// Projections of one resource, keyed by namespace/name.
 pub(crate) struct Cache<V> {
     /// Plural resource name, for logs and errors.
@@ -40,6 +44,7 @@ pub(crate) struct Cache<V> {
     /// Watches that have not finished their first list.
     pending: AtomicUsize,
     ready: tokio::sync::watch::Sender<bool>,
+    presence: Option<PresenceFn>,
 }
 
 impl<V: PartialEq + Send + Sync + 'static> Cache<V> {
@@ -51,6 +56,19 @@ impl<V: PartialEq + Send + Sync + 'static> Cache<V> {
             entries: RwLock::new(HashMap::new()),
             pending: AtomicUsize::new(watches),
             ready: tokio::sync::watch::channel(watches == 0).0,
+            presence: None,
+        }
+    }
+
+    /// This cache, telling `presence` about every object that appears or goes away.
+    pub(crate) fn with_presence(mut self, presence: PresenceFn) -> Self {
+        self.presence = Some(presence);
+        self
+    }
+
+    fn tell_presence(&self, key: &ObjKey, present: bool) {
+        if let Some(presence) = &self.presence {
+            presence(key, present);
         }
     }
 
@@ -82,44 +100,64 @@ impl<V: PartialEq + Send + Sync + 'static> Cache<V> {
         self.entries.write().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Stores `value`; true if it is new or differs from the stored one.
+    /// Stores `value`; true if it is new or differs from the stored one. An equal value is
+    /// stored too: equality may ignore parts that are kept all the same (a
+    /// TriggerAuthentication's status).
     fn upsert(&self, key: ObjKey, value: V) -> bool {
-        let mut entries = self.write();
-        match entries.get(&key) {
-            Some(old) if **old == value => false,
-            _ => {
-                entries.insert(key, Arc::new(value));
-                true
-            }
+        let (changed, new) = {
+            let mut entries = self.write();
+            let (changed, new) = match entries.get(&key) {
+                Some(old) => (**old != value, false),
+                None => (true, true),
+            };
+            entries.insert(key.clone(), Arc::new(value));
+            (changed, new)
+        };
+        if new {
+            self.tell_presence(&key, true);
         }
+        changed
     }
 
     /// Removes `key`; true if it was there.
     fn remove(&self, key: &ObjKey) -> bool {
-        self.write().remove(key).is_some()
+        let removed = self.write().remove(key).is_some();
+        if removed {
+            self.tell_presence(key, false);
+        }
+        removed
     }
 
     /// Replaces every entry of `namespace` (all entries for `None`) with `fresh`, returning the
     /// keys that were added, changed or removed.
     fn replace(&self, namespace: Option<&str>, fresh: HashMap<ObjKey, V>) -> Vec<ObjKey> {
-        let mut entries = self.write();
         let mut changed = Vec::new();
-        let in_partition = |key: &ObjKey| namespace.is_none_or(|ns| key.namespace == ns);
-        entries.retain(|key, _| {
-            let keep = !in_partition(key) || fresh.contains_key(key);
-            if !keep {
-                changed.push(key.clone());
-            }
-            keep
-        });
-        for (key, value) in fresh {
-            match entries.get(&key) {
-                Some(old) if **old == value => {}
-                _ => {
+        let mut presence = Vec::new();
+        {
+            let mut entries = self.write();
+            let in_partition = |key: &ObjKey| namespace.is_none_or(|ns| key.namespace == ns);
+            entries.retain(|key, _| {
+                let keep = !in_partition(key) || fresh.contains_key(key);
+                if !keep {
                     changed.push(key.clone());
-                    entries.insert(key, Arc::new(value));
+                    presence.push((key.clone(), false));
                 }
+                keep
+            });
+            for (key, value) in fresh {
+                match entries.get(&key) {
+                    Some(old) if **old == value => {}
+                    Some(_) => changed.push(key.clone()),
+                    None => {
+                        presence.push((key.clone(), true));
+                        changed.push(key.clone());
+                    }
+                }
+                entries.insert(key, Arc::new(value));
             }
+        }
+        for (key, present) in &presence {
+            self.tell_presence(key, *present);
         }
         changed
     }
@@ -267,6 +305,36 @@ mod tests {
         assert_eq!(cache.get(&key("b", "other")).as_deref(), Some(&1));
         assert_eq!(cache.get(&key("a", "edited")).as_deref(), Some(&2));
         assert!(cache.get(&key("a", "gone")).is_none());
+    }
+
+    #[test]
+    fn presence_is_told_of_objects_that_appear_and_go_but_not_of_edits() {
+        let seen: Arc<std::sync::Mutex<Vec<(String, bool)>>> = Arc::default();
+        let log = Arc::clone(&seen);
+        let cache: Cache<u32> = Cache::new("things", WatchScope::All, 1).with_presence(Arc::new(
+            move |key: &ObjKey, present| {
+                log.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((key.to_string(), present));
+            },
+        ));
+        cache.upsert(key("a", "one"), 1);
+        cache.upsert(key("a", "one"), 2);
+        cache.upsert(key("a", "two"), 1);
+        cache.remove(&key("a", "two"));
+        cache.remove(&key("a", "two"));
+        cache.replace(Some("a"), HashMap::from([(key("a", "three"), 1)]));
+        let seen = seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        assert_eq!(
+            seen,
+            [
+                ("a/one".to_string(), true),
+                ("a/two".to_string(), true),
+                ("a/two".to_string(), false),
+                ("a/one".to_string(), false),
+                ("a/three".to_string(), true),
+            ]
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -87,6 +87,11 @@ pub struct ResolverConfig {
     pub secret_field_selector: Option<String>,
     /// How long the first resolution waits for the caches' initial list.
     pub cache_sync_timeout: Duration,
+    /// `KEDA_RESTRICT_SECRET_ACCESS`: Secrets are watched and read only in
+    /// `cluster_object_namespace`, so the operator needs no access to Secrets elsewhere; a
+    /// trigger that needs one from another namespace (a TriggerAuthentication's
+    /// `secretTargetRef`, a container variable from a Secret) fails, naming it.
+    pub restrict_secret_access: bool,
 }
 
 impl ResolverConfig {
@@ -99,6 +104,7 @@ impl ResolverConfig {
             file_path_auth_root: None,
             secret_field_selector: Some(DEFAULT_SECRET_FIELD_SELECTOR.to_string()),
             cache_sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,
+            restrict_secret_access: false,
         }
     }
 
@@ -112,6 +118,7 @@ impl ResolverConfig {
             .unwrap_or_else(|| DEFAULT_CLUSTER_OBJECT_NAMESPACE.to_string());
         Self {
             watch_scope: WatchScope::parse(&get(WATCH_NAMESPACE_ENV).unwrap_or_default()),
+            restrict_secret_access: restrict_secret_access(get(RESTRICT_SECRET_ACCESS_ENV)),
             ..Self::new(cluster_object_namespace.trim())
         }
     }
@@ -121,6 +128,27 @@ impl ResolverConfig {
     pub(crate) fn reference_scope(&self) -> WatchScope {
         self.watch_scope.with(&self.cluster_object_namespace)
     }
+
+    /// The namespaces whose Secrets are watched: those of [`reference_scope`], or only the
+    /// cluster object namespace under `KEDA_RESTRICT_SECRET_ACCESS`.
+    ///
+    /// [`reference_scope`]: Self::reference_scope
+    pub(crate) fn secret_scope(&self) -> WatchScope {
+        if self.restrict_secret_access {
+            WatchScope::Namespaces(vec![self.cluster_object_namespace.clone()])
+        } else {
+            self.reference_scope()
+        }
+    }
+}
+
+/// `KEDA_RESTRICT_SECRET_ACCESS`.
+pub const RESTRICT_SECRET_ACCESS_ENV: &str = "KEDA_RESTRICT_SECRET_ACCESS";
+
+/// KEDA's reading of `KEDA_RESTRICT_SECRET_ACCESS`: restricted when the value is `true` in
+/// any case; any other value, or none, is not.
+pub fn restrict_secret_access(value: Option<String>) -> bool {
+    value.is_some_and(|v| v.to_lowercase() == "true")
 }
 
 #[cfg(test)]
@@ -168,5 +196,36 @@ mod tests {
         assert_eq!(config.watch_scope, WatchScope::All);
         let config = ResolverConfig::from_env_with(env(&[]));
         assert_eq!(config.cluster_object_namespace, "keda");
+        assert!(!config.restrict_secret_access);
+    }
+
+    #[test]
+    fn restricted_secret_access_is_keda_s_case_insensitive_true_and_watches_one_namespace() {
+        assert!(restrict_secret_access(Some("true".into())));
+        assert!(restrict_secret_access(Some("TRUE".into())));
+        assert!(!restrict_secret_access(Some("1".into())));
+        assert!(!restrict_secret_access(Some(" true".into())));
+        assert!(!restrict_secret_access(None));
+        let pairs = [
+            (WATCH_NAMESPACE_ENV, "team-a,team-b"),
+            (CLUSTER_OBJECT_NAMESPACE_ENV, "keda"),
+            (RESTRICT_SECRET_ACCESS_ENV, "True"),
+        ];
+        let config = ResolverConfig::from_env_with(|key: &str| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| (*v).to_string())
+        });
+        assert!(config.restrict_secret_access);
+        assert_eq!(
+            config.secret_scope(),
+            WatchScope::Namespaces(vec!["keda".into()])
+        );
+        assert_eq!(
+            config.reference_scope(),
+            WatchScope::Namespaces(vec!["keda".into(), "team-a".into(), "team-b".into()]),
+            "ConfigMaps are read as before"
+        );
     }
 }

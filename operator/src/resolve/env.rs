@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{EnvFromSource, EnvVar};
 
+use super::error::restricted_secret;
 use super::expand::expand;
 use super::projection::{ConfigMapData, ContainerEnv, SecretData};
 
@@ -20,6 +21,10 @@ pub(crate) enum Lookup<T> {
     NotFound,
     /// The namespace is outside the watch scope.
     NotWatched,
+    /// `KEDA_RESTRICT_SECRET_ACCESS`: Secrets are read only in this namespace.
+    Restricted {
+        allowed: String,
+    },
 }
 
 /// Access to cached Secrets and ConfigMaps; implementations record what was read.
@@ -107,7 +112,8 @@ fn env_from(
                 "envFrom ConfigMap {namespace}/{} not found",
                 cm.name
             )),
-            Lookup::NotWatched => failed.push(format!(
+            // Only Secrets are ever restricted.
+            Lookup::NotWatched | Lookup::Restricted { .. } => failed.push(format!(
                 "envFrom ConfigMap {namespace}/{}: namespace not watched",
                 cm.name
             )),
@@ -133,6 +139,10 @@ fn env_from(
             Lookup::NotWatched => failed.push(format!(
                 "envFrom Secret {namespace}/{}: namespace not watched",
                 s.name
+            )),
+            Lookup::Restricted { allowed } => failed.push(format!(
+                "envFrom {}",
+                restricted_secret(namespace, &s.name, &allowed)
             )),
         }
     }
@@ -176,6 +186,9 @@ fn env_var(
                 "Secret {namespace}/{}: namespace not watched",
                 sel.name
             ))),
+            Lookup::Restricted { allowed } => {
+                Some(Err(restricted_secret(namespace, &sel.name, &allowed)))
+            }
         };
     }
     if let Some(sel) = &value_from.config_map_key_ref {
@@ -191,7 +204,8 @@ fn env_var(
             },
             Lookup::NotFound if optional => None,
             Lookup::NotFound => Some(Err(format!("ConfigMap {namespace}/{} not found", sel.name))),
-            Lookup::NotWatched => Some(Err(format!(
+            // Only Secrets are ever restricted.
+            Lookup::NotWatched | Lookup::Restricted { .. } => Some(Err(format!(
                 "ConfigMap {namespace}/{}: namespace not watched",
                 sel.name
             ))),

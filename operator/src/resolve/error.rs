@@ -170,6 +170,28 @@ pub enum RefProblem {
         /// The namespace.
         namespace: String,
     },
+    /// `KEDA_RESTRICT_SECRET_ACCESS` keeps Secrets outside the cluster object namespace
+    /// unread.
+    #[error("{}", restricted_secret(namespace, name, allowed))]
+    SecretAccessRestricted {
+        /// The Secret's namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// The only namespace whose Secrets are read (`KEDA_CLUSTER_OBJECT_NAMESPACE`).
+        allowed: String,
+    },
+}
+
+/// Why the Secret `namespace/name` is not read under `KEDA_RESTRICT_SECRET_ACCESS`, and what to
+/// use instead (KEDA's hint).
+pub(crate) fn restricted_secret(namespace: &str, name: &str, allowed: &str) -> String {
+    format!(
+        "Secret {namespace}/{name} is not read: secret access is restricted to the cluster object \
+         namespace \"{allowed}\" (KEDA_RESTRICT_SECRET_ACCESS=true); use a \
+         ClusterTriggerAuthentication, whose Secrets are read there, instead of a \
+         TriggerAuthentication"
+    )
 }
 
 /// Why a trigger's environment or authentication could not be resolved.

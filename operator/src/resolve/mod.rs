@@ -65,10 +65,12 @@ use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::watcher;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use crate::telemetry::{CustomResourceKind, Metrics};
+
 pub use config::{
     CLUSTER_OBJECT_NAMESPACE_ENV, DEFAULT_CACHE_SYNC_TIMEOUT, DEFAULT_CLUSTER_OBJECT_NAMESPACE,
-    DEFAULT_SECRET_FIELD_SELECTOR, POD_NAMESPACE_ENV, ResolverConfig, WATCH_NAMESPACE_ENV,
-    WatchScope,
+    DEFAULT_SECRET_FIELD_SELECTOR, POD_NAMESPACE_ENV, RESTRICT_SECRET_ACCESS_ENV, ResolverConfig,
+    WATCH_NAMESPACE_ENV, WatchScope, restrict_secret_access,
 };
 pub use error::{AuthName, EnvProblem, EnvUse, RefProblem, ResolveError};
 pub use keys::{PodSource, ScalableRef, ScaleTargetPodSource};
@@ -78,7 +80,8 @@ pub use signal::RebuildSignals;
 use cache::{Cache, ChangeFn};
 use keys::{DepKey, ObjKey};
 use notify::Notifier;
-use projection::{AuthSpec, ConfigMapData, SecretData};
+pub use projection::AuthUsers;
+use projection::{AuthEntry, ConfigMapData, SecretData};
 use target::Targets;
 
 /// Resolves triggers from watch caches and signals when their inputs change. Cheap to clone;
@@ -100,8 +103,8 @@ struct Inner {
     config: ResolverConfig,
     secrets: Arc<Cache<SecretData>>,
     config_maps: Arc<Cache<ConfigMapData>>,
-    auths: Arc<Cache<AuthSpec>>,
-    cluster_auths: Arc<Cache<AuthSpec>>,
+    auths: Arc<Cache<AuthEntry>>,
+    cluster_auths: Arc<Cache<AuthEntry>>,
     targets: Targets,
     notifier: Arc<Notifier>,
     _stop: DropGuard,
@@ -115,14 +118,32 @@ impl Resolver {
     /// # Panics
     /// Outside a tokio runtime (it spawns the watch tasks).
     pub fn new(client: Client, config: ResolverConfig) -> Self {
+        Self::start(client, config, None)
+    }
+
+    /// As [`new`](Self::new), and counts the TriggerAuthentications and
+    /// ClusterTriggerAuthentications its caches hold in `keda_resource_registered_total`
+    /// (`trigger_authentication` per namespace, `cluster_trigger_authentication` under
+    /// `default`), as KEDA's controllers of those kinds do: counted while they exist, whatever
+    /// uses them. Counting is idempotent, so two resolvers over the same objects (the
+    /// ScaledObject and ScaledJob controllers') count each once.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime (it spawns the watch tasks).
+    pub fn recording(client: Client, config: ResolverConfig, metrics: Metrics) -> Self {
+        Self::start(client, config, Some(metrics))
+    }
+
+    fn start(client: Client, config: ResolverConfig, metrics: Option<Metrics>) -> Self {
         let cancel = CancellationToken::new();
         let notifier = Arc::new(Notifier::default());
         let reference_scope = config.reference_scope();
 
+        let secret_scope = config.secret_scope();
         let secrets = Arc::new(Cache::new(
             "secrets",
-            reference_scope.clone(),
-            cache::watch_count(&reference_scope),
+            secret_scope.clone(),
+            cache::watch_count(&secret_scope),
         ));
         let mut secret_watch = watcher::Config::default();
         if let Some(selector) = &config.secret_field_selector {
@@ -152,10 +173,14 @@ impl Resolver {
         );
 
         let scope = config.watch_scope.clone();
-        let auths = Arc::new(Cache::new(
-            "triggerauthentications",
-            scope.clone(),
-            cache::watch_count(&scope),
+        let auths = Arc::new(counted(
+            Cache::new(
+                "triggerauthentications",
+                scope.clone(),
+                cache::watch_count(&scope),
+            ),
+            metrics.as_ref(),
+            CustomResourceKind::TriggerAuthentication,
         ));
         let ta = ApiResource::erase::<TriggerAuthentication>(&());
         let ta_client = client.clone();
@@ -171,10 +196,10 @@ impl Resolver {
             &cancel,
         );
 
-        let cluster_auths = Arc::new(Cache::new(
-            "clustertriggerauthentications",
-            WatchScope::All,
-            1,
+        let cluster_auths = Arc::new(counted(
+            Cache::new("clustertriggerauthentications", WatchScope::All, 1),
+            metrics.as_ref(),
+            CustomResourceKind::ClusterTriggerAuthentication,
         ));
         let cta = ApiResource::erase::<ClusterTriggerAuthentication>(&());
         let cta_client = client.clone();
@@ -245,6 +270,26 @@ impl Resolver {
             })
     }
 
+    /// The users a (Cluster)TriggerAuthentication's status lists, as its watch last saw them;
+    /// `None` when the cache does not hold it. `namespace` is ignored for a
+    /// ClusterTriggerAuthentication.
+    pub fn auth_users(
+        &self,
+        kind: keda_api::AuthenticationKind,
+        namespace: &str,
+        name: &str,
+    ) -> Option<AuthUsers> {
+        let entry = match kind {
+            keda_api::AuthenticationKind::TriggerAuthentication => {
+                self.inner.auths.get(&ObjKey::new(namespace, name))
+            }
+            keda_api::AuthenticationKind::ClusterTriggerAuthentication => {
+                self.inner.cluster_auths.get(&ObjKey::new("", name))
+            }
+        };
+        entry.map(|e| e.users.clone())
+    }
+
     /// Forgets what `scalable` used (call when it is deleted); it will get no more signals.
     pub fn forget(&self, scalable: &ScalableRef) {
         self.inner.notifier.forget(scalable);
@@ -313,6 +358,26 @@ where
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     }
+}
+
+/// `cache`, counting its objects as `kind` in `keda_resource_registered_total` when there are
+/// `metrics`.
+fn counted(
+    cache: Cache<AuthEntry>,
+    metrics: Option<&Metrics>,
+    kind: CustomResourceKind,
+) -> Cache<AuthEntry> {
+    let Some(metrics) = metrics.cloned() else {
+        return cache;
+    };
+    cache.with_presence(Arc::new(move |key: &ObjKey, present| {
+        let names = (key.namespace.as_str(), key.name.as_str());
+        if present {
+            crate::recording::resource_registered(&metrics, kind, names, None, &[]);
+        } else {
+            crate::recording::resource_unregistered(&metrics, kind, names, None);
+        }
+    }))
 }
 
 fn on_change(notifier: &Arc<Notifier>, dep: fn(ObjKey) -> DepKey) -> ChangeFn {

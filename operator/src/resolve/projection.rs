@@ -44,13 +44,56 @@ pub(crate) fn config_map(config_map: &ConfigMap) -> ConfigMapData {
 /// untyped objects so that one malformed object cannot break the list of all the others.
 pub(crate) type AuthSpec = Result<TriggerAuthenticationSpec, String>;
 
-pub(crate) fn auth_spec(object: &DynamicObject) -> AuthSpec {
+/// What the caches keep of a (Cluster)TriggerAuthentication: its spec, which resolutions read,
+/// and its users as its status lists them, which the ScaledObject and ScaledJob reconcilers
+/// keep up to date ([`crate::auth_status`]).
+#[derive(Clone, Debug)]
+pub(crate) struct AuthEntry {
+    pub(crate) spec: AuthSpec,
+    pub(crate) users: AuthUsers,
+}
+
+/// Two entries are the same when their specs are: a status write (ours, at every change of
+/// users) is no change of what a trigger resolves to, and must not rebuild any scaler.
+impl PartialEq for AuthEntry {
+    fn eq(&self, other: &Self) -> bool {
+        self.spec == other.spec
+    }
+}
+
+/// `status.scaledobjects` / `status.scaledjobs` of a (Cluster)TriggerAuthentication, and the
+/// `resourceVersion` they were read at.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AuthUsers {
+    /// `status.scaledobjects`: comma-separated names of the ScaledObjects that use it.
+    pub scaled_objects: Option<String>,
+    /// `status.scaledjobs`: comma-separated names of the ScaledJobs that use it.
+    pub scaled_jobs: Option<String>,
+    /// The object's `metadata.resourceVersion`.
+    pub resource_version: Option<String>,
+}
+
+pub(crate) fn auth_spec(object: &DynamicObject) -> AuthEntry {
     let spec = object
         .data
         .get("spec")
         .cloned()
         .unwrap_or(serde_json::Value::Object(Default::default()));
-    serde_json::from_value(spec).map_err(|e| e.to_string())
+    let status = object.data.get("status");
+    let field = |name: &str| {
+        status
+            .and_then(|s| s.get(name))
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_string)
+    };
+    AuthEntry {
+        spec: serde_json::from_value(spec).map_err(|e| e.to_string()),
+        users: AuthUsers {
+            scaled_objects: field("scaledobjects"),
+            scaled_jobs: field("scaledjobs"),
+            resource_version: object.metadata.resource_version.clone(),
+        },
+    }
 }
 
 /// The environment part of one container of a pod template.

@@ -302,7 +302,7 @@ impl ResolveSession {
             trigger: id.clone(),
             auth: auth.clone(),
         })?;
-        match spec.as_ref() {
+        match &spec.spec {
             Ok(spec) => Ok((auth, spec.clone(), refs_namespace)),
             Err(reason) => Err(ResolveError::AuthInvalid {
                 trigger: id.clone(),
@@ -486,6 +486,13 @@ fn secret_key(
         Lookup::Found(data) => data,
         Lookup::NotFound => return Err(not_found("Secret", namespace, entry)),
         Lookup::NotWatched => return Err(not_watched(namespace)),
+        Lookup::Restricted { allowed } => {
+            return Err(RefProblem::SecretAccessRestricted {
+                namespace: namespace.to_string(),
+                name: entry.name.clone(),
+                allowed,
+            });
+        }
     };
     let bytes = data
         .0
@@ -512,7 +519,8 @@ fn config_map_key(
     let data = match refs.config_map(namespace, &entry.name) {
         Lookup::Found(data) => data,
         Lookup::NotFound => return Err(not_found("ConfigMap", namespace, entry)),
-        Lookup::NotWatched => return Err(not_watched(namespace)),
+        // Only Secrets are ever restricted.
+        Lookup::NotWatched | Lookup::Restricted { .. } => return Err(not_watched(namespace)),
     };
     data.0
         .get(&entry.key)
@@ -551,6 +559,12 @@ struct SessionRefs<'a> {
 
 impl Refs for SessionRefs<'_> {
     fn secret(&mut self, namespace: &str, name: &str) -> Lookup<Arc<SecretData>> {
+        let config = &self.inner.config;
+        if config.restrict_secret_access && namespace != config.cluster_object_namespace {
+            return Lookup::Restricted {
+                allowed: config.cluster_object_namespace.clone(),
+            };
+        }
         if !self.inner.secrets.covers(namespace) {
             return Lookup::NotWatched;
         }

@@ -13,7 +13,9 @@ use crate::decision::TriggerSummary;
 use crate::fallback::{
     self, FallbackContext, FallbackSpec, MetricHealth, MetricOutcome, MetricTargetType,
 };
-use crate::formula::{MODIFIERS_TRIGGER, composite_is_active, composite_value};
+use crate::formula::{
+    COMPOSITE_METRIC_NAME, MODIFIERS_TRIGGER, composite_is_active, composite_value,
+};
 use crate::isolation::{InternalError, TriggerRef, catch_panic};
 use crate::recording::{self, ScalerLabels};
 use crate::scalers::{ObjectScalers, TriggerScaler};
@@ -223,7 +225,11 @@ pub async fn read_metric(
     if let Some(v) = reading.value {
         recording::scaler_metrics_value(ctx.metrics, labels, v);
     }
-    recording::scaler_active(ctx.metrics, labels, active);
+    // With `scalingModifiers` no trigger is active on its own: the composite metric is (KEDA's
+    // getScalerState records a trigger's activity only without modifiers).
+    if scalers.modifiers.is_none() {
+        recording::scaler_active(ctx.metrics, labels, active);
+    }
     (reading, evaluated.health)
 }
 
@@ -263,7 +269,33 @@ pub async fn poll(
         &out.readings,
         &mut out.composite,
     );
+    record_composite(scalers, ctx, &out);
     out
+}
+
+/// KEDA's series of the `scalingModifiers` formula: `keda_scaler_metrics_value` and
+/// `keda_scaler_active` with `scaler` and `metric` `composite-metric` and `triggerIndex` 0,
+/// active when the value is above `activationTarget`. As in KEDA's getScaledObjectState, only
+/// when no trigger failed (a fallback value standing in for a failed read included) and the
+/// formula gave a value.
+fn record_composite(scalers: &ObjectScalers, ctx: &ReadContext<'_>, result: &PollResult) {
+    let (Some(m), Some(value)) = (&scalers.modifiers, result.composite) else {
+        return;
+    };
+    if result.readings.values().any(|r| r.failure.is_some()) {
+        return;
+    }
+    let labels = ScalerLabels {
+        kind: ctx.kind,
+        namespace: ctx.namespace,
+        metric: COMPOSITE_METRIC_NAME,
+        scaled_object: ctx.name,
+        scaler: COMPOSITE_METRIC_NAME,
+        trigger_name: COMPOSITE_METRIC_NAME,
+        trigger_index: 0,
+    };
+    recording::scaler_metrics_value(ctx.metrics, labels, value);
+    recording::scaler_active(ctx.metrics, labels, value > m.activation_target);
 }
 
 /// The decision's view of a set of readings: per-trigger activity, or the composite activity

@@ -200,7 +200,11 @@ impl ScaledJobController {
         let (store, writer) = reflector::store();
         // Like the ScaledObject controller, the ScaledJob controller resolves its triggers'
         // TriggerAuthentications and `*FromEnv` values through a resolver of its own.
-        let resolver = Resolver::new(client.clone(), config.resolver.clone());
+        let resolver = Resolver::recording(
+            client.clone(),
+            config.resolver.clone(),
+            config.metrics.clone(),
+        );
         let loops = JobLoops::new(
             client.clone(),
             store.clone(),
@@ -301,6 +305,18 @@ impl Reconciler for Context {
 
     fn client(&self) -> &Client {
         &self.client
+    }
+
+    fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    fn resolver(&self) -> &Resolver {
+        &self.resolver
+    }
+
+    fn triggers(object: &ScaledJob) -> &[keda_api::ScaleTrigger] {
+        &object.spec.triggers
     }
 
     fn internal(error: InternalError) -> ScaledJobError {

@@ -43,6 +43,60 @@ fn rate_limiter_histogram() -> Histogram {
     Histogram::new(RATE_LIMITER_BUCKETS)
 }
 
+/// Buckets of `keda_internal_metricsservice_grpc_server_handling_seconds`, KEDA's (seconds).
+const METRIC_SERVICE_BUCKETS: [f64; 14] = [
+    0.001, 0.01, 0.1, 0.3, 0.6, 1.0, 3.0, 6.0, 9.0, 20.0, 30.0, 60.0, 90.0, 120.0,
+];
+
+type HandlingHistograms = Family<GrpcLabels, Histogram, fn() -> Histogram>;
+
+fn metric_service_histogram() -> Histogram {
+    Histogram::new(METRIC_SERVICE_BUCKETS)
+}
+
+/// The service and method of KEDA's metric service (`pkg/metricsservice/api/metrics.proto`):
+/// the one call the metrics-apiserver makes, which keda-rs' metric service answers over
+/// HTTP/2 and JSON instead of gRPC.
+const METRIC_SERVICE_GRPC_SERVICE: &str = "api.MetricsService";
+const METRIC_SERVICE_GRPC_METHOD: &str = "GetMetrics";
+
+/// `{grpc_type, grpc_service, grpc_method}` of KEDA's gRPC server metrics (go-grpc-middleware's
+/// Prometheus provider).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct GrpcLabels {
+    grpc_method: &'static str,
+}
+
+impl EncodeLabelSet for GrpcLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        [
+            ("grpc_type", "unary"),
+            ("grpc_service", METRIC_SERVICE_GRPC_SERVICE),
+            ("grpc_method", self.grpc_method),
+        ]
+        .encode(encoder)
+    }
+}
+
+/// [`GrpcLabels`] and `grpc_code`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct GrpcCodeLabels {
+    grpc_method: &'static str,
+    grpc_code: &'static str,
+}
+
+impl EncodeLabelSet for GrpcCodeLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        [
+            ("grpc_type", "unary"),
+            ("grpc_service", METRIC_SERVICE_GRPC_SERVICE),
+            ("grpc_method", self.grpc_method),
+            ("grpc_code", self.grpc_code),
+        ]
+        .encode(encoder)
+    }
+}
+
 /// Which kind of scalable resource a scaler or loop belongs to: the `type` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ResourceKind {
@@ -64,6 +118,14 @@ impl ResourceKind {
         match self {
             Self::ScaledObject => "ScaledObject",
             Self::ScaledJob => "ScaledJob",
+        }
+    }
+
+    /// The kind as a custom resource of `keda_resource_registered_total`.
+    pub fn custom_resource(self) -> CustomResourceKind {
+        match self {
+            Self::ScaledObject => CustomResourceKind::ScaledObject,
+            Self::ScaledJob => CustomResourceKind::ScaledJob,
         }
     }
 }
@@ -310,6 +372,11 @@ struct Families {
     build_info: Family<BuildInfo, Gauge>,
     rate_limiter_wait: WaitHistograms,
     rate_limiter_throttled: Family<VerbLabels, Counter>,
+    grpc_started: Family<GrpcLabels, Counter>,
+    grpc_handled: Family<GrpcCodeLabels, Counter>,
+    grpc_msg_received: Family<GrpcLabels, Counter>,
+    grpc_msg_sent: Family<GrpcLabels, Counter>,
+    grpc_handling: HandlingHistograms,
 }
 
 struct Inner {
@@ -321,6 +388,25 @@ struct Inner {
     /// Per-scaler label sets recorded so far, by owner, so [`Metrics::forget_scalers`] can
     /// delete them (KEDA's `DeletePartialMatch`).
     recorded: Mutex<HashMap<Owner, HashSet<ScalerLabels>>>,
+    /// The custom resources counted in `keda_resource_registered_total` (and their triggers in
+    /// `keda_trigger_registered_total`), so that counting one again replaces what it counted
+    /// before: KEDA's `*PromMetricsMap` of its controllers.
+    registered: Mutex<HashMap<RegisteredKey, Registration>>,
+}
+
+/// A custom resource counted in `keda_resource_registered_total`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct RegisteredKey {
+    kind: CustomResourceKind,
+    namespace: String,
+    name: String,
+}
+
+/// What one counted custom resource contributes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Registration {
+    uid: Option<String>,
+    trigger_types: Vec<String>,
 }
 
 /// The operator's metrics registry and its typed recording API. Cheap to clone; clones share
@@ -390,6 +476,11 @@ impl Metrics {
             build_info: Family::default(),
             rate_limiter_wait: Family::new_with_constructor(rate_limiter_histogram),
             rate_limiter_throttled: Family::default(),
+            grpc_started: Family::default(),
+            grpc_handled: Family::default(),
+            grpc_msg_received: Family::default(),
+            grpc_msg_sent: Family::default(),
+            grpc_handling: Family::new_with_constructor(metric_service_histogram),
         };
         let mut registry = Registry::with_prefix(NAMESPACE);
         let r = &mut registry;
@@ -461,6 +552,38 @@ impl Metrics {
             "Total deviation (in seconds) between the expected execution time and the actual execution time for the scaling loop.",
             f.loop_latency.clone(),
         );
+        // KEDA's gRPC server metrics of its metric service (`newPromServerMetrics`: namespace
+        // `keda_internal_metricsservice`, go-grpc-middleware's names and help texts).
+        register(
+            r,
+            "internal_metricsservice_grpc_server_started",
+            "Total number of RPCs started on the server.",
+            f.grpc_started.clone(),
+        );
+        register(
+            r,
+            "internal_metricsservice_grpc_server_handled",
+            "Total number of RPCs completed on the server, regardless of success or failure.",
+            f.grpc_handled.clone(),
+        );
+        register(
+            r,
+            "internal_metricsservice_grpc_server_msg_received",
+            "Total number of RPC stream messages received on the server.",
+            f.grpc_msg_received.clone(),
+        );
+        register(
+            r,
+            "internal_metricsservice_grpc_server_msg_sent",
+            "Total number of gRPC stream messages sent by the server.",
+            f.grpc_msg_sent.clone(),
+        );
+        register(
+            r,
+            "internal_metricsservice_grpc_server_handling_seconds",
+            "Histogram of response latency (seconds) of gRPC that had been application-level handled by the server.",
+            f.grpc_handling.clone(),
+        );
         // Not in KEDA, whose operator exits on a panic (crate::isolation).
         register(
             r,
@@ -488,6 +611,7 @@ impl Metrics {
                 client_registry,
                 families,
                 recorded: Mutex::new(HashMap::new()),
+                registered: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -665,6 +789,85 @@ impl Metrics {
         }
     }
 
+    /// Counts the custom resource `namespace/name` of `kind` in `keda_resource_registered_total`
+    /// and its `trigger_types` in `keda_trigger_registered_total`, replacing what it counted
+    /// before (KEDA's controllers' `updatePromMetrics`, run at every reconcile). Idempotent:
+    /// counting the same resource with the same triggers again changes nothing, so several
+    /// observers of one resource count it once. `uid` identifies this incarnation of the
+    /// resource for [`unregister_resource`](Self::unregister_resource).
+    pub fn register_resource(
+        &self,
+        kind: CustomResourceKind,
+        (namespace, name): (&str, &str),
+        uid: Option<&str>,
+        trigger_types: &[&str],
+    ) {
+        let key = RegisteredKey {
+            kind,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        };
+        let registration = Registration {
+            uid: uid.map(str::to_string),
+            trigger_types: trigger_types.iter().map(|t| (*t).to_string()).collect(),
+        };
+        let mut registered = self
+            .inner
+            .registered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match registered.get(&key) {
+            Some(old) if old.trigger_types == registration.trigger_types => {}
+            Some(old) => {
+                for t in &old.trigger_types {
+                    self.trigger_unregistered(t);
+                }
+                for t in &registration.trigger_types {
+                    self.trigger_registered(t);
+                }
+            }
+            None => {
+                self.resource_registered(kind, namespace);
+                for t in &registration.trigger_types {
+                    self.trigger_registered(t);
+                }
+            }
+        }
+        registered.insert(key, registration);
+    }
+
+    /// Stops counting the custom resource `namespace/name` of `kind` (KEDA's
+    /// `updatePromMetricsOnDelete`). With `uid`, only the incarnation of that UID: one deleted
+    /// and created again under the same name is left counted. Idempotent.
+    pub fn unregister_resource(
+        &self,
+        kind: CustomResourceKind,
+        (namespace, name): (&str, &str),
+        uid: Option<&str>,
+    ) {
+        let key = RegisteredKey {
+            kind,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        };
+        let mut registered = self
+            .inner
+            .registered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let Some(old) = registered.get(&key) else {
+            return;
+        };
+        if uid.is_some_and(|uid| old.uid.as_deref().is_some_and(|old| old != uid)) {
+            return;
+        }
+        for t in &old.trigger_types {
+            self.trigger_unregistered(t);
+        }
+        self.resource_unregistered(kind, namespace);
+        registered.remove(&key);
+    }
+
     /// Deletes every per-scaler series (value, active, latency, errors) of one ScaledObject or
     /// ScaledJob, and its paused and loop-latency series, so a deleted object or a removed
     /// trigger does not keep reporting stale values. The object's error counter is kept, as in
@@ -714,6 +917,39 @@ impl Metrics {
         if !waited.is_zero() {
             f.rate_limiter_throttled.get_or_create(&labels).inc();
         }
+    }
+
+    /// A metric read of the metric service began: KEDA's `GetMetrics` call started and its
+    /// request received (`keda_internal_metricsservice_grpc_server_started_total`,
+    /// `..._msg_received_total`).
+    pub fn metric_service_call_started(&self) {
+        let labels = GrpcLabels {
+            grpc_method: METRIC_SERVICE_GRPC_METHOD,
+        };
+        let f = self.families();
+        f.grpc_started.get_or_create(&labels).inc();
+        f.grpc_msg_received.get_or_create(&labels).inc();
+    }
+
+    /// A metric read of the metric service was answered after `elapsed`, with values (`ok`) or
+    /// an error: `..._msg_sent_total`, `..._handled_total` with `grpc_code` `OK`, or `Unknown`
+    /// as KEDA's server reports the plain errors of its handler, and
+    /// `..._handling_seconds`.
+    pub fn metric_service_call_handled(&self, ok: bool, elapsed: Duration) {
+        let labels = GrpcLabels {
+            grpc_method: METRIC_SERVICE_GRPC_METHOD,
+        };
+        let f = self.families();
+        f.grpc_msg_sent.get_or_create(&labels).inc();
+        f.grpc_handled
+            .get_or_create(&GrpcCodeLabels {
+                grpc_method: METRIC_SERVICE_GRPC_METHOD,
+                grpc_code: if ok { "OK" } else { "Unknown" },
+            })
+            .inc();
+        f.grpc_handling
+            .get_or_create(&labels)
+            .observe(elapsed.as_secs_f64());
     }
 
     /// Registers another metric in the same registry (for example the metric service's request
@@ -1116,6 +1352,127 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains(r#"type="""#), "{text}");
+    }
+
+    #[test]
+    fn metric_service_calls_have_keda_s_grpc_server_names_labels_and_buckets() {
+        let metrics = Metrics::with_build_info(build());
+        metrics.metric_service_call_started();
+        metrics.metric_service_call_handled(true, Duration::from_millis(50));
+        metrics.metric_service_call_started();
+        metrics.metric_service_call_handled(false, Duration::from_secs(2));
+        let text = metrics.encode();
+        let method =
+            r#"grpc_type="unary",grpc_service="api.MetricsService",grpc_method="GetMetrics""#;
+        for (series, value) in [
+            (
+                "keda_internal_metricsservice_grpc_server_started_total",
+                "2",
+            ),
+            (
+                "keda_internal_metricsservice_grpc_server_msg_received_total",
+                "2",
+            ),
+            (
+                "keda_internal_metricsservice_grpc_server_msg_sent_total",
+                "2",
+            ),
+            (
+                "keda_internal_metricsservice_grpc_server_handling_seconds_count",
+                "2",
+            ),
+        ] {
+            assert_eq!(
+                line_value(&text, &format!("{series}{{{method}}}")),
+                Some(value.into()),
+                "{series}: {text}"
+            );
+        }
+        for (code, value) in [("OK", "1"), ("Unknown", "1")] {
+            assert_eq!(
+                line_value(
+                    &text,
+                    &format!(
+                        r#"keda_internal_metricsservice_grpc_server_handled_total{{{method},grpc_code="{code}"}}"#
+                    )
+                ),
+                Some(value.into()),
+                "{text}"
+            );
+        }
+        assert_eq!(
+            line_value(
+                &text,
+                &format!(
+                    r#"keda_internal_metricsservice_grpc_server_handling_seconds_bucket{{le="0.1",{method}}}"#
+                )
+            ),
+            Some("1".into()),
+            "{text}"
+        );
+        assert!(text.contains(r#"le="120.0""#), "KEDA's last bucket: {text}");
+        assert!(
+            text.contains("# HELP keda_internal_metricsservice_grpc_server_handled Total number of RPCs completed on the server, regardless of success or failure.\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn registering_a_resource_again_replaces_what_it_counted() {
+        let metrics = Metrics::with_build_info(build());
+        let so = CustomResourceKind::ScaledObject;
+        metrics.register_resource(so, ("shop", "orders"), Some("u1"), &["redis", "cpu"]);
+        // Counted again (another reconcile, another observer): no change.
+        metrics.register_resource(so, ("shop", "orders"), Some("u1"), &["redis", "cpu"]);
+        metrics.register_resource(so, ("shop", "payments"), Some("u2"), &["redis"]);
+        let text = metrics.encode();
+        assert_eq!(
+            line_value(
+                &text,
+                r#"keda_resource_registered_total{type="scaled_object",namespace="shop"}"#
+            ),
+            Some("2".into()),
+            "{text}"
+        );
+        assert_eq!(
+            line_value(&text, r#"keda_trigger_registered_total{type="redis"}"#),
+            Some("2".into())
+        );
+        // A trigger changed: the old one is no longer counted.
+        metrics.register_resource(so, ("shop", "orders"), Some("u1"), &["kafka"]);
+        // Another incarnation's deletion leaves this one counted.
+        metrics.unregister_resource(so, ("shop", "payments"), Some("old-uid"));
+        let text = metrics.encode();
+        assert_eq!(
+            line_value(&text, r#"keda_trigger_registered_total{type="cpu"}"#),
+            Some("0".into())
+        );
+        assert_eq!(
+            line_value(&text, r#"keda_trigger_registered_total{type="kafka"}"#),
+            Some("1".into())
+        );
+        assert_eq!(
+            line_value(
+                &text,
+                r#"keda_resource_registered_total{type="scaled_object",namespace="shop"}"#
+            ),
+            Some("2".into())
+        );
+        metrics.unregister_resource(so, ("shop", "payments"), Some("u2"));
+        metrics.unregister_resource(so, ("shop", "payments"), None);
+        metrics.unregister_resource(so, ("shop", "orders"), None);
+        let text = metrics.encode();
+        assert_eq!(
+            line_value(
+                &text,
+                r#"keda_resource_registered_total{type="scaled_object",namespace="shop"}"#
+            ),
+            Some("0".into())
+        );
+        assert_eq!(
+            line_value(&text, r#"keda_trigger_registered_total{type="redis"}"#),
+            Some("0".into())
+        );
     }
 
     #[test]
