@@ -24,6 +24,7 @@
 //!   process wiring).
 
 pub mod admin;
+pub mod cloud_events;
 pub mod cluster_view;
 pub mod config;
 pub mod controller;
