@@ -1,21 +1,24 @@
-//! The four CRDs as `CustomResourceDefinition` objects and as the YAML committed under
+//! The six CRDs (the four of `keda.sh` and the two of `eventing.keda.sh`) as `CustomResourceDefinition` objects and as the YAML committed under
 //! `config/crd/` (one file per CRD, named `<group>_<plural>.yaml` like KEDA's generated files).
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
+use crate::cloud_event_source::{CloudEventSource, ClusterCloudEventSource};
 use crate::{ClusterTriggerAuthentication, ScaledJob, ScaledObject, TriggerAuthentication};
 
 /// The command that regenerates the committed CRD files.
 pub const REGENERATE_COMMAND: &str = "cargo run -p keda-api --bin crdgen -- --out config/crd";
 
-/// All four CRDs, in a stable order.
+/// All six CRDs, in a stable order.
 pub fn all() -> Vec<CustomResourceDefinition> {
     vec![
         ScaledObject::crd(),
         ScaledJob::crd(),
         TriggerAuthentication::crd(),
         ClusterTriggerAuthentication::crd(),
+        CloudEventSource::crd(),
+        ClusterCloudEventSource::crd(),
     ]
 }
 

@@ -3,6 +3,8 @@
 //!
 //! - [`ScaledObject`], [`ScaledJob`], [`TriggerAuthentication`] and
 //!   [`ClusterTriggerAuthentication`]: the four CRDs, wire-compatible with KEDA.
+//! - [`cloud_event_source`]: `CloudEventSource` and `ClusterCloudEventSource`
+//!   (`eventing.keda.sh/v1alpha1`), KEDA's CloudEvent types and their admission rule.
 //! - [`condition`]: condition types and reasons; [`annotations`]: annotation and label keys.
 //! - [`gvkr`]: scale target type parsing.
 //! - [`num`]: number conversions that saturate instead of wrapping or panicking.
@@ -12,6 +14,7 @@
 //!   metric service.
 
 pub mod annotations;
+pub mod cloud_event_source;
 pub mod condition;
 pub mod crd;
 pub mod external_metrics;

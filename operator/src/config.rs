@@ -286,6 +286,10 @@ pub struct Flags {
     /// unset, `filePath` is refused with a message naming this flag.
     #[arg(long, value_name = "DIR")]
     pub filepath_auth_root_path: Option<PathBuf>,
+    /// Cluster name in the `source` and `subject` of the CloudEvents that CloudEventSources
+    /// receive, when a source names none (KEDA's flag).
+    #[arg(long, value_name = "NAME", default_value = crate::cloud_events::DEFAULT_CLUSTER_NAME)]
+    pub k8s_cluster_name: String,
 }
 
 /// Which namespaces the controllers and the resolver watch (`WATCH_NAMESPACE`).
@@ -333,6 +337,8 @@ pub struct Settings {
     pub file_path_auth_root: Option<PathBuf>,
     /// Secrets are read only in `cluster_object_namespace` (`KEDA_RESTRICT_SECRET_ACCESS`).
     pub restrict_secret_access: bool,
+    /// Cluster name of CloudEvents (`--k8s-cluster-name`).
+    pub k8s_cluster_name: String,
 }
 
 /// Why the settings cannot be used.
@@ -478,6 +484,7 @@ impl Settings {
             file_path_auth_root: flags
                 .filepath_auth_root_path
                 .filter(|p| !p.as_os_str().is_empty()),
+            k8s_cluster_name: flags.k8s_cluster_name,
         })
     }
 }

@@ -35,6 +35,7 @@ use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::cloud_events::CloudEvents;
 use crate::decision::{Observed, Pause, ScaleAnnotations, TriggerSummary, decide};
 use crate::error::Error;
 use crate::events::{self, Events};
@@ -97,6 +98,9 @@ pub struct ControllerConfig {
     /// Which hosts each namespace may claim with `http` triggers (`--http-host-policy`; the
     /// activator must be given the same policy).
     pub http_host_policy: HostPolicy,
+    /// Where the reconcilers' events also go as CloudEvents (the emitter of
+    /// [`crate::cloud_events`]); the default sends none.
+    pub cloud_events: CloudEvents,
 }
 
 impl ControllerConfig {
@@ -150,6 +154,7 @@ impl Default for ControllerConfig {
             resolver: ResolverConfig::new(DEFAULT_CLUSTER_OBJECT_NAMESPACE),
             metrics: Metrics::new(),
             http_host_policy: HostPolicy::allow_all(),
+            cloud_events: CloudEvents::default(),
         }
     }
 }
@@ -294,7 +299,8 @@ impl ScaledObjectController {
                 self.config.events_client.as_ref(),
                 &self.client,
                 &self.config.reporter,
-            ),
+            )
+            .with_cloud_events(self.config.cloud_events.clone()),
             hpas: hpa_cache,
             clock: self.config.clock.clone(),
             started_at: self.started_at,

@@ -7,6 +7,7 @@ use kube::Resource;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tracing::debug;
 
+use crate::cloud_events::CloudEvents;
 use crate::decision::{self, ScaleEvent};
 
 /// `ScaledObjectReady`.
@@ -44,6 +45,7 @@ pub struct Events {
     client: kube::Client,
     reporter: Reporter,
     current: Arc<Mutex<(Recorder, usize)>>,
+    cloud_events: CloudEvents,
 }
 
 impl Events {
@@ -55,6 +57,16 @@ impl Events {
             client,
             reporter,
             current: Arc::new(Mutex::new((recorder, 0))),
+            cloud_events: CloudEvents::default(),
+        }
+    }
+
+    /// These events also go to `cloud_events` (the CloudEventSources), for the reasons KEDA
+    /// sends as CloudEvents.
+    pub fn with_cloud_events(self, cloud_events: CloudEvents) -> Events {
+        Events {
+            cloud_events,
+            ..self
         }
     }
 
@@ -83,7 +95,8 @@ impl Events {
         self.publish_on(so, warning, reason, message).await;
     }
 
-    /// Publishes an event on any object of a static kind (a ScaledJob).
+    /// Publishes an event on any object of a static kind (a ScaledJob), and hands it to the
+    /// CloudEventSources when KEDA sends its reason as a CloudEvent.
     pub async fn publish_on<K: Resource<DynamicType = ()>>(
         &self,
         object: &K,
@@ -91,6 +104,7 @@ impl Events {
         reason: &str,
         message: String,
     ) {
+        self.cloud_events.emit(object, reason, &message);
         let event = Event {
             type_: if warning {
                 EventType::Warning

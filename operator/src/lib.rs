@@ -25,6 +25,7 @@
 
 pub mod admin;
 mod auth_status;
+pub mod cloud_events;
 pub mod cluster_view;
 pub mod config;
 pub mod controller;

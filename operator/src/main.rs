@@ -4,6 +4,9 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use keda_operator::cloud_events::{
+    self, CloudEventInput, CloudEvents, EmitterConfig, EmitterMetrics,
+};
 use keda_operator::cluster_view::KubeClusterView;
 use keda_operator::config::{
     ClusterError, ConfigError, ProcessEnv, Settings, build_client, check_reachable, infer_config,
@@ -113,12 +116,21 @@ async fn operate(settings: &Settings) -> Result<(), MainError> {
         client.clone(),
         settings.watch_namespaces.clone(),
     )));
+    // The reconcilers' events also go to the CloudEventSources, through the emitter task.
+    let (cloud_events, cloud_event_input) = CloudEvents::channel();
+    controller.cloud_events = cloud_events;
     let loops = CurrentLoops::default();
     // Both controllers share the client pools, the metrics and the resolver's scope.
     let scaled_jobs = keda_operator::scaled_job::leader_task(client.clone(), controller.clone());
     let mut tasks: Vec<Arc<dyn LeaderTask>> = vec![
         scaled_object_controller(client.clone(), controller, loops.clone()),
         scaled_jobs,
+        cloud_event_emitter(
+            client.clone(),
+            settings,
+            cloud_event_input,
+            EmitterMetrics::registered(&metrics),
+        ),
     ];
     if let Some(addr) = settings.explain_addr {
         tasks.push(explain_endpoint(addr, client.clone(), loops.clone()));
@@ -153,6 +165,30 @@ fn scaled_object_controller(
             loops.set(None);
             result.map_err(|e| Box::new(e) as TaskError)
         }
+    }))
+}
+
+/// The CloudEventSources' emitter: sends the events the controllers hand it.
+fn cloud_event_emitter(
+    client: kube::Client,
+    settings: &Settings,
+    input: CloudEventInput,
+    metrics: EmitterMetrics,
+) -> Arc<dyn LeaderTask> {
+    let config = EmitterConfig {
+        cluster_name: settings.k8s_cluster_name.clone(),
+        scope: settings.watch_namespaces.clone(),
+        ..EmitterConfig::new(&settings.pod_namespace)
+    };
+    Arc::new(FnTask::new("cloudevent-emitter", move |cancel| {
+        let run = cloud_events::run(
+            client.clone(),
+            config.clone(),
+            input.clone(),
+            metrics.clone(),
+            cancel,
+        );
+        async move { run.await.map_err(|e| Box::new(e) as TaskError) }
     }))
 }
 

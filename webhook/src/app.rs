@@ -10,6 +10,7 @@
 use std::sync::Arc;
 
 use actix_web::{HttpResponse, web};
+use keda_api::cloud_event_source::{CloudEventSource, ClusterCloudEventSource};
 use keda_api::scaled_job::ScaledJob;
 use keda_api::scaled_object::ScaledObject;
 use keda_api::trigger_authentication::{ClusterTriggerAuthentication, TriggerAuthentication};
@@ -31,6 +32,12 @@ pub const TRIGGER_AUTHENTICATION_PATH: &str = "/validate-keda-sh-v1alpha1-trigge
 pub const CLUSTER_TRIGGER_AUTHENTICATION_PATH: &str =
     "/validate-keda-sh-v1alpha1-clustertriggerauthentication";
 
+/// KEDA's path of the CloudEventSource webhook.
+pub const CLOUD_EVENT_SOURCE_PATH: &str = "/validate-eventing-keda-sh-v1alpha1-cloudeventsource";
+/// KEDA's path of the ClusterCloudEventSource webhook.
+pub const CLUSTER_CLOUD_EVENT_SOURCE_PATH: &str =
+    "/validate-eventing-keda-sh-v1alpha1-clustercloudeventsource";
+
 /// The largest review body read: an object may be 1.5 MiB and an update carries two.
 pub const MAX_REVIEW_BYTES: usize = 4 * 1024 * 1024;
 
@@ -43,7 +50,7 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
 }
 
-/// Routes of the TLS port: the four validation paths and the probes.
+/// Routes of the TLS port: the six validation paths and the probes.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.app_data(web::PayloadConfig::new(MAX_REVIEW_BYTES))
         .route(SCALED_OBJECT_PATH, web::post().to(scaled_object))
@@ -55,6 +62,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route(
             CLUSTER_TRIGGER_AUTHENTICATION_PATH,
             web::post().to(cluster_trigger_authentication),
+        )
+        .route(CLOUD_EVENT_SOURCE_PATH, web::post().to(cloud_event_source))
+        .route(
+            CLUSTER_CLOUD_EVENT_SOURCE_PATH,
+            web::post().to(cluster_cloud_event_source),
         )
         .route("/healthz", web::get().to(healthz))
         .route("/readyz", web::get().to(readyz));
@@ -256,6 +268,32 @@ async fn cluster_trigger_authentication(body: web::Bytes) -> HttpResponse {
         Ok(review) => answer(
             &review.request,
             rules::check_cluster_trigger_authentication(&review.object),
+        ),
+        Err(answer) => *answer,
+    }
+}
+
+async fn cloud_event_source(body: web::Bytes) -> HttpResponse {
+    match read::<CloudEventSource>(&body, "CloudEventSource") {
+        Ok(review) if removes_finalizer_only(&review.object, review.old_object.as_ref()) => {
+            review_answer(AdmissionResponse::from(&review.request))
+        }
+        Ok(review) => answer(
+            &review.request,
+            rules::check_cloud_event_source(&review.object.spec),
+        ),
+        Err(answer) => *answer,
+    }
+}
+
+async fn cluster_cloud_event_source(body: web::Bytes) -> HttpResponse {
+    match read::<ClusterCloudEventSource>(&body, "ClusterCloudEventSource") {
+        Ok(review) if removes_finalizer_only(&review.object, review.old_object.as_ref()) => {
+            review_answer(AdmissionResponse::from(&review.request))
+        }
+        Ok(review) => answer(
+            &review.request,
+            rules::check_cloud_event_source(&review.object.spec.spec),
         ),
         Err(answer) => *answer,
     }

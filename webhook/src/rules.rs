@@ -309,6 +309,22 @@ pub fn check_trigger_authentication(ta: &TriggerAuthentication) -> Result<(), De
     v.into_result()
 }
 
+/// Validates a CloudEventSource's or ClusterCloudEventSource's spec as KEDA's webhook does:
+/// the subscription lists only (a destination keda-rs cannot use is admitted, as KEDA admits
+/// it, and reported in the source's `Active` condition).
+///
+/// # Errors
+/// [`Denial`] with KEDA's message.
+pub fn check_cloud_event_source(
+    spec: &keda_api::cloud_event_source::CloudEventSourceSpec,
+) -> Result<(), Denial> {
+    let mut v = Violations::default();
+    if let Err(e) = keda_api::cloud_event_source::validate_subscription(&spec.event_subscription) {
+        v.push(None, e.to_string());
+    }
+    v.into_result()
+}
+
 /// Validates a ClusterTriggerAuthentication.
 ///
 /// # Errors

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use common::{Webhook, cluster, deployment, redis, review, root, scaled_object};
 use keda_webhook::app::{
-    CLUSTER_TRIGGER_AUTHENTICATION_PATH, SCALED_JOB_PATH, SCALED_OBJECT_PATH,
-    TRIGGER_AUTHENTICATION_PATH,
+    CLOUD_EVENT_SOURCE_PATH, CLUSTER_CLOUD_EVENT_SOURCE_PATH, CLUSTER_TRIGGER_AUTHENTICATION_PATH,
+    SCALED_JOB_PATH, SCALED_OBJECT_PATH, TRIGGER_AUTHENTICATION_PATH,
 };
 use keda_webhook::cache::Caches;
 use kube::core::admission::AdmissionResponse;
@@ -562,5 +562,78 @@ async fn a_body_that_is_no_admission_review_gets_400() {
     match webhook.post(SCALED_OBJECT_PATH, &json!({"hello": 1})).await {
         Err(kube::Error::Api(status)) => assert_eq!(status.code, 400),
         other => panic!("expected 400, got {other:?}"),
+    }
+}
+
+/// KEDA's CloudEventSource webhooks: the subscription lists are checked (both lists, an unknown
+/// type) with KEDA's messages; a destination keda-rs cannot send to is admitted, as KEDA
+/// admits it.
+#[tokio::test]
+async fn cloud_event_sources_are_refused_for_their_subscription_lists_only() {
+    let kube = cluster();
+    let webhook = Webhook::start(&kube).await;
+    let source = |kind: &str, subscription: Value, destination: Value| {
+        json!({"apiVersion": "eventing.keda.sh/v1alpha1", "kind": kind,
+            "metadata": {"name": "events", "namespace": "team"},
+            "spec": {"destination": destination, "eventSubscription": subscription}})
+    };
+    let http = json!({"http": {"uri": "http://sink.team.svc:8080/"}});
+    for (path, kind) in [
+        (CLOUD_EVENT_SOURCE_PATH, "CloudEventSource"),
+        (CLUSTER_CLOUD_EVENT_SOURCE_PATH, "ClusterCloudEventSource"),
+    ] {
+        let ok = source(
+            kind,
+            json!({"includedEventTypes": ["keda.scaledobject.failed.v1"]}),
+            http.clone(),
+        );
+        allowed(
+            &webhook
+                .answer(path, &review("CREATE", &ok, None, false))
+                .await,
+            kind,
+        );
+        let grid = source(
+            kind,
+            json!({}),
+            json!({"azureEventGridTopic": {"endpoint": "https://t"}}),
+        );
+        allowed(
+            &webhook
+                .answer(path, &review("CREATE", &grid, None, false))
+                .await,
+            "Event Grid",
+        );
+        let both = source(
+            kind,
+            json!({"includedEventTypes": ["keda.scaledobject.failed.v1"],
+                   "excludedEventTypes": ["keda.scaledobject.ready.v1"]}),
+            http.clone(),
+        );
+        let answer = webhook
+            .answer(path, &review("CREATE", &both, None, false))
+            .await;
+        assert_eq!(
+            refused(&answer),
+            (
+                403,
+                "setting included types and excluded types at the same time is not supported"
+            )
+        );
+        let unknown = source(
+            kind,
+            json!({"excludedEventTypes": ["keda.scaledobject.readyy.v1"]}),
+            http.clone(),
+        );
+        let answer = webhook
+            .answer(path, &review("UPDATE", &unknown, Some(&ok), false))
+            .await;
+        assert_eq!(
+            refused(&answer),
+            (
+                403,
+                "excludedEventType: keda.scaledobject.readyy.v1 in cloudeventsource/clustercloudeventsource spec is not supported"
+            )
+        );
     }
 }

@@ -266,7 +266,8 @@ impl ScaledJobController {
                 self.config.events_client.as_ref(),
                 &self.client,
                 &self.config.reporter,
-            ),
+            )
+            .with_cloud_events(self.config.cloud_events.clone()),
             retry_after_error: self.config.retry_after_error,
             resolver: self.resolver.clone(),
             metrics: self.config.metrics.clone(),

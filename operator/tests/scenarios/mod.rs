@@ -82,6 +82,8 @@ pub struct World {
     pub redis: redis::aio::MultiplexedConnection,
     /// Where the operator records its Prometheus metrics.
     pub metrics: Metrics,
+    /// Where the operator's events also go as CloudEvents (none by default).
+    pub cloud_events: keda_operator::cloud_events::CloudEvents,
 }
 
 impl World {
@@ -95,6 +97,7 @@ impl World {
             registry: Arc::new(keda_scalers::Registry::builtin()),
             redis,
             metrics: Metrics::new(),
+            cloud_events: Default::default(),
         }
     }
 
@@ -127,6 +130,7 @@ impl World {
             watch_scope: WatchScope::Namespaces(vec![self.namespace.clone()]),
             retry_after_error: Duration::from_millis(200),
             metrics: self.metrics.clone(),
+            cloud_events: self.cloud_events.clone(),
             ..ControllerConfig::default()
         };
         let controller = ScaledObjectController::new(self.client.clone(), config);

@@ -1,0 +1,663 @@
+//! CloudEventSources: KEDA's events on ScaledObjects and ScaledJobs, also sent as CloudEvents
+//! to the HTTP sinks that `CloudEventSource` and `ClusterCloudEventSource` objects name (KEDA's
+//! `pkg/eventemitter`).
+//!
+//! The reconcilers publish their Kubernetes Events through [`crate::events::Events`], which also
+//! hands every event whose reason KEDA pairs with a CloudEvent type
+//! ([`CloudEventType::for_event`]) to a [`CloudEvents`] handle: a bounded queue, never a wait.
+//! The [`run`] task (the leader's) watches the sources, keeps their `Active` condition, and
+//! gives each event to one worker per matching source, which sends it (binary content mode:
+//! `ce-*` headers, the JSON `{"reason", "message"}` as the body) with up to [`ATTEMPTS`] tries.
+//! One worker per source keeps a sink's events in order and a slow sink from holding up the
+//! others.
+//!
+//! A `CloudEventSource` receives the events of objects in its namespace; a
+//! `ClusterCloudEventSource` those of every namespace.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use keda_api::Condition;
+use keda_api::cloud_event_source::{
+    self as ces, CloudEventSource, CloudEventSourceSpec, CloudEventSourceStatus, CloudEventType,
+    ClusterCloudEventSource,
+};
+use keda_api::condition::{STATUS_FALSE, STATUS_TRUE, find_condition};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource, ResourceExt};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use tokio::sync::{Mutex, mpsc};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::resolve::WatchScope;
+use crate::telemetry::Metrics;
+use crate::watch::scoped_watcher;
+
+/// The cluster name in `source` and `subject` when neither the source nor the operator's
+/// `--k8s-cluster-name` names one (KEDA's default).
+pub const DEFAULT_CLUSTER_NAME: &str = "kubernetes-default";
+/// Events waiting for the emitter, and per source for its worker (KEDA's channel buffer).
+pub const QUEUE: usize = 1024;
+/// Tries per event and sink before the source is marked `Active=False` (KEDA's
+/// `maxRetryTimes`).
+pub const ATTEMPTS: u32 = 5;
+
+/// One event to send: what the reconciler published, and when.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Emitted {
+    /// The CloudEvent type.
+    pub event_type: CloudEventType,
+    /// The object's kind, lower case (`scaledobject`), as in KEDA's subject.
+    pub object_type: String,
+    /// The object's namespace (empty for cluster-scoped objects).
+    pub namespace: String,
+    /// The object's name, lower case.
+    pub name: String,
+    /// The Kubernetes Event's reason.
+    pub reason: String,
+    /// The Kubernetes Event's message.
+    pub message: String,
+    /// When it was published.
+    pub time: jiff::Timestamp,
+}
+
+/// Where reconcilers hand events to the emitter; cheap to clone. [`Default`] sends nothing.
+#[derive(Clone, Default)]
+pub struct CloudEvents {
+    tx: Option<mpsc::Sender<Emitted>>,
+}
+
+impl std::fmt::Debug for CloudEvents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CloudEvents")
+            .field("enabled", &self.tx.is_some())
+            .finish()
+    }
+}
+
+/// The emitter's end of [`CloudEvents`]; clones share it, so the leader task that reads it can
+/// be started again after a lost election.
+#[derive(Clone)]
+pub struct CloudEventInput(Arc<Mutex<mpsc::Receiver<Emitted>>>);
+
+impl CloudEvents {
+    /// A handle and the input [`run`] reads.
+    pub fn channel() -> (CloudEvents, CloudEventInput) {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        (
+            CloudEvents { tx: Some(tx) },
+            CloudEventInput(Arc::new(Mutex::new(rx))),
+        )
+    }
+
+    /// Hands the Kubernetes Event `reason`/`message` published on `object` to the emitter when
+    /// KEDA sends that reason as a CloudEvent. Never waits: with the queue full the event is
+    /// dropped with a warning (the Kubernetes Event was published regardless).
+    pub fn emit<K: Resource<DynamicType = ()>>(&self, object: &K, reason: &str, message: &str) {
+        let Some(tx) = &self.tx else {
+            return;
+        };
+        let kind = K::kind(&());
+        let Some(event_type) = CloudEventType::for_event(&kind, reason) else {
+            return;
+        };
+        let event = Emitted {
+            event_type,
+            object_type: kind.to_lowercase(),
+            namespace: object.meta().namespace.clone().unwrap_or_default(),
+            name: object
+                .meta()
+                .name
+                .clone()
+                .unwrap_or_default()
+                .to_lowercase(),
+            reason: reason.to_string(),
+            message: message.to_string(),
+            time: jiff::Timestamp::now(),
+        };
+        if let Err(e) = tx.try_send(event) {
+            warn!(%event_type, reason, error = %e, "CloudEvent not queued");
+        }
+    }
+}
+
+/// How the emitter runs.
+#[derive(Clone, Debug)]
+pub struct EmitterConfig {
+    /// Cluster name for sources that name none (`--k8s-cluster-name`).
+    pub cluster_name: String,
+    /// The operator's namespace, in every event's `source` (`/<cluster>/<namespace>/keda`).
+    pub keda_namespace: String,
+    /// Which namespaces' CloudEventSources are watched (`WATCH_NAMESPACE`).
+    pub scope: WatchScope,
+    /// Bound of one try.
+    pub send_timeout: Duration,
+    /// Wait before the second try, doubled before each further one.
+    pub first_retry: Duration,
+}
+
+impl EmitterConfig {
+    /// KEDA's defaults for the operator in `keda_namespace`.
+    pub fn new(keda_namespace: &str) -> Self {
+        EmitterConfig {
+            cluster_name: DEFAULT_CLUSTER_NAME.to_string(),
+            keda_namespace: keda_namespace.to_string(),
+            scope: WatchScope::All,
+            send_timeout: Duration::from_secs(10),
+            first_retry: Duration::from_millis(200),
+        }
+    }
+}
+
+/// Why the emitter stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum EmitterError {
+    /// The HTTP client could not be built.
+    #[error("building the CloudEvents HTTP client: {0}")]
+    HttpClient(#[source] reqwest::Error),
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EmittedLabels {
+    namespace: String,
+    cloudeventsource: String,
+    eventsink: String,
+    state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueuedLabels {
+    namespace: String,
+}
+
+/// KEDA's `keda_cloudeventsource_*` families, registered once per process with
+/// [`EmitterMetrics::registered`].
+#[derive(Clone, Default)]
+pub struct EmitterMetrics {
+    emitted: Family<EmittedLabels, Counter>,
+    queued: Family<QueuedLabels, Gauge>,
+}
+
+impl EmitterMetrics {
+    /// The families, registered in `metrics`.
+    pub fn registered(metrics: &Metrics) -> Self {
+        let m = EmitterMetrics::default();
+        metrics.register(
+            "cloudeventsource_events_emitted",
+            "Measured emitted cloudevents with destination of this emitted event (eventsink) and emitted state",
+            m.emitted.clone(),
+        );
+        metrics.register(
+            "cloudeventsource_events_queued",
+            "Indicates how many events are still queue",
+            m.queued.clone(),
+        );
+        m
+    }
+
+    fn count(&self, namespace: &str, source: &str, state: &str) {
+        self.emitted
+            .get_or_create(&EmittedLabels {
+                namespace: namespace.to_string(),
+                cloudeventsource: source.to_string(),
+                eventsink: "http".to_string(),
+                state: state.to_string(),
+            })
+            .inc();
+    }
+
+    fn queued(&self, namespace: &str) -> Gauge {
+        self.queued
+            .get_or_create(&QueuedLabels {
+                namespace: namespace.to_string(),
+            })
+            .clone()
+    }
+}
+
+/// A source of either kind, as the watch last saw it.
+#[derive(Clone)]
+enum Source {
+    Namespaced(Arc<CloudEventSource>),
+    Cluster(Arc<ClusterCloudEventSource>),
+}
+
+impl Source {
+    fn spec(&self) -> &CloudEventSourceSpec {
+        match self {
+            Source::Namespaced(s) => &s.spec,
+            Source::Cluster(s) => &s.spec.spec,
+        }
+    }
+
+    fn status(&self) -> Option<&CloudEventSourceStatus> {
+        match self {
+            Source::Namespaced(s) => s.status.as_ref(),
+            Source::Cluster(s) => s.status.as_ref(),
+        }
+    }
+
+    fn name(&self) -> String {
+        match self {
+            Source::Namespaced(s) => s.name_any(),
+            Source::Cluster(s) => s.name_any(),
+        }
+    }
+
+    /// `None` for a ClusterCloudEventSource.
+    fn namespace(&self) -> Option<String> {
+        match self {
+            Source::Namespaced(s) => s.namespace(),
+            Source::Cluster(_) => None,
+        }
+    }
+
+    /// Identifies one generation of one object: a new spec gets a new worker.
+    fn key(&self) -> WorkerKey {
+        let meta = match self {
+            Source::Namespaced(s) => s.meta(),
+            Source::Cluster(s) => s.meta(),
+        };
+        WorkerKey {
+            uid: meta.uid.clone().unwrap_or_default(),
+            generation: meta.generation.unwrap_or_default(),
+        }
+    }
+
+    fn uid(&self) -> String {
+        self.key().uid
+    }
+
+    /// Whether events of objects in `namespace` go to this source.
+    fn covers(&self, namespace: &str) -> bool {
+        self.namespace().is_none_or(|ns| ns == namespace)
+    }
+
+    fn describe(&self) -> String {
+        match self.namespace() {
+            Some(ns) => format!("CloudEventSource {ns}/{}", self.name()),
+            None => format!("ClusterCloudEventSource {}", self.name()),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+struct WorkerKey {
+    uid: String,
+    generation: i64,
+}
+
+/// What a worker reports after each event.
+struct Outcome {
+    uid: String,
+    delivered: bool,
+}
+
+/// The `Active` condition `source` should have, given whether its last event failed every try.
+fn desired_active(spec: &CloudEventSourceSpec, failing: bool) -> Condition {
+    let (status, reason, message) = match ces::validate(spec) {
+        Err(e) => (STATUS_FALSE, ces::REASON_INVALID, e.to_string()),
+        Ok(()) if failing => (
+            STATUS_FALSE,
+            ces::REASON_FAILED,
+            ces::MESSAGE_FAILED.to_string(),
+        ),
+        Ok(()) => (
+            STATUS_TRUE,
+            ces::REASON_ACTIVE,
+            ces::MESSAGE_ACTIVE.to_string(),
+        ),
+    };
+    Condition {
+        reason: Some(reason.to_string()),
+        message: Some(message),
+        ..Condition::new(ces::CONDITION_ACTIVE, status)
+    }
+}
+
+/// The emitter: watches the sources of `config.scope` and every ClusterCloudEventSource,
+/// keeps their `Active` condition, and sends what `input` brings until `cancel`.
+///
+/// # Errors
+/// See [`EmitterError`]; watch and status-write failures are logged and retried.
+pub async fn run(
+    client: Client,
+    config: EmitterConfig,
+    input: CloudEventInput,
+    metrics: EmitterMetrics,
+    cancel: CancellationToken,
+) -> Result<(), EmitterError> {
+    // reqwest is built without a crypto provider of its own (the workspace's choice): the
+    // operator installs ring at start; installing it again is a harmless no-op.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::builder()
+        .timeout(config.send_timeout)
+        .build()
+        .map_err(EmitterError::HttpClient)?;
+    let mut input = input.0.lock().await;
+
+    let (ns_reader, ns_writer) = reflector::store::<CloudEventSource>();
+    let namespaced = reflector::reflector(
+        ns_writer,
+        scoped_watcher(
+            &client,
+            &config.scope,
+            &watcher::Config::default(),
+            ns_reader.clone(),
+        ),
+    )
+    .applied_objects()
+    .boxed();
+    let (cluster_reader, cluster_writer) = reflector::store::<ClusterCloudEventSource>();
+    let cluster = reflector::reflector(
+        cluster_writer,
+        watcher::watcher(
+            Api::<ClusterCloudEventSource>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .default_backoff(),
+    )
+    .applied_objects()
+    .boxed();
+    let (namespaced, cluster) = (namespaced, cluster);
+    tokio::pin!(namespaced, cluster);
+
+    let (outcome_tx, mut outcomes) = mpsc::channel::<Outcome>(QUEUE);
+    let mut emitter = Emitter {
+        client,
+        http,
+        config,
+        metrics,
+        workers: HashMap::new(),
+        failing: HashSet::new(),
+        outcome_tx,
+        namespaced: ns_reader,
+        cluster: cluster_reader,
+    };
+    info!("CloudEvent emitter started");
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => break,
+            Some(applied) = namespaced.next() => match applied {
+                Ok(source) => emitter.sync_status(&Source::Namespaced(Arc::new(source))).await,
+                Err(e) => debug!(error = %e, "CloudEventSource watch"),
+            },
+            Some(applied) = cluster.next() => match applied {
+                Ok(source) => emitter.sync_status(&Source::Cluster(Arc::new(source))).await,
+                Err(e) => debug!(error = %e, "ClusterCloudEventSource watch"),
+            },
+            Some(event) = input.recv() => emitter.dispatch(event),
+            Some(outcome) = outcomes.recv() => emitter.record(outcome).await,
+        }
+    }
+    Ok(())
+}
+
+struct Emitter {
+    client: Client,
+    http: reqwest::Client,
+    config: EmitterConfig,
+    metrics: EmitterMetrics,
+    workers: HashMap<WorkerKey, mpsc::Sender<Emitted>>,
+    /// Sources whose last event failed every try.
+    failing: HashSet<String>,
+    outcome_tx: mpsc::Sender<Outcome>,
+    namespaced: Store<CloudEventSource>,
+    cluster: Store<ClusterCloudEventSource>,
+}
+
+impl Emitter {
+    fn sources(&self) -> Vec<Source> {
+        let namespaced = self.namespaced.state().into_iter().map(Source::Namespaced);
+        let cluster = self.cluster.state().into_iter().map(Source::Cluster);
+        namespaced.chain(cluster).collect()
+    }
+
+    /// Queues `event` for every source that covers its namespace and accepts its type.
+    fn dispatch(&mut self, event: Emitted) {
+        let sources = self.sources();
+        // Workers of deleted sources and of older generations end when their queue closes.
+        let live: HashSet<WorkerKey> = sources.iter().map(Source::key).collect();
+        self.workers.retain(|key, _| live.contains(key));
+        for source in sources {
+            let spec = source.spec();
+            if !source.covers(&event.namespace)
+                || !spec.event_subscription.accepts(event.event_type)
+                || ces::validate(spec).is_err()
+            {
+                continue;
+            }
+            let key = source.key();
+            if !self.workers.contains_key(&key) {
+                let worker = self.spawn_worker(&source);
+                self.workers.insert(key.clone(), worker);
+            }
+            let Some(queue) = self.workers.get(&key) else {
+                continue;
+            };
+            let gauge = self.metrics.queued(&event.namespace);
+            match queue.try_send(event.clone()) {
+                Ok(()) => {
+                    gauge.inc();
+                }
+                Err(e) => warn!(
+                    source = %source.describe(),
+                    event_type = %event.event_type,
+                    error = %e,
+                    "CloudEvent dropped: the sink's queue is full"
+                ),
+            }
+        }
+    }
+
+    fn spawn_worker(&self, source: &Source) -> mpsc::Sender<Emitted> {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let spec = source.spec();
+        let cluster_name = if spec.cluster_name.is_empty() {
+            self.config.cluster_name.clone()
+        } else {
+            spec.cluster_name.clone()
+        };
+        let worker = Worker {
+            http: self.http.clone(),
+            uri: spec
+                .destination
+                .http
+                .as_ref()
+                .map(|h| h.uri.trim().to_string())
+                .unwrap_or_default(),
+            source: format!("/{cluster_name}/{}/keda", self.config.keda_namespace),
+            cluster_name,
+            name: source.name(),
+            uid: source.uid(),
+            first_retry: self.config.first_retry,
+            metrics: self.metrics.clone(),
+            outcomes: self.outcome_tx.clone(),
+        };
+        tokio::spawn(worker.run(rx));
+        tx
+    }
+
+    async fn record(&mut self, outcome: Outcome) {
+        let changed = if outcome.delivered {
+            self.failing.remove(&outcome.uid)
+        } else {
+            self.failing.insert(outcome.uid.clone())
+        };
+        if !changed {
+            return;
+        }
+        if let Some(source) = self.sources().into_iter().find(|s| s.uid() == outcome.uid) {
+            self.sync_status(&source).await;
+        }
+    }
+
+    /// Writes the `Active` condition `source` should have, when it differs.
+    async fn sync_status(&self, source: &Source) {
+        let desired = desired_active(source.spec(), self.failing.contains(&source.uid()));
+        let conditions = source
+            .status()
+            .map(|s| s.conditions.as_slice())
+            .unwrap_or(&[]);
+        if find_condition(conditions, ces::CONDITION_ACTIVE) == Some(&desired) {
+            return;
+        }
+        let mut written: Vec<Condition> = conditions
+            .iter()
+            .filter(|c| c.type_ != ces::CONDITION_ACTIVE)
+            .cloned()
+            .collect();
+        written.push(desired.clone());
+        let patch = serde_json::json!({ "status": { "conditions": written } });
+        let params = PatchParams::default();
+        let name = source.name();
+        let result = match source.namespace() {
+            Some(ns) => Api::<CloudEventSource>::namespaced(self.client.clone(), &ns)
+                .patch_status(&name, &params, &Patch::Merge(&patch))
+                .await
+                .map(drop),
+            None => Api::<ClusterCloudEventSource>::all(self.client.clone())
+                .patch_status(&name, &params, &Patch::Merge(&patch))
+                .await
+                .map(drop),
+        };
+        match result {
+            Ok(()) => info!(
+                source = %source.describe(),
+                active = %desired.status,
+                reason = desired.reason.as_deref().unwrap_or_default(),
+                "CloudEventSource condition written"
+            ),
+            // The next change of the source, or the next outcome, writes it again.
+            Err(e) => warn!(source = %source.describe(), error = %e, "writing the status failed"),
+        }
+    }
+}
+
+/// Sends one source's events, in order.
+struct Worker {
+    http: reqwest::Client,
+    uri: String,
+    cluster_name: String,
+    source: String,
+    name: String,
+    uid: String,
+    first_retry: Duration,
+    metrics: EmitterMetrics,
+    outcomes: mpsc::Sender<Outcome>,
+}
+
+impl Worker {
+    async fn run(self, mut events: mpsc::Receiver<Emitted>) {
+        while let Some(event) = events.recv().await {
+            let delivered = self.deliver(&event).await;
+            self.metrics.queued(&event.namespace).dec();
+            let outcome = Outcome {
+                uid: self.uid.clone(),
+                delivered,
+            };
+            if self.outcomes.send(outcome).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Up to [`ATTEMPTS`] tries, waiting `first_retry`, then twice as long, between them.
+    async fn deliver(&self, event: &Emitted) -> bool {
+        let id = uuid::Uuid::new_v4().to_string();
+        let subject = format!(
+            "/{}/{}/{}/{}",
+            self.cluster_name, event.namespace, event.object_type, event.name
+        );
+        let body = serde_json::json!({ "reason": event.reason, "message": event.message });
+        let mut wait = self.first_retry;
+        for attempt in 1..=ATTEMPTS {
+            let sent = self
+                .http
+                .post(&self.uri)
+                .header("ce-specversion", "1.0")
+                .header("ce-id", &id)
+                .header("ce-source", &self.source)
+                .header("ce-subject", &subject)
+                .header("ce-type", event.event_type.as_str())
+                .header("ce-time", event.time.to_string())
+                .json(&body)
+                .send()
+                .await;
+            let failure = match sent {
+                Ok(response) if response.status().is_success() => {
+                    self.metrics.count(&event.namespace, &self.name, "emitted");
+                    return true;
+                }
+                Ok(response) => format!("the sink answered {}", response.status()),
+                Err(e) => keda_scalers::error::error_chain(&e),
+            };
+            self.metrics.count(&event.namespace, &self.name, "failed");
+            warn!(
+                source = %self.name,
+                event_type = %event.event_type,
+                attempt,
+                error = %failure,
+                "sending a CloudEvent failed"
+            );
+            if attempt < ATTEMPTS {
+                tokio::time::sleep(wait).await;
+                wait = wait.saturating_mul(2);
+            }
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(yaml: &str) -> CloudEventSourceSpec {
+        serde_yaml::from_str(yaml).expect("spec parses")
+    }
+
+    #[test]
+    fn the_active_condition_says_why_a_source_sends_nothing() {
+        let good = spec("destination: {http: {uri: 'http://sink'}}");
+        let active = desired_active(&good, false);
+        assert_eq!(
+            (active.status.as_str(), active.reason.as_deref()),
+            ("True", Some("CloudEventSourceActive"))
+        );
+        let failed = desired_active(&good, true);
+        assert_eq!(
+            (
+                failed.status.as_str(),
+                failed.reason.as_deref(),
+                failed.message.as_deref()
+            ),
+            (
+                "False",
+                Some("CloudEventSourceFailed"),
+                Some("Failed to send events to the configured destination")
+            )
+        );
+        let azure = desired_active(
+            &spec("destination: {azureEventGridTopic: {endpoint: 'https://t'}}"),
+            false,
+        );
+        assert_eq!(azure.status, "False");
+        assert_eq!(azure.reason.as_deref(), Some("CloudEventSourceInvalid"));
+        assert!(
+            azure
+                .message
+                .as_deref()
+                .is_some_and(|m| m.contains("spec.destination.azureEventGridTopic")),
+            "{azure:?}"
+        );
+    }
+}
