@@ -12,6 +12,7 @@
 #                the machine's has no monitoring port: client 127.0.0.1:4223, monitoring 8223)
 #   kafka        127.0.0.1:9092, the Kafka-protocol broker tansu with in-memory storage
 #   prometheus   127.0.0.1:9090, remote-write receiver enabled
+#   openssl, redis-server with TLS: used by the keyPassword tests (their own TLS Redis)
 #
 # Everything this script starts writes its logs and data below $KEDA_RS_SERVICES_DIR
 # (default /tmp/keda-rs-services).
@@ -199,6 +200,8 @@ start_nats;       need nats 4222
 if port_open 8222 || port_open 8223; then log "nats monitoring ready"; else failures+=("nats-monitoring"); fi
 start_kafka;      need kafka 9092
 start_prometheus; need prometheus 9090
+command -v openssl >/dev/null || apt_install openssl
+command -v openssl >/dev/null || failures+=("openssl")
 
 if ((${#failures[@]} > 0)); then
   if [ "$CI" = true ]; then
