@@ -512,7 +512,19 @@ async fn unsupported_providers_fail_with_the_field_they_name() {
     let specs = [
         (
             "{podIdentity: {provider: azure-workload}}",
-            "podIdentity provider \"azure-workload\" is not supported by keda-rs",
+            "podIdentity provider \"azure-workload\" is not supported by keda-rs yet: cloud pod identities (azure-workload, gcp, aws, aws-eks) are out of scope for now; give the credentials through secretTargetRef, configMapTargetRef or env",
+        ),
+        (
+            "{podIdentity: {provider: gcp}}",
+            "podIdentity provider \"gcp\" is not supported by keda-rs yet: cloud pod identities (azure-workload, gcp, aws, aws-eks) are out of scope for now; give the credentials through secretTargetRef, configMapTargetRef or env",
+        ),
+        (
+            "{podIdentity: {provider: aws}}",
+            "podIdentity provider \"aws\" is not supported by keda-rs yet: cloud pod identities (azure-workload, gcp, aws, aws-eks) are out of scope for now; give the credentials through secretTargetRef, configMapTargetRef or env",
+        ),
+        (
+            "{podIdentity: {provider: aws-eks}}",
+            "podIdentity provider \"aws-eks\" is not supported by keda-rs yet: cloud pod identities (azure-workload, gcp, aws, aws-eks) are out of scope for now; give the credentials through secretTargetRef, configMapTargetRef or env",
         ),
         (
             "{hashiCorpVault: {address: 'http://v', authentication: token, secrets: []}}",

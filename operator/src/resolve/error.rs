@@ -210,8 +210,10 @@ pub enum ResolveError {
         /// The deserialization error.
         reason: String,
     },
-    /// `podIdentity.provider` other than `none`.
-    #[error("{trigger}: {auth}: podIdentity provider \"{provider}\" is not supported by keda-rs")]
+    /// `podIdentity.provider` other than `none`: cloud pod identities are out of scope for now.
+    #[error(
+        "{trigger}: {auth}: podIdentity provider \"{provider}\" is not supported by keda-rs yet: cloud pod identities (azure-workload, gcp, aws, aws-eks) are out of scope for now; give the credentials through secretTargetRef, configMapTargetRef or env"
+    )]
     PodIdentityUnsupported {
         /// The trigger.
         trigger: TriggerId,
