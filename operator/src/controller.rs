@@ -128,6 +128,7 @@ impl ControllerConfig {
                 watch_scope: settings.watch_namespaces.clone(),
                 file_path_auth_root: settings.file_path_auth_root.clone(),
                 restrict_secret_access: settings.restrict_secret_access,
+                bound_service_account_token_expiry: settings.bound_service_account_token_expiry,
                 ..ResolverConfig::new(settings.cluster_object_namespace.clone())
             },
             http_host_policy: settings.http_host_policy.clone(),

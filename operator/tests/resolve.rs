@@ -595,11 +595,19 @@ async fn unsupported_providers_fail_with_the_field_they_name() {
     let specs = [
         (
             "{podIdentity: {provider: azure-workload}}",
-            "podIdentity provider \"azure-workload\" is not supported by keda-rs",
+            "podIdentity provider \"azure-workload\" is not supported by keda-rs yet: cloud pod identities (azure-workload, gcp, aws, aws-eks) are out of scope for now; give the credentials through secretTargetRef, configMapTargetRef or env",
         ),
         (
-            "{hashiCorpVault: {address: 'http://v', authentication: token, secrets: []}}",
-            "spec.hashiCorpVault is not supported by keda-rs yet",
+            "{podIdentity: {provider: gcp}}",
+            "podIdentity provider \"gcp\" is not supported by keda-rs yet: cloud pod identities (azure-workload, gcp, aws, aws-eks) are out of scope for now; give the credentials through secretTargetRef, configMapTargetRef or env",
+        ),
+        (
+            "{podIdentity: {provider: aws}}",
+            "podIdentity provider \"aws\" is not supported by keda-rs yet: cloud pod identities (azure-workload, gcp, aws, aws-eks) are out of scope for now; give the credentials through secretTargetRef, configMapTargetRef or env",
+        ),
+        (
+            "{podIdentity: {provider: aws-eks}}",
+            "podIdentity provider \"aws-eks\" is not supported by keda-rs yet: cloud pod identities (azure-workload, gcp, aws, aws-eks) are out of scope for now; give the credentials through secretTargetRef, configMapTargetRef or env",
         ),
         (
             "{azureKeyVault: {vaultUri: 'https://v', secrets: [{parameter: p, name: n}]}}",
@@ -612,10 +620,6 @@ async fn unsupported_providers_fail_with_the_field_they_name() {
         (
             "{awsSecretManager: {secrets: [{parameter: p, name: n}]}}",
             "spec.awsSecretManager is not supported by keda-rs yet",
-        ),
-        (
-            "{boundServiceAccountToken: [{parameter: token, serviceAccountName: sa}]}",
-            "spec.boundServiceAccountToken is not supported by keda-rs yet",
         ),
         (
             "{oauth2: {type: clientCredentials, clientId: c, tokenUrl: 'https://t'}}",
@@ -639,6 +643,109 @@ async fn unsupported_providers_fail_with_the_field_they_name() {
             format!("trigger 0 (redis): TriggerAuthentication team/ta-{i}: {want}")
         );
     }
+}
+
+fn service_account(namespace: &str, name: &str) -> k8s_openapi::api::core::v1::ServiceAccount {
+    yaml(&format!(
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: {name}, namespace: {namespace}}}"
+    ))
+}
+
+#[tokio::test]
+async fn bound_service_account_tokens_are_requested_through_the_token_request_api() {
+    let mut config = ResolverConfig::new(KEDA_NS);
+    config.cache_sync_timeout = WAIT;
+    config.bound_service_account_token_expiry = Duration::from_secs(2 * 3600);
+    let c = cluster_with(config);
+    c.server.seed(&service_account(NS, "reader")).unwrap();
+    c.server
+        .seed(&service_account(KEDA_NS, "shared-reader"))
+        .unwrap();
+    c.server
+        .seed(&secret(NS, "creds", &[("password", SECRET_VALUE)]))
+        .unwrap();
+    c.server
+        .seed(&yaml::<keda_api::TriggerAuthentication>(&format!(
+            "apiVersion: keda.sh/v1alpha1
+kind: TriggerAuthentication
+metadata: {{name: tokens, namespace: {NS}}}
+spec:
+  secretTargetRef: [{{parameter: password, name: creds, key: password}}]
+  boundServiceAccountToken:
+    - {{parameter: bearerToken, serviceAccountName: reader}}
+"
+        )))
+        .unwrap();
+    c.server
+        .seed(&yaml::<keda_api::ClusterTriggerAuthentication>(
+            "apiVersion: keda.sh/v1alpha1
+kind: ClusterTriggerAuthentication
+metadata: {name: cluster-tokens}
+spec:
+  boundServiceAccountToken:
+    - {parameter: token, serviceAccountName: shared-reader}
+",
+        ))
+        .unwrap();
+    c.server
+        .seed(&yaml::<keda_api::TriggerAuthentication>(&format!(
+            "apiVersion: keda.sh/v1alpha1
+kind: TriggerAuthentication
+metadata: {{name: missing-account, namespace: {NS}}}
+spec:
+  boundServiceAccountToken:
+    - {{parameter: bearerToken, serviceAccountName: nobody}}
+"
+        )))
+        .unwrap();
+
+    let t = trigger("{type: prometheus, metadata: {}, authenticationRef: {name: tokens}}");
+    let resolved = resolve(&c.resolver, source("so", "worker"), &t)
+        .await
+        .unwrap();
+    let issued = c.server.issued_tokens();
+    assert_eq!(issued.len(), 1, "{issued:?}");
+    assert_eq!(
+        (
+            issued[0].namespace.as_str(),
+            issued[0].service_account.as_str()
+        ),
+        (NS, "reader")
+    );
+    // KEDA_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY is the lifetime asked for.
+    assert_eq!(issued[0].expiration_seconds, 7200);
+    assert_eq!(auth(&resolved, "bearerToken"), issued[0].token);
+    assert_eq!(auth(&resolved, "password"), SECRET_VALUE);
+    assert!(!format!("{resolved:?}").contains(&issued[0].token));
+    // Each resolution gets a fresh token.
+    let again = resolve(&c.resolver, source("so", "worker"), &t)
+        .await
+        .unwrap();
+    assert_ne!(auth(&again, "bearerToken"), auth(&resolved, "bearerToken"));
+
+    // A ClusterTriggerAuthentication's accounts live in the cluster-object namespace.
+    let t = trigger(
+        "{type: prometheus, metadata: {}, authenticationRef: {name: cluster-tokens, kind: ClusterTriggerAuthentication}}",
+    );
+    let resolved = resolve(&c.resolver, source("so", "worker"), &t)
+        .await
+        .unwrap();
+    let issued = c.server.issued_tokens();
+    assert_eq!(issued.len(), 3);
+    assert_eq!(
+        (
+            issued[2].namespace.as_str(),
+            issued[2].service_account.as_str()
+        ),
+        (KEDA_NS, "shared-reader")
+    );
+    assert_eq!(auth(&resolved, "token"), issued[2].token);
+
+    let t = trigger("{type: prometheus, metadata: {}, authenticationRef: {name: missing-account}}");
+    assert_eq!(
+        expect_err(resolve(&c.resolver, source("so", "worker"), &t).await),
+        "trigger 0 (prometheus): TriggerAuthentication team/missing-account: boundServiceAccountToken parameter \"bearerToken\": ServiceAccount team/nobody not found"
+    );
 }
 
 #[tokio::test]

@@ -706,6 +706,44 @@ async fn a_missing_trigger_authentication_makes_the_object_not_ready_with_the_re
     op.stop().await;
 }
 
+/// Cloud pod identities are out of scope for now: an object whose TriggerAuthentication asks for
+/// one is not ready, and the message says so (never a silently missing credential).
+#[tokio::test]
+async fn a_cloud_pod_identity_makes_the_object_not_ready_saying_it_is_not_supported_yet() {
+    let Some((_server, w)) = world("pod-identity").await else {
+        return;
+    };
+    let op = w.start_operator();
+    for provider in ["azure-workload", "gcp", "aws", "aws-eks"] {
+        let name = format!("identity-{provider}");
+        create_yaml::<keda_api::TriggerAuthentication>(
+            &w,
+            &format!(
+                "apiVersion: keda.sh/v1alpha1
+kind: TriggerAuthentication
+metadata: {{ name: {name} }}
+spec:
+  podIdentity: {{ provider: {provider} }}
+"
+            ),
+        )
+        .await;
+        w.deployment(&name, 0).await;
+        w.create(&authenticated_object(&name, &list("pod-identity"), &name))
+            .await;
+        let (_, reason, message) = scenarios::eventually("Ready=False", || async {
+            scenarios::ready(&w.get(&name).await).filter(|r| r.0 == "False")
+        })
+        .await;
+        assert_eq!(reason, "ScaledObjectCheckFailed");
+        let want = format!(
+            "TriggerAuthentication team/{name}: podIdentity provider \"{provider}\" is not supported by keda-rs yet: cloud pod identities (azure-workload, gcp, aws, aws-eks) are out of scope for now"
+        );
+        assert!(message.contains(&want), "{message}");
+    }
+    op.stop().await;
+}
+
 #[tokio::test]
 async fn a_poll_records_the_scaler_value_and_activity_under_keda_s_names_and_labels() {
     let Some((_server, w)) = world("recording").await else {

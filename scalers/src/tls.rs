@@ -42,6 +42,24 @@ pub enum TlsError {
     /// The `key` parameter holds no unencrypted PEM private key.
     #[error("parameter \"key\" is not a valid unencrypted PEM private key")]
     InvalidKey,
+    /// `cert`, `key` and `keyPassword` do not fit together.
+    #[error("{0}")]
+    Incomplete(&'static str),
+    /// `keyPassword` is set, but `key` is not an encrypted PKCS#8 PEM key.
+    #[error(
+        "parameter \"keyPassword\" is set, but parameter \"key\" is not an encrypted PKCS#8 PEM key (-----BEGIN ENCRYPTED PRIVATE KEY-----){hint}"
+    )]
+    KeyNotEncrypted {
+        /// What the key is instead, e.g. a hint about legacy PEM encryption.
+        hint: &'static str,
+    },
+    /// The encrypted key could not be decrypted: a wrong `keyPassword`, or a scheme keda-rs
+    /// does not read.
+    #[error("parameter \"key\" could not be decrypted with parameter \"keyPassword\": {reason}")]
+    KeyDecrypt {
+        /// Why, without key material.
+        reason: &'static str,
+    },
     /// rustls refused the configuration (for example a key that does not match the
     /// certificate).
     #[error("the TLS configuration is invalid: {0}")]
@@ -124,6 +142,106 @@ impl TlsSettings {
         }
         Ok(roots)
     }
+}
+
+/// KEDA's `cert`, `key` and `keyPassword` parameters as a client identity: both or neither of
+/// `cert` and `key`; with `keyPassword`, `key` is decrypted (see [`decrypt_private_key`]).
+///
+/// # Errors
+/// `cert` without `key` or the reverse, or a key that cannot be decrypted; the messages name the parameters, never their values.
+pub fn client_identity(
+    cert: Option<Secret>,
+    key: Option<Secret>,
+    key_password: Option<Secret>,
+) -> Result<Option<(Secret, Secret)>, TlsError> {
+    match (cert, key, key_password) {
+        (Some(cert), Some(key), None) => Ok(Some((cert, key))),
+        (Some(cert), Some(key), Some(password)) => {
+            Ok(Some((cert, decrypt_private_key(&key, &password)?)))
+        }
+        // As in KEDA, a `keyPassword` without a key is unused.
+        (None, None, _) => Ok(None),
+        _ => Err(TlsError::Incomplete(
+            "parameters \"cert\" and \"key\" must be given together",
+        )),
+    }
+}
+
+/// The PEM tag of an encrypted PKCS#8 key (RFC 5958 `EncryptedPrivateKeyInfo`).
+const ENCRYPTED_PKCS8_TAG: &str = "ENCRYPTED PRIVATE KEY";
+
+/// Decrypts `key`, an encrypted PKCS#8 PEM private key (`-----BEGIN ENCRYPTED PRIVATE KEY-----`,
+/// as written by `openssl pkcs8 -topk8 -v2 aes-256-cbc` or `openssl genpkey -aes256`), with
+/// `password` (KEDA's `keyPassword`), and returns it as an unencrypted PKCS#8 PEM key
+/// (`-----BEGIN PRIVATE KEY-----`).
+///
+/// Reads the PBES2 schemes that KEDA's `github.com/youmark/pkcs8` reads: PBKDF2 with
+/// HMAC-SHA1/SHA-224/SHA-256/SHA-384/SHA-512, or scrypt, and AES-128/192/256-CBC or
+/// DES-EDE3-CBC. As in KEDA, keys with legacy PEM encryption (`Proc-Type: 4,ENCRYPTED`) and
+/// PKCS#5 v1.5 (PBES1) schemes are refused.
+///
+/// # Errors
+/// [`TlsError::KeyNotEncrypted`] when `key` is not an encrypted PKCS#8 PEM key,
+/// [`TlsError::KeyDecrypt`] when it cannot be decrypted (wrong password, unsupported scheme).
+/// Neither contains key material or the password.
+pub fn decrypt_private_key(key: &Secret, password: &Secret) -> Result<Secret, TlsError> {
+    use pkcs5::der::asn1::OctetStringRef;
+    use pkcs5::der::{Decode, Reader, SliceReader};
+
+    let block =
+        pem::parse(key.expose().as_bytes()).map_err(|_| TlsError::KeyNotEncrypted { hint: "" })?;
+    if block.tag() != ENCRYPTED_PKCS8_TAG {
+        let hint = if block.headers().get("Proc-Type").is_some() {
+            ": legacy PEM encryption (Proc-Type: 4,ENCRYPTED) is not supported, as in KEDA; convert the key with `openssl pkcs8 -topk8 -v2 aes-256-cbc`"
+        } else {
+            ""
+        };
+        return Err(TlsError::KeyNotEncrypted { hint });
+    }
+    let malformed = |_| TlsError::KeyDecrypt {
+        reason: "the key is not a well-formed PKCS#8 EncryptedPrivateKeyInfo",
+    };
+    let mut reader = SliceReader::new(block.contents()).map_err(malformed)?;
+    let (algorithm, ciphertext) = reader
+        .sequence(|r| {
+            let algorithm = pkcs5::AlgorithmIdentifierRef::decode(r)?;
+            let data = OctetStringRef::decode(r)?;
+            Ok((algorithm, data))
+        })
+        .map_err(malformed)?;
+    reader.finish(()).map_err(malformed)?;
+    if algorithm.oid != pkcs5::pbes2::PBES2_OID {
+        return Err(TlsError::KeyDecrypt {
+            reason: "only PBES2 (PKCS#5 v2.0) encryption is supported, as in KEDA; re-encrypt the key with `openssl pkcs8 -topk8 -v2 aes-256-cbc`",
+        });
+    }
+    let unsupported = TlsError::KeyDecrypt {
+        reason: "the encryption scheme is not supported (PBES2 with PBKDF2 or scrypt and AES-CBC or DES-EDE3-CBC are)",
+    };
+    let Ok(scheme) = pkcs5::EncryptionScheme::try_from(algorithm) else {
+        return Err(unsupported);
+    };
+    let plain = scheme
+        .decrypt(password.expose().as_bytes(), ciphertext.as_bytes())
+        .map_err(|e| match e {
+            pkcs5::Error::UnsupportedAlgorithm { .. } | pkcs5::Error::NoPbes1CryptSupport => {
+                unsupported
+            }
+            _ => TlsError::KeyDecrypt {
+                reason: "wrong password, or a damaged key",
+            },
+        })?;
+    // A wrong password that happens to leave valid padding still yields garbage: check that
+    // the plaintext is a private key before handing it on.
+    if PrivateKeyDer::try_from(plain.as_slice()).is_err() {
+        return Err(TlsError::KeyDecrypt {
+            reason: "wrong password, or a damaged key",
+        });
+    }
+    Ok(Secret::new(pem::encode(&pem::Pem::new(
+        "PRIVATE KEY",
+        plain,
+    ))))
 }
 
 /// `unsafeSsl`: accepts any server certificate, but still checks that the handshake is
@@ -233,6 +351,137 @@ mod tests {
             ..TlsSettings::default()
         };
         assert!(insecure.client_config().is_ok());
+    }
+
+    const KEY_PASSWORD: &str = "correct-horse-battery";
+
+    /// A fresh P-256 key as unencrypted PKCS#8 PEM, and the same key encrypted by the
+    /// `openssl` command line (as users make them) with `args`.
+    fn openssl_encrypted_key(args: &[&str]) -> (String, String) {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let plain = key.serialize_pem();
+        let dir = std::env::temp_dir().join(format!(
+            "keda-rs-key-password-{}-{}",
+            std::process::id(),
+            args.join("_").replace(['/', ' '], "")
+        ));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let input = dir.join("plain.pem");
+        std::fs::write(&input, &plain).expect("write key");
+        let output = std::process::Command::new("openssl")
+            .args(args)
+            .arg("-passout")
+            .arg(format!("pass:{KEY_PASSWORD}"))
+            .arg("-in")
+            .arg(&input)
+            .output()
+            .expect("the openssl command line (Debian package openssl) is installed");
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(
+            output.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        (plain, String::from_utf8(output.stdout).expect("PEM"))
+    }
+
+    fn der_of(pem_text: &str) -> Vec<u8> {
+        pem::parse(pem_text).expect("PEM").into_contents()
+    }
+
+    #[test]
+    fn key_password_decrypts_the_pbes2_schemes_openssl_writes() {
+        // (openssl arguments, scheme)
+        for args in [
+            // OpenSSL 3's default: PBKDF2-HMAC-SHA256, AES-256-CBC
+            &["pkcs8", "-topk8", "-v2", "aes-256-cbc"][..],
+            // PBKDF2-HMAC-SHA1 (older OpenSSL's default PRF), AES-128-CBC
+            &[
+                "pkcs8",
+                "-topk8",
+                "-v2",
+                "aes-128-cbc",
+                "-v2prf",
+                "hmacWithSHA1",
+            ][..],
+            // DES-EDE3-CBC
+            &["pkcs8", "-topk8", "-v2", "des3"][..],
+            // scrypt, AES-256-CBC
+            &["pkcs8", "-topk8", "-scrypt"][..],
+        ] {
+            let (plain, encrypted) = openssl_encrypted_key(args);
+            assert!(
+                encrypted.contains("BEGIN ENCRYPTED PRIVATE KEY"),
+                "{args:?}"
+            );
+            let decrypted =
+                decrypt_private_key(&Secret::new(encrypted), &Secret::new(KEY_PASSWORD))
+                    .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            assert!(decrypted.expose().contains("BEGIN PRIVATE KEY"), "{args:?}");
+            assert_eq!(der_of(decrypted.expose()), der_of(&plain), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn a_wrong_key_password_or_a_key_of_another_shape_is_an_error_without_the_values() {
+        let (plain, encrypted) = openssl_encrypted_key(&["pkcs8", "-topk8", "-v2", "aes-256-cbc"]);
+        let err = decrypt_private_key(&Secret::new(&*encrypted), &Secret::new("wrong-password"))
+            .expect_err("wrong password");
+        let shown = format!("{err} {err:?}");
+        assert!(
+            !shown.contains("wrong-password") && !shown.contains("PRIVATE KEY"),
+            "{shown}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "parameter \"key\" could not be decrypted with parameter \"keyPassword\": wrong password, or a damaged key"
+        );
+
+        let err = decrypt_private_key(&Secret::new(&*plain), &Secret::new(KEY_PASSWORD))
+            .expect_err("an unencrypted key");
+        assert_eq!(
+            err.to_string(),
+            "parameter \"keyPassword\" is set, but parameter \"key\" is not an encrypted PKCS#8 PEM key (-----BEGIN ENCRYPTED PRIVATE KEY-----)"
+        );
+
+        let (_, legacy) = openssl_encrypted_key(&["pkey", "-traditional", "-aes256"]);
+        assert!(legacy.contains("Proc-Type: 4,ENCRYPTED"), "{legacy}");
+        let err = decrypt_private_key(&Secret::new(&*legacy), &Secret::new(KEY_PASSWORD))
+            .expect_err("legacy PEM encryption");
+        assert!(
+            err.to_string().contains(
+                "legacy PEM encryption (Proc-Type: 4,ENCRYPTED) is not supported, as in KEDA"
+            ),
+            "{err}"
+        );
+
+        // PKCS#12's PBE (not PBES2), which KEDA's reader refuses too.
+        let (_, pbe) = openssl_encrypted_key(&["pkcs8", "-topk8", "-v1", "PBE-SHA1-3DES"]);
+        let err = decrypt_private_key(&Secret::new(&*pbe), &Secret::new(KEY_PASSWORD))
+            .expect_err("PKCS#12 PBE");
+        assert!(err.to_string().contains("only PBES2"), "{err}");
+    }
+
+    #[test]
+    fn cert_key_and_key_password_go_together_as_in_keda() {
+        let (_, encrypted) = openssl_encrypted_key(&["pkcs8", "-topk8", "-v2", "aes-256-cbc"]);
+        let identity = client_identity(
+            Some(Secret::new("C")),
+            Some(Secret::new(encrypted)),
+            Some(Secret::new(KEY_PASSWORD)),
+        )
+        .expect("decrypts")
+        .expect("an identity");
+        assert!(identity.1.expose().contains("BEGIN PRIVATE KEY"));
+        assert!(matches!(
+            client_identity(Some(Secret::new("C")), None, None),
+            Err(TlsError::Incomplete(_))
+        ));
+        // A keyPassword without a key is unused, as in KEDA.
+        assert!(matches!(
+            client_identity(None, None, Some(Secret::new(KEY_PASSWORD))),
+            Ok(None)
+        ));
     }
 
     #[test]

@@ -18,6 +18,14 @@ pub const DEFAULT_CLUSTER_OBJECT_NAMESPACE: &str = "keda";
 pub const DEFAULT_SECRET_FIELD_SELECTOR: &str = "type!=helm.sh/release.v1";
 /// How long a resolution waits for the caches' first list before it fails.
 pub const DEFAULT_CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(30);
+/// `KEDA_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY`: the lifetime asked for `boundServiceAccountToken`
+/// tokens, a Go duration between 1h and 6h.
+pub const BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY_ENV: &str = "KEDA_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY";
+/// KEDA's default token lifetime: one hour.
+pub const DEFAULT_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY: Duration = Duration::from_secs(3600);
+/// KEDA's bounds of `KEDA_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY`: 1h to 6h.
+pub const BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY_BOUNDS: (Duration, Duration) =
+    (Duration::from_secs(3600), Duration::from_secs(6 * 3600));
 
 /// Which namespaces the resolver's caches cover.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,6 +100,10 @@ pub struct ResolverConfig {
     /// trigger that needs one from another namespace (a TriggerAuthentication's
     /// `secretTargetRef`, a container variable from a Secret) fails, naming it.
     pub restrict_secret_access: bool,
+    /// The lifetime asked for `boundServiceAccountToken` tokens
+    /// (`KEDA_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY`, default 1h). The object's scalers are rebuilt
+    /// with fresh tokens after four fifths of the lifetime the API server granted.
+    pub bound_service_account_token_expiry: Duration,
 }
 
 impl ResolverConfig {
@@ -105,6 +117,7 @@ impl ResolverConfig {
             secret_field_selector: Some(DEFAULT_SECRET_FIELD_SELECTOR.to_string()),
             cache_sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,
             restrict_secret_access: false,
+            bound_service_account_token_expiry: DEFAULT_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY,
         }
     }
 

@@ -194,6 +194,151 @@ pub(crate) fn restricted_secret(namespace: &str, name: &str, allowed: &str) -> S
     )
 }
 
+/// Why a `boundServiceAccountToken` token could not be had. Never contains a token.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TokenProblem {
+    /// The entry names no ServiceAccount.
+    #[error("serviceAccountName is empty")]
+    NoServiceAccountName,
+    /// The ServiceAccount does not exist.
+    #[error("ServiceAccount {account} not found")]
+    NotFound {
+        /// `namespace/name`.
+        account: String,
+    },
+    /// The operator may not request tokens.
+    #[error(
+        "the operator may not request a token of ServiceAccount {account}: grant it create on serviceaccounts/token (config/rbac/operator.yaml)"
+    )]
+    Forbidden {
+        /// `namespace/name`.
+        account: String,
+    },
+    /// The API server refused the request.
+    #[error("the token request for ServiceAccount {account} was refused: {message}")]
+    Refused {
+        /// `namespace/name`.
+        account: String,
+        /// The API server's message.
+        message: String,
+    },
+    /// The request did not reach the API server or its answer was unreadable.
+    #[error("the token request for ServiceAccount {account} failed: {message}")]
+    Request {
+        /// `namespace/name`.
+        account: String,
+        /// What failed.
+        message: String,
+    },
+    /// The API server did not answer in time.
+    #[error("the token request for ServiceAccount {account} got no answer within {waited:?}")]
+    Timeout {
+        /// `namespace/name`.
+        account: String,
+        /// How long it waited.
+        waited: Duration,
+    },
+    /// The answer held no token.
+    #[error("the API server returned no token for ServiceAccount {account}")]
+    Empty {
+        /// `namespace/name`.
+        account: String,
+    },
+}
+
+/// Why `hashiCorpVault` parameters could not be read. Never contains a token or a value read
+/// from Vault.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum VaultProblem {
+    /// `address` is not a URL.
+    #[error("address \"{address}\" is not an http:// or https:// URL")]
+    Address {
+        /// As written.
+        address: String,
+    },
+    /// `authentication` is neither `token` nor `kubernetes`.
+    #[error("authentication \"{authentication}\" is not supported: use token or kubernetes")]
+    Authentication {
+        /// As written.
+        authentication: String,
+    },
+    /// A field the authentication needs is empty.
+    #[error("{0} is required")]
+    Missing(&'static str),
+    /// A `secrets` entry without `path` or `key`.
+    #[error("secret for parameter \"{parameter}\" needs both path and key")]
+    Incomplete {
+        /// The entry's `parameter`.
+        parameter: String,
+    },
+    /// A `secrets` entry with an unknown `type`.
+    #[error(
+        "secret for parameter \"{parameter}\": type \"{type_}\" is not supported: use secret, secretV2 or pki (or leave it unset)"
+    )]
+    UnknownType {
+        /// The entry's `parameter`.
+        parameter: String,
+        /// As written.
+        type_: String,
+    },
+    /// The service account token for the `kubernetes` login could not be had.
+    #[error("the kubernetes login's token: {0}")]
+    LoginToken(TokenProblem),
+    /// The `credential.serviceAccount` file could not be read.
+    #[error("cannot read the service account token file {path}")]
+    TokenFile {
+        /// The file.
+        path: String,
+    },
+    /// The HTTP client could not be built.
+    #[error("the HTTP client: {0}")]
+    Client(String),
+    /// A request did not get an answer.
+    #[error("{path}: {reason}")]
+    Request {
+        /// The Vault path (after `/v1/`).
+        path: String,
+        /// What failed.
+        reason: String,
+    },
+    /// Vault answered with an error status.
+    #[error("{path}: HTTP {status}{}{}", if errors.is_empty() { "" } else { ": " }, errors)]
+    Status {
+        /// The Vault path.
+        path: String,
+        /// The status.
+        status: u16,
+        /// Vault's `errors`, joined.
+        errors: String,
+    },
+    /// Vault's answer is not what the API documents.
+    #[error("{path}: {reason}")]
+    Answer {
+        /// The Vault path.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The secret has no such key.
+    #[error("parameter \"{parameter}\": key \"{key}\" not found at {path}")]
+    KeyNotFound {
+        /// The entry's `parameter`.
+        parameter: String,
+        /// The path.
+        path: String,
+        /// The key.
+        key: String,
+    },
+    /// The key's value is not text.
+    #[error("parameter \"{parameter}\": the value of key \"{key}\" is not a string")]
+    NotText {
+        /// The entry's `parameter`.
+        parameter: String,
+        /// The key.
+        key: String,
+    },
+}
+
 /// Why a trigger's environment or authentication could not be resolved.
 #[derive(Debug, thiserror::Error)]
 pub enum ResolveError {
@@ -232,8 +377,10 @@ pub enum ResolveError {
         /// The deserialization error.
         reason: String,
     },
-    /// `podIdentity.provider` other than `none`.
-    #[error("{trigger}: {auth}: podIdentity provider \"{provider}\" is not supported by keda-rs")]
+    /// `podIdentity.provider` other than `none`: cloud pod identities are out of scope for now.
+    #[error(
+        "{trigger}: {auth}: podIdentity provider \"{provider}\" is not supported by keda-rs yet: cloud pod identities (azure-workload, gcp, aws, aws-eks) are out of scope for now; give the credentials through secretTargetRef, configMapTargetRef or env"
+    )]
     PodIdentityUnsupported {
         /// The trigger.
         trigger: TriggerId,
@@ -263,6 +410,28 @@ pub enum ResolveError {
         parameter: String,
         /// What failed.
         problem: RefProblem,
+    },
+    /// A `boundServiceAccountToken` entry could not get its token.
+    #[error("{trigger}: {auth}: boundServiceAccountToken parameter \"{parameter}\": {problem}")]
+    BoundToken {
+        /// The trigger.
+        trigger: TriggerId,
+        /// The object.
+        auth: AuthName,
+        /// The entry's `parameter`.
+        parameter: String,
+        /// What failed.
+        problem: TokenProblem,
+    },
+    /// `hashiCorpVault` could not be read.
+    #[error("{trigger}: {auth}: hashiCorpVault: {problem}")]
+    Vault {
+        /// The trigger.
+        trigger: TriggerId,
+        /// The object.
+        auth: AuthName,
+        /// What failed.
+        problem: VaultProblem,
     },
     /// `filePath` on a namespaced TriggerAuthentication.
     #[error("{trigger}: {auth}: spec.filePath is only allowed on a ClusterTriggerAuthentication")]
@@ -363,6 +532,8 @@ impl ResolveError {
                 "authentication-unsupported"
             }
             Self::AuthRef { .. } => "authentication-reference",
+            Self::BoundToken { .. } => "authentication-token",
+            Self::Vault { .. } => "authentication-vault",
             Self::FilePathNotClusterScoped { .. }
             | Self::FilePathRootNotConfigured { .. }
             | Self::FilePathOutsideRoot { .. }

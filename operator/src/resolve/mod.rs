@@ -25,7 +25,8 @@
 //! in which order trigger metadata, `<name>FromEnv` and auth params are tried (KEDA's typed
 //! config, implemented by [`keda_scalers::MetadataParser`]). Within auth params, later sources
 //! override earlier ones for the same parameter, as in KEDA: `env`, then `configMapTargetRef`,
-//! then `secretTargetRef`; `filePath` (ClusterTriggerAuthentication only) replaces them all.
+//! then `secretTargetRef`, then `hashiCorpVault`, then `boundServiceAccountToken`; `filePath`
+//! (ClusterTriggerAuthentication only) replaces them all.
 //!
 //! # Rotation
 //!
@@ -33,7 +34,9 @@
 //! (Cluster)TriggerAuthentication and scale target it read, including ones it found missing.
 //! When one of them changes in content (not on resyncs, status or scale updates), the object is
 //! sent on every [`RebuildSignals`] stream. KEDA freezes auth params until the scaler cache is
-//! rebuilt for another reason (kedacore/keda#563).
+//! rebuilt for another reason (kedacore/keda#563). A resolution that requested bound service
+//! account tokens also signals its object after four fifths of the tokens' lifetime, so the
+//! scalers are rebuilt with fresh tokens before the old ones expire.
 //!
 //! # Secrets
 //!
@@ -51,6 +54,8 @@ mod projection;
 mod session;
 mod signal;
 mod target;
+mod token;
+mod vault;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -68,11 +73,15 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use crate::telemetry::{CustomResourceKind, Metrics};
 
 pub use config::{
-    CLUSTER_OBJECT_NAMESPACE_ENV, DEFAULT_CACHE_SYNC_TIMEOUT, DEFAULT_CLUSTER_OBJECT_NAMESPACE,
-    DEFAULT_SECRET_FIELD_SELECTOR, POD_NAMESPACE_ENV, RESTRICT_SECRET_ACCESS_ENV, ResolverConfig,
-    WATCH_NAMESPACE_ENV, WatchScope, restrict_secret_access,
+    BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY_BOUNDS, BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY_ENV,
+    CLUSTER_OBJECT_NAMESPACE_ENV, DEFAULT_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY,
+    DEFAULT_CACHE_SYNC_TIMEOUT, DEFAULT_CLUSTER_OBJECT_NAMESPACE, DEFAULT_SECRET_FIELD_SELECTOR,
+    POD_NAMESPACE_ENV, RESTRICT_SECRET_ACCESS_ENV, ResolverConfig, WATCH_NAMESPACE_ENV,
+    WatchScope, restrict_secret_access,
 };
-pub use error::{AuthName, EnvProblem, EnvUse, RefProblem, ResolveError};
+pub use error::{
+    AuthName, EnvProblem, EnvUse, RefProblem, ResolveError, TokenProblem, VaultProblem,
+};
 pub use keys::{PodSource, ScalableRef, ScaleTargetPodSource};
 pub use session::ResolveSession;
 pub use signal::RebuildSignals;
@@ -101,6 +110,8 @@ impl fmt::Debug for Resolver {
 
 struct Inner {
     config: ResolverConfig,
+    /// For `boundServiceAccountToken` TokenRequests.
+    client: Client,
     secrets: Arc<Cache<SecretData>>,
     config_maps: Arc<Cache<ConfigMapData>>,
     auths: Arc<Cache<AuthEntry>>,
@@ -212,10 +223,16 @@ impl Resolver {
             &cancel,
         );
 
-        let targets = Targets::new(client, scope, Arc::clone(&notifier), cancel.clone());
+        tokio::spawn({
+            let notifier = Arc::clone(&notifier);
+            let cancel = cancel.clone();
+            async move { notifier.run_refreshes(cancel).await }
+        });
+        let targets = Targets::new(client.clone(), scope, Arc::clone(&notifier), cancel.clone());
         Self {
             inner: Arc::new(Inner {
                 config,
+                client,
                 secrets,
                 config_maps,
                 auths,

@@ -11,7 +11,7 @@ use keda_api::{AuthenticationKind, ScaleTrigger};
 use keda_scalers::{Secret, TriggerId};
 
 use super::env::{self, Lookup, Refs, ResolvedContainer, VarError};
-use super::error::{AuthName, EnvProblem, EnvUse, RefProblem, ResolveError};
+use super::error::{AuthName, EnvProblem, EnvUse, RefProblem, ResolveError, VaultProblem};
 use super::keys::{DepKey, ObjKey, PodSource, ScaleTargetPodSource};
 use super::projection::{self, ConfigMapData, ContainerEnv, SecretData};
 use super::target;
@@ -29,6 +29,8 @@ pub struct ResolveSession {
     source: ScaleTargetPodSource,
     start: u64,
     deps: HashSet<DepKey>,
+    /// When the object must be rebuilt because a bound service account token expires.
+    refresh_at: Option<tokio::time::Instant>,
     ready: bool,
     containers: Option<Result<Arc<Vec<ContainerEnv>>, EnvProblem>>,
     resolved: HashMap<String, Arc<ResolvedContainer>>,
@@ -42,6 +44,7 @@ impl ResolveSession {
             source,
             start,
             deps: HashSet::new(),
+            refresh_at: None,
             ready: false,
             containers: None,
             resolved: HashMap::new(),
@@ -414,7 +417,70 @@ impl ResolveSession {
                 secret_key(&mut refs, refs_namespace, entry).map_err(|p| ref_error(entry, p))?;
             params.insert(entry.parameter.clone(), Secret::new(value));
         }
+        // KEDA's order: the Secrets, Vault, (the cloud stores keda-rs does not read), the bound
+        // service account tokens.
+        if let Some(vault) = &spec.hashi_corp_vault {
+            let values = self
+                .vault_params(vault, refs_namespace)
+                .await
+                .map_err(|problem| ResolveError::Vault {
+                    trigger: id.clone(),
+                    auth: auth.clone(),
+                    problem,
+                })?;
+            params.extend(values);
+        }
+        for entry in spec.bound_service_account_token.iter().flatten() {
+            let token = super::token::request(
+                &self.inner.client,
+                refs_namespace,
+                &entry.service_account_name,
+                self.inner.config.bound_service_account_token_expiry,
+                &[],
+            )
+            .await
+            .map_err(|problem| ResolveError::BoundToken {
+                trigger: id.clone(),
+                auth: auth.clone(),
+                parameter: entry.parameter.clone(),
+                problem,
+            })?;
+            let at = tokio::time::Instant::now() + token.refresh_after;
+            self.refresh_at = Some(self.refresh_at.map_or(at, |earlier| earlier.min(at)));
+            params.insert(entry.parameter.clone(), Secret::new(token.value));
+        }
         Ok(params)
+    }
+}
+
+impl ResolveSession {
+    /// The `hashiCorpVault` parameters: logs in (`token`, or `kubernetes` with a service
+    /// account token of `namespace` or of the operator) and reads every secret.
+    async fn vault_params(
+        &self,
+        spec: &keda_api::trigger_authentication::HashiCorpVault,
+        namespace: &str,
+    ) -> Result<BTreeMap<String, Secret>, VaultProblem> {
+        use super::vault::{self, Jwt, Login};
+        let plan = vault::plan(spec)?;
+        let mut client = vault::Vault::new(&plan)?;
+        if let Login::Kubernetes { mount, role, jwt } = &plan.login {
+            let jwt = match jwt {
+                Jwt::Requested(name) => {
+                    let (expiry, audience) = vault::login_token_request();
+                    super::token::request(&self.inner.client, namespace, name, expiry, &[audience])
+                        .await
+                        .map(|t| Secret::new(t.value))
+                        .map_err(VaultProblem::LoginToken)?
+                }
+                Jwt::File(path) => tokio::fs::read_to_string(path)
+                    .await
+                    .map(|t| Secret::new(t.trim()))
+                    .map_err(|_| VaultProblem::TokenFile { path: path.clone() })?,
+            };
+            client.login(mount, role, &jwt).await?;
+        }
+        client.read(&spec.secrets).await
     }
 }
 
@@ -423,7 +489,7 @@ impl Drop for ResolveSession {
         let deps = std::mem::take(&mut self.deps);
         self.inner
             .notifier
-            .end(&self.source.scalable, self.start, deps);
+            .end(&self.source.scalable, self.start, deps, self.refresh_at);
     }
 }
 
@@ -439,9 +505,6 @@ fn check_supported(
         auth: auth.clone(),
         field,
     };
-    if spec.hashi_corp_vault.is_some() {
-        return Err(unsupported("hashiCorpVault"));
-    }
     if spec.azure_key_vault.is_some() {
         return Err(unsupported("azureKeyVault"));
     }
@@ -450,13 +513,6 @@ fn check_supported(
     }
     if spec.aws_secret_manager.is_some() {
         return Err(unsupported("awsSecretManager"));
-    }
-    if spec
-        .bound_service_account_token
-        .as_ref()
-        .is_some_and(|t| !t.is_empty())
-    {
-        return Err(unsupported("boundServiceAccountToken"));
     }
     if spec.oauth2.is_some() {
         return Err(unsupported("oauth2"));

@@ -37,6 +37,7 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         Declared::new(activemq::build, activemq::PARAMS)
             .with_check(|ctx| activemq::ActiveMqConfig::parse(ctx).map(drop)),
     );
+    registry.register(
         "aws-cloudwatch",
         Declared::new(aws_cloudwatch::build, aws_cloudwatch::PARAMS)
             .with_check(|ctx| aws_cloudwatch::CloudWatchConfig::parse(ctx).map(drop)),

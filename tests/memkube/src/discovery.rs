@@ -84,6 +84,17 @@ pub(crate) fn resources(registry: &Registry, group: &str, version: &str) -> Opti
                 "verbs": sub_verbs,
             }));
         }
+        if def.group.is_empty() && def.plural == "serviceaccounts" {
+            entries.push(json!({
+                "name": "serviceaccounts/token",
+                "singularName": "",
+                "namespaced": true,
+                "group": "authentication.k8s.io",
+                "version": "v1",
+                "kind": "TokenRequest",
+                "verbs": ["create"],
+            }));
+        }
         if def.scale.is_some() {
             entries.push(json!({
                 "name": format!("{}/scale", def.plural),

@@ -251,6 +251,7 @@ impl Inner {
             None => {}
             Some("status") if def.status => {}
             Some("scale") if def.scale.is_some() => {}
+            Some("token") if def.group.is_empty() && def.plural == "serviceaccounts" => {}
             Some(_) => return Err(not_found()),
         }
         let verb = match (method, path.name.is_some()) {
@@ -258,6 +259,7 @@ impl Inner {
             (&Method::GET, false) if is_true(query, "watch") => Verb::Watch,
             (&Method::GET, false) => Verb::List,
             (&Method::POST, false) if path.sub.is_none() => Verb::Create,
+            (&Method::POST, true) if path.sub.as_deref() == Some("token") => Verb::Create,
             (&Method::PUT, true) => Verb::Update,
             (&Method::PATCH, true) => Verb::Patch,
             (&Method::DELETE, true) if path.sub.is_none() => Verb::Delete,
@@ -343,6 +345,26 @@ impl Inner {
                 } else {
                     self.review(parse_json(body)?)
                 }
+            }
+            Verb::Create if path.sub.as_deref() == Some("token") => {
+                // The ServiceAccount must exist: its 404 is the real server's answer too.
+                let account = self.state().get(&def, ns, name)?;
+                let uid = account
+                    .pointer("/metadata/uid")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                let mut tokens = self.tokens();
+                let sequence = tokens.len();
+                let (reply, issued) = crate::token::issue(
+                    ns.unwrap_or_default(),
+                    name,
+                    &uid,
+                    parse_json(body)?,
+                    sequence,
+                )?;
+                tokens.push(issued);
+                Ok(Reply::Json(201, reply))
             }
             Verb::Create => {
                 let obj = self.state().create(&def, ns, parse_json(body)?, false)?;
@@ -594,9 +616,23 @@ impl Inner {
 impl Inner {
     fn token_review(&self, body: Value) -> Result<Reply, ApiError> {
         let spec = body.get("spec").cloned().unwrap_or_else(|| json!({}));
-        let spec = serde_json::from_value(spec)
-            .map_err(|e| ApiError::bad_request(format!("invalid TokenReview spec: {e}")))?;
-        let status = (self.token_policy())(&spec);
+        let spec: k8s_openapi::api::authentication::v1::TokenReviewSpec =
+            serde_json::from_value(spec)
+                .map_err(|e| ApiError::bad_request(format!("invalid TokenReview spec: {e}")))?;
+        // Tokens memkube issued are authenticated as the real server authenticates its own;
+        // any other token is the test's policy's to judge.
+        let own = spec.token.as_deref().and_then(|token| {
+            crate::token::review(
+                &self.tokens(),
+                token,
+                spec.audiences.as_deref().unwrap_or_default(),
+            )
+        });
+        let status = match own {
+            Some(status) => serde_json::from_value(status)
+                .map_err(|e| ApiError::from_code(500, e.to_string()))?,
+            None => (self.token_policy())(&spec),
+        };
         let mut reply = body;
         if let Some(map) = reply.as_object_mut() {
             map.insert("apiVersion".to_string(), json!("authentication.k8s.io/v1"));

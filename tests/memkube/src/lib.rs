@@ -56,6 +56,7 @@ mod selector;
 mod server;
 mod service;
 mod store;
+mod token;
 mod view;
 mod watch;
 
@@ -63,3 +64,4 @@ pub use error::ApiError;
 pub use faults::{FailureRule, RequestCounts, Verb};
 pub use server::{AccessPolicy, Error, MemKube, MemKubeBuilder, TokenPolicy};
 pub use service::{Loopback, MemKubeService, ResponseBody};
+pub use token::IssuedToken;

@@ -101,6 +101,7 @@ impl MemKubeBuilder {
                 error: Some("memkube: no token is known (set_token_policy)".to_string()),
                 ..Default::default()
             })),
+            tokens: Mutex::new(Vec::new()),
             closer,
             bookmark_interval: self.bookmark_interval,
         });
@@ -115,6 +116,8 @@ pub(crate) struct Inner {
     counts: Mutex<RequestCounts>,
     policy: RwLock<AccessPolicy>,
     token_policy: RwLock<TokenPolicy>,
+    /// Tokens issued through `serviceaccounts/{name}/token`, in order.
+    tokens: Mutex<Vec<crate::token::IssuedToken>>,
     pub(crate) closer: tokio::sync::watch::Sender<u64>,
     pub(crate) bookmark_interval: Duration,
 }
@@ -143,6 +146,10 @@ impl Inner {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    pub(crate) fn tokens(&self) -> std::sync::MutexGuard<'_, Vec<crate::token::IssuedToken>> {
+        self.tokens.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     pub(crate) fn token_policy(&self) -> TokenPolicy {
@@ -405,6 +412,11 @@ impl MemKube {
             .token_policy
             .write()
             .unwrap_or_else(PoisonError::into_inner) = Arc::new(policy);
+    }
+
+    /// The tokens issued through `serviceaccounts/{name}/token` (TokenRequest), oldest first.
+    pub fn issued_tokens(&self) -> Vec<crate::token::IssuedToken> {
+        self.inner.tokens().clone()
     }
 
     /// Forgets the watch history, as etcd compaction does: watching from any resourceVersion

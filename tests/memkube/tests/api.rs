@@ -1289,3 +1289,71 @@ async fn a_selector_watch_sees_objects_enter_and_leave_the_selection() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn service_account_token_requests_issue_tokens_for_existing_accounts_only() {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    on_both_transports(|ctx| async move {
+        let accounts: Api<ServiceAccount> = Api::default_namespaced(ctx.client.clone());
+        let request = |seconds: Option<i64>| TokenRequest {
+            spec: TokenRequestSpec {
+                expiration_seconds: seconds,
+                audiences: vec!["vault".to_string()],
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        // No such ServiceAccount: 404, as on a real server.
+        assert_eq!(
+            api_code(
+                accounts
+                    .create_token_request("reader", &PostParams::default(), &request(None))
+                    .await
+            ),
+            404
+        );
+        let account: ServiceAccount =
+            serde_json::from_value(json!({"metadata": {"name": "reader"}})).expect("account");
+        accounts
+            .create(&PostParams::default(), &account)
+            .await
+            .expect("create");
+        let first = accounts
+            .create_token_request("reader", &PostParams::default(), &request(None))
+            .await
+            .expect("a token");
+        let second = accounts
+            .create_token_request("reader", &PostParams::default(), &request(Some(7200)))
+            .await
+            .expect("a token");
+        let status = first.status.expect("status");
+        assert!(!status.token.is_empty());
+        assert_ne!(Some(status.token.clone()), second.status.map(|s| s.token));
+        assert_eq!(first.spec.expiration_seconds, Some(3600));
+        assert_eq!(second.spec.expiration_seconds, Some(7200));
+        // Shorter than 10 minutes: 422 Invalid.
+        assert_eq!(
+            api_code(
+                accounts
+                    .create_token_request("reader", &PostParams::default(), &request(Some(60)))
+                    .await
+            ),
+            422
+        );
+        let issued = ctx.server.issued_tokens();
+        assert_eq!(issued.len(), 2);
+        assert_eq!(issued[0].token, status.token);
+        assert_eq!(issued[0].service_account, "reader");
+        assert_eq!(issued[0].namespace, "default");
+        assert_eq!(issued[0].audiences, vec!["vault".to_string()]);
+        assert_eq!(issued[1].expiration_seconds, 7200);
+        assert_eq!(
+            ctx.server
+                .request_counts()
+                .get(Verb::Create, "serviceaccounts/token"),
+            4
+        );
+    })
+    .await;
+}

@@ -181,6 +181,10 @@ fn tls_message(e: &TlsError) -> String {
             "parameters \"tlsClientCert\" and \"tlsClientKey\" do not make a valid TLS client \
              identity: {e}"
         ),
+        // `keyPassword` errors: the external scalers take no encrypted keys.
+        other @ (TlsError::Incomplete(_)
+        | TlsError::KeyNotEncrypted { .. }
+        | TlsError::KeyDecrypt { .. }) => other.to_string(),
     }
 }
 

@@ -231,18 +231,17 @@ impl RabbitMqConfig {
             let queue_name: String = p.get(&QUEUE_NAME)?;
             let protocol_name: String = p.get(&PROTOCOL)?;
             let tls_enabled = p.get::<String>(&TLS)? == "enable";
-            let cert: Option<Secret> = p.get_opt(&CERT)?;
-            let key: Option<Secret> = p.get_opt(&KEY)?;
-            let client = match (cert, key) {
-                (Some(c), Some(k)) => Some((c, k)),
-                (None, None) => None,
-                _ => return Err(p.rule("parameters \"cert\" and \"key\" must be given together")),
-            };
-            if p.is_present(&KEY_PASSWORD) {
-                return Err(p.rule(
-                    "parameter \"keyPassword\" is not supported: provide an unencrypted PEM key",
-                ));
-            }
+            let client = crate::tls::client_identity(
+                p.get_opt(&CERT)?,
+                p.get_opt(&KEY)?,
+                // As in KEDA, the key is decrypted only when TLS is enabled.
+                if tls_enabled {
+                    p.get_opt(&KEY_PASSWORD)?
+                } else {
+                    None
+                },
+            )
+            .map_err(|e| p.rule(e.to_string()))?;
             let page_size: i64 = p.get(&PAGE_SIZE)?;
             if page_size < 1 {
                 return Err(p.rule("parameter \"pageSize\" should be 1 or greater"));

@@ -150,18 +150,17 @@ impl RedisSettings {
         p.exclusive(&[&ENABLE_TLS, &TLS])?;
         let tls_enabled = p.get_opt::<bool>(&ENABLE_TLS)?.unwrap_or(false)
             || p.get_opt::<String>(&TLS)?.as_deref() == Some("enable");
-        if p.is_present(&KEY_PASSWORD) {
-            return Err(p.rule(
-                "parameter \"keyPassword\" is not supported: provide an unencrypted PEM key",
-            ));
-        }
-        let cert = p.get_opt::<Secret>(&CERT)?;
-        let key = p.get_opt::<Secret>(&KEY)?;
-        let client = match (cert, key) {
-            (Some(c), Some(k)) => Some((c, k)),
-            (None, None) => None,
-            _ => return Err(p.rule("parameters \"cert\" and \"key\" must be given together")),
-        };
+        let client = crate::tls::client_identity(
+            p.get_opt::<Secret>(&CERT)?,
+            p.get_opt::<Secret>(&KEY)?,
+            // As in KEDA, the key is decrypted only when TLS is enabled.
+            if tls_enabled {
+                p.get_opt::<Secret>(&KEY_PASSWORD)?
+            } else {
+                None
+            },
+        )
+        .map_err(|e| p.rule(e.to_string()))?;
         let tls = tls_enabled.then(|| -> Result<TlsSettings, MetadataError> {
             Ok(TlsSettings {
                 insecure: p.get(&UNSAFE_SSL)?,
