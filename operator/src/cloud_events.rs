@@ -297,7 +297,8 @@ struct WorkerKey {
 
 /// What a worker reports after each event.
 struct Outcome {
-    uid: String,
+    /// The source and the generation the worker sends for.
+    key: WorkerKey,
     delivered: bool,
 }
 
@@ -377,7 +378,7 @@ pub async fn run(
         config,
         metrics,
         workers: HashMap::new(),
-        failing: HashSet::new(),
+        failing: HashMap::new(),
         outcome_tx,
         namespaced: ns_reader,
         cluster: cluster_reader,
@@ -407,8 +408,9 @@ struct Emitter {
     config: EmitterConfig,
     metrics: EmitterMetrics,
     workers: HashMap<WorkerKey, mpsc::Sender<Emitted>>,
-    /// Sources whose last event failed every try.
-    failing: HashSet<String>,
+    /// Sources whose last event failed every try: uid -> the generation it was sent for. An
+    /// edited source (a new generation) starts `Active` again, as KEDA's re-created handler does.
+    failing: HashMap<String, i64>,
     outcome_tx: mpsc::Sender<Outcome>,
     namespaced: Store<CloudEventSource>,
     cluster: Store<ClusterCloudEventSource>,
@@ -477,7 +479,7 @@ impl Emitter {
             source: format!("/{cluster_name}/{}/keda", self.config.keda_namespace),
             cluster_name,
             name: source.name(),
-            uid: source.uid(),
+            key: source.key(),
             first_retry: self.config.first_retry,
             metrics: self.metrics.clone(),
             outcomes: self.outcome_tx.clone(),
@@ -487,22 +489,29 @@ impl Emitter {
     }
 
     async fn record(&mut self, outcome: Outcome) {
+        let WorkerKey { uid, generation } = outcome.key;
         let changed = if outcome.delivered {
-            self.failing.remove(&outcome.uid)
+            self.failing.remove(&uid).is_some()
         } else {
-            self.failing.insert(outcome.uid.clone())
+            self.failing.insert(uid.clone(), generation) != Some(generation)
         };
         if !changed {
             return;
         }
-        if let Some(source) = self.sources().into_iter().find(|s| s.uid() == outcome.uid) {
+        if let Some(source) = self.sources().into_iter().find(|s| s.uid() == uid) {
             self.sync_status(&source).await;
         }
     }
 
+    /// Whether `source`, as it is now, failed its last event.
+    fn is_failing(&self, source: &Source) -> bool {
+        let key = source.key();
+        self.failing.get(&key.uid) == Some(&key.generation)
+    }
+
     /// Writes the `Active` condition `source` should have, when it differs.
     async fn sync_status(&self, source: &Source) {
-        let desired = desired_active(source.spec(), self.failing.contains(&source.uid()));
+        let desired = desired_active(source.spec(), self.is_failing(source));
         let conditions = source
             .status()
             .map(|s| s.conditions.as_slice())
@@ -549,7 +558,7 @@ struct Worker {
     cluster_name: String,
     source: String,
     name: String,
-    uid: String,
+    key: WorkerKey,
     first_retry: Duration,
     metrics: EmitterMetrics,
     outcomes: mpsc::Sender<Outcome>,
@@ -561,7 +570,7 @@ impl Worker {
             let delivered = self.deliver(&event).await;
             self.metrics.queued(&event.namespace).dec();
             let outcome = Outcome {
-                uid: self.uid.clone(),
+                key: self.key.clone(),
                 delivered,
             };
             if self.outcomes.send(outcome).await.is_err() {

@@ -416,6 +416,19 @@ async fn a_sink_that_refuses_an_event_five_times_makes_its_source_inactive_until
         .map(|r| r.header("ce-type").to_string())
         .collect();
     assert_eq!(after, vec!["keda.scaledobject.paused.v1".to_string()]);
+
+    // Failing again, then edited (a new generation, as after fixing the URI): Active again at
+    // once, without waiting for an event.
+    sink.status.store(503, Ordering::SeqCst);
+    handle.emit(&so, "ScaledObjectUnpaused", "ScaledObject is unpaused");
+    becomes_active(&sources, "events", "False").await;
+    let mut edited = sources.get("events").await.expect("get");
+    edited.spec.cluster_name = "prod".to_string();
+    sources
+        .replace("events", &PostParams::default(), &edited)
+        .await
+        .expect("replace");
+    becomes_active(&sources, "events", "True").await;
     stop.cancel();
 }
 
