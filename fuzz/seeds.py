@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the fuzz targets' seed corpora (fuzz/seeds/<target>/) from the repository's fixtures
 (tests/fixtures), the YAML examples in docs/, the formula cases of api/src/formula/tests.rs
-and a few hand-written requests. Run from anywhere: python3 fuzz/seeds.py (needs PyYAML).
+a few hand-written requests, and the inputs of fuzz/regressions/<target>/ (what a run once
+stopped on, kept so the fix stays tested). Run from anywhere: python3 fuzz/seeds.py (needs PyYAML).
 The seeds are committed; rerun this after changing fixtures or docs examples."""
 
 import glob
@@ -62,6 +63,9 @@ def trigger_text(trigger, auth):
 
 def main():
     shutil.rmtree(OUT, ignore_errors=True)
+    for path in sorted(glob.glob(os.path.join(ROOT, "fuzz", "regressions", "*", "*"))):
+        with open(path, "rb") as f:
+            write(os.path.basename(os.path.dirname(path)), f.read())
     formulas = set()
     crons = set()
     parsed = []
