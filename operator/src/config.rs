@@ -292,6 +292,17 @@ pub struct Flags {
     /// receive, when a source names none (KEDA's flag).
     #[arg(long, value_name = "NAME", default_value = crate::cloud_events::DEFAULT_CLUSTER_NAME)]
     pub k8s_cluster_name: String,
+    /// Give `keda_scaler_http_request_duration_seconds` the object, trigger and metric labels
+    /// of `keda_scaler_http_requests_total` (KEDA's flag; off: `scaler` and `status_code` only).
+    #[arg(
+        long,
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_value_t = false,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub enable_high_cardinality_metrics_labels: bool,
 }
 
 /// Which namespaces the controllers and the resolver watch (`WATCH_NAMESPACE`).
@@ -341,6 +352,8 @@ pub struct Settings {
     pub restrict_secret_access: bool,
     /// Cluster name of CloudEvents (`--k8s-cluster-name`).
     pub k8s_cluster_name: String,
+    /// `--enable-high-cardinality-metrics-labels`.
+    pub high_cardinality_metrics_labels: bool,
     /// Lifetime of `boundServiceAccountToken` tokens (`KEDA_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY`,
     /// default 1h, 1h to 6h).
     pub bound_service_account_token_expiry: Duration,
@@ -498,6 +511,7 @@ impl Settings {
                 .filepath_auth_root_path
                 .filter(|p| !p.as_os_str().is_empty()),
             k8s_cluster_name: flags.k8s_cluster_name,
+            high_cardinality_metrics_labels: flags.enable_high_cardinality_metrics_labels,
             bound_service_account_token_expiry: bound_token_expiry(env)?,
         })
     }
@@ -667,6 +681,25 @@ mod tests {
         assert_eq!(settings.scaled_job_max_reconciles, 1);
         assert_eq!(settings.watch_label_selector, None);
         assert!(!settings.restrict_secret_access);
+        assert!(!settings.high_cardinality_metrics_labels);
+    }
+
+    #[test]
+    fn high_cardinality_metrics_labels_take_keda_s_flag() {
+        for (args, expected) in [
+            (&["--enable-high-cardinality-metrics-labels"][..], true),
+            (&["--enable-high-cardinality-metrics-labels=true"][..], true),
+            (
+                &["--enable-high-cardinality-metrics-labels=false"][..],
+                false,
+            ),
+        ] {
+            let settings = parse(args, &MapEnv::default()).expect("settings");
+            assert_eq!(
+                settings.high_cardinality_metrics_labels, expected,
+                "{args:?}"
+            );
+        }
     }
 
     #[test]

@@ -79,6 +79,9 @@ async fn operate(settings: &Settings) -> Result<(), MainError> {
     let config = infer_config(&ProcessEnv).await?;
     let url = config.cluster_url.to_string();
     let metrics = Metrics::new();
+    if settings.high_cardinality_metrics_labels {
+        metrics.enable_high_cardinality_labels();
+    }
     // Events get a client with a token bucket of their own, as client-go's event broadcaster
     // (and so KEDA) has: they never make a scaling write wait.
     let events_client = build_client(

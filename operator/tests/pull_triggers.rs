@@ -458,6 +458,94 @@ spec:
     op.stop().await;
 }
 
+/// Issue 16, KEDA's instrumented scaler HTTP client: every request a `metrics-api` trigger
+/// sends while its metric is read counts in `keda_scaler_http_requests_total` under the
+/// object, trigger type, trigger name, metric and status code (`error` when no answer came),
+/// and in `keda_scaler_http_request_duration_seconds` under `scaler` and `status_code` only
+/// (no `--enable-high-cardinality-metrics-labels`).
+#[tokio::test]
+async fn a_metrics_api_read_counts_its_http_requests_in_keda_s_scaler_http_series() {
+    let Some((_server, w)) = world("metrics-api http series").await else {
+        return;
+    };
+    let api = MetricsApi::start(1.0).await;
+    w.deployment("counted", 1).await;
+    let op = w.start_operator();
+    let yaml = format!(
+        r#"
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata:
+  name: counted
+spec:
+  scaleTargetRef:
+    name: counted
+  pollingInterval: 10
+  cooldownPeriod: 60
+  fallback:
+    failureThreshold: 5
+    replicas: 1
+  triggers:
+    - type: metrics-api
+      name: queue
+      metadata:
+        url: {}
+        valueLocation: queue.depth
+        targetValue: "5"
+"#,
+        api.url()
+    );
+    let so = w.create(&yaml).await;
+    w.polls_reach(&op, &so, 1).await;
+    let read = |code: &str| {
+        format!(
+            r#"namespace="team",scaled_resource="counted",scaler="metrics-api",trigger_name="queue",metric_name="{METRIC}",status_code="{code}""#
+        )
+    };
+    let text = w.metrics.encode();
+    let answered = sample(&text, "keda_scaler_http_requests_total", &read("200"));
+    assert!(api.requests() >= 1, "the trigger asked the API");
+    assert_eq!(
+        answered,
+        Some(api.requests() as f64),
+        "every request the API got is counted: {text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "keda_scaler_http_request_duration_seconds_count",
+            r#"scaler="metrics-api",status_code="200""#
+        ),
+        answered,
+        "{text}"
+    );
+
+    // No answer at all: `error`.
+    api.stop();
+    w.poll_after(&op, &so, 10).await;
+    let text = w.metrics.encode();
+    assert_eq!(
+        sample(&text, "keda_scaler_http_requests_total", &read("error")),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "keda_scaler_http_requests_total", &read("200")),
+        answered,
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "keda_scaler_http_request_duration_seconds_count",
+            r#"scaler="metrics-api",status_code="error""#
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    op.stop().await;
+}
+
 /// KEDA's `scaling_modifiers` e2e proper: a formula over a `kubernetes-workload` trigger
 /// (matching pods of the namespace, from the operator's one pod watch) and a `metrics-api`
 /// trigger. Pods appearing and finishing move the composite value and activation as the API's

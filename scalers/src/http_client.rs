@@ -160,7 +160,7 @@ impl HttpClient {
             request = request.header(name, value);
         }
         let scrub = |text: String| scrub(text, &self.auth.secrets());
-        let mut response = request.send().await.map_err(|e| {
+        let mut response = crate::request_metrics::send(request).await.map_err(|e| {
             if e.is_timeout() {
                 HttpGetError::TimedOut(self.timeout)
             } else {

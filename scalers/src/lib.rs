@@ -17,6 +17,7 @@ pub mod metadata;
 pub mod metric;
 pub mod pool;
 pub mod registry;
+pub mod request_metrics;
 pub mod scaler;
 pub mod scalers;
 pub mod secret;

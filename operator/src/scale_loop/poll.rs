@@ -4,10 +4,12 @@
 //! same functions, so activity and served values always agree.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::autoscaling::v2::MetricSpec;
 use keda_scalers::MetricValue;
+use keda_scalers::request_metrics::{self, RequestLabels};
 
 use crate::decision::TriggerSummary;
 use crate::fallback::{
@@ -135,10 +137,23 @@ pub async fn read_metric(
         trigger_name: &trigger.name,
         trigger_index: trigger.index,
     };
+    // The scaler's outbound HTTP requests during the read are counted under these labels
+    // (keda_scaler_http_*), as KEDA's request context does.
+    let request_labels = RequestLabels {
+        namespace: ctx.namespace.to_string(),
+        scaled_resource: ctx.name.to_string(),
+        scaler: trigger.trigger_type.clone(),
+        trigger_name: trigger.name.clone(),
+        metric_name: metric.clone(),
+    };
     let started = Instant::now();
     let read = tokio::time::timeout(
         READ_TIMEOUT,
-        catch_panic(trigger.scaler.scaler().metrics_and_activity(&metric)),
+        catch_panic(request_metrics::scope(
+            Arc::new(ctx.metrics.clone()),
+            request_labels,
+            trigger.scaler.scaler().metrics_and_activity(&metric),
+        )),
     )
     .await;
     recording::scaler_metrics_latency(ctx.metrics, labels, started.elapsed());

@@ -9,7 +9,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -19,6 +19,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Metric, Registry};
+
+use keda_scalers::request_metrics::{RequestLabels, RequestObserver, RequestOutcome};
 
 /// The `Content-Type` of [`Metrics::encode`]'s output (OpenMetrics text, which Prometheus
 /// scrapes natively).
@@ -49,6 +51,19 @@ const METRIC_SERVICE_BUCKETS: [f64; 14] = [
 ];
 
 type HandlingHistograms = Family<GrpcLabels, Histogram, fn() -> Histogram>;
+
+/// Buckets of `keda_scaler_http_request_duration_seconds`: the Prometheus Go client's default
+/// buckets, which `promhttp.InstrumentRoundTripperDuration` uses unless told otherwise
+/// (seconds).
+const HTTP_REQUEST_BUCKETS: [f64; 11] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+type HttpRequestHistograms = Family<HttpRequestLabels, Histogram, fn() -> Histogram>;
+
+fn http_request_histogram() -> Histogram {
+    Histogram::new(HTTP_REQUEST_BUCKETS)
+}
 
 fn metric_service_histogram() -> Histogram {
     Histogram::new(METRIC_SERVICE_BUCKETS)
@@ -195,6 +210,39 @@ impl EncodeLabelSet for ScalerLabels {
             ("type", self.kind.as_str()),
         ]
         .encode(encoder)
+    }
+}
+
+/// The labels of KEDA's `keda_scaler_http_*` families (`pkg/metricscollector/prommetrics.go`):
+/// `namespace`, `scaled_resource`, `scaler`, `trigger_name`, `metric_name`, `status_code`;
+/// when `full` is false only `scaler` and `status_code` (the duration histogram without
+/// `--enable-high-cardinality-metrics-labels`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct HttpRequestLabels {
+    read: RequestLabels,
+    status_code: String,
+    full: bool,
+}
+
+impl EncodeLabelSet for HttpRequestLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        if self.full {
+            [
+                ("namespace", self.read.namespace.as_str()),
+                ("scaled_resource", self.read.scaled_resource.as_str()),
+                ("scaler", self.read.scaler.as_str()),
+                ("trigger_name", self.read.trigger_name.as_str()),
+                ("metric_name", self.read.metric_name.as_str()),
+                ("status_code", self.status_code.as_str()),
+            ]
+            .encode(encoder)
+        } else {
+            [
+                ("scaler", self.read.scaler.as_str()),
+                ("status_code", self.status_code.as_str()),
+            ]
+            .encode(encoder)
+        }
     }
 }
 
@@ -377,6 +425,8 @@ struct Families {
     grpc_msg_received: Family<GrpcLabels, Counter>,
     grpc_msg_sent: Family<GrpcLabels, Counter>,
     grpc_handling: HandlingHistograms,
+    http_requests: Family<HttpRequestLabels, Counter>,
+    http_duration: HttpRequestHistograms,
 }
 
 struct Inner {
@@ -392,6 +442,9 @@ struct Inner {
     /// `keda_trigger_registered_total`), so that counting one again replaces what it counted
     /// before: KEDA's `*PromMetricsMap` of its controllers.
     registered: Mutex<HashMap<RegisteredKey, Registration>>,
+    /// `--enable-high-cardinality-metrics-labels`: the HTTP duration histogram gets every
+    /// label of the request counter.
+    high_cardinality: AtomicBool,
 }
 
 /// A custom resource counted in `keda_resource_registered_total`.
@@ -481,6 +534,8 @@ impl Metrics {
             grpc_msg_received: Family::default(),
             grpc_msg_sent: Family::default(),
             grpc_handling: Family::new_with_constructor(metric_service_histogram),
+            http_requests: Family::default(),
+            http_duration: Family::new_with_constructor(http_request_histogram),
         };
         let mut registry = Registry::with_prefix(NAMESPACE);
         let r = &mut registry;
@@ -584,6 +639,20 @@ impl Metrics {
             "Histogram of response latency (seconds) of gRPC that had been application-level handled by the server.",
             f.grpc_handling.clone(),
         );
+        // KEDA's instrumented HTTP transport of the HTTP-based scalers
+        // (`pkg/metricscollector/http_roundtripper.go`); KEDA's help texts are not known here.
+        register(
+            r,
+            "scaler_http_requests",
+            "Outbound HTTP requests made by scalers while reading a metric, by object, trigger, metric and status code (error: no answer).",
+            f.http_requests.clone(),
+        );
+        register(
+            r,
+            "scaler_http_request_duration_seconds",
+            "Duration of the outbound HTTP requests made by scalers while reading a metric, up to the answer's head, in seconds.",
+            f.http_duration.clone(),
+        );
         // Not in KEDA, whose operator exits on a panic (crate::isolation).
         register(
             r,
@@ -612,6 +681,7 @@ impl Metrics {
                 families,
                 recorded: Mutex::new(HashMap::new()),
                 registered: Mutex::new(HashMap::new()),
+                high_cardinality: AtomicBool::new(false),
             }),
         }
     }
@@ -630,6 +700,42 @@ impl Metrics {
         if !set.contains(labels) {
             set.insert(labels.clone());
         }
+    }
+
+    /// `--enable-high-cardinality-metrics-labels`: from now on the HTTP request duration
+    /// histogram carries the object, trigger and metric labels too (set it before recording).
+    pub fn enable_high_cardinality_labels(&self) {
+        self.inner.high_cardinality.store(true, Ordering::Relaxed);
+    }
+
+    /// `keda_scaler_http_requests_total` and `keda_scaler_http_request_duration_seconds`: one
+    /// outbound HTTP request of a scaler, made while reading the metric `read` names.
+    pub fn scaler_http_request(
+        &self,
+        read: &RequestLabels,
+        outcome: RequestOutcome,
+        elapsed: Duration,
+    ) {
+        let mut labels = HttpRequestLabels {
+            read: read.clone(),
+            status_code: outcome.label(),
+            full: true,
+        };
+        self.families().http_requests.get_or_create(&labels).inc();
+        if !self.inner.high_cardinality.load(Ordering::Relaxed) {
+            labels = HttpRequestLabels {
+                read: RequestLabels {
+                    scaler: labels.read.scaler,
+                    ..RequestLabels::default()
+                },
+                status_code: labels.status_code,
+                full: false,
+            };
+        }
+        self.families()
+            .http_duration
+            .get_or_create(&labels)
+            .observe(elapsed.as_secs_f64());
     }
 
     /// `keda_scaler_metrics_value`: the metric value the HPA would use.
@@ -1013,6 +1119,12 @@ fn trigger_labels(trigger_type: &str) -> Option<TriggerLabels> {
     })
 }
 
+impl RequestObserver for Metrics {
+    fn request(&self, labels: &RequestLabels, outcome: RequestOutcome, elapsed: Duration) {
+        self.scaler_http_request(labels, outcome, elapsed);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1136,6 +1248,71 @@ mod tests {
                 "{name}: {text}"
             );
         }
+    }
+
+    #[test]
+    fn scaler_http_requests_carry_keda_s_labels_and_the_histogram_only_with_the_flag() {
+        let read = RequestLabels {
+            namespace: "shop".into(),
+            scaled_resource: "orders".into(),
+            scaler: "prometheus".into(),
+            trigger_name: "rps".into(),
+            metric_name: "s0-prometheus".into(),
+        };
+        let full = r#"{namespace="shop",scaled_resource="orders",scaler="prometheus",trigger_name="rps",metric_name="s0-prometheus",status_code="#;
+        let metrics = Metrics::with_build_info(build());
+        metrics.scaler_http_request(&read, RequestOutcome::Status(200), Duration::from_millis(3));
+        metrics.scaler_http_request(&read, RequestOutcome::Status(200), Duration::from_millis(3));
+        metrics.scaler_http_request(&read, RequestOutcome::Error, Duration::from_secs(3));
+        let text = metrics.encode();
+        assert!(
+            text.contains("# TYPE keda_scaler_http_requests counter\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE keda_scaler_http_request_duration_seconds histogram\n"),
+            "{text}"
+        );
+        let counter = |code: &str| format!("keda_scaler_http_requests_total{full}\"{code}\"}} ");
+        assert_eq!(
+            line_value(&text, &counter("200")).as_deref(),
+            Some("2"),
+            "{text}"
+        );
+        assert_eq!(
+            line_value(&text, &counter("error")).as_deref(),
+            Some("1"),
+            "{text}"
+        );
+        assert_eq!(
+            line_value(
+                &text,
+                r#"keda_scaler_http_request_duration_seconds_count{scaler="prometheus",status_code="200"} "#
+            )
+            .as_deref(),
+            Some("2"),
+            "{text}"
+        );
+        assert!(
+            !text.contains(&format!(
+                "keda_scaler_http_request_duration_seconds_count{full}"
+            )),
+            "{text}"
+        );
+
+        let metrics = Metrics::with_build_info(build());
+        metrics.enable_high_cardinality_labels();
+        metrics.scaler_http_request(&read, RequestOutcome::Status(503), Duration::from_millis(3));
+        let text = metrics.encode();
+        assert_eq!(
+            line_value(
+                &text,
+                &format!("keda_scaler_http_request_duration_seconds_count{full}\"503\"}} ")
+            )
+            .as_deref(),
+            Some("1"),
+            "{text}"
+        );
     }
 
     #[test]

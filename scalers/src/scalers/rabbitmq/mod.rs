@@ -189,8 +189,7 @@ impl RabbitMqScaler {
             .map(|(_, p)| p.expose())
             .collect();
         let scrub = |text: String| url::anonymize(&text, &secrets);
-        let response = builder
-            .send()
+        let response = crate::request_metrics::send(builder)
             .await
             .map_err(|e| scrub(error_chain(&e.without_url())))?;
         let status = response.status();
