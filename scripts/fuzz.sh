@@ -5,8 +5,9 @@
 #                                      each for $FUZZ_CI_RUNS inputs (default 10000) from its
 #                                      seeds; a crash fails (exit != 0). scripts/test.sh runs it.
 #   scripts/fuzz.sh run <target> [N]   fuzz <target> for N inputs (default 10,000,000), built
-#                                      optimized, at the lowest CPU priority, keeping what it
-#                                      finds in fuzz/corpus/<target>; prints libFuzzer's figures
+#                                      optimized, at the lowest CPU priority ($FUZZ_NICE,
+#                                      default 19), keeping what it finds in fuzz/corpus/<target>;
+#                                      prints libFuzzer's figures
 #
 # Installs what is missing: the nightly toolchain (cargo-fuzz builds with it) and cargo-fuzz
 # from crates.io. Targets are built without a sanitizer (the project forbids unsafe code; the
@@ -17,8 +18,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 TARGETS=(scaler_metadata validation formula cron request_head front)
-# One input may take this long (seconds) before it counts as a hang.
-TIMEOUT=10
+# One input may take this long (seconds) before it counts as a hang. The targets' own waits are
+# at most 2 s each (front's timeouts), so 10 s is ample on a machine to itself; a long `run` at
+# the lowest priority on a machine busy with builds can starve a healthy input for longer (a
+# front input that replays in 1 ms was once stopped at 10 s), so `run` allows 30 s by default.
+TIMEOUT=${FUZZ_TIMEOUT:-10}
+RUN_TIMEOUT=${FUZZ_TIMEOUT:-30}
 
 setup() {
   if ! rustup toolchain list | grep -q '^nightly'; then
@@ -61,10 +66,10 @@ case "${1:-}" in
   run)
     target=${2:?usage: scripts/fuzz.sh run <target> [inputs]}
     setup
-    nice -n 19 bash -c "$(declare -f corpus build run); TIMEOUT=$TIMEOUT; PROFILE=; build '$target' && run '$target' '${3:-10000000}'"
+    nice -n "${FUZZ_NICE:-19}" bash -c "$(declare -f corpus build run); TIMEOUT=$RUN_TIMEOUT; PROFILE=; build '$target' && run '$target' '${3:-10000000}'"
     ;;
   *)
-    sed -n '2,17p' "$0"
+    sed -n '2,18p' "$0"
     exit 2
     ;;
 esac
