@@ -563,6 +563,14 @@ impl Cluster {
 /// A client-credentials token endpoint: `client`/`secret` get `token-<n>`, which the front
 /// accepts when `front` is given; anything else is `401 invalid_client`.
 async fn token_endpoint(front: Option<Arc<FrontState>>) -> TestServer {
+    token_endpoint_with_lifetime(front, 300).await
+}
+
+/// [`token_endpoint`] with tokens valid for `expires_in` seconds.
+async fn token_endpoint_with_lifetime(
+    front: Option<Arc<FrontState>>,
+    expires_in: u32,
+) -> TestServer {
     let issued = Arc::new(Mutex::new(0usize));
     TestServer::start(handler(move |request| {
         // "Basic base64(client:s3cr%2Bt)": the id and secret are form-encoded first.
@@ -587,7 +595,9 @@ async fn token_endpoint(front: Option<Arc<FrontState>>) -> TestServer {
         (
             StatusCode::OK,
             "application/json",
-            format!(r#"{{"access_token":"{token}","token_type":"Bearer","expires_in":300}}"#),
+            format!(
+                r#"{{"access_token":"{token}","token_type":"Bearer","expires_in":{expires_in}}}"#
+            ),
         )
     }))
     .await
@@ -813,5 +823,51 @@ async fn aws_msk_iam_presents_a_presigned_connect_url_the_broker_verifies_over_t
         "{url}"
     );
     assert!(url.contains("&X-Amz-Expires=900&"), "{url}");
+    built.scaler().close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_is_fetched_again_before_it_expires() {
+    let Some(cluster) = Cluster::start_or_skip("kafka oauthbearer refresh", false).await else {
+        return;
+    };
+    let (topic, group) = (unique("refresh"), unique("group"));
+    cluster.prepare(&topic, 4, &group, 1).await;
+    // Tokens valid for 2 s: librdkafka asks for a new one at 80 % of that.
+    let endpoint = token_endpoint_with_lifetime(Some(Arc::clone(&cluster.front.state)), 2).await;
+    let url = endpoint.url("/token");
+    let ctx = cluster.context(
+        &topic,
+        &group,
+        &[
+            ("sasl", "oauthbearer"),
+            ("username", "client"),
+            ("password", "s3cr+t"),
+            ("oauthTokenEndpointUri", url.as_str()),
+        ],
+    );
+    let built = Registry::builtin().build(ctx).await.expect("built");
+    let metric = format!("s0-kafka-{topic}");
+    let first = built
+        .scaler()
+        .metrics_and_activity(&metric)
+        .await
+        .expect("read");
+    assert_eq!(first.values[0].value, 3.0);
+    let before = endpoint.requests().len();
+    // The refresh is served by the polls of the next reads.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let again = built
+        .scaler()
+        .metrics_and_activity(&metric)
+        .await
+        .expect("read");
+    assert_eq!(again.values[0].value, 3.0);
+    let after = endpoint.requests().len();
+    assert!(
+        after > before,
+        "no new token was fetched ({before} -> {after})"
+    );
+    assert_eq!(*cluster.front.state.refused.lock().expect("refused"), 0);
     built.scaler().close().await;
 }
