@@ -739,7 +739,8 @@ async fn a_refused_client_secret_names_the_endpoint_and_never_the_secret() {
     let text = err.to_string();
     assert!(
         text.contains(&format!(
-            "the token endpoint http://{}/token answered HTTP 401: invalid_client",
+            "the token endpoint (oauthTokenEndpointUri) http://{}/token answered HTTP 401: \
+             invalid_client; check the client id and secret (username, password) and scopes",
             endpoint.addr
         )),
         "{text}"

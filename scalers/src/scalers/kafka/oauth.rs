@@ -78,7 +78,7 @@ pub struct Token {
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
     /// The token endpoint could not be reached or did not answer in time.
-    #[error("requesting a token from {endpoint} failed: {message}")]
+    #[error("requesting a token from oauthTokenEndpointUri {endpoint} failed: {message}")]
     Request {
         /// The endpoint, without credentials or query.
         endpoint: String,
@@ -86,7 +86,9 @@ pub enum TokenError {
         message: String,
     },
     /// The token endpoint answered with an error.
-    #[error("the token endpoint {endpoint} answered HTTP {status}{detail}")]
+    #[error(
+        "the token endpoint (oauthTokenEndpointUri) {endpoint} answered HTTP {status}{detail}; check the client id and secret (username, password) and scopes"
+    )]
     Refused {
         /// The endpoint.
         endpoint: String,
@@ -96,7 +98,9 @@ pub enum TokenError {
         detail: String,
     },
     /// The answer is not a token response.
-    #[error("the token endpoint {endpoint} answered something that is not a token: {message}")]
+    #[error(
+        "the token endpoint (oauthTokenEndpointUri) {endpoint} answered something that is not a token: {message}"
+    )]
     Invalid {
         /// The endpoint.
         endpoint: String,
@@ -104,7 +108,9 @@ pub enum TokenError {
         message: String,
     },
     /// The AWS credentials could not be had (assuming `awsRoleArn` failed).
-    #[error("getting the AWS credentials for the MSK IAM token failed: {0}")]
+    #[error(
+        "getting the AWS credentials for the MSK IAM token (saslTokenProvider aws_msk_iam) failed: {0}"
+    )]
     Aws(String),
 }
 
