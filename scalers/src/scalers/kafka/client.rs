@@ -393,10 +393,15 @@ impl KafkaCluster {
         let config = settings.client_config(timeout);
         let for_context = settings.clone();
         let consumer = blocking(timeout, move || -> Result<_, KafkaCallError> {
+            let started = Instant::now();
             let consumer = create(&config, &for_context, timeout, clock)?;
             // One metadata request proves the cluster is reachable (once per cluster, not per
-            // trigger).
-            consumer.fetch_metadata(None, timeout)?;
+            // trigger). It gets what waiting for a SASL/OAUTHBEARER token left of the timeout,
+            // so the whole stays within `blocking`'s bound and fails with librdkafka's reason.
+            let left = timeout
+                .saturating_sub(started.elapsed())
+                .max(Duration::from_millis(100));
+            consumer.fetch_metadata(None, left)?;
             Ok(consumer)
         })
         .await?;
