@@ -279,6 +279,15 @@ impl AwsClient {
         .await
     }
 
+    /// The credentials to sign with now (see [`Self::credentials`]), for requests signed
+    /// outside this client, such as the MSK IAM token of the `kafka` trigger.
+    ///
+    /// # Errors
+    /// Assuming the role fails.
+    pub async fn signing_credentials(&self, clock: &Clock) -> Result<Credentials, AwsError> {
+        self.credentials(clock).await
+    }
+
     /// The credentials to sign with now: the static ones, or the role's, assumed again when
     /// they expire within [`REFRESH_BEFORE_EXPIRY`].
     async fn credentials(&self, clock: &Clock) -> Result<Credentials, AwsError> {

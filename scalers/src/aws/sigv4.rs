@@ -230,6 +230,54 @@ pub fn sign(
     added
 }
 
+/// `url` presigned with `credentials` at `at` for `expires_seconds` (AWS' query-string
+/// authentication): `X-Amz-Algorithm`, `X-Amz-Credential`, `X-Amz-Date`, `X-Amz-Expires`,
+/// `X-Amz-SignedHeaders` (`host` only), `X-Amz-Security-Token` (temporary credentials) and
+/// `X-Amz-Signature` are added to its query. `payload_hash` is the hex SHA-256 of the body, or
+/// `UNSIGNED-PAYLOAD` where the service accepts it.
+pub fn presign(
+    credentials: &Credentials,
+    scope: Scope<'_>,
+    at: jiff::Timestamp,
+    expires_seconds: u32,
+    url: &url::Url,
+    payload_hash: &str,
+) -> url::Url {
+    let mut signed = url.clone();
+    {
+        let mut query = signed.query_pairs_mut();
+        query
+            .append_pair("X-Amz-Algorithm", ALGORITHM)
+            .append_pair(
+                "X-Amz-Credential",
+                &format!(
+                    "{}/{}",
+                    credentials.access_key_id,
+                    credential_scope(at, scope)
+                ),
+            )
+            .append_pair("X-Amz-Date", &amz_date(at))
+            .append_pair("X-Amz-Expires", &expires_seconds.to_string())
+            .append_pair("X-Amz-SignedHeaders", "host");
+        if let Some(token) = &credentials.session_token {
+            query.append_pair("X-Amz-Security-Token", token.expose());
+        }
+    }
+    let canonical = format!(
+        "GET\n{}\n{}\nhost:{}\n\nhost\n{payload_hash}",
+        canonical_uri(&signed),
+        canonical_query(&signed),
+        host_header(&signed)
+    );
+    let to_sign = string_to_sign(at, scope, &canonical);
+    let key = signing_key(credentials.secret_access_key.expose(), at, scope);
+    let signature = hex(&hmac(&key, to_sign.as_bytes()));
+    signed
+        .query_pairs_mut()
+        .append_pair("X-Amz-Signature", &signature);
+    signed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -398,5 +446,42 @@ mod tests {
         assert_eq!(canonical_query(&url), "a=1&a=x%20y&b=2");
         assert_eq!(uri_encode("~a-Z_0.9/+="), "~a-Z_0.9%2F%2B%3D");
         assert_eq!(canonical_value("  a   b "), "a b");
+    }
+    #[test]
+    fn the_documented_presigned_url() {
+        // "Authenticating Requests: Using Query Parameters (AWS Signature Version 4)", the S3
+        // example: GET /test.txt, expires 86400, UNSIGNED-PAYLOAD.
+        let credentials = Credentials {
+            access_key_id: "AKIAIOSFODNN7EXAMPLE".into(),
+            secret_access_key: Secret::new("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),
+            session_token: None,
+        };
+        let url = url::Url::parse("https://examplebucket.s3.amazonaws.com/test.txt").unwrap();
+        let signed = presign(
+            &credentials,
+            Scope {
+                region: "us-east-1",
+                service: "s3",
+            },
+            at("2013-05-24T00:00:00Z"),
+            86400,
+            &url,
+            "UNSIGNED-PAYLOAD",
+        );
+        assert_eq!(
+            signed
+                .query_pairs()
+                .find(|(k, _)| k == "X-Amz-Signature")
+                .map(|(_, v)| v.into_owned()),
+            Some("aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404".to_string())
+        );
+        assert_eq!(
+            canonical_query(&signed),
+            "X-Amz-Algorithm=AWS4-HMAC-SHA256&\
+             X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20130524%2Fus-east-1%2Fs3%2Faws4_request&\
+             X-Amz-Date=20130524T000000Z&X-Amz-Expires=86400&\
+             X-Amz-Signature=aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404&\
+             X-Amz-SignedHeaders=host"
+        );
     }
 }

@@ -30,6 +30,8 @@ pub struct Recorded {
     pub uri: String,
     /// The request headers.
     pub headers: HeaderMap,
+    /// The request body, as text (lossy).
+    pub body: String,
 }
 
 impl Recorded {
@@ -134,18 +136,27 @@ impl TestServer {
                     let tls = tls.clone();
                     tokio::spawn(async move {
                         let service = service_fn(move |request: hyper::Request<Incoming>| {
-                            let recorded = Recorded {
-                                method: request.method().to_string(),
-                                uri: request
-                                    .uri()
-                                    .path_and_query()
-                                    .map(|p| p.to_string())
-                                    .unwrap_or_default(),
-                                headers: request.headers().clone(),
-                            };
-                            requests.lock().expect("requests").push(recorded.clone());
+                            let requests = Arc::clone(&requests);
                             let handler = Arc::clone(&handler);
                             async move {
+                                use http_body_util::BodyExt;
+                                let (parts, body) = request.into_parts();
+                                let body = body
+                                    .collect()
+                                    .await
+                                    .map(|b| b.to_bytes())
+                                    .unwrap_or_default();
+                                let recorded = Recorded {
+                                    method: parts.method.to_string(),
+                                    uri: parts
+                                        .uri
+                                        .path_and_query()
+                                        .map(|p| p.to_string())
+                                        .unwrap_or_default(),
+                                    headers: parts.headers.clone(),
+                                    body: String::from_utf8_lossy(&body).into_owned(),
+                                };
+                                requests.lock().expect("requests").push(recorded.clone());
                                 let (status, content_type, body) = handler(recorded).await;
                                 let response = hyper::Response::builder()
                                     .status(status)

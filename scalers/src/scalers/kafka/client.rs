@@ -25,16 +25,20 @@
 //! consumer, closes it) also happens there.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
+use rdkafka::client::{ClientContext, OAuthToken};
 use rdkafka::config::RDKafkaLogLevel;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
 use super::lag::{NO_COMMITTED_OFFSET, TopicPartition};
+use super::oauth::{TokenProvider, TokenSource};
+use crate::context::Clock;
 use crate::secret::Secret;
 
 /// SASL mechanisms keda-rs supports (KEDA's `sasl` values `plaintext`, `scram_sha256`,
@@ -59,7 +63,16 @@ impl SaslMechanism {
     }
 }
 
-/// SASL credentials, part of the pool key.
+/// SASL, part of the pool key.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Sasl {
+    /// `plaintext`, `scram_sha256`, `scram_sha512`: a user name and password.
+    Password(SaslSettings),
+    /// `oauthbearer`: a token keda-rs fetches (see [`super::oauth`]).
+    OAuthBearer(TokenProvider),
+}
+
+/// SASL user name and password, part of the pool key.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SaslSettings {
     /// The mechanism.
@@ -89,7 +102,7 @@ pub struct ClusterSettings {
     /// `bootstrapServers`, in the order given.
     pub bootstrap_servers: Vec<String>,
     /// SASL, if enabled.
-    pub sasl: Option<SaslSettings>,
+    pub sasl: Option<Sasl>,
     /// TLS, if enabled.
     pub tls: Option<TlsSettings>,
 }
@@ -125,11 +138,18 @@ impl ClusterSettings {
             (Some(_), Some(_)) => "sasl_ssl",
         };
         config.set("security.protocol", protocol);
-        if let Some(sasl) = &self.sasl {
-            config
-                .set("sasl.mechanisms", sasl.mechanism.librdkafka_name())
-                .set("sasl.username", &sasl.username)
-                .set("sasl.password", sasl.password.expose());
+        match &self.sasl {
+            Some(Sasl::Password(sasl)) => {
+                config
+                    .set("sasl.mechanisms", sasl.mechanism.librdkafka_name())
+                    .set("sasl.username", &sasl.username)
+                    .set("sasl.password", sasl.password.expose());
+            }
+            // The token comes from [`KafkaContext`] through librdkafka's refresh event.
+            Some(Sasl::OAuthBearer(_)) => {
+                config.set("sasl.mechanisms", "OAUTHBEARER");
+            }
+            None => {}
         }
         if let Some(tls) = &self.tls {
             if tls.insecure {
@@ -171,6 +191,9 @@ pub enum KafkaCallError {
     /// The call did not finish within the timeout.
     #[error("no answer within {0:?}")]
     Timeout(Duration),
+    /// No SASL/OAUTHBEARER token could be had.
+    #[error("getting the SASL/OAUTHBEARER token failed: {0}")]
+    Token(String),
     /// The blocking task panicked or was cancelled.
     #[error("the blocking task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
@@ -196,12 +219,129 @@ where
     }
 }
 
+/// The consumer type of both clients: a [`BaseConsumer`] with [`KafkaContext`].
+type KafkaConsumer = BaseConsumer<KafkaContext>;
+
+/// The client context: supplies SASL/OAUTHBEARER tokens when the cluster uses them.
+///
+/// librdkafka asks for a token with an event served by `poll`: at creation and at 80 % of the
+/// token's lifetime. Every call of the clients polls first ([`drain_events`]), and creation
+/// waits for the first token ([`wait_for_token`]), so a token is there before a request needs
+/// one. The token is fetched on the polling thread (a blocking-pool thread) through the
+/// runtime that created the client.
+pub struct KafkaContext {
+    tokens: Option<TokenSource>,
+    runtime: Option<tokio::runtime::Handle>,
+    timeout: Duration,
+    has_token: AtomicBool,
+    failure: Mutex<Option<String>>,
+}
+
+impl KafkaContext {
+    fn new(
+        settings: &ClusterSettings,
+        timeout: Duration,
+        clock: Clock,
+    ) -> Result<Self, KafkaCallError> {
+        let tokens = match &settings.sasl {
+            Some(Sasl::OAuthBearer(provider)) => Some(
+                TokenSource::new(provider.clone(), timeout, clock)
+                    .map_err(KafkaCallError::Token)?,
+            ),
+            _ => None,
+        };
+        Ok(Self {
+            tokens,
+            runtime: tokio::runtime::Handle::try_current().ok(),
+            timeout,
+            has_token: AtomicBool::new(false),
+            failure: Mutex::new(None),
+        })
+    }
+
+    fn fail(&self, message: String) -> String {
+        *self.failure.lock().unwrap_or_else(PoisonError::into_inner) = Some(message.clone());
+        message
+    }
+}
+
+impl ClientContext for KafkaContext {
+    const ENABLE_REFRESH_OAUTH_TOKEN: bool = true;
+
+    fn generate_oauth_token(
+        &self,
+        _oauthbearer_config: Option<&str>,
+    ) -> Result<OAuthToken, Box<dyn std::error::Error>> {
+        let (Some(tokens), Some(runtime)) = (&self.tokens, &self.runtime) else {
+            return Err(self.fail("no token provider is configured".into()).into());
+        };
+        let fetched =
+            runtime.block_on(async { tokio::time::timeout(self.timeout, tokens.token()).await });
+        match fetched {
+            Ok(Ok(token)) => {
+                self.has_token.store(true, Ordering::SeqCst);
+                *self.failure.lock().unwrap_or_else(PoisonError::into_inner) = None;
+                Ok(OAuthToken {
+                    token: token.value.expose().to_string(),
+                    principal_name: token.principal,
+                    lifetime_ms: token.expires_at_ms,
+                })
+            }
+            Ok(Err(e)) => Err(self.fail(e.to_string()).into()),
+            Err(_) => Err(self
+                .fail(format!("no token within {:?}", self.timeout))
+                .into()),
+        }
+    }
+}
+
+impl ConsumerContext for KafkaContext {}
+
+/// Creates a consumer for `settings` and, with SASL/OAUTHBEARER, polls until the first token
+/// is set or fetching it failed.
+fn create(
+    config: &ClientConfig,
+    settings: &ClusterSettings,
+    timeout: Duration,
+    clock: Clock,
+) -> Result<KafkaConsumer, KafkaCallError> {
+    let context = KafkaContext::new(settings, timeout, clock)?;
+    let oauth = context.tokens.is_some();
+    let consumer: KafkaConsumer = config.create_with_context(context)?;
+    if oauth {
+        wait_for_token(&consumer, timeout)?;
+    }
+    Ok(consumer)
+}
+
+fn wait_for_token(consumer: &KafkaConsumer, timeout: Duration) -> Result<(), KafkaCallError> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let _ = consumer.poll(Duration::from_millis(50));
+        let context = consumer.context();
+        if context.has_token.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        if let Some(failure) = context
+            .failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+        {
+            return Err(KafkaCallError::Token(failure));
+        }
+        if Instant::now() >= deadline {
+            return Err(KafkaCallError::Timeout(timeout));
+        }
+    }
+}
+
 /// A librdkafka consumer handle whose destruction (which may wait for librdkafka's threads and
 /// the broker) never runs on an async worker thread.
-struct Handle(Option<Arc<BaseConsumer>>);
+struct Handle(Option<Arc<KafkaConsumer>>);
 
 impl Handle {
-    fn get(&self) -> Option<Arc<BaseConsumer>> {
+    fn get(&self) -> Option<Arc<KafkaConsumer>> {
         self.0.clone()
     }
 }
@@ -222,7 +362,7 @@ impl Drop for Handle {
 
 /// Drains the events librdkafka queued for the application (errors, logs) so they do not pile
 /// up in a consumer that never consumes. Bounded, and never waits.
-fn drain_events(consumer: &BaseConsumer) {
+fn drain_events(consumer: &KafkaConsumer) {
     for _ in 0..1000 {
         if consumer.poll(Duration::ZERO).is_none() {
             break;
@@ -248,13 +388,20 @@ impl KafkaCluster {
     pub async fn connect(
         settings: ClusterSettings,
         timeout: Duration,
+        clock: Clock,
     ) -> Result<Self, KafkaCallError> {
         let config = settings.client_config(timeout);
+        let for_context = settings.clone();
         let consumer = blocking(timeout, move || -> Result<_, KafkaCallError> {
-            let consumer: BaseConsumer = config.create()?;
+            let started = Instant::now();
+            let consumer = create(&config, &for_context, timeout, clock)?;
             // One metadata request proves the cluster is reachable (once per cluster, not per
-            // trigger).
-            consumer.fetch_metadata(None, timeout)?;
+            // trigger). It gets what waiting for a SASL/OAUTHBEARER token left of the timeout,
+            // so the whole stays within `blocking`'s bound and fails with librdkafka's reason.
+            let left = timeout
+                .saturating_sub(started.elapsed())
+                .max(Duration::from_millis(100));
+            consumer.fetch_metadata(None, left)?;
             Ok(consumer)
         })
         .await?;
@@ -269,7 +416,7 @@ impl KafkaCluster {
         &self.settings
     }
 
-    fn consumer(&self) -> Result<Arc<BaseConsumer>, KafkaCallError> {
+    fn consumer(&self) -> Result<Arc<KafkaConsumer>, KafkaCallError> {
         self.handle
             .get()
             .ok_or_else(|| KafkaCallError::Broker("the client is closed".into()))
@@ -370,11 +517,15 @@ impl GroupReader {
     ///
     /// # Errors
     /// librdkafka refuses the configuration.
-    pub async fn create(key: GroupKey, timeout: Duration) -> Result<Self, KafkaCallError> {
+    pub async fn create(
+        key: GroupKey,
+        timeout: Duration,
+        clock: Clock,
+    ) -> Result<Self, KafkaCallError> {
         let mut config = key.cluster.client_config(timeout);
         config.set("group.id", &key.group);
-        let consumer = blocking(timeout, move || -> Result<BaseConsumer, KafkaCallError> {
-            Ok(config.create()?)
+        let consumer = blocking(timeout, move || -> Result<KafkaConsumer, KafkaCallError> {
+            create(&config, &key.cluster, timeout, clock)
         })
         .await?;
         Ok(Self {
@@ -431,7 +582,7 @@ mod tests {
     fn settings(sasl: Option<SaslSettings>, tls: Option<TlsSettings>) -> ClusterSettings {
         ClusterSettings {
             bootstrap_servers: vec!["a:9092".into(), "b:9092".into()],
-            sasl,
+            sasl: sasl.map(Sasl::Password),
             tls,
         }
     }

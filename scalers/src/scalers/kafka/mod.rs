@@ -4,6 +4,7 @@
 
 pub mod client;
 pub mod lag;
+pub mod oauth;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -14,13 +15,15 @@ use k8s_openapi::api::autoscaling::v2::MetricSpec;
 use keda_api::metric_name;
 
 use self::client::{
-    ClusterSettings, GroupKey, GroupReader, KafkaCallError, KafkaCluster, SaslMechanism,
+    ClusterSettings, GroupKey, GroupReader, KafkaCallError, KafkaCluster, Sasl, SaslMechanism,
     SaslSettings, TlsSettings,
 };
 use self::lag::{
     LagRules, OffsetResetPolicy, PartitionOffsets, PreviousOffsets, TopicPartition,
     parse_partition_limitation, total_lag,
 };
+use self::oauth::{BearerSettings, TokenProvider};
+use crate::aws::{self, AwsSettings};
 use crate::context::ScalerContext;
 use crate::error::{MetadataError, ScalerError, Source, TriggerId};
 use crate::metadata::{AUTH, MetadataParser, Param};
@@ -129,6 +132,14 @@ pub const PARAMS: &[Param] = &[
     KERBEROS_SERVICE_NAME,
     KERBEROS_DISABLE_FAST,
     AWS_REGION,
+    aws::IDENTITY_OWNER,
+    aws::AWS_ROLE_ARN,
+    aws::AWS_EXTERNAL_ID,
+    aws::AWS_ACCESS_KEY_ID_AUTH,
+    aws::AWS_SECRET_ACCESS_KEY_AUTH,
+    aws::AWS_SESSION_TOKEN,
+    aws::AWS_ACCESS_KEY_ID_METADATA,
+    aws::AWS_SECRET_ACCESS_KEY_ENV,
 ];
 
 /// The parsed trigger.
@@ -161,7 +172,7 @@ impl KafkaConfig {
     /// keda-rs does not support.
     pub fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
         let metric_type = ctx.external_metric_type()?;
-        Ok(ctx.parse(|p| {
+        let (mut config, msk) = ctx.parse(|p| {
             let group: String = p.get(&CONSUMER_GROUP)?;
             let topic: Option<String> = p.get_opt(&TOPIC)?;
             let rules = LagRules {
@@ -192,8 +203,9 @@ impl KafkaConfig {
                 Some(topic) => format!("kafka-{topic}"),
                 None => format!("kafka-{group}-topics"),
             };
-            Ok(Self {
-                cluster: cluster_settings(p)?,
+            let (cluster, msk) = cluster_settings(p)?;
+            let config = Self {
+                cluster,
                 metric_name: metric_name::with_index(
                     ctx.trigger_index,
                     &metric_name::normalize(&name),
@@ -204,8 +216,19 @@ impl KafkaConfig {
                 activation_lag_threshold: p.get(&ACTIVATION_LAG_THRESHOLD)?,
                 rules,
                 metric_type,
-            })
-        })?)
+            };
+            Ok((config, msk))
+        })?;
+        if let Some(settings) = msk {
+            // The credentials by KEDA's rules for AWS (`awsRoleArn`, an access key, or the
+            // operator's own with `identityOwner: operator`).
+            let key = aws::client::client_key(ctx, aws::client::STS, &settings)?;
+            config.cluster.sasl = Some(Sasl::OAuthBearer(TokenProvider::MskIam {
+                region: settings.region,
+                signer: key.signer,
+            }));
+        }
+        Ok(config)
     }
 }
 
@@ -244,8 +267,12 @@ fn check_rules(
     Ok(())
 }
 
-/// The connection settings: bootstrap servers, SASL and TLS.
-fn cluster_settings(p: &MetadataParser<'_>) -> Result<ClusterSettings, MetadataError> {
+/// The connection settings: bootstrap servers, SASL and TLS. With `saslTokenProvider:
+/// aws_msk_iam` SASL is left unset and the AWS settings are returned, to be completed with the
+/// credentials by the caller.
+fn cluster_settings(
+    p: &MetadataParser<'_>,
+) -> Result<(ClusterSettings, Option<AwsSettings>), MetadataError> {
     let bootstrap_servers: Vec<String> = p.get(&BOOTSTRAP_SERVERS)?;
     let tls = match p.get::<String>(&TLS)?.as_str() {
         "enable" => {
@@ -265,17 +292,41 @@ fn cluster_settings(p: &MetadataParser<'_>) -> Result<ClusterSettings, MetadataE
         }
         _ => None,
     };
+    let mut msk = None;
     let mechanism = match p.get::<String>(&SASL)?.as_str() {
         "plaintext" => Some(SaslMechanism::Plain),
         "scram_sha256" => Some(SaslMechanism::ScramSha256),
         "scram_sha512" => Some(SaslMechanism::ScramSha512),
         "oauthbearer" => {
-            let provider = p.get_opt::<String>(&SASL_TOKEN_PROVIDER)?;
-            return Err(p.rule(if provider.as_deref() == Some("aws_msk_iam") {
-                "sasl \"oauthbearer\" with saslTokenProvider \"aws_msk_iam\" (AWS MSK IAM) is not supported by keda-rs; use plaintext, scram_sha256 or scram_sha512"
-            } else {
-                "sasl \"oauthbearer\" is not supported by keda-rs (its librdkafka is built without the HTTP client the OAuth token request needs); use plaintext, scram_sha256 or scram_sha512"
-            }));
+            let provider = p
+                .get_opt::<String>(&SASL_TOKEN_PROVIDER)?
+                .unwrap_or_else(|| "bearer".to_string());
+            if provider == "aws_msk_iam" {
+                if tls.is_none() {
+                    return Err(p.rule(
+                        "sasl \"oauthbearer\" with saslTokenProvider \"aws_msk_iam\" requires \"tls\": enable (TLS is required for AWS MSK authentication)",
+                    ));
+                }
+                let _: String = p.get(&AWS_REGION.require())?;
+                msk = Some(AwsSettings::parse(p)?);
+                return Ok((
+                    ClusterSettings {
+                        bootstrap_servers,
+                        sasl: None,
+                        tls,
+                    },
+                    msk,
+                ));
+            }
+            let bearer = bearer_settings(p)?;
+            return Ok((
+                ClusterSettings {
+                    bootstrap_servers,
+                    sasl: Some(Sasl::OAuthBearer(TokenProvider::Bearer(bearer))),
+                    tls,
+                },
+                msk,
+            ));
         }
         "gssapi" => {
             return Err(p.rule(
@@ -285,17 +336,59 @@ fn cluster_settings(p: &MetadataParser<'_>) -> Result<ClusterSettings, MetadataE
         _ => None,
     };
     let sasl = match mechanism {
-        Some(mechanism) => Some(SaslSettings {
+        Some(mechanism) => Some(Sasl::Password(SaslSettings {
             mechanism,
             username: p.get(&USERNAME.require())?,
             password: p.get(&PASSWORD.require())?,
-        }),
+        })),
         None => None,
     };
-    Ok(ClusterSettings {
-        bootstrap_servers,
-        sasl,
-        tls,
+    Ok((
+        ClusterSettings {
+            bootstrap_servers,
+            sasl,
+            tls,
+        },
+        msk,
+    ))
+}
+
+/// `saslTokenProvider: bearer`: KEDA's rules (`username`, `password` and
+/// `oauthTokenEndpointUri` required; `scopes` and `oauthExtensions` comma-separated).
+fn bearer_settings(p: &MetadataParser<'_>) -> Result<BearerSettings, MetadataError> {
+    let client_id: String = p.get(&USERNAME.require())?;
+    let client_secret: Secret = p.get(&PASSWORD.require())?;
+    let raw_endpoint: String = p.get(&OAUTH_TOKEN_ENDPOINT_URI.require())?;
+    let endpoint =
+        crate::http_client::parse_http_url(p, &OAUTH_TOKEN_ENDPOINT_URI, raw_endpoint.trim())?;
+    let scopes = p
+        .get_opt::<String>(&SCOPES)?
+        .map(|raw| {
+            raw.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(raw) = p.get_opt::<String>(&OAUTH_EXTENSIONS)? {
+        // KEDA's format check first, so a malformed value gets KEDA's message.
+        for extension in raw.split(',') {
+            if extension.split('=').count() != 2 {
+                return Err(p.rule(
+                    "parameter \"oauthExtensions\": invalid OAuthBearer extension, must be of format key=value",
+                ));
+            }
+        }
+        return Err(p.rule(
+            "parameter \"oauthExtensions\" is not supported by keda-rs: the librdkafka token API that rdkafka 0.39 exposes cannot send SASL extensions (and the workspace forbids unsafe code); remove it unless the broker requires the extensions",
+        ));
+    }
+    Ok(BearerSettings {
+        endpoint,
+        client_id,
+        client_secret,
+        scopes,
     })
 }
 
@@ -322,7 +415,7 @@ async fn lease(
         .clients
         .pool::<ClusterSettings, KafkaCluster>()
         .get_or_connect(settings.clone(), || {
-            KafkaCluster::connect(settings, timeout)
+            KafkaCluster::connect(settings, timeout, ctx.clock.clone())
         })
         .await
         .map_err(connect_error)?;
@@ -333,7 +426,9 @@ async fn lease(
     let group = ctx
         .clients
         .pool::<GroupKey, GroupReader>()
-        .get_or_connect(key.clone(), || GroupReader::create(key, timeout))
+        .get_or_connect(key.clone(), || {
+            GroupReader::create(key, timeout, ctx.clock.clone())
+        })
         .await
         .map_err(connect_error)?;
     Ok(Clients { cluster, group })
@@ -615,7 +710,9 @@ mod tests {
             ],
         ))
         .expect("ok");
-        let sasl = c.cluster.sasl.expect("sasl");
+        let Some(Sasl::Password(sasl)) = c.cluster.sasl else {
+            panic!("password SASL expected");
+        };
         assert_eq!(sasl.mechanism, SaslMechanism::ScramSha256);
         assert_eq!((sasl.username.as_str(), sasl.password.expose()), ("u", "p"));
         let tls = c.cluster.tls.expect("tls");
@@ -729,25 +826,144 @@ mod tests {
 
     #[test]
     fn unsupported_sasl_modes_are_rejected_with_the_reason() {
-        for (auth, needle) in [
+        for (metadata, auth, needle) in [
             (
+                with(&[]),
                 vec![("sasl", "gssapi")],
                 "\"gssapi\" (Kerberos) is not supported by keda-rs",
             ),
             (
+                with(&[]),
+                vec![
+                    ("sasl", "oauthbearer"),
+                    ("username", "id"),
+                    ("password", "secret"),
+                    ("oauthTokenEndpointUri", "https://idp/token"),
+                    (
+                        "oauthExtensions",
+                        "logicalCluster=lkc-1,identityPoolId=pool-2",
+                    ),
+                ],
+                "parameter \"oauthExtensions\" is not supported by keda-rs",
+            ),
+        ] {
+            let err = KafkaConfig::parse(&ctx(0, &metadata, &auth)).expect_err("unsupported");
+            assert!(err.to_string().contains(needle), "{err}");
+            assert!(!err.to_string().contains("secret"), "{err}");
+        }
+    }
+
+    #[test]
+    fn oauthbearer_takes_keda_parameters_for_both_token_providers() {
+        // bearer (the default provider): client credentials, scopes split at commas.
+        let c = KafkaConfig::parse(&ctx(
+            0,
+            &with(&[("sasl", "oauthbearer")]),
+            &[
+                ("username", "client"),
+                ("password", "s3cret"),
+                ("oauthTokenEndpointUri", "https://idp.example/token"),
+                ("scopes", "a, b,,c"),
+            ],
+        ))
+        .expect("ok");
+        let Some(Sasl::OAuthBearer(TokenProvider::Bearer(bearer))) = c.cluster.sasl else {
+            panic!("bearer expected");
+        };
+        assert_eq!(bearer.endpoint.as_str(), "https://idp.example/token");
+        assert_eq!(bearer.client_id, "client");
+        assert_eq!(bearer.client_secret.expose(), "s3cret");
+        assert_eq!(bearer.scopes, ["a", "b", "c"]);
+        // aws_msk_iam: TLS, awsRegion (metadata) and AWS credentials.
+        let c = KafkaConfig::parse(&ctx(
+            0,
+            &with(&[
+                ("sasl", "oauthbearer"),
+                ("saslTokenProvider", "aws_msk_iam"),
+                ("tls", "enable"),
+                ("awsRegion", "eu-west-1"),
+            ]),
+            &[("awsAccessKeyID", "AKID"), ("awsSecretAccessKey", "SECRET")],
+        ))
+        .expect("ok");
+        let Some(Sasl::OAuthBearer(TokenProvider::MskIam { region, signer })) = c.cluster.sasl
+        else {
+            panic!("msk expected");
+        };
+        assert_eq!(region, "eu-west-1");
+        let aws::client::Signer::Static(credentials) = signer else {
+            panic!("static credentials expected");
+        };
+        assert_eq!(credentials.access_key_id, "AKID");
+        assert_eq!(credentials.secret_access_key.expose(), "SECRET");
+
+        for (metadata, auth, expected) in [
+            (
                 vec![("sasl", "oauthbearer")],
-                "\"oauthbearer\" is not supported by keda-rs",
+                vec![("password", "p"), ("oauthTokenEndpointUri", "https://i/t")],
+                r#"trigger 0 (kafka): missing required parameter "username""#,
+            ),
+            (
+                vec![("sasl", "oauthbearer")],
+                vec![("username", "u"), ("oauthTokenEndpointUri", "https://i/t")],
+                r#"trigger 0 (kafka): missing required parameter "password""#,
+            ),
+            (
+                vec![("sasl", "oauthbearer")],
+                vec![("username", "u"), ("password", "hunter2")],
+                r#"trigger 0 (kafka): missing required parameter "oauthTokenEndpointUri""#,
+            ),
+            (
+                vec![("sasl", "oauthbearer")],
+                vec![
+                    ("username", "u"),
+                    ("password", "hunter2"),
+                    ("oauthTokenEndpointUri", "ftp://i/t"),
+                ],
+                r#"trigger 0 (kafka): parameter "oauthTokenEndpointUri" must be an http:// or https:// URL, not ftp:"#,
+            ),
+            (
+                vec![("sasl", "oauthbearer")],
+                vec![
+                    ("username", "u"),
+                    ("password", "hunter2"),
+                    ("oauthTokenEndpointUri", "https://i/t"),
+                    ("oauthExtensions", "a=b,c"),
+                ],
+                r#"trigger 0 (kafka): parameter "oauthExtensions": invalid OAuthBearer extension, must be of format key=value"#,
+            ),
+            (
+                vec![("sasl", "oauthbearer"), ("saslTokenProvider", "iam")],
+                vec![],
+                r#"trigger 0 (kafka): parameter "saslTokenProvider": "iam" is not one of bearer, aws_msk_iam"#,
             ),
             (
                 vec![
                     ("sasl", "oauthbearer"),
                     ("saslTokenProvider", "aws_msk_iam"),
+                    ("awsRegion", "eu-west-1"),
                 ],
-                "(AWS MSK IAM) is not supported by keda-rs",
+                vec![
+                    ("awsAccessKeyID", "AKID"),
+                    ("awsSecretAccessKey", "hunter2"),
+                ],
+                r#"trigger 0 (kafka): sasl "oauthbearer" with saslTokenProvider "aws_msk_iam" requires "tls": enable (TLS is required for AWS MSK authentication)"#,
+            ),
+            (
+                vec![
+                    ("sasl", "oauthbearer"),
+                    ("saslTokenProvider", "aws_msk_iam"),
+                    ("tls", "enable"),
+                ],
+                vec![
+                    ("awsAccessKeyID", "AKID"),
+                    ("awsSecretAccessKey", "hunter2"),
+                ],
+                r#"trigger 0 (kafka): missing required parameter "awsRegion""#,
             ),
         ] {
-            let err = KafkaConfig::parse(&ctx(0, BASE, &auth)).expect_err("unsupported");
-            assert!(err.to_string().contains(needle), "{err}");
+            let err = KafkaConfig::parse(&ctx(0, &with(&metadata), &auth)).expect_err(expected);
+            assert_eq!(err.to_string(), expected);
         }
     }
 

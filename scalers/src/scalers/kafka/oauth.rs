@@ -1,0 +1,486 @@
+//! SASL/OAUTHBEARER tokens for the `kafka` trigger (`sasl: oauthbearer`), fetched by keda-rs
+//! itself and handed to librdkafka through its token-refresh event, so librdkafka needs no HTTP
+//! client (it is built without libcurl).
+//!
+//! - `saslTokenProvider: bearer` (default): KEDA's `OAuthBearerTokenProvider`, the OAuth 2.0
+//!   client-credentials grant at `oauthTokenEndpointUri` with `username` as client id,
+//!   `password` as client secret and `scopes` (golang.org/x/oauth2's `clientcredentials`: the
+//!   client authenticates with HTTP Basic, and once more with the credentials in the form when
+//!   the endpoint refuses that).
+//! - `saslTokenProvider: aws_msk_iam`: KEDA's `OAuthMSKTokenProvider`, the token of AWS's MSK
+//!   IAM signers (aws-msk-iam-sasl-signer-go): a Signature Version 4 presigned
+//!   `GET https://kafka.<region>.amazonaws.com/?Action=kafka-cluster%3AConnect` (signing name
+//!   `kafka-cluster`, valid 900 s, payload hash of the empty body), with a `User-Agent` query
+//!   parameter added after signing, encoded as unpadded base64url.
+
+use std::time::Duration;
+
+use crate::aws::client::{AwsClient, AwsClientKey, STS, Signer};
+use crate::aws::sigv4::{self, Credentials, Scope};
+use crate::context::Clock;
+use crate::http_client::{describe_url, reqwest_client};
+use crate::secret::Secret;
+
+/// How long an MSK IAM token is valid (the signers' `X-Amz-Expires`).
+pub const MSK_TOKEN_SECONDS: u32 = 900;
+/// The lifetime given to librdkafka for a bearer token whose endpoint sent no (or a
+/// non-positive) `expires_in`: x/oauth2 treats such a token as never expiring; librdkafka needs
+/// an expiry, and refreshes at 80 % of it.
+pub const DEFAULT_TOKEN_SECONDS: i64 = 3600;
+/// The longest `expires_in` taken as is; a longer one is capped (a token is fetched again at
+/// least every 80 % of a day).
+pub const MAX_TOKEN_SECONDS: i64 = 86_400;
+/// The signing name and host prefix of MSK's IAM authentication.
+const MSK_SIGNING_NAME: &str = "kafka-cluster";
+/// The `User-Agent` query parameter of the MSK token: the signers put their own name there.
+const MSK_USER_AGENT: &str = concat!("keda-rs/", env!("CARGO_PKG_VERSION"));
+/// The most of a token endpoint's answer that is read.
+const MAX_TOKEN_RESPONSE_BYTES: usize = 1 << 20;
+
+/// Where a SASL/OAUTHBEARER token comes from: part of the cluster client's pool key.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum TokenProvider {
+    /// `saslTokenProvider: bearer`: the client-credentials grant.
+    Bearer(BearerSettings),
+    /// `saslTokenProvider: aws_msk_iam`.
+    MskIam {
+        /// `awsRegion`.
+        region: String,
+        /// The credentials (static, the operator's, or a role assumed through STS).
+        signer: Signer,
+    },
+}
+
+/// The client-credentials grant of `saslTokenProvider: bearer`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct BearerSettings {
+    /// `oauthTokenEndpointUri`.
+    pub endpoint: url::Url,
+    /// `username`: the client id.
+    pub client_id: String,
+    /// `password`: the client secret.
+    pub client_secret: Secret,
+    /// `scopes`, split at commas (empty ones left out).
+    pub scopes: Vec<String>,
+}
+
+/// A token for librdkafka.
+pub struct Token {
+    /// The token.
+    pub value: Secret,
+    /// When it expires, in milliseconds since the Unix epoch.
+    pub expires_at_ms: i64,
+    /// The principal librdkafka records with it.
+    pub principal: String,
+}
+
+/// Why no token could be had. Never contains the client secret, a token or a secret key.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    /// The token endpoint could not be reached or did not answer in time.
+    #[error("requesting a token from oauthTokenEndpointUri {endpoint} failed: {message}")]
+    Request {
+        /// The endpoint, without credentials or query.
+        endpoint: String,
+        /// Why.
+        message: String,
+    },
+    /// The token endpoint answered with an error.
+    #[error(
+        "the token endpoint (oauthTokenEndpointUri) {endpoint} answered HTTP {status}{detail}; check the client id and secret (username, password) and scopes"
+    )]
+    Refused {
+        /// The endpoint.
+        endpoint: String,
+        /// The status.
+        status: u16,
+        /// `: <error>` of an OAuth error answer, if any.
+        detail: String,
+    },
+    /// The answer is not a token response.
+    #[error(
+        "the token endpoint (oauthTokenEndpointUri) {endpoint} answered something that is not a token: {message}"
+    )]
+    Invalid {
+        /// The endpoint.
+        endpoint: String,
+        /// Why.
+        message: String,
+    },
+    /// The AWS credentials could not be had (assuming `awsRoleArn` failed).
+    #[error(
+        "getting the AWS credentials for the MSK IAM token (saslTokenProvider aws_msk_iam) failed: {0}"
+    )]
+    Aws(String),
+}
+
+/// Fetches tokens for one cluster client.
+pub struct TokenSource {
+    provider: TokenProvider,
+    http: reqwest::Client,
+    aws: Option<AwsClient>,
+    clock: Clock,
+}
+
+impl TokenSource {
+    /// A source for `provider`, with requests limited to `timeout`.
+    ///
+    /// # Errors
+    /// The HTTP client cannot be built.
+    pub fn new(provider: TokenProvider, timeout: Duration, clock: Clock) -> Result<Self, String> {
+        let http = reqwest_client(&Default::default(), timeout).map_err(|e| e.to_string())?;
+        let aws = match &provider {
+            TokenProvider::MskIam {
+                region,
+                signer: signer @ Signer::AssumeRole { sts_endpoint, .. },
+            } => Some(
+                AwsClient::new(AwsClientKey {
+                    service: STS,
+                    region: region.clone(),
+                    endpoint: sts_endpoint.clone(),
+                    signer: signer.clone(),
+                    timeout,
+                })
+                .map_err(|e| e.to_string())?,
+            ),
+            _ => None,
+        };
+        Ok(Self {
+            provider,
+            http,
+            aws,
+            clock,
+        })
+    }
+
+    /// The provider.
+    pub fn provider(&self) -> &TokenProvider {
+        &self.provider
+    }
+
+    /// A fresh token.
+    ///
+    /// # Errors
+    /// See [`TokenError`].
+    pub async fn token(&self) -> Result<Token, TokenError> {
+        match &self.provider {
+            TokenProvider::Bearer(bearer) => self.client_credentials(bearer).await,
+            TokenProvider::MskIam { region, signer } => {
+                let credentials = match (&self.aws, signer) {
+                    (Some(aws), _) => aws
+                        .signing_credentials(&self.clock)
+                        .await
+                        .map_err(|e| TokenError::Aws(e.to_string()))?,
+                    (None, Signer::Static(credentials)) => credentials.clone(),
+                    (None, Signer::AssumeRole { .. }) => {
+                        return Err(TokenError::Aws("no STS client".into()));
+                    }
+                };
+                let now = self.clock.now();
+                Ok(Token {
+                    value: Secret::new(msk_iam_token(&credentials, region, now)),
+                    expires_at_ms: now.as_millisecond() + i64::from(MSK_TOKEN_SECONDS) * 1000,
+                    principal: String::new(),
+                })
+            }
+        }
+    }
+
+    async fn client_credentials(&self, bearer: &BearerSettings) -> Result<Token, TokenError> {
+        let endpoint = describe_url(&bearer.endpoint);
+        let scope = bearer.scopes.join(" ");
+        // x/oauth2's AuthStyleAutoDetect: HTTP Basic first, then the credentials in the form.
+        let mut answer = self.request(bearer, &scope, true).await?;
+        if answer.0 == reqwest::StatusCode::BAD_REQUEST
+            || answer.0 == reqwest::StatusCode::UNAUTHORIZED
+        {
+            answer = self.request(bearer, &scope, false).await?;
+        }
+        let (status, body) = answer;
+        if !status.is_success() {
+            let detail = serde_json::from_slice::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
+                .filter(|e| e.len() <= 100 && e.bytes().all(|b| b.is_ascii_graphic()))
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default();
+            return Err(TokenError::Refused {
+                endpoint,
+                status: status.as_u16(),
+                detail,
+            });
+        }
+        let invalid = |message: &str| TokenError::Invalid {
+            endpoint: endpoint.clone(),
+            message: message.to_string(),
+        };
+        let json: serde_json::Value =
+            serde_json::from_slice(&body).map_err(|_| invalid("not JSON"))?;
+        let token = json
+            .get("access_token")
+            .and_then(|t| t.as_str())
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| invalid("no \"access_token\""))?;
+        // librdkafka accepts only printable ASCII, space, tab, CR and LF in a token.
+        if !token
+            .bytes()
+            .all(|b| b.is_ascii_graphic() || matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
+        {
+            return Err(invalid(
+                "\"access_token\" has characters a SASL token cannot carry",
+            ));
+        }
+        let seconds = match json.get("expires_in") {
+            Some(v) => v
+                .as_i64()
+                .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+                .ok_or_else(|| invalid("\"expires_in\" is not a number"))?,
+            None => 0,
+        };
+        let seconds = if seconds <= 0 {
+            DEFAULT_TOKEN_SECONDS
+        } else {
+            seconds.min(MAX_TOKEN_SECONDS)
+        };
+        Ok(Token {
+            value: Secret::new(token),
+            expires_at_ms: self.clock.now().as_millisecond() + seconds * 1000,
+            principal: bearer.client_id.clone(),
+        })
+    }
+
+    async fn request(
+        &self,
+        bearer: &BearerSettings,
+        scope: &str,
+        basic: bool,
+    ) -> Result<(reqwest::StatusCode, Vec<u8>), TokenError> {
+        let failed = |message: String| TokenError::Request {
+            endpoint: describe_url(&bearer.endpoint),
+            message,
+        };
+        let mut form = url::form_urlencoded::Serializer::new(String::new());
+        form.append_pair("grant_type", "client_credentials");
+        if !scope.is_empty() {
+            form.append_pair("scope", scope);
+        }
+        let mut request = self
+            .http
+            .post(bearer.endpoint.clone())
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("accept", "application/json");
+        if basic {
+            // RFC 6749 2.3.1: both form-encoded before Basic.
+            let encode =
+                |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+            request = request.basic_auth(
+                encode(&bearer.client_id),
+                Some(encode(bearer.client_secret.expose())),
+            );
+        } else {
+            form.append_pair("client_id", &bearer.client_id);
+            form.append_pair("client_secret", bearer.client_secret.expose());
+        }
+        let mut response = request
+            .body(form.finish())
+            .send()
+            .await
+            .map_err(|e| failed(e.without_url().to_string()))?;
+        let status = response.status();
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| failed(e.without_url().to_string()))?
+        {
+            if body.len() + chunk.len() > MAX_TOKEN_RESPONSE_BYTES {
+                return Err(TokenError::Invalid {
+                    endpoint: describe_url(&bearer.endpoint),
+                    message: format!("the answer is larger than {MAX_TOKEN_RESPONSE_BYTES} bytes"),
+                });
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok((status, body))
+    }
+}
+
+/// The MSK IAM token for `credentials` in `region` at `at`.
+pub fn msk_iam_token(credentials: &Credentials, region: &str, at: jiff::Timestamp) -> String {
+    let suffix = if region.starts_with("cn-") {
+        "amazonaws.com.cn"
+    } else {
+        "amazonaws.com"
+    };
+    let mut url = match url::Url::parse(&format!("https://kafka.{region}.{suffix}/")) {
+        Ok(url) => url,
+        // The region was checked to be a region name when parsed; an empty token is refused
+        // by the broker, never a panic.
+        Err(_) => return String::new(),
+    };
+    url.query_pairs_mut()
+        .append_pair("Action", "kafka-cluster:Connect");
+    let empty_payload = sigv4::hex(&<sha2::Sha256 as sha2::Digest>::digest(b""));
+    let mut signed = sigv4::presign(
+        credentials,
+        Scope {
+            region,
+            service: MSK_SIGNING_NAME,
+        },
+        at,
+        MSK_TOKEN_SECONDS,
+        &url,
+        &empty_payload,
+    );
+    signed
+        .query_pairs_mut()
+        .append_pair("User-Agent", MSK_USER_AGENT);
+    base64url(signed.as_str().as_bytes())
+}
+
+/// Unpadded base64url (RFC 4648 section 5).
+pub fn base64url(data: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        let symbols = chunk.len() + 1;
+        for i in 0..symbols {
+            let index = (n >> (18 - 6 * i)) & 0x3f;
+            out.push(char::from(ALPHABET[index as usize]));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64url_has_no_padding_and_the_url_safe_alphabet() {
+        // RFC 4648 section 10's vectors, padding removed.
+        for (input, expected) in [
+            ("", ""),
+            ("f", "Zg"),
+            ("fo", "Zm8"),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg"),
+            ("fooba", "Zm9vYmE"),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(base64url(input.as_bytes()), expected);
+        }
+        assert_eq!(base64url(&[0xfb, 0xff]), "-_8");
+    }
+
+    fn decode(token: &str) -> String {
+        const ALPHABET: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        let mut bits = 0u32;
+        let mut count = 0;
+        let mut out = Vec::new();
+        for c in token.chars() {
+            let v = u32::try_from(ALPHABET.find(c).expect("base64url symbol")).expect("small");
+            bits = (bits << 6) | v;
+            count += 6;
+            if count >= 8 {
+                count -= 8;
+                out.push(u8::try_from(bits >> count).expect("one byte"));
+                bits &= (1 << count) - 1;
+            }
+        }
+        String::from_utf8(out).expect("utf-8")
+    }
+
+    #[test]
+    fn the_msk_iam_token_is_a_presigned_connect_url() {
+        let credentials = Credentials {
+            access_key_id: "AKIAIOSFODNN7EXAMPLE".into(),
+            secret_access_key: Secret::new("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),
+            session_token: Some(Secret::new("session/token+1=")),
+        };
+        let at: jiff::Timestamp = "2024-05-06T07:08:09Z".parse().unwrap();
+        let token = msk_iam_token(&credentials, "eu-west-1", at);
+        assert!(
+            token
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'),
+            "{token}"
+        );
+        let url = url::Url::parse(&decode(&token)).expect("a URL");
+        assert_eq!(url.scheme(), "https");
+        assert_eq!(url.host_str(), Some("kafka.eu-west-1.amazonaws.com"));
+        assert_eq!(url.path(), "/");
+        let pairs: Vec<(String, String)> = url
+            .query_pairs()
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+        let names: Vec<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "Action",
+                "X-Amz-Algorithm",
+                "X-Amz-Credential",
+                "X-Amz-Date",
+                "X-Amz-Expires",
+                "X-Amz-SignedHeaders",
+                "X-Amz-Security-Token",
+                "X-Amz-Signature",
+                "User-Agent"
+            ]
+        );
+        let get = |name: &str| {
+            pairs
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.as_str())
+                .unwrap_or_default()
+        };
+        assert_eq!(get("Action"), "kafka-cluster:Connect");
+        assert_eq!(get("X-Amz-Algorithm"), "AWS4-HMAC-SHA256");
+        assert_eq!(
+            get("X-Amz-Credential"),
+            "AKIAIOSFODNN7EXAMPLE/20240506/eu-west-1/kafka-cluster/aws4_request"
+        );
+        assert_eq!(get("X-Amz-Date"), "20240506T070809Z");
+        assert_eq!(get("X-Amz-Expires"), "900");
+        assert_eq!(get("X-Amz-SignedHeaders"), "host");
+        assert_eq!(get("X-Amz-Security-Token"), "session/token+1=");
+        assert!(get("User-Agent").starts_with("keda-rs/"));
+        // The signature is the one of the canonical request of the published algorithm,
+        // recomputed here from its parts.
+        let canonical = String::from(
+            "GET\n/\nAction=kafka-cluster%3AConnect&X-Amz-Algorithm=AWS4-HMAC-SHA256&\
+             X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20240506%2Feu-west-1%2Fkafka-cluster%2Faws4_request&\
+             X-Amz-Date=20240506T070809Z&X-Amz-Expires=900&\
+             X-Amz-Security-Token=session%2Ftoken%2B1%3D&X-Amz-SignedHeaders=host\n\
+             host:kafka.eu-west-1.amazonaws.com\n\nhost\n\
+             e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+        );
+        let scope = Scope {
+            region: "eu-west-1",
+            service: "kafka-cluster",
+        };
+        let to_sign = sigv4::string_to_sign(at, scope, &canonical);
+        let key = sigv4::signing_key("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", at, scope);
+        use hmac::Mac;
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&key).unwrap();
+        mac.update(to_sign.as_bytes());
+        assert_eq!(
+            get("X-Amz-Signature"),
+            sigv4::hex(&mac.finalize().into_bytes())
+        );
+        // China regions sign for the .com.cn host.
+        let cn = decode(&msk_iam_token(&credentials, "cn-north-1", at));
+        assert!(
+            cn.starts_with("https://kafka.cn-north-1.amazonaws.com.cn/?"),
+            "{cn}"
+        );
+    }
+}
