@@ -52,6 +52,18 @@ struct Client {
 struct Shared {
     ended: std::sync::atomic::AtomicBool,
     waiting: Mutex<Option<Waker>>,
+    /// The proxy let go of the client's stream (see [`Recorder`]'s `Drop`).
+    dropped: std::sync::atomic::AtomicBool,
+}
+
+impl Shared {
+    /// Ends the client's stream: its next read gets the end.
+    fn end(&self) {
+        self.ended.store(true, Ordering::SeqCst);
+        if let Some(waker) = self.waiting.lock().expect("not poisoned").take() {
+            waker.wake();
+        }
+    }
 }
 
 impl Client {
@@ -136,7 +148,10 @@ impl AsyncWrite for Client {
     }
 }
 
-/// The pod: what it answers and how many requests it has open.
+/// The pod: what it answers and how many requests it has open (a connection counts from the
+/// first byte of a request to the end of the answer: a connection the proxy's pool opened and
+/// has not used yet is not a request, and may stay idle for the pool's idle timeout, across
+/// inputs).
 struct Pod {
     answer: Mutex<Vec<u8>>,
     open: AtomicUsize,
@@ -171,7 +186,6 @@ async fn serve_pod(listener: TcpListener, pod: Arc<Pod>) {
         let Ok((mut stream, _)) = listener.accept().await else {
             continue;
         };
-        pod.open.fetch_add(1, Ordering::SeqCst);
         let pod = Arc::clone(&pod);
         tokio::spawn(async move {
             // The request head, then the answer, then the end.
@@ -180,13 +194,20 @@ async fn serve_pod(listener: TcpListener, pod: Arc<Pod>) {
             while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 1 << 16 {
                 match stream.read(&mut buf).await {
                     Ok(0) | Err(_) => break,
-                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                    Ok(n) => {
+                        if head.is_empty() {
+                            pod.open.fetch_add(1, Ordering::SeqCst);
+                        }
+                        head.extend_from_slice(&buf[..n]);
+                    }
                 }
             }
             let answer = pod.answer.lock().expect("not poisoned").clone();
             let _ = stream.write_all(&answer).await;
             let _ = stream.shutdown().await;
-            pod.open.fetch_sub(1, Ordering::SeqCst);
+            if !head.is_empty() {
+                pod.open.fetch_sub(1, Ordering::SeqCst);
+            }
         });
     }
 }
@@ -316,14 +337,23 @@ fuzz_target!(|data: &[u8]| {
             }
             let waiting = shared.waiting.lock().expect("not poisoned").is_some();
             if (waiting && idle_rounds >= 200) || rounds >= 2_000_000 {
-                shared.ended.store(true, Ordering::SeqCst);
-                if let Some(waker) = shared.waiting.lock().expect("not poisoned").take() {
-                    waker.wake();
-                }
+                shared.end();
             }
             if !waiting {
                 idle_rounds = idle_rounds.min(1);
             }
+        }
+        // An upgraded connection (a pod's `101 Switching Protocols`) outlives
+        // `serve_connection`: a tunnel task holds the client's stream, and the target's
+        // concurrency slot, until both ends are done. The client ends its stream, as a client
+        // that has read everything does, and the tunnel is given the time to finish; left
+        // waiting, it would hold `api.test`'s only slot into the next inputs, each of whose
+        // requests there would then wait out the hold timeout.
+        shared.end();
+        let mut rounds = 0u64;
+        while !shared.dropped.load(Ordering::SeqCst) && rounds < 2_000_000 {
+            tokio::task::yield_now().await;
+            rounds += 1;
         }
     });
     let written = written.lock().expect("not poisoned");
@@ -349,6 +379,7 @@ impl Drop for Recorder {
     fn drop(&mut self) {
         if let Some(client) = self.client.take() {
             *self.out.lock().expect("not poisoned") = client.written;
+            client.eof.dropped.store(true, Ordering::SeqCst);
         }
     }
 }
