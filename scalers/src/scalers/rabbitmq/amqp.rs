@@ -116,6 +116,18 @@ impl AmqpClient {
             // lapin as the empty vhost, which cannot exist. Follow KEDA.
             uri.vhost = "/".to_string();
         }
+        // lapin's URI parser reads the host as a domain name only and takes `localhost` for an
+        // IPv6 address (`amqp://[fd00::5]` would connect to localhost): take the host as
+        // written, without the brackets.
+        if let Some(host) = url::Url::parse(key.host.expose())
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_string))
+        {
+            uri.authority.host = host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string();
+        }
         if let Some((user, password)) = &key.credentials {
             uri.authority.userinfo.username.clone_from(user);
             uri.authority.userinfo.password = password.expose().to_string();
