@@ -5,7 +5,13 @@
 # (they fail under CI=true, skip with a message otherwise).
 #
 #   redis        127.0.0.1:6379
-#   rabbitmq     127.0.0.1:5672 (AMQP), 127.0.0.1:15672 (management API), guest/guest
+#   rabbitmq     127.0.0.1:5672 (AMQP), 127.0.0.1:15672 (management API), guest/guest;
+#                127.0.0.1:5671 (AMQPS, client certificates optional, SASL EXTERNAL with the
+#                certificate's CN as user) and the OAuth 2 backend after the internal one
+#                (resource server id `keda_rs`, HS256 tokens). The material is in
+#                /etc/rabbitmq/keda-rs: ca.pem and ca.key (the CA the tests issue client
+#                certificates from), server.pem/server.key (localhost, 127.0.0.1),
+#                oauth2-hs256.key (the token signing key; the broker's JWK `k` is its base64url)
 #   postgresql   127.0.0.1:5432, trust auth, database `test`
 #   mariadb      127.0.0.1:3306, root without password, database `test`
 #   nats         127.0.0.1:4222 with JetStream; 127.0.0.1:8222 monitoring (our own instance when
@@ -83,6 +89,83 @@ start_redis() {
   wait_port 6379 10
 }
 
+RABBITMQ_AUTH_DIR=/etc/rabbitmq/keda-rs
+
+# rabbitmq_auth_material: the CA, the server certificate and the OAuth 2 signing key, made once.
+rabbitmq_auth_material() {
+  local d=$RABBITMQ_AUTH_DIR
+  command -v openssl >/dev/null || apt_install openssl || return
+  mkdir -p "$d"
+  if [ ! -s "$d/ca.pem" ] || [ ! -s "$d/ca.key" ]; then
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 3650 \
+      -subj '/CN=keda-rs test CA' -keyout "$d/ca.key" -out "$d/ca.pem" >>"$STATE_DIR/rabbitmq.log" 2>&1 || return
+    rm -f "$d/server.pem"
+  fi
+  if [ ! -s "$d/server.pem" ] || [ ! -s "$d/server.key" ]; then
+    printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >"$d/server.ext"
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj '/CN=localhost' \
+      -keyout "$d/server.key" -out "$d/server.csr" >>"$STATE_DIR/rabbitmq.log" 2>&1 &&
+      openssl x509 -req -in "$d/server.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial \
+        -days 3650 -extfile "$d/server.ext" -out "$d/server.pem" >>"$STATE_DIR/rabbitmq.log" 2>&1 || return
+  fi
+  [ -s "$d/oauth2-hs256.key" ] || openssl rand -hex 32 | tr -d '\n' >"$d/oauth2-hs256.key"
+  # The node runs as the rabbitmq user; the tests run as root.
+  chown -R root:rabbitmq "$d" 2>/dev/null || true
+  chmod 750 "$d" && chmod 640 "$d"/*
+}
+
+# rabbitmq_auth_config: AMQPS with EXTERNAL and the OAuth 2 backend in the node's configuration
+# files. Prints "changed" when it changed one (a running node must then restart to read it).
+rabbitmq_auth_config() {
+  local conf=/etc/rabbitmq/rabbitmq.conf adv=/etc/rabbitmq/advanced.config d=$RABBITMQ_AUTH_DIR
+  if ! grep -q '^# keda-rs: AMQPS' "$conf" 2>/dev/null; then
+    cat >>"$conf" <<CONF
+# keda-rs: AMQPS with SASL EXTERNAL; the OAuth 2 backend after the internal one (guest/guest works)
+listeners.ssl.local = 127.0.0.1:5671
+ssl_options.cacertfile = $d/ca.pem
+ssl_options.certfile = $d/server.pem
+ssl_options.keyfile = $d/server.key
+ssl_options.verify = verify_peer
+ssl_options.fail_if_no_peer_cert = false
+auth_mechanisms.1 = PLAIN
+auth_mechanisms.2 = AMQPLAIN
+auth_mechanisms.3 = EXTERNAL
+ssl_cert_login_from = common_name
+auth_backends.1 = internal
+auth_backends.2 = rabbit_auth_backend_oauth2
+CONF
+    echo changed
+  fi
+  # The signing key as a JWK: kty oct, k = base64url of the key file's bytes.
+  local k
+  k=$(base64 -w0 <"$d/oauth2-hs256.key" | tr '+/' '-_' | tr -d '=')
+  if [ ! -f "$adv" ] || ! grep -qF "$k" "$adv"; then
+    if [ -f "$adv" ] && ! grep -q 'keda-rs' "$adv"; then
+      log "$adv exists without keda-rs' OAuth 2 settings; not touching it"
+      return 1
+    fi
+    cat >"$adv" <<CONF
+%% keda-rs: the OAuth 2 backend checks HS256 tokens signed with $d/oauth2-hs256.key.
+[
+  {rabbitmq_auth_backend_oauth2, [
+    {resource_server_id, <<"keda_rs">>},
+    {key_config, [
+      {default_key, <<"keda-rs">>},
+      {signing_keys, #{<<"keda-rs">> => {map, #{<<"kty">> => <<"oct">>, <<"alg">> => <<"HS256">>, <<"k">> => <<"$k">>}}}}
+    ]}
+  ]}
+].
+CONF
+    echo changed
+  fi
+  if ! grep -q rabbitmq_auth_backend_oauth2 /etc/rabbitmq/enabled_plugins 2>/dev/null ||
+    ! grep -q rabbitmq_auth_mechanism_ssl /etc/rabbitmq/enabled_plugins 2>/dev/null; then
+    rabbitmq-plugins enable --offline rabbitmq_auth_backend_oauth2 rabbitmq_auth_mechanism_ssl \
+      >>"$STATE_DIR/rabbitmq.log" 2>&1 || return 1
+    echo changed
+  fi
+}
+
 start_rabbitmq() {
   if ! command -v rabbitmq-server >/dev/null; then
     apt_install rabbitmq-server || return
@@ -96,11 +179,27 @@ start_rabbitmq() {
   }
   grep -q '^listeners.tcp' "$conf" 2>/dev/null || echo 'listeners.tcp.local = 127.0.0.1:5672' >>"$conf"
   export ERL_EPMD_ADDRESS=127.0.0.1
+  local changed="" auth_ok=false
+  if ! rabbitmq_auth_material; then
+    log "rabbitmq: could not make the TLS and OAuth 2 material in $RABBITMQ_AUTH_DIR"
+  elif changed=$(rabbitmq_auth_config); then
+    auth_ok=true
+  else
+    log "rabbitmq: the AMQPS and OAuth 2 configuration failed (see $STATE_DIR/rabbitmq.log)"
+  fi
+  # A node started before these settings restarts once to read them.
+  if port_open 5672 && [ "$auth_ok" = true ] && { [ -n "$changed" ] || ! port_open 5671; }; then
+    log "restarting rabbitmq to apply the AMQPS and OAuth 2 settings"
+    rabbitmqctl stop >>"$STATE_DIR/rabbitmq.log" 2>&1
+    local deadline=$((SECONDS + 60))
+    while port_open 5672 && ((SECONDS < deadline)); do sleep 0.5; done
+  fi
   if ! port_open 5672; then
     rabbitmq-plugins enable --offline rabbitmq_management >>"$STATE_DIR/rabbitmq.log" 2>&1
     grep -q '^management.tcp.ip' "$conf" || printf 'management.tcp.ip = 127.0.0.1\nmanagement.tcp.port = 15672\n' >>"$conf"
     rabbitmq-server -detached >>"$STATE_DIR/rabbitmq.log" 2>&1
     wait_port 5672 60
+    wait_port 5671 30
   fi
   if ! port_open 15672; then
     # The node runs without the management plugin. Bind the plugin's listener to loopback before
@@ -261,7 +360,7 @@ start_activemq() {
 }
 
 start_redis;      need redis 6379
-start_rabbitmq;   need rabbitmq 5672; need rabbitmq-management 15672
+start_rabbitmq;   need rabbitmq 5672; need rabbitmq-management 15672; need rabbitmq-amqps 5671
 start_postgres;   need postgresql 5432
 start_mariadb;    need mariadb 3306
 start_nats;       need nats 4222

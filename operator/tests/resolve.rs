@@ -621,10 +621,6 @@ async fn unsupported_providers_fail_with_the_field_they_name() {
             "{awsSecretManager: {secrets: [{parameter: p, name: n}]}}",
             "spec.awsSecretManager is not supported by keda-rs yet",
         ),
-        (
-            "{oauth2: {type: clientCredentials, clientId: c, tokenUrl: 'https://t'}}",
-            "spec.oauth2 is not supported by keda-rs yet",
-        ),
     ];
     for (i, (spec, _)) in specs.iter().enumerate() {
         c.server
@@ -643,6 +639,83 @@ async fn unsupported_providers_fail_with_the_field_they_name() {
             format!("trigger 0 (redis): TriggerAuthentication team/ta-{i}: {want}")
         );
     }
+}
+
+/// Issue 16: `spec.oauth2` fills KEDA's parameters (`oauthTokenURI`, `clientID`,
+/// `clientSecret` from its Secret, `scopes` comma-joined, `endpointParams` form-encoded), and
+/// they win over a `secretTargetRef` parameter of the same name, as in KEDA (set last). A
+/// missing client Secret is named as the `clientSecret` parameter, without any value.
+#[tokio::test]
+async fn oauth2_fills_the_client_credentials_parameters_keda_passes() {
+    let c = cluster();
+    c.server
+        .seed(&secret(NS, "oauth", &[("secret", SECRET_VALUE)]))
+        .unwrap();
+    c.server
+        .seed(&secret(NS, "other", &[("v", "from-secret-target-ref")]))
+        .unwrap();
+    c.server
+        .seed(&yaml::<keda_api::TriggerAuthentication>(&format!(
+            "apiVersion: keda.sh/v1alpha1
+kind: TriggerAuthentication
+metadata: {{name: oauth, namespace: {NS}}}
+spec:
+  secretTargetRef: [{{parameter: clientID, name: other, key: v}}]
+  oauth2:
+    type: clientCredentials
+    clientId: keda-client
+    clientSecret: {{valueFrom: {{secretKeyRef: {{name: oauth, key: secret}}}}}}
+    tokenUrl: https://idp.example/oauth/token
+    scopes: [read, 'tag:monitoring']
+    tokenUrlParams: {{resource: 'api://rabbit mq', audience: rabbitmq}}
+"
+        )))
+        .unwrap();
+    c.server
+        .seed(&yaml::<keda_api::TriggerAuthentication>(&format!(
+            "apiVersion: keda.sh/v1alpha1
+kind: TriggerAuthentication
+metadata: {{name: oauth-missing, namespace: {NS}}}
+spec:
+  oauth2:
+    type: clientCredentials
+    clientId: keda-client
+    clientSecret: {{valueFrom: {{secretKeyRef: {{name: oauth, key: nope}}}}}}
+    tokenUrl: https://idp.example/oauth/token
+"
+        )))
+        .unwrap();
+    let t = trigger("{type: rabbitmq, metadata: {queueName: q}, authenticationRef: {name: oauth}}");
+    let resolved = resolve(&c.resolver, source("so", "worker"), &t)
+        .await
+        .unwrap();
+    assert_eq!(
+        auth(&resolved, "oauthTokenURI"),
+        "https://idp.example/oauth/token"
+    );
+    assert_eq!(auth(&resolved, "clientID"), "keda-client");
+    assert_eq!(auth(&resolved, "clientSecret"), SECRET_VALUE);
+    assert_eq!(auth(&resolved, "scopes"), "read,tag:monitoring");
+    assert_eq!(
+        auth(&resolved, "endpointParams"),
+        "audience=rabbitmq&resource=api%3A%2F%2Frabbit+mq"
+    );
+    let so = ScalableRef::new(keda_scalers::ScalableKind::ScaledObject, NS, "so");
+    assert!(
+        c.resolver
+            .dependencies(&so)
+            .contains(&"Secret team/oauth".to_string()),
+        "a changed client secret must rebuild the scaler"
+    );
+
+    let t = trigger(
+        "{type: rabbitmq, metadata: {queueName: q}, authenticationRef: {name: oauth-missing}}",
+    );
+    let text = expect_err(resolve(&c.resolver, source("so", "worker"), &t).await);
+    assert_eq!(
+        text,
+        "trigger 0 (rabbitmq): TriggerAuthentication team/oauth-missing: parameter \"clientSecret\": key \"nope\" not found in Secret team/oauth"
+    );
 }
 
 fn service_account(namespace: &str, name: &str) -> k8s_openapi::api::core::v1::ServiceAccount {

@@ -5,8 +5,9 @@
 //!   loopback port, TLS only, requiring a client certificate of a CA generated at test time
 //!   (rcgen); the list is filled with `redis-cli --tls`.
 //! - `rabbitmq` (HTTP protocol): an HTTPS server of the test's own that requires a client
-//!   certificate and answers `GET /api/queues/<vhost>/<queue>` as the management API does. The
-//!   shared RabbitMQ on 5672/15672 has no TLS listener, and the test does not reconfigure it.
+//!   certificate and answers `GET /api/queues/<vhost>/<queue>` as the management API does (the
+//!   shared RabbitMQ's management API is plain HTTP; its AMQPS listener is used by
+//!   `rabbitmq_auth.rs`).
 
 #[allow(dead_code)]
 mod common;

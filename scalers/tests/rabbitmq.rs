@@ -575,3 +575,39 @@ async fn broker_down_and_wrong_credentials_fail_without_the_password() {
     assert!(!message.contains("hunter2"), "{message}");
     broker.close().await;
 }
+
+/// The AMQP host is dialed as written. lapin's URI parser reads the host as a domain name only,
+/// and takes `localhost` for an IPv6 address: `amqp://[::1]:5672` used to reach the broker on
+/// 127.0.0.1 (and `amqp://[fd00::5]` would reach one on the operator's own host).
+#[tokio::test]
+async fn an_ip_address_host_is_dialed_as_written() {
+    let Some(broker) = Broker::connect_or_skip("rabbitmq ip host", "/").await else {
+        return;
+    };
+    let queue = unique("rmq-ip");
+    broker.declare(&queue).await;
+    let registry = Registry::builtin();
+    let build = |host: &str| {
+        registry.build(ScalerContext {
+            metadata: [("host", host), ("queueName", queue.as_str())]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..ScalerContext::new("rabbitmq", 0)
+        })
+    };
+    let built = build(AMQP_URL).await.expect("127.0.0.1 is the broker");
+    built.scaler().close().await;
+    // The broker listens on 127.0.0.1 only: nothing answers on [::1]:5672.
+    let err = build("amqp://guest:guest@[::1]:5672/")
+        .await
+        .expect_err("nothing listens on [::1]:5672");
+    assert!(
+        err.to_string().starts_with(
+            "trigger 0 (rabbitmq): connecting to RabbitMQ AMQP at amqp://[::1]:5672 failed"
+        ),
+        "{err}"
+    );
+    broker.delete(&queue).await;
+    broker.close().await;
+}

@@ -5,7 +5,7 @@ use std::path::{Component, Path};
 use std::sync::Arc;
 
 use keda_api::trigger_authentication::{
-    AuthTargetRef, POD_IDENTITY_NONE, TriggerAuthenticationSpec,
+    AuthTargetRef, OAuth2, POD_IDENTITY_NONE, TriggerAuthenticationSpec,
 };
 use keda_api::{AuthenticationKind, ScaleTrigger};
 use keda_scalers::{Secret, TriggerId};
@@ -449,8 +449,64 @@ impl ResolveSession {
             self.refresh_at = Some(self.refresh_at.map_or(at, |earlier| earlier.min(at)));
             params.insert(entry.parameter.clone(), Secret::new(token.value));
         }
+        if let Some(oauth2) = &spec.oauth2 {
+            let mut refs = SessionRefs {
+                inner: &self.inner,
+                deps: &mut self.deps,
+            };
+            let values = oauth2_params(&mut refs, refs_namespace, oauth2).map_err(|problem| {
+                ResolveError::AuthRef {
+                    trigger: id.clone(),
+                    auth: auth.clone(),
+                    parameter: OAUTH2_CLIENT_SECRET.to_string(),
+                    problem,
+                }
+            })?;
+            params.extend(values);
+        }
         Ok(params)
     }
+}
+
+/// The trigger parameter `spec.oauth2.clientSecret` fills.
+const OAUTH2_CLIENT_SECRET: &str = "clientSecret";
+
+/// KEDA's `spec.oauth2` parameters (`resolveAuthRef`): `oauthTokenURI`, `clientID`,
+/// `clientSecret` (read from the Secret `clientSecret.valueFrom.secretKeyRef` names, in the
+/// namespace the other references are read from), `scopes` (comma-joined) and `endpointParams`
+/// (`tokenUrlParams`, form-encoded, sorted by key as Go's `url.Values.Encode`). Set after every
+/// other source, so they win over parameters of the same name, as in KEDA. The webhook and the
+/// CRD validation check `type`, `clientId` and `tokenUrl`; the scaler checks that all three
+/// parameters arrived.
+fn oauth2_params(
+    refs: &mut SessionRefs<'_>,
+    namespace: &str,
+    oauth2: &OAuth2,
+) -> Result<BTreeMap<String, Secret>, RefProblem> {
+    let mut params = BTreeMap::new();
+    params.insert("oauthTokenURI".to_string(), Secret::new(&oauth2.token_url));
+    params.insert("clientID".to_string(), Secret::new(&oauth2.client_id));
+    if let Some(holder) = &oauth2.client_secret {
+        let key_ref = &holder.value_from.secret_key_ref;
+        let entry = AuthTargetRef {
+            parameter: OAUTH2_CLIENT_SECRET.to_string(),
+            name: key_ref.name.clone(),
+            key: key_ref.key.clone(),
+        };
+        let value = secret_key(refs, namespace, &entry)?;
+        params.insert(OAUTH2_CLIENT_SECRET.to_string(), Secret::new(value));
+    }
+    let scopes: Vec<&str> = oauth2.scopes.iter().flatten().map(String::as_str).collect();
+    if !scopes.is_empty() {
+        params.insert("scopes".to_string(), Secret::new(scopes.join(",")));
+    }
+    if let Some(extra) = oauth2.token_url_params.as_ref().filter(|p| !p.is_empty()) {
+        let encoded = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(extra.iter())
+            .finish();
+        params.insert("endpointParams".to_string(), Secret::new(encoded));
+    }
+    Ok(params)
 }
 
 impl ResolveSession {
@@ -513,9 +569,6 @@ fn check_supported(
     }
     if spec.aws_secret_manager.is_some() {
         return Err(unsupported("awsSecretManager"));
-    }
-    if spec.oauth2.is_some() {
-        return Err(unsupported("oauth2"));
     }
     match spec.pod_identity.as_ref().map(|p| p.provider.trim()) {
         None | Some("") => Ok(()),

@@ -12,7 +12,7 @@ use std::time::Duration;
 use lapin::options::QueueDeclareOptions;
 use lapin::tcp::{AsyncTcpStream, RustlsConnector};
 use lapin::types::FieldTable;
-use lapin::uri::{AMQPScheme, AMQPUri};
+use lapin::uri::{AMQPScheme, AMQPUri, SASLMechanism};
 use lapin::{Channel, Connection, ConnectionProperties};
 
 use crate::secret::Secret;
@@ -55,9 +55,43 @@ pub enum AmqpError {
     /// The connection or the query failed.
     #[error(transparent)]
     Lapin(#[from] lapin::Error),
+    /// The broker refused the SASL EXTERNAL login with the client certificate.
+    #[error(
+        "the broker refused the SASL EXTERNAL login with the client certificate (parameters \"cert\" and \"key\"): {0}; RabbitMQ must have the rabbitmq_auth_mechanism_ssl plugin enabled, EXTERNAL in auth_mechanisms, and a user named as the certificate's subject (ssl_cert_login_from); or give \"username\" and \"password\" to log in with PLAIN"
+    )]
+    ExternalRefused(lapin::Error),
     /// The broker did not answer in time.
     #[error("no answer within {0:?}")]
     Timeout(Duration),
+}
+
+/// The SASL mechanism of a connection:
+/// - `auth_mechanism` in the query of `host` when given (`?auth_mechanism=external`): KEDA's
+///   rule, which amqp091-go implements (`plain`, `amqplain`, `external`, any case);
+/// - else EXTERNAL for `amqps://` with a client certificate (`tls: enable`, `cert`, `key`) and no
+///   credentials anywhere (no user in `host`, no `username`/`password`): the broker takes the
+///   user from the certificate. KEDA logs in with PLAIN as `guest`/`guest` there (amqp091-go's
+///   default), which RabbitMQ refuses on any but a loopback connection;
+/// - else PLAIN.
+pub fn sasl_mechanism(key: &AmqpKey, uri: &AMQPUri) -> SASLMechanism {
+    if let Some(mechanism) = uri.query.auth_mechanism {
+        return mechanism;
+    }
+    let url_has_user = url::Url::parse(key.host.expose()).is_ok_and(|u| !u.username().is_empty());
+    if uri.scheme == AMQPScheme::AMQPS
+        && key.tls.client.is_some()
+        && key.credentials.is_none()
+        && !url_has_user
+    {
+        SASLMechanism::External
+    } else {
+        SASLMechanism::Plain
+    }
+}
+
+/// The broker closed the connection with ACCESS_REFUSED (403): a refused login.
+fn access_refused(error: &lapin::Error) -> bool {
+    matches!(error.kind(), lapin::ErrorKind::ProtocolError(e) if e.get_id() == 403)
 }
 
 /// A shared AMQP connection.
@@ -82,10 +116,23 @@ impl AmqpClient {
             // lapin as the empty vhost, which cannot exist. Follow KEDA.
             uri.vhost = "/".to_string();
         }
+        // lapin's URI parser reads the host as a domain name only and takes `localhost` for an
+        // IPv6 address (`amqp://[fd00::5]` would connect to localhost): take the host as
+        // written, without the brackets.
+        if let Some(host) = url::Url::parse(key.host.expose())
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_string))
+        {
+            uri.authority.host = host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string();
+        }
         if let Some((user, password)) = &key.credentials {
             uri.authority.userinfo.username.clone_from(user);
             uri.authority.userinfo.password = password.expose().to_string();
         }
+        uri.query.auth_mechanism = Some(sasl_mechanism(key, &uri));
         let tls = match uri.scheme {
             AMQPScheme::AMQPS => Some(Arc::new(key.tls.client_config()?)),
             AMQPScheme::AMQP => None,
@@ -123,7 +170,22 @@ impl AmqpClient {
         Ok(connection)
     }
 
+    /// The SASL mechanism the connection logs in with.
+    pub fn mechanism(&self) -> SASLMechanism {
+        self.uri.query.auth_mechanism.unwrap_or_default()
+    }
+
     async fn open(&self) -> Result<Connection, AmqpError> {
+        let mechanism = self.mechanism();
+        self.dial().await.map_err(|e| match e {
+            AmqpError::Lapin(e) if mechanism == SASLMechanism::External && access_refused(&e) => {
+                AmqpError::ExternalRefused(e)
+            }
+            e => e,
+        })
+    }
+
+    async fn dial(&self) -> Result<Connection, AmqpError> {
         let properties =
             ConnectionProperties::default().with_connection_name(CONNECTION_NAME.into());
         let runtime = lapin::runtime::default_runtime()?;
@@ -215,5 +277,67 @@ impl AmqpClient {
             .await
             .as_ref()
             .is_some_and(|c| c.status().connected())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(host: &str, credentials: bool, client_cert: bool) -> AmqpKey {
+        AmqpKey {
+            host: Secret::new(host),
+            vhost: None,
+            credentials: credentials.then(|| ("u".to_string(), Secret::new("p"))),
+            tls: TlsSettings {
+                client: client_cert.then(|| (Secret::new("C"), Secret::new("K"))),
+                ..TlsSettings::default()
+            },
+        }
+    }
+
+    #[test]
+    fn the_mechanism_is_the_url_s_else_external_for_a_certificate_without_credentials() {
+        use SASLMechanism::{AMQPlain, External, Plain};
+        // (host, username/password params, client certificate, mechanism)
+        let rows = [
+            // KEDA's rule (amqp091-go): the URL's auth_mechanism, any case.
+            (
+                "amqps://h:5671/?auth_mechanism=external",
+                false,
+                true,
+                External,
+            ),
+            (
+                "amqps://h:5671/?auth_mechanism=EXTERNAL",
+                true,
+                true,
+                External,
+            ),
+            (
+                "amqp://u:p@h/?auth_mechanism=amqplain",
+                false,
+                false,
+                AMQPlain,
+            ),
+            ("amqps://h/?auth_mechanism=plain", false, true, Plain),
+            // A certificate and no credentials anywhere, over AMQPS: EXTERNAL.
+            ("amqps://h:5671/vh", false, true, External),
+            // Credentials in the URL or as parameters, no certificate, or no TLS: PLAIN.
+            ("amqps://user@h:5671/vh", false, true, Plain),
+            ("amqps://user:pw@h:5671/vh", false, true, Plain),
+            ("amqps://h:5671/vh", true, true, Plain),
+            ("amqps://h:5671/vh", false, false, Plain),
+            ("amqp://h:5672/vh", false, true, Plain),
+        ];
+        for (host, credentials, cert, expected) in rows {
+            let key = key(host, credentials, cert);
+            let uri: AMQPUri = host.parse().unwrap();
+            assert_eq!(
+                sasl_mechanism(&key, &uri),
+                expected,
+                "{host} {credentials} {cert}"
+            );
+        }
     }
 }

@@ -13,6 +13,7 @@ use crate::metric::MetricTargetType;
 use crate::secret::Secret;
 use crate::tls::TlsSettings;
 
+use super::oauth2::OAuth2Settings;
 use super::url::query_escape;
 
 pub(super) const HOST: Param = Param::optional("host").order(METADATA_AUTH_ENV).secret();
@@ -89,6 +90,10 @@ pub(super) const WORKLOAD_IDENTITY_RESOURCE: Param =
 pub(super) const OAUTH_TOKEN_URI: Param = Param::optional("oauthTokenURI").order(AUTH);
 pub(super) const CLIENT_ID: Param = Param::optional("clientID").order(AUTH);
 pub(super) const CLIENT_SECRET: Param = Param::optional("clientSecret").order(AUTH).secret();
+/// Comma-separated, from `spec.oauth2.scopes`.
+pub(super) const SCOPES: Param = Param::optional("scopes").order(AUTH);
+/// Form-encoded, from `spec.oauth2.tokenUrlParams`; may hold secrets, never shown.
+pub(super) const ENDPOINT_PARAMS: Param = Param::optional("endpointParams").order(AUTH).secret();
 
 /// Every parameter of the `rabbitmq` trigger.
 pub const PARAMS: &[Param] = &[
@@ -117,6 +122,8 @@ pub const PARAMS: &[Param] = &[
     OAUTH_TOKEN_URI,
     CLIENT_ID,
     CLIENT_SECRET,
+    SCOPES,
+    ENDPOINT_PARAMS,
 ];
 
 /// KEDA's default target when none of `mode`, `value`, `queueLength` is given.
@@ -211,8 +218,10 @@ pub struct RabbitMqConfig {
     pub timeout: Duration,
     /// Credentials replacing those of the URL (both or neither).
     pub credentials: Option<(String, Secret)>,
-    /// TLS settings; used for `amqps://` and `https://` URLs.
+    /// TLS settings; used for `amqps://` and `https://` URLs (and the OAuth2 token endpoint).
     pub tls: TlsSettings,
+    /// OAuth2 client credentials for the management API (from `TriggerAuthentication.oauth2`).
+    pub oauth2: Option<OAuth2Settings>,
     /// `s<index>-rabbitmq-<escaped queue name>`.
     pub metric_name: String,
     /// AverageValue or Value.
@@ -258,19 +267,13 @@ impl RabbitMqConfig {
                 "http" => Protocol::Http,
                 _ => detect_protocol(p, host.expose())?,
             };
-            for unsupported in [
-                &WORKLOAD_IDENTITY_RESOURCE,
-                &OAUTH_TOKEN_URI,
-                &CLIENT_ID,
-                &CLIENT_SECRET,
-            ] {
-                if p.is_present(unsupported) {
-                    return Err(p.rule(format!(
-                        "parameter \"{}\" is not supported by keda-rs's rabbitmq scaler yet; use username and password",
-                        unsupported.name
-                    )));
-                }
+            if p.is_present(&WORKLOAD_IDENTITY_RESOURCE) {
+                return Err(p.rule(format!(
+                    "parameter \"{}\" is not supported by keda-rs's rabbitmq scaler yet: Azure workload identity is out of scope for now; use username and password, or OAuth2 (TriggerAuthentication spec.oauth2)",
+                    WORKLOAD_IDENTITY_RESOURCE.name
+                )));
             }
+            let oauth2 = oauth2_settings(p, protocol, credentials.is_some())?;
             let use_regex: bool = p.get(&USE_REGEX)?;
             if use_regex && protocol != Protocol::Http {
                 return Err(p.rule("configure useRegex=true only with HTTP protocol"));
@@ -313,10 +316,85 @@ impl RabbitMqConfig {
                     ca: if tls_enabled { p.get_opt(&CA)? } else { None },
                     client: if tls_enabled { client } else { None },
                 },
+                oauth2,
                 metric_type,
             })
         })?)
     }
+}
+
+/// KEDA's `validateOAuth2`: any of `oauthTokenURI`, `clientID`, `clientSecret` needs all three
+/// (TriggerAuthentication `spec.oauth2` gives them), the HTTP protocol, and no `username` /
+/// `password`. `oauthTokenURI` must be an http(s) URL; `endpointParams` may not set `scope`
+/// when `scopes` does (Go's `clientcredentials` refuses it at every request).
+fn oauth2_settings(
+    p: &MetadataParser<'_>,
+    protocol: Protocol,
+    basic_auth: bool,
+) -> Result<Option<OAuth2Settings>, crate::MetadataError> {
+    let trio = [&OAUTH_TOKEN_URI, &CLIENT_ID, &CLIENT_SECRET];
+    if !trio.iter().any(|param| p.is_present(param)) {
+        return Ok(None);
+    }
+    let missing: Vec<String> = trio
+        .iter()
+        .filter(|param| !p.is_present(param))
+        .map(|param| format!("\"{}\"", param.name))
+        .collect();
+    if !missing.is_empty() {
+        return Err(p.rule(format!(
+            "OAuth2 requires tokenUrl clientId and clientSecret to be configured in TriggerAuthentication (spec.oauth2); missing parameter{} {}",
+            if missing.len() > 1 { "s" } else { "" },
+            missing.join(" and ")
+        )));
+    }
+    if protocol == Protocol::Amqp {
+        return Err(p.rule(
+            "parameter \"oauthTokenURI\": OAuth2 authentication is only supported with HTTP protocol, not AMQP; use the management API (an http:// or https:// \"host\", or \"protocol: http\")",
+        ));
+    }
+    if basic_auth {
+        return Err(p.rule(
+            "OAuth2 authentication cannot be combined with username/password authentication or Azure Workload Identity; remove parameters \"username\" and \"password\" or spec.oauth2",
+        ));
+    }
+    let found = p
+        .find(&OAUTH_TOKEN_URI)?
+        .ok_or_else(|| p.rule("missing parameter \"oauthTokenURI\""))?;
+    let token_url = url::Url::parse(found.value)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some())
+        .ok_or_else(|| p.invalid(&OAUTH_TOKEN_URI, found, "an http or https URL"))?;
+    let scopes: Vec<String> = p
+        .get_opt::<String>(&SCOPES)?
+        .map(|s| {
+            s.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    let endpoint_params: Vec<(String, Secret)> = p
+        .get_opt::<Secret>(&ENDPOINT_PARAMS)?
+        .map(|encoded| {
+            url::form_urlencoded::parse(encoded.expose().as_bytes())
+                .map(|(k, v)| (k.into_owned(), Secret::new(v.into_owned())))
+                .collect()
+        })
+        .unwrap_or_default();
+    if !scopes.is_empty() && endpoint_params.iter().any(|(k, _)| k == "scope") {
+        return Err(p.rule(
+            "parameter \"endpointParams\" cannot set \"scope\" when \"scopes\" is given (spec.oauth2.tokenUrlParams and spec.oauth2.scopes)",
+        ));
+    }
+    Ok(Some(OAuth2Settings {
+        token_url,
+        client_id: p.get(&CLIENT_ID)?,
+        client_secret: p.get(&CLIENT_SECRET)?,
+        scopes,
+        endpoint_params,
+    }))
 }
 
 /// `protocol: auto`: the scheme of `host` decides. Only the scheme is shown in errors: the URL
@@ -593,6 +671,69 @@ mod tests {
                 &[("workloadIdentityResource", "r")],
                 r#"parameter "workloadIdentityResource" is not supported"#,
             ),
+            (
+                &[("host", "http://rabbit:15672/"), ("queueName", "q")],
+                &[("oauthTokenURI", "https://idp/token"), ("clientID", "c")],
+                r#"OAuth2 requires tokenUrl clientId and clientSecret to be configured in TriggerAuthentication (spec.oauth2); missing parameter "clientSecret""#,
+            ),
+            (
+                &[("host", "http://rabbit:15672/"), ("queueName", "q")],
+                &[("clientSecret", "sekret")],
+                r#"OAuth2 requires tokenUrl clientId and clientSecret to be configured in TriggerAuthentication (spec.oauth2); missing parameters "oauthTokenURI" and "clientID""#,
+            ),
+            (
+                &[("host", "amqp://rabbit:5672/"), ("queueName", "q")],
+                &[
+                    ("oauthTokenURI", "https://idp/token"),
+                    ("clientID", "c"),
+                    ("clientSecret", "sekret"),
+                ],
+                r#"parameter "oauthTokenURI": OAuth2 authentication is only supported with HTTP protocol, not AMQP"#,
+            ),
+            (
+                &[
+                    ("host", "http://rabbit:15672/"),
+                    ("queueName", "q"),
+                    ("protocol", "amqp"),
+                ],
+                &[
+                    ("oauthTokenURI", "https://idp/token"),
+                    ("clientID", "c"),
+                    ("clientSecret", "sekret"),
+                ],
+                r#"parameter "oauthTokenURI": OAuth2 authentication is only supported with HTTP protocol, not AMQP"#,
+            ),
+            (
+                &[("host", "http://rabbit:15672/"), ("queueName", "q")],
+                &[
+                    ("oauthTokenURI", "https://idp/token"),
+                    ("clientID", "c"),
+                    ("clientSecret", "sekret"),
+                    ("username", "u"),
+                    ("password", "sekret"),
+                ],
+                "OAuth2 authentication cannot be combined with username/password authentication",
+            ),
+            (
+                &[("host", "http://rabbit:15672/"), ("queueName", "q")],
+                &[
+                    ("oauthTokenURI", "ftp://idp/token"),
+                    ("clientID", "c"),
+                    ("clientSecret", "sekret"),
+                ],
+                r#"parameter "oauthTokenURI": the value from TriggerAuthentication is not an http or https URL"#,
+            ),
+            (
+                &[("host", "http://rabbit:15672/"), ("queueName", "q")],
+                &[
+                    ("oauthTokenURI", "https://idp/token"),
+                    ("clientID", "c"),
+                    ("clientSecret", "sekret"),
+                    ("scopes", "a,b"),
+                    ("endpointParams", "scope=sekret"),
+                ],
+                r#"parameter "endpointParams" cannot set "scope" when "scopes" is given"#,
+            ),
         ];
         for (metadata, auth, expected) in rows {
             let err = parse(metadata, auth).unwrap_err();
@@ -630,6 +771,39 @@ mod tests {
         let (user, password) = c.credentials.as_ref().unwrap();
         assert_eq!((user.as_str(), password.expose()), ("env-user", "pw"));
         assert!(!format!("{c:?}").contains("sekret"));
+    }
+
+    #[test]
+    fn oauth2_parameters_make_the_client_credentials_settings() {
+        let c = parse(
+            &[("host", "https://rabbit:15671/vh"), ("queueName", "q")],
+            &[
+                ("oauthTokenURI", "https://idp.example/oauth/token"),
+                ("clientID", "keda"),
+                ("clientSecret", "sekret"),
+                ("scopes", " rabbitmq.read:*/* , rabbitmq.tag:monitoring,"),
+                (
+                    "endpointParams",
+                    "audience=rabbit+mq&resource=api%3A%2F%2Fr",
+                ),
+            ],
+        )
+        .unwrap();
+        let o = c.oauth2.as_ref().expect("oauth2");
+        assert_eq!(o.token_url.as_str(), "https://idp.example/oauth/token");
+        assert_eq!(o.client_id, "keda");
+        assert_eq!(o.client_secret.expose(), "sekret");
+        assert_eq!(o.scopes, ["rabbitmq.read:*/*", "rabbitmq.tag:monitoring"]);
+        let params: Vec<(&str, &str)> = o
+            .endpoint_params
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.expose()))
+            .collect();
+        assert_eq!(params, [("audience", "rabbit mq"), ("resource", "api://r")]);
+        assert!(!format!("{c:?}").contains("sekret"));
+        // Without the parameters: no OAuth2.
+        let c = parse(&[("host", HTTP), ("queueName", "q")], &[]).unwrap();
+        assert_eq!(c.oauth2, None);
     }
 
     #[test]

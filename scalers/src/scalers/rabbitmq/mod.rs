@@ -3,12 +3,14 @@
 //! and deliver rates; one queue or every queue matching a regex). Compatible with KEDA's
 //! `rabbitmq` trigger.
 //!
-//! Clients are shared: one AMQP connection per (URL with credentials, vhost, TLS settings) and
-//! one HTTP client per (TLS settings, timeout), however many triggers use them.
+//! Clients are shared: one AMQP connection per (URL with credentials, vhost, TLS settings), one
+//! HTTP client per (TLS settings, timeout) and one OAuth2 token source per (token URL, client,
+//! scopes), however many triggers use them.
 
 pub mod amqp;
 pub mod config;
 pub mod http;
+pub mod oauth2;
 pub mod url;
 
 use async_trait::async_trait;
@@ -17,6 +19,7 @@ use k8s_openapi::api::autoscaling::v2::MetricSpec;
 use self::amqp::{AmqpClient, AmqpKey};
 pub use self::config::{Mode, Operation, PARAMS, Protocol, RabbitMqConfig};
 use self::http::{HttpKey, QueueInfo, QueuePage, QueueStatus};
+use self::oauth2::{OAuth2Settings, TokenSource};
 use crate::context::ScalerContext;
 use crate::error::{BoxError, ScalerError, TriggerId, error_chain};
 use crate::metric::{external_metric_spec, metric_target_milli};
@@ -61,7 +64,10 @@ pub fn evaluate(mode: Mode, activation: f64, status: QueueStatus) -> (f64, bool)
 
 enum Client {
     Amqp(Lease<AmqpKey, AmqpClient>),
-    Http(Lease<HttpKey, reqwest::Client>),
+    Http(
+        Lease<HttpKey, reqwest::Client>,
+        Option<Lease<OAuth2Settings, TokenSource>>,
+    ),
 }
 
 /// A `rabbitmq` scaler holding its share of a pooled client.
@@ -114,7 +120,22 @@ impl RabbitMqScaler {
                         target: describe(&config),
                         source: anonymized(&config, &e),
                     })?;
-                Client::Http(lease)
+                // The token source asks nothing until the first query, as KEDA's.
+                let tokens = match &config.oauth2 {
+                    Some(settings) => Some(
+                        ctx.clients
+                            .pool::<OAuth2Settings, TokenSource>()
+                            .get_or_connect(settings.clone(), || async {
+                                Ok::<_, std::convert::Infallible>(TokenSource::new(
+                                    settings.clone(),
+                                ))
+                            })
+                            .await
+                            .unwrap_or_else(|never| match never {}),
+                    ),
+                    None => None,
+                };
+                Client::Http(lease, tokens)
             }
         };
         Ok(Self {
@@ -163,14 +184,18 @@ impl RabbitMqScaler {
                     ..QueueStatus::default()
                 })
             }
-            Client::Http(http) => self
-                .http_status(http)
+            Client::Http(http, tokens) => self
+                .http_status(http, tokens.as_deref())
                 .await
                 .map_err(|message| query_error(message.into())),
         }
     }
 
-    async fn http_status(&self, client: &reqwest::Client) -> Result<QueueStatus, String> {
+    async fn http_status(
+        &self,
+        client: &reqwest::Client,
+        tokens: Option<&TokenSource>,
+    ) -> Result<QueueStatus, String> {
         let c = &self.config;
         let request = url::management_request(
             c.host.expose(),
@@ -180,14 +205,35 @@ impl RabbitMqScaler {
             c.use_regex.then_some(c.page_size),
         )?;
         let mut builder = client.get(&request.url);
-        if let Some((user, password)) = &request.credentials {
-            builder = builder.basic_auth(user, Some(password.expose()));
+        // With OAuth2 the bearer token replaces any user info of `host`, as in KEDA (Go's
+        // oauth2 transport overwrites the basic authorization the URL would give).
+        let token = match tokens {
+            Some(tokens) => Some(tokens.token(client).await.map_err(|e| e.to_string())?),
+            None => None,
+        };
+        match (&token, &request.credentials) {
+            (Some(token), _) => {
+                builder = builder.header(reqwest::header::AUTHORIZATION, token.header_value());
+            }
+            (None, Some((user, password))) => {
+                builder = builder.basic_auth(user, Some(password.expose()));
+            }
+            (None, None) => {}
         }
-        let secrets: Vec<&str> = request
+        let mut secrets: Vec<&str> = request
             .credentials
             .iter()
             .map(|(_, p)| p.expose())
             .collect();
+        if let Some(token) = &token {
+            secrets.push(token.header_value());
+            if let Some((_, bare)) = token.header_value().split_once(' ') {
+                secrets.push(bare);
+            }
+        }
+        if let Some(oauth2) = &c.oauth2 {
+            secrets.push(oauth2.client_secret.expose());
+        }
         let scrub = |text: String| url::anonymize(&text, &secrets);
         let response = crate::request_metrics::send(builder)
             .await
@@ -196,11 +242,21 @@ impl RabbitMqScaler {
         if !status.is_success() {
             let body = response.text().await.unwrap_or_default();
             let body: String = body.chars().take(300).collect();
-            return Err(scrub(format!(
+            let mut message = format!(
                 "error requesting RabbitMQ API status: {status}, response: {}, from: {}",
                 body.trim(),
                 request.url
-            )));
+            );
+            if let (Some(tokens), Some(token)) = (tokens, &token)
+                && status == reqwest::StatusCode::UNAUTHORIZED
+            {
+                // A new token next time: the broker may have rotated its keys, or revoked it.
+                tokens.refused(token).await;
+                message.push_str(
+                    "; the broker refused the OAuth2 access token from \"oauthTokenURI\": check that RabbitMQ's OAuth 2 backend (rabbitmq_auth_backend_oauth2) trusts the token's signing key and audience, and that its scopes grant the management API (a tag such as monitoring) and the vhost",
+                );
+            }
+            return Err(scrub(message));
         }
         let ready_only = c.exclude_unacknowledged;
         if c.use_regex {
