@@ -243,7 +243,8 @@ async fn azurite(service: keda_scalers::azure::Service, method: http::Method, se
 /// An `azure-queue` trigger through the operator against Azurite: a queue with a message scales
 /// a Deployment from zero at the first poll; a missing queue and a wrong account key are
 /// `Ready=False` naming the trigger and the parameter (never the key), and the object recovers
-/// once the queue exists.
+/// once the queue exists; `podIdentity` provider `azure-workload` is `Ready=False` saying it is
+/// not supported yet.
 #[tokio::test]
 async fn an_azure_queue_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
     use keda_scalers::azure::Service;
@@ -306,6 +307,29 @@ async fn an_azure_queue_scales_from_zero_and_bad_input_is_not_ready_naming_the_p
         assert_names(&message, expected);
         assert!(!message.contains("d3Jvbmcta2V5"), "{message}");
     }
+    // KEDA's workload identity for Azure Storage is refused before the scaler is built.
+    let auth: keda_api::TriggerAuthentication = serde_yaml::from_str(
+        "apiVersion: keda.sh/v1alpha1\nkind: TriggerAuthentication\nmetadata:\n  name: azure-identity\nspec:\n  podIdentity:\n    provider: azure-workload\n",
+    )
+    .expect("YAML");
+    kube::Api::<keda_api::TriggerAuthentication>::namespaced(w.client.clone(), &w.namespace)
+        .create(&Default::default(), &auth)
+        .await
+        .expect("create");
+    w.deployment("identity", 0).await;
+    w.create(&object(
+        "identity",
+        &format!(
+            "type: azure-queue\n      metadata:\n        queueName: {queue}\n        accountName: devstoreaccount1\n      authenticationRef:\n        name: azure-identity"
+        ),
+    ))
+    .await;
+    let (_, message) = not_ready(&w, "identity").await;
+    assert_names(
+        &message,
+        &["podIdentity provider \"azure-workload\" is not supported by keda-rs yet"],
+    );
+
     // Fixed: the queue exists.
     azurite(Service::Queue, http::Method::PUT, &[&missing]).await;
     let so = w.get("missing").await;
