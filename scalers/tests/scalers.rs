@@ -29,6 +29,8 @@ fn every_builtin_type_is_documented_with_an_example_that_parses() {
             "aws-cloudwatch",
             "aws-dynamodb",
             "aws-sqs-queue",
+            "azure-blob",
+            "azure-queue",
             "beanstalkd",
             "cpu",
             "cron",
@@ -153,7 +155,7 @@ async fn unknown_trigger_type_lists_the_known_ones() {
         .expect_err("unknown type");
     assert_eq!(
         err.to_string(),
-        "unknown trigger type \"foo\"; known types: activemq, aws-cloudwatch, aws-dynamodb, aws-sqs-queue, beanstalkd, cpu, cron, etcd, external, external-push, http, kafka, kubernetes-workload, memory, metrics-api, mysql, nats-jetstream, postgresql, prometheus, rabbitmq, redis, redis-cluster, \
+        "unknown trigger type \"foo\"; known types: activemq, aws-cloudwatch, aws-dynamodb, aws-sqs-queue, azure-blob, azure-queue, beanstalkd, cpu, cron, etcd, external, external-push, http, kafka, kubernetes-workload, memory, metrics-api, mysql, nats-jetstream, postgresql, prometheus, rabbitmq, redis, redis-cluster, \
          redis-cluster-streams, redis-sentinel, redis-sentinel-streams, redis-streams"
     );
 }

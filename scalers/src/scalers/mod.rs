@@ -4,6 +4,8 @@ pub mod activemq;
 pub mod aws_cloudwatch;
 pub mod aws_dynamodb;
 pub mod aws_sqs_queue;
+pub mod azure_blob;
+pub mod azure_queue;
 pub mod beanstalkd;
 pub mod cron;
 pub mod etcd;
@@ -51,6 +53,16 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "aws-sqs-queue",
         Declared::new(aws_sqs_queue::build, aws_sqs_queue::PARAMS)
             .with_check(|ctx| aws_sqs_queue::SqsConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "azure-blob",
+        Declared::new(azure_blob::build, azure_blob::PARAMS)
+            .with_check(|ctx| azure_blob::AzureBlobConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "azure-queue",
+        Declared::new(azure_queue::build, azure_queue::PARAMS)
+            .with_check(|ctx| azure_queue::AzureQueueConfig::parse(ctx).map(drop)),
     );
     registry.register(
         "beanstalkd",

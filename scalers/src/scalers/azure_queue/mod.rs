@@ -1,0 +1,347 @@
+//! `azure-queue`: the number of messages of an Azure Storage queue (KEDA's
+//! `azure_queue_scaler.go`).
+//!
+//! With `queueLengthStrategy: all` (default) one Get Queue Metadata call per poll reads
+//! `x-ms-approximate-messages-count` (visible and invisible messages). With `visibleonly` the
+//! scaler first peeks at up to 32 messages (peeking sees visible messages only); fewer than 32
+//! is the value, else it falls back to the approximate count, as KEDA does. Active iff the value
+//! is above `activationQueueLength`. Metric `s<i>-azure-queue-<queueName>`, integer target
+//! `queueLength`.
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use http::Method;
+use k8s_openapi::api::autoscaling::v2::MetricSpec;
+
+use crate::azure::client::{self, StorageClient, StorageClientKey, StorageError};
+use crate::azure::{
+    ACCOUNT_NAME, CLOUD, CONNECTION_QUEUE, ENDPOINT_SUFFIX, Service, StorageSettings,
+};
+use crate::context::{Clock, ScalerContext};
+use crate::error::{ScalerError, TriggerId};
+use crate::http_client::describe_url;
+use crate::metadata::Param;
+use crate::metric::{MetricTargetType, external_metric_spec, metric_target};
+use crate::pool::Held;
+use crate::scaler::{BuiltScaler, MetricValue, MetricsAndActivity, Scaler};
+
+const QUEUE_NAME: Param = Param::required("queueName");
+const QUEUE_LENGTH: Param = Param::optional("queueLength")
+    .default("5")
+    .range(1.0, f64::MAX);
+const ACTIVATION_QUEUE_LENGTH: Param = Param::optional("activationQueueLength").default("0");
+const QUEUE_LENGTH_STRATEGY: Param = Param::optional("queueLengthStrategy")
+    .default("all")
+    .allowed(&["all", "visibleonly"]);
+
+/// The parameters of `azure-queue`.
+pub const PARAMS: &[Param] = &[
+    QUEUE_NAME,
+    QUEUE_LENGTH,
+    ACTIVATION_QUEUE_LENGTH,
+    QUEUE_LENGTH_STRATEGY,
+    CONNECTION_QUEUE,
+    ACCOUNT_NAME,
+    ENDPOINT_SUFFIX,
+    CLOUD,
+];
+
+/// How many messages `visibleonly` peeks at (the service's maximum).
+pub const MAX_PEEK_MESSAGES: usize = 32;
+
+/// How the queue's length is counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strategy {
+    /// The approximate count of all messages.
+    All,
+    /// Visible messages, peeked; the approximate count from 32 on.
+    VisibleOnly,
+}
+
+/// The parsed trigger.
+#[derive(Clone, Debug)]
+pub struct AzureQueueConfig {
+    /// `queueName`.
+    pub queue_name: String,
+    /// `queueLength`.
+    pub target: i64,
+    /// `activationQueueLength`.
+    pub activation: i64,
+    /// `queueLengthStrategy`.
+    pub strategy: Strategy,
+    /// Endpoint and credential.
+    pub storage: StorageSettings,
+    /// `s<index>-azure-queue-<queueName>`.
+    pub metric_name: String,
+    /// AverageValue or Value.
+    pub metric_type: MetricTargetType,
+}
+
+impl AzureQueueConfig {
+    /// Parses the trigger.
+    ///
+    /// # Errors
+    /// A parameter is missing or malformed, or the connection string cannot be used.
+    pub fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
+        let metric_type = ctx.external_metric_type()?;
+        Ok(ctx.parse(|p| {
+            let queue_name: String = p.get(&QUEUE_NAME)?;
+            let strategy = match p.get::<String>(&QUEUE_LENGTH_STRATEGY)?.as_str() {
+                "visibleonly" => Strategy::VisibleOnly,
+                _ => Strategy::All,
+            };
+            Ok(Self {
+                metric_name: ctx.metric_name(&format!("azure-queue-{queue_name}")),
+                target: p.get(&QUEUE_LENGTH)?,
+                activation: p.get(&ACTIVATION_QUEUE_LENGTH)?,
+                strategy,
+                storage: StorageSettings::parse(p, Service::Queue, &CONNECTION_QUEUE)?,
+                queue_name,
+                metric_type,
+            })
+        })?)
+    }
+}
+
+/// An `azure-queue` scaler holding its share of the pooled storage client.
+pub struct AzureQueueScaler {
+    config: AzureQueueConfig,
+    trigger: TriggerId,
+    clock: Clock,
+    client: Held<StorageClientKey, StorageClient>,
+}
+
+impl AzureQueueScaler {
+    /// Parses the trigger and leases the client of its endpoint and credential. Does not
+    /// connect.
+    ///
+    /// # Errors
+    /// Invalid metadata.
+    pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
+        let config = AzureQueueConfig::parse(ctx)?;
+        let key = StorageClientKey {
+            endpoint: config.storage.endpoint.clone(),
+            credential: config.storage.credential.clone(),
+            timeout: ctx.global_http_timeout,
+        };
+        let lease = client::lease(ctx, key).await?;
+        Ok(Self {
+            config,
+            trigger: ctx.trigger_id(),
+            clock: ctx.clock.clone(),
+            client: Held::new(lease),
+        })
+    }
+
+    /// The parsed trigger.
+    pub fn config(&self) -> &AzureQueueConfig {
+        &self.config
+    }
+
+    fn query_error(&self, client: &StorageClient, operation: &str, e: StorageError) -> ScalerError {
+        ScalerError::Query {
+            trigger: self.trigger.clone(),
+            operation: format!(
+                "{operation} of queue \"{}\" (queueName) at {} (connection)",
+                self.config.queue_name,
+                describe_url(&client.key().endpoint)
+            ),
+            source: Box::new(e),
+        }
+    }
+
+    /// The queue's length now, counted as `queueLengthStrategy` says.
+    ///
+    /// # Errors
+    /// The service cannot be reached or answers an error (a missing queue, a key it refuses),
+    /// an answer cannot be read, the scaler is closed.
+    pub async fn queue_length(&self) -> Result<i64, ScalerError> {
+        let client = self.client.client().ok_or_else(|| ScalerError::Closed {
+            trigger: self.trigger.clone(),
+        })?;
+        let queue = self.config.queue_name.as_str();
+        if self.config.strategy == Strategy::VisibleOnly {
+            let peek = MAX_PEEK_MESSAGES.to_string();
+            let answer = client
+                .send(
+                    Method::GET,
+                    &[queue, "messages"],
+                    &[("peekonly", "true"), ("numofmessages", &peek)],
+                    &[],
+                    Bytes::new(),
+                    &self.clock,
+                )
+                .await
+                .map_err(|e| self.query_error(&client, "Peek Messages", e))?;
+            let visible =
+                count_messages(&answer.body).map_err(|message| ScalerError::Unexpected {
+                    trigger: self.trigger.clone(),
+                    message: format!("Peek Messages of queue \"{queue}\" answered {message}"),
+                })?;
+            if let Some(visible) = (visible < MAX_PEEK_MESSAGES)
+                .then(|| i64::try_from(visible).ok())
+                .flatten()
+            {
+                return Ok(visible);
+            }
+        }
+        let answer = client
+            .send(
+                Method::GET,
+                &[queue],
+                &[("comp", "metadata")],
+                &[],
+                Bytes::new(),
+                &self.clock,
+            )
+            .await
+            .map_err(|e| self.query_error(&client, "Get Queue Metadata", e))?;
+        let raw = answer
+            .headers
+            .get("x-ms-approximate-messages-count")
+            .and_then(|v| v.to_str().ok());
+        raw.and_then(|v| v.trim().parse::<i64>().ok())
+            .filter(|n| *n >= 0)
+            .ok_or_else(|| ScalerError::Unexpected {
+                trigger: self.trigger.clone(),
+                message: format!(
+                    "Get Queue Metadata of queue \"{queue}\" answered {}",
+                    match raw {
+                        Some(v) => format!("x-ms-approximate-messages-count {v:?}, not a count"),
+                        None => "no x-ms-approximate-messages-count".into(),
+                    }
+                ),
+            })
+    }
+}
+
+/// The number of `QueueMessage` elements of a Peek Messages answer.
+fn count_messages(body: &[u8]) -> Result<usize, String> {
+    let text = std::str::from_utf8(body).map_err(|_| "a body that is not UTF-8".to_string())?;
+    let doc = roxmltree::Document::parse(text.trim_start_matches('\u{feff}').trim())
+        .map_err(|e| format!("invalid XML ({e})"))?;
+    let root = doc.root_element();
+    if !root.has_tag_name("QueueMessagesList") {
+        return Err(format!(
+            "<{}> instead of <QueueMessagesList>",
+            root.tag_name().name()
+        ));
+    }
+    Ok(root
+        .children()
+        .filter(|n| n.has_tag_name("QueueMessage"))
+        .count())
+}
+
+#[async_trait]
+impl Scaler for AzureQueueScaler {
+    fn metric_specs(&self) -> Vec<MetricSpec> {
+        vec![external_metric_spec(
+            self.config.metric_name.clone(),
+            metric_target(self.config.metric_type, self.config.target),
+        )]
+    }
+
+    async fn metrics_and_activity(
+        &self,
+        metric_name: &str,
+    ) -> Result<MetricsAndActivity, ScalerError> {
+        let length = self.queue_length().await?;
+        Ok(MetricsAndActivity {
+            values: vec![MetricValue::new(metric_name, length as f64)],
+            active: length > self.config.activation,
+        })
+    }
+
+    async fn close(&self) {
+        self.client.release();
+    }
+}
+
+/// Factory of `azure-queue`.
+///
+/// # Errors
+/// See [`AzureQueueScaler::build`].
+pub async fn build(ctx: ScalerContext) -> Result<BuiltScaler, ScalerError> {
+    Ok(BuiltScaler::Pull(Box::new(
+        AzureQueueScaler::build(&ctx).await?,
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::test_context;
+
+    const AUTH: &[(&str, &str)] = &[(
+        "connection",
+        "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=c2VjcmV0LWtleS1ieXRlcw==;EndpointSuffix=core.windows.net",
+    )];
+
+    fn parse(metadata: &[(&str, &str)]) -> Result<AzureQueueConfig, ScalerError> {
+        AzureQueueConfig::parse(&test_context("azure-queue", 1, metadata, &[], AUTH))
+    }
+
+    #[test]
+    fn defaults_and_the_metric_name_follow_keda() {
+        let config = parse(&[("queueName", "Orders_Queue")]).unwrap();
+        assert_eq!(config.metric_name, "s1-azure-queue-Orders_Queue");
+        assert_eq!((config.target, config.activation), (5, 0));
+        assert_eq!(config.strategy, Strategy::All);
+        assert_eq!(
+            config.storage.endpoint.as_str(),
+            "https://acct.queue.core.windows.net/"
+        );
+        let config = parse(&[
+            ("queueName", "jobs"),
+            ("queueLength", "20"),
+            ("activationQueueLength", "3"),
+            ("queueLengthStrategy", "visibleonly"),
+        ])
+        .unwrap();
+        assert_eq!((config.target, config.activation), (20, 3));
+        assert_eq!(config.strategy, Strategy::VisibleOnly);
+    }
+
+    #[test]
+    fn errors_name_the_trigger_and_the_parameter() {
+        let rows: &[(&[(&str, &str)], &str)] = &[
+            (
+                &[],
+                r#"trigger 1 (azure-queue): missing required parameter "queueName""#,
+            ),
+            (
+                &[("queueName", "q"), ("queueLength", "0")],
+                r#"trigger 1 (azure-queue): parameter "queueLength": "0" is not at least 1"#,
+            ),
+            (
+                &[("queueName", "q"), ("activationQueueLength", "x")],
+                r#"trigger 1 (azure-queue): parameter "activationQueueLength": "x" is not a valid integer"#,
+            ),
+            (
+                &[("queueName", "q"), ("queueLengthStrategy", "VisibleOnly")],
+                r#"trigger 1 (azure-queue): parameter "queueLengthStrategy": "VisibleOnly" is not one of all, visibleonly"#,
+            ),
+        ];
+        for (i, (metadata, expected)) in rows.iter().enumerate() {
+            assert_eq!(
+                parse(metadata).expect_err("invalid").to_string(),
+                *expected,
+                "row {i}"
+            );
+        }
+    }
+
+    #[test]
+    fn peeked_messages_are_counted() {
+        let body = b"\xef\xbb\xbf<?xml version=\"1.0\" encoding=\"utf-8\"?><QueueMessagesList>\
+            <QueueMessage><MessageId>1</MessageId></QueueMessage>\
+            <QueueMessage><MessageId>2</MessageId></QueueMessage></QueueMessagesList>";
+        assert_eq!(count_messages(body), Ok(2));
+        assert_eq!(count_messages(b"<QueueMessagesList/>"), Ok(0));
+        assert_eq!(
+            count_messages(b"<Error/>"),
+            Err("<Error> instead of <QueueMessagesList>".into())
+        );
+    }
+}
