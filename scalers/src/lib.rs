@@ -16,6 +16,7 @@ pub mod error;
 pub mod http_client;
 pub mod metadata;
 pub mod metric;
+pub mod oauth2;
 pub mod pool;
 pub mod registry;
 pub mod request_metrics;

@@ -385,10 +385,11 @@ fn bearer_settings(p: &MetadataParser<'_>) -> Result<BearerSettings, MetadataErr
         ));
     }
     Ok(BearerSettings {
-        endpoint,
+        token_url: endpoint,
         client_id,
         client_secret,
         scopes,
+        endpoint_params: Vec::new(),
     })
 }
 
@@ -870,7 +871,7 @@ mod tests {
         let Some(Sasl::OAuthBearer(TokenProvider::Bearer(bearer))) = c.cluster.sasl else {
             panic!("bearer expected");
         };
-        assert_eq!(bearer.endpoint.as_str(), "https://idp.example/token");
+        assert_eq!(bearer.token_url.as_str(), "https://idp.example/token");
         assert_eq!(bearer.client_id, "client");
         assert_eq!(bearer.client_secret.expose(), "s3cret");
         assert_eq!(bearer.scopes, ["a", "b", "c"]);

@@ -4,9 +4,9 @@
 //!
 //! - `saslTokenProvider: bearer` (default): KEDA's `OAuthBearerTokenProvider`, the OAuth 2.0
 //!   client-credentials grant at `oauthTokenEndpointUri` with `username` as client id,
-//!   `password` as client secret and `scopes` (golang.org/x/oauth2's `clientcredentials`: the
-//!   client authenticates with HTTP Basic, and once more with the credentials in the form when
-//!   the endpoint refuses that).
+//!   `password` as client secret and `scopes`, through [`crate::oauth2`] (golang.org/x/oauth2's
+//!   `clientcredentials`); a new token each time librdkafka asks, its lifetime bounded for
+//!   librdkafka.
 //! - `saslTokenProvider: aws_msk_iam`: KEDA's `OAuthMSKTokenProvider`, the token of AWS's MSK
 //!   IAM signers (aws-msk-iam-sasl-signer-go): a Signature Version 4 presigned
 //!   `GET https://kafka.<region>.amazonaws.com/?Action=kafka-cluster%3AConnect` (signing name
@@ -19,6 +19,7 @@ use crate::aws::client::{AwsClient, AwsClientKey, STS, Signer};
 use crate::aws::sigv4::{self, Credentials, Scope};
 use crate::context::Clock;
 use crate::http_client::{describe_url, reqwest_client};
+use crate::oauth2;
 use crate::secret::Secret;
 
 /// How long an MSK IAM token is valid (the signers' `X-Amz-Expires`).
@@ -34,8 +35,6 @@ pub const MAX_TOKEN_SECONDS: i64 = 86_400;
 const MSK_SIGNING_NAME: &str = "kafka-cluster";
 /// The `User-Agent` query parameter of the MSK token: the signers put their own name there.
 const MSK_USER_AGENT: &str = concat!("keda-rs/", env!("CARGO_PKG_VERSION"));
-/// The most of a token endpoint's answer that is read.
-const MAX_TOKEN_RESPONSE_BYTES: usize = 1 << 20;
 
 /// Where a SASL/OAUTHBEARER token comes from: part of the cluster client's pool key.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -51,18 +50,10 @@ pub enum TokenProvider {
     },
 }
 
-/// The client-credentials grant of `saslTokenProvider: bearer`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct BearerSettings {
-    /// `oauthTokenEndpointUri`.
-    pub endpoint: url::Url,
-    /// `username`: the client id.
-    pub client_id: String,
-    /// `password`: the client secret.
-    pub client_secret: Secret,
-    /// `scopes`, split at commas (empty ones left out).
-    pub scopes: Vec<String>,
-}
+/// The client-credentials grant of `saslTokenProvider: bearer`: `oauthTokenEndpointUri`,
+/// `username` (client id), `password` (client secret), `scopes` split at commas (empty ones left
+/// out), no endpoint parameters.
+pub type BearerSettings = oauth2::ClientCredentials;
 
 /// A token for librdkafka.
 pub struct Token {
@@ -116,10 +107,19 @@ pub enum TokenError {
 
 /// Fetches tokens for one cluster client.
 pub struct TokenSource {
-    provider: TokenProvider,
+    source: Source,
     http: reqwest::Client,
-    aws: Option<AwsClient>,
     clock: Clock,
+}
+
+enum Source {
+    Bearer(oauth2::TokenSource),
+    MskIam {
+        region: String,
+        signer: Signer,
+        /// The STS client of `Signer::AssumeRole`.
+        aws: Option<Box<AwsClient>>,
+    },
 }
 
 impl TokenSource {
@@ -129,33 +129,34 @@ impl TokenSource {
     /// The HTTP client cannot be built.
     pub fn new(provider: TokenProvider, timeout: Duration, clock: Clock) -> Result<Self, String> {
         let http = reqwest_client(&Default::default(), timeout).map_err(|e| e.to_string())?;
-        let aws = match &provider {
-            TokenProvider::MskIam {
-                region,
-                signer: signer @ Signer::AssumeRole { sts_endpoint, .. },
-            } => Some(
-                AwsClient::new(AwsClientKey {
-                    service: STS,
-                    region: region.clone(),
-                    endpoint: sts_endpoint.clone(),
-                    signer: signer.clone(),
-                    timeout,
-                })
-                .map_err(|e| e.to_string())?,
-            ),
-            _ => None,
+        let source = match provider {
+            TokenProvider::Bearer(settings) => Source::Bearer(oauth2::TokenSource::new(settings)),
+            TokenProvider::MskIam { region, signer } => {
+                let aws = match &signer {
+                    Signer::AssumeRole { sts_endpoint, .. } => Some(Box::new(
+                        AwsClient::new(AwsClientKey {
+                            service: STS,
+                            region: region.clone(),
+                            endpoint: sts_endpoint.clone(),
+                            signer: signer.clone(),
+                            timeout,
+                        })
+                        .map_err(|e| e.to_string())?,
+                    )),
+                    Signer::Static(_) => None,
+                };
+                Source::MskIam {
+                    region,
+                    signer,
+                    aws,
+                }
+            }
         };
         Ok(Self {
-            provider,
+            source,
             http,
-            aws,
             clock,
         })
-    }
-
-    /// The provider.
-    pub fn provider(&self) -> &TokenProvider {
-        &self.provider
     }
 
     /// A fresh token.
@@ -163,10 +164,14 @@ impl TokenSource {
     /// # Errors
     /// See [`TokenError`].
     pub async fn token(&self) -> Result<Token, TokenError> {
-        match &self.provider {
-            TokenProvider::Bearer(bearer) => self.client_credentials(bearer).await,
-            TokenProvider::MskIam { region, signer } => {
-                let credentials = match (&self.aws, signer) {
+        match &self.source {
+            Source::Bearer(bearer) => self.client_credentials(bearer).await,
+            Source::MskIam {
+                region,
+                signer,
+                aws,
+            } => {
+                let credentials = match (aws, signer) {
                     (Some(aws), _) => aws
                         .signing_credentials(&self.clock)
                         .await
@@ -186,122 +191,48 @@ impl TokenSource {
         }
     }
 
-    async fn client_credentials(&self, bearer: &BearerSettings) -> Result<Token, TokenError> {
-        let endpoint = describe_url(&bearer.endpoint);
-        let scope = bearer.scopes.join(" ");
-        // x/oauth2's AuthStyleAutoDetect: HTTP Basic first, then the credentials in the form.
-        let mut answer = self.request(bearer, &scope, true).await?;
-        if answer.0 == reqwest::StatusCode::BAD_REQUEST
-            || answer.0 == reqwest::StatusCode::UNAUTHORIZED
-        {
-            answer = self.request(bearer, &scope, false).await?;
-        }
-        let (status, body) = answer;
-        if !status.is_success() {
-            let detail = serde_json::from_slice::<serde_json::Value>(&body)
-                .ok()
-                .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
-                .filter(|e| e.len() <= 100 && e.bytes().all(|b| b.is_ascii_graphic()))
-                .map(|e| format!(": {e}"))
-                .unwrap_or_default();
-            return Err(TokenError::Refused {
-                endpoint,
+    async fn client_credentials(&self, bearer: &oauth2::TokenSource) -> Result<Token, TokenError> {
+        // librdkafka asks when it wants a new token (at 80 % of the last one's lifetime), so
+        // the source's cached token is not reused.
+        let token = bearer.new_token(&self.http).await.map_err(|e| match e {
+            oauth2::TokenError::Request { url, reason } => TokenError::Request {
+                endpoint: url,
+                message: reason,
+            },
+            oauth2::TokenError::Refused {
+                url, status, code, ..
+            } => TokenError::Refused {
+                endpoint: url,
                 status: status.as_u16(),
-                detail,
-            });
-        }
-        let invalid = |message: &str| TokenError::Invalid {
-            endpoint: endpoint.clone(),
-            message: message.to_string(),
-        };
-        let json: serde_json::Value =
-            serde_json::from_slice(&body).map_err(|_| invalid("not JSON"))?;
-        let token = json
-            .get("access_token")
-            .and_then(|t| t.as_str())
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| invalid("no \"access_token\""))?;
+                detail: code.map(|c| format!(": {c}")).unwrap_or_default(),
+            },
+            oauth2::TokenError::Answer { url, reason } => TokenError::Invalid {
+                endpoint: url,
+                message: reason,
+            },
+        })?;
         // librdkafka accepts only printable ASCII, space, tab, CR and LF in a token.
         if !token
+            .access_token()
             .bytes()
             .all(|b| b.is_ascii_graphic() || matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
         {
-            return Err(invalid(
-                "\"access_token\" has characters a SASL token cannot carry",
-            ));
+            return Err(TokenError::Invalid {
+                endpoint: describe_url(&bearer.settings().token_url),
+                message: "\"access_token\" has characters a SASL token cannot carry".to_string(),
+            });
         }
-        let seconds = match json.get("expires_in") {
-            Some(v) => v
-                .as_i64()
-                .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
-                .ok_or_else(|| invalid("\"expires_in\" is not a number"))?,
-            None => 0,
-        };
-        let seconds = if seconds <= 0 {
-            DEFAULT_TOKEN_SECONDS
-        } else {
-            seconds.min(MAX_TOKEN_SECONDS)
+        let seconds = match token.expires_in() {
+            Some(seconds) => i64::try_from(seconds)
+                .unwrap_or(MAX_TOKEN_SECONDS)
+                .min(MAX_TOKEN_SECONDS),
+            None => DEFAULT_TOKEN_SECONDS,
         };
         Ok(Token {
-            value: Secret::new(token),
+            value: Secret::new(token.access_token()),
             expires_at_ms: self.clock.now().as_millisecond() + seconds * 1000,
-            principal: bearer.client_id.clone(),
+            principal: bearer.settings().client_id.clone(),
         })
-    }
-
-    async fn request(
-        &self,
-        bearer: &BearerSettings,
-        scope: &str,
-        basic: bool,
-    ) -> Result<(reqwest::StatusCode, Vec<u8>), TokenError> {
-        let failed = |message: String| TokenError::Request {
-            endpoint: describe_url(&bearer.endpoint),
-            message,
-        };
-        let mut form = url::form_urlencoded::Serializer::new(String::new());
-        form.append_pair("grant_type", "client_credentials");
-        if !scope.is_empty() {
-            form.append_pair("scope", scope);
-        }
-        let mut request = self
-            .http
-            .post(bearer.endpoint.clone())
-            .header("content-type", "application/x-www-form-urlencoded")
-            .header("accept", "application/json");
-        if basic {
-            // RFC 6749 2.3.1: both form-encoded before Basic.
-            let encode =
-                |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
-            request = request.basic_auth(
-                encode(&bearer.client_id),
-                Some(encode(bearer.client_secret.expose())),
-            );
-        } else {
-            form.append_pair("client_id", &bearer.client_id);
-            form.append_pair("client_secret", bearer.client_secret.expose());
-        }
-        let mut response = request
-            .body(form.finish())
-            .send()
-            .await
-            .map_err(|e| failed(e.without_url().to_string()))?;
-        let status = response.status();
-        let mut body = Vec::new();
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|e| failed(e.without_url().to_string()))?
-        {
-            if body.len() + chunk.len() > MAX_TOKEN_RESPONSE_BYTES {
-                return Err(TokenError::Invalid {
-                    endpoint: describe_url(&bearer.endpoint),
-                    message: format!("the answer is larger than {MAX_TOKEN_RESPONSE_BYTES} bytes"),
-                });
-            }
-            body.extend_from_slice(&chunk);
-        }
-        Ok((status, body))
     }
 }
 

@@ -13,8 +13,8 @@ use crate::metric::MetricTargetType;
 use crate::secret::Secret;
 use crate::tls::TlsSettings;
 
-use super::oauth2::OAuth2Settings;
 use super::url::query_escape;
+use crate::oauth2::ClientCredentials;
 
 pub(super) const HOST: Param = Param::optional("host").order(METADATA_AUTH_ENV).secret();
 pub(super) const QUEUE_NAME: Param = Param::required("queueName");
@@ -221,7 +221,7 @@ pub struct RabbitMqConfig {
     /// TLS settings; used for `amqps://` and `https://` URLs (and the OAuth2 token endpoint).
     pub tls: TlsSettings,
     /// OAuth2 client credentials for the management API (from `TriggerAuthentication.oauth2`).
-    pub oauth2: Option<OAuth2Settings>,
+    pub oauth2: Option<ClientCredentials>,
     /// `s<index>-rabbitmq-<escaped queue name>`.
     pub metric_name: String,
     /// AverageValue or Value.
@@ -331,7 +331,7 @@ fn oauth2_settings(
     p: &MetadataParser<'_>,
     protocol: Protocol,
     basic_auth: bool,
-) -> Result<Option<OAuth2Settings>, crate::MetadataError> {
+) -> Result<Option<ClientCredentials>, crate::MetadataError> {
     let trio = [&OAUTH_TOKEN_URI, &CLIENT_ID, &CLIENT_SECRET];
     if !trio.iter().any(|param| p.is_present(param)) {
         return Ok(None);
@@ -388,7 +388,7 @@ fn oauth2_settings(
             "parameter \"endpointParams\" cannot set \"scope\" when \"scopes\" is given (spec.oauth2.tokenUrlParams and spec.oauth2.scopes)",
         ));
     }
-    Ok(Some(OAuth2Settings {
+    Ok(Some(ClientCredentials {
         token_url,
         client_id: p.get(&CLIENT_ID)?,
         client_secret: p.get(&CLIENT_SECRET)?,

@@ -10,7 +10,6 @@
 pub mod amqp;
 pub mod config;
 pub mod http;
-pub mod oauth2;
 pub mod url;
 
 use async_trait::async_trait;
@@ -19,10 +18,10 @@ use k8s_openapi::api::autoscaling::v2::MetricSpec;
 use self::amqp::{AmqpClient, AmqpKey};
 pub use self::config::{Mode, Operation, PARAMS, Protocol, RabbitMqConfig};
 use self::http::{HttpKey, QueueInfo, QueuePage, QueueStatus};
-use self::oauth2::{OAuth2Settings, TokenSource};
 use crate::context::ScalerContext;
 use crate::error::{BoxError, ScalerError, TriggerId, error_chain};
 use crate::metric::{external_metric_spec, metric_target_milli};
+use crate::oauth2::{ClientCredentials, TokenError, TokenSource};
 use crate::pool::Lease;
 use crate::scaler::{BuiltScaler, MetricValue, MetricsAndActivity, Scaler};
 
@@ -66,7 +65,7 @@ enum Client {
     Amqp(Lease<AmqpKey, AmqpClient>),
     Http(
         Lease<HttpKey, reqwest::Client>,
-        Option<Lease<OAuth2Settings, TokenSource>>,
+        Option<Lease<ClientCredentials, TokenSource>>,
     ),
 }
 
@@ -124,7 +123,7 @@ impl RabbitMqScaler {
                 let tokens = match &config.oauth2 {
                     Some(settings) => Some(
                         ctx.clients
-                            .pool::<OAuth2Settings, TokenSource>()
+                            .pool::<ClientCredentials, TokenSource>()
                             .get_or_connect(settings.clone(), || async {
                                 Ok::<_, std::convert::Infallible>(TokenSource::new(
                                     settings.clone(),
@@ -208,7 +207,12 @@ impl RabbitMqScaler {
         // With OAuth2 the bearer token replaces any user info of `host`, as in KEDA (Go's
         // oauth2 transport overwrites the basic authorization the URL would give).
         let token = match tokens {
-            Some(tokens) => Some(tokens.token(client).await.map_err(|e| e.to_string())?),
+            Some(tokens) => Some(
+                tokens
+                    .token(client)
+                    .await
+                    .map_err(|e| token_error(&e, &tokens.settings().scopes))?,
+            ),
             None => None,
         };
         match (&token, &request.credentials) {
@@ -278,6 +282,29 @@ impl RabbitMqScaler {
                 .map_err(|e| scrub(error_chain(&e.without_url())))?;
             Ok(info.status(ready_only))
         }
+    }
+}
+
+/// A failed OAuth2 token request, naming this trigger's parameters (`oauthTokenURI`,
+/// `clientID`, `clientSecret`, `scopes`).
+fn token_error(error: &TokenError, scopes: &[String]) -> String {
+    match error {
+        TokenError::Request { url, reason } => {
+            format!("OAuth2 token request to {url} (parameter \"oauthTokenURI\") failed: {reason}")
+        }
+        TokenError::Refused {
+            url, status, body, ..
+        } => format!(
+            "OAuth2 token request to {url} was refused: {status}{body}; check parameters \"clientID\" and \"clientSecret\" (TriggerAuthentication spec.oauth2){}",
+            if scopes.is_empty() {
+                ""
+            } else {
+                " and that the client may ask for \"scopes\""
+            }
+        ),
+        TokenError::Answer { url, reason } => format!(
+            "OAuth2 token endpoint {url} (parameter \"oauthTokenURI\") gave no usable token: {reason}"
+        ),
     }
 }
 

@@ -1,24 +1,24 @@
-//! OAuth 2.0 client credentials grant (RFC 6749 section 4.4) for the management API, as KEDA's
-//! `rabbitmq` scaler does it with `golang.org/x/oauth2/clientcredentials`: the token is
-//! requested from `oauthTokenURI` with `clientID` and `clientSecret`, cached, and requested
-//! again shortly before it expires; every management API request carries it as
-//! `Authorization: Bearer <token>`.
+//! The OAuth 2.0 client credentials grant (RFC 6749 section 4.4) as KEDA gets it from
+//! `golang.org/x/oauth2/clientcredentials`, shared by the `kafka` trigger (`sasl: oauthbearer`,
+//! `saslTokenProvider: bearer`) and the `rabbitmq` trigger (management API bearer token).
 //!
 //! What follows Go's library:
 //! - the form: `grant_type=client_credentials`, `scope` (the scopes joined by spaces) when there
-//!   are scopes, then `endpointParams` (`tokenUrlParams`), which may replace `grant_type` but
-//!   not `scope`;
+//!   are scopes, then the endpoint parameters, which replace a field of the same name; the
+//!   fields sorted by name (Go's `url.Values.Encode`);
 //! - the client authentication is probed as Go's `AuthStyleAutoDetect` does: first HTTP Basic
-//!   (`client_id` and `client_secret` form-encoded), and when that request fails, the two in the
-//!   form body; the style that worked is kept for later requests;
-//! - the answer may be JSON or form-encoded (`application/x-www-form-urlencoded` or
-//!   `text/plain`); `expires_in` absent or 0 means the token does not expire; a token is
-//!   renewed when it has less than 10 s left (Go's `expiryDelta`);
-//! - the header is `<token_type> <access_token>`, `bearer` (any case) or no type giving `Bearer`.
+//!   (`client_id` and `client_secret` form-encoded, RFC 6749 2.3.1), and when that request fails
+//!   in any way, once more with the two in the form body (`client_secret` left out when empty);
+//!   the style that worked is kept for later requests of the same [`TokenSource`];
+//! - the answer (at most 1 MiB of it is read) may be JSON or form-encoded
+//!   (`application/x-www-form-urlencoded` or `text/plain`); it must have an `access_token`;
+//!   a JSON `expires_in` must be a whole number (a string holding one is accepted), a form one
+//!   that is not a number is ignored; absent, 0 or negative means no expiry; more than
+//!   2^31 - 1 s is taken as 2^31 - 1 s;
+//! - a cached token is renewed when it has less than 10 s left (Go's `expiryDelta`).
 //!
-//! One [`TokenSource`] per (token URL, client, scopes, parameters) is shared by every trigger
-//! that uses it, so triggers of one client ask for one token. Concurrent callers wait for one
-//! request. A token the broker refuses (401) is dropped, so the next poll asks for a new one.
+//! Errors carry what the scalers need to name their own parameters; they never contain the
+//! client secret, an endpoint parameter's value or a token.
 
 use std::time::Duration;
 
@@ -26,25 +26,27 @@ use tokio::time::Instant;
 
 use crate::secret::Secret;
 
-/// A token is renewed when it expires within this (Go's `oauth2` `defaultExpiryDelta`).
+/// A cached token is renewed when it expires within this (Go's `oauth2` `defaultExpiryDelta`).
 pub const EXPIRY_DELTA: Duration = Duration::from_secs(10);
-/// The most of a token endpoint's answer that is read (Go reads at most 1 MiB).
+/// The most of a token endpoint's answer that is read (Go reads at most 1 MiB, and parses that).
 pub const MAX_TOKEN_RESPONSE: usize = 1 << 20;
+/// The longest `expires_in` taken as is (Go caps it at `math.MaxInt32`).
+const MAX_EXPIRES_IN: u64 = i32::MAX as u64;
 /// How much of a refusal's body an error quotes.
 const QUOTED_BODY: usize = 300;
 
-/// What a token source is shared by: the client and what it asks for.
+/// A client credentials grant: what a [`TokenSource`] asks for, and what one is shared by.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct OAuth2Settings {
-    /// `oauthTokenURI`: the token endpoint, an http(s) URL.
+pub struct ClientCredentials {
+    /// The token endpoint, an http(s) URL.
     pub token_url: url::Url,
-    /// `clientID`.
+    /// The client id.
     pub client_id: String,
-    /// `clientSecret`.
+    /// The client secret.
     pub client_secret: Secret,
-    /// `scopes` (comma-separated in the parameter).
+    /// The scopes, sent space-separated as `scope` when there are any.
     pub scopes: Vec<String>,
-    /// `endpointParams`: extra form fields of the token request, in order.
+    /// Extra form fields of the token request, in order (Go's `EndpointParams`).
     pub endpoint_params: Vec<(String, Secret)>,
 }
 
@@ -62,16 +64,31 @@ enum AuthStyle {
 /// An access token and when it expires.
 #[derive(Clone, Debug)]
 pub struct Token {
-    /// The `Authorization` header value, `Bearer <access_token>`.
+    /// `access_token`.
+    access_token: Secret,
+    /// The `Authorization` header value, `<type> <access_token>`.
     header: Secret,
+    /// `expires_in` as the endpoint gave it (positive seconds), `None`: does not expire.
+    expires_in: Option<u64>,
     /// `None`: does not expire.
     expires_at: Option<Instant>,
 }
 
 impl Token {
-    /// The `Authorization` header value.
+    /// The access token.
+    pub fn access_token(&self) -> &str {
+        self.access_token.expose()
+    }
+
+    /// The `Authorization` header value: `Bearer <access_token>` for a bearer token (Go's
+    /// `Token.Type()`: `bearer` in any case or no type is `Bearer`).
     pub fn header_value(&self) -> &str {
         self.header.expose()
+    }
+
+    /// The lifetime the endpoint gave (positive seconds), `None` when it gave none.
+    pub fn expires_in(&self) -> Option<u64> {
+        self.expires_in
     }
 
     /// Usable at `now`: it does not expire within [`EXPIRY_DELTA`] of `now`.
@@ -81,36 +98,32 @@ impl Token {
     }
 }
 
-/// Why no token could be had. Messages name the parameters to check and never contain the
-/// client secret or a token.
+/// Why no token could be had. Never contains the client secret, an endpoint parameter's value
+/// or a token; the scalers word it with the names of their parameters.
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
     /// The endpoint could not be reached or did not answer in time.
-    #[error("OAuth2 token request to {url} (parameter \"oauthTokenURI\") failed: {reason}")]
+    #[error("the token request to {url} failed: {reason}")]
     Request {
         /// The token URL without credentials or query.
         url: String,
         /// What happened.
         reason: String,
     },
-    /// The endpoint refused the client.
-    #[error(
-        "OAuth2 token request to {url} was refused: {status}{body}; check parameters \"clientID\" and \"clientSecret\" (TriggerAuthentication spec.oauth2){scopes}"
-    )]
+    /// The endpoint refused the request (not 2xx).
+    #[error("the token request to {url} was refused: {status}{body}")]
     Refused {
         /// The token URL without credentials or query.
         url: String,
         /// The HTTP status.
         status: reqwest::StatusCode,
-        /// `: <what it said>`, or empty.
+        /// The OAuth `error` code of a JSON answer, when it is short printable ASCII.
+        code: Option<String>,
+        /// `: <the start of the answer>`, or empty.
         body: String,
-        /// A hint on scopes, when some were asked for.
-        scopes: String,
     },
     /// The endpoint answered 2xx, but not with a token.
-    #[error(
-        "OAuth2 token endpoint {url} (parameter \"oauthTokenURI\") gave no usable token: {reason}"
-    )]
+    #[error("the token endpoint {url} gave no usable token: {reason}")]
     Answer {
         /// The token URL without credentials or query.
         url: String,
@@ -119,9 +132,10 @@ pub enum TokenError {
     },
 }
 
-/// Cached client credentials tokens of one [`OAuth2Settings`].
+/// Client credentials tokens of one [`ClientCredentials`]: the auth style that worked and the
+/// last token. Concurrent callers wait for one request.
 pub struct TokenSource {
-    settings: OAuth2Settings,
+    settings: ClientCredentials,
     state: tokio::sync::Mutex<State>,
 }
 
@@ -131,8 +145,8 @@ struct State {
 }
 
 impl TokenSource {
-    /// A source without a token yet.
-    pub fn new(settings: OAuth2Settings) -> Self {
+    /// A source that has asked for nothing yet.
+    pub fn new(settings: ClientCredentials) -> Self {
         Self {
             settings,
             state: tokio::sync::Mutex::new(State {
@@ -142,15 +156,33 @@ impl TokenSource {
         }
     }
 
+    /// What it asks for.
+    pub fn settings(&self) -> &ClientCredentials {
+        &self.settings
+    }
+
     /// The cached token while it is fresh, else a new one from the endpoint (asked with
-    /// `client`). Concurrent callers wait for one request.
+    /// `client`), as Go's `ReuseTokenSource`.
     ///
     /// # Errors
-    /// The endpoint cannot be reached, refuses the client, or answers without a token.
+    /// See [`TokenError`].
     pub async fn token(&self, client: &reqwest::Client) -> Result<Token, TokenError> {
+        self.get(client, true).await
+    }
+
+    /// A new token from the endpoint, whatever is cached (for a caller that decides itself
+    /// when to renew, like librdkafka's token refresh).
+    ///
+    /// # Errors
+    /// See [`TokenError`].
+    pub async fn new_token(&self, client: &reqwest::Client) -> Result<Token, TokenError> {
+        self.get(client, false).await
+    }
+
+    async fn get(&self, client: &reqwest::Client, cached: bool) -> Result<Token, TokenError> {
         // Held across the request so concurrent callers share one.
         let mut state = self.state.lock().await;
-        if let Some(token) = state.token.as_ref().filter(|t| t.fresh_at(Instant::now())) {
+        if cached && let Some(token) = state.token.as_ref().filter(|t| t.fresh_at(Instant::now())) {
             return Ok(token.clone());
         }
         state.token = None;
@@ -170,7 +202,7 @@ impl TokenSource {
         Ok(token)
     }
 
-    /// Forgets `token` if it is the cached one (the broker refused it), so the next call asks
+    /// Forgets `token` if it is the cached one (its audience refused it), so the next call asks
     /// for a new one.
     pub async fn refused(&self, token: &Token) {
         let mut state = self.state.lock().await;
@@ -187,13 +219,22 @@ impl TokenSource {
         crate::http_client::describe_url(&self.settings.token_url)
     }
 
+    /// `text` without the client secret and the endpoint parameters' values.
+    fn scrub(&self, text: &str) -> String {
+        let s = &self.settings;
+        std::iter::once(&s.client_secret)
+            .chain(s.endpoint_params.iter().map(|(_, v)| v))
+            .map(Secret::expose)
+            .filter(|secret| secret.len() >= 3)
+            .fold(text.to_string(), |acc, secret| acc.replace(secret, "***"))
+    }
+
     async fn request(
         &self,
         client: &reqwest::Client,
         style: AuthStyle,
     ) -> Result<Token, TokenError> {
         let s = &self.settings;
-        let body = form(s, style);
         let mut request = client
             .post(s.token_url.clone())
             .header(
@@ -201,7 +242,7 @@ impl TokenSource {
                 "application/x-www-form-urlencoded",
             )
             .header(reqwest::header::ACCEPT, "application/json")
-            .body(body);
+            .body(form(s, style));
         if style == AuthStyle::Header {
             // RFC 6749 2.3.1: id and secret form-encoded before the Basic encoding (Go does it
             // with `url.QueryEscape`).
@@ -210,15 +251,17 @@ impl TokenSource {
                 Some(form_encode(s.client_secret.expose())),
             );
         }
-        let secrets = [s.client_secret.expose()];
-        let scrub = |text: &str| super::url::anonymize(text, &secrets);
+        let failed = |reason: String| TokenError::Request {
+            url: self.shown_url(),
+            reason: self.scrub(&reason),
+        };
         let sent_at = Instant::now();
         // Not counted in keda_scaler_http_*: KEDA's token requests go through Go's default
         // client, outside the scalers' metrics round tripper.
-        let response = request.send().await.map_err(|e| TokenError::Request {
-            url: self.shown_url(),
-            reason: scrub(&crate::error::error_chain(&e.without_url())),
-        })?;
+        let response = request
+            .send()
+            .await
+            .map_err(|e| failed(crate::error::error_chain(&e.without_url())))?;
         let status = response.status();
         let content_type = response
             .headers()
@@ -226,27 +269,22 @@ impl TokenSource {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
             .to_ascii_lowercase();
-        let bytes = read_capped(response)
-            .await
-            .map_err(|reason| TokenError::Request {
-                url: self.shown_url(),
-                reason: scrub(&reason),
-            })?;
+        let bytes = read_capped(response).await.map_err(failed)?;
         let text = String::from_utf8_lossy(&bytes);
         if !status.is_success() {
             let quoted: String = text.trim().chars().take(QUOTED_BODY).collect();
             return Err(TokenError::Refused {
                 url: self.shown_url(),
                 status,
+                code: serde_json::from_str::<serde_json::Value>(&text)
+                    .ok()
+                    .and_then(|v| v.get("error")?.as_str().map(str::to_string))
+                    .filter(|e| e.len() <= 100 && e.bytes().all(|b| b.is_ascii_graphic()))
+                    .map(|e| self.scrub(&e)),
                 body: if quoted.is_empty() {
                     String::new()
                 } else {
-                    format!(": {}", scrub(&quoted))
-                },
-                scopes: if s.scopes.is_empty() {
-                    String::new()
-                } else {
-                    " and that the client may ask for \"scopes\"".to_string()
+                    format!(": {}", self.scrub(&quoted))
                 },
             });
         }
@@ -258,27 +296,36 @@ impl TokenSource {
     }
 }
 
-/// The token request's form for `style`.
-fn form(settings: &OAuth2Settings, style: AuthStyle) -> String {
-    let mut fields: Vec<(String, String)> =
-        vec![("grant_type".to_string(), "client_credentials".to_string())];
+/// The token request's form for `style`, as Go's `clientcredentials` and `newTokenRequest`
+/// build it.
+fn form(settings: &ClientCredentials, style: AuthStyle) -> String {
+    let mut fields: Vec<(&str, &str)> = vec![("grant_type", "client_credentials")];
+    let scope = settings.scopes.join(" ");
     if !settings.scopes.is_empty() {
-        fields.push(("scope".to_string(), settings.scopes.join(" ")));
+        fields.push(("scope", &scope));
     }
-    for (key, value) in &settings.endpoint_params {
-        // Go lets `endpointParams` replace `grant_type` only; `scope` is refused when parsing.
-        fields.retain(|(k, _)| k != key || k == "scope");
-        fields.push((key.clone(), value.expose().to_string()));
-    }
+    // An endpoint parameter replaces the field of its name (Go lets it replace `grant_type`;
+    // `scope` with scopes is refused when the scaler parses its parameters).
+    fields.retain(|(k, _)| !settings.endpoint_params.iter().any(|(p, _)| p == k));
+    fields.extend(
+        settings
+            .endpoint_params
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.expose())),
+    );
     if style == AuthStyle::Form {
-        fields.push(("client_id".to_string(), settings.client_id.clone()));
+        // Go sets each (replacing a parameter of that name) only when it is not empty.
+        if !settings.client_id.is_empty() {
+            fields.retain(|(k, _)| *k != "client_id");
+            fields.push(("client_id", &settings.client_id));
+        }
         if !settings.client_secret.expose().is_empty() {
-            fields.push((
-                "client_secret".to_string(),
-                settings.client_secret.expose().to_string(),
-            ));
+            fields.retain(|(k, _)| *k != "client_secret");
+            fields.push(("client_secret", settings.client_secret.expose()));
         }
     }
+    // Go's `url.Values.Encode`: sorted by name, the values of a name in order.
+    fields.sort_by_key(|(k, _)| *k);
     url::form_urlencoded::Serializer::new(String::new())
         .extend_pairs(fields)
         .finish()
@@ -289,6 +336,7 @@ fn form_encode(s: &str) -> String {
     url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
 
+/// The first [`MAX_TOKEN_RESPONSE`] bytes of the answer (Go's `io.LimitReader`).
 async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, String> {
     let mut body = Vec::new();
     while let Some(chunk) = response
@@ -312,7 +360,7 @@ pub struct TokenAnswer {
     pub access_token: Secret,
     /// `token_type`.
     pub token_type: String,
-    /// `expires_in`, seconds; `None` or 0: no expiry.
+    /// `expires_in`, positive seconds, at most 2^31 - 1; `None`: no expiry.
     pub expires_in: Option<u64>,
 }
 
@@ -329,9 +377,10 @@ impl TokenAnswer {
         };
         Token {
             header: Secret::new(format!("{kind} {}", self.access_token.expose())),
+            access_token: self.access_token,
+            expires_in: self.expires_in,
             expires_at: self
                 .expires_in
-                .filter(|s| *s > 0)
                 .and_then(|s| sent_at.checked_add(Duration::from_secs(s))),
         }
     }
@@ -341,7 +390,8 @@ impl TokenAnswer {
 /// otherwise.
 ///
 /// # Errors
-/// Not JSON (or form), or no `access_token`; the message never contains the body.
+/// Not JSON (or form), no `access_token`, or a JSON `expires_in` that is not a whole number;
+/// the message never contains the body.
 pub fn parse_answer(body: &str, content_type: &str) -> Result<TokenAnswer, String> {
     let media = content_type.split(';').next().unwrap_or("").trim();
     let (access_token, token_type, expires_in) =
@@ -353,8 +403,8 @@ pub fn parse_answer(body: &str, content_type: &str) -> Result<TokenAnswer, Strin
                 match key.as_ref() {
                     "access_token" => access_token = Some(value.into_owned()),
                     "token_type" => token_type = value.into_owned(),
-                    // Go reads it as a number and ignores what is not one.
-                    "expires_in" => expires_in = value.trim().parse::<u64>().ok(),
+                    // Go reads it with `strconv.Atoi` and ignores what is not a number.
+                    "expires_in" => expires_in = value.trim().parse::<i64>().ok(),
                     _ => {}
                 }
             }
@@ -367,13 +417,18 @@ pub fn parse_answer(body: &str, content_type: &str) -> Result<TokenAnswer, Strin
                     e.column()
                 )
             })?;
+            // Go decodes it as a `json.Number` taken as an integer: a number or a string
+            // holding one; anything else fails the answer.
             let expires_in = match &value["expires_in"] {
-                // A negative or fractional number is taken as no expiry; a token the broker
-                // then refuses is dropped and asked for again.
-                serde_json::Value::Number(n) => n.as_u64(),
-                // Some servers send it as a string; Go accepts that too.
-                serde_json::Value::String(s) => s.trim().parse::<u64>().ok(),
-                _ => None,
+                serde_json::Value::Null => None,
+                serde_json::Value::Number(n) => Some(n.as_i64()),
+                serde_json::Value::String(s) => Some(s.trim().parse::<i64>().ok()),
+                _ => Some(None),
+            };
+            let expires_in = match expires_in {
+                None => None,
+                Some(Some(seconds)) => Some(seconds),
+                Some(None) => return Err("\"expires_in\" is not a whole number".to_string()),
             };
             (
                 value["access_token"].as_str().map(str::to_string),
@@ -387,7 +442,10 @@ pub fn parse_answer(body: &str, content_type: &str) -> Result<TokenAnswer, Strin
     Ok(TokenAnswer {
         access_token: Secret::new(access_token),
         token_type,
-        expires_in,
+        expires_in: expires_in
+            .and_then(|s| u64::try_from(s).ok())
+            .filter(|s| *s > 0)
+            .map(|s| s.min(MAX_EXPIRES_IN)),
     })
 }
 
@@ -395,8 +453,8 @@ pub fn parse_answer(body: &str, content_type: &str) -> Result<TokenAnswer, Strin
 mod tests {
     use super::*;
 
-    fn settings(scopes: &[&str], params: &[(&str, &str)]) -> OAuth2Settings {
-        OAuth2Settings {
+    fn settings(scopes: &[&str], params: &[(&str, &str)]) -> ClientCredentials {
+        ClientCredentials {
             token_url: url::Url::parse("https://idp.example/token").unwrap(),
             client_id: "keda client".to_string(),
             client_secret: Secret::new("s3cr&t"),
@@ -409,7 +467,7 @@ mod tests {
     }
 
     #[test]
-    fn the_form_follows_go_s_client_credentials_config() {
+    fn the_oauth2_form_follows_go_s_client_credentials_config() {
         // (scopes, endpoint params, style, expected body)
         type Row<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], AuthStyle, &'a str);
         let rows: &[Row<'_>] = &[
@@ -420,17 +478,24 @@ mod tests {
                 AuthStyle::Header,
                 "grant_type=client_credentials&scope=read%3A*%2F*+tag%3Amonitoring",
             ),
+            // Parameters replace grant_type; the fields are sorted by name, repeated names
+            // keep all their values.
             (
                 &[],
-                &[("audience", "rabbit mq"), ("grant_type", "custom")],
+                &[
+                    ("grant_type", "custom"),
+                    ("audience", "rabbit mq"),
+                    ("a", "1"),
+                    ("a", "2"),
+                ],
                 AuthStyle::Header,
-                "audience=rabbit+mq&grant_type=custom",
+                "a=1&a=2&audience=rabbit+mq&grant_type=custom",
             ),
             (
-                &[],
+                &["x"],
                 &[],
                 AuthStyle::Form,
-                "grant_type=client_credentials&client_id=keda+client&client_secret=s3cr%26t",
+                "client_id=keda+client&client_secret=s3cr%26t&grant_type=client_credentials&scope=x",
             ),
         ];
         for (scopes, params, style, expected) in rows {
@@ -440,10 +505,17 @@ mod tests {
                 "{scopes:?} {params:?} {style:?}"
             );
         }
+        // An empty secret is not sent (Go's `newTokenRequest`).
+        let mut no_secret = settings(&[], &[]);
+        no_secret.client_secret = Secret::new("");
+        assert_eq!(
+            form(&no_secret, AuthStyle::Form),
+            "client_id=keda+client&grant_type=client_credentials"
+        );
     }
 
     #[test]
-    fn answers_are_json_or_form_with_go_s_token_types() {
+    fn oauth2_answers_are_json_or_form_with_go_s_token_types_and_expiry() {
         let now = Instant::now();
         // (body, content type, header, expires in seconds)
         let rows = [
@@ -472,10 +544,34 @@ mod tests {
                 Some(5),
             ),
             (
+                "access_token=abc&expires_in=soon",
+                "text/plain; charset=utf-8",
+                "Bearer abc",
+                None,
+            ),
+            (
                 r#"{"access_token":"abc","token_type":"DPoP","expires_in":0}"#,
                 "application/json",
                 "DPoP abc",
                 None,
+            ),
+            (
+                r#"{"access_token":"abc","expires_in":-5}"#,
+                "application/json",
+                "Bearer abc",
+                None,
+            ),
+            (
+                r#"{"access_token":"abc","expires_in":null}"#,
+                "application/json",
+                "Bearer abc",
+                None,
+            ),
+            (
+                r#"{"access_token":"abc","expires_in":99999999999}"#,
+                "application/json",
+                "Bearer abc",
+                Some(2_147_483_647),
             ),
         ];
         for (body, content_type, header, expires) in rows {
@@ -483,15 +579,35 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{body}: {e}"))
                 .into_token(now);
             assert_eq!(token.header_value(), header, "{body}");
+            assert_eq!(token.expires_in(), expires, "{body}");
             assert_eq!(
                 token.expires_at,
                 expires.map(|s| now + Duration::from_secs(s)),
                 "{body}"
             );
         }
+        assert_eq!(
+            parse_answer("access_token=a%2Bb", "text/plain")
+                .unwrap()
+                .into_token(now)
+                .access_token(),
+            "a+b"
+        );
         for (body, content_type) in [
             ("{}", "application/json"),
             (r#"{"access_token":""}"#, "application/json"),
+            (
+                r#"{"access_token":"sekret","expires_in":1.5}"#,
+                "application/json",
+            ),
+            (
+                r#"{"access_token":"sekret","expires_in":"soon"}"#,
+                "application/json",
+            ),
+            (
+                r#"{"access_token":"sekret","expires_in":true}"#,
+                "application/json",
+            ),
             ("<html>sekret</html>", "text/html"),
             ("token_type=bearer", "text/plain"),
         ] {
@@ -501,7 +617,7 @@ mod tests {
     }
 
     #[test]
-    fn tokens_are_renewed_ten_seconds_before_they_expire() {
+    fn oauth2_tokens_are_renewed_ten_seconds_before_they_expire() {
         let sent = Instant::now();
         let token = TokenAnswer {
             access_token: Secret::new("t"),
