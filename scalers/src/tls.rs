@@ -358,10 +358,13 @@ mod tests {
     /// A fresh P-256 key as unencrypted PKCS#8 PEM, and the same key encrypted by the
     /// `openssl` command line (as users make them) with `args`.
     fn openssl_encrypted_key(args: &[&str]) -> (String, String) {
+        // Tests run in parallel and two may ask for the same scheme: one directory per call.
+        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let key = rcgen::KeyPair::generate().expect("key");
         let plain = key.serialize_pem();
         let dir = std::env::temp_dir().join(format!(
-            "keda-rs-key-password-{}-{}",
+            "keda-rs-key-password-{}-{call}-{}",
             std::process::id(),
             args.join("_").replace(['/', ' '], "")
         ));
