@@ -76,7 +76,7 @@ pub enum HttpGetError {
     #[error("{0}")]
     Send(String),
     /// The server answered with a status other than 2xx.
-    #[error("HTTP {status}{}{}", body_suffix(body), auth_hint(*status))]
+    #[error("HTTP {status}{}{}", suffix(body), auth_hint(*status))]
     Status {
         /// The status.
         status: StatusCode,
@@ -99,11 +99,12 @@ pub enum HttpGetError {
     Busy(Duration),
 }
 
-fn body_suffix(body: &str) -> String {
-    if body.is_empty() {
+/// `: text`, or nothing for an empty `text`: what follows a status in a message.
+pub(crate) fn suffix(text: &str) -> String {
+    if text.is_empty() {
         String::new()
     } else {
-        format!(": {body}")
+        format!(": {text}")
     }
 }
 
@@ -202,7 +203,7 @@ impl HttpClient {
 
 /// `text` with every secret replaced by `***`. Secrets shorter than 4 characters are left
 /// alone: replacing every `t` of a message would destroy it, and such a secret protects nothing.
-fn scrub(mut text: String, secrets: &[&str]) -> String {
+pub(crate) fn scrub(mut text: String, secrets: &[&str]) -> String {
     for secret in secrets.iter().filter(|s| s.chars().count() >= 4) {
         text = text.replace(secret, "***");
     }
@@ -339,7 +340,7 @@ mod tests {
             body: String::new(),
         };
         assert_eq!(err.to_string(), "HTTP 404 Not Found");
-        assert_eq!(scrub("a s3cret b".into(), &["s3cret"]), "a *** b");
+        assert_eq!(scrub("a s3cret b".into(), &["s3cret", ""]), "a *** b");
         assert_eq!(scrub("a test".into(), &["t"]), "a test");
     }
 }

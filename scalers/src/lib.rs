@@ -20,6 +20,7 @@ pub mod oauth2;
 pub mod pool;
 pub mod registry;
 pub mod request_metrics;
+pub mod rest;
 pub mod scaler;
 pub mod scalers;
 pub mod secret;

@@ -8,16 +8,16 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::StatusCode;
+use http::HeaderMap;
 use tokio::sync::Mutex;
 
 use super::sigv4::{self, Credentials, Scope};
 use crate::context::{Clock, ScalerContext};
-use crate::error::{ScalerError, error_chain};
-use crate::http_client::{MAX_BODY_BYTES, MAX_IN_FLIGHT, describe_url, reqwest_client};
+use crate::error::ScalerError;
+use crate::http_client::describe_url;
 use crate::pool::Lease;
+use crate::rest::{ErrorStyle, RestClient, RestError};
 use crate::secret::Secret;
-use crate::tls::TlsSettings;
 
 /// How long assumed-role credentials are asked for (the AWS SDKs' default, 15 minutes).
 pub const ASSUME_ROLE_SECONDS: u32 = 900;
@@ -129,30 +129,10 @@ pub struct AwsClientKey {
 /// Why a call failed. Never contains a secret key or a session token.
 #[derive(Debug, thiserror::Error)]
 pub enum AwsError {
-    /// The request could not be sent (unreachable endpoint, TLS, ...).
-    #[error("{0}")]
-    Send(String),
-    /// No complete answer within the timeout.
-    #[error("no answer within the timeout of {} ms", .0.as_millis())]
-    TimedOut(Duration),
-    /// The service answered an error.
-    #[error(
-        "HTTP {status}: {code}{}{}",
-        message_suffix(message),
-        credentials_hint(code)
-    )]
-    Service {
-        /// The status.
-        status: StatusCode,
-        /// AWS' error code (`AWS.SimpleQueueService.NonExistentQueue`,
-        /// `SignatureDoesNotMatch`), or `unknown`.
-        code: String,
-        /// AWS' message, trimmed.
-        message: String,
-    },
-    /// The body could not be read, or is larger than [`MAX_BODY_BYTES`].
-    #[error("reading the response failed: {0}")]
-    Body(String),
+    /// Sending, reading the answer, or an error answer (AWS' error code, such as
+    /// `AWS.SimpleQueueService.NonExistentQueue` or `SignatureDoesNotMatch`, and its message).
+    #[error(transparent)]
+    Rest(#[from] RestError),
     /// The answer is not what the operation returns.
     #[error("unexpected answer: {0}")]
     Decode(String),
@@ -167,19 +147,6 @@ pub enum AwsError {
         #[source]
         source: Box<AwsError>,
     },
-    /// All [`MAX_IN_FLIGHT`] requests of the client stayed busy for the whole timeout.
-    #[error(
-        "the {MAX_IN_FLIGHT} requests this client may have in flight were all busy for longer than the timeout ({0:?})"
-    )]
-    Busy(Duration),
-}
-
-fn message_suffix(message: &str) -> String {
-    if message.is_empty() {
-        String::new()
-    } else {
-        format!(": {message}")
-    }
 }
 
 /// AWS' codes for credentials it does not accept.
@@ -203,6 +170,21 @@ fn credentials_hint(code: &str) -> &'static str {
     }
 }
 
+/// How AWS' error answers read: the code of the `x-amzn-query-error` header (before its `;`),
+/// else the body's; the message shortened to 300 characters.
+const ERRORS: ErrorStyle = ErrorStyle {
+    details: |headers: &HeaderMap, body: &[u8]| {
+        let query_error = headers
+            .get("x-amzn-query-error")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .map(str::to_string);
+        let (code, message) = error_details(body);
+        (query_error.or(code), message.chars().take(300).collect())
+    },
+    hint: credentials_hint,
+};
+
 /// Why a client could not be built.
 #[derive(Debug, thiserror::Error)]
 #[error("building the AWS client failed: {0}")]
@@ -216,10 +198,9 @@ struct Assumed {
 
 /// A pooled client. See the module docs.
 pub struct AwsClient {
-    http: reqwest::Client,
+    rest: RestClient,
     key: AwsClientKey,
     assumed: Mutex<Option<Assumed>>,
-    in_flight: tokio::sync::Semaphore,
 }
 
 impl std::fmt::Debug for AwsClient {
@@ -236,13 +217,11 @@ impl AwsClient {
     /// # Errors
     /// reqwest refuses the configuration.
     pub fn new(key: AwsClientKey) -> Result<Self, BuildError> {
-        let http = reqwest_client(&TlsSettings::default(), key.timeout)
-            .map_err(|e| BuildError(e.to_string()))?;
+        let rest = RestClient::new(key.timeout).map_err(|e| BuildError(e.to_string()))?;
         Ok(Self {
-            http,
+            rest,
             key,
             assumed: Mutex::new(None),
-            in_flight: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
         })
     }
 
@@ -265,8 +244,7 @@ impl AwsClient {
     ) -> Result<Bytes, AwsError> {
         let credentials = self.credentials(clock).await?;
         send(
-            &self.http,
-            &self.in_flight,
+            &self.rest,
             self.key.service,
             &self.key.region,
             &self.key.endpoint,
@@ -274,7 +252,6 @@ impl AwsClient {
             operation,
             input,
             clock.now(),
-            self.key.timeout,
         )
         .await
     }
@@ -342,8 +319,7 @@ impl AwsClient {
             params.push(("ExternalId", external_id.expose()));
         }
         let body = send(
-            &self.http,
-            &self.in_flight,
+            &self.rest,
             STS,
             &self.key.region,
             sts_endpoint,
@@ -351,7 +327,6 @@ impl AwsClient {
             "AssumeRole",
             &Input::Query(&params),
             now,
-            self.key.timeout,
         )
         .await?;
         parse_assume_role(&body)
@@ -369,8 +344,7 @@ pub enum Input<'a> {
 
 #[allow(clippy::too_many_arguments)]
 async fn send(
-    http: &reqwest::Client,
-    in_flight: &tokio::sync::Semaphore,
+    rest: &RestClient,
     service: Service,
     region: &str,
     endpoint: &url::Url,
@@ -378,7 +352,6 @@ async fn send(
     operation: &str,
     input: &Input<'_>,
     now: jiff::Timestamp,
-    timeout: Duration,
 ) -> Result<Bytes, AwsError> {
     let (content_type, target, body) = match (service.protocol, input) {
         (Protocol::Json { target_prefix }, Input::Json(json)) => (
@@ -424,12 +397,7 @@ async fn send(
             body: &body,
         },
     );
-    let _turn = tokio::time::timeout(timeout, in_flight.acquire())
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .ok_or(AwsError::Busy(timeout))?;
-    let mut request = http.post(endpoint.clone()).body(body);
+    let mut request = rest.http().post(endpoint.clone()).body(body);
     for (name, value) in signed.iter().copied() {
         request = request.header(name, value);
     }
@@ -443,54 +411,7 @@ async fn send(
             .as_ref()
             .map_or("", |t| t.expose()),
     ];
-    let scrub = |text: String| scrub(text, &secrets);
-    let mut response = request.send().await.map_err(|e| {
-        if e.is_timeout() {
-            AwsError::TimedOut(timeout)
-        } else {
-            AwsError::Send(scrub(error_chain(&e.without_url())))
-        }
-    })?;
-    let status = response.status();
-    let mut body = Vec::new();
-    loop {
-        match response.chunk().await {
-            Ok(Some(chunk)) => {
-                if body.len().saturating_add(chunk.len()) > MAX_BODY_BYTES {
-                    return Err(AwsError::Body(format!(
-                        "the response is larger than {MAX_BODY_BYTES} bytes"
-                    )));
-                }
-                body.extend_from_slice(&chunk);
-            }
-            Ok(None) => break,
-            Err(e) if e.is_timeout() => return Err(AwsError::TimedOut(timeout)),
-            Err(e) => return Err(AwsError::Body(scrub(error_chain(&e.without_url())))),
-        }
-    }
-    if !status.is_success() {
-        let query_error = response
-            .headers()
-            .get("x-amzn-query-error")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(';').next())
-            .map(str::to_string);
-        let (code, message) = error_details(&body);
-        return Err(AwsError::Service {
-            status,
-            code: scrub(query_error.or(code).unwrap_or_else(|| "unknown".into())),
-            message: scrub(message.chars().take(300).collect()),
-        });
-    }
-    Ok(Bytes::from(body))
-}
-
-/// `text` with every secret of 4 characters or more replaced by `***`.
-fn scrub(mut text: String, secrets: &[&str]) -> String {
-    for secret in secrets.iter().filter(|s| s.chars().count() >= 4) {
-        text = text.replace(secret, "***");
-    }
-    text
+    Ok(rest.send(request, &secrets, &ERRORS).await?.body)
 }
 
 /// The code and message of an AWS error body: JSON (`__type`, `message`/`Message`) or XML
@@ -658,11 +579,13 @@ mod tests {
               <Message>The security token included in the request is invalid.</Message></Error></ErrorResponse>",
         );
         assert_eq!(code.as_deref(), Some("InvalidClientTokenId"));
-        let err = AwsError::Service {
-            status: StatusCode::FORBIDDEN,
-            code: code.unwrap(),
+        let code = code.unwrap();
+        let err = AwsError::from(RestError::Service {
+            status: http::StatusCode::FORBIDDEN,
+            hint: credentials_hint(&code),
+            code,
             message,
-        };
+        });
         assert_eq!(
             err.to_string(),
             "HTTP 403 Forbidden: InvalidClientTokenId: The security token included in the request is invalid.; \
@@ -693,10 +616,5 @@ mod tests {
             err.as_deref(),
             Some("unexpected answer: AssumeRole answered no Credentials")
         );
-    }
-
-    #[test]
-    fn scrub_hides_secrets() {
-        assert_eq!(scrub("a s3cret b".into(), &["s3cret", ""]), "a *** b");
     }
 }

@@ -6,15 +6,16 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, Method, StatusCode};
+use http::{HeaderMap, Method};
 
 use super::shared_key;
 use crate::context::{Clock, ScalerContext};
-use crate::error::{ScalerError, error_chain};
-use crate::http_client::{MAX_BODY_BYTES, MAX_IN_FLIGHT, describe_url, reqwest_client};
+use crate::error::ScalerError;
+use crate::http_client::describe_url;
 use crate::pool::Lease;
+pub use crate::rest::Answer;
+use crate::rest::{ErrorStyle, RestClient, RestError};
 use crate::secret::Secret;
-use crate::tls::TlsSettings;
 
 /// The REST API version sent as `x-ms-version` (supported by Azure Storage and Azurite).
 pub const API_VERSION: &str = "2021-12-02";
@@ -80,34 +81,10 @@ pub struct StorageClientKey {
 /// Why a request failed. Never contains an account key or a signature.
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
-    /// The request could not be sent (unreachable endpoint, TLS, ...).
-    #[error("{0}")]
-    Send(String),
-    /// No complete answer within the timeout.
-    #[error("no answer within the timeout of {} ms", .0.as_millis())]
-    TimedOut(Duration),
-    /// The service answered an error.
-    #[error(
-        "HTTP {status}: {code}{}{}",
-        message_suffix(message),
-        credentials_hint(code)
-    )]
-    Service {
-        /// The status.
-        status: StatusCode,
-        /// Azure's error code (`QueueNotFound`, `AuthenticationFailed`), or `unknown`.
-        code: String,
-        /// Azure's message, first line.
-        message: String,
-    },
-    /// The body could not be read, or is larger than [`MAX_BODY_BYTES`].
-    #[error("reading the response failed: {0}")]
-    Body(String),
-    /// All [`MAX_IN_FLIGHT`] requests of the client stayed busy for the whole timeout.
-    #[error(
-        "the {MAX_IN_FLIGHT} requests this client may have in flight were all busy for longer than the timeout ({0:?})"
-    )]
-    Busy(Duration),
+    /// Sending, reading the answer, or an error answer (Azure's error code, such as
+    /// `QueueNotFound` or `AuthenticationFailed`, and the first line of its message).
+    #[error(transparent)]
+    Rest(#[from] RestError),
     /// The request could not be formed.
     #[error("{0}")]
     Request(String),
@@ -117,17 +94,9 @@ impl StorageError {
     /// Azure's error code, for a service error.
     pub fn code(&self) -> Option<&str> {
         match self {
-            Self::Service { code, .. } => Some(code),
+            Self::Rest(RestError::Service { code, .. }) => Some(code),
             _ => None,
         }
-    }
-}
-
-fn message_suffix(message: &str) -> String {
-    if message.is_empty() {
-        String::new()
-    } else {
-        format!(": {message}")
     }
 }
 
@@ -149,27 +118,29 @@ fn credentials_hint(code: &str) -> &'static str {
     }
 }
 
+/// How Azure Storage's error answers read: the code of the `x-ms-error-code` header, else the
+/// body's.
+const ERRORS: ErrorStyle = ErrorStyle {
+    details: |headers: &HeaderMap, body: &[u8]| {
+        let header_code = headers
+            .get("x-ms-error-code")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let (code, message) = error_details(body);
+        (header_code.or(code), message)
+    },
+    hint: credentials_hint,
+};
+
 /// Why a client could not be built.
 #[derive(Debug, thiserror::Error)]
 #[error("building the Azure Storage client failed: {0}")]
 pub struct BuildError(String);
 
-/// A 2xx answer.
-#[derive(Debug)]
-pub struct Answer {
-    /// The status.
-    pub status: StatusCode,
-    /// The headers.
-    pub headers: HeaderMap,
-    /// The body.
-    pub body: Bytes,
-}
-
 /// A pooled client. See the module docs.
 pub struct StorageClient {
-    http: reqwest::Client,
+    rest: RestClient,
     key: StorageClientKey,
-    in_flight: tokio::sync::Semaphore,
 }
 
 impl std::fmt::Debug for StorageClient {
@@ -194,13 +165,8 @@ impl StorageClient {
     /// # Errors
     /// reqwest refuses the configuration.
     pub fn new(key: StorageClientKey) -> Result<Self, BuildError> {
-        let http = reqwest_client(&TlsSettings::default(), key.timeout)
-            .map_err(|e| BuildError(e.to_string()))?;
-        Ok(Self {
-            http,
-            key,
-            in_flight: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
-        })
+        let rest = RestClient::new(key.timeout).map_err(|e| BuildError(e.to_string()))?;
+        Ok(Self { rest, key })
     }
 
     /// The key the client was built for.
@@ -246,7 +212,8 @@ impl StorageClient {
     ///
     /// # Errors
     /// Sending fails or times out, Azure answers an error status, the body cannot be read or is
-    /// larger than [`MAX_BODY_BYTES`], no turn came within the timeout.
+    /// larger than [`MAX_BODY_BYTES`](crate::http_client::MAX_BODY_BYTES), no turn came within
+    /// the timeout.
     pub async fn send(
         &self,
         method: Method,
@@ -280,74 +247,18 @@ impl StorageClient {
             )),
             Credential::Sas(_) => None,
         };
-        let timeout = self.key.timeout;
-        let _turn = tokio::time::timeout(timeout, self.in_flight.acquire())
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .ok_or(StorageError::Busy(timeout))?;
-        let mut request = self.http.request(method, url).body(body);
+        let mut request = self.rest.http().request(method, url).body(body);
         for (name, value) in &all {
             request = request.header(*name, *value);
         }
         if let Some(authorization) = authorization {
             request = request.header("authorization", authorization);
         }
-        let secrets = self.key.credential.secrets();
-        let scrub = |text: String| scrub(text, &secrets);
-        let mut response = request.send().await.map_err(|e| {
-            if e.is_timeout() {
-                StorageError::TimedOut(timeout)
-            } else {
-                StorageError::Send(scrub(error_chain(&e.without_url())))
-            }
-        })?;
-        let status = response.status();
-        let mut body = Vec::new();
-        loop {
-            match response.chunk().await {
-                Ok(Some(chunk)) => {
-                    if body.len().saturating_add(chunk.len()) > MAX_BODY_BYTES {
-                        return Err(StorageError::Body(format!(
-                            "the response is larger than {MAX_BODY_BYTES} bytes"
-                        )));
-                    }
-                    body.extend_from_slice(&chunk);
-                }
-                Ok(None) => break,
-                Err(e) if e.is_timeout() => return Err(StorageError::TimedOut(timeout)),
-                Err(e) => {
-                    return Err(StorageError::Body(scrub(error_chain(&e.without_url()))));
-                }
-            }
-        }
-        if !status.is_success() {
-            let header_code = response
-                .headers()
-                .get("x-ms-error-code")
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string);
-            let (code, message) = error_details(&body);
-            return Err(StorageError::Service {
-                status,
-                code: scrub(header_code.or(code).unwrap_or_else(|| "unknown".into())),
-                message: scrub(message),
-            });
-        }
-        Ok(Answer {
-            status,
-            headers: response.headers().clone(),
-            body: Bytes::from(body),
-        })
+        Ok(self
+            .rest
+            .send(request, &self.key.credential.secrets(), &ERRORS)
+            .await?)
     }
-}
-
-/// `text` with every secret of 4 characters or more replaced by `***`.
-fn scrub(mut text: String, secrets: &[&str]) -> String {
-    for secret in secrets.iter().filter(|s| s.chars().count() >= 4) {
-        text = text.replace(secret, "***");
-    }
-    text
 }
 
 /// The `<Code>` and the first line of the `<Message>` of an Azure Storage error body.
@@ -435,16 +346,16 @@ mod tests {
         let (code, message) = error_details(body);
         assert_eq!(code.as_deref(), Some("QueueNotFound"));
         assert_eq!(message, "The specified queue does not exist.");
-        let err = StorageError::Service {
-            status: StatusCode::FORBIDDEN,
+        let err = StorageError::from(RestError::Service {
+            status: http::StatusCode::FORBIDDEN,
             code: "AuthenticationFailed".into(),
             message: "Server failed to authenticate the request.".into(),
-        };
+            hint: credentials_hint("AuthenticationFailed"),
+        });
         assert_eq!(
             err.to_string(),
             "HTTP 403 Forbidden: AuthenticationFailed: Server failed to authenticate the request.; \
              check the account name and key (or shared access signature) of the trigger's connection string"
         );
-        assert_eq!(scrub("a s3cret b".into(), &["s3cret"]), "a *** b");
     }
 }

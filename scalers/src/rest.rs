@@ -1,0 +1,157 @@
+//! What the signed REST clients of the cloud scalers ([`crate::aws::client`],
+//! [`crate::azure::client`]) share: the turn among a client's requests in flight, sending,
+//! reading a bounded answer, and the errors of those steps. Each client keeps what differs per
+//! service: signing, where the error code of an answer is, and which codes mean wrong
+//! credentials.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+
+use crate::error::error_chain;
+use crate::http_client::{
+    HttpClientError, MAX_BODY_BYTES, MAX_IN_FLIGHT, reqwest_client, scrub, suffix,
+};
+use crate::tls::TlsSettings;
+
+/// Why a request failed in a step every service shares. Never contains a secret the caller
+/// named.
+#[derive(Debug, thiserror::Error)]
+pub enum RestError {
+    /// The request could not be sent (unreachable endpoint, TLS, ...).
+    #[error("{0}")]
+    Send(String),
+    /// No complete answer within the timeout.
+    #[error("no answer within the timeout of {} ms", .0.as_millis())]
+    TimedOut(Duration),
+    /// The service answered an error.
+    #[error("HTTP {status}: {code}{}{hint}", suffix(message))]
+    Service {
+        /// The status.
+        status: StatusCode,
+        /// The service's error code, or `unknown`.
+        code: String,
+        /// The service's message, shortened.
+        message: String,
+        /// What to check when `code` means the credentials were refused, or empty.
+        hint: &'static str,
+    },
+    /// The body could not be read, or is larger than [`MAX_BODY_BYTES`].
+    #[error("reading the response failed: {0}")]
+    Body(String),
+    /// All [`MAX_IN_FLIGHT`] requests of the client stayed busy for the whole timeout.
+    #[error(
+        "the {MAX_IN_FLIGHT} requests this client may have in flight were all busy for longer than the timeout ({0:?})"
+    )]
+    Busy(Duration),
+}
+
+/// A 2xx answer.
+#[derive(Debug)]
+pub struct Answer {
+    /// The status.
+    pub status: StatusCode,
+    /// The headers.
+    pub headers: HeaderMap,
+    /// The body.
+    pub body: Bytes,
+}
+
+/// How a service's error answers read: the code and message of an answer's headers and body,
+/// and the hint for a code that means wrong credentials.
+pub struct ErrorStyle {
+    /// The code (if any) and the message of an error answer.
+    pub details: fn(&HeaderMap, &[u8]) -> (Option<String>, String),
+    /// The hint for a code, or empty.
+    pub hint: fn(&str) -> &'static str,
+}
+
+/// A reqwest client and the limit of its requests in flight.
+#[derive(Debug)]
+pub struct RestClient {
+    http: reqwest::Client,
+    in_flight: tokio::sync::Semaphore,
+    timeout: Duration,
+}
+
+impl RestClient {
+    /// A client whose requests time out after `timeout`. Does not connect.
+    ///
+    /// # Errors
+    /// reqwest refuses the configuration.
+    pub fn new(timeout: Duration) -> Result<Self, HttpClientError> {
+        Ok(Self {
+            http: reqwest_client(&TlsSettings::default(), timeout)?,
+            in_flight: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
+            timeout,
+        })
+    }
+
+    /// The client to build requests with.
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// Sends `request` when a turn comes and returns a 2xx answer; an error answer becomes
+    /// [`RestError::Service`] as `style` reads it. `secrets` are replaced by `***` in every
+    /// message.
+    ///
+    /// # Errors
+    /// No turn came within the timeout, sending fails or times out, the body cannot be read or
+    /// is larger than [`MAX_BODY_BYTES`], the service answers an error status.
+    pub async fn send(
+        &self,
+        request: reqwest::RequestBuilder,
+        secrets: &[&str],
+        style: &ErrorStyle,
+    ) -> Result<Answer, RestError> {
+        let timeout = self.timeout;
+        // The permit is held until the body is read: the connection is busy until then.
+        let _turn = tokio::time::timeout(timeout, self.in_flight.acquire())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .ok_or(RestError::Busy(timeout))?;
+        let scrub = |text: String| scrub(text, secrets);
+        let mut response = request.send().await.map_err(|e| {
+            if e.is_timeout() {
+                RestError::TimedOut(timeout)
+            } else {
+                RestError::Send(scrub(error_chain(&e.without_url())))
+            }
+        })?;
+        let status = response.status();
+        let mut body = Vec::new();
+        loop {
+            match response.chunk().await {
+                Ok(Some(chunk)) => {
+                    if body.len().saturating_add(chunk.len()) > MAX_BODY_BYTES {
+                        return Err(RestError::Body(format!(
+                            "the response is larger than {MAX_BODY_BYTES} bytes"
+                        )));
+                    }
+                    body.extend_from_slice(&chunk);
+                }
+                Ok(None) => break,
+                Err(e) if e.is_timeout() => return Err(RestError::TimedOut(timeout)),
+                Err(e) => return Err(RestError::Body(scrub(error_chain(&e.without_url())))),
+            }
+        }
+        if !status.is_success() {
+            let (code, message) = (style.details)(response.headers(), &body);
+            let code = scrub(code.unwrap_or_else(|| "unknown".into()));
+            return Err(RestError::Service {
+                status,
+                hint: (style.hint)(&code),
+                code,
+                message: scrub(message),
+            });
+        }
+        Ok(Answer {
+            status,
+            headers: response.headers().clone(),
+            body: Bytes::from(body),
+        })
+    }
+}
