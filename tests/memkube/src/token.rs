@@ -11,6 +11,8 @@
 //! authenticate the tokens it issued. Every issued token is recorded for tests
 //! ([`crate::MemKube::issued_tokens`]).
 
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
@@ -164,22 +166,7 @@ pub(crate) fn review(issued: &[IssuedToken], token: &str, audiences: &[String]) 
 
 /// Unpadded base64url (RFC 4648 section 5), as JWTs use it.
 fn base64url(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        let symbols = chunk.len() + 1;
-        for i in 0..symbols {
-            let index = usize::try_from((n >> (18 - 6 * i)) & 0x3f).unwrap_or_default();
-            out.push(char::from(ALPHABET[index]));
-        }
-    }
-    out
+    URL_SAFE_NO_PAD.encode(bytes)
 }
 
 #[cfg(test)]

@@ -7,6 +7,8 @@
 //! at 1 MB read). Active iff the count is above `activationTargetValue`. Metric
 //! `s<i>-aws-dynamodb-<tableName>`, integer target `targetValue`.
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
@@ -206,25 +208,7 @@ fn attribute_value(value: &Value, depth: usize) -> Result<Value, String> {
 
 /// Standard base64 with padding.
 fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                let index = usize::try_from((n >> (18 - 6 * i)) & 0x3f).unwrap_or(0);
-                out.push(char::from(ALPHABET[index]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    STANDARD.encode(bytes)
 }
 
 /// An `aws-dynamodb` scaler holding its share of the pooled DynamoDB client.

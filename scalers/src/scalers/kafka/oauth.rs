@@ -13,6 +13,8 @@
 //!   `kafka-cluster`, valid 900 s, payload hash of the empty body), with a `User-Agent` query
 //!   parameter added after signing, encoded as unpadded base64url.
 
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use std::time::Duration;
 
 use crate::aws::client::{AwsClient, AwsClientKey, STS, Signer};
@@ -271,22 +273,7 @@ pub fn msk_iam_token(credentials: &Credentials, region: &str, at: jiff::Timestam
 
 /// Unpadded base64url (RFC 4648 section 5).
 pub fn base64url(data: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
-    for chunk in data.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        let symbols = chunk.len() + 1;
-        for i in 0..symbols {
-            let index = (n >> (18 - 6 * i)) & 0x3f;
-            out.push(char::from(ALPHABET[index as usize]));
-        }
-    }
-    out
+    URL_SAFE_NO_PAD.encode(data)
 }
 
 #[cfg(test)]
