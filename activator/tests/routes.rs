@@ -6,7 +6,8 @@
 //! sending that host's traffic to the first namespace's Service. When the owner is deleted, the
 //! route passes to the next-oldest claim. A host policy refuses a host outside a namespace's
 //! patterns the same way. Objects that exist before the operator and the activator start are
-//! judged as when they came one by one.
+//! judged as when they came one by one. A host the policy lists for a namespace stays that
+//! namespace's while its owner is deleted and created again.
 //!
 //! Real here: memkube's REST/watch API, the operator's controller (finalizer, status, events,
 //! the `http` push scaler), the activator's watches and proxy over TCP, real HTTP backends.
@@ -438,5 +439,89 @@ async fn claims_that_exist_before_the_operator_starts_are_judged_as_when_made_on
             .requests
             .load(std::sync::atomic::Ordering::SeqCst),
         0
+    );
+}
+/// Finding 8 of issue 30: an owner deleted and recreated (a redeploy, a `kubectl replace`)
+/// used to lose its host to an older claim of another namespace that the owner had refused
+/// until then, in the operator's verdicts and the activator's routes alike. A host the policy
+/// lists for a namespace by name is that namespace's, whatever the creation times.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_deleted_and_recreated_keeps_its_host_from_an_older_squatter() {
+    // Every namespace may use its own subdomains of apps.example.com; the shop's is listed.
+    let policy =
+        HostPolicy::from_yaml("shop: [shop.apps.example.com]\n\"*\": [\"*.apps.example.com\"]\n")
+            .expect("policy");
+    let cluster = Cluster::start(&["shop", "attacker"], policy).await;
+    let (shop_pod, _) = backend("shop").await;
+    let (attacker_pod, attacker_seen) = backend("attacker").await;
+    cluster.workload("shop", "shop", shop_pod).await;
+    cluster.workload("attacker", "steal", attacker_pod).await;
+    cluster
+        .scaled_object(
+            "shop",
+            "shop",
+            "shop.apps.example.com",
+            "/",
+            Some("2026-01-01T00:00:00Z"),
+        )
+        .await;
+    cluster
+        .answers("shop.apps.example.com", "/login", (200, "hello from shop"))
+        .await;
+    // The squatter: refused, and from now on older than any new object of the shop's.
+    cluster
+        .scaled_object("attacker", "steal", "shop.apps.example.com", "/login", None)
+        .await;
+    cluster
+        .ready_when("attacker", "steal", |status, _| status == "False")
+        .await;
+
+    // The owner is deleted: in the window before it is back, nobody gets the host.
+    let shop = Api::<ScaledObject>::namespaced(cluster.client.clone(), "shop");
+    shop.delete("shop", &DeleteParams::default())
+        .await
+        .expect("delete the owner");
+    cluster
+        .answers("shop.apps.example.com", "/", (404, "no_route"))
+        .await;
+    let client = common::client();
+    assert_eq!(
+        get(
+            &client,
+            cluster.activator,
+            "shop.apps.example.com",
+            "/login"
+        )
+        .await
+        .0,
+        404,
+        "the squatter is not routed while the owner is away"
+    );
+
+    // Recreated (now younger than the squatter), the owner gets its host back at once.
+    cluster
+        .scaled_object("shop", "shop", "shop.apps.example.com", "/", None)
+        .await;
+    let (_, reason, message) = cluster.ready_when("shop", "shop", |s, _| s == "True").await;
+    assert_eq!(reason, "ScaledObjectReady", "{message}");
+    let (_, reason, message) = cluster
+        .ready_when("attacker", "steal", |status, _| status == "False")
+        .await;
+    assert_eq!(reason, "HTTPHostReserved", "{message}");
+    assert!(
+        message.contains("\"shop.apps.example.com\"") && message.contains("namespace \"shop\""),
+        "{message}"
+    );
+    for path in ["/login", "/"] {
+        cluster
+            .answers("shop.apps.example.com", path, (200, "hello from shop"))
+            .await;
+    }
+    assert_eq!(
+        attacker_seen
+            .requests
+            .load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the squatter got none of the shop's requests"
     );
 }
