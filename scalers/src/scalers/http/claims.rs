@@ -621,6 +621,26 @@ impl HostPolicy {
         Ok(Self { rules: Some(rules) })
     }
 
+    /// One line for the start-up log: `any host (no policy)`, `no host (empty policy)`, or
+    /// how many namespaces the policy lists and whether it has a `"*"` entry.
+    pub fn summary(&self) -> String {
+        match &self.rules {
+            None => "any host (no policy)".to_string(),
+            Some(r) if r.namespaces.is_empty() && r.others.is_empty() => {
+                "no host (empty policy)".to_string()
+            }
+            Some(r) => format!(
+                "{} namespaces listed, {}",
+                r.namespaces.len(),
+                if r.others.is_empty() {
+                    "no others"
+                } else {
+                    "others by the \"*\" entry"
+                }
+            ),
+        }
+    }
+
     /// Whether `namespace` may claim `host` (`*`, `*.suffix` or exact, lowercase): allowed by
     /// its patterns and reserved for no other namespace.
     pub fn allows(&self, namespace: &str, host: &str) -> bool {
@@ -1039,6 +1059,33 @@ mod tests {
             ),
             "{message}"
         );
+    }
+
+    /// The table of docs/http.md, "Host policy".
+    #[test]
+    fn the_documented_example_decides_as_docs_http_md_says() {
+        let policy = HostPolicy::from_yaml(concat!(
+            "shop: [shop.example.com, \"*.shop.example.com\"]\n",
+            "blog: [blog.example.com]\n",
+            "\"*\": [\"*.apps.example.com\"]\n",
+            "platform: [\"*.example.com\"]\n",
+            "root: [\"*\"]\n",
+        ))
+        .unwrap();
+        let reason = |ns: &str, host: &str| match policy.check(ns, host) {
+            Ok(()) => "allowed",
+            Err(Denial::NotAllowed) => REASON_HOST_NOT_ALLOWED,
+            Err(Denial::Reserved { .. }) => REASON_HOST_RESERVED,
+        };
+        assert_eq!(reason("shop", "api.shop.example.com"), "allowed");
+        assert_eq!(reason("team", "team.apps.example.com"), "allowed");
+        assert_eq!(reason("team", "shop.example.com"), "HTTPHostNotAllowed");
+        assert_eq!(reason("team", "*.apps.example.com"), "allowed");
+        assert_eq!(
+            reason("platform", "api.shop.example.com"),
+            "HTTPHostReserved"
+        );
+        assert_eq!(reason("root", "*"), "HTTPHostReserved");
     }
 
     #[test]
