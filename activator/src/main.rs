@@ -126,15 +126,32 @@ struct Args {
     #[arg(long, env = "KEDA_ACTIVATOR_HELD_REQUEST_MEMORY", default_value = "32Mi", value_parser = limits::parse_byte_size)]
     held_request_memory: usize,
     /// YAML file mapping namespace -> host patterns its `http` triggers may claim (see
-    /// docs/http.md, "Route ownership"); give the operator the same file. Default: any host.
+    /// docs/http.md, "Host policy"); give the operator the same file. Without it (and without
+    /// --http-any-host) no host is routed.
     #[arg(long, env = "KEDA_HTTP_HOST_POLICY")]
     http_host_policy: Option<std::path::PathBuf>,
+    /// No host policy: any namespace's `http` triggers may claim any host, the oldest claim
+    /// winning (KEDA's HTTP add-on behaviour); give the operator the same flag.
+    #[arg(
+        long,
+        env = "KEDA_HTTP_ANY_HOST",
+        num_args = 0..=1,
+        default_value_t = false,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set,
+        conflicts_with = "http_host_policy"
+    )]
+    http_any_host: bool,
 }
 
-/// The `--http-host-policy` file, or no policy.
-fn host_policy(path: Option<&std::path::Path>) -> anyhow::Result<HostPolicy> {
+/// The `--http-host-policy` file; with none, every host (`--http-any-host`) or none.
+fn host_policy(path: Option<&std::path::Path>, any_host: bool) -> anyhow::Result<HostPolicy> {
     let Some(path) = path else {
-        return Ok(HostPolicy::allow_all());
+        return Ok(if any_host {
+            HostPolicy::allow_all()
+        } else {
+            HostPolicy::deny_all()
+        });
     };
     let text = std::fs::read_to_string(path).with_context(|| {
         format!(
@@ -198,7 +215,8 @@ async fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
-    let host_policy = host_policy(args.http_host_policy.as_deref())?;
+    let host_policy = host_policy(args.http_host_policy.as_deref(), args.http_any_host)?;
+    tracing::info!(http_hosts = %host_policy.summary(), "host policy");
     let client = keda_cli::infer_client(&keda_cli::ProcessLookup).await?;
 
     let metrics = Arc::new(Metrics::new());
@@ -372,5 +390,32 @@ mod tests {
         assert!(positive_duration("0s").is_err());
         assert_eq!(proxy_threads("1024"), Ok(1024));
         assert!(proxy_threads("1025").is_err());
+    }
+
+    #[test]
+    fn without_a_host_policy_no_host_is_routed_unless_any_host_is_asked_for() {
+        use clap::Parser;
+        let policy = |args: &[&str]| -> anyhow::Result<HostPolicy> {
+            let args = Args::try_parse_from(
+                std::iter::once("keda-activator").chain(args.iter().copied()),
+            )?;
+            host_policy(args.http_host_policy.as_deref(), args.http_any_host)
+        };
+        assert_eq!(policy(&[]).expect("no flag"), HostPolicy::deny_all());
+        assert_eq!(
+            policy(&["--http-any-host"]).expect("any host"),
+            HostPolicy::allow_all()
+        );
+        assert_eq!(
+            policy(&["--http-any-host=false"]).expect("no"),
+            HostPolicy::deny_all()
+        );
+        let both = policy(&["--http-any-host", "--http-host-policy=/p.yaml"])
+            .expect_err("both")
+            .to_string();
+        assert!(
+            both.contains("--http-any-host") && both.contains("--http-host-policy"),
+            "{both}"
+        );
     }
 }

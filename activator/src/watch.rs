@@ -38,7 +38,8 @@ pub struct WatchConfig {
     /// This replica's pod IP, to find its place among the activator endpoints.
     pub pod_ip: Option<IpAddr>,
     /// Which hosts each namespace may claim (`--http-host-policy`; the operator must have the
-    /// same).
+    /// same). The default here is no policy (any host), for tests and `keda-rs dev`; the
+    /// binary's default is no host at all.
     pub host_policy: HostPolicy,
 }
 

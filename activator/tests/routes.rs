@@ -5,7 +5,9 @@
 //! its status (`Ready=False HTTPRouteConflict`) and a Warning Event, and the activator keeps
 //! sending that host's traffic to the first namespace's Service. When the owner is deleted, the
 //! route passes to the next-oldest claim. A host policy refuses a host outside a namespace's
-//! patterns the same way.
+//! patterns the same way. Objects that exist before the operator and the activator start are
+//! judged as when they came one by one. A host the policy lists for a namespace stays that
+//! namespace's while its owner is deleted and created again.
 //!
 //! Real here: memkube's REST/watch API, the operator's controller (finalizer, status, events,
 //! the `http` push scaler), the activator's watches and proxy over TCP, real HTTP backends.
@@ -51,6 +53,14 @@ impl Drop for Cluster {
 
 impl Cluster {
     async fn start(namespaces: &[&str], policy: HostPolicy) -> Cluster {
+        let mut cluster = Cluster::stopped(namespaces);
+        cluster.run(policy).await;
+        cluster
+    }
+
+    /// The API server alone: objects made now exist before the operator and the activator
+    /// start ([`Cluster::run`]), as after a restart.
+    fn stopped(namespaces: &[&str]) -> Cluster {
         let kube = memkube::MemKube::new();
         let crd_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/crd");
         kube.load_crds_from_dir(crd_dir).expect("CRDs");
@@ -58,8 +68,17 @@ impl Cluster {
             kube.create_namespace(ns).expect("namespace");
         }
         let client = kube.client();
-        let stop = CancellationToken::new();
+        Cluster {
+            kube,
+            client,
+            activator: SocketAddr::from(([127, 0, 0, 1], 0)),
+            stop: CancellationToken::new(),
+        }
+    }
 
+    /// Starts the operator and the activator under `policy`.
+    async fn run(&mut self, policy: HostPolicy) {
+        let (client, stop) = (self.client.clone(), self.stop.clone());
         let controller = ScaledObjectController::new(
             client.clone(),
             ControllerConfig {
@@ -103,12 +122,7 @@ impl Cluster {
             Duration::from_secs(5),
         ));
         common::eventually("the activator's watches to sync", || ready.get()).await;
-        Cluster {
-            kube,
-            client,
-            activator,
-            stop,
-        }
+        self.activator = activator;
     }
 
     /// A Deployment `name` at 1 replica and its Service's ready EndpointSlice pointing at `pod`.
@@ -375,5 +389,139 @@ async fn the_host_policy_refuses_a_host_outside_the_namespaces_patterns() {
     assert_eq!(
         team_seen.requests.load(std::sync::atomic::Ordering::SeqCst),
         0
+    );
+}
+
+/// Finding 8 of issue 30, the start-up bug: both ScaledObjects exist as the operator starts (a
+/// restart, a leader change), so they arrive in the watch's initial list. The operator used to
+/// keep verdicts computed before its cache held that list, and left the later claim
+/// `Ready=True` while the activator refused it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_that_exist_before_the_operator_starts_are_judged_as_when_made_one_by_one() {
+    let mut cluster = Cluster::stopped(&["shop", "attacker"]);
+    let (shop_pod, _) = backend("shop").await;
+    let (attacker_pod, attacker_seen) = backend("attacker").await;
+    cluster.workload("shop", "shop", shop_pod).await;
+    cluster.workload("attacker", "steal", attacker_pod).await;
+    // Two seconds apart, as on the real API server where this was seen.
+    cluster
+        .scaled_object(
+            "shop",
+            "shop",
+            "shop.example.com",
+            "/",
+            Some("2026-01-01T00:00:00Z"),
+        )
+        .await;
+    cluster
+        .scaled_object(
+            "attacker",
+            "steal",
+            "shop.example.com",
+            "/login",
+            Some("2026-01-01T00:00:02Z"),
+        )
+        .await;
+    cluster.run(HostPolicy::allow_all()).await;
+
+    let (_, reason, message) = cluster
+        .ready_when("attacker", "steal", |status, _| status == "False")
+        .await;
+    assert_eq!(reason, "HTTPRouteConflict", "{message}");
+    assert!(message.contains("ScaledObject shop/shop"), "{message}");
+    cluster.ready_when("shop", "shop", |s, _| s == "True").await;
+    // The activator agrees: the shop keeps its logins.
+    cluster
+        .answers("shop.example.com", "/login", (200, "hello from shop"))
+        .await;
+    assert_eq!(
+        attacker_seen
+            .requests
+            .load(std::sync::atomic::Ordering::SeqCst),
+        0
+    );
+}
+/// Finding 8 of issue 30: an owner deleted and recreated (a redeploy, a `kubectl replace`)
+/// used to lose its host to an older claim of another namespace that the owner had refused
+/// until then, in the operator's verdicts and the activator's routes alike. A host the policy
+/// lists for a namespace by name is that namespace's, whatever the creation times.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_deleted_and_recreated_keeps_its_host_from_an_older_squatter() {
+    // Every namespace may use its own subdomains of apps.example.com; the shop's is listed.
+    let policy =
+        HostPolicy::from_yaml("shop: [shop.apps.example.com]\n\"*\": [\"*.apps.example.com\"]\n")
+            .expect("policy");
+    let cluster = Cluster::start(&["shop", "attacker"], policy).await;
+    let (shop_pod, _) = backend("shop").await;
+    let (attacker_pod, attacker_seen) = backend("attacker").await;
+    cluster.workload("shop", "shop", shop_pod).await;
+    cluster.workload("attacker", "steal", attacker_pod).await;
+    cluster
+        .scaled_object(
+            "shop",
+            "shop",
+            "shop.apps.example.com",
+            "/",
+            Some("2026-01-01T00:00:00Z"),
+        )
+        .await;
+    cluster
+        .answers("shop.apps.example.com", "/login", (200, "hello from shop"))
+        .await;
+    // The squatter: refused, and from now on older than any new object of the shop's.
+    cluster
+        .scaled_object("attacker", "steal", "shop.apps.example.com", "/login", None)
+        .await;
+    cluster
+        .ready_when("attacker", "steal", |status, _| status == "False")
+        .await;
+
+    // The owner is deleted: in the window before it is back, nobody gets the host.
+    let shop = Api::<ScaledObject>::namespaced(cluster.client.clone(), "shop");
+    shop.delete("shop", &DeleteParams::default())
+        .await
+        .expect("delete the owner");
+    cluster
+        .answers("shop.apps.example.com", "/", (404, "no_route"))
+        .await;
+    let client = common::client();
+    assert_eq!(
+        get(
+            &client,
+            cluster.activator,
+            "shop.apps.example.com",
+            "/login"
+        )
+        .await
+        .0,
+        404,
+        "the squatter is not routed while the owner is away"
+    );
+
+    // Recreated (now younger than the squatter), the owner gets its host back at once.
+    cluster
+        .scaled_object("shop", "shop", "shop.apps.example.com", "/", None)
+        .await;
+    let (_, reason, message) = cluster.ready_when("shop", "shop", |s, _| s == "True").await;
+    assert_eq!(reason, "ScaledObjectReady", "{message}");
+    let (_, reason, message) = cluster
+        .ready_when("attacker", "steal", |status, _| status == "False")
+        .await;
+    assert_eq!(reason, "HTTPHostReserved", "{message}");
+    assert!(
+        message.contains("\"shop.apps.example.com\"") && message.contains("namespace \"shop\""),
+        "{message}"
+    );
+    for path in ["/login", "/"] {
+        cluster
+            .answers("shop.apps.example.com", path, (200, "hello from shop"))
+            .await;
+    }
+    assert_eq!(
+        attacker_seen
+            .requests
+            .load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the squatter got none of the shop's requests"
     );
 }

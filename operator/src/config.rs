@@ -43,6 +43,7 @@ pub const ENV_RENEW_DEADLINE: &str = "KEDA_OPERATOR_LEADER_ELECTION_RENEW_DEADLI
 pub const ENV_RETRY_PERIOD: &str = "KEDA_OPERATOR_LEADER_ELECTION_RETRY_PERIOD";
 pub const ENV_RUST_LOG: &str = "RUST_LOG";
 pub const ENV_HTTP_HOST_POLICY: &str = "KEDA_HTTP_HOST_POLICY";
+pub const ENV_HTTP_ANY_HOST: &str = "KEDA_HTTP_ANY_HOST";
 pub const ENV_HTTP_DEFAULT_TIMEOUT: &str = "KEDA_HTTP_DEFAULT_TIMEOUT";
 pub const ENV_SCALEDOBJECT_MAX_RECONCILES: &str = "KEDA_SCALEDOBJECT_CTRL_MAX_RECONCILES";
 pub const ENV_SCALEDJOB_MAX_RECONCILES: &str = "KEDA_SCALEDJOB_CTRL_MAX_RECONCILES";
@@ -73,6 +74,7 @@ Environment:
   KEDA_OPERATOR_LEADER_ELECTION_RETRY_PERIOD     How often candidates retry and the leader renews [default: 2s]
   RUST_LOG                                       Log filter; overrides --log-level
   KEDA_HTTP_HOST_POLICY                          The --http-host-policy file, when the flag is not given
+  KEDA_HTTP_ANY_HOST                             true: --http-any-host, when the flag is not given [default: false]
   KEDA_HTTP_DEFAULT_TIMEOUT                      Timeout of HTTP-based scalers without their own, in ms (1 to 3600000) [default: 3000]
   KEDA_SCALEDOBJECT_CTRL_MAX_RECONCILES          ScaledObject reconciles at once (1 to 1000) [default: 5]
   KEDA_SCALEDJOB_CTRL_MAX_RECONCILES             ScaledJob reconciles at once (1 to 1000) [default: 1]
@@ -281,9 +283,22 @@ pub struct Flags {
     )]
     pub log_level: String,
     /// YAML file mapping namespace -> host patterns its `http` triggers may claim (see
-    /// docs/http.md#route-ownership); give the activator the same file. Default: any host.
+    /// docs/http.md#host-policy); give the activator the same file. Without it (and without
+    /// --http-any-host) no namespace may claim any host.
     #[arg(long, value_name = "FILE")]
     pub http_host_policy: Option<PathBuf>,
+    /// No host policy: any namespace's `http` triggers may claim any host, the oldest claim
+    /// winning (KEDA's HTTP add-on behaviour, which has no host ownership); give the activator
+    /// the same flag. Excludes --http-host-policy.
+    #[arg(
+        long,
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_value_t = false,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub http_any_host: bool,
     /// Directory under which a ClusterTriggerAuthentication's `filePath` is read (KEDA's flag);
     /// unset, `filePath` is refused with a message naming this flag.
     #[arg(long, value_name = "DIR")]
@@ -335,7 +350,8 @@ pub struct Settings {
     pub log_format: LogFormat,
     /// The effective log filter (`RUST_LOG` if set, else `--log-level`).
     pub log_filter: String,
-    /// Which hosts each namespace's `http` triggers may claim (`--http-host-policy`).
+    /// Which hosts each namespace's `http` triggers may claim (`--http-host-policy`; none
+    /// without it, all with `--http-any-host`).
     pub http_host_policy: keda_scalers::scalers::http::claims::HostPolicy,
     /// Timeout of HTTP-based scalers that set none (`KEDA_HTTP_DEFAULT_TIMEOUT`, default 3 s).
     pub http_default_timeout: Duration,
@@ -393,6 +409,16 @@ pub enum ConfigError {
     /// `WATCH_LABEL_SELECTOR` is not a label selector.
     #[error("WATCH_LABEL_SELECTOR={value:?} is not a label selector: {reason}")]
     LabelSelector { value: String, reason: String },
+    /// Both a host policy file and `--http-any-host` are given.
+    #[error(
+        "--http-host-policy {} and --http-any-host (or {ENV_HTTP_ANY_HOST}) exclude each other: \
+         give the policy file, or allow any host, not both",
+        path.display()
+    )]
+    HostPolicyAndAnyHost { path: PathBuf },
+    /// `KEDA_HTTP_ANY_HOST` is neither `true` nor `false`.
+    #[error("{ENV_HTTP_ANY_HOST}={value:?} is neither true nor false")]
+    AnyHost { value: String },
     /// The `--http-host-policy` file cannot be read.
     #[error("--http-host-policy {}: cannot read the file", path.display())]
     HostPolicyFile { path: PathBuf },
@@ -454,11 +480,23 @@ impl Settings {
         } else {
             None
         };
+        let any_host = flags.http_any_host
+            || match present(ENV_HTTP_ANY_HOST) {
+                None => false,
+                Some(value) => match value.trim().to_ascii_lowercase().as_str() {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(ConfigError::AnyHost { value }),
+                },
+            };
         let http_host_policy = match flags
             .http_host_policy
             .clone()
             .or_else(|| present(ENV_HTTP_HOST_POLICY).map(PathBuf::from))
         {
+            Some(path) if any_host => return Err(ConfigError::HostPolicyAndAnyHost { path }),
+            // Safe by default: no namespace may claim a host the administrator did not grant.
+            None if !any_host => keda_scalers::scalers::http::claims::HostPolicy::deny_all(),
             None => keda_scalers::scalers::http::claims::HostPolicy::allow_all(),
             Some(path) => {
                 let text = env
@@ -1055,11 +1093,50 @@ mod tests {
     #[test]
     fn the_http_host_policy_comes_from_the_flag_or_the_variable_and_errors_name_the_file() {
         use keda_scalers::scalers::http::claims::HostPolicy;
+        // Without a policy no namespace may claim a host; any host only when asked for.
         assert_eq!(
             parse(&[], &MapEnv::default())
                 .expect("settings")
                 .http_host_policy,
-            HostPolicy::allow_all()
+            HostPolicy::deny_all()
+        );
+        for (args, vars) in [
+            (&["--http-any-host"][..], &[][..]),
+            (&["--http-any-host=true"][..], &[][..]),
+            (&[][..], &[(ENV_HTTP_ANY_HOST, "true")][..]),
+        ] {
+            assert_eq!(
+                parse(args, &MapEnv::new(vars))
+                    .expect("settings")
+                    .http_host_policy,
+                HostPolicy::allow_all(),
+                "{args:?} {vars:?}"
+            );
+        }
+        assert_eq!(
+            parse(&[], &MapEnv::new(&[(ENV_HTTP_ANY_HOST, "false")]))
+                .expect("settings")
+                .http_host_policy,
+            HostPolicy::deny_all()
+        );
+        let bad = parse(&[], &MapEnv::new(&[(ENV_HTTP_ANY_HOST, "yes")]))
+            .expect_err("not a bool")
+            .to_string();
+        assert!(bad.contains("KEDA_HTTP_ANY_HOST=\"yes\""), "{bad}");
+        let both = MapEnv::default().with_file_contents("/policy/hosts.yaml", "{}");
+        let both = parse(
+            &[
+                "--http-host-policy",
+                "/policy/hosts.yaml",
+                "--http-any-host",
+            ],
+            &both,
+        )
+        .expect_err("both")
+        .to_string();
+        assert!(
+            both.contains("--http-host-policy /policy/hosts.yaml and --http-any-host"),
+            "{both}"
         );
         let env =
             MapEnv::default().with_file_contents("/policy/hosts.yaml", "shop: [shop.example.com]");
@@ -1110,6 +1187,8 @@ mod tests {
             "--log-level",
             "--http-host-policy",
             ENV_HTTP_HOST_POLICY,
+            "--http-any-host",
+            ENV_HTTP_ANY_HOST,
             ENV_WATCH_NAMESPACE,
             ENV_POD_NAMESPACE,
             ENV_POD_NAME,

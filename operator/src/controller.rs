@@ -96,7 +96,8 @@ pub struct ControllerConfig {
     /// The resolver is started with the controller and replaces any in `env`.
     pub resolver: ResolverConfig,
     /// Which hosts each namespace may claim with `http` triggers (`--http-host-policy`; the
-    /// activator must be given the same policy).
+    /// activator must be given the same policy). The default here is no policy (any host),
+    /// for tests and `keda-rs dev`; the binary's default is no host at all (`Settings`).
     pub http_host_policy: HostPolicy,
     /// Where the reconcilers' events also go as CloudEvents (the emitter of
     /// [`crate::cloud_events`]); the default sends none.

@@ -102,6 +102,7 @@ async fn operate(settings: &Settings) -> Result<(), MainError> {
         watch_namespaces = ?settings.watch_namespaces,
         qps = settings.kube_api_qps,
         burst = settings.kube_api_burst,
+        http_hosts = %settings.http_host_policy.summary(),
         version = env!("CARGO_PKG_VERSION"),
         "keda-operator starting"
     );

@@ -68,11 +68,18 @@ impl RouteClaims {
     }
 
     /// Takes note of a watch event, after the store has applied it.
+    ///
+    /// The fingerprints must describe what the store holds, never more: [`Self::verdicts`]
+    /// reads the store and keeps its answer for the fingerprints' version. The store keeps
+    /// `InitApply` objects aside until `InitDone` (a list, at start or after a watch error,
+    /// replaces the store at once), so those events are not counted one by one; `InitDone`
+    /// takes the fingerprints from the store and always starts a new version, so nothing
+    /// computed while the list was arriving outlives it.
     pub fn observe(&self, event: &watcher::Event<ScaledObject>) {
         let changed = {
             let mut state = self.state();
             let changed = match event {
-                watcher::Event::Apply(so) | watcher::Event::InitApply(so) => {
+                watcher::Event::Apply(so) => {
                     let key = ObjectRef::from_obj(so);
                     match fingerprint(so) {
                         Some(f) => state.fingerprints.insert(key, f) != Some(f),
@@ -83,19 +90,16 @@ impl RouteClaims {
                     .fingerprints
                     .remove(&ObjectRef::from_obj(so))
                     .is_some(),
-                watcher::Event::Init => false,
-                // A relist may have dropped objects without a Delete: start over from the store.
+                watcher::Event::Init | watcher::Event::InitApply(_) => false,
                 watcher::Event::InitDone => {
-                    let fresh: HashMap<_, _> = self
+                    state.fingerprints = self
                         .inner
                         .store
                         .state()
                         .iter()
                         .filter_map(|so| fingerprint(so).map(|f| (ObjectRef::from_obj(&**so), f)))
                         .collect();
-                    let changed = fresh != state.fingerprints;
-                    state.fingerprints = fresh;
-                    changed
+                    true
                 }
             };
             if changed {
@@ -199,6 +203,37 @@ mod tests {
             jiff::Timestamp::from_second(1_700_000_000 + second).unwrap(),
         ));
         so
+    }
+
+    /// The start-up bug: both objects exist as the operator starts, so they arrive as
+    /// `InitApply` events, which the store keeps aside until `InitDone`. The verdicts computed
+    /// meanwhile (the `changes` stream wakes on each event) saw an empty store and were kept
+    /// at InitDone, so the later object stayed `Ready=True`.
+    #[tokio::test]
+    async fn verdicts_computed_during_the_initial_list_do_not_outlive_it() {
+        let (store, mut writer) = reflector::store::<ScaledObject>();
+        let claims = RouteClaims::new(store, HostPolicy::allow_all());
+        let owner = so("shop", "shop", 1, "shop.example.com", "/");
+        let later = so("other", "login", 3, "shop.example.com", "/login");
+        let mut events = vec![watcher::Event::Init];
+        // Either order: the verdict must not depend on the order the list returns them in.
+        for order in [[&owner, &later], [&later, &owner]] {
+            events.extend(order.map(|o| watcher::Event::InitApply(o.clone())));
+            events.push(watcher::Event::InitDone);
+            events.push(watcher::Event::Init);
+        }
+        events.pop();
+        for event in &events {
+            writer.apply_watcher_event(event);
+            claims.observe(event);
+            // What the `changes` stream does when woken: compute the verdicts now.
+            let _ = claims.verdicts();
+            if matches!(event, watcher::Event::InitDone) {
+                assert_eq!(claims.refusal(&owner), None);
+                let refusal = claims.refusal(&later).expect("the later claim is refused");
+                assert_eq!(refusal.reason(), claims::REASON_ROUTE_CONFLICT);
+            }
+        }
     }
 
     #[tokio::test]

@@ -4,21 +4,70 @@
 use std::path::PathBuf;
 
 use keda_operator::config::{MapEnv, Settings, WatchScope};
+use keda_scalers::scalers::http::claims::HostPolicy;
 use serde_json::Value;
 
-fn operator_container() -> Value {
+fn operator_deployment() -> Value {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../config/operator/deployment.yaml");
     let text = std::fs::read_to_string(&path).expect("deployment.yaml");
-    let deployment = text
-        .split("\n---")
+    text.split("\n---")
         .map(|doc| serde_yaml::from_str::<Value>(doc).expect("YAML"))
         .find(|doc| doc["kind"] == "Deployment")
-        .expect("a Deployment");
-    deployment["spec"]["template"]["spec"]["containers"]
+        .expect("a Deployment")
+}
+
+fn operator_container() -> Value {
+    operator_deployment()["spec"]["template"]["spec"]["containers"]
         .as_array()
         .and_then(|c| c.iter().find(|c| c["name"] == "keda-operator"))
         .cloned()
         .expect("the keda-operator container")
+}
+
+/// The files the container's ConfigMap volumes put under their mount paths (the ConfigMaps
+/// found in `config/`), as the kubelet would.
+fn mounted_files(container: &Value) -> Vec<(String, String)> {
+    let config = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../config");
+    let mut config_maps = Vec::new();
+    let mut dirs = vec![config];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("config/ readable") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "yaml") {
+                let text = std::fs::read_to_string(&path).expect("manifest");
+                for doc in text.split("\n---") {
+                    let doc: Value = serde_yaml::from_str(doc).expect("YAML");
+                    if doc["kind"] == "ConfigMap" {
+                        config_maps.push(doc);
+                    }
+                }
+            }
+        }
+    }
+    let volumes = operator_deployment()["spec"]["template"]["spec"]["volumes"].clone();
+    let mut files = Vec::new();
+    for mount in container["volumeMounts"].as_array().into_iter().flatten() {
+        let volume = volumes
+            .as_array()
+            .and_then(|v| v.iter().find(|v| v["name"] == mount["name"]))
+            .unwrap_or_else(|| panic!("no volume {}", mount["name"]));
+        let Some(name) = volume["configMap"]["name"].as_str() else {
+            continue;
+        };
+        let map = config_maps
+            .iter()
+            .find(|m| m["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("ConfigMap {name} is not in config/"));
+        for (key, value) in map["data"].as_object().expect("data") {
+            files.push((
+                format!("{}/{key}", mount["mountPath"].as_str().expect("mountPath")),
+                value.as_str().expect("string data").to_string(),
+            ));
+        }
+    }
+    files
 }
 
 #[test]
@@ -51,8 +100,16 @@ fn the_installed_deployment_s_args_and_env_are_accepted_and_match_its_ports() {
         })
         .collect();
     let refs: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let settings =
-        Settings::from_sources(argv, &MapEnv::new(&refs)).expect("the manifest's settings parse");
+    let env = mounted_files(&container)
+        .into_iter()
+        .fold(MapEnv::new(&refs), |env, (path, text)| {
+            env.with_file_contents(path, &text)
+        });
+    let settings = Settings::from_sources(argv, &env).expect("the manifest's settings parse");
+
+    // The shipped host policy is mounted and read, and grants nothing until the administrator
+    // lists hosts.
+    assert_eq!(settings.http_host_policy, HostPolicy::deny_all());
 
     let lease = settings
         .leader_election

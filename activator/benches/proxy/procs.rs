@@ -227,6 +227,9 @@ pub fn spawn_activator(setup: &ActivatorSetup<'_>) -> anyhow::Result<Proc> {
         .env("POD_NAMESPACE", "keda")
         .env("RUST_LOG", "warn")
         .env("KEDA_ACTIVATOR_PROXY_THREADS", setup.workers.to_string())
+        // The bench's ScaledObjects claim any host they like (no host policy); a variable, so
+        // builds from before the flag existed start too.
+        .env("KEDA_HTTP_ANY_HOST", "true")
         // Builds from before the proxy threads ran the proxy on tokio's worker threads.
         .env("TOKIO_WORKER_THREADS", setup.workers.to_string())
         .stdin(Stdio::null())

@@ -164,6 +164,9 @@ pub async fn run(
         format!("kubeconfig: {}", kubeconfig.display()),
         format!("  export KUBECONFIG={}", kubeconfig.display()),
         format!("activator: http://{activator}"),
+        // dev is one person's sandbox: no host policy (docs/http.md#host-policy).
+        "http hosts: any namespace may claim any host (no host policy, as --http-any-host)"
+            .to_string(),
     ];
     for line in &header {
         out.plain(line)?;
@@ -220,6 +223,8 @@ fn start_operator(
             ..ScalerEnv::default()
         },
         retry_after_error: Duration::from_secs(2),
+        // The activator's policy (`http::start_activator`): no host policy in dev.
+        http_host_policy: keda_scalers::scalers::http::claims::HostPolicy::allow_all(),
         ..ControllerConfig::default()
     };
     let current = CurrentLoops::default();

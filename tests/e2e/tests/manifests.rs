@@ -170,6 +170,72 @@ fn deployments_use_existing_service_accounts_and_named_probe_ports() {
     }
 }
 
+/// The file a container's `--http-host-policy` names, read from the ConfigMap volume mounted
+/// there, as the kubelet would present it.
+fn host_policy_of(objects: &[(String, Value)], deployment: &str) -> String {
+    let (file, d) = objects
+        .iter()
+        .find(|(_, o)| o["kind"] == "Deployment" && o["metadata"]["name"] == deployment)
+        .unwrap_or_else(|| panic!("no Deployment {deployment}"));
+    let pod = &d["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let path = container["args"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .find_map(|a| a.strip_prefix("--http-host-policy="))
+        .unwrap_or_else(|| panic!("{file}: {deployment} is not given --http-host-policy"));
+    let (mount, key) = container["volumeMounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find_map(|m| {
+            let dir = m["mountPath"].as_str()?;
+            let key = path.strip_prefix(dir)?.strip_prefix('/')?;
+            Some((m, key))
+        })
+        .unwrap_or_else(|| panic!("{file}: nothing is mounted at {path}"));
+    let volume = pod["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|v| v["name"] == mount["name"])
+        .unwrap_or_else(|| panic!("{file}: no volume {}", mount["name"]));
+    let name = volume["configMap"]["name"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{file}: the host policy volume is not a ConfigMap"));
+    let (_, map) = objects
+        .iter()
+        .find(|(_, o)| {
+            o["kind"] == "ConfigMap"
+                && o["metadata"]["name"] == name
+                && o["metadata"]["namespace"] == d["metadata"]["namespace"]
+        })
+        .unwrap_or_else(|| panic!("{file}: ConfigMap {name} is not installed"));
+    map["data"][key]
+        .as_str()
+        .unwrap_or_else(|| panic!("ConfigMap {name} has no key {key}"))
+        .to_string()
+}
+
+/// Finding 8 of issue 30: with no policy, any namespace could claim any host (`*` included).
+/// The install ships one policy file, mounted into the operator and the activator alike, that
+/// grants nothing until the administrator lists hosts.
+#[test]
+fn the_operator_and_the_activator_read_one_shipped_host_policy_that_grants_no_host() {
+    use keda_scalers::scalers::http::claims::HostPolicy;
+    let objects = objects();
+    let operator = host_policy_of(&objects, "keda-operator");
+    let activator = host_policy_of(&objects, "keda-activator");
+    assert_eq!(operator, activator, "both read the same file");
+    let policy = HostPolicy::from_yaml(&operator).expect("the shipped policy parses");
+    assert_eq!(policy, HostPolicy::deny_all());
+    for host in ["*", "shop.example.com", "*.example.com"] {
+        assert!(!policy.allows("default", host), "{host}");
+    }
+}
+
 #[test]
 fn services_select_a_deployment_and_target_its_named_ports() {
     let objects = objects();

@@ -14,13 +14,17 @@
 //!   routes is routed, and it takes nothing, so the next claim is compared with the routed
 //!   ones only. Claims of one namespace never refuse each other (the routing order decides
 //!   between them, as before).
-//! - With a [`HostPolicy`], a ScaledObject claiming a host its namespace may not claim is
-//!   refused the same way, before any overlap is looked at.
+//! - With a [`HostPolicy`], a ScaledObject claiming a host its namespace may not claim, or
+//!   one the policy lists for another namespace by name (a **reservation**), is refused the
+//!   same way, before any overlap is looked at.
 //!
 //! When the owner of a route goes away, the next resolution finds the next-oldest claim free
-//! of overlaps and routes it. [`resolve`] is pure: callers pass every ScaledObject they see.
+//! of overlaps and routes it, unless the policy reserves the host for the owner's namespace:
+//! then no other namespace can take it, and the owner finds it again when it comes back.
+//! [`resolve`] is pure (the same ScaledObjects and policy give the same verdicts, in any
+//! order): callers pass every ScaledObject they see.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
 
 use jiff::Timestamp;
@@ -35,6 +39,9 @@ pub const REASON_ROUTE_CONFLICT: &str = "HTTPRouteConflict";
 /// The `Ready=False` reason (and Event reason) of a ScaledObject claiming a host the host
 /// policy does not allow its namespace.
 pub const REASON_HOST_NOT_ALLOWED: &str = "HTTPHostNotAllowed";
+/// The `Ready=False` reason (and Event reason) of a ScaledObject claiming a host that the
+/// host policy lists for another namespace by name.
+pub const REASON_HOST_RESERVED: &str = "HTTPHostReserved";
 
 /// Whether path prefix `prefix` matches `path` on whole segments: `/api` matches `/api` and
 /// `/api/x`, not `/apix`; a prefix ending in `/` matches everything below it.
@@ -211,22 +218,37 @@ pub enum Refusal {
         /// The ScaledObject's namespace.
         namespace: String,
     },
+    /// The host policy lets the namespace claim this route's host only through a pattern
+    /// broader than (or the same as, through `"*"`) one it lists for another namespace.
+    Reserved {
+        /// The refused route.
+        route: Route,
+        /// The ScaledObject's namespace.
+        namespace: String,
+        /// The namespace whose policy entry lists `pattern`.
+        owner_namespace: String,
+        /// The pattern of the owner's entry that the route's host overlaps.
+        pattern: String,
+    },
 }
 
 impl Refusal {
-    /// The condition and Event reason: [`REASON_ROUTE_CONFLICT`] or
-    /// [`REASON_HOST_NOT_ALLOWED`].
+    /// The condition and Event reason: [`REASON_ROUTE_CONFLICT`], [`REASON_HOST_NOT_ALLOWED`]
+    /// or [`REASON_HOST_RESERVED`].
     pub fn reason(&self) -> &'static str {
         match self {
             Refusal::Conflict { .. } => REASON_ROUTE_CONFLICT,
             Refusal::NotAllowed { .. } => REASON_HOST_NOT_ALLOWED,
+            Refusal::Reserved { .. } => REASON_HOST_RESERVED,
         }
     }
 
     /// The refused route.
     pub fn route(&self) -> &Route {
         match self {
-            Refusal::Conflict { route, .. } | Refusal::NotAllowed { route, .. } => route,
+            Refusal::Conflict { route, .. }
+            | Refusal::NotAllowed { route, .. }
+            | Refusal::Reserved { route, .. } => route,
         }
     }
 }
@@ -250,7 +272,21 @@ impl fmt::Display for Refusal {
                 f,
                 "spec.triggers[{}] (http): host {:?} is not allowed for namespace {namespace:?} \
                  by the activator's host policy; the activator routes none of this \
-                 ScaledObject's hosts",
+                 ScaledObject's hosts (the cluster administrator grants hosts to namespaces in \
+                 the --http-host-policy file)",
+                route.trigger_index, route.host
+            ),
+            Refusal::Reserved {
+                route,
+                namespace,
+                owner_namespace,
+                pattern,
+            } => write!(
+                f,
+                "spec.triggers[{}] (http): host {:?} is reserved for namespace \
+                 {owner_namespace:?} by the activator's host policy (its entry lists {pattern:?}, \
+                 the entry of namespace {namespace:?} does not); the activator routes none of \
+                 this ScaledObject's hosts",
                 route.trigger_index, route.host
             ),
         }
@@ -392,10 +428,11 @@ pub fn resolve(claims: impl IntoIterator<Item = Claim>, policy: &HostPolicy) -> 
         let refusal = claim
             .routes
             .iter()
-            .find(|r| !policy.allows(&claim.namespace, &r.host))
-            .map(|route| Refusal::NotAllowed {
-                route: route.clone(),
-                namespace: claim.namespace.clone(),
+            .find_map(|route| {
+                policy
+                    .check(&claim.namespace, &route.host)
+                    .err()
+                    .map(|denial| denial.refusal(route, &claim.namespace))
             })
             .or_else(|| {
                 claim.routes.iter().find_map(|route| {
@@ -423,11 +460,12 @@ pub fn resolve(claims: impl IntoIterator<Item = Claim>, policy: &HostPolicy) -> 
     Verdicts { refused }
 }
 
-/// Which hosts each namespace may claim. The default allows every namespace every host.
+/// Which hosts each namespace may claim, and which are bound to one namespace.
 ///
 /// Read from YAML (a ConfigMap mounted into the operator and the activator alike): a map from
 /// namespace to the host patterns it may claim; the key `"*"` gives the patterns of every
-/// namespace not listed, and without it an unlisted namespace may claim no host.
+/// namespace not listed, and without it an unlisted namespace may claim no host (`{}` allows
+/// nothing at all).
 ///
 /// ```yaml
 /// shop: [shop.example.com, "*.shop.example.com"]
@@ -438,6 +476,19 @@ pub fn resolve(claims: impl IntoIterator<Item = Claim>, policy: &HostPolicy) -> 
 /// A pattern `h` allows the host `h`; `*.d` allows every host and wildcard below `d` and
 /// `*.d` itself; `*` allows everything, the catch-all included (a trigger without `hosts`
 /// claims `*`, so only a namespace allowed `*` may leave `hosts` out).
+///
+/// **Reservations.** A pattern listed under a namespace's name is that namespace's (and of
+/// every other namespace listing the very same pattern): another namespace may not claim a
+/// host overlapping it when its own best grant for that host is broader (`*.example.com`
+/// against a listed `shop.example.com`), or is the same pattern reached only through `"*"`.
+/// So a listed host can never be claimed by another namespace, whether or not its owner has a
+/// ScaledObject at the moment, and whatever the creation times: an owner deleted and created
+/// again finds its host where it left it. The most specific grant wins; namespaces listing
+/// the same pattern share it (and the oldest claim decides between them).
+///
+/// [`HostPolicy::default`] (and [`HostPolicy::allow_all`]) is no policy at all: every
+/// namespace may claim every host, and the oldest claim wins. The binaries do not default to
+/// it: they need `--http-host-policy FILE` or the explicit `--http-any-host`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HostPolicy {
     /// `None`: no policy, everything allowed.
@@ -448,6 +499,47 @@ pub struct HostPolicy {
 struct PolicyRules {
     namespaces: BTreeMap<String, Vec<String>>,
     others: Vec<String>,
+    /// Each pattern listed under a namespace's name -> the namespaces listing it.
+    listed: HashMap<String, BTreeSet<String>>,
+    /// Domain -> the listed patterns strictly below it (`a.example.com` and
+    /// `*.a.example.com` are below `example.com` and `com`).
+    below: HashMap<String, BTreeSet<String>>,
+}
+
+/// Why the host policy refuses a host to a namespace ([`HostPolicy::check`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Denial {
+    /// No pattern of the namespace's entry (or of `"*"` for an unlisted one) allows the host.
+    NotAllowed,
+    /// Another namespace's entry lists `pattern`, which the host overlaps, and the namespace
+    /// may claim the host only through a broader pattern (or through `"*"`).
+    Reserved {
+        /// The namespace whose entry lists `pattern` (the first in name order, if several).
+        owner_namespace: String,
+        /// The listed pattern.
+        pattern: String,
+    },
+}
+
+impl Denial {
+    /// The [`Refusal`] of `route` of a ScaledObject of `namespace`.
+    fn refusal(self, route: &Route, namespace: &str) -> Refusal {
+        match self {
+            Denial::NotAllowed => Refusal::NotAllowed {
+                route: route.clone(),
+                namespace: namespace.to_string(),
+            },
+            Denial::Reserved {
+                owner_namespace,
+                pattern,
+            } => Refusal::Reserved {
+                route: route.clone(),
+                namespace: namespace.to_string(),
+                owner_namespace,
+                pattern,
+            },
+        }
+    }
 }
 
 /// A host policy that cannot be used.
@@ -470,21 +562,30 @@ pub enum HostPolicyError {
 }
 
 impl HostPolicy {
-    /// No policy: every namespace may claim every host.
+    /// No policy: every namespace may claim every host (the oldest claim wins), as with
+    /// KEDA's HTTP add-on, which has no host ownership at all.
     pub fn allow_all() -> Self {
         Self::default()
     }
 
-    /// A policy from its YAML text (see the type's documentation).
+    /// A policy that allows no namespace any host: the policy `{}`.
+    pub fn deny_all() -> Self {
+        Self {
+            rules: Some(PolicyRules::default()),
+        }
+    }
+
+    /// A policy from its YAML text (see the type's documentation). An empty document (or
+    /// one of comments only) is `{}`: nothing is allowed.
     ///
     /// # Errors
     /// Not a map from namespace to a list of strings; a pattern that is not a host name,
     /// `*.` + host name, or `*`.
     pub fn from_yaml(text: &str) -> Result<Self, HostPolicyError> {
-        let raw: BTreeMap<String, Vec<String>> =
+        let raw: Option<BTreeMap<String, Vec<String>>> =
             serde_yaml::from_str(text).map_err(HostPolicyError::Format)?;
         let mut rules = PolicyRules::default();
-        for (namespace, patterns) in raw {
+        for (namespace, patterns) in raw.unwrap_or_default() {
             let patterns: Vec<String> = patterns
                 .into_iter()
                 .map(|p| p.trim().to_ascii_lowercase())
@@ -497,24 +598,133 @@ impl HostPolicy {
             }
             if namespace == "*" {
                 rules.others = patterns;
-            } else {
-                rules.namespaces.insert(namespace, patterns);
+                continue;
             }
+            for pattern in &patterns {
+                rules
+                    .listed
+                    .entry(pattern.clone())
+                    .or_default()
+                    .insert(namespace.clone());
+                if pattern != "*" {
+                    for domain in ancestors(pattern.strip_prefix("*.").unwrap_or(pattern)) {
+                        rules
+                            .below
+                            .entry(domain.to_string())
+                            .or_default()
+                            .insert(pattern.clone());
+                    }
+                }
+            }
+            rules.namespaces.insert(namespace, patterns);
         }
         Ok(Self { rules: Some(rules) })
     }
 
-    /// Whether `namespace` may claim `host` (`*`, `*.suffix` or exact, lowercase).
+    /// One line for the start-up log: `any host (no policy)`, `no host (empty policy)`, or
+    /// how many namespaces the policy lists and whether it has a `"*"` entry.
+    pub fn summary(&self) -> String {
+        match &self.rules {
+            None => "any host (no policy)".to_string(),
+            Some(r) if r.namespaces.is_empty() && r.others.is_empty() => {
+                "no host (empty policy)".to_string()
+            }
+            Some(r) => format!(
+                "{} namespaces listed, {}",
+                r.namespaces.len(),
+                if r.others.is_empty() {
+                    "no others"
+                } else {
+                    "others by the \"*\" entry"
+                }
+            ),
+        }
+    }
+
+    /// Whether `namespace` may claim `host` (`*`, `*.suffix` or exact, lowercase): allowed by
+    /// its patterns and reserved for no other namespace.
     pub fn allows(&self, namespace: &str, host: &str) -> bool {
+        self.check(namespace, host).is_ok()
+    }
+
+    /// Whether `namespace` may claim `host` (`*`, `*.suffix` or exact, lowercase), and if not,
+    /// why.
+    ///
+    /// # Errors
+    /// [`Denial::NotAllowed`]: no pattern of the namespace allows the host;
+    /// [`Denial::Reserved`]: another namespace's entry lists a pattern the host overlaps that
+    /// is at least as specific as the namespace's best grant (see the type's documentation).
+    pub fn check(&self, namespace: &str, host: &str) -> Result<(), Denial> {
         let Some(rules) = &self.rules else {
-            return true;
+            return Ok(());
         };
-        rules
-            .namespaces
-            .get(namespace)
+        let entry = rules.namespaces.get(namespace);
+        let grant = entry
             .unwrap_or(&rules.others)
             .iter()
-            .any(|pattern| pattern_allows(pattern, host))
+            .filter(|pattern| pattern_allows(pattern, host))
+            .max_by_key(|pattern| specificity(pattern))
+            .ok_or(Denial::NotAllowed)?;
+        let lists = |pattern: &str| entry.is_some_and(|own| own.iter().any(|p| p == pattern));
+        let mut candidates: Vec<&String> = rules
+            .listed_overlapping(host)
+            .filter(|pattern| pattern_allows(grant, pattern) && !lists(pattern))
+            .collect();
+        candidates.sort();
+        for pattern in candidates {
+            if let Some(owner) = rules.listed[pattern].iter().find(|ns| *ns != namespace) {
+                return Err(Denial::Reserved {
+                    owner_namespace: owner.clone(),
+                    pattern: pattern.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl PolicyRules {
+    /// The patterns listed under some namespace's name that overlap `host`.
+    fn listed_overlapping<'a>(&'a self, host: &'a str) -> impl Iterator<Item = &'a String> {
+        let candidates: Vec<&String> = if host == "*" {
+            self.listed.keys().collect()
+        } else {
+            let name = host.strip_prefix("*.").unwrap_or(host);
+            // The catch-all, the same pattern, and the wildcards above the host.
+            let mut above = vec!["*".to_string(), host.to_string()];
+            above.extend(ancestors(name).map(|domain| format!("*.{domain}")));
+            let above = above
+                .into_iter()
+                .filter_map(|pattern| self.listed.get_key_value(&pattern).map(|(k, _)| k));
+            // A wildcard also overlaps every host and wildcard below its domain.
+            let below = host
+                .starts_with("*.")
+                .then(|| self.below.get(name))
+                .flatten()
+                .into_iter()
+                .flatten();
+            above.chain(below).collect()
+        };
+        candidates
+            .into_iter()
+            .filter(move |pattern| hosts_overlap(pattern, host))
+    }
+}
+
+/// The domains strictly above `name`: `a.example.com` -> `example.com`, `com`.
+fn ancestors(name: &str) -> impl Iterator<Item = &str> {
+    std::iter::successors(name.split_once('.').map(|(_, parent)| parent), |rest| {
+        rest.split_once('.').map(|(_, parent)| parent)
+    })
+}
+
+/// How narrow a pattern is, for patterns that cover one another: `*` < `*.com` <
+/// `*.example.com` < any host.
+fn specificity(pattern: &str) -> (bool, usize) {
+    match pattern.strip_prefix("*.") {
+        _ if pattern == "*" => (false, 0),
+        Some(domain) => (false, 1 + domain.split('.').count()),
+        None => (true, 0),
     }
 }
 
@@ -561,6 +771,14 @@ mod tests {
                     ..
                 } => format!("{ns}/{name} by {owner_namespace}/{owner_name}"),
                 Refusal::NotAllowed { route, .. } => format!("{ns}/{name} host {}", route.host),
+                Refusal::Reserved {
+                    route,
+                    owner_namespace,
+                    ..
+                } => format!(
+                    "{ns}/{name} host {} reserved for {owner_namespace}",
+                    route.host
+                ),
             })
             .collect();
         out.sort();
@@ -701,7 +919,9 @@ mod tests {
             // Unlisted namespaces get the "*" entry.
             ("team", "team.apps.example.com", true),
             ("team", "shop.example.com", false),
-            ("root", "*", true),
+            ("root", "www.example.org", true),
+            // The catch-all overlaps the shop's listed hosts, which are the shop's alone.
+            ("root", "*", false),
         ];
         for (ns, host, expected) in cases {
             assert_eq!(policy.allows(ns, host), expected, "{ns} {host}");
@@ -724,6 +944,161 @@ mod tests {
         let strict = HostPolicy::from_yaml("shop: [shop.example.com]").unwrap();
         assert!(!strict.allows("team", "team.example.com"));
         assert!(HostPolicy::allow_all().allows("team", "*"));
+    }
+
+    #[test]
+    fn a_host_listed_for_a_namespace_is_reserved_against_broader_grants() {
+        let policy = HostPolicy::from_yaml(concat!(
+            "shop: [shop.apps.example.com, \"*.shop.apps.example.com\"]\n",
+            "platform: [\"*.example.com\", shared.example.com]\n",
+            "partner: [shared.example.com, \"*.partner.example.com\"]\n",
+            "root: [\"*\"]\n",
+            "\"*\": [\"*.apps.example.com\"]\n",
+        ))
+        .unwrap();
+        let reserved = |owner: &str, pattern: &str| {
+            Err(Denial::Reserved {
+                owner_namespace: owner.into(),
+                pattern: pattern.into(),
+            })
+        };
+        // (namespace, host, verdict)
+        let cases = [
+            // Unlisted namespaces share "*.apps.example.com", except what the shop lists.
+            ("team", "team.apps.example.com", Ok(())),
+            (
+                "team",
+                "shop.apps.example.com",
+                reserved("shop", "shop.apps.example.com"),
+            ),
+            (
+                "team",
+                "api.shop.apps.example.com",
+                reserved("shop", "*.shop.apps.example.com"),
+            ),
+            // A wildcard over a listed host overlaps it.
+            (
+                "team",
+                "*.apps.example.com",
+                reserved("shop", "*.shop.apps.example.com"),
+            ),
+            ("shop", "shop.apps.example.com", Ok(())),
+            ("shop", "*.shop.apps.example.com", Ok(())),
+            // The shop was not given the rest of apps.example.com.
+            ("shop", "team.apps.example.com", Err(Denial::NotAllowed)),
+            // A broader named grant loses to a narrower one of another namespace...
+            (
+                "platform",
+                "x.partner.example.com",
+                reserved("partner", "*.partner.example.com"),
+            ),
+            ("platform", "www.example.com", Ok(())),
+            // ... and to the catch-all of nobody: root's `*` is broader than everything.
+            (
+                "root",
+                "www.example.com",
+                reserved("platform", "*.example.com"),
+            ),
+            ("root", "www.example.org", Ok(())),
+            // The same pattern listed for two namespaces is shared by them.
+            ("platform", "shared.example.com", Ok(())),
+            ("partner", "shared.example.com", Ok(())),
+            // The partner's narrower grant beats the platform's wildcard.
+            ("partner", "x.partner.example.com", Ok(())),
+        ];
+        for (ns, host, expected) in cases {
+            assert_eq!(policy.check(ns, host), expected, "{ns} {host}");
+        }
+        // Through "*", even the same pattern as a listed one is not enough.
+        let same = HostPolicy::from_yaml(
+            "shop: [\"*.apps.example.com\"]\n\"*\": [\"*.apps.example.com\"]",
+        )
+        .unwrap();
+        assert_eq!(
+            same.check("team", "a.apps.example.com"),
+            reserved("shop", "*.apps.example.com")
+        );
+    }
+
+    #[test]
+    fn a_reserved_host_stays_its_namespaces_through_delete_and_recreate() {
+        let policy =
+            HostPolicy::from_yaml("shop: [shop.apps.example.com]\n\"*\": [\"*.apps.example.com\"]")
+                .unwrap();
+        let squatter = claim(
+            "attacker",
+            "steal",
+            5,
+            &[("shop.apps.example.com", "/login")],
+        );
+        let owner = claim("shop", "shop", 1, &[("shop.apps.example.com", "/")]);
+        let recreated = claim("shop", "shop", 9, &[("shop.apps.example.com", "/")]);
+        let expected = ["attacker/steal host shop.apps.example.com reserved for shop"];
+        for claims in [
+            vec![owner, squatter.clone()],
+            // The window between delete and recreate: the squatter is still refused.
+            vec![squatter.clone()],
+            vec![recreated, squatter],
+        ] {
+            assert_eq!(refused(&resolve(claims, &policy)), expected);
+        }
+        let verdicts = resolve(
+            [claim(
+                "attacker",
+                "steal",
+                5,
+                &[("shop.apps.example.com", "/login")],
+            )],
+            &policy,
+        );
+        let message = verdicts.refusal("attacker", "steal").unwrap().to_string();
+        assert!(
+            message.contains(
+                "host \"shop.apps.example.com\" is reserved for namespace \"shop\" by the \
+                 activator's host policy (its entry lists \"shop.apps.example.com\""
+            ),
+            "{message}"
+        );
+    }
+
+    /// The table of docs/http.md, "Host policy".
+    #[test]
+    fn the_documented_example_decides_as_docs_http_md_says() {
+        let policy = HostPolicy::from_yaml(concat!(
+            "shop: [shop.example.com, \"*.shop.example.com\"]\n",
+            "blog: [blog.example.com]\n",
+            "\"*\": [\"*.apps.example.com\"]\n",
+            "platform: [\"*.example.com\"]\n",
+            "root: [\"*\"]\n",
+        ))
+        .unwrap();
+        let reason = |ns: &str, host: &str| match policy.check(ns, host) {
+            Ok(()) => "allowed",
+            Err(Denial::NotAllowed) => REASON_HOST_NOT_ALLOWED,
+            Err(Denial::Reserved { .. }) => REASON_HOST_RESERVED,
+        };
+        assert_eq!(reason("shop", "api.shop.example.com"), "allowed");
+        assert_eq!(reason("team", "team.apps.example.com"), "allowed");
+        assert_eq!(reason("team", "shop.example.com"), "HTTPHostNotAllowed");
+        assert_eq!(reason("team", "*.apps.example.com"), "allowed");
+        assert_eq!(
+            reason("platform", "api.shop.example.com"),
+            "HTTPHostReserved"
+        );
+        assert_eq!(reason("root", "*"), "HTTPHostReserved");
+    }
+
+    #[test]
+    fn an_empty_policy_allows_nothing() {
+        for text in ["{}", "", "# no host is granted yet\n"] {
+            let policy = HostPolicy::from_yaml(text).unwrap();
+            assert_eq!(policy, HostPolicy::deny_all(), "{text:?}");
+            assert_eq!(
+                policy.check("shop", "shop.example.com"),
+                Err(Denial::NotAllowed)
+            );
+            assert!(!policy.allows("shop", "*"));
+        }
     }
 
     #[test]
