@@ -39,7 +39,7 @@ use crate::cloud_events::CloudEvents;
 use crate::decision::{Observed, Pause, ScaleAnnotations, TriggerSummary, decide};
 use crate::error::Error;
 use crate::events::{self, Events};
-use crate::hpa::{MANAGED_BY, delete_hpa, desired_hpa, ensure_hpa, metric_specs, trim_hpa};
+use crate::hpa::{MANAGED_BY, delete_hpa_of, desired_hpa, ensure_hpa, metric_specs, trim_hpa};
 use crate::isolation::InternalError;
 use crate::reconciler::{Reconciler, RunConfig, rebuilds, run, watch_objects};
 use crate::recording;
@@ -532,9 +532,10 @@ async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> 
     );
 
     if annotations.pause != Pause::No {
-        // Paused: no loop, no HPA; with paused-replicas the target is held at that count.
+        // Paused: no loop, no HPA (if it is this object's: another's is left as it is, and
+        // the object is not ready); with paused-replicas the target is held at that count.
         ctx.loops.stop(&uid).await;
-        delete_hpa(&hpa_api, &so.hpa_name()).await?;
+        delete_hpa_of(&hpa_api, so).await?;
         let settings = scaling_settings(so, &target)?;
         let now = ctx.clock.now();
         let decision = decide(
@@ -598,13 +599,21 @@ async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> 
     let cached = ctx
         .hpas
         .get(&reflector::ObjectRef::new(&so.hpa_name()).within(&ns));
-    ensure_hpa(
+    if let Err(e) = ensure_hpa(
         &hpa_api,
         &hpa,
         current_status.hpa_name.as_deref(),
         cached.as_deref(),
     )
-    .await?;
+    .await
+    {
+        if matches!(e, Error::HpaNotOwned { .. }) {
+            // The name is someone else's HPA: no loop may scale beside it. The loop started
+            // above has not polled yet (its first poll waits for the end of this reconcile).
+            ctx.loops.stop(&uid).await;
+        }
+        return Err(e);
+    }
 
     desired.hpa_name = Some(so.hpa_name());
     desired.external_metric_names =
