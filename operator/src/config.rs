@@ -264,6 +264,25 @@ pub struct Flags {
     /// Kubernetes API requests allowed in a burst above the QPS.
     #[arg(long, value_name = "N", default_value_t = 30)]
     pub kube_api_burst: u32,
+    /// TokenReviews and SubjectAccessReviews per second the explain endpoint may send, on a
+    /// client of its own (0.01 to 1000000): past it, callers it does not remember get 429 with
+    /// Retry-After. The controllers' and the Lease's budgets are not touched by it.
+    #[arg(
+        long,
+        value_name = "QPS",
+        default_value_t = crate::explain::auth::DEFAULT_REVIEW_QPS,
+        value_parser = positive_qps,
+        allow_negative_numbers = true
+    )]
+    pub explain_kube_api_qps: f32,
+    /// Reviews the explain endpoint may send at once above its QPS (at least 1).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = crate::explain::auth::DEFAULT_REVIEW_BURST,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub explain_kube_api_burst: u32,
     /// Log format: `text` or `json` (`console` is accepted for KEDA's `--zap-encoder`).
     #[arg(
         long,
@@ -327,6 +346,9 @@ pub struct Settings {
     pub leader_election: Option<LeaseConfig>,
     pub kube_api_qps: f32,
     pub kube_api_burst: u32,
+    /// The explain endpoint's review budget (`--explain-kube-api-qps`,
+    /// `--explain-kube-api-burst`), on a client of its own.
+    pub explain_review_budget: crate::explain::auth::ReviewBudget,
     pub watch_namespaces: WatchScope,
     /// `POD_NAMESPACE`, default `keda`.
     pub pod_namespace: String,
@@ -482,6 +504,10 @@ impl Settings {
             leader_election,
             kube_api_qps: flags.kube_api_qps,
             kube_api_burst: flags.kube_api_burst,
+            explain_review_budget: crate::explain::auth::ReviewBudget {
+                qps: flags.explain_kube_api_qps,
+                burst: flags.explain_kube_api_burst,
+            },
             watch_namespaces: env
                 .var(ENV_WATCH_NAMESPACE)
                 .map_or(WatchScope::All, |v| WatchScope::parse(&v)),
@@ -630,6 +656,16 @@ fn qps(value: &str) -> Result<f32, String> {
     }
 }
 
+/// `--explain-kube-api-qps`: a number within [`QPS_BOUNDS`] (no "unlimited": the endpoint is
+/// reachable by anyone who reaches the pod).
+fn positive_qps(value: &str) -> Result<f32, String> {
+    let (min, max) = QPS_BOUNDS;
+    match value.trim().parse::<f32>() {
+        Ok(q) if (min..=max).contains(&q) => Ok(q),
+        _ => Err(format!("{value:?} is not a number between {min} and {max}")),
+    }
+}
+
 /// A non-negative duration in Go's format (`15s`, `500ms`, `1m30s`).
 fn go_duration(value: &str) -> Option<Duration> {
     let parsed: jiff::SignedDuration = value.trim().parse().ok()?;
@@ -671,6 +707,13 @@ mod tests {
         assert_eq!(settings.leader_election, None);
         assert_eq!(settings.kube_api_qps, 20.0);
         assert_eq!(settings.kube_api_burst, 30);
+        assert_eq!(
+            settings.explain_review_budget,
+            crate::explain::auth::ReviewBudget {
+                qps: 5.0,
+                burst: 10
+            }
+        );
         assert_eq!(settings.watch_namespaces, WatchScope::All);
         assert_eq!(settings.pod_namespace, "keda");
         assert_eq!(settings.cluster_object_namespace, "keda");
@@ -1009,6 +1052,38 @@ mod tests {
     }
 
     #[test]
+    fn the_explain_review_budget_is_positive_and_bounded() {
+        let settings = parse(
+            &[
+                "--explain-kube-api-qps",
+                "0.5",
+                "--explain-kube-api-burst",
+                "3",
+            ],
+            &MapEnv::default(),
+        )
+        .expect("settings");
+        assert_eq!(
+            settings.explain_review_budget,
+            crate::explain::auth::ReviewBudget { qps: 0.5, burst: 3 }
+        );
+        for qps in ["0", "-1", "1e7", "NaN"] {
+            let error = parse(&["--explain-kube-api-qps", qps], &MapEnv::default()).expect_err(qps);
+            assert!(
+                error.to_string().contains("--explain-kube-api-qps")
+                    && error.to_string().contains("between 0.01 and 1000000"),
+                "{qps}: {error}"
+            );
+        }
+        let error =
+            parse(&["--explain-kube-api-burst", "0"], &MapEnv::default()).expect_err("no burst");
+        assert!(
+            error.to_string().contains("--explain-kube-api-burst"),
+            "{error}"
+        );
+    }
+
+    #[test]
     fn rust_log_overrides_the_log_level_flag() {
         let env = MapEnv::new(&[("RUST_LOG", "kube=trace")]);
         let settings = parse(&["--log-level", "warn"], &env).expect("settings");
@@ -1106,6 +1181,8 @@ mod tests {
             "--leader-election-id",
             "--kube-api-qps",
             "--kube-api-burst",
+            "--explain-kube-api-qps",
+            "--explain-kube-api-burst",
             "--log-format",
             "--log-level",
             "--http-host-policy",
