@@ -13,6 +13,7 @@ use keda_operator::config::{
 };
 use keda_operator::explain::auth::KubeAuthorizer;
 use keda_operator::explain::server::ExplainService;
+use keda_operator::leader::LeaseConfig;
 use keda_operator::metrics_service::{
     CurrentLoops, MetricsService, MetricsServiceOptions, serve_on, serve_with_secrets,
 };
@@ -82,9 +83,10 @@ async fn operate(settings: &Settings) -> Result<(), MainError> {
     if settings.high_cardinality_metrics_labels {
         metrics.enable_high_cardinality_labels();
     }
-    // Three clients, three budgets, so no kind of work can starve another:
+    // Four clients, four budgets, so no kind of work can starve another:
     // - Events, with a token bucket of their own, as client-go's event broadcaster (and so KEDA)
     //   has: they never make a scaling write wait;
+    // - the Lease, sized from the retry period: nothing can delay a renewal;
     // - the explain endpoint, whose every review is admitted by its own non-blocking budget
     //   (--explain-kube-api-qps/-burst) first, so it needs no limiter here: a flood of
     //   explain requests is refused with 429, never queued in front of scaling;
@@ -95,6 +97,11 @@ async fn operate(settings: &Settings) -> Result<(), MainError> {
         settings.kube_api_burst,
         &metrics,
     )?;
+    let (lease_qps, lease_burst) = settings
+        .leader_election
+        .as_ref()
+        .map_or((1.0, 1), LeaseConfig::client_budget);
+    let lease_client = build_client(config.clone(), lease_qps, lease_burst, &metrics)?;
     let explain_client = build_client(config.clone(), 0.0, 0, &metrics)?;
     let client = build_client(
         config,
@@ -155,7 +162,7 @@ async fn operate(settings: &Settings) -> Result<(), MainError> {
             metrics.clone(),
         ));
     }
-    let runtime = Runtime::new(client, metrics);
+    let runtime = Runtime::new(lease_client, metrics);
     run(settings, runtime, tasks, shutdown).await?;
     Ok(())
 }

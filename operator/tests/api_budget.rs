@@ -13,6 +13,8 @@
 //!   limiter, so ~256 reviews always waited in front of the controllers' writes and the Lease
 //!   renewals: 10 s into the flood the leader stepped down ("no renewal within the renew
 //!   deadline"), and every object stopped scaling until it led again.
+//! - A storm of ScaledObjects that spends the controllers' budget must not delay the Lease
+//!   renewals, which have a client and a budget of their own.
 //! - A failing accept (no file descriptor left) must pause instead of spinning a core.
 
 use std::sync::Arc;
@@ -222,6 +224,127 @@ spec:
     assert!(
         answered * 10 >= total * 9 && answered >= 1000,
         "the endpoint held the flood instead of answering it: {answers:?}"
+    );
+    let status = operator.terminate().await;
+    assert!(status.success(), "{status:?}");
+    let _: i64 = redis.del(&list).await.expect("DEL");
+}
+
+/// 40 active ScaledObjects at once on an operator whose controllers may send 2 requests per
+/// second: the reconciles, the scale writes and the status writes queue for minutes behind
+/// the controllers' limiter, as a tenant's storm of objects does at 20 qps with more objects.
+/// The Lease renewals, on their own client, never wait in that queue: the leader keeps leading.
+/// Before the fix the renewals shared that limiter and the leader stepped down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_storm_that_spends_the_controllers_budget_never_delays_a_lease_renewal() {
+    const OBJECTS: usize = 40;
+    let Some(mut redis) = redis_common::redis_or_skip("a storm of ScaledObjects").await else {
+        return;
+    };
+    let server = MemKube::new();
+    server.create_namespace(NAMESPACE).expect("namespace");
+    server.create_namespace(APPS).expect("namespace");
+    server
+        .load_crds_from_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/crd"))
+        .expect("CRDs load");
+    let cluster = Cluster::serve(server, "lease-storm").await;
+    let client = cluster.server.client();
+    let list = redis_common::unique("lease-storm");
+    let _: i64 = redis.rpush(&list, vec!["x"; 10]).await.expect("RPUSH");
+    let objects: Api<ScaledObject> = Api::namespaced(client.clone(), APPS);
+    for n in 0..OBJECTS {
+        let name = format!("worker-{n}");
+        create_deployment(&client, APPS, &name, 0).await;
+        let so: ScaledObject = serde_yaml::from_str(&format!(
+            r#"
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata: {{ name: {name}, namespace: {APPS} }}
+spec:
+  scaleTargetRef: {{ name: {name} }}
+  pollingInterval: 1
+  triggers:
+    - type: redis
+      metadata:
+        address: {address}
+        listName: {list}
+        listLength: "5"
+"#,
+            address = redis_common::REDIS_ADDRESS
+        ))
+        .expect("ScaledObject");
+        objects
+            .create(&PostParams::default(), &so)
+            .await
+            .expect("create ScaledObject");
+    }
+    let mut operator = Operator::start(
+        &cluster,
+        "operator-a",
+        &[
+            "--leader-elect",
+            "--metrics-service-bind-address",
+            "0",
+            "--explain-bind-address",
+            "0",
+            "--kube-api-qps",
+            "2",
+            "--kube-api-burst",
+            "2",
+        ],
+        &[("POD_NAME", "operator-a"), ("POD_NAMESPACE", NAMESPACE)],
+    )
+    .await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
+    eventually("operator-a leads", Duration::from_secs(20), || async {
+        lease(&leases)
+            .await
+            .is_some_and(|(holder, _)| holder == "operator-a")
+    })
+    .await;
+    // Two and a half renew deadlines of storm; every renewal is seen (at most one retry
+    // period, 2 s, apart, with a second of slack).
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), APPS);
+    let mut last_renewal = lease(&leases).await.expect("the Lease").1;
+    let mut longest_gap = Duration::ZERO;
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(25) {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let (holder, renewed) = lease(&leases).await.expect("the Lease");
+        assert_eq!(
+            holder, "operator-a",
+            "the leader lost its Lease in the storm"
+        );
+        let since = jiff::Timestamp::now().duration_since(last_renewal);
+        longest_gap = longest_gap.max(Duration::try_from(since).unwrap_or_default());
+        last_renewal = renewed;
+    }
+    let mut scaled = 0;
+    for n in 0..OBJECTS {
+        let replicas = deployments
+            .get(&format!("worker-{n}"))
+            .await
+            .ok()
+            .and_then(|d| d.spec)
+            .and_then(|s| s.replicas);
+        scaled += usize::from(replicas == Some(1));
+    }
+    println!(
+        "after 25 s of storm: {scaled} of {OBJECTS} objects scaled 0 -> 1, longest time without \
+         a renewal {longest_gap:?}"
+    );
+    assert!(
+        operator
+            .logged("leader election: leadership lost")
+            .is_empty()
+            && operator
+                .logged("leader election: no renewal within")
+                .is_empty(),
+        "the leader stepped down in the storm"
+    );
+    assert!(
+        longest_gap < Duration::from_secs(4),
+        "{longest_gap:?} without a Lease renewal (the retry period is 2 s)"
     );
     let status = operator.terminate().await;
     assert!(status.success(), "{status:?}");
