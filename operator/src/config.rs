@@ -311,6 +311,18 @@ pub struct Flags {
     /// receive, when a source names none (KEDA's flag).
     #[arg(long, value_name = "NAME", default_value = crate::cloud_events::DEFAULT_CLUSTER_NAME)]
     pub k8s_cluster_name: String,
+    /// Let a ScaledObject with `scaledobject.keda.sh/transfer-hpa-ownership: "true"` take over
+    /// the HPA it names in `spec.advanced.horizontalPodAutoscalerConfig.name` although it does
+    /// not own it, as KEDA does. Off: keda-rs changes and deletes only HPAs it owns.
+    #[arg(
+        long,
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_value_t = false,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub allow_hpa_ownership_transfer: bool,
     /// Give `keda_scaler_http_request_duration_seconds` the object, trigger and metric labels
     /// of `keda_scaler_http_requests_total` (KEDA's flag; off: `scaler` and `status_code` only).
     #[arg(
@@ -376,6 +388,8 @@ pub struct Settings {
     pub k8s_cluster_name: String,
     /// `--enable-high-cardinality-metrics-labels`.
     pub high_cardinality_metrics_labels: bool,
+    /// `--allow-hpa-ownership-transfer`.
+    pub allow_hpa_ownership_transfer: bool,
     /// Lifetime of `boundServiceAccountToken` tokens (`KEDA_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY`,
     /// default 1h, 1h to 6h).
     pub bound_service_account_token_expiry: Duration,
@@ -538,6 +552,7 @@ impl Settings {
                 .filter(|p| !p.as_os_str().is_empty()),
             k8s_cluster_name: flags.k8s_cluster_name,
             high_cardinality_metrics_labels: flags.enable_high_cardinality_metrics_labels,
+            allow_hpa_ownership_transfer: flags.allow_hpa_ownership_transfer,
             bound_service_account_token_expiry: bound_token_expiry(env)?,
         })
     }
@@ -725,6 +740,20 @@ mod tests {
         assert_eq!(settings.watch_label_selector, None);
         assert!(!settings.restrict_secret_access);
         assert!(!settings.high_cardinality_metrics_labels);
+        assert!(!settings.allow_hpa_ownership_transfer);
+    }
+
+    #[test]
+    fn hpa_ownership_transfer_is_an_opt_in_that_reaches_the_controller() {
+        let settings =
+            parse(&["--allow-hpa-ownership-transfer"], &MapEnv::default()).expect("settings");
+        assert!(settings.allow_hpa_ownership_transfer);
+        let config = crate::ControllerConfig::from_settings(
+            &settings,
+            crate::telemetry::Metrics::new(),
+            keda_scalers::pool::ClientPools::new(),
+        );
+        assert!(config.allow_hpa_ownership_transfer);
     }
 
     #[test]
@@ -1186,6 +1215,7 @@ mod tests {
             "--log-format",
             "--log-level",
             "--http-host-policy",
+            "--allow-hpa-ownership-transfer",
             ENV_HTTP_HOST_POLICY,
             ENV_WATCH_NAMESPACE,
             ENV_POD_NAMESPACE,

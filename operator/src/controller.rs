@@ -39,7 +39,9 @@ use crate::cloud_events::CloudEvents;
 use crate::decision::{Observed, Pause, ScaleAnnotations, TriggerSummary, decide};
 use crate::error::Error;
 use crate::events::{self, Events};
-use crate::hpa::{MANAGED_BY, delete_hpa_of, desired_hpa, ensure_hpa, metric_specs, trim_hpa};
+use crate::hpa::{
+    MANAGED_BY, Transfer, delete_hpa_of, desired_hpa, ensure_hpa, metric_specs, trim_hpa,
+};
 use crate::isolation::InternalError;
 use crate::reconciler::{Reconciler, RunConfig, rebuilds, run, watch_objects};
 use crate::recording;
@@ -101,6 +103,10 @@ pub struct ControllerConfig {
     /// Where the reconcilers' events also go as CloudEvents (the emitter of
     /// [`crate::cloud_events`]); the default sends none.
     pub cloud_events: CloudEvents,
+    /// Whether `scaledobject.keda.sh/transfer-hpa-ownership` takes over the HPA an object
+    /// names (`--allow-hpa-ownership-transfer`; KEDA always honours it). Off: keda-rs writes
+    /// only the HPAs it owns ([`crate::hpa::ownership`]).
+    pub allow_hpa_ownership_transfer: bool,
 }
 
 impl ControllerConfig {
@@ -132,6 +138,7 @@ impl ControllerConfig {
                 ..ResolverConfig::new(settings.cluster_object_namespace.clone())
             },
             http_host_policy: settings.http_host_policy.clone(),
+            allow_hpa_ownership_transfer: settings.allow_hpa_ownership_transfer,
             ..ControllerConfig::default()
         }
     }
@@ -156,6 +163,7 @@ impl Default for ControllerConfig {
             metrics: Metrics::new(),
             http_host_policy: HostPolicy::allow_all(),
             cloud_events: CloudEvents::default(),
+            allow_hpa_ownership_transfer: false,
         }
     }
 }
@@ -172,6 +180,8 @@ struct Context {
     resolver: Resolver,
     metrics: Metrics,
     routes: RouteClaims,
+    /// `--allow-hpa-ownership-transfer`.
+    allow_hpa_ownership_transfer: bool,
 }
 
 /// The controller, built before it runs so callers (tests, the metric service) can hold its
@@ -309,6 +319,7 @@ impl ScaledObjectController {
             resolver: self.resolver.clone(),
             metrics: self.config.metrics.clone(),
             routes: self.routes.clone(),
+            allow_hpa_ownership_transfer: self.config.allow_hpa_ownership_transfer,
         });
         info!(namespaces = ?scope, "ScaledObject controller started");
         let controller = Controller::for_stream(objects, self.store.clone())
@@ -503,6 +514,7 @@ async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> 
         return Err(Error::Route(Box::new(refusal)));
     }
     let annotations = ScaleAnnotations::from_annotations(so.annotations())?;
+    let transfer = Transfer::of(so, ctx.allow_hpa_ownership_transfer);
     let target = resolve_target(&ctx.client, so).await?;
     // A Deployment or StatefulSet in the loops' target cache exists and has /scale: no GET.
     // Any other kind, or one the cache does not hold (yet), is checked through /scale, which
@@ -535,7 +547,7 @@ async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> 
         // Paused: no loop, no HPA (if it is this object's: another's is left as it is, and
         // the object is not ready); with paused-replicas the target is held at that count.
         ctx.loops.stop(&uid).await;
-        delete_hpa_of(&hpa_api, so).await?;
+        delete_hpa_of(&hpa_api, so, transfer).await?;
         let settings = scaling_settings(so, &target)?;
         let now = ctx.clock.now();
         let decision = decide(
@@ -604,6 +616,7 @@ async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> 
         &hpa,
         current_status.hpa_name.as_deref(),
         cached.as_deref(),
+        transfer,
     )
     .await
     {

@@ -26,7 +26,7 @@ use crate::target::Target;
 
 mod ownership;
 
-pub use ownership::{Deletion, Ownership, delete_hpa_of, delete_owned_hpa, ownership};
+pub use ownership::{Deletion, Ownership, Transfer, delete_hpa_of, delete_owned_hpa, ownership};
 use ownership::{controller_uid, not_owned};
 
 /// `app.kubernetes.io/managed-by` on the HPA.
@@ -223,7 +223,9 @@ pub enum HpaChange {
 /// if this object owns it.
 ///
 /// Only an HPA this object owns ([`ownership`]: the controller owner reference of `desired`)
-/// is ever updated or deleted. An HPA of the same name that it does not own is left exactly as
+/// is ever updated or deleted, unless `transfer` is [`Transfer::Allowed`] (KEDA's ownership
+/// transfer, which the administrator opted into): then the HPA is taken over, its spec and
+/// owner reference replaced. An HPA of the same name that it may not write is left exactly as
 /// it is: [`Error::HpaNotOwned`]. A previous HPA it does not own is left alone and forgotten.
 ///
 /// `cached` is the HPA as the controller's watch last saw it ([`trim_hpa`]): when its
@@ -239,13 +241,14 @@ pub async fn ensure_hpa(
     desired: &HorizontalPodAutoscaler,
     old_name: Option<&str>,
     cached: Option<&HorizontalPodAutoscaler>,
+    transfer: Transfer,
 ) -> Result<HpaChange, Error> {
     let name = desired.name_any();
     let owner_uid = controller_uid(desired);
     if let Some(old) = old_name.filter(|old| *old != name) {
         // Someone else's HPA under the old name (the status is not proof of ownership) is
-        // not ours to delete.
-        delete_owned_hpa(api, old, owner_uid).await?;
+        // not ours to delete: no transfer applies to it.
+        delete_owned_hpa(api, old, owner_uid, Transfer::Refused).await?;
     }
     match cached {
         Some(cached) if cached_matches(cached, desired) => return Ok(HpaChange::Unchanged),
@@ -268,8 +271,11 @@ pub async fn ensure_hpa(
             Ok(HpaChange::Created)
         }
         Some(existing) => {
-            if let Ownership::NotOwned(why) = ownership(&existing, owner_uid) {
-                return Err(not_owned(&name, why));
+            let owner = ownership(&existing, owner_uid);
+            if !transfer.may_write(&owner)
+                && let Ownership::NotOwned(why) = owner
+            {
+                return Err(not_owned(&name, transfer.explain(why)));
             }
             if !hpa_differs(&existing, desired) {
                 return Ok(HpaChange::Unchanged);

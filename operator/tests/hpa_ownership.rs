@@ -2,7 +2,9 @@
 //! controller owner reference is the ScaledObject itself (same UID). An HPA of another workload
 //! under the name a ScaledObject asks for (`spec.advanced.horizontalPodAutoscalerConfig.name`)
 //! is left exactly as it is, resourceVersion included, through the ScaledObject's create,
-//! update, pause and delete, and the ScaledObject says why it is not ready.
+//! update, pause and delete, and the ScaledObject says why it is not ready. KEDA's
+//! `transfer-hpa-ownership` annotation takes an HPA over only with the operator's
+//! `--allow-hpa-ownership-transfer`.
 
 mod scenarios;
 
@@ -264,4 +266,104 @@ async fn an_hpa_with_a_controller_reference_to_this_object_is_updated() {
     })
     .await;
     op.stop().await;
+}
+
+/// The operator as [`World::start_operator`] starts it, with `--allow-hpa-ownership-transfer`;
+/// cancel the token to stop it.
+fn start_operator_allowing_transfer(w: &World) -> tokio_util::sync::CancellationToken {
+    use keda_operator::resolve::WatchScope;
+    use keda_operator::{ControllerConfig, ScaledObjectController, ScalerEnv};
+    let config = ControllerConfig {
+        env: ScalerEnv {
+            pools: w.pools.clone(),
+            clock: w.clock.clock(),
+            registry: w.registry.clone(),
+            ..ScalerEnv::default()
+        },
+        ticks: std::sync::Arc::new(w.ticks.clone()),
+        clock: w.clock.clock(),
+        operator_started_at: Some(w.clock.now()),
+        watch_scope: WatchScope::Namespaces(vec![w.namespace.clone()]),
+        retry_after_error: std::time::Duration::from_millis(200),
+        metrics: w.metrics.clone(),
+        allow_hpa_ownership_transfer: true,
+        ..ControllerConfig::default()
+    };
+    let controller = ScaledObjectController::new(w.client.clone(), config);
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let token = shutdown.clone();
+    tokio::spawn(async move {
+        let _ = controller.run(token).await;
+    });
+    shutdown
+}
+
+fn transferring_object(list: &str) -> String {
+    scenarios::redis_object(
+        "worker",
+        "worker",
+        list,
+        "  advanced:\n    horizontalPodAutoscalerConfig:\n      name: shop",
+        "scaledobject.keda.sh/transfer-hpa-ownership: \"true\"",
+    )
+}
+
+/// KEDA's `transfer-hpa-ownership` annotation is the tenant's to write: without the
+/// administrator's `--allow-hpa-ownership-transfer` it takes nothing over, and the message
+/// says what is missing.
+#[tokio::test]
+async fn the_transfer_annotation_alone_takes_no_hpa_over() {
+    let Some((_server, w)) = world("transfer-refused").await else {
+        return;
+    };
+    let list = redis_common::unique("transfer-refused");
+    w.deployment("worker", 0).await;
+    w.hpas()
+        .create(&PostParams::default(), &hpa("shop", "worker", json!({})))
+        .await
+        .expect("create the HPA made by hand");
+    let unchanged = stored(&w, "shop").await;
+    let op = w.start_operator();
+    w.create(&transferring_object(&list)).await;
+    let message = refused(&w, "worker", "shop", &unchanged).await;
+    assert!(
+        message.contains(
+            "takes effect only when the operator runs with --allow-hpa-ownership-transfer"
+        ),
+        "{message}"
+    );
+    op.stop().await;
+}
+
+/// With the administrator's opt-in, KEDA's behaviour: the named HPA is taken over (its spec
+/// and owner reference replaced), and from then on it is owned.
+#[tokio::test]
+async fn with_the_operator_s_opt_in_the_transfer_annotation_takes_the_named_hpa_over() {
+    let Some((_server, w)) = world("transfer-allowed").await else {
+        return;
+    };
+    let list = redis_common::unique("transfer-allowed");
+    w.deployment("worker", 0).await;
+    w.hpas()
+        .create(&PostParams::default(), &hpa("shop", "worker", json!({})))
+        .await
+        .expect("create the HPA made by hand");
+    let stop = start_operator_allowing_transfer(&w);
+    let so = w.create(&transferring_object(&list)).await;
+    eventually("the HPA is taken over", || async {
+        let hpa = w.hpas().get("shop").await.ok()?;
+        let owned = hpa
+            .metadata
+            .owner_references
+            .unwrap_or_default()
+            .iter()
+            .any(|o| o.controller == Some(true) && Some(&o.uid) == so.metadata.uid.as_ref());
+        (owned && hpa.spec?.max_replicas == 1).then_some(())
+    })
+    .await;
+    eventually("worker is Ready", || async {
+        scenarios::ready(&w.get("worker").await).filter(|(status, _, _)| status == "True")
+    })
+    .await;
+    stop.cancel();
 }

@@ -4,9 +4,17 @@
 //! the same object counts as owned. Anything else under the object's HPA name (no owner, another
 //! owner, another workload's HPA named by `spec.advanced.horizontalPodAutoscalerConfig.name`)
 //! is never updated or deleted: the object is `Ready=False` with [`Error::HpaNotOwned`].
+//!
+//! KEDA lets a ScaledObject take over such an HPA when it carries
+//! `scaledobject.keda.sh/transfer-hpa-ownership: "true"` and names the HPA in
+//! `spec.advanced.horizontalPodAutoscalerConfig.name`. Both are the tenant's to write, so
+//! keda-rs honours them only when the administrator started the operator with
+//! `--allow-hpa-ownership-transfer` ([`Transfer`]).
 
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use keda_api::ScaledObject;
+use keda_api::annotations::TRANSFER_HPA_OWNERSHIP;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Preconditions};
 
 use crate::error::{Error, is_not_found};
@@ -47,6 +55,57 @@ pub fn ownership(existing: &HorizontalPodAutoscaler, owner_uid: Option<&str>) ->
     }
 }
 
+/// Whether a ScaledObject may take over an HPA it does not own (KEDA's ownership transfer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transfer {
+    /// Never (the default).
+    Refused,
+    /// The object asks for it, but the operator was not started with
+    /// `--allow-hpa-ownership-transfer`: refused, and the message says so.
+    NotAllowed,
+    /// Allowed: the administrator opted in and the object asks for it.
+    Allowed,
+}
+
+impl Transfer {
+    /// `so`'s case: it asks with `scaledobject.keda.sh/transfer-hpa-ownership: "true"` and the
+    /// HPA named in `spec.advanced.horizontalPodAutoscalerConfig.name` (KEDA's two
+    /// conditions); `allowed` is `--allow-hpa-ownership-transfer`.
+    pub fn of(so: &ScaledObject, allowed: bool) -> Transfer {
+        let asks = so
+            .annotations()
+            .get(TRANSFER_HPA_OWNERSHIP)
+            .is_some_and(|v| v == "true")
+            && so
+                .spec
+                .advanced
+                .as_ref()
+                .and_then(|a| a.horizontal_pod_autoscaler_config.as_ref())
+                .and_then(|h| h.name.as_deref())
+                .is_some_and(|name| !name.is_empty());
+        match (asks, allowed) {
+            (false, _) => Transfer::Refused,
+            (true, false) => Transfer::NotAllowed,
+            (true, true) => Transfer::Allowed,
+        }
+    }
+
+    /// What `ownership` means for writing: owned, or taken over when allowed.
+    pub(super) fn may_write(self, ownership: &Ownership) -> bool {
+        matches!(ownership, Ownership::Owned) || self == Transfer::Allowed
+    }
+
+    /// `why`, with what the object would need.
+    pub(super) fn explain(self, why: String) -> String {
+        match self {
+            Transfer::NotAllowed => format!(
+                "{why}; its {TRANSFER_HPA_OWNERSHIP} annotation takes effect only when the operator runs with --allow-hpa-ownership-transfer"
+            ),
+            _ => why,
+        }
+    }
+}
+
 /// The UID of `hpa`'s controller owner reference, as [`desired_hpa`] sets it.
 pub(super) fn controller_uid(hpa: &HorizontalPodAutoscaler) -> Option<&str> {
     hpa.metadata
@@ -76,8 +135,8 @@ pub enum Deletion {
     NotOwned(String),
 }
 
-/// Deletes the HPA `name` if the object with UID `owner_uid` owns it ([`ownership`]); a
-/// missing HPA is fine. The delete carries the HPA's UID and resourceVersion as
+/// Deletes the HPA `name` if the object with UID `owner_uid` owns it ([`ownership`]) or may
+/// take it over (`transfer`); a missing HPA is fine. The delete carries the HPA's UID and resourceVersion as
 /// preconditions, so an HPA replaced by someone else's since it was read is never deleted.
 ///
 /// # Errors
@@ -86,6 +145,7 @@ pub async fn delete_owned_hpa(
     api: &Api<HorizontalPodAutoscaler>,
     name: &str,
     owner_uid: Option<&str>,
+    transfer: Transfer,
 ) -> Result<Deletion, Error> {
     let Some(existing) = api
         .get_opt(name)
@@ -94,8 +154,11 @@ pub async fn delete_owned_hpa(
     else {
         return Ok(Deletion::Absent);
     };
-    if let Ownership::NotOwned(why) = ownership(&existing, owner_uid) {
-        return Ok(Deletion::NotOwned(why));
+    let owner = ownership(&existing, owner_uid);
+    if !transfer.may_write(&owner)
+        && let Ownership::NotOwned(why) = owner
+    {
+        return Ok(Deletion::NotOwned(transfer.explain(why)));
     }
     let params = DeleteParams {
         preconditions: Some(Preconditions {
@@ -111,7 +174,7 @@ pub async fn delete_owned_hpa(
     }
 }
 
-/// Deletes the HPA of a paused object, if it owns it.
+/// Deletes the HPA of a paused object, if it owns it (or may take it over: `transfer`).
 ///
 /// # Errors
 /// [`Error::HpaNotOwned`] when an HPA of that name exists and is not this object's: it is
@@ -119,9 +182,10 @@ pub async fn delete_owned_hpa(
 pub async fn delete_hpa_of(
     api: &Api<HorizontalPodAutoscaler>,
     so: &ScaledObject,
+    transfer: Transfer,
 ) -> Result<Deletion, Error> {
     let name = so.hpa_name();
-    match delete_owned_hpa(api, &name, so.metadata.uid.as_deref()).await? {
+    match delete_owned_hpa(api, &name, so.metadata.uid.as_deref(), transfer).await? {
         Deletion::NotOwned(why) => Err(not_owned(&name, why)),
         other => Ok(other),
     }
@@ -195,6 +259,37 @@ mod tests {
             ),
             not_owned("its controller is ScaledObject w (another object)")
         );
+    }
+
+    #[test]
+    fn a_transfer_needs_the_annotation_the_named_hpa_and_the_operator_s_opt_in() {
+        let so = |annotation: bool, named: bool| -> ScaledObject {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+                "metadata": { "name": "worker", "annotations": if annotation {
+                    serde_json::json!({ TRANSFER_HPA_OWNERSHIP: "true" })
+                } else { serde_json::json!({}) } },
+                "spec": {
+                    "scaleTargetRef": { "name": "worker" },
+                    "advanced": if named {
+                        serde_json::json!({ "horizontalPodAutoscalerConfig": { "name": "shop" } })
+                    } else { serde_json::json!({}) },
+                    "triggers": []
+                }
+            }))
+            .expect("ScaledObject")
+        };
+        assert_eq!(Transfer::of(&so(true, true), true), Transfer::Allowed);
+        assert_eq!(Transfer::of(&so(true, true), false), Transfer::NotAllowed);
+        assert_eq!(Transfer::of(&so(true, false), true), Transfer::Refused);
+        assert_eq!(Transfer::of(&so(false, true), true), Transfer::Refused);
+        let foreign = Ownership::NotOwned("it has no controller owner reference".into());
+        assert!(Transfer::Allowed.may_write(&foreign));
+        assert!(!Transfer::NotAllowed.may_write(&foreign));
+        assert!(Transfer::Refused.may_write(&Ownership::Owned));
+        assert!(Transfer::NotAllowed.explain("x".into()).ends_with(
+            "takes effect only when the operator runs with --allow-hpa-ownership-transfer"
+        ));
     }
 
     #[test]
