@@ -451,3 +451,99 @@ async fn a_failing_accept_pauses_instead_of_spinning_and_the_endpoint_recovers()
     let status = operator.terminate().await;
     assert!(status.success(), "{status:?}");
 }
+
+/// The explain endpoint in this process, with its shipped limits, reviewing against `server`.
+async fn explain_endpoint_in_process(
+    server: &MemKube,
+) -> (std::net::SocketAddr, tokio_util::sync::CancellationToken) {
+    use keda_operator::explain::auth::KubeAuthorizer;
+    use keda_operator::explain::server::ExplainService;
+    use keda_operator::metrics_service::CurrentLoops;
+    let service = ExplainService::new(
+        Arc::new(CurrentLoops::default()),
+        Arc::new(KubeAuthorizer::new(server.client())),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(service.serve(listener, stop.clone()));
+    (addr, stop)
+}
+
+/// Whether the server closed `stream` (it reads end of file, or a reset).
+async fn closed(stream: &mut tokio::net::TcpStream) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 512];
+    loop {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return true,
+            Ok(_) => {}
+        }
+    }
+}
+
+/// Slow clients: 64 connections (the cap) that never finish their request head. They are
+/// closed after the 5 s header timeout, and meanwhile a 65th connection waits rather than
+/// costing a task. Before the fix they stayed open for as long as the clients liked, and a
+/// request head could be ~400 KiB (hyper's default); now 16 KiB at most (`431`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_are_closed_after_the_header_timeout_and_connections_are_capped() {
+    use tokio::io::AsyncWriteExt;
+    let server = MemKube::new();
+    let (addr, stop) = explain_endpoint_in_process(&server).await;
+
+    let mut slow = Vec::new();
+    for _ in 0..64 {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        stream
+            .write_all(b"GET /explain/v1/namespaces/team/scaledobjects/x HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .expect("a partial head");
+        slow.push(stream);
+    }
+    let started = Instant::now();
+    // The 65th: at the cap it is not served until a slot frees.
+    let waiting = tokio::spawn(explain(addr, OBJECT, "made-up-token"));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        !waiting.is_finished(),
+        "a 65th connection was served while 64 were open: no connection cap"
+    );
+    for stream in &mut slow {
+        let in_time = tokio::time::timeout(Duration::from_secs(8), closed(stream)).await;
+        assert!(
+            in_time.is_ok(),
+            "a connection that never finished its head was still open {:?} after it started",
+            started.elapsed()
+        );
+    }
+    assert!(
+        started.elapsed() >= Duration::from_secs(4),
+        "closed before the header timeout"
+    );
+    let status = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the waiting connection is served once slots free")
+        .expect("task");
+    assert_eq!(status, 401);
+
+    // A head above 16 KiB is refused without reading on.
+    let mut big = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let padding = "a".repeat(20 * 1024);
+    big.write_all(
+        format!(
+            "GET {OBJECT} HTTP/1.1\r\nHost: x\r\nX-Padding: {padding}\r\nAuthorization: Bearer t\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .await
+    .expect("a large head");
+    let mut head = [0u8; 12];
+    tokio::io::AsyncReadExt::read_exact(&mut big, &mut head)
+        .await
+        .expect("an answer");
+    assert_eq!(&head[9..12], b"431", "{}", String::from_utf8_lossy(&head));
+    stop.cancel();
+}
