@@ -266,6 +266,25 @@ pub struct Flags {
     /// Kubernetes API requests allowed in a burst above the QPS.
     #[arg(long, value_name = "N", default_value_t = 30)]
     pub kube_api_burst: u32,
+    /// TokenReviews and SubjectAccessReviews per second the explain endpoint may send, on a
+    /// client of its own (0.01 to 1000000): past it, callers it does not remember get 429 with
+    /// Retry-After. The controllers' and the Lease's budgets are not touched by it.
+    #[arg(
+        long,
+        value_name = "QPS",
+        default_value_t = crate::explain::auth::DEFAULT_REVIEW_QPS,
+        value_parser = positive_qps,
+        allow_negative_numbers = true
+    )]
+    pub explain_kube_api_qps: f32,
+    /// Reviews the explain endpoint may send at once above its QPS (at least 1).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = crate::explain::auth::DEFAULT_REVIEW_BURST,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub explain_kube_api_burst: u32,
     /// Log format: `text` or `json` (`console` is accepted for KEDA's `--zap-encoder`).
     #[arg(
         long,
@@ -307,6 +326,18 @@ pub struct Flags {
     /// receive, when a source names none (KEDA's flag).
     #[arg(long, value_name = "NAME", default_value = crate::cloud_events::DEFAULT_CLUSTER_NAME)]
     pub k8s_cluster_name: String,
+    /// Let a ScaledObject with `scaledobject.keda.sh/transfer-hpa-ownership: "true"` take over
+    /// the HPA it names in `spec.advanced.horizontalPodAutoscalerConfig.name` although it does
+    /// not own it, as KEDA does. Off: keda-rs changes and deletes only HPAs it owns.
+    #[arg(
+        long,
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_value_t = false,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub allow_hpa_ownership_transfer: bool,
     /// Give `keda_scaler_http_request_duration_seconds` the object, trigger and metric labels
     /// of `keda_scaler_http_requests_total` (KEDA's flag; off: `scaler` and `status_code` only).
     #[arg(
@@ -342,6 +373,9 @@ pub struct Settings {
     pub leader_election: Option<LeaseConfig>,
     pub kube_api_qps: f32,
     pub kube_api_burst: u32,
+    /// The explain endpoint's review budget (`--explain-kube-api-qps`,
+    /// `--explain-kube-api-burst`), on a client of its own.
+    pub explain_review_budget: crate::explain::auth::ReviewBudget,
     pub watch_namespaces: WatchScope,
     /// `POD_NAMESPACE`, default `keda`.
     pub pod_namespace: String,
@@ -370,6 +404,8 @@ pub struct Settings {
     pub k8s_cluster_name: String,
     /// `--enable-high-cardinality-metrics-labels`.
     pub high_cardinality_metrics_labels: bool,
+    /// `--allow-hpa-ownership-transfer`.
+    pub allow_hpa_ownership_transfer: bool,
     /// Lifetime of `boundServiceAccountToken` tokens (`KEDA_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY`,
     /// default 1h, 1h to 6h).
     pub bound_service_account_token_expiry: Duration,
@@ -520,6 +556,10 @@ impl Settings {
             leader_election,
             kube_api_qps: flags.kube_api_qps,
             kube_api_burst: flags.kube_api_burst,
+            explain_review_budget: crate::explain::auth::ReviewBudget {
+                qps: flags.explain_kube_api_qps,
+                burst: flags.explain_kube_api_burst,
+            },
             watch_namespaces: env
                 .var(ENV_WATCH_NAMESPACE)
                 .map_or(WatchScope::All, |v| WatchScope::parse(&v)),
@@ -550,6 +590,7 @@ impl Settings {
                 .filter(|p| !p.as_os_str().is_empty()),
             k8s_cluster_name: flags.k8s_cluster_name,
             high_cardinality_metrics_labels: flags.enable_high_cardinality_metrics_labels,
+            allow_hpa_ownership_transfer: flags.allow_hpa_ownership_transfer,
             bound_service_account_token_expiry: bound_token_expiry(env)?,
         })
     }
@@ -668,6 +709,16 @@ fn qps(value: &str) -> Result<f32, String> {
     }
 }
 
+/// `--explain-kube-api-qps`: a number within [`QPS_BOUNDS`] (no "unlimited": the endpoint is
+/// reachable by anyone who reaches the pod).
+fn positive_qps(value: &str) -> Result<f32, String> {
+    let (min, max) = QPS_BOUNDS;
+    match value.trim().parse::<f32>() {
+        Ok(q) if (min..=max).contains(&q) => Ok(q),
+        _ => Err(format!("{value:?} is not a number between {min} and {max}")),
+    }
+}
+
 /// A non-negative duration in Go's format (`15s`, `500ms`, `1m30s`).
 fn go_duration(value: &str) -> Option<Duration> {
     let parsed: jiff::SignedDuration = value.trim().parse().ok()?;
@@ -709,6 +760,13 @@ mod tests {
         assert_eq!(settings.leader_election, None);
         assert_eq!(settings.kube_api_qps, 20.0);
         assert_eq!(settings.kube_api_burst, 30);
+        assert_eq!(
+            settings.explain_review_budget,
+            crate::explain::auth::ReviewBudget {
+                qps: 5.0,
+                burst: 10
+            }
+        );
         assert_eq!(settings.watch_namespaces, WatchScope::All);
         assert_eq!(settings.pod_namespace, "keda");
         assert_eq!(settings.cluster_object_namespace, "keda");
@@ -720,6 +778,20 @@ mod tests {
         assert_eq!(settings.watch_label_selector, None);
         assert!(!settings.restrict_secret_access);
         assert!(!settings.high_cardinality_metrics_labels);
+        assert!(!settings.allow_hpa_ownership_transfer);
+    }
+
+    #[test]
+    fn hpa_ownership_transfer_is_an_opt_in_that_reaches_the_controller() {
+        let settings =
+            parse(&["--allow-hpa-ownership-transfer"], &MapEnv::default()).expect("settings");
+        assert!(settings.allow_hpa_ownership_transfer);
+        let config = crate::ControllerConfig::from_settings(
+            &settings,
+            crate::telemetry::Metrics::new(),
+            keda_scalers::pool::ClientPools::new(),
+        );
+        assert!(config.allow_hpa_ownership_transfer);
     }
 
     #[test]
@@ -1047,6 +1119,38 @@ mod tests {
     }
 
     #[test]
+    fn the_explain_review_budget_is_positive_and_bounded() {
+        let settings = parse(
+            &[
+                "--explain-kube-api-qps",
+                "0.5",
+                "--explain-kube-api-burst",
+                "3",
+            ],
+            &MapEnv::default(),
+        )
+        .expect("settings");
+        assert_eq!(
+            settings.explain_review_budget,
+            crate::explain::auth::ReviewBudget { qps: 0.5, burst: 3 }
+        );
+        for qps in ["0", "-1", "1e7", "NaN"] {
+            let error = parse(&["--explain-kube-api-qps", qps], &MapEnv::default()).expect_err(qps);
+            assert!(
+                error.to_string().contains("--explain-kube-api-qps")
+                    && error.to_string().contains("between 0.01 and 1000000"),
+                "{qps}: {error}"
+            );
+        }
+        let error =
+            parse(&["--explain-kube-api-burst", "0"], &MapEnv::default()).expect_err("no burst");
+        assert!(
+            error.to_string().contains("--explain-kube-api-burst"),
+            "{error}"
+        );
+    }
+
+    #[test]
     fn rust_log_overrides_the_log_level_flag() {
         let env = MapEnv::new(&[("RUST_LOG", "kube=trace")]);
         let settings = parse(&["--log-level", "warn"], &env).expect("settings");
@@ -1183,9 +1287,12 @@ mod tests {
             "--leader-election-id",
             "--kube-api-qps",
             "--kube-api-burst",
+            "--explain-kube-api-qps",
+            "--explain-kube-api-burst",
             "--log-format",
             "--log-level",
             "--http-host-policy",
+            "--allow-hpa-ownership-transfer",
             ENV_HTTP_HOST_POLICY,
             "--http-any-host",
             ENV_HTTP_ANY_HOST,

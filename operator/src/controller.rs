@@ -39,7 +39,9 @@ use crate::cloud_events::CloudEvents;
 use crate::decision::{Observed, Pause, ScaleAnnotations, TriggerSummary, decide};
 use crate::error::Error;
 use crate::events::{self, Events};
-use crate::hpa::{MANAGED_BY, delete_hpa, desired_hpa, ensure_hpa, metric_specs, trim_hpa};
+use crate::hpa::{
+    MANAGED_BY, Transfer, delete_hpa_of, desired_hpa, ensure_hpa, metric_specs, trim_hpa,
+};
 use crate::isolation::InternalError;
 use crate::reconciler::{Reconciler, RunConfig, rebuilds, run, watch_objects};
 use crate::recording;
@@ -102,6 +104,10 @@ pub struct ControllerConfig {
     /// Where the reconcilers' events also go as CloudEvents (the emitter of
     /// [`crate::cloud_events`]); the default sends none.
     pub cloud_events: CloudEvents,
+    /// Whether `scaledobject.keda.sh/transfer-hpa-ownership` takes over the HPA an object
+    /// names (`--allow-hpa-ownership-transfer`; KEDA always honours it). Off: keda-rs writes
+    /// only the HPAs it owns ([`crate::hpa::ownership`]).
+    pub allow_hpa_ownership_transfer: bool,
 }
 
 impl ControllerConfig {
@@ -133,6 +139,7 @@ impl ControllerConfig {
                 ..ResolverConfig::new(settings.cluster_object_namespace.clone())
             },
             http_host_policy: settings.http_host_policy.clone(),
+            allow_hpa_ownership_transfer: settings.allow_hpa_ownership_transfer,
             ..ControllerConfig::default()
         }
     }
@@ -157,6 +164,7 @@ impl Default for ControllerConfig {
             metrics: Metrics::new(),
             http_host_policy: HostPolicy::allow_all(),
             cloud_events: CloudEvents::default(),
+            allow_hpa_ownership_transfer: false,
         }
     }
 }
@@ -173,6 +181,8 @@ struct Context {
     resolver: Resolver,
     metrics: Metrics,
     routes: RouteClaims,
+    /// `--allow-hpa-ownership-transfer`.
+    allow_hpa_ownership_transfer: bool,
 }
 
 /// The controller, built before it runs so callers (tests, the metric service) can hold its
@@ -310,6 +320,7 @@ impl ScaledObjectController {
             resolver: self.resolver.clone(),
             metrics: self.config.metrics.clone(),
             routes: self.routes.clone(),
+            allow_hpa_ownership_transfer: self.config.allow_hpa_ownership_transfer,
         });
         info!(namespaces = ?scope, "ScaledObject controller started");
         let controller = Controller::for_stream(objects, self.store.clone())
@@ -504,6 +515,7 @@ async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> 
         return Err(Error::Route(Box::new(refusal)));
     }
     let annotations = ScaleAnnotations::from_annotations(so.annotations())?;
+    let transfer = Transfer::of(so, ctx.allow_hpa_ownership_transfer);
     let target = resolve_target(&ctx.client, so).await?;
     // A Deployment or StatefulSet in the loops' target cache exists and has /scale: no GET.
     // Any other kind, or one the cache does not hold (yet), is checked through /scale, which
@@ -533,9 +545,10 @@ async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> 
     );
 
     if annotations.pause != Pause::No {
-        // Paused: no loop, no HPA; with paused-replicas the target is held at that count.
+        // Paused: no loop, no HPA (if it is this object's: another's is left as it is, and
+        // the object is not ready); with paused-replicas the target is held at that count.
         ctx.loops.stop(&uid).await;
-        delete_hpa(&hpa_api, &so.hpa_name()).await?;
+        delete_hpa_of(&hpa_api, so, transfer).await?;
         let settings = scaling_settings(so, &target)?;
         let now = ctx.clock.now();
         let decision = decide(
@@ -599,13 +612,22 @@ async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> 
     let cached = ctx
         .hpas
         .get(&reflector::ObjectRef::new(&so.hpa_name()).within(&ns));
-    ensure_hpa(
+    if let Err(e) = ensure_hpa(
         &hpa_api,
         &hpa,
         current_status.hpa_name.as_deref(),
         cached.as_deref(),
+        transfer,
     )
-    .await?;
+    .await
+    {
+        if matches!(e, Error::HpaNotOwned { .. }) {
+            // The name is someone else's HPA: no loop may scale beside it. The loop started
+            // above has not polled yet (its first poll waits for the end of this reconcile).
+            ctx.loops.stop(&uid).await;
+        }
+        return Err(e);
+    }
 
     desired.hpa_name = Some(so.hpa_name());
     desired.external_metric_names =

@@ -92,6 +92,17 @@ pub enum Error {
     /// ([`keda_scalers::scalers::http::claims`]); `Ready=False` with the refusal's reason.
     #[error("{0}")]
     Route(Box<Refusal>),
+    /// An HPA under the object's HPA name exists and is not the object's own (no controller
+    /// owner reference to it): keda-rs leaves it exactly as it is ([`crate::hpa::ownership`]).
+    #[error(
+        "spec.advanced.horizontalPodAutoscalerConfig.name: HorizontalPodAutoscaler {hpa} exists and is not owned by this ScaledObject ({why}); keda-rs never changes or deletes an HPA it does not own: name another HPA here, or delete {hpa} if nothing uses it"
+    )]
+    HpaNotOwned {
+        /// The HPA's name.
+        hpa: String,
+        /// Whose it is instead ([`crate::hpa::Ownership::NotOwned`]).
+        why: String,
+    },
     /// Two triggers produce the same external metric name (KEDA's wording).
     #[error("metricName {0} defined multiple times")]
     DuplicateMetricName(String),
@@ -140,6 +151,7 @@ impl Error {
             Error::BuildScaler { .. } => "build_scaler",
             Error::Modifiers(_) => "scaling_modifiers",
             Error::DuplicateMetricName(_) => "duplicate_metric",
+            Error::HpaNotOwned { .. } => "hpa_not_owned",
             Error::Route(_) => "route_refused",
             Error::Kube { .. } => "kube",
             Error::Finalizer(_) => "finalizer",

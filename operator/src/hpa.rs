@@ -15,14 +15,19 @@ use keda_api::condition::{STATUS_FALSE, STATUS_TRUE, reason as keda_reason};
 use keda_scalers::metric::{
     MetricTargetType as TargetType, external_metric_spec, metric_target_milli,
 };
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, PostParams};
 use kube::{Resource, ResourceExt};
 
-use crate::error::{Error, is_not_found};
+use crate::error::Error;
 use crate::fallback::MetricTargetType;
 use crate::formula::{COMPOSITE_METRIC_NAME, CompiledModifiers};
 use crate::scalers::ObjectScalers;
 use crate::target::Target;
+
+mod ownership;
+
+pub use ownership::{Deletion, Ownership, Transfer, delete_hpa_of, delete_owned_hpa, ownership};
+use ownership::{controller_uid, not_owned};
 
 /// `app.kubernetes.io/managed-by` on the HPA.
 pub const MANAGED_BY: &str = "keda-operator";
@@ -214,24 +219,36 @@ pub enum HpaChange {
     Unchanged,
 }
 
-/// Creates or updates the HPA; deletes the previous one when the name changed (`old_name`).
+/// Creates or updates the HPA; deletes the previous one when the name changed (`old_name`),
+/// if this object owns it.
+///
+/// Only an HPA this object owns ([`ownership`]: the controller owner reference of `desired`)
+/// is ever updated or deleted, unless `transfer` is [`Transfer::Allowed`] (KEDA's ownership
+/// transfer, which the administrator opted into): then the HPA is taken over, its spec and
+/// owner reference replaced. An HPA of the same name that it may not write is left exactly as
+/// it is: [`Error::HpaNotOwned`]. A previous HPA it does not own is left alone and forgotten.
 ///
 /// `cached` is the HPA as the controller's watch last saw it ([`trim_hpa`]): when its
-/// fingerprint matches `desired` nothing is sent, and when the watch has none it is created without a read first.
-/// Only a change reads the HPA (for its current resourceVersion) before replacing it; a create
-/// that finds the HPA there after all (the watch was behind) does the same.
+/// fingerprint matches `desired` (owner reference included, so it is owned) nothing is sent,
+/// and when the watch has none it is created without a read first. Only a change reads the
+/// HPA (for its current resourceVersion and owner) before replacing it; a create that finds
+/// the HPA there after all (the watch was behind, or it is not keda-rs's) does the same.
 ///
 /// # Errors
-/// The API error, naming the HPA.
+/// [`Error::HpaNotOwned`], or the API error, naming the HPA.
 pub async fn ensure_hpa(
     api: &Api<HorizontalPodAutoscaler>,
     desired: &HorizontalPodAutoscaler,
     old_name: Option<&str>,
     cached: Option<&HorizontalPodAutoscaler>,
+    transfer: Transfer,
 ) -> Result<HpaChange, Error> {
     let name = desired.name_any();
+    let owner_uid = controller_uid(desired);
     if let Some(old) = old_name.filter(|old| *old != name) {
-        delete_hpa(api, old).await?;
+        // Someone else's HPA under the old name (the status is not proof of ownership) is
+        // not ours to delete: no transfer applies to it.
+        delete_owned_hpa(api, old, owner_uid, Transfer::Refused).await?;
     }
     match cached {
         Some(cached) if cached_matches(cached, desired) => return Ok(HpaChange::Unchanged),
@@ -253,30 +270,28 @@ pub async fn ensure_hpa(
                 .map_err(|e| Error::kube(format!("creating HPA {name}"), e))?;
             Ok(HpaChange::Created)
         }
-        Some(existing) if hpa_differs(&existing, desired) => {
+        Some(existing) => {
+            let owner = ownership(&existing, owner_uid);
+            if !transfer.may_write(&owner)
+                && let Ownership::NotOwned(why) = owner
+            {
+                return Err(not_owned(&name, transfer.explain(why)));
+            }
+            if !hpa_differs(&existing, desired) {
+                return Ok(HpaChange::Unchanged);
+            }
             let mut updated = existing.clone();
             updated.spec = desired.spec.clone();
             updated.metadata.labels = desired.metadata.labels.clone();
             updated.metadata.annotations = desired.metadata.annotations.clone();
             updated.metadata.owner_references = desired.metadata.owner_references.clone();
+            // `replace` sends the resourceVersion read above: had the HPA changed hands since,
+            // the write fails with a conflict and the next reconcile looks again.
             api.replace(&name, &PostParams::default(), &updated)
                 .await
                 .map_err(|e| Error::kube(format!("updating HPA {name}"), e))?;
             Ok(HpaChange::Updated)
         }
-        Some(_) => Ok(HpaChange::Unchanged),
-    }
-}
-
-/// Deletes the HPA `name`; a missing HPA is fine.
-///
-/// # Errors
-/// The API error, naming the HPA.
-pub async fn delete_hpa(api: &Api<HorizontalPodAutoscaler>, name: &str) -> Result<bool, Error> {
-    match api.delete(name, &DeleteParams::default()).await {
-        Ok(_) => Ok(true),
-        Err(e) if is_not_found(&e) => Ok(false),
-        Err(e) => Err(Error::kube(format!("deleting HPA {name}"), e)),
     }
 }
 

@@ -123,6 +123,17 @@ impl LeaseConfig {
         Ok(())
     }
 
+    /// The QPS and burst of the Lease's own client. A round of the election is at most two
+    /// requests (read, then write) per retry period; the budget allows two rounds per period
+    /// (at least 1 request per second), so renewals never wait for it, while the client can
+    /// never send more than that. Being a client of its own, nothing else (a reconcile storm,
+    /// a flood of explain requests) can spend it: Lease renewals cannot be starved.
+    pub fn client_budget(&self) -> (f32, u32) {
+        let period = self.retry_period.as_secs_f32();
+        let qps = if period > 0.0 { 4.0 / period } else { 1000.0 };
+        (qps.clamp(1.0, 1000.0), 4)
+    }
+
     fn lease_seconds(&self) -> i32 {
         let secs = self.lease_duration.as_secs_f64().ceil();
         i32::try_from(keda_api::num::f64_to_i64_saturating(secs))
@@ -190,7 +201,9 @@ impl std::fmt::Debug for LeaderElector {
 }
 
 impl LeaderElector {
-    /// A candidate for the Lease `config.namespace/config.name`.
+    /// A candidate for the Lease `config.namespace/config.name`, through `client`: give it a
+    /// client of its own, with [`LeaseConfig::client_budget`], so no other work can delay the
+    /// renewals (the operator binary does).
     ///
     /// # Errors
     /// [`LeaderError::Config`] when the settings are inconsistent.
@@ -539,5 +552,27 @@ where
                 return work.await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lease_client_has_room_for_two_rounds_per_retry_period() {
+        let budget = |retry_ms: u64| {
+            LeaseConfig {
+                retry_period: Duration::from_millis(retry_ms),
+                ..LeaseConfig::new("l", "ns", "me")
+            }
+            .client_budget()
+        };
+        // client-go's default 2 s: 2 per second, 4 at once (one round is a GET and a PUT).
+        assert_eq!(budget(2000), (2.0, 4));
+        assert_eq!(budget(200), (20.0, 4));
+        // At least one request per second; at most 1000.
+        assert_eq!(budget(60_000), (1.0, 4));
+        assert_eq!(budget(1), (1000.0, 4));
     }
 }

@@ -13,6 +13,7 @@ use keda_operator::config::{
 };
 use keda_operator::explain::auth::KubeAuthorizer;
 use keda_operator::explain::server::ExplainService;
+use keda_operator::leader::LeaseConfig;
 use keda_operator::metrics_service::{
     CurrentLoops, MetricsService, MetricsServiceOptions, serve_on, serve_with_secrets,
 };
@@ -82,14 +83,26 @@ async fn operate(settings: &Settings) -> Result<(), MainError> {
     if settings.high_cardinality_metrics_labels {
         metrics.enable_high_cardinality_labels();
     }
-    // Events get a client with a token bucket of their own, as client-go's event broadcaster
-    // (and so KEDA) has: they never make a scaling write wait.
+    // Four clients, four budgets, so no kind of work can starve another:
+    // - Events, with a token bucket of their own, as client-go's event broadcaster (and so KEDA)
+    //   has: they never make a scaling write wait;
+    // - the Lease, sized from the retry period: nothing can delay a renewal;
+    // - the explain endpoint, whose every review is admitted by its own non-blocking budget
+    //   (--explain-kube-api-qps/-burst) first, so it needs no limiter here: a flood of
+    //   explain requests is refused with 429, never queued in front of scaling;
+    // - the controllers, scale loops and everything else (--kube-api-qps/-burst).
     let events_client = build_client(
         config.clone(),
         settings.kube_api_qps,
         settings.kube_api_burst,
         &metrics,
     )?;
+    let (lease_qps, lease_burst) = settings
+        .leader_election
+        .as_ref()
+        .map_or((1.0, 1), LeaseConfig::client_budget);
+    let lease_client = build_client(config.clone(), lease_qps, lease_burst, &metrics)?;
+    let explain_client = build_client(config.clone(), 0.0, 0, &metrics)?;
     let client = build_client(
         config,
         settings.kube_api_qps,
@@ -137,7 +150,9 @@ async fn operate(settings: &Settings) -> Result<(), MainError> {
         ),
     ];
     if let Some(addr) = settings.explain_addr {
-        tasks.push(explain_endpoint(addr, client.clone(), loops.clone()));
+        let authorizer =
+            KubeAuthorizer::with_budget(explain_client, settings.explain_review_budget);
+        tasks.push(explain_endpoint(addr, Arc::new(authorizer), loops.clone()));
     }
     if let Some(addr) = settings.metrics_service_addr {
         tasks.push(metric_service(
@@ -148,7 +163,7 @@ async fn operate(settings: &Settings) -> Result<(), MainError> {
             metrics.clone(),
         ));
     }
-    let runtime = Runtime::new(client, metrics);
+    let runtime = Runtime::new(lease_client, metrics);
     run(settings, runtime, tasks, shutdown).await?;
     Ok(())
 }
@@ -232,18 +247,16 @@ fn metric_service(
 }
 
 /// The explain endpoint on `addr`: one object's live state from the current scale loops, for
-/// callers whose token the API server accepts and who may `get` the object. A port that cannot
-/// be bound turns the endpoint off with one warning: explaining must never stop scaling.
+/// callers whose token the API server accepts and who may `get` the object (`authorizer`,
+/// which keeps what it learnt across leaderships). A port that cannot be bound turns the
+/// endpoint off with one warning: explaining must never stop scaling.
 fn explain_endpoint(
     addr: std::net::SocketAddr,
-    client: kube::Client,
+    authorizer: Arc<KubeAuthorizer>,
     loops: CurrentLoops,
 ) -> Arc<dyn LeaderTask> {
     Arc::new(FnTask::new("explain-endpoint", move |cancel| {
-        let service = ExplainService::new(
-            Arc::new(loops.clone()),
-            Arc::new(KubeAuthorizer::new(client.clone())),
-        );
+        let service = ExplainService::new(Arc::new(loops.clone()), authorizer.clone());
         async move {
             match keda_operator::explain::server::bind(addr).await {
                 Ok(listener) => service.serve(listener, cancel).await,

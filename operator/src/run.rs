@@ -102,7 +102,10 @@ pub enum RunError {
 /// What [`run`] needs besides the component list.
 #[derive(Clone)]
 pub struct Runtime {
-    pub client: kube::Client,
+    /// The leader election's client: its own, with its own budget
+    /// ([`crate::leader::LeaseConfig::client_budget`]), never the controllers', so no other
+    /// work can starve the Lease renewals.
+    pub lease_client: kube::Client,
     pub metrics: Metrics,
     /// `/readyz`'s gates; components may register their own (for example "caches synced").
     pub readiness: Readiness,
@@ -118,9 +121,10 @@ impl std::fmt::Debug for Runtime {
 }
 
 impl Runtime {
-    pub fn new(client: kube::Client, metrics: Metrics) -> Self {
+    /// `lease_client` is the leader election's own client ([`Runtime::lease_client`]).
+    pub fn new(lease_client: kube::Client, metrics: Metrics) -> Self {
         Self {
-            client,
+            lease_client,
             metrics,
             readiness: Readiness::new(),
         }
@@ -139,7 +143,7 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> Result<(), RunError> {
     let Runtime {
-        client,
+        lease_client,
         metrics,
         readiness,
     } = runtime;
@@ -155,7 +159,7 @@ pub async fn run(
         None => None,
     };
     let elector = match &settings.leader_election {
-        Some(lease) => Some(LeaderElector::new(client, lease.clone())?),
+        Some(lease) => Some(LeaderElector::new(lease_client, lease.clone())?),
         None => None,
     };
 

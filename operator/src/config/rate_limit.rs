@@ -53,16 +53,39 @@ impl TokenBucket {
         })
     }
 
-    /// Takes a token, or reserves the next free one: returns how long the caller must wait
-    /// before sending (zero when a token was available).
-    pub fn reserve(&self) -> Duration {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+    /// Adds the tokens earned since the last refill, up to the burst.
+    fn refill(&self, state: &mut BucketState) {
         let now = Instant::now();
         let elapsed = now
             .saturating_duration_since(state.refilled_at)
             .as_secs_f64();
         state.tokens = (state.tokens + elapsed * self.qps).min(self.burst);
         state.refilled_at = now;
+    }
+
+    /// Takes a token if one is there now. Otherwise takes nothing and returns how long until
+    /// one will be (what a `Retry-After` says): for callers that refuse work rather than queue
+    /// it, so a flood of them never builds a queue.
+    ///
+    /// # Errors
+    /// The wait until the next token, when there is none now.
+    pub fn try_take(&self) -> Result<(), Duration> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        self.refill(&mut state);
+        if state.tokens >= 1.0 {
+            state.tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(Duration::try_from_secs_f64((1.0 - state.tokens) / self.qps)
+                .unwrap_or(Duration::MAX))
+        }
+    }
+
+    /// Takes a token, or reserves the next free one: returns how long the caller must wait
+    /// before sending (zero when a token was available).
+    pub fn reserve(&self) -> Duration {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        self.refill(&mut state);
         state.tokens -= 1.0;
         if state.tokens >= 0.0 {
             Duration::ZERO
@@ -204,6 +227,25 @@ mod tests {
         assert_eq!(bucket.reserve(), Duration::ZERO);
         assert_eq!(bucket.reserve(), Duration::ZERO);
         assert_eq!(bucket.reserve(), Duration::from_millis(500));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn try_take_refuses_without_queueing_and_says_when_to_come_back() {
+        let bucket = TokenBucket::new(5.0, 2).expect("limited");
+        assert_eq!(bucket.try_take(), Ok(()));
+        assert_eq!(bucket.try_take(), Ok(()));
+        // Empty: refused with the time to the next token, and refusals reserve nothing.
+        for _ in 0..1000 {
+            assert_eq!(bucket.try_take(), Err(Duration::from_millis(200)));
+        }
+        tokio::time::advance(Duration::from_millis(150)).await;
+        let wait = bucket.try_take().expect_err("not yet");
+        assert!(
+            wait.abs_diff(Duration::from_millis(50)) < Duration::from_micros(1),
+            "{wait:?}"
+        );
+        tokio::time::advance(Duration::from_millis(50)).await;
+        assert_eq!(bucket.try_take(), Ok(()));
     }
 
     #[test]

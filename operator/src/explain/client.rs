@@ -22,8 +22,12 @@ use super::server::{ObjectKind, PATH_PREFIX, PROXIED_TOKEN_HEADER};
 /// How long one request may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// How many times a `503` (a standby replica, an operator starting) is retried.
+/// How many times a `503` (a standby replica, an operator starting) or a `429` (the
+/// operator's review budget is spent) is retried.
 const ATTEMPTS: u32 = 4;
+
+/// The longest `Retry-After` of a `429` that is waited for; a longer one fails at once.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(5);
 
 /// Where the explain endpoint is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -90,6 +94,8 @@ pub enum FetchError {
         status: u16,
         /// Its message.
         message: String,
+        /// Its `Retry-After`, in whole seconds, when it had one.
+        retry_after: Option<u64>,
     },
     /// The answer is not an explanation.
     #[error("the operator's answer is not an explanation: {0}")]
@@ -150,7 +156,8 @@ pub fn proxy_path(namespace: &str, service: &str, port: &str, path: &str) -> Str
 
 /// Asks `endpoint` for the explanation of one object with `token`; `client` (the user's
 /// kubeconfig) is used for [`Endpoint::ServiceProxy`]. A `503` is retried a few times, as the
-/// Service may route to a standby replica.
+/// Service may route to a standby replica, and so is a `429` after its `Retry-After` (up to
+/// [`MAX_RETRY_AFTER`]).
 ///
 /// # Errors
 /// See [`FetchError`].
@@ -180,19 +187,40 @@ pub async fn fetch(
                 reason: "no Kubernetes client".to_string(),
             }),
         };
-        match answer {
-            Err(FetchError::Refused { status: 503, .. }) if attempt < ATTEMPTS => {
+        let pause = match &answer {
+            Err(FetchError::Refused { status: 503, .. }) => Some(Duration::from_millis(500)),
+            Err(FetchError::Refused {
+                status: 429,
+                retry_after,
+                ..
+            }) => Some(Duration::from_secs(retry_after.unwrap_or(1)))
+                .filter(|wait| *wait <= MAX_RETRY_AFTER),
+            _ => None,
+        };
+        match pause {
+            Some(pause) if attempt < ATTEMPTS => {
                 attempt += 1;
-                tokio::time::sleep(Duration::from_millis(500)).await;
+                tokio::time::sleep(pause).await;
             }
-            other => return other,
+            _ => return answer,
         }
     }
 }
 
+/// `Retry-After` in whole seconds (the operator never sends the date form).
+fn retry_after(headers: &http::HeaderMap) -> Option<u64> {
+    headers
+        .get(header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 fn decode(
     at: &str,
-    status: StatusCode,
+    (status, headers): (StatusCode, &http::HeaderMap),
     body: &[u8],
     proxied: bool,
 ) -> Result<Explanation, FetchError> {
@@ -205,6 +233,7 @@ fn decode(
         return Err(FetchError::Refused {
             status: status.as_u16(),
             message: message.to_string(),
+            retry_after: retry_after(headers),
         });
     }
     let message = value.get("message").and_then(|m| m.as_str()).map_or_else(
@@ -220,6 +249,7 @@ fn decode(
         _ => Err(FetchError::Refused {
             status: status.as_u16(),
             message,
+            retry_after: retry_after(headers),
         }),
     }
 }
@@ -245,13 +275,14 @@ async fn proxied(
         .map_err(|_| unreachable(format!("no answer within {REQUEST_TIMEOUT:?}")))?
         .map_err(|e| unreachable(e.to_string()))?;
     let status = response.status();
+    let headers = response.headers().clone();
     let body = response
         .into_body()
         .collect()
         .await
         .map_err(|e| unreachable(e.to_string()))?
         .to_bytes();
-    decode(path, status, &body, true)
+    decode(path, (status, &headers), &body, true)
 }
 
 async fn direct(url: &str, path: &str, token: &str) -> Result<Explanation, FetchError> {
@@ -290,18 +321,19 @@ async fn direct(url: &str, path: &str, token: &str) -> Result<Explanation, Fetch
             .await
             .map_err(|e| unreachable(e.to_string()))?;
         let status = response.status();
+        let headers = response.headers().clone();
         let body = response
             .into_body()
             .collect()
             .await
             .map_err(|e| unreachable(e.to_string()))?
             .to_bytes();
-        Ok::<_, FetchError>((status, body))
+        Ok::<_, FetchError>((status, headers, body))
     };
-    let (status, body) = tokio::time::timeout(REQUEST_TIMEOUT, exchange)
+    let (status, headers, body) = tokio::time::timeout(REQUEST_TIMEOUT, exchange)
         .await
         .map_err(|_| unreachable(format!("no answer within {REQUEST_TIMEOUT:?}")))??;
-    decode(&at, status, &body, false)
+    decode(&at, (status, &headers), &body, false)
 }
 
 #[cfg(test)]
@@ -321,7 +353,13 @@ mod tests {
     #[test]
     fn an_api_server_404_through_the_proxy_names_the_install() {
         let body = br#"{"kind":"Status","message":"services \"keda-operator\" not found"}"#;
-        let error = decode("/api/x", StatusCode::NOT_FOUND, body, true).expect_err("404");
+        let error = decode(
+            "/api/x",
+            (StatusCode::NOT_FOUND, &http::HeaderMap::new()),
+            body,
+            true,
+        )
+        .expect_err("404");
         assert!(matches!(error, FetchError::NoOperator { .. }), "{error}");
         assert!(
             error.to_string().contains("--operator-namespace"),
@@ -332,10 +370,36 @@ mod tests {
     #[test]
     fn an_operator_error_is_passed_on() {
         let body = br#"{"error":"forbidden: user \"mallory\" cannot get"}"#;
-        let error = decode("/x", StatusCode::FORBIDDEN, body, true).expect_err("403");
+        let error = decode(
+            "/x",
+            (StatusCode::FORBIDDEN, &http::HeaderMap::new()),
+            body,
+            true,
+        )
+        .expect_err("403");
         assert!(
             matches!(error, FetchError::Refused { status: 403, .. }),
             "{error}"
+        );
+    }
+
+    #[test]
+    fn a_429_keeps_its_retry_after() {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(header::RETRY_AFTER, http::HeaderValue::from_static("2"));
+        let body = br#"{"error":"too many explain requests to check: try again in 2s"}"#;
+        let error =
+            decode("/x", (StatusCode::TOO_MANY_REQUESTS, &headers), body, false).expect_err("429");
+        assert!(
+            matches!(
+                error,
+                FetchError::Refused {
+                    status: 429,
+                    retry_after: Some(2),
+                    ..
+                }
+            ),
+            "{error:?}"
         );
     }
 

@@ -14,6 +14,7 @@
 pub mod auth;
 pub mod client;
 pub mod render;
+pub mod review_cache;
 pub mod server;
 
 use jiff::{SignedDuration, Timestamp};

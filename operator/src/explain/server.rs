@@ -5,26 +5,34 @@
 //! API server's service proxy (which authenticates the caller with their kubeconfig and then
 //! drops their `Authorization` header), from [`PROXIED_TOKEN_HEADER`]. Every request is checked
 //! before the object is looked up, so a refused caller learns nothing, not even whether the
-//! object exists. Errors are JSON `{"error": "..."}` with 400, 401, 403, 404, 405 or 503.
+//! object exists. Errors are JSON `{"error": "..."}` with 400, 401, 403, 404, 405, 429 (the
+//! review budget is spent, with `Retry-After`) or 503.
 //!
-//! Plain HTTP on its own port, like `/metrics`: in a cluster it is reached through the API
+//! Plain HTTP/1.1 on its own port, like `/metrics`: in a cluster it is reached through the API
 //! server's service proxy (docs/explain.md), and the token it carries is only ever sent on to
-//! the API server's `TokenReview`.
+//! the API server's `TokenReview`. Anyone who reaches the pod reaches the port, so its work is
+//! bounded ([`ServerLimits`]): a connection cap (accepting waits while it is reached), a
+//! request head of at most [`ServerLimits::max_head_bytes`] read within
+//! [`ServerLimits::header_read_timeout`], one request per connection, an answer within
+//! [`ServerLimits::request_timeout`], and a pause after a failed accept (a process out of file
+//! descriptors would otherwise retry in a busy loop).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::Full;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::Explanation;
-use super::auth::{Access, Authorizer, Refusal};
+use super::auth::{Access, Authorizer, Refusal, retry_after_seconds};
 use crate::scale_loop::ScaleLoops;
 
 /// The path prefix of the endpoint.
@@ -114,11 +122,81 @@ impl Explainer for crate::metrics_service::CurrentLoops {
     }
 }
 
+/// What one explain listener allows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServerLimits {
+    /// Connections served at once; further ones wait in the listen backlog until one ends.
+    pub max_connections: usize,
+    /// How long a client may take to send its request head.
+    pub header_read_timeout: Duration,
+    /// How long the answer may take once the head is read (the reviews included).
+    pub request_timeout: Duration,
+    /// The largest request head, in bytes (hyper's floor is 8 KiB); a larger one is answered
+    /// `431` and the connection closed.
+    pub max_head_bytes: usize,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        ServerLimits {
+            max_connections: 64,
+            header_read_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(10),
+            max_head_bytes: 16 * 1024,
+        }
+    }
+}
+
+impl ServerLimits {
+    /// The longest a connection is kept: its head, its answer, and five seconds to write it.
+    pub fn connection_lifetime(&self) -> Duration {
+        self.header_read_timeout + self.request_timeout + Duration::from_secs(5)
+    }
+}
+
+/// The pause after a failed accept: 5 ms, doubling to 1 s, back to 5 ms after a success
+/// (Go's `net/http` server does the same).
+#[derive(Debug)]
+pub struct AcceptBackoff {
+    next: Duration,
+}
+
+impl AcceptBackoff {
+    /// The first pause.
+    pub const FIRST: Duration = Duration::from_millis(5);
+    /// The longest pause.
+    pub const MAX: Duration = Duration::from_secs(1);
+
+    /// Before any failure.
+    pub fn new() -> Self {
+        AcceptBackoff { next: Self::FIRST }
+    }
+
+    /// An accept failed: how long to pause before the next.
+    pub fn failed(&mut self) -> Duration {
+        let pause = self.next;
+        self.next = (self.next * 2).min(Self::MAX);
+        pause
+    }
+
+    /// An accept succeeded.
+    pub fn succeeded(&mut self) {
+        self.next = Self::FIRST;
+    }
+}
+
+impl Default for AcceptBackoff {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// The endpoint: an explainer behind an authorizer.
 #[derive(Clone)]
 pub struct ExplainService {
     explainer: Arc<dyn Explainer>,
     authorizer: Arc<dyn Authorizer>,
+    limits: ServerLimits,
 }
 
 fn json(status: StatusCode, body: Vec<u8>) -> Response<Full<Bytes>> {
@@ -138,6 +216,24 @@ fn error(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
         response.headers_mut().insert(
             header::WWW_AUTHENTICATE,
             header::HeaderValue::from_static("Bearer"),
+        );
+    }
+    response
+}
+
+/// The answer to a refused request: 401, 403, 429 with `Retry-After`, or 503.
+fn refused(refusal: &Refusal) -> Response<Full<Bytes>> {
+    let status = match refusal {
+        Refusal::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+        Refusal::Forbidden(_) => StatusCode::FORBIDDEN,
+        Refusal::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        Refusal::Busy { .. } => StatusCode::TOO_MANY_REQUESTS,
+    };
+    let mut response = error(status, &refusal.to_string());
+    if let Refusal::Busy { retry_after } = refusal {
+        response.headers_mut().insert(
+            header::RETRY_AFTER,
+            header::HeaderValue::from(retry_after_seconds(*retry_after)),
         );
     }
     response
@@ -177,12 +273,21 @@ fn bearer<B>(request: &Request<B>) -> Option<&str> {
 }
 
 impl ExplainService {
-    /// Answers from `explainer` to callers `authorizer` lets through.
+    /// Answers from `explainer` to callers `authorizer` lets through, within the default
+    /// [`ServerLimits`].
     pub fn new(explainer: Arc<dyn Explainer>, authorizer: Arc<dyn Authorizer>) -> Self {
         ExplainService {
             explainer,
             authorizer,
+            limits: ServerLimits::default(),
         }
+    }
+
+    /// The same service within `limits`.
+    #[must_use]
+    pub fn with_limits(mut self, limits: ServerLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// Answers one request.
@@ -212,13 +317,8 @@ impl ExplainService {
             name: &name,
         };
         if let Err(refusal) = self.authorizer.authorize(token, access).await {
-            let status = match &refusal {
-                Refusal::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
-                Refusal::Forbidden(_) => StatusCode::FORBIDDEN,
-                Refusal::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            };
             debug!(namespace, name, %refusal, "explain request refused");
-            return error(status, &refusal.to_string());
+            return refused(&refusal);
         }
         match self.explainer.explain(kind, &namespace, &name) {
             Ok(explanation) => match serde_json::to_vec(&explanation) {
@@ -230,40 +330,76 @@ impl ExplainService {
         }
     }
 
-    /// Serves on `listener` until `shutdown`.
+    /// Answers one request within [`ServerLimits::request_timeout`].
+    async fn respond_in_time<B>(&self, request: &Request<B>) -> Response<Full<Bytes>> {
+        match tokio::time::timeout(self.limits.request_timeout, self.respond(request)).await {
+            Ok(response) => response,
+            Err(_) => error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the explain request did not finish in time: try again",
+            ),
+        }
+    }
+
+    /// Serves on `listener` until `shutdown`, within the service's [`ServerLimits`].
     pub async fn serve(self, listener: TcpListener, shutdown: CancellationToken) {
         if let Ok(addr) = listener.local_addr() {
             info!(%addr, "explain endpoint listening");
         }
+        let limits = self.limits;
         let service = Arc::new(self);
+        let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+        let mut backoff = AcceptBackoff::new();
         let mut connections = JoinSet::new();
         loop {
+            // A free slot first: at the cap, new connections wait in the kernel's backlog
+            // instead of costing memory and tasks here.
+            let slot = tokio::select! {
+                () = shutdown.cancelled() => break,
+                slot = slots.clone().acquire_owned() => slot,
+            };
+            let Ok(slot) = slot else { break };
             let accepted = tokio::select! {
                 () = shutdown.cancelled() => break,
                 accepted = listener.accept() => accepted,
             };
             let stream = match accepted {
-                Ok((stream, _)) => stream,
+                Ok((stream, _)) => {
+                    backoff.succeeded();
+                    stream
+                }
                 Err(e) => {
-                    debug!(error = %e, "explain endpoint: accept failed");
-                    continue;
+                    // Out of file descriptors, or the like: retrying at once would spin.
+                    let pause = backoff.failed();
+                    warn!(error = %e, ?pause, "explain endpoint: accept failed; pausing");
+                    tokio::select! {
+                        () = shutdown.cancelled() => break,
+                        () = tokio::time::sleep(pause) => continue,
+                    }
                 }
             };
             let service = service.clone();
             let handler =
                 hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
                     let service = service.clone();
-                    async move { Ok::<_, Infallible>(service.respond(&request).await) }
+                    async move { Ok::<_, Infallible>(service.respond_in_time(&request).await) }
                 });
             connections.spawn(async move {
-                let builder = hyper_util::server::conn::auto::Builder::new(
-                    hyper_util::rt::TokioExecutor::new(),
-                );
-                if let Err(e) = builder
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), handler)
-                    .await
-                {
-                    debug!(error = %e, "explain endpoint: connection ended with an error");
+                let _slot = slot;
+                let mut builder = hyper::server::conn::http1::Builder::new();
+                builder
+                    .timer(hyper_util::rt::TokioTimer::new())
+                    .header_read_timeout(limits.header_read_timeout)
+                    .max_buf_size(limits.max_head_bytes.max(8 * 1024))
+                    .keep_alive(false);
+                let connection =
+                    builder.serve_connection(hyper_util::rt::TokioIo::new(stream), handler);
+                match tokio::time::timeout(limits.connection_lifetime(), connection).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
+                        debug!(error = %e, "explain endpoint: connection ended with an error");
+                    }
+                    Err(_) => debug!("explain endpoint: connection closed at its lifetime"),
                 }
             });
             while connections.try_join_next().is_some() {}
@@ -283,6 +419,33 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener, crate::admin::AdminEr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn accept_failures_pause_longer_each_time_up_to_a_second_and_a_success_resets() {
+        let mut backoff = AcceptBackoff::new();
+        let pauses: Vec<u128> = (0..10).map(|_| backoff.failed().as_millis()).collect();
+        assert_eq!(pauses, [5, 10, 20, 40, 80, 160, 320, 640, 1000, 1000]);
+        backoff.succeeded();
+        assert_eq!(backoff.failed(), AcceptBackoff::FIRST);
+    }
+
+    #[test]
+    fn a_spent_review_budget_is_429_with_retry_after_in_whole_seconds() {
+        let response = refused(&Refusal::Busy {
+            retry_after: Duration::from_millis(200),
+        });
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(
+            response
+                .headers()
+                .get(header::RETRY_AFTER)
+                .map(|v| v.as_bytes()),
+            Some(&b"1"[..])
+        );
+        let unauthenticated = refused(&Refusal::Unauthenticated("no".into()));
+        assert_eq!(unauthenticated.status(), StatusCode::UNAUTHORIZED);
+        assert!(unauthenticated.headers().get(header::RETRY_AFTER).is_none());
+    }
 
     #[test]
     fn paths_name_namespace_kind_and_name() {

@@ -26,6 +26,10 @@ pub const KUBECONFIG_ENV: &str = "KEDA_RS_E2E_KUBECONFIG";
 pub const REPLACE_CRDS_ENV: &str = "KEDA_RS_E2E_REPLACE_CRDS";
 /// The field manager the suite applies with; it marks what the suite installed.
 pub const FIELD_MANAGER: &str = "keda-rs-e2e";
+/// The environment variable naming the `keda-operator` binary the scenarios that run the
+/// operator as a local process start; default: `keda-operator` beside this test's
+/// `target/<profile>/` directory (build it with `cargo build -p keda-operator`).
+pub const OPERATOR_BIN_ENV: &str = "KEDA_RS_E2E_OPERATOR_BIN";
 
 /// Why the suite cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -47,16 +51,47 @@ pub enum HarnessError {
     },
 }
 
+/// The kubeconfig path named by [`KUBECONFIG_ENV`], for processes the suite starts.
+///
+/// # Errors
+/// [`HarnessError::NoCluster`] when the variable is unset.
+pub fn kubeconfig_path() -> Result<PathBuf, HarnessError> {
+    std::env::var_os(KUBECONFIG_ENV)
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .ok_or(HarnessError::NoCluster)
+}
+
+/// The `keda-operator` binary: [`OPERATOR_BIN_ENV`], else `keda-operator` in the target
+/// directory of the running test (`target/debug/deps/<test>` -> `target/debug/keda-operator`).
+///
+/// # Errors
+/// A message saying how to build it when there is none.
+pub fn operator_binary() -> Result<PathBuf, String> {
+    let path = match std::env::var_os(OPERATOR_BIN_ENV).filter(|p| !p.is_empty()) {
+        Some(path) => PathBuf::from(path),
+        None => std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.parent()?.parent().map(|dir| dir.join("keda-operator")))
+            .unwrap_or_else(|| PathBuf::from("keda-operator")),
+    };
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(format!(
+            "no keda-operator binary at {}: run `cargo build -p keda-operator` first, or name one with {OPERATOR_BIN_ENV}",
+            path.display()
+        ))
+    }
+}
+
 /// A client for the cluster named by [`KUBECONFIG_ENV`].
 ///
 /// # Errors
 /// [`HarnessError::NoCluster`] when the variable is unset, [`HarnessError::Kubeconfig`] when the
 /// file cannot be read or names no usable context.
 pub async fn cluster_client() -> Result<Client, HarnessError> {
-    let path = std::env::var_os(KUBECONFIG_ENV)
-        .filter(|p| !p.is_empty())
-        .map(PathBuf::from)
-        .ok_or(HarnessError::NoCluster)?;
+    let path = kubeconfig_path()?;
     let wrap = |source: Box<dyn std::error::Error + Send + Sync>| HarnessError::Kubeconfig {
         path: path.clone(),
         source,
