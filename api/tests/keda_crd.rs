@@ -63,11 +63,18 @@ const DOCUMENTED: &[(&str, &str, &str, &str)] = &[(
 )];
 
 fn ours(plural: &str) -> Value {
-    let crd = keda_api::crd::all()
-        .into_iter()
-        .find(|crd| crd.spec.names.plural == plural)
-        .unwrap_or_else(|| panic!("keda_api::crd::all() has no CRD {plural}"));
-    serde_json::to_value(crd).expect("the CRD serializes")
+    // Generated once: the ScaledJob's pod template makes generation slow.
+    static ALL: std::sync::OnceLock<Vec<Value>> = std::sync::OnceLock::new();
+    ALL.get_or_init(|| {
+        keda_api::crd::all()
+            .into_iter()
+            .map(|crd| serde_json::to_value(crd).expect("the CRD serializes"))
+            .collect()
+    })
+    .iter()
+    .find(|crd| crd["spec"]["names"]["plural"] == plural)
+    .cloned()
+    .unwrap_or_else(|| panic!("keda_api::crd::all() has no CRD {plural}"))
 }
 
 fn schema(crd: &Value) -> &Value {
