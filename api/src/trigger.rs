@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 pub struct ScaleTrigger {
     /// The scaler type, e.g. `redis`, `kafka`, `cpu`.
     #[serde(rename = "type")]
+    #[schemars(length(min = 1))]
     pub type_: String,
 
     /// Optional trigger name; unique within the object, required when referenced by a
@@ -47,6 +48,7 @@ pub struct AuthenticationRef {
     pub name: String,
     /// `TriggerAuthentication` (the default when empty) or `ClusterTriggerAuthentication`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(extend("enum" = ["TriggerAuthentication", "ClusterTriggerAuthentication"]))]
     pub kind: String,
 }
 

@@ -158,8 +158,10 @@ pub struct HashiCorpVault {
     /// Vault address.
     pub address: String,
     /// `token` or `kubernetes`.
+    #[schemars(extend("enum" = ["token", "kubernetes"]))]
     pub authentication: String,
-    /// Secrets to read.
+    /// Secrets to read (at least one).
+    #[schemars(length(min = 1))]
     pub secrets: Vec<VaultSecret>,
     /// Vault namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -202,6 +204,7 @@ pub struct VaultSecret {
     pub key: String,
     /// Secret engine: empty (generic), `secretV2`, `secret` or `pki`.
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["", "secretV2", "secret", "pki"]))]
     pub type_: Option<String>,
     /// Certificate request for `pki`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -241,7 +244,8 @@ pub struct VaultPkiData {
 pub struct AzureKeyVault {
     /// Vault URI.
     pub vault_uri: String,
-    /// Secrets to read.
+    /// Secrets to read (at least one).
+    #[schemars(length(min = 1))]
     pub secrets: Vec<AzureKeyVaultSecret>,
     /// Service principal credentials.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -326,7 +330,8 @@ pub struct AzureKeyVaultCloudInfo {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct GcpSecretManager {
-    /// Secrets to read.
+    /// Secrets to read (at least one).
+    #[schemars(length(min = 1))]
     pub secrets: Vec<GcpSecretManagerSecret>,
     /// Service account key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -360,7 +365,8 @@ pub struct GcpSecretManagerSecret {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct AwsSecretManager {
-    /// Secrets to read.
+    /// Secrets to read (at least one).
+    #[schemars(length(min = 1))]
     pub secrets: Vec<AwsSecretManagerSecret>,
     /// Static credentials.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -416,12 +422,18 @@ pub struct BoundServiceAccountToken {
 }
 
 /// `spec.oauth2`: client-credentials flow producing `oauthTokenURI`, `clientID`, `clientSecret`, ...
+///
+/// The schema is KEDA's: `type`, `clientId` and `tokenUrl` required, `type` defaulted to
+/// `clientCredentials` by the API server (`crate::crd` marks the three required). Reading stays lenient (a missing value reads as empty,
+/// or as `clientCredentials` for `type`) so that validation, not deserialization, names what is
+/// missing.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct OAuth2 {
-    /// Grant type; only `clientCredentials`.
-    #[serde(rename = "type")]
-    pub type_: String,
+    /// Grant type; only `clientCredentials`, the default. See [`OAuth2::grant_type`].
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = OAUTH2_CLIENT_CREDENTIALS, "enum" = [OAUTH2_CLIENT_CREDENTIALS]))]
+    pub type_: Option<String>,
     /// Client id.
     #[serde(default)]
     pub client_id: String,
@@ -437,6 +449,13 @@ pub struct OAuth2 {
     /// Extra form parameters of the token request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_url_params: Option<BTreeMap<String, String>>,
+}
+
+impl OAuth2 {
+    /// `type`, or `clientCredentials` when it is not set (KEDA's CRD default).
+    pub fn grant_type(&self) -> &str {
+        self.type_.as_deref().unwrap_or(OAUTH2_CLIENT_CREDENTIALS)
+    }
 }
 
 /// Observed state of a (Cluster)TriggerAuthentication.
@@ -467,8 +486,8 @@ pub struct TriggerAuthenticationStatus {
     printcolumn = r#"{"name":"PodIdentity","type":"string","jsonPath":".spec.podIdentity.provider"}"#,
     printcolumn = r#"{"name":"Secret","type":"string","jsonPath":".spec.secretTargetRef[*].name"}"#,
     printcolumn = r#"{"name":"Env","type":"string","jsonPath":".spec.env[*].name"}"#,
-    printcolumn = r#"{"name":"VaultAddress","type":"string","jsonPath":".spec.hashiCorpVault.address"}"#,
     printcolumn = r#"{"name":"FilePath","type":"string","jsonPath":".spec.filePath"}"#,
+    printcolumn = r#"{"name":"VaultAddress","type":"string","jsonPath":".spec.hashiCorpVault.address"}"#,
     printcolumn = r#"{"name":"ScaledObjects","type":"string","jsonPath":".status.scaledobjects","priority":1}"#,
     printcolumn = r#"{"name":"ScaledJobs","type":"string","jsonPath":".status.scaledjobs","priority":1}"#
 )]

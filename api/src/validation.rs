@@ -563,9 +563,9 @@ fn spec_errors(spec: &TriggerAuthenticationSpec) -> Vec<ValidationError> {
         }
     }
     if let Some(o) = &spec.oauth2 {
-        if o.type_ != OAUTH2_CLIENT_CREDENTIALS {
+        if o.grant_type() != OAUTH2_CLIENT_CREDENTIALS {
             errors.push(ValidationError::OAuth2Type {
-                type_: o.type_.clone(),
+                type_: o.grant_type().to_string(),
             });
         }
         if o.client_id.is_empty() {
@@ -1007,7 +1007,7 @@ mod tests {
         }
         fn oauth2() -> OAuth2 {
             OAuth2 {
-                type_: "clientCredentials".into(),
+                type_: Some("clientCredentials".into()),
                 client_id: "id".into(),
                 token_url: "https://auth.example.com/token".into(),
                 ..OAuth2::default()
@@ -1072,10 +1072,19 @@ mod tests {
                 &[],
             ),
             (
+                "oauth2 without type is clientCredentials, KEDA's default",
+                |s| {
+                    let mut o = oauth2();
+                    o.type_ = None;
+                    s.oauth2 = Some(o);
+                },
+                &[],
+            ),
+            (
                 "oauth2 wrong type, no client id, ftp token url",
                 |s| {
                     let mut o = oauth2();
-                    o.type_ = "password".into();
+                    o.type_ = Some("password".into());
                     o.client_id.clear();
                     o.token_url = "ftp://auth.example.com/token".into();
                     s.oauth2 = Some(o);

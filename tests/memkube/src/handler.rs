@@ -300,7 +300,12 @@ impl Inner {
             .get(header::ACCEPT)
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default();
-        let view = View::new(&def, accept);
+        let is_read = matches!(verb, Verb::Get | Verb::List | Verb::Watch);
+        let view = if is_read && path.sub.is_none() {
+            View::for_read(&def, accept, query.get("includeObject").map(String::as_str))
+        } else {
+            View::new(&def, accept)
+        };
         let ns = path.namespace.as_deref();
         let name = path.name.as_deref().unwrap_or_default();
         let scope = if path.sub.as_deref() == Some("status") {
@@ -335,7 +340,12 @@ impl Inner {
                     continue_token: query.get("continue").filter(|c| !c.is_empty()).cloned(),
                 };
                 let (items, token, rv) = self.state().list(&def, ns, &list)?;
-                let items = items.iter().map(|o| render(o)).collect();
+                // A Table renders the objects themselves, not their JSON views.
+                let items = if view.table.is_some() {
+                    items.iter().map(|o| Value::clone(o)).collect()
+                } else {
+                    items.iter().map(|o| render(o)).collect()
+                };
                 Ok(Reply::Json(200, view.list(items, rv, token)))
             }
             Verb::Watch => self.watch(&def, ns, query, view),

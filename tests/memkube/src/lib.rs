@@ -56,6 +56,7 @@ mod selector;
 mod server;
 mod service;
 mod store;
+mod table;
 mod token;
 mod view;
 mod watch;

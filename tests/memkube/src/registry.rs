@@ -22,6 +22,31 @@ pub(crate) struct ScalePaths {
     pub label_selector: Option<String>,
 }
 
+/// One `additionalPrinterColumns` entry of a CRD version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PrinterColumn {
+    pub name: String,
+    pub type_: String,
+    pub format: String,
+    pub description: Option<String>,
+    pub priority: i64,
+    pub json_path: String,
+}
+
+impl PrinterColumn {
+    /// The column the API server shows for a CRD version without printer columns.
+    fn age() -> Self {
+        Self {
+            name: "Age".to_string(),
+            type_: "date".to_string(),
+            format: String::new(),
+            description: Some("Time since the object was created.".to_string()),
+            priority: 0,
+            json_path: ".metadata.creationTimestamp".to_string(),
+        }
+    }
+}
+
 /// What a resource accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ResourceKind {
@@ -47,6 +72,9 @@ pub(crate) struct ResourceDef {
     pub resource_kind: ResourceKind,
     /// Set for resources registered by a CRD: the CRD's name.
     pub crd: Option<String>,
+    /// A CRD version's printer columns (after `Name`); `None` for built-ins, which have
+    /// kube-apiserver's own.
+    pub printer_columns: Option<Vec<PrinterColumn>>,
 }
 
 impl ResourceDef {
@@ -117,6 +145,7 @@ fn builtin(
         scale: if scale { REPLICAS() } else { None },
         resource_kind: ResourceKind::Stored,
         crd: None,
+        printer_columns: None,
     }
 }
 
@@ -473,6 +502,7 @@ pub(crate) fn defs_from_crd(crd: &Value) -> Result<Vec<ResourceDef>, ApiError> {
                     .to_string(),
                 label_selector: str_at(scale, "/labelSelectorPath").map(str::to_string),
             });
+        let printer_columns = printer_columns(version).map_err(|msg| invalid(&msg))?;
         defs.push(ResourceDef {
             group: group.to_string(),
             version: version_name.to_string(),
@@ -486,9 +516,54 @@ pub(crate) fn defs_from_crd(crd: &Value) -> Result<Vec<ResourceDef>, ApiError> {
             scale,
             resource_kind: ResourceKind::Stored,
             crd: Some(name.to_string()),
+            printer_columns: Some(printer_columns),
         });
     }
     Ok(defs)
+}
+
+/// A CRD version's `additionalPrinterColumns`, or the `Age` column when it has none.
+///
+/// # Errors
+/// A column without a name, type or JSONPath, or whose JSONPath does not parse, as the API
+/// server refuses the CRD.
+fn printer_columns(version: &Value) -> Result<Vec<PrinterColumn>, String> {
+    let Some(columns) = version
+        .get("additionalPrinterColumns")
+        .and_then(Value::as_array)
+        .filter(|c| !c.is_empty())
+    else {
+        return Ok(vec![PrinterColumn::age()]);
+    };
+    columns
+        .iter()
+        .enumerate()
+        .map(|(i, column)| {
+            let field = |key: &str| {
+                str_at(column, &format!("/{key}"))
+                    .filter(|v| !v.is_empty())
+                    .map(str::to_string)
+                    .ok_or_else(|| {
+                        format!("spec.versions[].additionalPrinterColumns[{i}].{key}: Required value")
+                    })
+            };
+            let json_path = field("jsonPath")?;
+            crate::table::JsonPath::parse(&json_path).map_err(|e| {
+                format!(
+                    "spec.versions[].additionalPrinterColumns[{i}].jsonPath: Invalid value: {json_path:?}: {}",
+                    e.0
+                )
+            })?;
+            Ok(PrinterColumn {
+                name: field("name")?,
+                type_: field("type")?,
+                format: str_at(column, "/format").unwrap_or_default().to_string(),
+                description: str_at(column, "/description").map(str::to_string),
+                priority: column.get("priority").and_then(Value::as_i64).unwrap_or(0),
+                json_path,
+            })
+        })
+        .collect()
 }
 
 /// Converts a JSON path like `.spec.replicas` to a JSON pointer `/spec/replicas`.

@@ -2,11 +2,13 @@
 //! `PartialObjectMetadata` when the client asks for metadata only.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 
 use crate::registry::ResourceDef;
 use crate::selector::{FieldSelector, LabelSelector};
+use crate::table::TableView;
 
 /// The rendering a request asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,6 +17,8 @@ pub(crate) struct View {
     pub kind: String,
     /// `Accept: application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1`.
     pub partial: bool,
+    /// `Accept: application/json;as=Table;v=v1;g=meta.k8s.io` (reads only).
+    pub table: Option<TableView>,
 }
 
 impl View {
@@ -22,13 +26,34 @@ impl View {
         Self {
             api_version: def.api_version(),
             kind: def.kind.clone(),
-            partial: accept.contains("as=PartialObjectMetadata"),
+            partial: crate::table::negotiate(accept) == crate::table::Wanted::PartialObjectMetadata,
+            table: None,
         }
+    }
+
+    /// The view of a read (get, list, watch): a Table when `Accept` asks for one first.
+    pub(crate) fn for_read(
+        def: &Arc<ResourceDef>,
+        accept: &str,
+        include_object: Option<&str>,
+    ) -> Self {
+        let mut view = Self::new(def, accept);
+        if let crate::table::Wanted::Table(version) = crate::table::negotiate(accept) {
+            view.table = Some(TableView::new(
+                version,
+                crate::table::IncludeObject::from_query(include_object),
+                def.clone(),
+            ));
+        }
+        view
     }
 
     /// The object as this view shows it. Objects are stored with the apiVersion they were last
     /// written at; there is no conversion between versions, only the apiVersion is rewritten.
     pub(crate) fn render<'a>(&self, obj: &'a Value) -> Cow<'a, Value> {
+        if let Some(table) = &self.table {
+            return Cow::Owned(table.one(obj));
+        }
         if self.partial {
             return Cow::Owned(json!({
                 "apiVersion": "meta.k8s.io/v1",
@@ -51,7 +76,8 @@ impl View {
 
     /// Whether a stored object can be sent as is (its pre-serialized watch line fits).
     pub(crate) fn is_identity_for(&self, obj: &Value) -> bool {
-        !self.partial
+        self.table.is_none()
+            && !self.partial
             && obj.get("apiVersion").and_then(Value::as_str) == Some(self.api_version.as_str())
     }
 
@@ -61,6 +87,9 @@ impl View {
         resource_version: u64,
         continue_token: Option<String>,
     ) -> Value {
+        if let Some(table) = &self.table {
+            return table.list(&items, resource_version, continue_token);
+        }
         let (api_version, kind) = if self.partial {
             (
                 "meta.k8s.io/v1".to_string(),
