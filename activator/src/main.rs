@@ -13,6 +13,7 @@ use keda_activator::report::{self, ReporterConfig};
 use keda_activator::server::{self, Readiness};
 use keda_activator::supervise::{self, Health};
 use keda_activator::targets::Targets;
+use keda_activator::trust::TrustedProxies;
 use keda_activator::watch::{self, WatchConfig};
 use keda_scalers::scalers::http::GoDuration;
 use keda_scalers::scalers::http::claims::HostPolicy;
@@ -125,6 +126,12 @@ struct Args {
     /// suffix (4Ki to 16Gi).
     #[arg(long, env = "KEDA_ACTIVATOR_HELD_REQUEST_MEMORY", default_value = "32Mi", value_parser = limits::parse_byte_size)]
     held_request_memory: usize,
+    /// Peers whose X-Forwarded-For, -Host, -Proto and Forwarded headers are kept: a
+    /// comma-separated list of networks (10.0.0.0/8) or addresses. From any other peer they
+    /// are replaced (Forwarded dropped). Default: none. `0.0.0.0/0,::/0` trusts every peer
+    /// (KEDA's HTTP add-on passes them through).
+    #[arg(long, env = "KEDA_ACTIVATOR_TRUSTED_PROXIES", default_value = "", value_parser = TrustedProxies::parse)]
+    trusted_proxies: TrustedProxies,
     /// YAML file mapping namespace -> host patterns its `http` triggers may claim (see
     /// docs/http.md, "Host policy"); give the operator the same file. Without it (and without
     /// --http-any-host) no host is routed.
@@ -229,11 +236,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
         write_timeout: args.write_timeout,
         max_connections: args.max_connections,
     };
-    let proxy = Arc::new(Proxy::with_limits(
-        targets.routes(),
-        Arc::clone(&metrics),
-        limits,
-    ));
+    let proxy = Arc::new(
+        Proxy::with_limits(targets.routes(), Arc::clone(&metrics), limits)
+            .trusting(args.trusted_proxies.clone()),
+    );
     let ready = Readiness::default();
     let health = Health::new(supervise::UNHEALTHY_AFTER);
     let stop_watching = CancellationToken::new();

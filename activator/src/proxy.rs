@@ -24,6 +24,7 @@ use crate::limits::Limits;
 use crate::metrics::SharedMetrics;
 use crate::route::RouteTable;
 use crate::target::{Admission, Lease, Target};
+use crate::trust::TrustedProxies;
 use crate::wire::{self, WireBody, WireError};
 
 /// The routing table the watcher swaps and the proxy reads.
@@ -32,6 +33,15 @@ pub type SharedRoutes = Arc<ArcSwap<RouteTable<Target>>>;
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+const FORWARDED: HeaderName = HeaderName::from_static("forwarded");
+/// The headers a proxy in front says about the client: kept only from a trusted proxy
+/// ([`crate::trust`]).
+pub(crate) const FORWARDING: [HeaderName; 4] = [
+    X_FORWARDED_FOR,
+    X_FORWARDED_HOST,
+    X_FORWARDED_PROTO,
+    FORWARDED,
+];
 const KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
 const PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
 
@@ -53,14 +63,23 @@ pub struct Peer {
     addr: SocketAddr,
     /// The client's IP as an `X-Forwarded-For` value.
     forwarded_for: HeaderValue,
+    /// Whether the peer is a trusted proxy ([`crate::trust`]), whose forwarding headers are
+    /// kept.
+    trusted: bool,
 }
 
 impl Peer {
-    /// The client at `addr`.
+    /// The client at `addr`, not a trusted proxy: its forwarding headers are replaced.
     pub fn new(addr: SocketAddr) -> Self {
-        let ip = addr.ip().to_string();
+        Self::with_trust(addr, false)
+    }
+
+    /// The client at `addr`; `trusted`: a proxy whose forwarding headers are kept.
+    pub fn with_trust(addr: SocketAddr, trusted: bool) -> Self {
+        let ip = addr.ip().to_canonical().to_string();
         Self {
             addr,
+            trusted,
             // An IP address is always a valid header value.
             forwarded_for: HeaderValue::from_str(&ip)
                 .unwrap_or_else(|_| HeaderValue::from_static("unknown")),
@@ -75,6 +94,11 @@ impl Peer {
     /// The client's IP as an `X-Forwarded-For` value.
     pub(crate) fn forwarded_for(&self) -> &HeaderValue {
         &self.forwarded_for
+    }
+
+    /// Whether the peer is a trusted proxy.
+    pub fn is_trusted(&self) -> bool {
+        self.trusted
     }
 }
 
@@ -277,6 +301,8 @@ pub struct Proxy {
     limits: Limits,
     /// One permit per client connection the process may serve ([`Limits::max_connections`]).
     connections: Arc<Semaphore>,
+    /// The peers whose forwarding headers are kept.
+    trusted_proxies: TrustedProxies,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -300,7 +326,20 @@ impl Proxy {
             metrics,
             limits,
             connections: Arc::new(Semaphore::new(permits)),
+            trusted_proxies: TrustedProxies::default(),
         }
+    }
+
+    /// Keeps the forwarding headers of peers in `trusted` (`--trusted-proxies`).
+    #[must_use]
+    pub fn trusting(mut self, trusted: TrustedProxies) -> Self {
+        self.trusted_proxies = trusted;
+        self
+    }
+
+    /// The client connection from `addr`, trusted or not.
+    pub fn peer(&self, addr: SocketAddr) -> Peer {
+        Peer::with_trust(addr, self.trusted_proxies.contains(addr.ip()))
     }
 
     /// The client-side limits.
@@ -531,7 +570,8 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
 
 /// Turns the client's request into the pod's: HTTP/1.1 in origin form with a Host header,
 /// hop-by-hop headers removed (an upgrade's kept), `X-Forwarded-For`, `-Host` and `-Proto`
-/// set.
+/// set: from a trusted proxy, its `X-Forwarded-For` chain extended and its other forwarding
+/// headers kept; from anyone else, all of theirs replaced (and `Forwarded` dropped).
 fn prepare_request(parts: &mut Parts, peer: &Peer, upgrade: bool) {
     // The host the request was routed by ([`request_host`]): for HTTP/2 and absolute-form
     // requests the URI authority, which replaces any Host header the client sent (RFC 9112
@@ -567,6 +607,13 @@ fn prepare_request_headers(
     if let Some(protocol) = upgrade_to {
         headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
         headers.insert(header::UPGRADE, protocol);
+    }
+    if !peer.trusted {
+        // Only a trusted proxy may say who the client is; anyone else's claims are dropped
+        // and the activator says it.
+        for name in &FORWARDING {
+            headers.remove(name);
+        }
     }
     if let Some(host) = host {
         // The pod speaks HTTP/1.1 and needs Host: the one the request was routed by.
@@ -616,7 +663,7 @@ mod tests {
         prepare_request_headers(
             &mut headers,
             Some(HeaderValue::from_static("shop.example.com")),
-            &Peer::new("127.0.0.9:5555".parse().unwrap()),
+            &Peer::with_trust("127.0.0.9:5555".parse().unwrap(), true),
             false,
         );
         assert!(!headers.contains_key(header::CONNECTION));

@@ -76,7 +76,8 @@ pub async fn serve_proxy(
             (Arc::clone(&proxy), shutdown.clone(), Arc::clone(&builder));
         connections.spawn(async move {
             let _open = Open::new(permit, &proxy.metrics().connections);
-            serve_connection(stream, proxy, Peer::new(remote), &builder, &shutdown).await;
+            let peer = proxy.peer(remote);
+            serve_connection(stream, proxy, peer, &builder, &shutdown).await;
         });
     }
     drop(listener);
