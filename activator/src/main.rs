@@ -344,6 +344,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
         ready.clone(),
         Arc::clone(&health),
         Arc::clone(&metrics),
+        server::AdminLimits {
+            header_read_timeout: args.header_read_timeout,
+            ..server::AdminLimits::default()
+        },
         stop_reporting.clone(),
     ));
     let threads = match args.proxy_threads {

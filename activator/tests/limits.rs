@@ -5,14 +5,19 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::{activator_with, backend, client, eventually, get, raw_pod, read_head, within};
 use keda_activator::limits::{DEFAULT_HELD_MEMORY, Limits};
+use keda_activator::metrics::Metrics;
+use keda_activator::server;
+use keda_activator::supervise::Health;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 const HEADER_READ_TIMEOUT: Duration = Duration::from_millis(300);
 const IDLE_TIMEOUT: Duration = Duration::from_millis(500);
@@ -484,4 +489,66 @@ async fn an_idle_flood_at_the_connection_limit_is_cut_at_its_timeouts_and_others
     assert!(a.metrics.connection_limit_waits.get() >= 2);
     // The served client's connection is kept alive and goes on being served.
     ask(&mut normal, GET, "hello from shop").await;
+}
+
+/// The admin listener (`/healthz`, `/readyz`, `/metrics`) on loopback, with `limits`.
+async fn admin(limits: server::AdminLimits) -> (std::net::SocketAddr, CancellationToken) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = CancellationToken::new();
+    tokio::spawn(server::serve_admin(
+        listener,
+        server::Readiness::default(),
+        Health::new(Duration::from_secs(30)),
+        Arc::new(Metrics::new()),
+        limits,
+        stop.clone(),
+    ));
+    (addr, stop)
+}
+
+#[tokio::test]
+async fn the_admin_listener_caps_connections_and_cuts_slow_and_huge_heads() {
+    let limits = server::AdminLimits {
+        max_connections: 4,
+        header_read_timeout: HEADER_READ_TIMEOUT,
+        ..server::AdminLimits::default()
+    };
+    let (addr, _stop) = admin(limits).await;
+    let healthz = b"GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n";
+    let mut served = TcpStream::connect(addr).await.unwrap();
+    ask(&mut served, healthz, "ok").await;
+    drop(served);
+    // A head never finished is cut at the header read timeout.
+    let mut slow = TcpStream::connect(addr).await.unwrap();
+    slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: a\r\n")
+        .await
+        .unwrap();
+    let (elapsed, _) = closed(&mut slow, Instant::now()).await;
+    assert_cut_after(elapsed, HEADER_READ_TIMEOUT, "an unfinished admin head");
+    // A huge head is refused (431) instead of buffered (hyper's default: ~400 KiB).
+    let mut huge = TcpStream::connect(addr).await.unwrap();
+    let mut head = b"GET /healthz HTTP/1.1\r\nHost: a\r\nX-Pad: ".to_vec();
+    head.resize(head.len() + 40 * 1024, b'a');
+    head.extend_from_slice(b"\r\n\r\n");
+    let _ = huge.write_all(&head).await;
+    let (_, answer) = closed(&mut huge, Instant::now()).await;
+    assert!(answer.starts_with("HTTP/1.1 431"), "{answer:?}");
+    // With as many connections open as allowed, one more waits until they are cut.
+    let mut open = Vec::new();
+    for _ in 0..4 {
+        open.push(TcpStream::connect(addr).await.unwrap());
+    }
+    let started = Instant::now();
+    let mut extra = TcpStream::connect(addr).await.unwrap();
+    extra.write_all(healthz).await.unwrap();
+    let mut buf = [0u8; 1024];
+    let early = tokio::time::timeout(Duration::from_millis(150), extra.read(&mut buf)).await;
+    assert!(
+        early.is_err(),
+        "a connection past the cap was served: {early:?}"
+    );
+    open.pop();
+    ask(&mut extra, b"", "ok").await;
+    assert!(started.elapsed() < Duration::from_secs(5));
 }
