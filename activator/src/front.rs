@@ -193,7 +193,11 @@ pub async fn serve<S: ClientStream>(
                 let (parts, body) = proxy::for_client(response, Version::HTTP_11);
                 let framing = Framing::of(&method, parts.status, &parts.headers);
                 encode_response_head(&parts.headers, parts.status, framing, close, &mut conn.out);
-                conn.send_body(ProxyBody::wire(body, lease), framing).await
+                conn.send_body(
+                    ProxyBody::wire(body, lease, limits.upstream_idle_timeout),
+                    framing,
+                )
+                .await
             }
             Err(error) => {
                 let (parts, body) = error.to_response().into_parts();

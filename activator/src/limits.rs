@@ -1,6 +1,7 @@
 //! The limits that keep one client from taking the proxy down: how long a client may take to
 //! send a request head, to start its next request on a kept-alive connection, and to take
-//! what is written to it, and how many client connections the process serves at once.
+//! what is written to it, and how many client connections the process serves at once; and
+//! how long a pod may stall a response it has begun.
 //!
 //! Both request paths enforce them: the front path ([`crate::front`]) with one timer per
 //! connection, hyper's server with the same timer in [`crate::timed`]. The per-target limits
@@ -14,6 +15,8 @@ pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(75);
 /// Default [`Limits::write_timeout`] (nginx's `send_timeout`).
 pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default [`Limits::upstream_idle_timeout`] (nginx's `proxy_read_timeout`).
+pub const DEFAULT_UPSTREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default [`Limits::max_connections`].
 pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 /// Most client connections `--max-connections` may allow.
@@ -36,6 +39,10 @@ pub struct Limits {
     /// Client connections served at once by the process; more wait in the listen backlog
     /// until one closes.
     pub max_connections: usize,
+    /// Longest a pod may send nothing once its response head has come (between two reads of
+    /// the body), and longest an upgraded connection may carry nothing either way; then the
+    /// pod's connection and the client's are closed and the pod's slot is freed.
+    pub upstream_idle_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -45,6 +52,7 @@ impl Default for Limits {
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             write_timeout: DEFAULT_WRITE_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            upstream_idle_timeout: DEFAULT_UPSTREAM_IDLE_TIMEOUT,
         }
     }
 }

@@ -119,6 +119,10 @@ struct Args {
     /// How long a write to a client may make no progress (1ms to 1h).
     #[arg(long, env = "KEDA_ACTIVATOR_WRITE_TIMEOUT", default_value = "60s", value_parser = limit_duration)]
     write_timeout: Duration,
+    /// How long a pod may send nothing once its response has begun, and an upgraded
+    /// connection carry nothing either way; then both connections are closed (1ms to 1h).
+    #[arg(long, env = "KEDA_ACTIVATOR_UPSTREAM_IDLE_TIMEOUT", default_value = "60s", value_parser = limit_duration)]
+    upstream_idle_timeout: Duration,
     /// Client connections served at once; more wait until one closes (1 to 1000000).
     #[arg(long, env = "KEDA_ACTIVATOR_MAX_CONNECTIONS", default_value = "10000", value_parser = limits::parse_max_connections)]
     max_connections: usize,
@@ -235,6 +239,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         idle_timeout: args.idle_timeout,
         write_timeout: args.write_timeout,
         max_connections: args.max_connections,
+        upstream_idle_timeout: args.upstream_idle_timeout,
     };
     let proxy = Arc::new(
         Proxy::with_limits(targets.routes(), Arc::clone(&metrics), limits)

@@ -3,10 +3,12 @@
 //! the requests hyper's server parses; [`crate::front`] the common HTTP/1.1 request, with the
 //! same routing and admission ([`Proxy::admit`]) and the same pod connections.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
@@ -17,7 +19,7 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
 use crate::error::ProxyError;
 use crate::limits::Limits;
@@ -106,6 +108,14 @@ impl Peer {
 /// away), or a body the activator wrote.
 pub struct ProxyBody {
     kind: Kind,
+    /// Longest the pod may send nothing ([`Limits::upstream_idle_timeout`]).
+    idle: Duration,
+    /// The idle deadline: set when the pod's body is found with nothing to read after a frame
+    /// (not from the frame itself: while the client is slow to take it, the pod is not
+    /// asked for more), until the next frame.
+    stall: Option<Pin<Box<Sleep>>>,
+    /// Whether `stall` runs (since the last frame).
+    armed: bool,
 }
 
 enum Kind {
@@ -133,33 +143,65 @@ pub enum BodyError {
     /// On a wire connection.
     #[error(transparent)]
     Wire(#[from] WireError),
+    /// The pod sent nothing for the upstream idle timeout.
+    #[error("the pod sent nothing for {0:?}")]
+    Idle(Duration),
 }
 
 impl ProxyBody {
     /// A complete body.
     pub fn full(bytes: Bytes) -> Self {
+        Self::of(Kind::Full(Some(bytes)), Duration::MAX)
+    }
+
+    fn of(kind: Kind, idle: Duration) -> Self {
         Self {
-            kind: Kind::Full(Some(bytes)),
+            kind,
+            idle,
+            stall: None,
+            armed: false,
         }
     }
 
-    fn upstream(body: Incoming, lease: Lease, connection: SendRequest<Incoming>) -> Self {
-        Self {
-            kind: Kind::Upstream {
+    fn upstream(
+        body: Incoming,
+        lease: Lease,
+        connection: SendRequest<Incoming>,
+        idle: Duration,
+    ) -> Self {
+        Self::of(
+            Kind::Upstream {
                 body,
                 lease: Some(lease),
                 connection: Some(connection),
             },
-        }
+            idle,
+        )
     }
 
-    pub(crate) fn wire(body: WireBody, lease: Lease) -> Self {
-        Self {
-            kind: Kind::Wire {
+    /// The pod's body on a wire connection, cut when the pod sends nothing for `idle`.
+    pub(crate) fn wire(body: WireBody, lease: Lease, idle: Duration) -> Self {
+        Self::of(
+            Kind::Wire {
                 body: Some(body),
                 lease: Some(lease),
             },
+            idle,
+        )
+    }
+
+    /// Whether the pod has sent nothing for the idle timeout, polled while its body has
+    /// nothing to read.
+    fn stalled(&mut self, cx: &mut Context<'_>) -> bool {
+        let idle = self.idle;
+        let stall = self
+            .stall
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(idle)));
+        if !self.armed {
+            stall.as_mut().reset(Instant::now() + idle);
+            self.armed = true;
         }
+        stall.as_mut().poll(cx).is_ready()
     }
 }
 
@@ -246,32 +288,50 @@ impl Body for ProxyBody {
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         // In both pod cases the slot is freed as soon as the pod is done, not when hyper
         // drops the body.
-        match &mut self.get_mut().kind {
+        let this = self.get_mut();
+        let polled = match &mut this.kind {
+            Kind::Upstream { body, .. } => {
+                Pin::new(&mut *body).poll_frame(cx).map_err(BodyError::from)
+            }
+            Kind::Wire { body, .. } => match body.as_mut() {
+                None => return Poll::Ready(None),
+                Some(wire) => Pin::new(&mut *wire).poll_frame(cx).map_err(BodyError::from),
+            },
+            Kind::Full(bytes) => return Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+        };
+        let polled = match polled {
+            Poll::Pending if this.stalled(cx) => {
+                // The pod began its answer and stopped: the connection is dropped below
+                // (closed, the request cancelled) and the slot freed.
+                Poll::Ready(Some(Err(BodyError::Idle(this.idle))))
+            }
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(frame) => {
+                this.armed = false;
+                Poll::Ready(frame)
+            }
+        };
+        match &mut this.kind {
             Kind::Upstream {
                 body,
                 lease,
                 connection,
             } => {
-                let polled = Pin::new(&mut *body).poll_frame(cx);
                 if ends(&polled, body) {
                     count_abort(lease.as_ref(), &polled);
                     finish(body, lease, connection);
                 }
-                polled.map_err(BodyError::from)
             }
             Kind::Wire { body, lease } => {
-                let Some(wire) = body.as_mut() else {
-                    return Poll::Ready(None);
-                };
-                let polled = Pin::new(&mut *wire).poll_frame(cx);
-                if ends(&polled, wire) {
+                let ended = body.as_ref().is_none_or(|wire| ends(&polled, wire));
+                if ended {
                     count_abort(lease.as_ref(), &polled);
                     finish_wire(body, lease);
                 }
-                polled.map_err(BodyError::from)
             }
-            Kind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            Kind::Full(_) => {}
         }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {
@@ -424,7 +484,10 @@ impl Proxy {
                 .map_err(|e| upstream(&target, pod, e))?;
             answered(&target, started);
             let (parts, body) = for_client(response, client_version);
-            return Ok(Response::from_parts(parts, ProxyBody::wire(body, lease)));
+            return Ok(Response::from_parts(
+                parts,
+                ProxyBody::wire(body, lease, self.limits.upstream_idle_timeout),
+            ));
         }
         let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
         let (mut parts, body) = request.into_parts();
@@ -440,6 +503,7 @@ impl Proxy {
             && response.status() == StatusCode::SWITCHING_PROTOCOLS
         {
             let server_upgrade = hyper::upgrade::on(&mut response);
+            let idle = self.limits.upstream_idle_timeout;
             tokio::spawn(async move {
                 // The slot stays taken for the life of the upgraded connection, which is no
                 // longer an HTTP connection to pool.
@@ -447,8 +511,13 @@ impl Proxy {
                 let _connection = connection;
                 if let (Ok(client), Ok(server)) = tokio::join!(client_upgrade, server_upgrade) {
                     let mut client = TokioIo::new(client);
-                    let mut server = TokioIo::new(server);
-                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    let mut server = crate::timed::Quiet::new(TokioIo::new(server));
+                    let seen = server.seen();
+                    // Closed (both ends) once nothing has moved either way for `idle`.
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        () = crate::timed::quiet_for(&seen, idle) => {}
+                    }
                 }
             });
             let (parts, _) = response.into_parts();
@@ -457,7 +526,7 @@ impl Proxy {
         let (parts, body) = for_client(response, client_version);
         Ok(Response::from_parts(
             parts,
-            ProxyBody::upstream(body, lease, connection),
+            ProxyBody::upstream(body, lease, connection, self.limits.upstream_idle_timeout),
         ))
     }
 }

@@ -29,6 +29,7 @@ fn short_limits() -> Limits {
         idle_timeout: IDLE_TIMEOUT,
         write_timeout: WRITE_TIMEOUT,
         max_connections: 1000,
+        ..Limits::default()
     }
 }
 
@@ -551,4 +552,63 @@ async fn the_admin_listener_caps_connections_and_cuts_slow_and_huge_heads() {
     open.pop();
     ask(&mut extra, b"", "ok").await;
     assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn a_pod_that_stalls_after_its_head_is_cut_at_the_upstream_idle_timeout_on_every_path() {
+    const UPSTREAM_IDLE: Duration = Duration::from_millis(300);
+    let limits = Limits {
+        upstream_idle_timeout: UPSTREAM_IDLE,
+        ..short_limits()
+    };
+    let a = activator_with(limits, DEFAULT_HELD_MEMORY).await;
+    // A pod that sends a response head and part of its body (or switches protocols), then
+    // nothing, never closing.
+    let (pod, _) = raw_pod(|mut stream| async move {
+        if let Some(head) = read_head(&mut stream).await {
+            let answer: &[u8] = if head.windows(8).any(|w| w.eq_ignore_ascii_case(b"upgrade:")) {
+                b"HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n"
+            } else {
+                b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nhalf"
+            };
+            let _ = stream.write_all(answer).await;
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+    })
+    .await;
+    // One slot: each request below gets it only if the one before freed it.
+    let key = a.route(
+        "shop",
+        &[("service", "shop"), ("containerConcurrency", "1")],
+        vec![pod],
+    );
+    let requests: [(&[u8], &str); 3] = [
+        // The front path, hyper's path, an upgraded tunnel.
+        (GET, "half"),
+        (POST, "half"),
+        (
+            b"GET /ws HTTP/1.1\r\nHost: shop.example.com\r\nConnection: Upgrade\r\n\
+              Upgrade: websocket\r\n\r\n",
+            "\r\n\r\n",
+        ),
+    ];
+    for (request, last) in requests {
+        let mut stream = TcpStream::connect(a.addr).await.unwrap();
+        stream.write_all(request).await.unwrap();
+        let started = Instant::now();
+        let (elapsed, answer) = closed(&mut stream, started).await;
+        assert!(
+            answer.starts_with("HTTP/1.1 200") || answer.starts_with("HTTP/1.1 101"),
+            "{answer:?}"
+        );
+        assert!(answer.ends_with(last), "{answer:?}");
+        assert_cut_after(elapsed, UPSTREAM_IDLE, "a stalled pod");
+    }
+    let target = a.targets.get(&key).unwrap();
+    eventually("the slot to be free", || {
+        target
+            .sample(Instant::now(), Duration::from_secs(60))
+            .is_none_or(|s| s.in_flight == 0)
+    })
+    .await;
 }
