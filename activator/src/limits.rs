@@ -21,6 +21,11 @@ pub const DEFAULT_UPSTREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 /// Most client connections `--max-connections` may allow.
 pub const MAX_CONNECTIONS_BOUND: usize = 1_000_000;
+/// Default `--max-pod-connections`: connections (requests in flight) one activator replica
+/// opens to one pod when `containerConcurrency` allows more or is 0.
+pub const DEFAULT_MAX_POD_CONNECTIONS: u32 = 100;
+/// Most `--max-pod-connections` may allow.
+pub const MAX_POD_CONNECTIONS_BOUND: u32 = 1_000_000;
 /// Default limit of the memory held requests may keep, per target (32 MiB: 10,000 held
 /// requests with 3 KiB heads).
 pub const DEFAULT_HELD_MEMORY: usize = 32 * 1024 * 1024;
@@ -84,6 +89,19 @@ pub fn parse_max_connections(raw: &str) -> Result<usize, String> {
         Ok(n) if (1..=MAX_CONNECTIONS_BOUND).contains(&n) => Ok(n),
         _ => Err(format!(
             "\"{raw}\" is not a number of connections between 1 and {MAX_CONNECTIONS_BOUND}"
+        )),
+    }
+}
+
+/// A `--max-pod-connections` value: 0 (no limit) to [`MAX_POD_CONNECTIONS_BOUND`].
+///
+/// # Errors
+/// Not a number in bounds.
+pub fn parse_max_pod_connections(raw: &str) -> Result<u32, String> {
+    match raw.trim().parse::<u32>() {
+        Ok(n) if n <= MAX_POD_CONNECTIONS_BOUND => Ok(n),
+        _ => Err(format!(
+            "\"{raw}\" is not a number of connections between 0 (no limit) and {MAX_POD_CONNECTIONS_BOUND}"
         )),
     }
 }

@@ -12,7 +12,7 @@ use keda_activator::proxy::Proxy;
 use keda_activator::report::{self, ReporterConfig};
 use keda_activator::server::{self, Readiness};
 use keda_activator::supervise::{self, Health};
-use keda_activator::targets::Targets;
+use keda_activator::targets::{TargetLimits, Targets};
 use keda_activator::trust::TrustedProxies;
 use keda_activator::watch::{self, WatchConfig};
 use keda_scalers::scalers::http::GoDuration;
@@ -136,6 +136,11 @@ struct Args {
     /// (KEDA's HTTP add-on passes them through).
     #[arg(long, env = "KEDA_ACTIVATOR_TRUSTED_PROXIES", default_value = "", value_parser = TrustedProxies::parse)]
     trusted_proxies: TrustedProxies,
+    /// Connections (requests in flight) this replica opens to one pod at most, also when a
+    /// trigger's containerConcurrency is 0 or higher; more requests wait in the hold queue
+    /// (0: no limit, KEDA's behaviour; at most 1000000).
+    #[arg(long, env = "KEDA_ACTIVATOR_MAX_POD_CONNECTIONS", default_value = "100", value_parser = limits::parse_max_pod_connections)]
+    max_pod_connections: u32,
     /// YAML file mapping namespace -> host patterns its `http` triggers may claim (see
     /// docs/http.md, "Host policy"); give the operator the same file. Without it (and without
     /// --http-any-host) no host is routed.
@@ -232,8 +237,14 @@ async fn run(args: Args) -> anyhow::Result<()> {
 
     let metrics = Arc::new(Metrics::new());
     let (wake_tx, wake_rx) = tokio::sync::mpsc::channel(4096);
-    let targets =
-        Targets::with_held_memory(wake_tx, Arc::clone(&metrics), args.held_request_memory);
+    let targets = Targets::with_limits(
+        wake_tx,
+        Arc::clone(&metrics),
+        TargetLimits {
+            held_memory: args.held_request_memory,
+            max_pod_connections: args.max_pod_connections,
+        },
+    );
     let limits = Limits {
         header_read_timeout: args.header_read_timeout,
         idle_timeout: args.idle_timeout,

@@ -38,6 +38,20 @@ pub struct TargetSettings {
     pub response_timeout: Duration,
     /// Most bytes the held requests may keep together ([`Charge`]).
     pub held_memory: usize,
+    /// Most connections (requests in flight) to one pod from this replica, whatever
+    /// `container_concurrency` says; 0: no limit.
+    pub max_pod_connections: u32,
+}
+
+impl TargetSettings {
+    /// The per-pod limit used: `container_concurrency`, within `max_pod_connections`.
+    fn pod_limit(&self) -> u32 {
+        match (self.container_concurrency, self.max_pod_connections) {
+            (cc, 0) => cc,
+            (0, cap) => cap,
+            (cc, cap) => cc.min(cap),
+        }
+    }
 }
 
 /// The hold queue: the held requests' ids in arrival order, and their senders by id. A request
@@ -139,11 +153,8 @@ impl State {
     }
 
     fn rebuild_pods(&mut self) {
-        let assigned = assign(
-            &self.ready,
-            self.settings.container_concurrency,
-            self.replicas,
-        );
+        let assigned = assign(&self.ready, self.settings.pod_limit(), self.replicas);
+        let max_idle = self.settings.max_pod_connections;
         let old = std::mem::take(&mut self.pods);
         let old_upstreams = std::mem::take(&mut self.upstreams);
         self.pods = assigned
@@ -162,10 +173,10 @@ impl State {
         self.upstreams = assigned
             .iter()
             .map(|&(addr, _)| {
-                old_upstreams
-                    .iter()
-                    .find(|u| u.addr() == addr)
-                    .map_or_else(|| Arc::new(Upstream::new(addr)), Arc::clone)
+                old_upstreams.iter().find(|u| u.addr() == addr).map_or_else(
+                    || Arc::new(Upstream::with_max_idle(addr, max_idle)),
+                    Arc::clone,
+                )
             })
             .collect();
         self.dispatch();
@@ -496,8 +507,7 @@ impl Target {
     pub fn set_settings(&self, settings: TargetSettings) {
         let mut state = self.lock();
         if state.settings != settings {
-            let limit_changed =
-                state.settings.container_concurrency != settings.container_concurrency;
+            let limit_changed = state.settings.pod_limit() != settings.pod_limit();
             state.settings = settings;
             if limit_changed {
                 state.rebuild_pods();
@@ -554,6 +564,7 @@ mod tests {
                 queue_depth: depth,
                 response_timeout: Duration::from_secs(60),
                 held_memory: 10_000,
+                max_pod_connections: 0,
             },
             tx,
             TargetMetrics::default(),

@@ -14,6 +14,8 @@ use keda_activator::limits::{DEFAULT_HELD_MEMORY, Limits};
 use keda_activator::metrics::Metrics;
 use keda_activator::server;
 use keda_activator::supervise::Health;
+use keda_activator::targets::TargetLimits;
+use keda_activator::trust::TrustedProxies;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
@@ -611,4 +613,76 @@ async fn a_pod_that_stalls_after_its_head_is_cut_at_the_upstream_idle_timeout_on
             .is_none_or(|s| s.in_flight == 0)
     })
     .await;
+}
+
+#[tokio::test]
+async fn without_container_concurrency_a_pod_gets_at_most_max_pod_connections() {
+    const CAP: u32 = 4;
+    const REQUESTS: usize = 24;
+    let a = common::activator_configured(
+        Limits::default(),
+        TargetLimits {
+            max_pod_connections: CAP,
+            ..TargetLimits::default()
+        },
+        TrustedProxies::default(),
+    )
+    .await;
+    // A pod that answers each request after 100 ms, counting its open connections.
+    let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let most = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (pod, accepted) = raw_pod({
+        let (open, most) = (Arc::clone(&open), Arc::clone(&most));
+        move |mut stream| {
+            let (open, most) = (Arc::clone(&open), Arc::clone(&most));
+            async move {
+                let now = open.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                while read_head(&mut stream).await.is_some() {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+                    if stream.write_all(answer).await.is_err() {
+                        break;
+                    }
+                }
+                open.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+    })
+    .await;
+    // containerConcurrency 0: no per-pod limit from the trigger.
+    a.route("shop", &[("service", "shop")], vec![pod]);
+    // Many requests at once, on one HTTP/2 connection (one client socket) and on HTTP/1.1
+    // connections of their own.
+    let c = client();
+    let h2 = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .http2_only(true)
+        .build_http::<http_body_util::Empty<bytes::Bytes>>();
+    let mut answers = tokio::task::JoinSet::new();
+    for i in 0..REQUESTS {
+        let (c, h2, addr) = (c.clone(), h2.clone(), a.addr);
+        answers.spawn(async move {
+            if i % 2 == 0 {
+                get(&c, addr, "shop.example.com", "/").await.0
+            } else {
+                let request = http::Request::get(format!("http://{addr}/"))
+                    .header("host", "shop.example.com")
+                    .body(http_body_util::Empty::new())
+                    .unwrap();
+                h2.request(request).await.map_or(0, |r| r.status().as_u16())
+            }
+        });
+    }
+    within(20, "every answer", async {
+        while let Some(status) = answers.join_next().await {
+            assert_eq!(status.unwrap(), 200);
+        }
+    })
+    .await;
+    let most = most.load(Ordering::SeqCst);
+    assert!(
+        most <= CAP as usize,
+        "{most} connections open to the pod at once ({} in all)",
+        accepted.load(Ordering::SeqCst)
+    );
 }
