@@ -193,7 +193,11 @@ pub async fn serve<S: ClientStream>(
                 let (parts, body) = proxy::for_client(response, Version::HTTP_11);
                 let framing = Framing::of(&method, parts.status, &parts.headers);
                 encode_response_head(&parts.headers, parts.status, framing, close, &mut conn.out);
-                conn.send_body(ProxyBody::wire(body, lease), framing).await
+                conn.send_body(
+                    ProxyBody::wire(body, lease, limits.upstream_idle_timeout),
+                    framing,
+                )
+                .await
             }
             Err(error) => {
                 let (parts, body) = error.to_response().into_parts();
@@ -244,7 +248,9 @@ pub enum Parsed<'a> {
 /// Parses the request head at the front of `buf` and, for a request this path serves, writes
 /// the pod's request head into `out`: the client's header lines as they came, without the
 /// hop-by-hop ones, with `X-Forwarded-For` (the client's address appended to any value
-/// there), `X-Forwarded-Host` and `X-Forwarded-Proto` as [`crate::proxy`] sets them.
+/// there from a trusted proxy), `X-Forwarded-Host` and `X-Forwarded-Proto` as
+/// [`crate::proxy`] sets them (a peer that is not a trusted proxy has its own dropped, and
+/// `Forwarded` too).
 ///
 /// Public for the fuzzer (`fuzz/`), which checks the pod's head against the client's.
 pub fn parse<'a>(buf: &'a [u8], peer: &Peer, out: &mut Vec<u8>) -> Parsed<'a> {
@@ -313,12 +319,18 @@ pub fn parse<'a>(buf: &'a [u8], peer: &Peer, out: &mut Vec<u8>) -> Parsed<'a> {
     out.extend_from_slice(target.as_bytes());
     out.extend_from_slice(b" HTTP/1.1\r\n");
     let (mut forwarded_for, mut forwarded_host, mut forwarded_proto) = (false, false, false);
+    let trusted = peer.is_trusted();
     for field in request.headers.iter() {
         let name = field.name;
         if proxy::HOP_BY_HOP
             .iter()
             .any(|h| name.eq_ignore_ascii_case(h.as_str()))
             || (named_in_connection && is_named_in_connection(request.headers, name))
+            // Only a trusted proxy may say who the client is (`crate::trust`).
+            || (!trusted
+                && proxy::FORWARDING
+                    .iter()
+                    .any(|h| name.eq_ignore_ascii_case(h.as_str())))
         {
             continue;
         }
@@ -761,8 +773,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Rewound<S> {
 mod tests {
     use super::*;
 
+    /// A trusted proxy (`--trusted-proxies`): its forwarding headers are kept.
     fn peer() -> Peer {
-        Peer::new("127.0.0.9:5555".parse().expect("an address"))
+        Peer::with_trust("127.0.0.9:5555".parse().expect("an address"), true)
     }
 
     #[test]
@@ -799,7 +812,7 @@ mod tests {
     }
 
     #[test]
-    fn forwarded_headers_the_client_sent_are_kept() {
+    fn forwarded_headers_a_trusted_proxy_sent_are_kept() {
         let request = b"DELETE /x HTTP/1.1\r\nhost: a\r\nx-forwarded-host: b\r\n\
             x-forwarded-proto: https\r\nconnection: close\r\n\r\n";
         let mut head = Vec::new();

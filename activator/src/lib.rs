@@ -24,6 +24,7 @@ pub mod supervise;
 pub mod target;
 pub mod targets;
 pub mod timed;
+pub mod trust;
 pub mod upstream;
 pub mod watch;
 pub mod wire;

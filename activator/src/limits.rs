@@ -1,6 +1,7 @@
 //! The limits that keep one client from taking the proxy down: how long a client may take to
 //! send a request head, to start its next request on a kept-alive connection, and to take
-//! what is written to it, and how many client connections the process serves at once.
+//! what is written to it, and how many client connections the process serves at once; and
+//! how long a pod may stall a response it has begun.
 //!
 //! Both request paths enforce them: the front path ([`crate::front`]) with one timer per
 //! connection, hyper's server with the same timer in [`crate::timed`]. The per-target limits
@@ -14,10 +15,17 @@ pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(75);
 /// Default [`Limits::write_timeout`] (nginx's `send_timeout`).
 pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default [`Limits::upstream_idle_timeout`] (nginx's `proxy_read_timeout`).
+pub const DEFAULT_UPSTREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default [`Limits::max_connections`].
 pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 /// Most client connections `--max-connections` may allow.
 pub const MAX_CONNECTIONS_BOUND: usize = 1_000_000;
+/// Default `--max-pod-connections`: connections (requests in flight) one activator replica
+/// opens to one pod when `containerConcurrency` allows more or is 0.
+pub const DEFAULT_MAX_POD_CONNECTIONS: u32 = 100;
+/// Most `--max-pod-connections` may allow.
+pub const MAX_POD_CONNECTIONS_BOUND: u32 = 1_000_000;
 /// Default limit of the memory held requests may keep, per target (32 MiB: 10,000 held
 /// requests with 3 KiB heads).
 pub const DEFAULT_HELD_MEMORY: usize = 32 * 1024 * 1024;
@@ -36,6 +44,10 @@ pub struct Limits {
     /// Client connections served at once by the process; more wait in the listen backlog
     /// until one closes.
     pub max_connections: usize,
+    /// Longest a pod may send nothing once its response head has come (between two reads of
+    /// the body), and longest an upgraded connection may carry nothing either way; then the
+    /// pod's connection and the client's are closed and the pod's slot is freed.
+    pub upstream_idle_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -45,6 +57,7 @@ impl Default for Limits {
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             write_timeout: DEFAULT_WRITE_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            upstream_idle_timeout: DEFAULT_UPSTREAM_IDLE_TIMEOUT,
         }
     }
 }
@@ -76,6 +89,19 @@ pub fn parse_max_connections(raw: &str) -> Result<usize, String> {
         Ok(n) if (1..=MAX_CONNECTIONS_BOUND).contains(&n) => Ok(n),
         _ => Err(format!(
             "\"{raw}\" is not a number of connections between 1 and {MAX_CONNECTIONS_BOUND}"
+        )),
+    }
+}
+
+/// A `--max-pod-connections` value: 0 (no limit) to [`MAX_POD_CONNECTIONS_BOUND`].
+///
+/// # Errors
+/// Not a number in bounds.
+pub fn parse_max_pod_connections(raw: &str) -> Result<u32, String> {
+    match raw.trim().parse::<u32>() {
+        Ok(n) if n <= MAX_POD_CONNECTIONS_BOUND => Ok(n),
+        _ => Err(format!(
+            "\"{raw}\" is not a number of connections between 0 (no limit) and {MAX_POD_CONNECTIONS_BOUND}"
         )),
     }
 }

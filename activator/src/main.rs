@@ -12,7 +12,8 @@ use keda_activator::proxy::Proxy;
 use keda_activator::report::{self, ReporterConfig};
 use keda_activator::server::{self, Readiness};
 use keda_activator::supervise::{self, Health};
-use keda_activator::targets::Targets;
+use keda_activator::targets::{TargetLimits, Targets};
+use keda_activator::trust::TrustedProxies;
 use keda_activator::watch::{self, WatchConfig};
 use keda_scalers::scalers::http::GoDuration;
 use keda_scalers::scalers::http::claims::HostPolicy;
@@ -118,6 +119,10 @@ struct Args {
     /// How long a write to a client may make no progress (1ms to 1h).
     #[arg(long, env = "KEDA_ACTIVATOR_WRITE_TIMEOUT", default_value = "60s", value_parser = limit_duration)]
     write_timeout: Duration,
+    /// How long a pod may send nothing once its response has begun, and an upgraded
+    /// connection carry nothing either way; then both connections are closed (1ms to 1h).
+    #[arg(long, env = "KEDA_ACTIVATOR_UPSTREAM_IDLE_TIMEOUT", default_value = "60s", value_parser = limit_duration)]
+    upstream_idle_timeout: Duration,
     /// Client connections served at once; more wait until one closes (1 to 1000000).
     #[arg(long, env = "KEDA_ACTIVATOR_MAX_CONNECTIONS", default_value = "10000", value_parser = limits::parse_max_connections)]
     max_connections: usize,
@@ -125,6 +130,17 @@ struct Args {
     /// suffix (4Ki to 16Gi).
     #[arg(long, env = "KEDA_ACTIVATOR_HELD_REQUEST_MEMORY", default_value = "32Mi", value_parser = limits::parse_byte_size)]
     held_request_memory: usize,
+    /// Peers whose X-Forwarded-For, -Host, -Proto and Forwarded headers are kept: a
+    /// comma-separated list of networks (10.0.0.0/8) or addresses. From any other peer they
+    /// are replaced (Forwarded dropped). Default: none. `0.0.0.0/0,::/0` trusts every peer
+    /// (KEDA's HTTP add-on passes them through).
+    #[arg(long, env = "KEDA_ACTIVATOR_TRUSTED_PROXIES", default_value = "", value_parser = TrustedProxies::parse)]
+    trusted_proxies: TrustedProxies,
+    /// Connections (requests in flight) this replica opens to one pod at most, also when a
+    /// trigger's containerConcurrency is 0 or higher; more requests wait in the hold queue
+    /// (0: no limit, KEDA's behaviour; at most 1000000).
+    #[arg(long, env = "KEDA_ACTIVATOR_MAX_POD_CONNECTIONS", default_value = "100", value_parser = limits::parse_max_pod_connections)]
+    max_pod_connections: u32,
     /// YAML file mapping namespace -> host patterns its `http` triggers may claim (see
     /// docs/http.md, "Host policy"); give the operator the same file. Without it (and without
     /// --http-any-host) no host is routed.
@@ -221,19 +237,25 @@ async fn run(args: Args) -> anyhow::Result<()> {
 
     let metrics = Arc::new(Metrics::new());
     let (wake_tx, wake_rx) = tokio::sync::mpsc::channel(4096);
-    let targets =
-        Targets::with_held_memory(wake_tx, Arc::clone(&metrics), args.held_request_memory);
+    let targets = Targets::with_limits(
+        wake_tx,
+        Arc::clone(&metrics),
+        TargetLimits {
+            held_memory: args.held_request_memory,
+            max_pod_connections: args.max_pod_connections,
+        },
+    );
     let limits = Limits {
         header_read_timeout: args.header_read_timeout,
         idle_timeout: args.idle_timeout,
         write_timeout: args.write_timeout,
         max_connections: args.max_connections,
+        upstream_idle_timeout: args.upstream_idle_timeout,
     };
-    let proxy = Arc::new(Proxy::with_limits(
-        targets.routes(),
-        Arc::clone(&metrics),
-        limits,
-    ));
+    let proxy = Arc::new(
+        Proxy::with_limits(targets.routes(), Arc::clone(&metrics), limits)
+            .trusting(args.trusted_proxies.clone()),
+    );
     let ready = Readiness::default();
     let health = Health::new(supervise::UNHEALTHY_AFTER);
     let stop_watching = CancellationToken::new();
@@ -338,6 +360,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
         ready.clone(),
         Arc::clone(&health),
         Arc::clone(&metrics),
+        server::AdminLimits {
+            header_read_timeout: args.header_read_timeout,
+            ..server::AdminLimits::default()
+        },
         stop_reporting.clone(),
     ));
     let threads = match args.proxy_threads {

@@ -3,10 +3,12 @@
 //! the requests hyper's server parses; [`crate::front`] the common HTTP/1.1 request, with the
 //! same routing and admission ([`Proxy::admit`]) and the same pod connections.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
@@ -17,13 +19,14 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
 use crate::error::ProxyError;
 use crate::limits::Limits;
 use crate::metrics::SharedMetrics;
 use crate::route::RouteTable;
 use crate::target::{Admission, Lease, Target};
+use crate::trust::TrustedProxies;
 use crate::wire::{self, WireBody, WireError};
 
 /// The routing table the watcher swaps and the proxy reads.
@@ -32,6 +35,15 @@ pub type SharedRoutes = Arc<ArcSwap<RouteTable<Target>>>;
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+const FORWARDED: HeaderName = HeaderName::from_static("forwarded");
+/// The headers a proxy in front says about the client: kept only from a trusted proxy
+/// ([`crate::trust`]).
+pub(crate) const FORWARDING: [HeaderName; 4] = [
+    X_FORWARDED_FOR,
+    X_FORWARDED_HOST,
+    X_FORWARDED_PROTO,
+    FORWARDED,
+];
 const KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
 const PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
 
@@ -53,14 +65,23 @@ pub struct Peer {
     addr: SocketAddr,
     /// The client's IP as an `X-Forwarded-For` value.
     forwarded_for: HeaderValue,
+    /// Whether the peer is a trusted proxy ([`crate::trust`]), whose forwarding headers are
+    /// kept.
+    trusted: bool,
 }
 
 impl Peer {
-    /// The client at `addr`.
+    /// The client at `addr`, not a trusted proxy: its forwarding headers are replaced.
     pub fn new(addr: SocketAddr) -> Self {
-        let ip = addr.ip().to_string();
+        Self::with_trust(addr, false)
+    }
+
+    /// The client at `addr`; `trusted`: a proxy whose forwarding headers are kept.
+    pub fn with_trust(addr: SocketAddr, trusted: bool) -> Self {
+        let ip = addr.ip().to_canonical().to_string();
         Self {
             addr,
+            trusted,
             // An IP address is always a valid header value.
             forwarded_for: HeaderValue::from_str(&ip)
                 .unwrap_or_else(|_| HeaderValue::from_static("unknown")),
@@ -76,12 +97,25 @@ impl Peer {
     pub(crate) fn forwarded_for(&self) -> &HeaderValue {
         &self.forwarded_for
     }
+
+    /// Whether the peer is a trusted proxy.
+    pub fn is_trusted(&self) -> bool {
+        self.trusted
+    }
 }
 
 /// The response body: the pod's body (holding the pod slot until it ends or the client goes
 /// away), or a body the activator wrote.
 pub struct ProxyBody {
     kind: Kind,
+    /// Longest the pod may send nothing ([`Limits::upstream_idle_timeout`]).
+    idle: Duration,
+    /// The idle deadline: set when the pod's body is found with nothing to read after a frame
+    /// (not from the frame itself: while the client is slow to take it, the pod is not
+    /// asked for more), until the next frame.
+    stall: Option<Pin<Box<Sleep>>>,
+    /// Whether `stall` runs (since the last frame).
+    armed: bool,
 }
 
 enum Kind {
@@ -109,33 +143,65 @@ pub enum BodyError {
     /// On a wire connection.
     #[error(transparent)]
     Wire(#[from] WireError),
+    /// The pod sent nothing for the upstream idle timeout.
+    #[error("the pod sent nothing for {0:?}")]
+    Idle(Duration),
 }
 
 impl ProxyBody {
     /// A complete body.
     pub fn full(bytes: Bytes) -> Self {
+        Self::of(Kind::Full(Some(bytes)), Duration::MAX)
+    }
+
+    fn of(kind: Kind, idle: Duration) -> Self {
         Self {
-            kind: Kind::Full(Some(bytes)),
+            kind,
+            idle,
+            stall: None,
+            armed: false,
         }
     }
 
-    fn upstream(body: Incoming, lease: Lease, connection: SendRequest<Incoming>) -> Self {
-        Self {
-            kind: Kind::Upstream {
+    fn upstream(
+        body: Incoming,
+        lease: Lease,
+        connection: SendRequest<Incoming>,
+        idle: Duration,
+    ) -> Self {
+        Self::of(
+            Kind::Upstream {
                 body,
                 lease: Some(lease),
                 connection: Some(connection),
             },
-        }
+            idle,
+        )
     }
 
-    pub(crate) fn wire(body: WireBody, lease: Lease) -> Self {
-        Self {
-            kind: Kind::Wire {
+    /// The pod's body on a wire connection, cut when the pod sends nothing for `idle`.
+    pub(crate) fn wire(body: WireBody, lease: Lease, idle: Duration) -> Self {
+        Self::of(
+            Kind::Wire {
                 body: Some(body),
                 lease: Some(lease),
             },
+            idle,
+        )
+    }
+
+    /// Whether the pod has sent nothing for the idle timeout, polled while its body has
+    /// nothing to read.
+    fn stalled(&mut self, cx: &mut Context<'_>) -> bool {
+        let idle = self.idle;
+        let stall = self
+            .stall
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(idle)));
+        if !self.armed {
+            stall.as_mut().reset(Instant::now() + idle);
+            self.armed = true;
         }
+        stall.as_mut().poll(cx).is_ready()
     }
 }
 
@@ -222,32 +288,50 @@ impl Body for ProxyBody {
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         // In both pod cases the slot is freed as soon as the pod is done, not when hyper
         // drops the body.
-        match &mut self.get_mut().kind {
+        let this = self.get_mut();
+        let polled = match &mut this.kind {
+            Kind::Upstream { body, .. } => {
+                Pin::new(&mut *body).poll_frame(cx).map_err(BodyError::from)
+            }
+            Kind::Wire { body, .. } => match body.as_mut() {
+                None => return Poll::Ready(None),
+                Some(wire) => Pin::new(&mut *wire).poll_frame(cx).map_err(BodyError::from),
+            },
+            Kind::Full(bytes) => return Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+        };
+        let polled = match polled {
+            Poll::Pending if this.stalled(cx) => {
+                // The pod began its answer and stopped: the connection is dropped below
+                // (closed, the request cancelled) and the slot freed.
+                Poll::Ready(Some(Err(BodyError::Idle(this.idle))))
+            }
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(frame) => {
+                this.armed = false;
+                Poll::Ready(frame)
+            }
+        };
+        match &mut this.kind {
             Kind::Upstream {
                 body,
                 lease,
                 connection,
             } => {
-                let polled = Pin::new(&mut *body).poll_frame(cx);
                 if ends(&polled, body) {
                     count_abort(lease.as_ref(), &polled);
                     finish(body, lease, connection);
                 }
-                polled.map_err(BodyError::from)
             }
             Kind::Wire { body, lease } => {
-                let Some(wire) = body.as_mut() else {
-                    return Poll::Ready(None);
-                };
-                let polled = Pin::new(&mut *wire).poll_frame(cx);
-                if ends(&polled, wire) {
+                let ended = body.as_ref().is_none_or(|wire| ends(&polled, wire));
+                if ended {
                     count_abort(lease.as_ref(), &polled);
                     finish_wire(body, lease);
                 }
-                polled.map_err(BodyError::from)
             }
-            Kind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            Kind::Full(_) => {}
         }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {
@@ -277,6 +361,8 @@ pub struct Proxy {
     limits: Limits,
     /// One permit per client connection the process may serve ([`Limits::max_connections`]).
     connections: Arc<Semaphore>,
+    /// The peers whose forwarding headers are kept.
+    trusted_proxies: TrustedProxies,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -300,7 +386,20 @@ impl Proxy {
             metrics,
             limits,
             connections: Arc::new(Semaphore::new(permits)),
+            trusted_proxies: TrustedProxies::default(),
         }
+    }
+
+    /// Keeps the forwarding headers of peers in `trusted` (`--trusted-proxies`).
+    #[must_use]
+    pub fn trusting(mut self, trusted: TrustedProxies) -> Self {
+        self.trusted_proxies = trusted;
+        self
+    }
+
+    /// The client connection from `addr`, trusted or not.
+    pub fn peer(&self, addr: SocketAddr) -> Peer {
+        Peer::with_trust(addr, self.trusted_proxies.contains(addr.ip()))
     }
 
     /// The client-side limits.
@@ -385,7 +484,10 @@ impl Proxy {
                 .map_err(|e| upstream(&target, pod, e))?;
             answered(&target, started);
             let (parts, body) = for_client(response, client_version);
-            return Ok(Response::from_parts(parts, ProxyBody::wire(body, lease)));
+            return Ok(Response::from_parts(
+                parts,
+                ProxyBody::wire(body, lease, self.limits.upstream_idle_timeout),
+            ));
         }
         let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
         let (mut parts, body) = request.into_parts();
@@ -401,6 +503,7 @@ impl Proxy {
             && response.status() == StatusCode::SWITCHING_PROTOCOLS
         {
             let server_upgrade = hyper::upgrade::on(&mut response);
+            let idle = self.limits.upstream_idle_timeout;
             tokio::spawn(async move {
                 // The slot stays taken for the life of the upgraded connection, which is no
                 // longer an HTTP connection to pool.
@@ -408,8 +511,13 @@ impl Proxy {
                 let _connection = connection;
                 if let (Ok(client), Ok(server)) = tokio::join!(client_upgrade, server_upgrade) {
                     let mut client = TokioIo::new(client);
-                    let mut server = TokioIo::new(server);
-                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    let mut server = crate::timed::Quiet::new(TokioIo::new(server));
+                    let seen = server.seen();
+                    // Closed (both ends) once nothing has moved either way for `idle`.
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        () = crate::timed::quiet_for(&seen, idle) => {}
+                    }
                 }
             });
             let (parts, _) = response.into_parts();
@@ -418,7 +526,7 @@ impl Proxy {
         let (parts, body) = for_client(response, client_version);
         Ok(Response::from_parts(
             parts,
-            ProxyBody::upstream(body, lease, connection),
+            ProxyBody::upstream(body, lease, connection, self.limits.upstream_idle_timeout),
         ))
     }
 }
@@ -531,7 +639,8 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
 
 /// Turns the client's request into the pod's: HTTP/1.1 in origin form with a Host header,
 /// hop-by-hop headers removed (an upgrade's kept), `X-Forwarded-For`, `-Host` and `-Proto`
-/// set.
+/// set: from a trusted proxy, its `X-Forwarded-For` chain extended and its other forwarding
+/// headers kept; from anyone else, all of theirs replaced (and `Forwarded` dropped).
 fn prepare_request(parts: &mut Parts, peer: &Peer, upgrade: bool) {
     // The host the request was routed by ([`request_host`]): for HTTP/2 and absolute-form
     // requests the URI authority, which replaces any Host header the client sent (RFC 9112
@@ -567,6 +676,13 @@ fn prepare_request_headers(
     if let Some(protocol) = upgrade_to {
         headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
         headers.insert(header::UPGRADE, protocol);
+    }
+    if !peer.trusted {
+        // Only a trusted proxy may say who the client is; anyone else's claims are dropped
+        // and the activator says it.
+        for name in &FORWARDING {
+            headers.remove(name);
+        }
     }
     if let Some(host) = host {
         // The pod speaks HTTP/1.1 and needs Host: the one the request was routed by.
@@ -616,7 +732,7 @@ mod tests {
         prepare_request_headers(
             &mut headers,
             Some(HeaderValue::from_static("shop.example.com")),
-            &Peer::new("127.0.0.9:5555".parse().unwrap()),
+            &Peer::with_trust("127.0.0.9:5555".parse().unwrap(), true),
             false,
         );
         assert!(!headers.contains_key(header::CONNECTION));

@@ -76,7 +76,8 @@ pub async fn serve_proxy(
             (Arc::clone(&proxy), shutdown.clone(), Arc::clone(&builder));
         connections.spawn(async move {
             let _open = Open::new(permit, &proxy.metrics().connections);
-            serve_connection(stream, proxy, Peer::new(remote), &builder, &shutdown).await;
+            let peer = proxy.peer(remote);
+            serve_connection(stream, proxy, peer, &builder, &shutdown).await;
         });
     }
     drop(listener);
@@ -276,15 +277,58 @@ pub fn admin_response(
     }
 }
 
-/// Serves the admin endpoints on `listener` until `shutdown`.
+/// The limits of the admin listener's clients: anyone who reaches the pod can connect to it,
+/// and the kubelet's probes must still get through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AdminLimits {
+    /// Connections served at once; more wait in the listen backlog until one closes.
+    pub max_connections: usize,
+    /// From a connection's start (or the end of its previous answer) until a request head is
+    /// complete; then the connection is closed.
+    pub header_read_timeout: Duration,
+    /// Largest request head; a larger one is answered 431 and the connection closed.
+    pub max_head: usize,
+    /// Longest life of a connection, whatever it does (a client that stops reading an answer
+    /// is cut then).
+    pub max_lifetime: Duration,
+}
+
+impl Default for AdminLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: 64,
+            header_read_timeout: crate::limits::DEFAULT_HEADER_READ_TIMEOUT,
+            max_head: 16 * 1024,
+            max_lifetime: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Serves the admin endpoints on `listener` until `shutdown`, its clients held to `limits`.
 pub async fn serve_admin(
     listener: TcpListener,
     ready: Readiness,
     health: Arc<Health>,
     metrics: SharedMetrics,
+    limits: AdminLimits,
     shutdown: CancellationToken,
 ) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        // hyper's smallest read buffer is 8 KiB.
+        .max_buf_size(limits.max_head.max(8 * 1024));
     loop {
+        // Past the cap, connections wait in the listen backlog.
+        let slot = tokio::select! {
+            () = shutdown.cancelled() => return,
+            slot = Arc::clone(&slots).acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => return,
+            },
+        };
         let (stream, _) = tokio::select! {
             () = shutdown.cancelled() => return,
             accepted = listener.accept() => match accepted {
@@ -302,10 +346,10 @@ pub async fn serve_admin(
             let response = admin_response(request.uri().path(), &ready, &health, &metrics);
             async move { Ok::<_, Infallible>(response) }
         });
+        let connection = builder.serve_connection(TokioIo::new(stream), service);
         tokio::spawn(async move {
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+            let _slot = slot;
+            let _ = tokio::time::timeout(limits.max_lifetime, connection).await;
         });
     }
 }

@@ -10,7 +10,7 @@
 //! heads and what their clients send after them, [`Charge`]), so a target's queue cannot grow
 //! past `--held-request-memory` whatever its clients send.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -38,12 +38,76 @@ pub struct TargetSettings {
     pub response_timeout: Duration,
     /// Most bytes the held requests may keep together ([`Charge`]).
     pub held_memory: usize,
+    /// Most connections (requests in flight) to one pod from this replica, whatever
+    /// `container_concurrency` says; 0: no limit.
+    pub max_pod_connections: u32,
 }
 
-struct Waiter {
-    id: u64,
-    tx: oneshot::Sender<Arc<Upstream>>,
+impl TargetSettings {
+    /// The per-pod limit used: `container_concurrency`, within `max_pod_connections`.
+    fn pod_limit(&self) -> u32 {
+        match (self.container_concurrency, self.max_pod_connections) {
+            (cc, 0) => cc,
+            (0, cap) => cap,
+            (cc, cap) => cc.min(cap),
+        }
+    }
 }
+
+/// The hold queue: the held requests' ids in arrival order, and their senders by id. A request
+/// that leaves (timeout, client gone) removes its sender by id, O(1); its id stays in `order`
+/// until dispatch passes it, or until ids of gone requests are more than half of `order`, when
+/// one pass drops them all (so each leaving request costs O(1) amortized, never a scan of the
+/// queue under the target's lock: a mass hold timeout at `queueDepth` 1,000,000 stays linear).
+#[derive(Default)]
+struct Queue {
+    order: VecDeque<u64>,
+    waiters: HashMap<u64, oneshot::Sender<Arc<Upstream>>>,
+    /// Entries of `order` looked at and senders added or removed: the test of the cost.
+    steps: u64,
+}
+
+impl Queue {
+    fn len(&self) -> usize {
+        self.waiters.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.waiters.is_empty()
+    }
+
+    fn push_back(&mut self, id: u64, tx: oneshot::Sender<Arc<Upstream>>) {
+        self.steps += 1;
+        self.order.push_back(id);
+        self.waiters.insert(id, tx);
+    }
+
+    /// The oldest request still waiting.
+    fn pop_front(&mut self) -> Option<oneshot::Sender<Arc<Upstream>>> {
+        while let Some(id) = self.order.pop_front() {
+            self.steps += 1;
+            if let Some(tx) = self.waiters.remove(&id) {
+                return Some(tx);
+            }
+        }
+        None
+    }
+
+    /// Removes request `id` if it still waits.
+    fn remove(&mut self, id: u64) {
+        self.steps += 1;
+        if self.waiters.remove(&id).is_some()
+            && self.order.len() > 2 * self.waiters.len() + COMPACT_SLACK
+        {
+            self.steps += self.order.len() as u64;
+            let waiters = &self.waiters;
+            self.order.retain(|id| waiters.contains_key(id));
+        }
+    }
+}
+
+/// Ids of gone requests [`Queue::order`] may keep beyond as many as it has live ones.
+const COMPACT_SLACK: usize = 64;
 
 struct State {
     settings: TargetSettings,
@@ -53,7 +117,7 @@ struct State {
     /// The connections of `pods[i]`, at the same index.
     upstreams: Vec<Arc<Upstream>>,
     cursor: usize,
-    queue: VecDeque<Waiter>,
+    queue: Queue,
     next_id: u64,
     meter: Meter,
     last_active: Option<Instant>,
@@ -68,11 +132,11 @@ impl State {
             let Some(i) = pick(&self.pods, self.cursor) else {
                 return;
             };
-            let Some(waiter) = self.queue.pop_front() else {
+            let Some(tx) = self.queue.pop_front() else {
                 return;
             };
             self.pods[i].in_flight += 1;
-            if waiter.tx.send(Arc::clone(&self.upstreams[i])).is_err() {
+            if tx.send(Arc::clone(&self.upstreams[i])).is_err() {
                 // The request gave up at this very moment: the slot stays free.
                 self.pods[i].in_flight -= 1;
             } else {
@@ -89,11 +153,8 @@ impl State {
     }
 
     fn rebuild_pods(&mut self) {
-        let assigned = assign(
-            &self.ready,
-            self.settings.container_concurrency,
-            self.replicas,
-        );
+        let assigned = assign(&self.ready, self.settings.pod_limit(), self.replicas);
+        let max_idle = self.settings.max_pod_connections;
         let old = std::mem::take(&mut self.pods);
         let old_upstreams = std::mem::take(&mut self.upstreams);
         self.pods = assigned
@@ -112,10 +173,10 @@ impl State {
         self.upstreams = assigned
             .iter()
             .map(|&(addr, _)| {
-                old_upstreams
-                    .iter()
-                    .find(|u| u.addr() == addr)
-                    .map_or_else(|| Arc::new(Upstream::new(addr)), Arc::clone)
+                old_upstreams.iter().find(|u| u.addr() == addr).map_or_else(
+                    || Arc::new(Upstream::with_max_idle(addr, max_idle)),
+                    Arc::clone,
+                )
             })
             .collect();
         self.dispatch();
@@ -290,7 +351,7 @@ impl Drop for Held {
         self.target.metrics.held.dec();
         let now = Instant::now();
         let mut state = self.target.lock();
-        state.queue.retain(|w| w.id != self.id);
+        state.queue.remove(self.id);
         state.meter.finished(now);
         // A slot may have been handed over just before we gave up: give it back.
         if let Ok(upstream) = self.rx.try_recv() {
@@ -318,7 +379,7 @@ impl Target {
                 pods: Vec::new(),
                 upstreams: Vec::new(),
                 cursor: 0,
-                queue: VecDeque::new(),
+                queue: Queue::default(),
                 next_id: 0,
                 meter: Meter::new(Instant::now()),
                 last_active: None,
@@ -399,7 +460,7 @@ impl Target {
         let id = state.next_id;
         state.next_id += 1;
         let first_without_pods = state.queue.is_empty() && state.ready.is_empty();
-        state.queue.push_back(Waiter { id, tx });
+        state.queue.push_back(id, tx);
         drop(state);
         self.metrics.held.inc();
         self.metrics.held_total.inc();
@@ -446,8 +507,7 @@ impl Target {
     pub fn set_settings(&self, settings: TargetSettings) {
         let mut state = self.lock();
         if state.settings != settings {
-            let limit_changed =
-                state.settings.container_concurrency != settings.container_concurrency;
+            let limit_changed = state.settings.pod_limit() != settings.pod_limit();
             state.settings = settings;
             if limit_changed {
                 state.rebuild_pods();
@@ -504,6 +564,7 @@ mod tests {
                 queue_depth: depth,
                 response_timeout: Duration::from_secs(60),
                 held_memory: 10_000,
+                max_pod_connections: 0,
             },
             tx,
             TargetMetrics::default(),
@@ -627,6 +688,36 @@ mod tests {
         let lease = next.wait().await.unwrap();
         assert_eq!(lease.addr(), addr(1));
         assert_eq!(t.held(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_mass_hold_timeout_costs_a_constant_amount_of_work_per_request() {
+        // queueDepth's bound is 1,000,000: a target whose pods never come holds that many
+        // requests, and they all time out together. Each leaving request must cost O(1)
+        // queue work, not a scan of the whole queue under the target's lock (quadratic).
+        const HELD: usize = 20_000;
+        let (t, _wake) = target(1, HELD, Duration::from_secs(30));
+        let mut held_requests: Vec<Held> =
+            (0..HELD).map(|_| held(t.admit(|| 0).unwrap())).collect();
+        // Most time out, in arrival order and out of it, interleaved with new arrivals that
+        // take the freed places.
+        let late = held_requests.split_off(HELD / 2);
+        drop(late);
+        for (i, h) in held_requests.drain(..).enumerate() {
+            drop(h);
+            if i % 4 == 0 {
+                std::mem::forget(held(t.admit(|| 0).unwrap()));
+            }
+        }
+        assert_eq!(t.held(), HELD / 8);
+        let steps = t.lock().queue.steps;
+        assert!(
+            steps <= 8 * HELD as u64,
+            "{steps} queue steps for {HELD} leaving requests"
+        );
+        // The survivors are still served in arrival order.
+        t.set_ready(vec![addr(1)]);
+        assert_eq!(t.held(), HELD / 8 - 1);
     }
 
     #[tokio::test(start_paused = true)]

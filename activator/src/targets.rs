@@ -12,7 +12,7 @@ use keda_scalers::scalers::http::protocol::TargetKey;
 use tokio::sync::mpsc;
 
 use crate::balance::Replicas;
-use crate::limits::DEFAULT_HELD_MEMORY;
+use crate::limits::{DEFAULT_HELD_MEMORY, DEFAULT_MAX_POD_CONNECTIONS};
 use crate::metrics::SharedMetrics;
 use crate::proxy::SharedRoutes;
 use crate::route::{RouteSpec, RouteTable};
@@ -28,13 +28,33 @@ pub struct TargetConfig {
 }
 
 impl TargetConfig {
-    fn settings(&self, held_memory: usize) -> TargetSettings {
+    fn settings(&self, limits: TargetLimits) -> TargetSettings {
         TargetSettings {
             container_concurrency: self.trigger.container_concurrency,
             hold_timeout: self.trigger.hold_timeout,
             queue_depth: self.trigger.queue_depth,
             response_timeout: self.trigger.response_header_timeout,
-            held_memory,
+            held_memory: limits.held_memory,
+            max_pod_connections: limits.max_pod_connections,
+        }
+    }
+}
+
+/// The limits every target gets from the process's flags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TargetLimits {
+    /// Each target's limit on the memory of its held requests (`--held-request-memory`).
+    pub held_memory: usize,
+    /// Most connections (requests in flight) this replica opens to one pod, whatever the
+    /// trigger's `containerConcurrency` (`--max-pod-connections`; 0: no limit).
+    pub max_pod_connections: u32,
+}
+
+impl Default for TargetLimits {
+    fn default() -> Self {
+        Self {
+            held_memory: DEFAULT_HELD_MEMORY,
+            max_pod_connections: DEFAULT_MAX_POD_CONNECTIONS,
         }
     }
 }
@@ -46,8 +66,8 @@ pub struct Targets {
     wake: mpsc::Sender<TargetKey>,
     metrics: SharedMetrics,
     replicas: Mutex<Replicas>,
-    /// Each target's limit on the memory of its held requests.
-    held_memory: usize,
+    /// The limits each target gets.
+    limits: TargetLimits,
 }
 
 impl std::fmt::Debug for Targets {
@@ -72,13 +92,29 @@ impl Targets {
         metrics: SharedMetrics,
         held_memory: usize,
     ) -> Arc<Self> {
+        Self::with_limits(
+            wake,
+            metrics,
+            TargetLimits {
+                held_memory,
+                ..TargetLimits::default()
+            },
+        )
+    }
+
+    /// As [`Targets::new`], each target held to `limits`.
+    pub fn with_limits(
+        wake: mpsc::Sender<TargetKey>,
+        metrics: SharedMetrics,
+        limits: TargetLimits,
+    ) -> Arc<Self> {
         Arc::new(Self {
             targets: Mutex::default(),
             routes: Arc::new(ArcSwap::from_pointee(RouteTable::default())),
             wake,
             metrics,
             replicas: Mutex::default(),
-            held_memory,
+            limits,
         })
     }
 
@@ -104,13 +140,13 @@ impl Targets {
         for config in configs {
             let target = match targets.remove(&config.key) {
                 Some((target, _)) => {
-                    target.set_settings(config.settings(self.held_memory));
+                    target.set_settings(config.settings(self.limits));
                     target
                 }
                 None => {
                     let target = Target::new(
                         config.key.clone(),
-                        config.settings(self.held_memory),
+                        config.settings(self.limits),
                         self.wake.clone(),
                         self.metrics.target(&config.key),
                     );

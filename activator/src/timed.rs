@@ -254,3 +254,116 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Timed<IO> {
         Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }
+
+/// When a connection last moved a byte, either way ([`Quiet`]).
+#[derive(Debug)]
+pub struct LastMoved {
+    base: Instant,
+    /// Milliseconds from `base`.
+    at: AtomicU64,
+}
+
+impl LastMoved {
+    fn now() -> Self {
+        Self {
+            base: Instant::now(),
+            at: AtomicU64::new(0),
+        }
+    }
+
+    fn touch(&self) {
+        let ms = u64::try_from(self.base.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.at.store(ms, Ordering::Relaxed);
+    }
+
+    fn last(&self) -> Instant {
+        self.base + std::time::Duration::from_millis(self.at.load(Ordering::Relaxed))
+    }
+}
+
+/// A stream that records when it last read or wrote a byte: wrapped around the pod's end of
+/// an upgraded connection, it sees both directions.
+#[derive(Debug)]
+pub struct Quiet<IO> {
+    io: IO,
+    moved: Arc<LastMoved>,
+}
+
+impl<IO> Quiet<IO> {
+    /// Wraps `io`; it counts as having moved now.
+    pub fn new(io: IO) -> Self {
+        Self {
+            io,
+            moved: Arc::new(LastMoved::now()),
+        }
+    }
+
+    /// When it last moved a byte, for [`quiet_for`].
+    pub fn seen(&self) -> Arc<LastMoved> {
+        Arc::clone(&self.moved)
+    }
+}
+
+/// Returns once `moved` has recorded nothing for `idle`.
+pub async fn quiet_for(moved: &LastMoved, idle: std::time::Duration) {
+    loop {
+        let deadline = moved.last() + idle;
+        if Instant::now() >= deadline {
+            return;
+        }
+        tokio::time::sleep_until(deadline).await;
+    }
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for Quiet<IO> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.io).poll_read(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.moved.touch();
+        }
+        polled
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Quiet<IO> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.io).poll_write(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            self.moved.touch();
+        }
+        polled
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            self.moved.touch();
+        }
+        polled
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}

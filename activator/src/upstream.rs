@@ -117,6 +117,8 @@ fn pop<C>(stack: &mut Vec<Kept<C>>, usable: impl Fn(&C) -> bool) -> Option<C> {
 /// The connections to one pod.
 pub struct Upstream {
     addr: SocketAddr,
+    /// Most idle connections kept, all threads together.
+    max_idle: usize,
     /// Idle connections, one set per proxy thread.
     idle: Mutex<Vec<Idle>>,
 }
@@ -132,8 +134,16 @@ impl std::fmt::Debug for Upstream {
 impl Upstream {
     /// No connection yet to `addr`.
     pub fn new(addr: SocketAddr) -> Self {
+        Self::with_max_idle(addr, 0)
+    }
+
+    /// No connection yet to `addr`; at most `max_idle` idle connections kept (0: the
+    /// default, [`MAX_IDLE`] per thread), so that with `--max-pod-connections` the idle ones
+    /// too stay within it.
+    pub fn with_max_idle(addr: SocketAddr, max_idle: u32) -> Self {
         Self {
             addr,
+            max_idle: usize::try_from(max_idle).unwrap_or(usize::MAX),
             idle: Mutex::new(Vec::new()),
         }
     }
@@ -157,6 +167,11 @@ impl Upstream {
         f(&mut idle[thread])
     }
 
+    /// Whether one more idle connection may be kept (all threads together).
+    fn has_idle_room(&self) -> bool {
+        self.max_idle == 0 || self.lock().iter().map(Idle::len).sum::<usize>() < self.max_idle
+    }
+
     /// Idle connections kept now, all threads together.
     pub fn idle(&self) -> usize {
         self.lock().iter().map(Idle::len).sum()
@@ -176,7 +191,9 @@ impl Upstream {
     /// Gives back the connection of a bodiless exchange whose response was read to the end
     /// and can take the next request ([`WireBody::into_idle`]).
     pub fn put_back_wire(&self, conn: wire::Conn) {
-        self.with_idle(|idle| push(&mut idle.wire, conn));
+        if self.has_idle_room() {
+            self.with_idle(|idle| push(&mut idle.wire, conn));
+        }
     }
 
     /// Gives back the connection of an exchange whose response was read to the end: at once
@@ -197,7 +214,9 @@ impl Upstream {
     }
 
     fn keep(&self, sender: SendRequest<Incoming>) {
-        self.with_idle(|idle| push(&mut idle.hyper, sender));
+        if self.has_idle_room() {
+            self.with_idle(|idle| push(&mut idle.hyper, sender));
+        }
     }
 
     async fn connect_wire(&self) -> Result<wire::Conn, UpstreamError> {

@@ -5,14 +5,21 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::{activator_with, backend, client, eventually, get, raw_pod, read_head, within};
 use keda_activator::limits::{DEFAULT_HELD_MEMORY, Limits};
+use keda_activator::metrics::Metrics;
+use keda_activator::server;
+use keda_activator::supervise::Health;
+use keda_activator::targets::TargetLimits;
+use keda_activator::trust::TrustedProxies;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 const HEADER_READ_TIMEOUT: Duration = Duration::from_millis(300);
 const IDLE_TIMEOUT: Duration = Duration::from_millis(500);
@@ -24,6 +31,7 @@ fn short_limits() -> Limits {
         idle_timeout: IDLE_TIMEOUT,
         write_timeout: WRITE_TIMEOUT,
         max_connections: 1000,
+        ..Limits::default()
     }
 }
 
@@ -484,4 +492,197 @@ async fn an_idle_flood_at_the_connection_limit_is_cut_at_its_timeouts_and_others
     assert!(a.metrics.connection_limit_waits.get() >= 2);
     // The served client's connection is kept alive and goes on being served.
     ask(&mut normal, GET, "hello from shop").await;
+}
+
+/// The admin listener (`/healthz`, `/readyz`, `/metrics`) on loopback, with `limits`.
+async fn admin(limits: server::AdminLimits) -> (std::net::SocketAddr, CancellationToken) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = CancellationToken::new();
+    tokio::spawn(server::serve_admin(
+        listener,
+        server::Readiness::default(),
+        Health::new(Duration::from_secs(30)),
+        Arc::new(Metrics::new()),
+        limits,
+        stop.clone(),
+    ));
+    (addr, stop)
+}
+
+#[tokio::test]
+async fn the_admin_listener_caps_connections_and_cuts_slow_and_huge_heads() {
+    let limits = server::AdminLimits {
+        max_connections: 4,
+        header_read_timeout: HEADER_READ_TIMEOUT,
+        ..server::AdminLimits::default()
+    };
+    let (addr, _stop) = admin(limits).await;
+    let healthz = b"GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n";
+    let mut served = TcpStream::connect(addr).await.unwrap();
+    ask(&mut served, healthz, "ok").await;
+    drop(served);
+    // A head never finished is cut at the header read timeout.
+    let mut slow = TcpStream::connect(addr).await.unwrap();
+    slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: a\r\n")
+        .await
+        .unwrap();
+    let (elapsed, _) = closed(&mut slow, Instant::now()).await;
+    assert_cut_after(elapsed, HEADER_READ_TIMEOUT, "an unfinished admin head");
+    // A huge head is refused (431) instead of buffered (hyper's default: ~400 KiB).
+    let mut huge = TcpStream::connect(addr).await.unwrap();
+    let mut head = b"GET /healthz HTTP/1.1\r\nHost: a\r\nX-Pad: ".to_vec();
+    head.resize(head.len() + 40 * 1024, b'a');
+    head.extend_from_slice(b"\r\n\r\n");
+    let _ = huge.write_all(&head).await;
+    let (_, answer) = closed(&mut huge, Instant::now()).await;
+    assert!(answer.starts_with("HTTP/1.1 431"), "{answer:?}");
+    // With as many connections open as allowed, one more waits until they are cut.
+    let mut open = Vec::new();
+    for _ in 0..4 {
+        open.push(TcpStream::connect(addr).await.unwrap());
+    }
+    let started = Instant::now();
+    let mut extra = TcpStream::connect(addr).await.unwrap();
+    extra.write_all(healthz).await.unwrap();
+    let mut buf = [0u8; 1024];
+    let early = tokio::time::timeout(Duration::from_millis(150), extra.read(&mut buf)).await;
+    assert!(
+        early.is_err(),
+        "a connection past the cap was served: {early:?}"
+    );
+    open.pop();
+    ask(&mut extra, b"", "ok").await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn a_pod_that_stalls_after_its_head_is_cut_at_the_upstream_idle_timeout_on_every_path() {
+    const UPSTREAM_IDLE: Duration = Duration::from_millis(300);
+    let limits = Limits {
+        upstream_idle_timeout: UPSTREAM_IDLE,
+        ..short_limits()
+    };
+    let a = activator_with(limits, DEFAULT_HELD_MEMORY).await;
+    // A pod that sends a response head and part of its body (or switches protocols), then
+    // nothing, never closing.
+    let (pod, _) = raw_pod(|mut stream| async move {
+        if let Some(head) = read_head(&mut stream).await {
+            let answer: &[u8] = if head.windows(8).any(|w| w.eq_ignore_ascii_case(b"upgrade:")) {
+                b"HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n"
+            } else {
+                b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nhalf"
+            };
+            let _ = stream.write_all(answer).await;
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+    })
+    .await;
+    // One slot: each request below gets it only if the one before freed it.
+    let key = a.route(
+        "shop",
+        &[("service", "shop"), ("containerConcurrency", "1")],
+        vec![pod],
+    );
+    let requests: [(&[u8], &str); 3] = [
+        // The front path, hyper's path, an upgraded tunnel.
+        (GET, "half"),
+        (POST, "half"),
+        (
+            b"GET /ws HTTP/1.1\r\nHost: shop.example.com\r\nConnection: Upgrade\r\n\
+              Upgrade: websocket\r\n\r\n",
+            "\r\n\r\n",
+        ),
+    ];
+    for (request, last) in requests {
+        let mut stream = TcpStream::connect(a.addr).await.unwrap();
+        stream.write_all(request).await.unwrap();
+        let started = Instant::now();
+        let (elapsed, answer) = closed(&mut stream, started).await;
+        assert!(
+            answer.starts_with("HTTP/1.1 200") || answer.starts_with("HTTP/1.1 101"),
+            "{answer:?}"
+        );
+        assert!(answer.ends_with(last), "{answer:?}");
+        assert_cut_after(elapsed, UPSTREAM_IDLE, "a stalled pod");
+    }
+    let target = a.targets.get(&key).unwrap();
+    eventually("the slot to be free", || {
+        target
+            .sample(Instant::now(), Duration::from_secs(60))
+            .is_none_or(|s| s.in_flight == 0)
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn without_container_concurrency_a_pod_gets_at_most_max_pod_connections() {
+    const CAP: u32 = 4;
+    const REQUESTS: usize = 24;
+    let a = common::activator_configured(
+        Limits::default(),
+        TargetLimits {
+            max_pod_connections: CAP,
+            ..TargetLimits::default()
+        },
+        TrustedProxies::default(),
+    )
+    .await;
+    // A pod that answers each request after 100 ms, counting its open connections.
+    let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let most = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (pod, accepted) = raw_pod({
+        let (open, most) = (Arc::clone(&open), Arc::clone(&most));
+        move |mut stream| {
+            let (open, most) = (Arc::clone(&open), Arc::clone(&most));
+            async move {
+                let now = open.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                while read_head(&mut stream).await.is_some() {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+                    if stream.write_all(answer).await.is_err() {
+                        break;
+                    }
+                }
+                open.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+    })
+    .await;
+    // containerConcurrency 0: no per-pod limit from the trigger.
+    a.route("shop", &[("service", "shop")], vec![pod]);
+    // Many requests at once, on one HTTP/2 connection (one client socket) and on HTTP/1.1
+    // connections of their own.
+    let c = client();
+    let h2 = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .http2_only(true)
+        .build_http::<http_body_util::Empty<bytes::Bytes>>();
+    let mut answers = tokio::task::JoinSet::new();
+    for i in 0..REQUESTS {
+        let (c, h2, addr) = (c.clone(), h2.clone(), a.addr);
+        answers.spawn(async move {
+            if i % 2 == 0 {
+                get(&c, addr, "shop.example.com", "/").await.0
+            } else {
+                let request = http::Request::get(format!("http://{addr}/"))
+                    .header("host", "shop.example.com")
+                    .body(http_body_util::Empty::new())
+                    .unwrap();
+                h2.request(request).await.map_or(0, |r| r.status().as_u16())
+            }
+        });
+    }
+    within(20, "every answer", async {
+        while let Some(status) = answers.join_next().await {
+            assert_eq!(status.unwrap(), 200);
+        }
+    })
+    .await;
+    let most = most.load(Ordering::SeqCst);
+    assert!(
+        most <= CAP as usize,
+        "{most} connections open to the pod at once ({} in all)",
+        accepted.load(Ordering::SeqCst)
+    );
 }

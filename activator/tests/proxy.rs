@@ -5,9 +5,11 @@ mod common;
 use std::sync::atomic::Ordering;
 
 use common::{
-    activator, backend, backend_with, client, config, eventually, exchange, get, raw_pod,
-    read_head, within,
+    activator, activator_trusting, backend, backend_with, client, config, eventually, exchange,
+    get, raw_pod, read_head, within,
 };
+use keda_activator::limits::{DEFAULT_HELD_MEMORY, Limits};
+use keda_activator::trust::TrustedProxies;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -65,9 +67,104 @@ async fn forwarded_headers_reach_the_backend() {
     assert_eq!(headers["host"], "shop.example.com:8080");
 }
 
+/// The forwarding headers of a request as the pod saw them, each line as it came.
+fn forwarding(seen: &common::Seen) -> Vec<(String, Vec<String>)> {
+    let headers = seen.last_headers.lock().unwrap().clone().unwrap();
+    [
+        "x-forwarded-for",
+        "x-forwarded-host",
+        "x-forwarded-proto",
+        "forwarded",
+    ]
+    .iter()
+    .map(|name| {
+        let values = headers
+            .get_all(*name)
+            .iter()
+            .map(|v| v.to_str().unwrap().to_owned())
+            .collect();
+        ((*name).to_owned(), values)
+    })
+    .collect()
+}
+
+/// A GET (served by the front path) and a POST with a body (hyper's server) that claim to come
+/// through a proxy: another client address, another host, `https`.
+const FORGED: [&[u8]; 2] = [
+    b"GET / HTTP/1.1\r\nHost: shop.example.com\r\nX-Forwarded-For: 203.0.113.7\r\n\
+      X-Forwarded-Host: admin.internal\r\nX-Forwarded-Proto: https\r\n\
+      Forwarded: for=203.0.113.7;host=admin.internal;proto=https\r\nConnection: close\r\n\r\n",
+    b"POST /echo HTTP/1.1\r\nHost: shop.example.com\r\nX-Forwarded-For: 203.0.113.7\r\n\
+      X-Forwarded-Host: admin.internal\r\nX-Forwarded-Proto: https\r\n\
+      Forwarded: for=203.0.113.7;host=admin.internal;proto=https\r\nContent-Length: 2\r\n\
+      Connection: close\r\n\r\nhi",
+];
+
 #[tokio::test]
-async fn every_x_forwarded_for_line_reaches_the_pod_with_this_hop_appended_on_both_paths() {
+async fn forged_forwarding_headers_of_a_client_are_overwritten_on_both_paths() {
+    // No --trusted-proxies (the default): nobody may tell the pod who the client is.
     let a = activator().await;
+    let (pod, seen) = backend("shop").await;
+    a.route("shop", &[("service", "shop")], vec![pod]);
+    for request in FORGED {
+        let answer = exchange(a.addr, request).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        let expected = [
+            ("x-forwarded-for", vec!["127.0.0.1"]),
+            ("x-forwarded-host", vec!["shop.example.com"]),
+            ("x-forwarded-proto", vec!["http"]),
+            ("forwarded", vec![]),
+        ]
+        .map(|(n, v)| (n.to_owned(), v.into_iter().map(str::to_owned).collect()));
+        assert_eq!(
+            forwarding(&seen),
+            expected,
+            "{}",
+            String::from_utf8_lossy(request)
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_trusted_proxys_forwarding_headers_are_kept_and_its_chain_extended_on_both_paths() {
+    let a = activator_trusting(
+        Limits::default(),
+        DEFAULT_HELD_MEMORY,
+        TrustedProxies::parse("127.0.0.0/8").unwrap(),
+    )
+    .await;
+    let (pod, seen) = backend("shop").await;
+    a.route("shop", &[("service", "shop")], vec![pod]);
+    for request in FORGED {
+        let answer = exchange(a.addr, request).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        let expected = [
+            ("x-forwarded-for", vec!["203.0.113.7, 127.0.0.1"]),
+            ("x-forwarded-host", vec!["admin.internal"]),
+            ("x-forwarded-proto", vec!["https"]),
+            (
+                "forwarded",
+                vec!["for=203.0.113.7;host=admin.internal;proto=https"],
+            ),
+        ]
+        .map(|(n, v)| (n.to_owned(), v.into_iter().map(str::to_owned).collect()));
+        assert_eq!(
+            forwarding(&seen),
+            expected,
+            "{}",
+            String::from_utf8_lossy(request)
+        );
+    }
+}
+
+#[tokio::test]
+async fn every_x_forwarded_for_line_of_a_trusted_proxy_reaches_the_pod_with_this_hop_appended() {
+    let a = activator_trusting(
+        Limits::default(),
+        DEFAULT_HELD_MEMORY,
+        TrustedProxies::parse("127.0.0.1").unwrap(),
+    )
+    .await;
     let (pod, seen) = backend("shop").await;
     a.route("shop", &[("service", "shop")], vec![pod]);
     // A GET (served by the front path) and a POST with a body (hyper's server), each behind

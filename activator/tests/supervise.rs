@@ -85,6 +85,7 @@ async fn supervised_watch(
         ready.clone(),
         Arc::clone(&health),
         Arc::clone(&metrics),
+        server::AdminLimits::default(),
         stop.clone(),
     ));
     let panics = Arc::new(panics);

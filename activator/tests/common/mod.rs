@@ -23,7 +23,8 @@ use keda_activator::limits::{DEFAULT_HELD_MEMORY, Limits};
 use keda_activator::metrics::Metrics;
 use keda_activator::proxy::Proxy;
 use keda_activator::server;
-use keda_activator::targets::{TargetConfig, Targets};
+use keda_activator::targets::{TargetConfig, TargetLimits, Targets};
+use keda_activator::trust::TrustedProxies;
 use keda_scalers::ScalerContext;
 use keda_scalers::scalers::http::HttpTrigger;
 use keda_scalers::scalers::http::protocol::TargetKey;
@@ -53,14 +54,34 @@ pub async fn activator() -> Activator {
 /// An activator whose clients are held to `limits` and whose targets' held requests may keep
 /// `held_memory` bytes each.
 pub async fn activator_with(limits: Limits, held_memory: usize) -> Activator {
+    activator_trusting(limits, held_memory, TrustedProxies::default()).await
+}
+
+/// As [`activator_with`], keeping the forwarding headers of peers in `trusted`.
+pub async fn activator_trusting(
+    limits: Limits,
+    held_memory: usize,
+    trusted: TrustedProxies,
+) -> Activator {
+    let targets = TargetLimits {
+        held_memory,
+        ..TargetLimits::default()
+    };
+    activator_configured(limits, targets, trusted).await
+}
+
+/// An activator with every limit given.
+pub async fn activator_configured(
+    limits: Limits,
+    target_limits: TargetLimits,
+    trusted: TrustedProxies,
+) -> Activator {
     let metrics = Arc::new(Metrics::new());
     let (wake_tx, wake_rx) = mpsc::channel(1024);
-    let targets = Targets::with_held_memory(wake_tx, Arc::clone(&metrics), held_memory);
-    let proxy = Arc::new(Proxy::with_limits(
-        targets.routes(),
-        Arc::clone(&metrics),
-        limits,
-    ));
+    let targets = Targets::with_limits(wake_tx, Arc::clone(&metrics), target_limits);
+    let proxy = Arc::new(
+        Proxy::with_limits(targets.routes(), Arc::clone(&metrics), limits).trusting(trusted),
+    );
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
         .expect("test harness");
