@@ -10,7 +10,8 @@
 //! answer out of its errors (`Parser::no_echo`), no error contains a run of `ECHO_RUN` bytes of
 //! the answer that the parameter does not also hold (issue 30, finding 5: event-source text
 //! must not reach errors, which reach Events and status). The parsers without that check
-//! still echo the answer; turn it on for each once it is fixed.
+//! still echo the answer; turn it on for each once it is fixed (`FUZZ_ECHO_EVERYWHERE=1` turns
+//! it on for all, to see which still echo).
 #![no_main]
 
 use std::sync::OnceLock;
@@ -257,23 +258,47 @@ fn report_lines(_: &str, body: &[u8], request_rate: bool) -> Result<(), String> 
     Ok(())
 }
 
-/// Whether `run` is in the error because it is the parser's own text (libFuzzer copies the
-/// strings a parser compares with into the input): the error of the same answer with every
-/// occurrence of `run` blotted out still contains it.
-fn fixed_text(parser: &Parser, param: &str, body: &[u8], flag: bool, run: &str) -> bool {
+/// `FUZZ_ECHO_EVERYWHERE=1` turns the echo check on for every parser, to list those that still
+/// echo the answer.
+fn echo_check_everywhere() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("FUZZ_ECHO_EVERYWHERE").is_some_and(|v| v == "1"))
+}
+
+/// Whether `run` is in the error because the error shows the answer, not because it is the
+/// parser's own text (libFuzzer copies the strings a parser compares with into the input): with
+/// every occurrence of `run` in the answer case-swapped, the error holds the case-swapped run.
+/// A run with fewer than 4 letters cannot be told apart and does not count.
+fn confirmed(parser: &Parser, param: &str, body: &[u8], flag: bool, run: &str) -> bool {
     let run = run.as_bytes();
-    let mut blotted = body.to_vec();
+    if run.iter().filter(|b| b.is_ascii_alphabetic()).count() < 4 {
+        return false;
+    }
+    let swapped: Vec<u8> = run
+        .iter()
+        .map(|b| {
+            if b.is_ascii_lowercase() {
+                b.to_ascii_uppercase()
+            } else {
+                b.to_ascii_lowercase()
+            }
+        })
+        .collect();
+    let mut changed = body.to_vec();
     let mut at = 0;
-    while at + run.len() <= blotted.len() {
-        if &blotted[at..at + run.len()] == run {
-            blotted[at..at + run.len()].fill(b'\x01');
+    while at + run.len() <= changed.len() {
+        if &changed[at..at + run.len()] == run {
+            changed[at..at + run.len()].copy_from_slice(&swapped);
             at += run.len();
         } else {
             at += 1;
         }
     }
-    match (parser.run)(param, &blotted, flag) {
-        Err(message) => message.as_bytes().windows(run.len()).any(|w| w == run),
+    match (parser.run)(param, &changed, flag) {
+        Err(message) => message
+            .as_bytes()
+            .windows(swapped.len())
+            .any(|w| w == swapped),
         Ok(()) => false,
     }
 }
@@ -293,9 +318,9 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     assert!(!message.is_empty(), "{}: an empty error", parser.name);
-    if parser.no_echo {
+    if parser.no_echo || echo_check_everywhere() {
         if let Some(run) = keda_rs_fuzz::echoed(&message, body, &param, ECHO_RUN)
-            && !fixed_text(parser, &param, body, flag, run)
+            && confirmed(parser, &param, body, flag, run)
         {
             panic!(
                 "{}: the error shows the answer's {run:?}: {message}",
