@@ -21,7 +21,7 @@ TARGETS=(scaler_metadata validation formula cron request_head front scaler_conne
   response_parsers metrics_selector metrics_auth admission_review)
 # Inputs per target in `ci` where the default ($FUZZ_CI_RUNS, 10000) would take long: each
 # scaler_connect input builds a scaler against the fake network (a millisecond to seconds).
-declare -A CI_RUNS=([scaler_connect]=1000)
+declare -A CI_RUNS=([scaler_connect]=300)
 # One input may take this long (seconds) before it counts as a hang. The targets' own waits are
 # at most 2 s each (front's timeouts), so 10 s is ample on a machine to itself; a long `run` at
 # the lowest priority on a machine busy with builds can starve a healthy input for longer (a
