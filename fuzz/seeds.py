@@ -16,6 +16,7 @@ import struct
 import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ANSWERS = os.path.join(ROOT, "fuzz", "answers")
 OUT = os.path.join(ROOT, "fuzz", "seeds")
 
 
@@ -61,8 +62,87 @@ def trigger_text(trigger, auth):
     return "\n".join(lines)
 
 
+def answer(source, name):
+    with open(os.path.join(ANSWERS, source, name), "rb") as f:
+        return f.read()
+
+
+def http_answer(body, content_type="application/json"):
+    head = f"HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n\r\n"
+    return head.encode() + body
+
+
+def loopback(text):
+    """`text` with the host of every address-like value replaced by 127.0.0.1."""
+    text = re.sub(r"(?<=://)[A-Za-z0-9_.-]+(?=[:/])", "127.0.0.1", text)
+    return re.sub(r"(?m)(?<==)[A-Za-z][A-Za-z0-9_.-]*(?=:\d+)", "127.0.0.1", text)
+
+
+# What the fake servers of `scaler_connect` answer a trigger of each type (real answers of
+# fuzz/answers/ where the source is HTTP), by type.
+def connect_answers():
+    return {
+        "prometheus": http_answer(answer("prometheus", "vector.json")),
+        "metrics-api": http_answer(answer("metrics-api", "buildinfo.json")),
+        "rabbitmq": http_answer(answer("rabbitmq", "queue.json")),
+        "nats-jetstream": http_answer(answer("nats", "jsz.json")),
+        "aws-sqs-queue": http_answer(answer("aws-sqs", "attributes.json"), "application/x-amz-json-1.0"),
+        "aws-cloudwatch": http_answer(answer("aws-cloudwatch", "metric-data.xml"), "text/xml"),
+        "azure-queue": http_answer(answer("azure-queue", "doc-peek-messages.xml"), "application/xml"),
+        "azure-blob": http_answer(answer("azure-blob", "doc-list-blobs.xml"), "application/xml"),
+        "beanstalkd": b"OK 265\r\n" + answer("beanstalkd", "stats-tube.yaml") + b"\r\n",
+        "redis": b"+OK\r\n:3\r\n",
+        "redis-streams": b"+OK\r\n:3\r\n",
+    }
+
+
+# The parsers of the `response_parsers` target, in the target's order, each with
+# (parameter, answer) seeds.
+def parser_seeds():
+    prom = ["vector.json", "scalar.json", "matrix-error.json", "parse-error.json", "series.json"]
+    queries = {"vector.json": "vector(3)", "scalar.json": "scalar(vector(2.5))",
+               "matrix-error.json": "up[5m]", "parse-error.json": "sum((",
+               "series.json": "prometheus_build_info"}
+    pg = sorted(os.listdir(os.path.join(ANSWERS, "postgresql")))
+    return [
+        [("data.result.0.value.1", answer("prometheus", "vector.json")),
+         ("data.version", answer("metrics-api", "buildinfo.json")),
+         ("data.activeTargets.#(health==\"up\").scrapeInterval", answer("metrics-api", "targets.json")),
+         ("messages", answer("rabbitmq", "queue.json")),
+         ("items.0.messages_ready", answer("rabbitmq", "queues.json")),
+         ("Attributes.ApproximateNumberOfMessages", answer("aws-sqs", "attributes.json"))],
+        [("current-jobs-ready", answer("beanstalkd", "stats-tube.yaml")),
+         ("data.result", answer("prometheus", "vector.json"))],
+        [("GetMetricDataResponse.GetMetricDataResult.MetricDataResults.member.Values.member",
+          answer("aws-cloudwatch", "metric-data.xml")),
+         ("QueueMessagesList.QueueMessage.DequeueCount", answer("azure-queue", "doc-peek-messages.xml"))],
+        [("prometheus_http_requests_total{code=\"200\",handler=\"/metrics\"}",
+          answer("prometheus-text", "metrics.txt")),
+         ("go_goroutines", answer("prometheus-text", "metrics.txt"))],
+        [(queries[name], answer("prometheus", name)) for name in prom],
+        [("", answer("beanstalkd", "stats-tube.yaml"))],
+        [("", b"3"), ("", b"1e3"), ("", b"0x1p-2"), ("", b"-Inf")],
+        [("application/json", answer("oauth2", "doc-rfc6749.json")),
+         ("application/x-www-form-urlencoded", answer("oauth2", "doc-form.txt"))],
+        [("", answer("aws-sts", "error.xml")), ("", answer("aws-sqs", "error.json"))],
+        [("", answer("azure-error", "doc-queue-not-found.xml"))],
+        [("", answer("aws-sts", "assume-role.xml")), ("", answer("aws-sts", "error.xml"))],
+        [("ApproximateNumberOfMessages,ApproximateNumberOfMessagesNotVisible",
+          answer("aws-sqs", "attributes.json"))],
+        [("", answer("aws-cloudwatch", "metric-data.xml"))],
+        [("", answer("azure-queue", "doc-peek-messages.xml"))],
+        [("", answer("azure-blob", "doc-list-blobs.xml"))],
+        [("", answer("postgresql", name)) for name in pg],
+        [("$G,$G,orders,workers", answer("nats", "jsz.json"))],
+        [("", answer("rabbitmq", "queues.json")), ("", answer("rabbitmq", "queue.json"))],
+        [("", answer("activator-report", "lines.jsonl")),
+         ("", answer("activator-report", "lines.jsonl").replace(b"\n{", b"\n\x1e{", 1).replace(b"sample", b"sam\x1eple", 1))],
+    ]
+
+
 def main():
     shutil.rmtree(OUT, ignore_errors=True)
+    connect_seeds = []
     for path in sorted(glob.glob(os.path.join(ROOT, "fuzz", "regressions", "*", "*"))):
         with open(path, "rb") as f:
             write(os.path.basename(os.path.dirname(path)), f.read())
@@ -93,6 +173,7 @@ def main():
             if not isinstance(t, dict):
                 continue
             write("scaler_metadata", trigger_text(t, []))
+            connect_seeds.append(trigger_text(t, []))
             if t.get("authenticationRef"):
                 write("scaler_metadata", trigger_text(t, sorted(a for a in auth if a)))
             if t.get("type") == "cron":
@@ -172,6 +253,69 @@ def main():
                 write("front", bytes([(i * 37 + j * 11) % 256]) + struct.pack("<H", len(answer)) + answer + r)
     write("front", b"\xff" + struct.pack("<H", len(answers[0])) + answers[0] + b"".join(requests[:2]) + requests[12])
     write("front", b"\x00\x00\x00" + requests[0] * 3)
+
+
+    # scaler_connect: every example trigger as written (its names do not resolve in the
+    # target's network namespace) and pointed at loopback, where the fake servers answer what
+    # a source of its type answers; and every registered type by position.
+    answers = connect_answers()
+    for text in sorted(set(connect_seeds)):
+        trigger_type = text.split("\n", 1)[0]
+        write("scaler_connect", text)
+        write("scaler_connect", loopback(text).encode() + b"\0" + answers.get(trigger_type, b""))
+    for n in range(40):
+        write("scaler_connect", f"%{n}\n%0=127.0.0.1:6379\n%1=2\n%2=3")
+
+    for index, seeds in enumerate(parser_seeds()):
+        for param, body in seeds:
+            write("response_parsers", bytes([index]) + param.encode() + b"\n" + body)
+
+    for selector in [
+        "scaledobject.keda.sh/name=web",
+        "scaledobject.keda.sh/name==web,app=shop",
+        "app in (a,b), scaledobject.keda.sh/name in (web)",
+        "scaledobject.keda.sh/name in (a,b)",
+        "scaledobject.keda.sh/name notin (web)",
+        "!scaledobject.keda.sh/name",
+        "scaledobject.keda.sh/name",
+        "team!=x,scaledobject.keda.sh/name = web ",
+    ]:
+        write("metrics_selector", selector)
+
+    headers = "X-Remote-User: system:kube-controller-manager\nX-Remote-Group: system:masters\n" \
+        "X-Remote-Group: system:authenticated\nX-Remote-Extra-Scopes: a\nX-Remote-Extra-Acme.com%2Fproject: p\n"
+    for choice in range(10):
+        write("metrics_auth", bytes([choice if choice < 5 else 0x80 | (choice - 5)]) + headers.encode())
+    write("metrics_auth", b"\x01cm.requestheader-username-headers=[\"X-Who\"]\n"
+          b"cm.requestheader-group-headers=[\"X-Groups\", \"X-More\"]\n"
+          b"cm.requestheader-extra-headers-prefix=[\"X-Extra-\"]\nX-Who: alice\nX-Groups: g\nX-Extra-K: v\n")
+    write("metrics_auth", b"\x81cm.requestheader-allowed-names=[\"aggregator\"] trailing\nX-Remote-User: bob\n")
+    write("metrics_auth", b"\x04der=3082010a\nX-Remote-User: eve\n")
+
+    paths = ["ScaledObject", "ScaledJob", "TriggerAuthentication", "ClusterTriggerAuthentication",
+             "CloudEventSource", "ClusterCloudEventSource"]
+    for doc in parsed:
+        kind = doc.get("kind")
+        if kind not in paths:
+            continue
+        for operation, old in (("CREATE", None), ("UPDATE", doc), ("DELETE", None)):
+            review = {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "request": {
+                    "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+                    "kind": {"group": "keda.sh", "version": "v1alpha1", "kind": kind},
+                    "resource": {"group": "keda.sh", "version": "v1alpha1", "resource": kind.lower() + "s"},
+                    "name": (doc.get("metadata") or {}).get("name", ""),
+                    "namespace": (doc.get("metadata") or {}).get("namespace", "default"),
+                    "operation": operation,
+                    "userInfo": {"username": "admin"},
+                    "object": doc if operation != "DELETE" else None,
+                    "oldObject": old,
+                    "dryRun": False,
+                },
+            }
+            write("admission_review", bytes([paths.index(kind)]) + json.dumps(review).encode())
 
 
 main()

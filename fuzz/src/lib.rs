@@ -146,3 +146,101 @@ fn fixed_text(registry: &Registry, ctx: &ScalerContext, param: &str, secret: &st
         _ => false,
     }
 }
+
+/// Moves this process into a network namespace of its own whose only interface is loopback,
+/// up, so nothing a target builds can reach beyond this machine's loopback (and not even that:
+/// the namespace's loopback is its own). Call before any thread is started (a target's `init`):
+/// threads started later inherit the namespace. Panics when the namespace cannot be made or a
+/// connection outside loopback still succeeds, so a target never runs unconfined.
+pub fn isolate_network() {
+    // SAFETY: plain system calls on values owned here; `ifreq` is zeroed and then filled with a
+    // NUL-terminated interface name shorter than IFNAMSIZ.
+    #[allow(unsafe_code)]
+    unsafe {
+        // As root the namespace is enough; otherwise a user namespace of our own grants the
+        // capability (which needs this process to be single-threaded still).
+        if libc::unshare(libc::CLONE_NEWNET) != 0
+            && libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) != 0
+        {
+            panic!(
+                "cannot make a network namespace ({}); refusing to run a target that connects",
+                std::io::Error::last_os_error()
+            );
+        }
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let mut ifr: libc::ifreq = std::mem::zeroed();
+        for (dst, src) in ifr.ifr_name.iter_mut().zip(b"lo\0") {
+            *dst = *src as libc::c_char;
+        }
+        assert_eq!(
+            libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut ifr),
+            0,
+            "SIOCGIFFLAGS lo: {}",
+            std::io::Error::last_os_error()
+        );
+        ifr.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+        assert_eq!(
+            libc::ioctl(fd, libc::SIOCSIFFLAGS, &ifr),
+            0,
+            "SIOCSIFFLAGS lo: {}",
+            std::io::Error::last_os_error()
+        );
+        libc::close(fd);
+    }
+    // The proof: an address outside loopback is unreachable, loopback is up.
+    for outside in ["192.0.2.1:80", "10.0.0.1:53", "[2001:db8::1]:80"] {
+        let address: std::net::SocketAddr = outside.parse().expect("an address");
+        assert!(
+            std::net::TcpStream::connect_timeout(&address, std::time::Duration::from_millis(200))
+                .is_err(),
+            "{outside} is reachable from the fuzz target's network namespace"
+        );
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("loopback is up");
+    std::net::TcpStream::connect(listener.local_addr().expect("an address"))
+        .expect("loopback answers");
+}
+
+/// The longest run of `input` (at least `min` bytes long) that `message` contains, if any: the
+/// "no echo" oracle of the parsers of answers from event sources, whose content must not reach
+/// an error (issue 30, finding 5). Runs of `allowed` (what the trigger itself wrote, such as a
+/// query or a location, which may be named) do not count.
+pub fn echoed<'a>(message: &'a str, input: &[u8], allowed: &str, min: usize) -> Option<&'a str> {
+    let bytes = message.as_bytes();
+    if bytes.len() < min || input.len() < min {
+        return None;
+    }
+    let windows: std::collections::HashSet<&[u8]> = input.windows(min).collect();
+    let mut longest: Option<&str> = None;
+    let mut start = 0;
+    while start + min <= bytes.len() {
+        let window = &bytes[start..start + min];
+        if windows.contains(window) && !contains(allowed.as_bytes(), window) {
+            // Extend the run as far as the input holds it.
+            let mut end = start + min;
+            while end < bytes.len() && contains(input, &bytes[start..=end]) {
+                end += 1;
+            }
+            let run = &message[floor(message, start)..floor(message, end)];
+            if longest.is_none_or(|l| run.len() > l.len()) {
+                longest = Some(run);
+            }
+            start = end;
+        } else {
+            start += 1;
+        }
+    }
+    longest.filter(|run| run.trim().len() >= min / 2)
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+fn floor(text: &str, mut at: usize) -> usize {
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}

@@ -13,6 +13,9 @@ pub mod azure;
 pub mod cluster;
 pub mod context;
 pub mod error;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod http_client;
 pub mod metadata;
 pub mod metric;

@@ -191,9 +191,9 @@ const ERRORS: ErrorStyle = ErrorStyle {
 pub struct BuildError(String);
 
 /// Credentials assumed from a role, and when they stop working.
-struct Assumed {
-    credentials: Credentials,
-    expires: jiff::Timestamp,
+pub(crate) struct Assumed {
+    pub(crate) credentials: Credentials,
+    pub(crate) expires: jiff::Timestamp,
 }
 
 /// A pooled client. See the module docs.
@@ -448,7 +448,7 @@ pub fn error_details(body: &[u8]) -> (Option<String>, String) {
 }
 
 /// The temporary credentials of an `AssumeRole` answer.
-fn parse_assume_role(body: &[u8]) -> Result<Assumed, AwsError> {
+pub(crate) fn parse_assume_role(body: &[u8]) -> Result<Assumed, AwsError> {
     let text = std::str::from_utf8(body).map_err(|e| AwsError::Decode(e.to_string()))?;
     let doc = roxmltree::Document::parse(text)
         .map_err(|e| AwsError::Decode(format!("AssumeRole answered no XML: {e}")))?;

@@ -323,7 +323,7 @@ fn metric_query(p: &MetadataParser<'_>) -> Result<Query, MetadataError> {
 }
 
 /// What a `GetMetricData` answer holds: for each result, its values (newest first).
-fn result_values(body: &[u8]) -> Result<Vec<Vec<f64>>, String> {
+pub(crate) fn result_values(body: &[u8]) -> Result<Vec<Vec<f64>>, String> {
     let text = std::str::from_utf8(body).map_err(|e| format!("no text ({e})"))?;
     let doc = roxmltree::Document::parse(text).map_err(|e| format!("no XML ({e})"))?;
     let Some(results) = doc

@@ -194,7 +194,7 @@ impl SqsScaler {
 }
 
 /// The sum of `attributes` in a `GetQueueAttributes` answer.
-fn sum_attributes(body: &[u8], attributes: &[&str]) -> Result<i64, String> {
+pub(crate) fn sum_attributes(body: &[u8], attributes: &[&str]) -> Result<i64, String> {
     let answer: serde_json::Value =
         serde_json::from_slice(body).map_err(|e| format!("invalid JSON ({e})"))?;
     let mut total: i64 = 0;

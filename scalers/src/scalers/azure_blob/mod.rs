@@ -140,11 +140,11 @@ pub struct AzureBlobScaler {
 
 /// One page of a List Blobs answer.
 #[derive(Debug, PartialEq)]
-struct Page {
+pub(crate) struct Page {
     /// The names of the blobs (not of the prefixes).
-    names: Vec<String>,
+    pub(crate) names: Vec<String>,
     /// `NextMarker`, when there are more.
-    next: Option<String>,
+    pub(crate) next: Option<String>,
 }
 
 impl AzureBlobScaler {
@@ -266,7 +266,7 @@ fn child<'a, 'input>(
 }
 
 /// The blob names and `NextMarker` of a List Blobs answer.
-fn parse_page(body: &[u8]) -> Result<Page, String> {
+pub(crate) fn parse_page(body: &[u8]) -> Result<Page, String> {
     let text = std::str::from_utf8(body).map_err(|_| "a body that is not UTF-8".to_string())?;
     let doc = roxmltree::Document::parse(text.trim_start_matches('\u{feff}').trim())
         .map_err(|e| format!("invalid XML ({e})"))?;

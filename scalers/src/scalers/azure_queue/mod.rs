@@ -216,7 +216,7 @@ impl AzureQueueScaler {
 }
 
 /// The number of `QueueMessage` elements of a Peek Messages answer.
-fn count_messages(body: &[u8]) -> Result<usize, String> {
+pub(crate) fn count_messages(body: &[u8]) -> Result<usize, String> {
     let text = std::str::from_utf8(body).map_err(|_| "a body that is not UTF-8".to_string())?;
     let doc = roxmltree::Document::parse(text.trim_start_matches('\u{feff}').trim())
         .map_err(|e| format!("invalid XML ({e})"))?;

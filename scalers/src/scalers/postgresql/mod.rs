@@ -394,7 +394,7 @@ const NUMBER_TYPES: &[Type] = &[
 
 /// PostgreSQL's binary NUMERIC: digit count, weight (of the first base-10000 digit), sign,
 /// display scale, then the base-10000 digits.
-fn numeric(raw: &[u8]) -> Result<f64, BoxError> {
+pub(crate) fn numeric(raw: &[u8]) -> Result<f64, BoxError> {
     let word = |i: usize| -> Result<i16, BoxError> {
         let bytes = raw.get(i * 2..i * 2 + 2).ok_or("truncated NUMERIC value")?;
         Ok(i16::from_be_bytes([bytes[0], bytes[1]]))
