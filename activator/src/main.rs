@@ -14,7 +14,7 @@ use keda_activator::server::{self, Readiness};
 use keda_activator::supervise::{self, Health};
 use keda_activator::targets::{TargetLimits, Targets};
 use keda_activator::trust::TrustedProxies;
-use keda_activator::watch::{self, WatchConfig};
+use keda_activator::watch::{self, EndpointSources, WatchConfig};
 use keda_scalers::scalers::http::GoDuration;
 use keda_scalers::scalers::http::claims::HostPolicy;
 use tokio_util::sync::CancellationToken;
@@ -141,6 +141,18 @@ struct Args {
     /// (0: no limit, KEDA's behaviour; at most 1000000).
     #[arg(long, env = "KEDA_ACTIVATOR_MAX_POD_CONNECTIONS", default_value = "100", value_parser = limits::parse_max_pod_connections)]
     max_pod_connections: u32,
+    /// Take a target's endpoints from any EndpointSlice labelled with its Service's name
+    /// (KEDA's HTTP add-on behaviour). Without it, only endpoints of slices the EndpointSlice
+    /// controller manages whose targetRef is a Pod of the Service's namespace are used.
+    #[arg(
+        long,
+        env = "KEDA_ACTIVATOR_ANY_ENDPOINT_SLICES",
+        num_args = 0..=1,
+        default_value_t = false,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    any_endpoint_slices: bool,
     /// YAML file mapping namespace -> host patterns its `http` triggers may claim (see
     /// docs/http.md, "Host policy"); give the operator the same file. Without it (and without
     /// --http-any-host) no host is routed.
@@ -276,6 +288,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
         pod_ip: args.pod_ip,
         host_policy,
     };
+    let endpoint_sources = if args.any_endpoint_slices {
+        EndpointSources::Any
+    } else {
+        EndpointSources::ControllerManaged
+    };
     let watch_task = tokio::spawn(supervise::supervise(
         "watch",
         Arc::clone(&health),
@@ -289,9 +306,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 client.clone(),
             );
             move || {
-                watch::run(
+                watch::run_with_endpoints(
                     client.clone(),
                     watch_config.clone(),
+                    endpoint_sources,
                     Arc::clone(&targets),
                     ready.clone(),
                     stop.clone(),
