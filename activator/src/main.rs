@@ -126,6 +126,12 @@ struct Args {
     /// Client connections served at once; more wait until one closes (1 to 1000000).
     #[arg(long, env = "KEDA_ACTIVATOR_MAX_CONNECTIONS", default_value = "10000", value_parser = limits::parse_max_connections)]
     max_connections: usize,
+    /// Memory the process's client connections may hold together (each counted at its
+    /// worst: heads, buffers, HTTP/2 windows, held requests), in bytes or with a Ki, Mi or Gi
+    /// suffix (4Ki to 16Gi); past it new connections wait, and one that needs more is
+    /// answered 503. The default fits the shipped 500Mi limit.
+    #[arg(long, env = "KEDA_ACTIVATOR_MEMORY_BUDGET", default_value = "384Mi", value_parser = limits::parse_byte_size)]
+    memory_budget: usize,
     /// Memory the held requests of one target may keep, in bytes or with a Ki, Mi or Gi
     /// suffix (4Ki to 16Gi).
     #[arg(long, env = "KEDA_ACTIVATOR_HELD_REQUEST_MEMORY", default_value = "32Mi", value_parser = limits::parse_byte_size)]
@@ -263,6 +269,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         write_timeout: args.write_timeout,
         max_connections: args.max_connections,
         upstream_idle_timeout: args.upstream_idle_timeout,
+        memory_budget: args.memory_budget,
     };
     let proxy = Arc::new(
         Proxy::with_limits(targets.routes(), Arc::clone(&metrics), limits)
