@@ -496,8 +496,10 @@ async fn an_idle_flood_at_the_connection_limit_is_cut_at_its_timeouts_and_others
 
 /// The admin listener (`/healthz`, `/readyz`, `/metrics`) on loopback, with `limits`.
 async fn admin(limits: server::AdminLimits) -> (std::net::SocketAddr, CancellationToken) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
     let stop = CancellationToken::new();
     tokio::spawn(server::serve_admin(
         listener,
