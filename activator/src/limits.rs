@@ -17,6 +17,32 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(75);
 pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default [`Limits::upstream_idle_timeout`] (nginx's `proxy_read_timeout`).
 pub const DEFAULT_UPSTREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default [`Limits::memory_budget`]: fits the shipped 500Mi limit with room for the rest of
+/// the process.
+pub const DEFAULT_MEMORY_BUDGET: usize = 384 << 20;
+/// What a client connection may make the proxy hold, counted against the memory budget when
+/// it is accepted: the front path's head buffer (64 KiB and a read's room) and its write
+/// buffer (64 KiB and a frame).
+pub const CONNECTION_BYTES: usize = 160 << 10;
+/// What a connection handed to hyper's server may hold besides: its read buffer (capped at
+/// [`HYPER_MAX_BUF`]) and its write buffer.
+pub const HTTP1_CONNECTION_BYTES: usize = 2 * HYPER_MAX_BUF;
+/// What an HTTP/2 connection may hold besides: its receive window (the request bodies of all
+/// its streams, held ones included), and the header blocks of its streams.
+pub const HTTP2_CONNECTION_BYTES: usize = HTTP2_CONNECTION_WINDOW as usize
+    + HTTP2_MAX_STREAMS as usize * HTTP2_MAX_HEADER_LIST as usize
+    + 2 * HYPER_MAX_BUF;
+/// hyper's read and write buffer cap (its default is ~400 KiB): a longer request head is
+/// answered 431.
+pub const HYPER_MAX_BUF: usize = 64 << 10;
+/// HTTP/2: the connection's receive window.
+pub const HTTP2_CONNECTION_WINDOW: u32 = 256 << 10;
+/// HTTP/2: each stream's receive window.
+pub const HTTP2_STREAM_WINDOW: u32 = 64 << 10;
+/// HTTP/2: most streams open at once on a connection.
+pub const HTTP2_MAX_STREAMS: u32 = 32;
+/// HTTP/2: largest header block of a request.
+pub const HTTP2_MAX_HEADER_LIST: u32 = 16 << 10;
 /// Default [`Limits::max_connections`].
 pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 /// Most client connections `--max-connections` may allow.
@@ -48,6 +74,11 @@ pub struct Limits {
     /// the body), and longest an upgraded connection may carry nothing either way; then the
     /// pod's connection and the client's are closed and the pod's slot is freed.
     pub upstream_idle_timeout: Duration,
+    /// Bytes the process's client connections may hold together, each counted at its worst
+    /// ([`CONNECTION_BYTES`], then [`HTTP1_CONNECTION_BYTES`] or [`HTTP2_CONNECTION_BYTES`]
+    /// when hyper serves it): past it, connections wait in the listen backlog, and one that
+    /// would need hyper's buffers is answered 503 and closed.
+    pub memory_budget: usize,
 }
 
 impl Default for Limits {
@@ -58,6 +89,7 @@ impl Default for Limits {
             write_timeout: DEFAULT_WRITE_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             upstream_idle_timeout: DEFAULT_UPSTREAM_IDLE_TIMEOUT,
+            memory_budget: DEFAULT_MEMORY_BUDGET,
         }
     }
 }

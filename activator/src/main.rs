@@ -14,7 +14,7 @@ use keda_activator::server::{self, Readiness};
 use keda_activator::supervise::{self, Health};
 use keda_activator::targets::{TargetLimits, Targets};
 use keda_activator::trust::TrustedProxies;
-use keda_activator::watch::{self, WatchConfig};
+use keda_activator::watch::{self, EndpointSources, WatchConfig};
 use keda_scalers::scalers::http::GoDuration;
 use keda_scalers::scalers::http::claims::HostPolicy;
 use tokio_util::sync::CancellationToken;
@@ -126,6 +126,12 @@ struct Args {
     /// Client connections served at once; more wait until one closes (1 to 1000000).
     #[arg(long, env = "KEDA_ACTIVATOR_MAX_CONNECTIONS", default_value = "10000", value_parser = limits::parse_max_connections)]
     max_connections: usize,
+    /// Memory the process's client connections may hold together (each counted at its
+    /// worst: heads, buffers, HTTP/2 windows, held requests), in bytes or with a Ki, Mi or Gi
+    /// suffix (4Ki to 16Gi); past it new connections wait, and one that needs more is
+    /// answered 503. The default fits the shipped 500Mi limit.
+    #[arg(long, env = "KEDA_ACTIVATOR_MEMORY_BUDGET", default_value = "384Mi", value_parser = limits::parse_byte_size)]
+    memory_budget: usize,
     /// Memory the held requests of one target may keep, in bytes or with a Ki, Mi or Gi
     /// suffix (4Ki to 16Gi).
     #[arg(long, env = "KEDA_ACTIVATOR_HELD_REQUEST_MEMORY", default_value = "32Mi", value_parser = limits::parse_byte_size)]
@@ -141,6 +147,18 @@ struct Args {
     /// (0: no limit, KEDA's behaviour; at most 1000000).
     #[arg(long, env = "KEDA_ACTIVATOR_MAX_POD_CONNECTIONS", default_value = "100", value_parser = limits::parse_max_pod_connections)]
     max_pod_connections: u32,
+    /// Take a target's endpoints from any EndpointSlice labelled with its Service's name
+    /// (KEDA's HTTP add-on behaviour). Without it, only endpoints of slices the EndpointSlice
+    /// controller manages whose targetRef is a Pod of the Service's namespace are used.
+    #[arg(
+        long,
+        env = "KEDA_ACTIVATOR_ANY_ENDPOINT_SLICES",
+        num_args = 0..=1,
+        default_value_t = false,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    any_endpoint_slices: bool,
     /// YAML file mapping namespace -> host patterns its `http` triggers may claim (see
     /// docs/http.md, "Host policy"); give the operator the same file. Without it (and without
     /// --http-any-host) no host is routed.
@@ -251,6 +269,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         write_timeout: args.write_timeout,
         max_connections: args.max_connections,
         upstream_idle_timeout: args.upstream_idle_timeout,
+        memory_budget: args.memory_budget,
     };
     let proxy = Arc::new(
         Proxy::with_limits(targets.routes(), Arc::clone(&metrics), limits)
@@ -276,6 +295,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
         pod_ip: args.pod_ip,
         host_policy,
     };
+    let endpoint_sources = if args.any_endpoint_slices {
+        EndpointSources::Any
+    } else {
+        EndpointSources::ControllerManaged
+    };
     let watch_task = tokio::spawn(supervise::supervise(
         "watch",
         Arc::clone(&health),
@@ -289,9 +313,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 client.clone(),
             );
             move || {
-                watch::run(
+                watch::run_with_endpoints(
                     client.clone(),
                     watch_config.clone(),
+                    endpoint_sources,
                     Arc::clone(&targets),
                     ready.clone(),
                     stop.clone(),

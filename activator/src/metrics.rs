@@ -49,6 +49,11 @@ pub struct Metrics {
     pub connections: Gauge,
     /// Times a connection waited for a place under `--max-connections`.
     pub connection_limit_waits: Counter,
+    /// Times accepting a connection waited for room in `--memory-budget`.
+    pub memory_budget_waits: Counter,
+    /// Connections answered 503 and closed because `--memory-budget` had no room for
+    /// hyper's buffers.
+    pub memory_budget_refusals: Counter,
     /// Connections closed because a request head took longer than `--header-read-timeout`.
     pub header_read_timeouts: Counter,
     /// Kept-alive connections closed after `--idle-timeout` without a request.
@@ -137,6 +142,8 @@ impl Metrics {
         let no_route = Counter::default();
         let connections = Gauge::default();
         let connection_limit_waits = Counter::default();
+        let memory_budget_waits = Counter::default();
+        let memory_budget_refusals = Counter::default();
         let header_read_timeouts = Counter::default();
         let idle_timeouts = Counter::default();
         let write_timeouts = Counter::default();
@@ -209,6 +216,16 @@ impl Metrics {
             connection_limit_waits.clone(),
         );
         registry.register(
+            "memory_budget_waits",
+            "Times accepting a connection waited for room in --memory-budget",
+            memory_budget_waits.clone(),
+        );
+        registry.register(
+            "memory_budget_refusals",
+            "Connections answered 503 because --memory-budget had no room for their buffers",
+            memory_budget_refusals.clone(),
+        );
+        registry.register(
             "header_read_timeouts",
             "Connections closed because a request head was not complete within --header-read-timeout",
             header_read_timeouts.clone(),
@@ -249,6 +266,8 @@ impl Metrics {
             no_route,
             connections,
             connection_limit_waits,
+            memory_budget_waits,
+            memory_budget_refusals,
             header_read_timeouts,
             idle_timeouts,
             write_timeouts,

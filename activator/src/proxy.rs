@@ -363,6 +363,8 @@ pub struct Proxy {
     connections: Arc<Semaphore>,
     /// The peers whose forwarding headers are kept.
     trusted_proxies: TrustedProxies,
+    /// The memory budget ([`Limits::memory_budget`]), one permit per KiB.
+    memory: Arc<Semaphore>,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -387,6 +389,9 @@ impl Proxy {
             limits,
             connections: Arc::new(Semaphore::new(permits)),
             trusted_proxies: TrustedProxies::default(),
+            memory: Arc::new(Semaphore::new(
+                kib(limits.memory_budget).min(Semaphore::MAX_PERMITS),
+            )),
         }
     }
 
@@ -424,6 +429,29 @@ impl Proxy {
                 Arc::clone(&self.connections).acquire_owned().await.ok()
             }
         }
+    }
+
+    /// `bytes` of the memory budget, when there is room (counted in
+    /// `keda_activator_memory_budget_waits_total` when it must wait). Dropping it gives them
+    /// back. `None` never happens.
+    pub async fn memory(&self, bytes: usize) -> Option<OwnedSemaphorePermit> {
+        let units = u32::try_from(kib(bytes)).unwrap_or(u32::MAX);
+        match Arc::clone(&self.memory).try_acquire_many_owned(units) {
+            Ok(permit) => Some(permit),
+            Err(_) => {
+                self.metrics.memory_budget_waits.inc();
+                Arc::clone(&self.memory)
+                    .acquire_many_owned(units)
+                    .await
+                    .ok()
+            }
+        }
+    }
+
+    /// `bytes` of the memory budget if there is room now.
+    pub fn try_memory(&self, bytes: usize) -> Option<OwnedSemaphorePermit> {
+        let units = u32::try_from(kib(bytes)).unwrap_or(u32::MAX);
+        Arc::clone(&self.memory).try_acquire_many_owned(units).ok()
     }
 
     /// Routes a request for `host` and `path` and counts it: its target and a slot on a pod or
@@ -529,6 +557,11 @@ impl Proxy {
             ProxyBody::upstream(body, lease, connection, self.limits.upstream_idle_timeout),
         ))
     }
+}
+
+/// Bytes in KiB, rounded up.
+fn kib(bytes: usize) -> usize {
+    bytes.div_ceil(1024)
 }
 
 /// Records the time to the pod's response head (held time included).

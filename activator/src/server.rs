@@ -23,6 +23,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::edge::Stream;
 use crate::front::{self, ClientStream, Rewound};
+use crate::limits;
 use crate::metrics::SharedMetrics;
 use crate::proxy::{Peer, Proxy};
 use crate::supervise::Health;
@@ -53,6 +54,15 @@ pub async fn serve_proxy(
                 None => break,
             },
         };
+        // What the connection may make the process hold, at its worst: past the budget, wait
+        // (the client waits in the listen backlog) instead of growing.
+        let memory = tokio::select! {
+            () = shutdown.cancelled() => break,
+            memory = proxy.memory(limits::CONNECTION_BYTES) => match memory {
+                Some(memory) => memory,
+                None => break,
+            },
+        };
         let (stream, remote) = tokio::select! {
             () = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
@@ -76,6 +86,7 @@ pub async fn serve_proxy(
             (Arc::clone(&proxy), shutdown.clone(), Arc::clone(&builder));
         connections.spawn(async move {
             let _open = Open::new(permit, &proxy.metrics().connections);
+            let _memory = memory;
             let peer = proxy.peer(remote);
             serve_connection(stream, proxy, peer, &builder, &shutdown).await;
         });
@@ -98,8 +109,20 @@ pub async fn serve_proxy(
 pub fn hyper_builder() -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // The header read and idle timeouts are `crate::timed`'s: hyper's would also cut a quiet
-    // kept-alive connection at the header read timeout.
-    builder.http1().header_read_timeout(None);
+    // kept-alive connection at the header read timeout. The buffers and windows are bounded
+    // as the memory budget counts them (`crate::limits::HTTP1_CONNECTION_BYTES`,
+    // `HTTP2_CONNECTION_BYTES`).
+    builder
+        .http1()
+        .header_read_timeout(None)
+        .max_buf_size(limits::HYPER_MAX_BUF);
+    builder
+        .http2()
+        .initial_connection_window_size(limits::HTTP2_CONNECTION_WINDOW)
+        .initial_stream_window_size(limits::HTTP2_STREAM_WINDOW)
+        .max_concurrent_streams(limits::HTTP2_MAX_STREAMS)
+        .max_header_list_size(limits::HTTP2_MAX_HEADER_LIST)
+        .max_send_buf_size(limits::HYPER_MAX_BUF);
     builder
 }
 
@@ -142,6 +165,13 @@ impl Drop for Open {
     }
 }
 
+/// The answer to an HTTP/1 connection that hyper would serve when the memory budget has no
+/// room for its buffers.
+const OVER_BUDGET: &[u8] =
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
+retry-after: 1\r\nconnection: close\r\ncontent-length: 71\r\n\r\n\
+{\"error\":\"memory_budget\",\"message\":\"the proxy is at its memory budget\"}";
+
 /// Serves the rest of a connection with hyper's server, its deadlines kept by
 /// [`crate::timed`]; on `shutdown`, the request in progress is finished and the connection
 /// closed.
@@ -152,8 +182,22 @@ async fn serve_with_hyper<S: ClientStream + Send + 'static>(
     builder: &auto::Builder<TokioExecutor>,
     shutdown: &CancellationToken,
 ) {
-    let activity = Arc::new(Activity::default());
     let http2 = io.is_http2();
+    // hyper's buffers (and HTTP/2's windows and streams) come on top of the front path's.
+    let Some(_memory) = proxy.try_memory(if http2 {
+        limits::HTTP2_CONNECTION_BYTES
+    } else {
+        limits::HTTP1_CONNECTION_BYTES
+    }) else {
+        proxy.metrics().memory_budget_refusals.inc();
+        let mut io = io;
+        if !http2 {
+            let _ = tokio::io::AsyncWriteExt::write_all(&mut io, OVER_BUDGET).await;
+        }
+        let _ = tokio::io::AsyncWriteExt::shutdown(&mut io).await;
+        return;
+    };
+    let activity = Arc::new(Activity::default());
     let io = Timed::new(
         io,
         Arc::clone(&activity),

@@ -28,6 +28,26 @@ use crate::targets::{TargetConfig, Targets};
 /// The label EndpointSlices carry naming their Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
+/// The label naming the controller that manages an EndpointSlice.
+pub const MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
+/// Its value on the slices Kubernetes' EndpointSlice controller makes from a Service's
+/// selector and the pods it selects.
+pub const ENDPOINTSLICE_CONTROLLER: &str = "endpointslice-controller.k8s.io";
+
+/// Which EndpointSlice endpoints a target's Service may lead to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EndpointSources {
+    /// Only endpoints of slices the EndpointSlice controller manages
+    /// ([`ENDPOINTSLICE_CONTROLLER`]) whose `targetRef` is a Pod of the Service's namespace:
+    /// a slice a tenant writes by hand (no `targetRef`, or another manager) points nowhere.
+    /// The binary's default.
+    #[default]
+    ControllerManaged,
+    /// Any slice labelled with the Service's name, whoever wrote it (KEDA's HTTP add-on,
+    /// `--any-endpoint-slices`; also `keda-rs dev`, whose stand-in pods' slices it writes).
+    Any,
+}
+
 /// What to watch.
 #[derive(Clone, Debug, Default)]
 pub struct WatchConfig {
@@ -112,7 +132,9 @@ pub fn target_configs(
 ///
 /// An endpoint counts when its `ready` condition is true or unset (the API's rule) and it does
 /// not say it is a pod of another namespace (`targetRef.namespace`: a hand-written slice may
-/// point anywhere, but a route never leads out of its ScaledObject's namespace). The port
+/// point anywhere, but a route never leads out of its ScaledObject's namespace). Under
+/// [`EndpointSources::ControllerManaged`] it counts only in a slice labelled as the
+/// EndpointSlice controller's, with a `targetRef` naming a Pod of the Service's namespace. The port
 /// is found by name, else by number, else, when the slice has exactly one port, that one
 /// (EndpointSlices carry target ports, so a Service port number that differs from its target
 /// port is matched this way).
@@ -121,12 +143,20 @@ pub fn ready_endpoints(
     namespace: &str,
     service: &str,
     port: &PortRef,
+    sources: EndpointSources,
 ) -> Vec<SocketAddr> {
     let mut ready = Vec::new();
     for slice in slices {
         if slice.namespace().as_deref() != Some(namespace)
             || slice.labels().get(SERVICE_NAME_LABEL).map(String::as_str) != Some(service)
             || !matches!(slice.address_type.as_str(), "IPv4" | "IPv6")
+        {
+            continue;
+        }
+        let strict = sources == EndpointSources::ControllerManaged;
+        if strict
+            && slice.labels().get(MANAGED_BY_LABEL).map(String::as_str)
+                != Some(ENDPOINTSLICE_CONTROLLER)
         {
             continue;
         }
@@ -164,7 +194,13 @@ pub fn ready_endpoints(
                 .as_ref()
                 .and_then(|r| r.namespace.as_deref())
                 .is_some_and(|ns| ns != namespace);
-            if !is_ready || foreign {
+            // The controller names the pod of each endpoint; anything else is not its.
+            let pod_of_namespace = endpoint.target_ref.as_ref().is_some_and(|r| {
+                r.kind.as_deref() == Some("Pod")
+                    && r.namespace.as_deref() == Some(namespace)
+                    && r.name.as_deref().is_some_and(|n| !n.is_empty())
+            });
+            if !is_ready || foreign || (strict && !pod_of_namespace) {
                 continue;
             }
             if let Some(ip) = endpoint
@@ -188,7 +224,14 @@ pub fn replicas(
     pod_ip: Option<IpAddr>,
 ) -> Replicas {
     let mut ips: Vec<IpAddr> =
-        ready_endpoints(slices, &self_service.0, &self_service.1, &PortRef::Only)
+        // The activator's own Service is in the administrator's namespace.
+        ready_endpoints(
+            slices,
+            &self_service.0,
+            &self_service.1,
+            &PortRef::Only,
+            EndpointSources::Any,
+        )
             .into_iter()
             .map(|a| a.ip())
             .collect();
@@ -220,6 +263,7 @@ pub fn replicas(
 struct Applier {
     targets: Arc<Targets>,
     config: WatchConfig,
+    sources: EndpointSources,
     reported: HashMap<TargetKey, String>,
 }
 
@@ -242,6 +286,7 @@ impl Applier {
                     &c.key.namespace,
                     &c.trigger.service,
                     &c.trigger.port,
+                    self.sources,
                 );
                 (c.key.clone(), addrs)
             })
@@ -280,6 +325,23 @@ pub async fn run(
     ready: Readiness,
     cancel: CancellationToken,
 ) -> Result<(), WatchError> {
+    run_with_endpoints(client, config, EndpointSources::Any, targets, ready, cancel).await
+}
+
+/// As [`run`], taking a target's endpoints only from `sources` (the binary:
+/// [`EndpointSources::ControllerManaged`] unless `--any-endpoint-slices`; [`run`], for tests
+/// and `keda-rs dev`, from any slice, as its default host policy allows any host).
+///
+/// # Errors
+/// [`WatchError::Ended`]: the watch streams ended before `cancel`.
+pub async fn run_with_endpoints(
+    client: Client,
+    config: WatchConfig,
+    sources: EndpointSources,
+    targets: Arc<Targets>,
+    ready: Readiness,
+    cancel: CancellationToken,
+) -> Result<(), WatchError> {
     let (objects_api, slices_api): (Api<ScaledObject>, Api<EndpointSlice>) = match &config.namespace
     {
         Some(ns) => (
@@ -310,6 +372,7 @@ pub async fn run(
     let mut applier = Applier {
         targets,
         config,
+        sources,
         reported: HashMap::new(),
     };
     loop {
@@ -415,7 +478,7 @@ mod tests {
             ),
         ];
         let addrs = |port: PortRef| -> Vec<String> {
-            ready_endpoints(&slices, "shop", "web", &port)
+            ready_endpoints(&slices, "shop", "web", &port, EndpointSources::Any)
                 .iter()
                 .map(ToString::to_string)
                 .collect()
@@ -500,11 +563,60 @@ mod tests {
         same.addresses = vec!["10.0.0.2".into()];
         same.target_ref.as_mut().unwrap().namespace = Some("shop".into());
         Arc::make_mut(&mut own).endpoints.extend([foreign, same]);
-        let addrs: Vec<String> = ready_endpoints(&[own], "shop", "web", &PortRef::Only)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let addrs: Vec<String> =
+            ready_endpoints(&[own], "shop", "web", &PortRef::Only, EndpointSources::Any)
+                .iter()
+                .map(ToString::to_string)
+                .collect();
         assert_eq!(addrs, ["10.0.0.1:8080", "10.0.0.2:8080"]);
+    }
+
+    #[test]
+    fn only_the_controllers_endpoints_of_pods_of_the_namespace_count_by_default() {
+        let pod = |ns: &str| {
+            Some(k8s_openapi::api::core::v1::ObjectReference {
+                kind: Some("Pod".into()),
+                namespace: Some(ns.into()),
+                name: Some("web-0".into()),
+                ..Default::default()
+            })
+        };
+        let managed = |ip: &str, target| {
+            let mut s = slice("shop", "web", &[("http", 8080)], &[(ip, Some(true))]);
+            let s_mut = Arc::make_mut(&mut s);
+            s_mut
+                .metadata
+                .labels
+                .as_mut()
+                .unwrap()
+                .insert(MANAGED_BY_LABEL.into(), ENDPOINTSLICE_CONTROLLER.into());
+            s_mut.endpoints[0].target_ref = target;
+            s
+        };
+        let mut by_hand = slice(
+            "shop",
+            "web",
+            &[("http", 8080)],
+            &[("10.9.9.1", Some(true))],
+        );
+        Arc::make_mut(&mut by_hand).endpoints[0].target_ref = pod("shop");
+        let slices = [
+            managed("10.0.0.1", pod("shop")),
+            managed("10.9.9.2", None),
+            managed("10.9.9.3", pod("bank")),
+            by_hand,
+        ];
+        let addrs = |sources| -> Vec<String> {
+            ready_endpoints(&slices, "shop", "web", &PortRef::Only, sources)
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        assert_eq!(addrs(EndpointSources::ControllerManaged), ["10.0.0.1:8080"]);
+        assert_eq!(
+            addrs(EndpointSources::Any),
+            ["10.0.0.1:8080", "10.9.9.1:8080", "10.9.9.2:8080"]
+        );
     }
 
     fn http_object(

@@ -496,8 +496,10 @@ async fn an_idle_flood_at_the_connection_limit_is_cut_at_its_timeouts_and_others
 
 /// The admin listener (`/healthz`, `/readyz`, `/metrics`) on loopback, with `limits`.
 async fn admin(limits: server::AdminLimits) -> (std::net::SocketAddr, CancellationToken) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
     let stop = CancellationToken::new();
     tokio::spawn(server::serve_admin(
         listener,
@@ -685,4 +687,51 @@ async fn without_container_concurrency_a_pod_gets_at_most_max_pod_connections() 
         "{most} connections open to the pod at once ({} in all)",
         accepted.load(Ordering::SeqCst)
     );
+}
+
+#[tokio::test]
+async fn past_the_memory_budget_connections_wait_and_huge_heads_are_refused() {
+    use keda_activator::limits::CONNECTION_BYTES;
+    let limits = Limits {
+        // Room for three connections on the front path.
+        memory_budget: 3 * CONNECTION_BYTES + 1024,
+        ..Limits::default()
+    };
+    let a = activator_with(limits, DEFAULT_HELD_MEMORY).await;
+    let (pod, _) = backend("shop").await;
+    a.route("shop", &[("service", "shop")], vec![pod]);
+    // A head of 100 KB is refused, not buffered (hyper's default buffer takes ~400 KiB).
+    let mut huge = TcpStream::connect(a.addr).await.unwrap();
+    let mut head = b"GET / HTTP/1.1\r\nHost: shop.example.com\r\nX-Pad: ".to_vec();
+    head.resize(head.len() + 100_000, b'a');
+    head.extend_from_slice(b"\r\n\r\n");
+    let _ = huge.write_all(&head).await;
+    let (_, answer) = closed(&mut huge, Instant::now()).await;
+    assert!(answer.starts_with("HTTP/1.1 431"), "{answer:?}");
+    // Three clients each sending an unfinished head take the budget.
+    let mut unfinished = Vec::new();
+    for _ in 0..3 {
+        let mut stream = TcpStream::connect(a.addr).await.unwrap();
+        stream
+            .write_all(b"GET / HTTP/1.1\r\nHost: shop.example.com\r\nX-Pad: aaaa")
+            .await
+            .unwrap();
+        unfinished.push(stream);
+    }
+    eventually("three open connections", || {
+        a.metrics.connections.get() == 3
+    })
+    .await;
+    // A fourth is not served while they hold it...
+    let mut fourth = TcpStream::connect(a.addr).await.unwrap();
+    fourth.write_all(GET).await.unwrap();
+    let mut buf = [0u8; 1024];
+    let early = tokio::time::timeout(Duration::from_millis(300), fourth.read(&mut buf)).await;
+    assert!(
+        early.is_err(),
+        "a connection past the budget was served: {early:?}"
+    );
+    // ...and is once one of them goes.
+    unfinished.pop();
+    ask(&mut fourth, b"", "hello from shop").await;
 }

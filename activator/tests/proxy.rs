@@ -69,7 +69,12 @@ async fn forwarded_headers_reach_the_backend() {
 
 /// The forwarding headers of a request as the pod saw them, each line as it came.
 fn forwarding(seen: &common::Seen) -> Vec<(String, Vec<String>)> {
-    let headers = seen.last_headers.lock().unwrap().clone().unwrap();
+    let headers = seen
+        .last_headers
+        .lock()
+        .expect("test harness")
+        .clone()
+        .expect("a request reached the pod");
     [
         "x-forwarded-for",
         "x-forwarded-host",
@@ -81,7 +86,7 @@ fn forwarding(seen: &common::Seen) -> Vec<(String, Vec<String>)> {
         let values = headers
             .get_all(*name)
             .iter()
-            .map(|v| v.to_str().unwrap().to_owned())
+            .map(|v| v.to_str().expect("ASCII").to_owned())
             .collect();
         ((*name).to_owned(), values)
     })

@@ -26,7 +26,7 @@ use keda_activator::metrics::Metrics;
 use keda_activator::proxy::Proxy;
 use keda_activator::server::{self, Readiness};
 use keda_activator::targets::Targets;
-use keda_activator::watch::{self, WatchConfig};
+use keda_activator::watch::{self, EndpointSources, WatchConfig};
 use keda_api::ScaledObject;
 use keda_operator::{ControllerConfig, ScaledObjectController};
 use keda_scalers::scalers::http::claims::HostPolicy;
@@ -102,12 +102,14 @@ impl Cluster {
         tokio::spawn(async move { while wake_rx.recv().await.is_some() {} });
         let targets = Targets::new(wake_tx, Arc::clone(&metrics));
         let ready = Readiness::default();
-        tokio::spawn(watch::run(
+        // The binary's default: endpoints only from the EndpointSlice controller's slices.
+        tokio::spawn(watch::run_with_endpoints(
             client.clone(),
             WatchConfig {
                 host_policy: policy,
                 ..WatchConfig::default()
             },
+            EndpointSources::ControllerManaged,
             Arc::clone(&targets),
             ready.clone(),
             stop.clone(),
@@ -142,13 +144,44 @@ impl Cluster {
             .create(&PostParams::default(), &deployment)
             .await
             .expect("create deployment");
+        // As the EndpointSlice controller writes it.
+        self.slice(
+            ns,
+            &format!("{name}-1"),
+            name,
+            pod,
+            Some("endpointslice-controller.k8s.io"),
+            Some(json!({"kind": "Pod", "namespace": ns, "name": format!("{name}-0")})),
+        )
+        .await;
+    }
+
+    /// EndpointSlice `ns/slice` of Service `service`, one ready endpoint at `pod`, labelled
+    /// as managed by `managed_by`, the endpoint's `targetRef` `target`.
+    async fn slice(
+        &self,
+        ns: &str,
+        slice: &str,
+        service: &str,
+        pod: SocketAddr,
+        managed_by: Option<&str>,
+        target: Option<serde_json::Value>,
+    ) {
+        let mut labels = json!({"kubernetes.io/service-name": service});
+        if let Some(manager) = managed_by {
+            labels["endpointslice.kubernetes.io/managed-by"] = json!(manager);
+        }
+        let mut endpoint =
+            json!({"addresses": [pod.ip().to_string()], "conditions": {"ready": true}});
+        if let Some(target) = target {
+            endpoint["targetRef"] = target;
+        }
         let slice: EndpointSlice = serde_json::from_value(json!({
             "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-            "metadata": {"name": format!("{name}-1"), "namespace": ns,
-                         "labels": {"kubernetes.io/service-name": name}},
+            "metadata": {"name": slice, "namespace": ns, "labels": labels},
             "addressType": "IPv4",
             "ports": [{"name": "http", "port": pod.port(), "protocol": "TCP"}],
-            "endpoints": [{"addresses": [pod.ip().to_string()], "conditions": {"ready": true}}]
+            "endpoints": [endpoint]
         }))
         .expect("slice");
         Api::<EndpointSlice>::namespaced(self.client.clone(), ns)
@@ -523,5 +556,67 @@ async fn an_owner_deleted_and_recreated_keeps_its_host_from_an_older_squatter() 
             .load(std::sync::atomic::Ordering::SeqCst),
         0,
         "the squatter got none of the shop's requests"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_written_endpoint_slice_does_not_point_the_activator_anywhere() {
+    let cluster = Cluster::start(&["shop"], HostPolicy::allow_all()).await;
+    let (web_pod, _) = backend("web").await;
+    // What a tenant wants to reach through the activator's network position (an internal
+    // service, the cloud's metadata server, another namespace's pod): here a backend.
+    let (secret, secret_seen) = backend("secret").await;
+    cluster
+        .scaled_object("shop", "web", "web.example.com", "/", None)
+        .await;
+    // Slices for the ScaledObject's Service that the EndpointSlice controller did not write:
+    // no manager and no targetRef; the controller's label but no targetRef; the controller's
+    // label and a Pod of another namespace; the controller's label and a Service.
+    let forged = [
+        (None, None),
+        (Some("endpointslice-controller.k8s.io"), None),
+        (
+            Some("endpointslice-controller.k8s.io"),
+            Some(json!({"kind": "Pod", "namespace": "bank", "name": "vault-0"})),
+        ),
+        (
+            Some("endpointslice-controller.k8s.io"),
+            Some(json!({"kind": "Service", "namespace": "shop", "name": "web"})),
+        ),
+        (
+            Some("my-own-controller"),
+            Some(json!({"kind": "Pod", "namespace": "shop", "name": "web-9"})),
+        ),
+    ];
+    for (i, (managed_by, target)) in forged.into_iter().enumerate() {
+        cluster
+            .slice(
+                "shop",
+                &format!("forged-{i}"),
+                "web",
+                secret,
+                managed_by,
+                target,
+            )
+            .await;
+    }
+    // The Service's real pod, as the controller writes it.
+    cluster.workload("shop", "web", web_pod).await;
+    cluster
+        .answers("web.example.com", "/", (200, "hello from web"))
+        .await;
+    let client = common::client();
+    for _ in 0..20 {
+        assert_eq!(
+            get(&client, cluster.activator, "web.example.com", "/").await,
+            (200, "hello from web".to_owned())
+        );
+    }
+    assert_eq!(
+        secret_seen
+            .requests
+            .load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "a forged slice led the activator to another address"
     );
 }
