@@ -20,8 +20,9 @@ cd "$(dirname "$0")/.."
 TARGETS=(scaler_metadata validation formula cron request_head front scaler_connect
   response_parsers metrics_selector metrics_auth admission_review)
 # Inputs per target in `ci` where the default ($FUZZ_CI_RUNS, 10000) would take long: each
-# scaler_connect input builds a scaler against the fake network (a millisecond to seconds).
-declare -A CI_RUNS=([scaler_connect]=300)
+# scaler_connect input builds a scaler against the fake network (a millisecond to seconds);
+# admission_review and metrics_auth take 2-3 ms an input unoptimized.
+declare -A CI_RUNS=([scaler_connect]=300 [admission_review]=5000 [metrics_auth]=5000)
 # One input may take this long (seconds) before it counts as a hang. The targets' own waits are
 # at most 2 s each (front's timeouts), so 10 s is ample on a machine to itself; a long `run` at
 # the lowest priority on a machine busy with builds can starve a healthy input for longer (a

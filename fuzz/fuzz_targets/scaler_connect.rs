@@ -98,7 +98,7 @@ fuzz_target!(
     let mut ctx = keda_rs_fuzz::context_from_text(&String::from_utf8_lossy(text));
     // Nothing of the fuzzing machine's own environment (cloud credentials, KUBERNETES_*).
     ctx.process_env = ProcessEnv::from_pairs(&[]);
-    ctx.global_http_timeout = Duration::from_millis(500);
+    ctx.global_http_timeout = Duration::from_millis(1000);
     let trigger_type = ctx.trigger_type.clone();
     let world = world();
     *world.answer.lock().expect("the answer") = answer.to_vec();

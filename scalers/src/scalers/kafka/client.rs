@@ -116,7 +116,11 @@ impl ClusterSettings {
     /// The librdkafka configuration for these settings (connection and security only).
     pub fn client_config(&self, timeout: Duration) -> ClientConfig {
         let mut config = ClientConfig::new();
-        let timeout_ms = timeout.as_millis().max(1).to_string();
+        // The operator's timeout (`KEDA_HTTP_DEFAULT_TIMEOUT`, 1 ms to 1 h) within what
+        // librdkafka accepts for each property, which refuses the whole configuration otherwise.
+        let millis = timeout.as_millis();
+        let socket_ms = millis.clamp(10, 300_000).to_string();
+        let setup_ms = millis.clamp(1_000, 2_147_483_647).to_string();
         config
             .set("bootstrap.servers", self.bootstrap_servers.join(","))
             // The latest offset is the high watermark, as Sarama's ListOffsets reports it; the
@@ -125,8 +129,8 @@ impl ClusterSettings {
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
             .set("allow.auto.create.topics", "false")
-            .set("socket.timeout.ms", timeout_ms.as_str())
-            .set("socket.connection.setup.timeout.ms", timeout_ms.as_str())
+            .set("socket.timeout.ms", socket_ms.as_str())
+            .set("socket.connection.setup.timeout.ms", setup_ms.as_str())
             // Idle broker connections are closed and reopened on demand, so a cluster client
             // holds no socket it does not use.
             .set("connections.max.idle.ms", "300000")
@@ -589,6 +593,19 @@ mod tests {
 
     fn get(config: &ClientConfig, key: &str) -> Option<String> {
         config.get(key).map(str::to_string)
+    }
+
+    /// Found by the `scaler_connect` fuzz target: librdkafka refuses a connection-setup timeout
+    /// under 1 s and a socket timeout over 300 s, so `KEDA_HTTP_DEFAULT_TIMEOUT` outside those
+    /// (it may be 1 ms to 1 h) made every kafka trigger fail to build.
+    #[test]
+    fn every_operator_timeout_gives_a_configuration_librdkafka_accepts() {
+        for millis in [1, 10, 500, 999, 1_000, 3_000, 300_000, 300_001, 3_600_000] {
+            let config = settings(None, None).client_config(Duration::from_millis(millis));
+            if let Err(error) = config.create::<BaseConsumer>() {
+                panic!("a timeout of {millis} ms: {error}");
+            }
+        }
     }
 
     #[test]
