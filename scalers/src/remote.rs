@@ -369,6 +369,9 @@ fn classify_dyn(error: &(dyn StdError + 'static)) -> Option<Kind> {
                     code: Some(format!("{code}")),
                 },
             }),
+            mysql_async::Error::Driver(mysql_async::DriverError::NoClientSslFlagFromServer) => {
+                Some(Kind::Tls("the server does not offer SSL/TLS".into()))
+            }
             mysql_async::Error::Driver(_) => Some(Kind::Other {
                 system: "MySQL driver",
             }),
