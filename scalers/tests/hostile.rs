@@ -131,7 +131,9 @@ async fn hostile_http() -> TestServer {
 #[tokio::test]
 async fn metrics_api_never_quotes_the_answer() {
     let server = hostile_http().await;
-    let cases: Vec<(&str, Vec<(&str, &str)>, &str)> = vec![
+    // (path, metadata besides url and targetValue, what the message must still say)
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, &'a str);
+    let cases: Vec<Case<'_>> = vec![
         ("/forbidden", vec![("valueLocation", "v")], "403"),
         ("/string", vec![("valueLocation", "v")], "is not a number"),
         (
