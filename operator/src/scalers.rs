@@ -246,7 +246,12 @@ pub(crate) async fn build_triggers(
         };
         let result = match context.await {
             Ok(ctx) => match catch_panic(env.registry.build(ctx)).await {
-                Ok(built) => built.map_err(|source| Error::BuildScaler { index, source }),
+                Ok(built) => built.map_err(|source| {
+                    // What the event source said, for the operator's debug log only: the
+                    // error's message (Ready, Events) shows the kind of failure.
+                    source.log_raw();
+                    Error::BuildScaler { index, source }
+                }),
                 Err(panic) => Err(internal(panic)),
             },
             Err(e) => Err(e),

@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+pub use crate::remote::Failure;
+
 /// A boxed cause, kept as the error's source.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
@@ -136,7 +138,9 @@ pub enum ScalerError {
         known: Vec<String>,
     },
 
-    /// Connecting to the event source failed. `target` never contains credentials.
+    /// Connecting to the event source failed. `target` never contains credentials; the
+    /// cause shows only the kind of failure, never what the source said
+    /// ([`crate::remote`]).
     #[error("{trigger}: connecting to {target} failed: {source}")]
     Connect {
         /// The trigger.
@@ -145,7 +149,7 @@ pub enum ScalerError {
         target: String,
         /// The cause.
         #[source]
-        source: BoxError,
+        source: Failure,
     },
 
     /// Reading the metric from the source failed.
@@ -155,13 +159,14 @@ pub enum ScalerError {
         trigger: TriggerId,
         /// What we asked, e.g. `reading the length of list "jobs"`.
         operation: String,
-        /// The cause.
+        /// The cause: the kind of failure, never what the source said ([`crate::remote`]).
         #[source]
-        source: BoxError,
+        source: Failure,
     },
 
     /// The source answered something the scaler cannot use (e.g. a key of an unsupported
-    /// type).
+    /// type). `message` is keda-rs' own text from the trigger's metadata and fixed words:
+    /// never anything the answer contains (that goes to [`Failure::answer`], debug level).
     #[error("{trigger}: {message}")]
     Unexpected {
         /// The trigger.
@@ -185,6 +190,24 @@ pub enum ScalerError {
         /// The trigger.
         trigger: TriggerId,
     },
+}
+
+impl ScalerError {
+    /// The failure of a [`ScalerError::Connect`] or [`ScalerError::Query`].
+    pub fn failure(&self) -> Option<&Failure> {
+        match self {
+            Self::Connect { source, .. } | Self::Query { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+
+    /// Logs what the event source said (the raw text of [`ScalerError::failure`]) at debug
+    /// level, for operators of keda-rs; the error's `Display` never contains it.
+    pub fn log_raw(&self) {
+        if let Some(failure) = self.failure() {
+            failure.log_raw(self);
+        }
+    }
 }
 
 /// `error: cause: cause`: the message of `error` followed by those of its sources, skipping a

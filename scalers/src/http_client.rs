@@ -11,8 +11,9 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::authentication::HttpAuth;
 use crate::context::ScalerContext;
-use crate::error::{MetadataError, MetadataErrorKind, ScalerError, error_chain};
+use crate::error::{MetadataError, MetadataErrorKind, ScalerError};
 use crate::pool::Lease;
+use crate::remote::{Classify, Failure, Kind};
 use crate::tls::{TlsError, TlsSettings};
 
 /// The most requests one pooled client has in flight at once, and so about the most connections
@@ -50,6 +51,13 @@ pub enum HttpClientError {
     Build(String),
 }
 
+impl Classify for HttpClientError {
+    fn classify(&self) -> Failure {
+        // Local: TLS material and configuration.
+        Failure::local(self.to_string())
+    }
+}
+
 /// A reqwest client with `tls` (rustls on ring, never aws-lc) and a request `timeout`.
 ///
 /// # Errors
@@ -69,26 +77,30 @@ pub fn reqwest_client(
         .map_err(|e| HttpClientError::Build(e.without_url().to_string()))
 }
 
-/// Why a GET failed. Messages never contain the URL's query or credentials.
+/// Why a GET failed. Messages never contain the URL's query or credentials, nor anything the
+/// server sent ([`crate::remote`]): a status shows its code and the body's size.
 #[derive(Debug, thiserror::Error)]
 pub enum HttpGetError {
     /// The request could not be sent or timed out.
     #[error("{0}")]
-    Send(String),
+    Send(Failure),
     /// The server answered with a status other than 2xx.
-    #[error("HTTP {status}{}{}", suffix(body), auth_hint(*status))]
+    #[error("{}", self.classify())]
     Status {
         /// The status.
         status: StatusCode,
-        /// The start of the response body, trimmed (secrets removed).
-        body: String,
+        /// The answer's `Content-Type`, as sent.
+        content_type: Option<String>,
+        /// The body (at most [`MAX_BODY_BYTES`]): for debug-level logs and for parsing a
+        /// known error form, never for messages.
+        body: Bytes,
     },
     /// No complete answer within the client's timeout.
     #[error("no answer within the timeout of {} ms", .0.as_millis())]
     TimedOut(Duration),
     /// The body could not be read.
     #[error("reading the response failed: {0}")]
-    Body(String),
+    Body(Failure),
     /// The body is larger than [`MAX_BODY_BYTES`].
     #[error("the response is larger than {MAX_BODY_BYTES} bytes")]
     TooLarge,
@@ -99,20 +111,17 @@ pub enum HttpGetError {
     Busy(Duration),
 }
 
-/// `: text`, or nothing for an empty `text`: what follows a status in a message.
-pub(crate) fn suffix(text: &str) -> String {
-    if text.is_empty() {
-        String::new()
-    } else {
-        format!(": {text}")
-    }
-}
-
-fn auth_hint(status: StatusCode) -> &'static str {
-    if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
-        "; check the trigger's authModes and its credentials"
-    } else {
-        ""
+impl Classify for HttpGetError {
+    fn classify(&self) -> Failure {
+        match self {
+            Self::Send(f) | Self::Body(f) => f.clone(),
+            Self::Status {
+                status,
+                content_type,
+                body,
+            } => Failure::status(status.as_u16(), content_type.as_deref(), body),
+            other => Failure::new(Kind::Local(other.to_string()), None),
+        }
     }
 }
 
@@ -160,15 +169,19 @@ impl HttpClient {
         for (name, value) in headers {
             request = request.header(name, value);
         }
-        let scrub = |text: String| scrub(text, &self.auth.secrets());
         let mut response = crate::request_metrics::send(request).await.map_err(|e| {
             if e.is_timeout() {
                 HttpGetError::TimedOut(self.timeout)
             } else {
-                HttpGetError::Send(scrub(error_chain(&e.without_url())))
+                HttpGetError::Send(e.without_url().classify())
             }
         })?;
         let status = response.status();
+        let content_type = response
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
         let mut body = Vec::new();
         loop {
             match response.chunk().await {
@@ -183,18 +196,17 @@ impl HttpClient {
                     return Err(HttpGetError::TimedOut(self.timeout));
                 }
                 Err(e) if status.is_success() => {
-                    return Err(HttpGetError::Body(scrub(error_chain(&e.without_url()))));
+                    return Err(HttpGetError::Body(e.without_url().classify()));
                 }
                 // The status is what matters; a broken error body is not worth reporting.
                 Err(_) => break,
             }
         }
         if !status.is_success() {
-            let text = String::from_utf8_lossy(&body);
-            let text: String = text.trim().chars().take(300).collect();
             return Err(HttpGetError::Status {
                 status,
-                body: scrub(text),
+                content_type,
+                body: Bytes::from(body),
             });
         }
         Ok(Bytes::from(body))
@@ -326,20 +338,22 @@ mod tests {
     }
 
     #[test]
-    fn status_errors_show_the_body_and_hint_at_credentials() {
+    fn status_errors_show_code_and_size_not_the_body_and_hint_at_credentials() {
         let err = HttpGetError::Status {
             status: StatusCode::UNAUTHORIZED,
-            body: "Unauthorized".into(),
+            content_type: Some("text/plain".into()),
+            body: Bytes::from_static(b"Unauthorized"),
         };
         assert_eq!(
             err.to_string(),
-            "HTTP 401 Unauthorized: Unauthorized; check the trigger's authModes and its credentials"
+            "answered HTTP 401 Unauthorized (12 bytes of text/plain); check the trigger's authModes and its credentials"
         );
         let err = HttpGetError::Status {
             status: StatusCode::NOT_FOUND,
-            body: String::new(),
+            content_type: None,
+            body: Bytes::new(),
         };
-        assert_eq!(err.to_string(), "HTTP 404 Not Found");
+        assert_eq!(err.to_string(), "answered HTTP 404 Not Found (0 bytes)");
         assert_eq!(scrub("a s3cret b".into(), &["s3cret", ""]), "a *** b");
         assert_eq!(scrub("a test".into(), &["t"]), "a test");
     }

@@ -22,6 +22,7 @@ pub mod metric;
 pub mod oauth2;
 pub mod pool;
 pub mod registry;
+pub mod remote;
 pub mod request_metrics;
 pub mod rest;
 pub mod scaler;

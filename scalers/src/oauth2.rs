@@ -111,15 +111,17 @@ pub enum TokenError {
         reason: String,
     },
     /// The endpoint refused the request (not 2xx).
-    #[error("the token request to {url} was refused: {status}{body}")]
+    #[error("the token request to {url} was refused: {status}{}", code.map(|c| format!(" ({c})")).unwrap_or_default())]
     Refused {
         /// The token URL without credentials or query.
         url: String,
         /// The HTTP status.
         status: reqwest::StatusCode,
-        /// The OAuth `error` code of a JSON answer, when it is short printable ASCII.
-        code: Option<String>,
-        /// `: <the start of the answer>`, or empty.
+        /// The OAuth `error` code of a JSON answer, when it is one of RFC 6749's
+        /// ([`OAUTH_ERROR_CODES`]).
+        code: Option<&'static str>,
+        /// The start of the answer (secrets removed): debug-level logs only, never messages
+        /// ([`crate::remote`]).
         body: String,
     },
     /// The endpoint answered 2xx, but not with a token.
@@ -131,6 +133,19 @@ pub enum TokenError {
         reason: String,
     },
 }
+
+/// The `error` codes of RFC 6749 (section 5.2): shown; any other code is the server's text.
+pub const OAUTH_ERROR_CODES: &[&str] = &[
+    "invalid_request",
+    "invalid_client",
+    "invalid_grant",
+    "unauthorized_client",
+    "unsupported_grant_type",
+    "invalid_scope",
+    "access_denied",
+    "server_error",
+    "temporarily_unavailable",
+];
 
 /// Client credentials tokens of one [`ClientCredentials`]: the auth style that worked and the
 /// last token. Concurrent callers wait for one request.
@@ -258,10 +273,10 @@ impl TokenSource {
         let sent_at = Instant::now();
         // Not counted in keda_scaler_http_*: KEDA's token requests go through Go's default
         // client, outside the scalers' metrics round tripper.
-        let response = request
-            .send()
-            .await
-            .map_err(|e| failed(crate::error::error_chain(&e.without_url())))?;
+        let response = request.send().await.map_err(|e| {
+            use crate::remote::Classify;
+            failed(e.without_url().classify().to_string())
+        })?;
         let status = response.status();
         let content_type = response
             .headers()
@@ -278,13 +293,14 @@ impl TokenSource {
                 status,
                 code: serde_json::from_str::<serde_json::Value>(&text)
                     .ok()
-                    .and_then(|v| v.get("error")?.as_str().map(str::to_string))
-                    .filter(|e| e.len() <= 100 && e.bytes().all(|b| b.is_ascii_graphic()))
-                    .map(|e| self.scrub(&e)),
-                body: if quoted.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {}", self.scrub(&quoted))
+                    .and_then(|v| {
+                        let code = v.get("error")?.as_str()?.to_string();
+                        OAUTH_ERROR_CODES.iter().find(|c| **c == code).copied()
+                    }),
+                body: {
+                    let body = self.scrub(&quoted);
+                    tracing::debug!(target: "keda_scalers::remote", status = %status, body = %crate::remote::truncate(&body), "token endpoint refused the request");
+                    body
                 },
             });
         }
@@ -339,11 +355,10 @@ fn form_encode(s: &str) -> String {
 /// The first [`MAX_TOKEN_RESPONSE`] bytes of the answer (Go's `io.LimitReader`).
 async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, String> {
     let mut body = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
-        .await
-        .map_err(|e| crate::error::error_chain(&e.without_url()))?
-    {
+    while let Some(chunk) = response.chunk().await.map_err(|e| {
+        use crate::remote::Classify;
+        e.without_url().classify().to_string()
+    })? {
         let room = MAX_TOKEN_RESPONSE.saturating_sub(body.len());
         body.extend_from_slice(&chunk[..chunk.len().min(room)]);
         if body.len() >= MAX_TOKEN_RESPONSE {

@@ -9,42 +9,56 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 
-use crate::error::error_chain;
-use crate::http_client::{
-    HttpClientError, MAX_BODY_BYTES, MAX_IN_FLIGHT, reqwest_client, scrub, suffix,
-};
+use crate::http_client::{HttpClientError, MAX_BODY_BYTES, MAX_IN_FLIGHT, reqwest_client, scrub};
+use crate::remote::{Classify, Failure, Kind};
 use crate::tls::TlsSettings;
 
 /// Why a request failed in a step every service shares. Never contains a secret the caller
-/// named.
+/// named, nor text the service sent ([`crate::remote`]): an error answer shows its status and
+/// its code only when the code is one of the service's known codes.
 #[derive(Debug, thiserror::Error)]
 pub enum RestError {
     /// The request could not be sent (unreachable endpoint, TLS, ...).
     #[error("{0}")]
-    Send(String),
+    Send(Failure),
     /// No complete answer within the timeout.
     #[error("no answer within the timeout of {} ms", .0.as_millis())]
     TimedOut(Duration),
     /// The service answered an error.
-    #[error("HTTP {status}: {code}{}{hint}", suffix(message))]
+    #[error("answered HTTP {status} ({}){hint}", shown.unwrap_or("an error code that is not shown"))]
     Service {
         /// The status.
         status: StatusCode,
-        /// The service's error code, or `unknown`.
+        /// The service's error code as sent, or `unknown`: for decisions, never for messages.
         code: String,
-        /// The service's message, shortened.
+        /// `code` when it is one of the service's known codes ([`ErrorStyle::codes`]).
+        shown: Option<&'static str>,
+        /// The service's message, shortened: debug-level logs only.
         message: String,
         /// What to check when `code` means the credentials were refused, or empty.
         hint: &'static str,
     },
     /// The body could not be read, or is larger than [`MAX_BODY_BYTES`].
     #[error("reading the response failed: {0}")]
-    Body(String),
+    Body(Failure),
     /// All [`MAX_IN_FLIGHT`] requests of the client stayed busy for the whole timeout.
     #[error(
         "the {MAX_IN_FLIGHT} requests this client may have in flight were all busy for longer than the timeout ({0:?})"
     )]
     Busy(Duration),
+}
+
+impl Classify for RestError {
+    fn classify(&self) -> Failure {
+        match self {
+            Self::Send(f) | Self::Body(f) => f.clone(),
+            Self::Service { code, message, .. } => Failure::new(
+                Kind::Local(self.to_string()),
+                Some(format!("{code}: {message}")),
+            ),
+            other => Failure::local(other.to_string()),
+        }
+    }
 }
 
 /// A 2xx answer.
@@ -65,6 +79,17 @@ pub struct ErrorStyle {
     pub details: fn(&HeaderMap, &[u8]) -> (Option<String>, String),
     /// The hint for a code, or empty.
     pub hint: fn(&str) -> &'static str,
+    /// The service's error codes that may be shown (a code is the service's text: one outside
+    /// this vocabulary is logged at debug level only). A code matches after any `prefix#`.
+    pub codes: &'static [&'static str],
+}
+
+impl ErrorStyle {
+    /// `code` as one of [`ErrorStyle::codes`].
+    pub fn shown(&self, code: &str) -> Option<&'static str> {
+        let bare = code.rsplit('#').next().unwrap_or(code);
+        self.codes.iter().find(|c| **c == bare).copied()
+    }
 }
 
 /// A reqwest client and the limit of its requests in flight.
@@ -118,7 +143,7 @@ impl RestClient {
             if e.is_timeout() {
                 RestError::TimedOut(timeout)
             } else {
-                RestError::Send(scrub(error_chain(&e.without_url())))
+                RestError::Send(e.without_url().classify())
             }
         })?;
         let status = response.status();
@@ -127,15 +152,15 @@ impl RestClient {
             match response.chunk().await {
                 Ok(Some(chunk)) => {
                     if body.len().saturating_add(chunk.len()) > MAX_BODY_BYTES {
-                        return Err(RestError::Body(format!(
+                        return Err(RestError::Body(Failure::local(format!(
                             "the response is larger than {MAX_BODY_BYTES} bytes"
-                        )));
+                        ))));
                     }
                     body.extend_from_slice(&chunk);
                 }
                 Ok(None) => break,
                 Err(e) if e.is_timeout() => return Err(RestError::TimedOut(timeout)),
-                Err(e) => return Err(RestError::Body(scrub(error_chain(&e.without_url())))),
+                Err(e) => return Err(RestError::Body(e.without_url().classify())),
             }
         }
         if !status.is_success() {
@@ -144,6 +169,7 @@ impl RestClient {
             return Err(RestError::Service {
                 status,
                 hint: (style.hint)(&code),
+                shown: style.shown(&code),
                 code,
                 message: scrub(message),
             });

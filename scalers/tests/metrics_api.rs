@@ -164,12 +164,12 @@ async fn a_value_location_that_does_not_resolve_is_an_error_naming_it() {
     .await;
     let h = example(&server.url("/api/v1/stats"), &[("authMode", "")], &[]).await;
     let err = h.expect_error().await;
-    assert!(matches!(err, ScalerError::Unexpected { .. }), "{err:?}");
+    assert!(matches!(err, ScalerError::Query { .. }), "{err:?}");
     assert_eq!(
         err.to_string(),
         format!(
-            "trigger 0 (metrics-api): valueLocation \"components.worker.tasks\" in the answer of url \
-             {}: key \"tasks\" not found at \"components.worker\"",
+            "trigger 0 (metrics-api): GET url {} failed: valueLocation \"components.worker.tasks\" \
+             in the answer: key \"tasks\" not found at \"components.worker\"",
             server.url("/api/v1/stats")
         )
     );
@@ -270,7 +270,7 @@ async fn api_keys_in_a_header_or_the_query_basic_auth_and_bearer_tokens_reach_th
     assert_eq!(
         err.to_string(),
         format!(
-            "trigger 0 (metrics-api): GET url {} failed: HTTP 401 Unauthorized: Unauthorized; \
+            "trigger 0 (metrics-api): GET url {} failed: answered HTTP 401 Unauthorized (12 bytes of text/plain); \
              check the trigger's authModes and its credentials",
             server.url("/api/v1/stats")
         )
@@ -292,7 +292,7 @@ async fn api_keys_in_a_header_or_the_query_basic_auth_and_bearer_tokens_reach_th
     .await;
     let err = h.expect_error().await.to_string();
     assert!(
-        err.ends_with("failed: HTTP 500 Internal Server Error: boom"),
+        err.ends_with("failed: answered HTTP 500 Internal Server Error (4 bytes of text/plain)"),
         "{err}"
     );
     assert!(!err.contains(API_KEY), "{err}");

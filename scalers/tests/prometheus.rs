@@ -149,11 +149,12 @@ async fn a_malformed_query_is_an_error_with_prometheus_own_message() {
     assert!(
         err.starts_with(
             "trigger 0 (prometheus): prometheus query `sum(` on serverAddress \
-             http://127.0.0.1:9090/api/v1/query failed: HTTP 400 Bad Request: bad_data: "
+             http://127.0.0.1:9090/api/v1/query failed: Prometheus answered error bad_data (HTTP 400)"
         ),
         "{err}"
     );
-    assert!(err.contains("parse error"), "{err}");
+    // Prometheus' own text is the server's: at debug level only (issue 30, finding 5).
+    assert!(!err.contains("parse error"), "{err}");
 }
 
 #[tokio::test]
@@ -285,9 +286,7 @@ async fn headers_bearer_token_namespace_query_parameters_and_time_reach_the_serv
     .await;
     let err = h.expect_error().await.to_string();
     assert!(
-        err.ends_with(
-            "failed: HTTP 401 Unauthorized: Unauthorized; check the trigger's authModes and its credentials"
-        ),
+        err.ends_with("bytes of text/plain); check the trigger's authModes and its credentials"),
         "{err}"
     );
     assert!(!err.contains("wr0ng"), "{err}");
@@ -641,9 +640,7 @@ async fn the_custom_auth_header_reaches_the_server_and_timeout_bounds_a_slow_one
         .expect("built");
     let err = value_of(&scaler).await.expect_err("forbidden").to_string();
     assert!(
-        err.ends_with(
-            "failed: HTTP 403 Forbidden: Forbidden; check the trigger's authModes and its credentials"
-        ),
+        err.ends_with("bytes of text/plain); check the trigger's authModes and its credentials"),
         "{err}"
     );
     assert!(!err.contains("wr0ng-value"), "{err}");

@@ -485,7 +485,11 @@ async fn a_missing_queue_is_an_error_and_the_next_query_still_works() {
     let missing = harness(AMQP_URL, &unique("rmq-missing"), &[]).await;
     let err = missing.expect_error().await;
     assert!(matches!(err, ScalerError::Query { .. }), "{err}");
-    assert!(err.to_string().contains("NOT_FOUND"), "{err}");
+    // The AMQP reply code, not the broker's text (issue 30, finding 5).
+    assert!(
+        err.to_string().contains("404 AMQP soft error: NOT-FOUND"),
+        "{err}"
+    );
 
     // The broker closed the channel of the failed declare; it must not be reused.
     let queue = unique("rmq-after-missing");

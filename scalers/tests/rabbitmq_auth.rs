@@ -752,6 +752,6 @@ async fn a_certificate_of_an_unknown_user_is_refused_with_a_clear_error() {
         err.contains(r#"the broker refused the SASL EXTERNAL login with the client certificate (parameters "cert" and "key")"#),
         "{err}"
     );
-    assert!(err.contains("ACCESS_REFUSED"), "{err}");
+    assert!(err.contains("ACCESS-REFUSED"), "{err}");
     assert!(!err.contains("PRIVATE KEY"), "{err}");
 }

@@ -168,7 +168,12 @@ pub async fn read_metric(
                 .sum();
             (Ok(total), m.active)
         }
-        Ok(Ok(Err(e))) => (Err(e.to_string()), false),
+        Ok(Ok(Err(e))) => {
+            // What the event source said goes to the debug log only; Events, status and
+            // explain get the error's message, which shows the kind of failure.
+            e.log_raw();
+            (Err(e.to_string()), false)
+        }
         Ok(Err(panic)) => {
             let error = panic.in_scaler(
                 format!(

@@ -183,7 +183,54 @@ const ERRORS: ErrorStyle = ErrorStyle {
         (query_error.or(code), message.chars().take(300).collect())
     },
     hint: credentials_hint,
+    codes: &[
+        "InvalidClientTokenId",
+        "SignatureDoesNotMatch",
+        "UnrecognizedClientException",
+        "IncompleteSignature",
+        "ExpiredToken",
+        "ExpiredTokenException",
+        "InvalidAccessKeyId",
+        "AccessDenied",
+        "AccessDeniedException",
+        "MissingAuthenticationToken",
+        "InvalidSignatureException",
+        "RequestExpired",
+        "OptInRequired",
+        "QueueDoesNotExist",
+        "AWS.SimpleQueueService.NonExistentQueue",
+        "ResourceNotFoundException",
+        "ResourceNotFound",
+        "ValidationException",
+        "ValidationError",
+        "InvalidParameterValue",
+        "InvalidParameterCombination",
+        "MissingParameter",
+        "InvalidAction",
+        "InvalidQueryParameter",
+        "Throttling",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "ProvisionedThroughputExceededException",
+        "RequestThrottled",
+        "InternalFailure",
+        "InternalError",
+        "InternalServerError",
+        "ServiceUnavailable",
+        "RegionDisabledException",
+    ],
 };
+
+impl crate::remote::Classify for AwsError {
+    fn classify(&self) -> crate::remote::Failure {
+        match self {
+            Self::Rest(e) => e.classify(),
+            // Built by keda-rs from the trigger and fixed words; a nested error answer shows
+            // as its RestError does.
+            other => crate::remote::Failure::local(other.to_string()),
+        }
+    }
+}
 
 /// Why a client could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -449,9 +496,10 @@ pub fn error_details(body: &[u8]) -> (Option<String>, String) {
 
 /// The temporary credentials of an `AssumeRole` answer.
 pub(crate) fn parse_assume_role(body: &[u8]) -> Result<Assumed, AwsError> {
-    let text = std::str::from_utf8(body).map_err(|e| AwsError::Decode(e.to_string()))?;
+    let text = std::str::from_utf8(body)
+        .map_err(|_| AwsError::Decode("AssumeRole answered no UTF-8 text".into()))?;
     let doc = roxmltree::Document::parse(text)
-        .map_err(|e| AwsError::Decode(format!("AssumeRole answered no XML: {e}")))?;
+        .map_err(|e| AwsError::Decode(format!("AssumeRole answered no XML (at {})", e.pos())))?;
     let credentials = doc
         .descendants()
         .find(|n| n.has_tag_name("Credentials"))
@@ -495,7 +543,7 @@ pub async fn lease(
         .map_err(|e| ScalerError::Connect {
             trigger: ctx.trigger_id(),
             target,
-            source: Box::new(e),
+            source: crate::remote::Failure::local(e.to_string()),
         })
 }
 
@@ -583,14 +631,20 @@ mod tests {
         let err = AwsError::from(RestError::Service {
             status: http::StatusCode::FORBIDDEN,
             hint: credentials_hint(&code),
+            shown: ERRORS.shown(&code),
             code,
             message,
         });
         assert_eq!(
             err.to_string(),
-            "HTTP 403 Forbidden: InvalidClientTokenId: The security token included in the request is invalid.; \
+            "answered HTTP 403 Forbidden (InvalidClientTokenId); \
              check the trigger's AWS credentials (awsAccessKeyID/awsSecretAccessKey, awsRoleArn) and their permissions"
         );
+        assert_eq!(
+            ERRORS.shown("com.amazonaws.sqs#QueueDoesNotExist"),
+            Some("QueueDoesNotExist")
+        );
+        assert_eq!(ERRORS.shown("SECRET-MARKER"), None);
     }
 
     #[test]

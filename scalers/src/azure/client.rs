@@ -90,6 +90,15 @@ pub enum StorageError {
     Request(String),
 }
 
+impl crate::remote::Classify for StorageError {
+    fn classify(&self) -> crate::remote::Failure {
+        match self {
+            Self::Rest(e) => e.classify(),
+            Self::Request(text) => crate::remote::Failure::local(text.clone()),
+        }
+    }
+}
+
 impl StorageError {
     /// Azure's error code, for a service error.
     pub fn code(&self) -> Option<&str> {
@@ -130,6 +139,30 @@ const ERRORS: ErrorStyle = ErrorStyle {
         (header_code.or(code), message)
     },
     hint: credentials_hint,
+    codes: &[
+        "AuthenticationFailed",
+        "AuthorizationFailure",
+        "AuthorizationPermissionMismatch",
+        "AuthorizationResourceTypeMismatch",
+        "AuthorizationSourceIPMismatch",
+        "AuthorizationProtocolMismatch",
+        "InsufficientAccountPermissions",
+        "InvalidAuthenticationInfo",
+        "NoAuthenticationInformation",
+        "AccountIsDisabled",
+        "QueueNotFound",
+        "ContainerNotFound",
+        "ResourceNotFound",
+        "InvalidQueryParameterValue",
+        "InvalidHeaderValue",
+        "InvalidResourceName",
+        "InvalidUri",
+        "OutOfRangeInput",
+        "OutOfRangeQueryParameterValue",
+        "ServerBusy",
+        "InternalError",
+        "OperationTimedOut",
+    ],
 };
 
 /// Why a client could not be built.
@@ -296,7 +329,7 @@ pub async fn lease(
         .map_err(|e| ScalerError::Connect {
             trigger: ctx.trigger_id(),
             target,
-            source: Box::new(e),
+            source: crate::remote::Failure::local(e.to_string()),
         })
 }
 
@@ -349,12 +382,13 @@ mod tests {
         let err = StorageError::from(RestError::Service {
             status: http::StatusCode::FORBIDDEN,
             code: "AuthenticationFailed".into(),
+            shown: ERRORS.shown("AuthenticationFailed"),
             message: "Server failed to authenticate the request.".into(),
             hint: credentials_hint("AuthenticationFailed"),
         });
         assert_eq!(
             err.to_string(),
-            "HTTP 403 Forbidden: AuthenticationFailed: Server failed to authenticate the request.; \
+            "answered HTTP 403 Forbidden (AuthenticationFailed); \
              check the account name and key (or shared access signature) of the trigger's connection string"
         );
     }

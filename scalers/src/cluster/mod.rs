@@ -21,6 +21,13 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 pub use self::index::{EndpointSliceIndex, PodCount, PodIndex, SlicePort, SliceSummary};
 pub use self::selector::{LabelSelector, SelectorError};
 
+impl crate::remote::Classify for ClusterViewError {
+    fn classify(&self) -> crate::remote::Failure {
+        // The operator's own watches of the Kubernetes API, not an event source.
+        crate::remote::Failure::local(self.to_string())
+    }
+}
+
 /// Why the cluster view cannot answer.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ClusterViewError {

@@ -9,12 +9,11 @@ use async_trait::async_trait;
 use k8s_openapi::api::autoscaling::v2::MetricSpec;
 
 use crate::context::ScalerContext;
-use crate::error::{
-    BoxError, MetadataError, MetadataErrorKind, ScalerError, TriggerId, error_chain,
-};
+use crate::error::{BoxError, MetadataError, MetadataErrorKind, ScalerError, TriggerId};
 use crate::metadata::{MetadataParser, Param};
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target_milli};
 use crate::pool::Held;
+use crate::remote::Failure;
 use crate::scaler::{BuiltScaler, MetricsAndActivity, Scaler};
 use crate::scalers::rabbitmq::url::anonymize;
 use crate::secret::Secret;
@@ -76,13 +75,13 @@ impl Answer {
 fn query_error(
     trigger: &TriggerId,
     server: &str,
-    error: &dyn std::error::Error,
+    error: &(dyn std::error::Error + 'static),
     secrets: &[&str],
 ) -> ScalerError {
     ScalerError::Query {
         trigger: trigger.clone(),
         operation: format!("running the query (parameter \"query\") on {server}"),
-        source: anonymize(&error_chain(error), secrets).into(),
+        source: Failure::of_scrubbed("the database", error, |raw| anonymize(raw, secrets)),
     }
 }
 
@@ -91,7 +90,9 @@ fn timeout_error(trigger: &TriggerId, server: &str, time: Duration) -> ScalerErr
     ScalerError::Query {
         trigger: trigger.clone(),
         operation: format!("running the query (parameter \"query\") on {server}"),
-        source: format!("it did not finish within {time:?} and was cancelled").into(),
+        source: Failure::local(format!(
+            "it did not finish within {time:?} and was cancelled"
+        )),
     }
 }
 
@@ -136,7 +137,7 @@ pub trait SqlDatabase: Clone + Send + Sync + Sized + 'static {
 
     /// Opens the pool and one connection of it, so that a wrong address or password fails
     /// when the trigger is built.
-    fn connect(&self) -> impl Future<Output = Result<Self::Pool, String>> + Send;
+    fn connect(&self) -> impl Future<Output = Result<Self::Pool, Failure>> + Send;
 
     /// Runs `query` on a connection of `pool` and reads the first row; past `timeout` the
     /// statement is stopped on the server.
@@ -192,7 +193,7 @@ impl<D: SqlDatabase> SqlScaler<D> {
             .map_err(|e| ScalerError::Connect {
                 trigger: ctx.trigger_id(),
                 target: format!("{} ({})", database.server(), config.connection_params),
-                source: anonymize(&e, &database.secrets()).into(),
+                source: e,
             })?;
         Ok(Self {
             trigger: ctx.trigger_id(),

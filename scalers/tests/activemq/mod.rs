@@ -82,9 +82,8 @@ async fn the_documented_example_reads_the_queue_size_through_jolokia() {
     // The queue does not exist until a message is sent: Jolokia answers status 404.
     let err = harness.expect_error().await.to_string();
     assert!(
-        err.starts_with(
-            "trigger 0 (activemq): ActiveMQ management endpoint response error code: 200 404"
-        ),
+        err.starts_with("trigger 0 (activemq): reading the size of queue")
+            && err.contains("failed: ActiveMQ management endpoint response error code: 200 404"),
         "{err}"
     );
     assert!(

@@ -161,7 +161,7 @@ async fn a_wrong_password_fails_the_build_with_the_servers_reason_and_no_passwor
     assert!(
         message
             .starts_with("trigger 2 (mysql): connecting to MySQL at 127.0.0.1:3306/test (parameter \"connectionString\") failed:")
-            && message.contains(&format!("Access denied for user '{user}'")),
+            && message.ends_with("the server refused the credentials"),
         "{message}"
     );
     assert!(!message.contains("wrong-password"), "{message}");
@@ -229,7 +229,7 @@ async fn answers_that_are_not_one_number_are_errors_naming_the_query() {
         (
             "SELEC 1",
             format!(
-                "trigger 0 (mysql): running the query (parameter \"query\") on {server} failed: Server error: `ERROR 1064 (42000): You have an error in your SQL syntax; check the manual that corresponds to your MariaDB server version for the right syntax to use near 'SELEC 1' at line 1'"
+                "trigger 0 (mysql): running the query (parameter \"query\") on {server} failed: MySQL answered error 1064"
             ),
         ),
     ];
@@ -348,7 +348,7 @@ async fn tls_true_needs_a_server_with_tls_and_preferred_falls_back() {
     assert!(
         message
             .starts_with("trigger 0 (mysql): connecting to MySQL at 127.0.0.1:3306/test (parameter \"connectionString\") failed:")
-            && message.contains("SSL"),
+            && message.contains("SSL/TLS"),
         "{message}"
     );
 }

@@ -156,7 +156,7 @@ async fn a_missing_stream_and_an_unreachable_server_are_errors_that_name_the_tri
     let message = h.expect_error().await.to_string();
     assert!(
         message.starts_with(
-            "trigger 0 (nats-jetstream): reading consumer \"workers\" of stream \"orders\" from http://127.0.0.1:9 (parameter \"natsServerMonitoringEndpoint\") failed: GET http://127.0.0.1:9/jsz?acc=%24G&config=true&consumers=true:"
+            "trigger 0 (nats-jetstream): reading consumer \"workers\" of stream \"orders\" from http://127.0.0.1:9 (parameter \"natsServerMonitoringEndpoint\") failed: connection refused"
         ),
         "{message}"
     );

@@ -19,6 +19,7 @@ use crate::http_client::{HttpClient, HttpClientKey, describe_url, lease, origin}
 use crate::metadata::{MetadataParser, Param};
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target};
 use crate::pool::Held;
+use crate::remote::{Classify, Failure};
 use crate::scaler::{BuiltScaler, MetricsAndActivity, Scaler};
 use crate::secret::Secret;
 
@@ -287,26 +288,27 @@ impl ActiveMqScaler {
             .map_err(|e| ScalerError::Query {
                 trigger: self.trigger.clone(),
                 operation: operation(),
-                source: Box::new(e),
+                source: e.classify(),
             })?;
         let answer: Monitoring = serde_json::from_slice(&body).map_err(|e| ScalerError::Query {
             trigger: self.trigger.clone(),
             operation: operation(),
-            source: Box::new(e),
+            source: Failure::answer(
+                format!("the answer is {}", crate::remote::json_error(&e)),
+                &body,
+            ),
         })?;
         if answer.status != 200 {
-            let error: String = answer.error.unwrap_or_default().chars().take(300).collect();
-            return Err(ScalerError::Unexpected {
+            // Jolokia's `error` text is the server's: debug level only.
+            return Err(ScalerError::Query {
                 trigger: self.trigger.clone(),
-                message: format!(
-                    "ActiveMQ management endpoint response error code: 200 {} ({}); check \"destinationName\" and \"brokerName\"{}",
-                    answer.status,
-                    operation(),
-                    if error.is_empty() {
-                        String::new()
-                    } else {
-                        format!(": {error}")
-                    }
+                operation: operation(),
+                source: Failure::new(
+                    crate::remote::Kind::Local(format!(
+                        "ActiveMQ management endpoint response error code: 200 {}; check \"destinationName\" and \"brokerName\"",
+                        answer.status
+                    )),
+                    answer.error,
                 ),
             });
         }

@@ -19,6 +19,7 @@ use crate::http_client::describe_url;
 use crate::metadata::{MetadataParser, Param};
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target_milli};
 use crate::pool::Held;
+use crate::remote::Classify;
 use crate::scaler::{BuiltScaler, MetricsAndActivity, Scaler};
 
 const NAMESPACE: Param = Param::optional("namespace");
@@ -324,8 +325,9 @@ fn metric_query(p: &MetadataParser<'_>) -> Result<Query, MetadataError> {
 
 /// What a `GetMetricData` answer holds: for each result, its values (newest first).
 pub(crate) fn result_values(body: &[u8]) -> Result<Vec<Vec<f64>>, String> {
-    let text = std::str::from_utf8(body).map_err(|e| format!("no text ({e})"))?;
-    let doc = roxmltree::Document::parse(text).map_err(|e| format!("no XML ({e})"))?;
+    let text = std::str::from_utf8(body)
+        .map_err(|e| format!("no text (not UTF-8 at byte {})", e.valid_up_to()))?;
+    let doc = roxmltree::Document::parse(text).map_err(|e| format!("no XML (at {})", e.pos()))?;
     let Some(results) = doc
         .descendants()
         .find(|n| n.has_tag_name("MetricDataResults"))
@@ -340,7 +342,7 @@ pub(crate) fn result_values(body: &[u8]) -> Result<Vec<Vec<f64>>, String> {
                 let raw = value.text().unwrap_or_default().trim();
                 values.push(
                     raw.parse::<f64>()
-                        .map_err(|_| format!("the value {raw:?} is not a number"))?,
+                        .map_err(|_| format!("a value ({} bytes) is not a number", raw.len()))?,
                 );
             }
         }
@@ -423,7 +425,7 @@ impl CloudWatchScaler {
                     describe_url(&client.key().endpoint),
                     self.config.aws.endpoint_parameter()
                 ),
-                source: Box::new(e),
+                source: e.classify(),
             })?;
         let unexpected = |message: String| ScalerError::Unexpected {
             trigger: self.trigger.clone(),

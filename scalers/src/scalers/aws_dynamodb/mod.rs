@@ -23,6 +23,7 @@ use crate::http_client::describe_url;
 use crate::metadata::{MetadataParser, Param};
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target};
 use crate::pool::Held;
+use crate::remote::Classify;
 use crate::scaler::{BuiltScaler, MetricValue, MetricsAndActivity, Scaler};
 
 const TABLE_NAME: Param = Param::required("tableName");
@@ -262,7 +263,7 @@ impl DynamoDbScaler {
                     describe_url(&client.key().endpoint),
                     self.config.aws.endpoint_parameter()
                 ),
-                source: Box::new(e),
+                source: e.classify(),
             })?;
         let answer: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         answer

@@ -18,6 +18,7 @@ use crate::http_client::describe_url;
 use crate::metadata::{MetadataParser, Param};
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target};
 use crate::pool::Held;
+use crate::remote::Classify;
 use crate::scaler::{BuiltScaler, MetricsAndActivity, Scaler};
 
 const QUEUE_LENGTH: Param = Param::optional("queueLength")
@@ -181,7 +182,7 @@ impl SqsScaler {
                     describe_url(&client.key().endpoint),
                     self.config.aws.endpoint_parameter()
                 ),
-                source: Box::new(e),
+                source: e.classify(),
             })?;
         sum_attributes(&body, &self.config.attributes).map_err(|message| ScalerError::Unexpected {
             trigger: self.trigger.clone(),
@@ -196,7 +197,7 @@ impl SqsScaler {
 /// The sum of `attributes` in a `GetQueueAttributes` answer.
 pub(crate) fn sum_attributes(body: &[u8], attributes: &[&str]) -> Result<i64, String> {
     let answer: serde_json::Value =
-        serde_json::from_slice(body).map_err(|e| format!("invalid JSON ({e})"))?;
+        serde_json::from_slice(body).map_err(|e| crate::remote::json_error(&e))?;
     let mut total: i64 = 0;
     for name in attributes {
         let raw = answer
@@ -206,10 +207,10 @@ pub(crate) fn sum_attributes(body: &[u8], attributes: &[&str]) -> Result<i64, St
             .ok_or_else(|| format!("no attribute {name}"))?;
         let value: i64 = raw
             .parse()
-            .map_err(|_| format!("attribute {name} = {raw:?}, not an integer"))?;
+            .map_err(|_| format!("attribute {name} that is not an integer"))?;
         total = total
             .checked_add(value)
-            .ok_or_else(|| format!("attribute {name} = {raw}: the sum overflows"))?;
+            .ok_or_else(|| format!("attribute {name}: the sum overflows"))?;
     }
     Ok(total)
 }
@@ -355,7 +356,7 @@ mod tests {
                 br#"{"Attributes":{"ApproximateNumberOfMessages":"x"}}"#,
                 &[VISIBLE]
             ),
-            Err("attribute ApproximateNumberOfMessages = \"x\", not an integer".into())
+            Err("attribute ApproximateNumberOfMessages that is not an integer".into())
         );
     }
 }

@@ -30,6 +30,7 @@ use crate::http_client::describe_url;
 use crate::metadata::Param;
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target};
 use crate::pool::Held;
+use crate::remote::Classify;
 use crate::scaler::{BuiltScaler, MetricValue, MetricsAndActivity, Scaler};
 
 const BLOB_CONTAINER_NAME: Param = Param::required("blobContainerName");
@@ -226,7 +227,7 @@ impl AzureBlobScaler {
                         config.container,
                         describe_url(&client.key().endpoint)
                     ),
-                    source: Box::new(e),
+                    source: e.classify(),
                 })?;
             let page = parse_page(&answer.body).map_err(|message| ScalerError::Unexpected {
                 trigger: self.trigger.clone(),
@@ -269,13 +270,11 @@ fn child<'a, 'input>(
 pub(crate) fn parse_page(body: &[u8]) -> Result<Page, String> {
     let text = std::str::from_utf8(body).map_err(|_| "a body that is not UTF-8".to_string())?;
     let doc = roxmltree::Document::parse(text.trim_start_matches('\u{feff}').trim())
-        .map_err(|e| format!("invalid XML ({e})"))?;
+        .map_err(|e| format!("invalid XML (at {})", e.pos()))?;
     let root = doc.root_element();
     if !root.has_tag_name("EnumerationResults") {
-        return Err(format!(
-            "<{}> instead of <EnumerationResults>",
-            root.tag_name().name()
-        ));
+        // The element's name is the server's text: not shown.
+        return Err("another root element than <EnumerationResults>".to_string());
     }
     let names = child(root, "Blobs")
         .map(|blobs| {
@@ -426,7 +425,7 @@ mod tests {
         );
         assert_eq!(
             parse_page(b"<Error/>"),
-            Err("<Error> instead of <EnumerationResults>".into())
+            Err("another root element than <EnumerationResults>".into())
         );
     }
 }

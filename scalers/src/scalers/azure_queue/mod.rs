@@ -23,6 +23,7 @@ use crate::http_client::describe_url;
 use crate::metadata::Param;
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target};
 use crate::pool::Held;
+use crate::remote::Classify;
 use crate::scaler::{BuiltScaler, MetricValue, MetricsAndActivity, Scaler};
 
 const QUEUE_NAME: Param = Param::required("queueName");
@@ -146,7 +147,7 @@ impl AzureQueueScaler {
                 self.config.queue_name,
                 describe_url(&client.key().endpoint)
             ),
-            source: Box::new(e),
+            source: e.classify(),
         }
     }
 
@@ -207,7 +208,10 @@ impl AzureQueueScaler {
                 message: format!(
                     "Get Queue Metadata of queue \"{queue}\" answered {}",
                     match raw {
-                        Some(v) => format!("x-ms-approximate-messages-count {v:?}, not a count"),
+                        Some(v) => format!(
+                            "an x-ms-approximate-messages-count ({} bytes) that is not a count",
+                            v.len()
+                        ),
                         None => "no x-ms-approximate-messages-count".into(),
                     }
                 ),
@@ -219,13 +223,11 @@ impl AzureQueueScaler {
 pub(crate) fn count_messages(body: &[u8]) -> Result<usize, String> {
     let text = std::str::from_utf8(body).map_err(|_| "a body that is not UTF-8".to_string())?;
     let doc = roxmltree::Document::parse(text.trim_start_matches('\u{feff}').trim())
-        .map_err(|e| format!("invalid XML ({e})"))?;
+        .map_err(|e| format!("invalid XML (at {})", e.pos()))?;
     let root = doc.root_element();
     if !root.has_tag_name("QueueMessagesList") {
-        return Err(format!(
-            "<{}> instead of <QueueMessagesList>",
-            root.tag_name().name()
-        ));
+        // The element's name is the server's text: not shown.
+        return Err("another root element than <QueueMessagesList>".to_string());
     }
     Ok(root
         .children()
@@ -341,7 +343,7 @@ mod tests {
         assert_eq!(count_messages(b"<QueueMessagesList/>"), Ok(0));
         assert_eq!(
             count_messages(b"<Error/>"),
-            Err("<Error> instead of <QueueMessagesList>".into())
+            Err("another root element than <QueueMessagesList>".into())
         );
     }
 }

@@ -15,6 +15,7 @@ use crate::error::{MetadataError, ScalerError, TriggerId};
 use crate::metadata::{MAX_TIMEOUT_MS, MetadataParser, Param};
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target_milli};
 use crate::pool::Held;
+use crate::remote::Classify;
 use crate::scaler::{BuiltScaler, MetricsAndActivity, Scaler};
 use crate::scalers::rabbitmq::config::KedaDuration;
 use crate::scalers::rabbitmq::url::query_escape;
@@ -171,7 +172,7 @@ impl BeanstalkdScaler {
             .map_err(|e| ScalerError::Connect {
                 trigger: ctx.trigger_id(),
                 target: config.describe(),
-                source: Box::new(e),
+                source: e.classify(),
             })?;
         Ok(Self {
             config,
@@ -198,7 +199,7 @@ impl BeanstalkdScaler {
                     self.config.tube,
                     self.config.describe()
                 ),
-                source: Box::new(e),
+                source: e.classify(),
             })?;
         Ok(stats.unwrap_or_default())
     }

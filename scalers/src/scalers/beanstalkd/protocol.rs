@@ -19,6 +19,41 @@ const MAX_LINE: u64 = 256;
 /// The largest stats body read; a `stats-tube` answer is about 300 bytes.
 const MAX_BODY: usize = 64 * 1024;
 
+/// The protocol's error words ([`BeanstalkdError::Server`]), shown; anything else the server
+/// says is not.
+const SERVER_ERRORS: &[&str] = &[
+    "OUT_OF_MEMORY",
+    "INTERNAL_ERROR",
+    "BAD_FORMAT",
+    "UNKNOWN_COMMAND",
+    "NOT_FOUND",
+    "DRAINING",
+    "EXPECTED_CRLF",
+    "JOB_TOO_BIG",
+    "DEADLINE_SOON",
+    "TIMED_OUT",
+    "NOT_IGNORED",
+];
+
+impl crate::remote::Classify for BeanstalkdError {
+    fn classify(&self) -> crate::remote::Failure {
+        use crate::remote::Failure;
+        match self {
+            Self::Io(e) => e.classify(),
+            Self::Server(line) => Failure::server(
+                "beanstalkd",
+                line.split_whitespace().next(),
+                SERVER_ERRORS,
+                line,
+            ),
+            Self::Protocol(text) => {
+                Failure::answer("beanstalkd answered outside the protocol", text.as_bytes())
+            }
+            other => Failure::local(other.to_string()),
+        }
+    }
+}
+
 /// What went wrong talking to beanstalkd.
 #[derive(Debug, thiserror::Error)]
 pub enum BeanstalkdError {

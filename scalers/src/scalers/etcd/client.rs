@@ -41,6 +41,20 @@ pub struct EtcdKey {
     pub credentials: Option<(String, Secret)>,
 }
 
+impl crate::remote::Classify for EtcdError {
+    fn classify(&self) -> crate::remote::Failure {
+        // The Display shows the endpoint (the trigger's) and the gRPC code; the status
+        // message is etcd's text, debug level only.
+        let raw = match self {
+            Self::Call { source, .. } | Self::Authenticate { source, .. } => {
+                Some(source.status.message().to_string())
+            }
+            _ => None,
+        };
+        crate::remote::Failure::new(crate::remote::Kind::Local(self.to_string()), raw)
+    }
+}
+
 /// Why a call failed. Never contains the password or the token.
 #[derive(Debug, thiserror::Error)]
 pub enum EtcdError {

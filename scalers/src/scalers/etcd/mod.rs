@@ -25,10 +25,11 @@ use tokio_util::sync::CancellationToken;
 
 use self::client::{EtcdClient, EtcdError, EtcdKey};
 use crate::context::ScalerContext;
-use crate::error::{MetadataError, MetadataErrorKind, ScalerError, TriggerId, error_chain};
+use crate::error::{MetadataError, MetadataErrorKind, ScalerError, TriggerId};
 use crate::metadata::{AUTH, AUTH_ENV, MetadataParser, Param};
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target_milli};
 use crate::pool::Held;
+use crate::remote::Classify;
 use crate::scaler::{BuiltScaler, MetricsAndActivity, PushScaler, Scaler};
 use crate::scalers::external::channel::ScalerAddress;
 use crate::scalers::external::push::Backoff;
@@ -283,20 +284,20 @@ impl EtcdScaler {
             .map_err(|e: EtcdError| ScalerError::Query {
                 trigger: self.trigger.clone(),
                 operation: format!("reading key \"{key}\" from {}", self.config.describe()),
-                source: Box::new(e),
+                source: e.classify(),
             })?;
         let kv = kv.ok_or_else(|| ScalerError::Unexpected {
             trigger: self.trigger.clone(),
             message: format!("watchKey \"{key}\" doesn't exist"),
         })?;
         parse_value(&kv.value).ok_or_else(|| {
-            let shown: String = String::from_utf8_lossy(&kv.value)
-                .chars()
-                .take(64)
-                .collect();
+            // The value is etcd's text: its length is shown, never the value.
             ScalerError::Unexpected {
                 trigger: self.trigger.clone(),
-                message: format!("the value of watchKey \"{key}\" is not a number: \"{shown}\""),
+                message: format!(
+                    "the value of watchKey \"{key}\" ({} bytes) is not a number",
+                    kv.value.len()
+                ),
             }
         })
     }
@@ -316,7 +317,7 @@ impl EtcdScaler {
             Ok(opened) => opened,
             Err((index, e)) => {
                 client.skip(index);
-                return WatchEnd::Failed(error_chain(&e));
+                return WatchEnd::Failed(e.classify().to_string());
             }
         };
         let deadline = self.config.watch_deadline();

@@ -41,6 +41,7 @@ use crate::error::{ScalerError, TriggerId};
 use crate::metadata::{AUTH, Param};
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target, metric_target_milli};
 use crate::pool::Held;
+use crate::remote::{Classify, Failure};
 use crate::scaler::{BuiltScaler, MetricValue, MetricsAndActivity, Scaler};
 use crate::secret::Secret;
 use crate::tls::TlsSettings;
@@ -176,12 +177,22 @@ pub fn scaler_metadata(ctx: &ScalerContext) -> HashMap<String, String> {
         .collect()
 }
 
-/// A gRPC call that failed: the status code and the server's (or transport's) message.
+/// A gRPC call that failed: its status code. The server's (or transport's) message is the
+/// server's text: it is kept for debug-level logs ([`crate::remote`]) and never shown.
 #[derive(Debug, thiserror::Error)]
-#[error("gRPC status {}: {}", code_name(status.code()), status.message())]
+#[error("gRPC status {}", code_name(status.code()))]
 pub struct GrpcError {
     /// The status.
     pub status: tonic::Status,
+}
+
+impl Classify for GrpcError {
+    fn classify(&self) -> Failure {
+        Failure::new(
+            crate::remote::Kind::Local(self.to_string()),
+            Some(self.status.message().to_string()),
+        )
+    }
 }
 
 fn code_name(code: tonic::Code) -> String {
@@ -256,7 +267,7 @@ impl ExternalScaler {
         Err(ScalerError::Query {
             trigger: self.trigger.clone(),
             operation: format!("{method} on the {}", self.target()),
-            source: Box::new(GrpcError { status }),
+            source: GrpcError { status }.classify(),
         })
     }
 
@@ -376,10 +387,8 @@ pub fn metric_specs(
             }
             let positive = spec.target_size_float > 0.0 || spec.target_size > 0;
             if !positive && !as_metric_source {
-                return Err(format!(
-                    "metric \"{}\" without a positive targetSizeFloat or targetSize",
-                    spec.metric_name
-                ));
+                // The metric's name is the server's text: not shown.
+                return Err("a metric without a positive targetSizeFloat or targetSize".to_string());
             }
             let target = if spec.target_size_float > 0.0 {
                 metric_target_milli(metric_type, spec.target_size_float)
@@ -635,12 +644,12 @@ mod tests {
             (
                 &[spec("m", 0, 0.0)],
                 false,
-                Some("metric \"m\" without a positive targetSizeFloat or targetSize"),
+                Some("a metric without a positive targetSizeFloat or targetSize"),
             ),
             (
                 &[spec("m", -5, -1.0)],
                 false,
-                Some("metric \"m\" without a positive targetSizeFloat or targetSize"),
+                Some("a metric without a positive targetSizeFloat or targetSize"),
             ),
             // A formula has its own target.
             (&[spec("m", 0, 0.0)], true, None),

@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::ExternalScaler;
-use crate::error::{ScalerError, error_chain};
+use crate::error::ScalerError;
 use crate::scaler::{MetricsAndActivity, PushScaler, Scaler};
 
 /// The first wait before reopening the stream.
@@ -83,7 +83,7 @@ impl ExternalPushScaler {
         let mut stream = match opened {
             Ok(stream) => stream,
             Err(ScalerError::Closed { .. }) => return StreamEnd::Stop,
-            Err(e) => return StreamEnd::Failed(error_chain(&e)),
+            Err(e) => return StreamEnd::Failed(e.to_string()),
         };
         let mut delivered = false;
         loop {

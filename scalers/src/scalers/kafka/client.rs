@@ -186,6 +186,18 @@ pub struct GroupKey {
     pub group: String,
 }
 
+impl crate::remote::Classify for KafkaCallError {
+    fn classify(&self) -> crate::remote::Failure {
+        match self {
+            Self::Kafka(e) => e.classify(),
+            // keda-rs' own words: a timeout, a task, a token failure worded by
+            // [`super::oauth::TokenError`] (which shows no answer text), a partition's error
+            // code.
+            other => crate::remote::Failure::local(other.to_string()),
+        }
+    }
+}
+
 /// Why a librdkafka call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum KafkaCallError {
@@ -446,9 +458,14 @@ impl KafkaCluster {
                         continue;
                     }
                     if let Some(err) = topic.error() {
+                        // Only a topic the trigger named is shown by name: the others are
+                        // the broker's.
                         return Err(KafkaCallError::Broker(format!(
-                            "describing topic \"{}\": {:?}",
-                            topic.name(),
+                            "describing topic {}: {:?}",
+                            wanted.map_or_else(
+                                || "of the cluster".to_string(),
+                                |w| format!("\"{w}\"")
+                            ),
                             rdkafka::types::RDKafkaErrorCode::from(err)
                         )));
                     }

@@ -29,6 +29,7 @@ use crate::error::{MetadataError, ScalerError, Source, TriggerId};
 use crate::metadata::{AUTH, MetadataParser, Param};
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target};
 use crate::pool::Lease;
+use crate::remote::Classify;
 use crate::scaler::{BuiltScaler, MetricValue, MetricsAndActivity, Scaler};
 use crate::secret::Secret;
 
@@ -409,7 +410,7 @@ async fn lease(
     let connect_error = |e: KafkaCallError| ScalerError::Connect {
         trigger: ctx.trigger_id(),
         target: config.cluster.describe(),
-        source: Box::new(e),
+        source: e.classify(),
     };
     let settings = config.cluster.clone();
     let cluster = ctx
@@ -483,7 +484,7 @@ impl KafkaScaler {
         move |e| ScalerError::Query {
             trigger: self.trigger.clone(),
             operation: operation.clone(),
-            source: Box::new(e),
+            source: e.classify(),
         }
     }
 

@@ -15,6 +15,7 @@ use crate::context::ScalerContext;
 use crate::error::{MetadataErrorKind, ScalerError, TriggerId};
 use crate::metadata::Param;
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target_milli};
+use crate::remote::Classify;
 use crate::scaler::{BuiltScaler, MetricsAndActivity, Scaler};
 
 const POD_SELECTOR: Param = Param::required("podSelector");
@@ -109,7 +110,7 @@ impl KubernetesWorkloadScaler {
             .map_err(|e| ScalerError::Connect {
                 trigger: ctx.trigger_id(),
                 target: "the cluster's pods".into(),
-                source: Box::new(e),
+                source: e.classify(),
             })?
             .clone();
         Ok(Self {
@@ -141,7 +142,7 @@ impl KubernetesWorkloadScaler {
                     "counting the pods matching podSelector \"{}\" in namespace {}",
                     self.config.pod_selector, self.config.namespace
                 ),
-                source: Box::new(e),
+                source: e.classify(),
             })?;
         let n = if self.config.group_by_node {
             count.nodes

@@ -20,6 +20,7 @@ use super::MetricsApiScaler;
 use crate::cluster::{ClusterView, SliceSummary};
 use crate::error::ScalerError;
 use crate::http_client::{HttpClient, describe_url};
+use crate::remote::{Classify, Failure};
 
 /// Endpoints asked at once (KEDA asks 5 at a time too).
 pub const MAX_CONCURRENT: usize = 5;
@@ -150,7 +151,7 @@ pub(super) async fn value(
         .map_err(|e| ScalerError::Query {
             trigger: trigger.clone(),
             operation: format!("reading the EndpointSlices of Service {service}"),
-            source: Box::new(e),
+            source: e.classify(),
         })?;
     let urls = endpoint_urls(&scaler.config.url, aggregate.port, &slices);
     if urls.is_empty() {
@@ -182,7 +183,11 @@ pub(super) async fn value(
         Some(error) if values.is_empty() => Err(ScalerError::Query {
             trigger: trigger.clone(),
             operation: format!("asking the {asked} ready endpoints of Service {service}"),
-            source: Box::new(error),
+            source: match error {
+                ScalerError::Connect { source, .. } | ScalerError::Query { source, .. } => source,
+                // keda-rs' own words (an answer's problem, described without its text).
+                other => Failure::local(other.to_string()),
+            },
         }),
         _ => Ok(aggregate.aggregation.combine(&values)),
     }

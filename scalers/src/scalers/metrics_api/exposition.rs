@@ -166,7 +166,8 @@ fn parse_sample(line: &str) -> Result<Sample, String> {
             }
             input.skip_space();
             if !input.eat('=') {
-                return Err(format!("expected = after label \"{label}\""));
+                // The label's name is the server's text: not quoted.
+                return Err("expected = after a label name".into());
             }
             input.skip_space();
             let value = input.take_quoted()?;
@@ -186,7 +187,7 @@ fn parse_sample(line: &str) -> Result<Sample, String> {
     let rest = input.rest();
     let value_text = rest.split_whitespace().next().unwrap_or("");
     let value =
-        parse_value(value_text).ok_or_else(|| format!("\"{value_text}\" is not a value"))?;
+        parse_value(value_text).ok_or_else(|| "the sample's value is not a number".to_string())?;
     Ok(Sample {
         name,
         labels,
@@ -396,7 +397,7 @@ weird_value NaN";
         assert_eq!(
             selector.value("a{x=\"1\"} many"),
             Err(
-                "the response is not Prometheus text format: line 1: \"many\" is not a value"
+                "the response is not Prometheus text format: line 1: the sample's value is not a number"
                     .into()
             )
         );

@@ -86,8 +86,12 @@ impl ValueLocation {
     pub fn value(&self, body: &[u8]) -> Result<f64, String> {
         match self {
             Self::Json(path) => {
-                let doc: Json =
-                    serde_json::from_slice(body).map_err(|e| not_format(Format::Json, &e))?;
+                let doc: Json = serde_json::from_slice(body).map_err(|e| {
+                    not_format(
+                        Format::Json,
+                        &format_args!("line {}, column {}", e.line(), e.column()),
+                    )
+                })?;
                 match path.resolve(&doc)? {
                     Json::Number(n) => Ok(n.as_f64().unwrap_or(f64::NAN)),
                     Json::String(s) => quantity(&s),
@@ -95,14 +99,24 @@ impl ValueLocation {
                 }
             }
             Self::Yaml(path) => {
-                let doc: serde_yaml::Value =
-                    serde_yaml::from_slice(body).map_err(|e| not_format(Format::Yaml, &e))?;
+                let doc: serde_yaml::Value = serde_yaml::from_slice(body).map_err(|e| {
+                    let at = e.location().map_or_else(
+                        || "no position".to_string(),
+                        |l| format!("line {}, column {}", l.line(), l.column()),
+                    );
+                    not_format(Format::Yaml, &at)
+                })?;
                 yaml_value(&doc, path)
             }
             Self::Xml(path) => {
-                let text = std::str::from_utf8(body).map_err(|e| not_format(Format::Xml, &e))?;
-                let doc =
-                    roxmltree::Document::parse(text).map_err(|e| not_format(Format::Xml, &e))?;
+                let text = std::str::from_utf8(body).map_err(|e| {
+                    not_format(
+                        Format::Xml,
+                        &format_args!("not UTF-8 at byte {}", e.valid_up_to()),
+                    )
+                })?;
+                let doc = roxmltree::Document::parse(text)
+                    .map_err(|e| not_format(Format::Xml, &format_args!("at {}", e.pos())))?;
                 xml_value(&doc, path)
             }
             Self::Prometheus(selector) => {
@@ -113,18 +127,23 @@ impl ValueLocation {
     }
 }
 
-fn not_format(format: Format, error: &dyn std::fmt::Display) -> String {
-    format!("the response is not valid {}: {error}", format.as_str())
+/// `where` is a position, never the parser's message: those quote the answer.
+fn not_format(format: Format, at: &dyn std::fmt::Display) -> String {
+    format!("the response is not valid {} ({at})", format.as_str())
 }
 
 fn not_a_number(what: &str) -> String {
     format!("it points to {what}, not to a number or a string holding a quantity")
 }
 
-/// A quantity string's value.
+/// A quantity string's value. The string is the server's text: the message gives its length,
+/// never the string.
 fn quantity(text: &str) -> Result<f64, String> {
     parse_quantity(text).ok_or_else(|| {
-        format!("it points to the string {text:?}, which is not a number or a Kubernetes quantity")
+        format!(
+            "it points to a string ({} bytes) that is not a number or a Kubernetes quantity",
+            text.len()
+        )
     })
 }
 
@@ -301,7 +320,10 @@ mod tests {
             let body = if format == Format::Json { JSON } else { YAML };
             assert_eq!(
                 value(format, "components.0.wrong", body),
-                Err("it points to the string \"NaN\", which is not a number or a Kubernetes quantity".into()),
+                Err(
+                    "it points to a string (3 bytes) that is not a number or a Kubernetes quantity"
+                        .into()
+                ),
                 "{format:?}"
             );
         }
@@ -406,7 +428,7 @@ mod tests {
                 Format::Xml,
                 "a",
                 "<a>many</a>",
-                "it points to the string \"many\", which is not a number or a Kubernetes quantity",
+                "it points to a string (4 bytes) that is not a number or a Kubernetes quantity",
             ),
         ];
         for (format, location, body, error) in rows {

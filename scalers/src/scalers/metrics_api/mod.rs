@@ -35,6 +35,7 @@ use crate::http_client::{self, HttpClient, HttpClientKey, describe_url, parse_ht
 use crate::metadata::{MAX_TIMEOUT_MS, Param};
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target_milli};
 use crate::pool::Held;
+use crate::remote::{Classify, Failure};
 use crate::scaler::{BuiltScaler, MetricsAndActivity, Scaler};
 
 const TARGET_VALUE: Param = Param::optional("targetValue");
@@ -205,7 +206,7 @@ impl MetricsApiScaler {
                             "the EndpointSlices of Service {}/{}",
                             aggregate.namespace, aggregate.service
                         ),
-                        source: Box::new(e),
+                        source: e.classify(),
                     })?
                     .clone(),
             ),
@@ -253,17 +254,22 @@ impl MetricsApiScaler {
             .map_err(|e| ScalerError::Query {
                 trigger: self.trigger.clone(),
                 operation: format!("GET url {}", describe_url(url)),
-                source: Box::new(e),
+                source: e.classify(),
             })?;
         self.config
             .value_location
             .value(&body)
-            .map_err(|e| ScalerError::Unexpected {
+            .map_err(|e| ScalerError::Query {
                 trigger: self.trigger.clone(),
-                message: format!(
-                    "valueLocation \"{}\" in the answer of url {}: {e}",
-                    self.config.value_location_text,
-                    describe_url(url)
+                operation: format!("GET url {}", describe_url(url)),
+                // The reason is worded by keda-rs (types, positions, lengths); the body is at
+                // debug level only.
+                source: Failure::answer(
+                    format!(
+                        "valueLocation \"{}\" in the answer: {e}",
+                        self.config.value_location_text
+                    ),
+                    &body,
                 ),
             })
     }

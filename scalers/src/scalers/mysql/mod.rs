@@ -21,8 +21,9 @@ use super::sql::{
     SqlScaler, target_value,
 };
 use crate::context::ScalerContext;
-use crate::error::{ScalerError, error_chain};
+use crate::error::ScalerError;
 use crate::metadata::{AUTH_ENV, METADATA_AUTH, METADATA_AUTH_ENV, Param};
+use crate::remote::Failure;
 use crate::scaler::BuiltScaler;
 use crate::secret::Secret;
 
@@ -230,7 +231,7 @@ impl MySqlSettings {
     }
 
     /// With `preferred` TLS, a server that offers none is connected to in plain text.
-    async fn open(&self) -> Result<MySqlPool, String> {
+    async fn open(&self) -> Result<MySqlPool, Failure> {
         let attempt = |tls| async move {
             let pool = Pool::new(self.options(tls));
             let conn = tokio::time::timeout(CONNECT_TIMEOUT, pool.get_conn())
@@ -249,7 +250,17 @@ impl MySqlSettings {
             )) if self.tls == Tls::Preferred => attempt(Tls::Off).await,
             other => other,
         }
-        .map_err(|e| error_chain(&e))
+        .map_err(|e| match e {
+            mysql_async::Error::Other(_) => {
+                Failure::local(format!("no connection within {CONNECT_TIMEOUT:?}"))
+            }
+            e => {
+                let secrets = self.secrets();
+                Failure::of_scrubbed("MySQL", &e, |raw| {
+                    crate::scalers::rabbitmq::url::anonymize(raw, &secrets)
+                })
+            }
+        })
     }
 }
 
@@ -345,7 +356,7 @@ impl SqlDatabase for MySqlSettings {
         vec![self.password.expose()]
     }
 
-    fn connect(&self) -> impl Future<Output = Result<MySqlPool, String>> + Send {
+    fn connect(&self) -> impl Future<Output = Result<MySqlPool, Failure>> + Send {
         self.open()
     }
 

@@ -25,6 +25,7 @@ use crate::http_client::{self, HttpClient, HttpClientKey};
 use crate::metadata::{AUTH_METADATA, Param};
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target};
 use crate::pool::Held;
+use crate::remote::{Classify, Failure};
 use crate::scaler::{BuiltScaler, MetricsAndActivity, Scaler};
 
 const ACCOUNT: Param = Param::optional("account").order(AUTH_METADATA);
@@ -135,7 +136,7 @@ impl NatsJetStreamScaler {
         let varz = config.endpoint.varz().map_err(|e| ScalerError::Connect {
             trigger: ctx.trigger_id(),
             target: format!("NATS monitoring at {}", config.endpoint.base()),
-            source: e.into(),
+            source: Failure::local(e),
         })?;
         let key = HttpClientKey {
             origin: http_client::origin(&varz),
@@ -170,7 +171,7 @@ impl NatsJetStreamScaler {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = leader;
     }
 
-    fn query_error(&self, message: String) -> ScalerError {
+    fn query_error(&self, source: Failure) -> ScalerError {
         let t = &self.config.target;
         ScalerError::Query {
             trigger: self.trigger.clone(),
@@ -180,7 +181,7 @@ impl NatsJetStreamScaler {
                 t.stream,
                 self.config.endpoint.base()
             ),
-            source: message.into(),
+            source,
         }
     }
 
@@ -201,7 +202,7 @@ impl NatsJetStreamScaler {
             Some(leader) => leader.jsz.clone(),
             None => endpoint
                 .jsz(&target.account_id)
-                .map_err(|e| self.query_error(e))?,
+                .map_err(|e| self.query_error(Failure::local(e)))?,
         };
         let first: Jsz = get_json(&client, &first_url)
             .await
@@ -241,13 +242,20 @@ impl NatsJetStreamScaler {
     async fn find_leader(&self, client: &HttpClient) -> Result<(Leader, Jsz), ScalerError> {
         let target = &self.config.target;
         let endpoint = &self.config.endpoint;
-        let varz_url = endpoint.varz().map_err(|e| self.query_error(e))?;
+        let varz_url = endpoint
+            .varz()
+            .map_err(|e| self.query_error(Failure::local(e)))?;
         let varz: Varz = get_json(client, &varz_url)
             .await
             .map_err(|e| self.query_error(e))?;
         let nodes = endpoint
             .cluster_nodes(&varz, &target.account_id)
-            .map_err(|e| self.query_error(e))?;
+            .map_err(|e| {
+                self.query_error(Failure::answer(
+                    "the /varz answer does not describe the cluster's nodes",
+                    e.as_bytes(),
+                ))
+            })?;
         for node in nodes {
             let name = match (&node.name, &node.varz) {
                 (Some(name), _) => name.clone(),
@@ -287,14 +295,23 @@ impl NatsJetStreamScaler {
     }
 }
 
-/// GETs `url` and decodes its JSON body.
-async fn get_json<T: DeserializeOwned>(client: &HttpClient, url: &Url) -> Result<T, String> {
+/// GETs `url` and decodes its JSON body. The failure does not name `url`: the nodes' URLs
+/// come from the server's own answers ([`crate::remote`]).
+async fn get_json<T: DeserializeOwned>(client: &HttpClient, url: &Url) -> Result<T, Failure> {
     let body = client
         .get(url.clone(), &HeaderMap::new())
         .await
-        .map_err(|e| format!("GET {url}: {e}"))?;
-    serde_json::from_slice(&body)
-        .map_err(|e| format!("GET {url}: the answer is not the monitoring JSON expected: {e}"))
+        .map_err(|e| e.classify())?;
+    serde_json::from_slice(&body).map_err(|e| {
+        Failure::answer(
+            format!(
+                "the answer of {} is not the monitoring JSON expected: {}",
+                url.path(),
+                crate::remote::json_error(&e)
+            ),
+            &body,
+        )
+    })
 }
 
 #[async_trait]

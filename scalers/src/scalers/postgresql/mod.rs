@@ -24,6 +24,7 @@ use super::sql::{
 use crate::context::ScalerContext;
 use crate::error::{BoxError, ScalerError, error_chain};
 use crate::metadata::{AUTH_ENV, AUTH_METADATA, Param};
+use crate::remote::Failure;
 use crate::scaler::BuiltScaler;
 use crate::secret::Secret;
 use crate::tls::TlsSettings;
@@ -228,8 +229,8 @@ impl PgSettings {
         Ok(RustlsConnect::new(config))
     }
 
-    async fn open(&self) -> Result<PgPool, String> {
-        let tls = self.tls().await?;
+    async fn open(&self) -> Result<PgPool, Failure> {
+        let tls = self.tls().await.map_err(Failure::local)?;
         let manager = deadpool_postgres::Manager::from_config(
             self.config.clone(),
             tls.clone(),
@@ -244,8 +245,13 @@ impl PgSettings {
             .create_timeout(Some(CONNECT_TIMEOUT))
             .recycle_timeout(Some(CONNECT_TIMEOUT))
             .build()
-            .map_err(|e| error_chain(&e))?;
-        drop(pool.get().await.map_err(|e| error_chain(&e))?);
+            .map_err(|e| Failure::local(error_chain(&e)))?;
+        let secrets = self.secrets();
+        drop(pool.get().await.map_err(|e| {
+            Failure::of_scrubbed("PostgreSQL", &e, |raw| {
+                crate::scalers::rabbitmq::url::anonymize(raw, &secrets)
+            })
+        })?);
         Ok(PgPool { pool, tls })
     }
 }
@@ -333,7 +339,7 @@ impl SqlDatabase for PgSettings {
             .collect()
     }
 
-    fn connect(&self) -> impl Future<Output = Result<PgPool, String>> + Send {
+    fn connect(&self) -> impl Future<Output = Result<PgPool, Failure>> + Send {
         self.open()
     }
 

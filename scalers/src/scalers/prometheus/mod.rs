@@ -26,6 +26,7 @@ use crate::http_client::{
 use crate::metadata::{MAX_TIMEOUT_MS, METADATA_AUTH, Param};
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target_milli};
 use crate::pool::Held;
+use crate::remote::{Classify, Failure};
 use crate::scaler::{BuiltScaler, MetricsAndActivity, Scaler};
 
 const SERVER_ADDRESS: Param = Param::required("serverAddress");
@@ -216,15 +217,19 @@ impl PrometheusScaler {
         let url = self.config.request_url(self.clock.now());
         let query = &self.config.query;
         let body = client.get(url, &self.config.headers).await.map_err(|e| {
-            let e = match e {
-                HttpGetError::Status { status, body } => match response::api_error(&body) {
-                    Some(message) => HttpGetError::Status {
-                        status,
-                        body: message,
-                    },
-                    None => HttpGetError::Status { status, body },
+            // A Prometheus API error shows its errorType (a fixed vocabulary), never its text.
+            let failure = match &e {
+                HttpGetError::Status { status, body, .. } => match response::api_error(body) {
+                    Some(error_type) => Failure::new(
+                        crate::remote::Kind::Server {
+                            system: "Prometheus",
+                            code: Some(format!("{error_type} (HTTP {})", status.as_u16())),
+                        },
+                        Some(String::from_utf8_lossy(body).into_owned()),
+                    ),
+                    None => e.classify(),
                 },
-                other => other,
+                _ => e.classify(),
             };
             ScalerError::Query {
                 trigger: self.trigger.clone(),
@@ -232,7 +237,7 @@ impl PrometheusScaler {
                     "prometheus query `{query}` on serverAddress {}",
                     describe_url(&self.config.query_url)
                 ),
-                source: Box::new(e),
+                source: failure,
             }
         })?;
         response::query_value(&body, query, self.config.ignore_null_values).map_err(|message| {

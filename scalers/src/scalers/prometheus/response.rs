@@ -15,8 +15,7 @@ struct QueryResponse {
     data: Option<QueryData>,
     #[serde(default, rename = "errorType")]
     error_type: String,
-    #[serde(default)]
-    error: String,
+    // `error`, the server's text, is not read: it would only be shown ([`crate::remote`]).
 }
 
 #[derive(Debug, Deserialize)]
@@ -34,11 +33,33 @@ struct Series {
     value: Vec<Value>,
 }
 
+/// Prometheus' `errorType`s: a fixed vocabulary, shown; its `error` text is the server's and is
+/// not.
+pub const ERROR_TYPES: &[&str] = &[
+    "bad_data",
+    "execution",
+    "timeout",
+    "canceled",
+    "internal",
+    "unavailable",
+    "not_found",
+    "not_acceptable",
+];
+
 /// The Prometheus error message of a non-2xx answer's body (`errorType: error`), if the body is
 /// a Prometheus API error.
-pub fn api_error(body: &str) -> Option<String> {
-    let response: QueryResponse = serde_json::from_str(body).ok()?;
-    (response.status == "error").then(|| format!("{}: {}", response.error_type, response.error))
+pub fn api_error(body: &[u8]) -> Option<&'static str> {
+    let response: QueryResponse = serde_json::from_slice(body).ok()?;
+    if response.status != "error" {
+        return None;
+    }
+    Some(
+        ERROR_TYPES
+            .iter()
+            .find(|t| **t == response.error_type)
+            .copied()
+            .unwrap_or("an error"),
+    )
 }
 
 /// The value of `query`'s answer `body`.
@@ -48,13 +69,17 @@ pub fn api_error(body: &str) -> Option<String> {
 /// (see the module docs); the message names the query.
 pub fn query_value(body: &[u8], query: &str, ignore_null_values: bool) -> Result<f64, String> {
     let response: QueryResponse = serde_json::from_slice(body).map_err(|e| {
-        format!("the answer to prometheus query `{query}` is not a Prometheus API response: {e}")
+        format!(
+            "the answer to prometheus query `{query}` is not a Prometheus API response: {}",
+            crate::remote::json_error(&e)
+        )
     })?;
     if response.status == "error" {
-        return Err(format!(
-            "prometheus query `{query}` failed: {}: {}",
-            response.error_type, response.error
-        ));
+        let error_type = ERROR_TYPES
+            .iter()
+            .find(|t| **t == response.error_type)
+            .unwrap_or(&"an error");
+        return Err(format!("prometheus query `{query}` failed: {error_type}"));
     }
     let data = response
         .data
@@ -67,7 +92,10 @@ pub fn query_value(body: &[u8], query: &str, ignore_null_values: bool) -> Result
     let sample = match data.result_type.as_str() {
         "vector" => {
             let series: Vec<Series> = serde_json::from_value(data.result).map_err(|e| {
-                format!("the answer to prometheus query `{query}` is not an instant vector: {e}")
+                format!(
+                    "the answer to prometheus query `{query}` is not an instant vector: {}",
+                    crate::remote::json_error(&e)
+                )
             })?;
             match series.as_slice() {
                 [] if ignore_null_values => return Ok(0.0),
@@ -88,8 +116,12 @@ pub fn query_value(body: &[u8], query: &str, ignore_null_values: bool) -> Result
             _ => Vec::new(),
         },
         other => {
+            let shown = ["matrix", "string"]
+                .into_iter()
+                .find(|t| *t == other)
+                .map_or_else(|| "another type".to_string(), |t| format!("type \"{t}\""));
             return Err(format!(
-                "prometheus query `{query}` returned a result of type {other:?}; it must return an instant vector or a scalar"
+                "prometheus query `{query}` returned a result of {shown}; it must return an instant vector or a scalar"
             ));
         }
     };
@@ -105,14 +137,18 @@ pub fn query_value(body: &[u8], query: &str, ignore_null_values: bool) -> Result
     };
     let value = match raw {
         Value::String(text) => text.parse::<f64>().map_err(|_| {
-            format!("prometheus query `{query}` returned {text:?}, which is not a number")
+            format!(
+                "prometheus query `{query}` returned a string ({} bytes) that is not a number",
+                text.len()
+            )
         })?,
         Value::Number(n) => n.as_f64().unwrap_or(f64::NAN),
         Value::Null if ignore_null_values => return Ok(0.0),
         Value::Null => return Err(lost("the value is null")),
         other => {
             return Err(format!(
-                "prometheus query `{query}` returned {other}, which is not a number"
+                "prometheus query `{query}` returned {}, which is not a number",
+                crate::remote::json_type(other)
             ));
         }
     };
@@ -220,12 +256,12 @@ mod tests {
             (
                 r#"{"status":"error","errorType":"bad_data","error":"parse error"}"#.into(),
                 true,
-                Err("prometheus query `sum(up)` failed: bad_data: parse error"),
+                Err("prometheus query `sum(up)` failed: bad_data"),
             ),
             (
                 vector(&["many"]),
                 true,
-                Err("prometheus query `sum(up)` returned \"many\", which is not a number"),
+                Err("prometheus query `sum(up)` returned a string (4 bytes) that is not a number"),
             ),
         ];
         for (i, (body, ignore, expected)) in rows.into_iter().enumerate() {
@@ -247,9 +283,13 @@ mod tests {
             assert!(err.contains("`up`"), "{err}");
         }
         assert_eq!(
-            api_error(r#"{"status":"error","errorType":"bad_data","error":"1:5: parse error"}"#),
-            Some("bad_data: 1:5: parse error".into())
+            api_error(br#"{"status":"error","errorType":"bad_data","error":"1:5: parse error"}"#),
+            Some("bad_data")
         );
-        assert_eq!(api_error("Unauthorized"), None);
+        assert_eq!(
+            api_error(br#"{"status":"error","errorType":"SECRET","error":"SECRET"}"#),
+            Some("an error")
+        );
+        assert_eq!(api_error(b"Unauthorized"), None);
     }
 }

@@ -42,8 +42,28 @@ pub struct AmqpKey {
     pub tls: TlsSettings,
 }
 
+impl crate::remote::Classify for AmqpError {
+    fn classify(&self) -> crate::remote::Failure {
+        use crate::remote::{Failure, Kind};
+        match self {
+            Self::Lapin(e) => e.classify(),
+            Self::ExternalRefused(e) => {
+                let inner = e.classify();
+                Failure::new(
+                    Kind::Local(format!(
+                        "the broker refused the SASL EXTERNAL login with the client certificate (parameters \"cert\" and \"key\"): {inner}; RabbitMQ must have the rabbitmq_auth_mechanism_ssl plugin enabled, EXTERNAL in auth_mechanisms, and a user named as the certificate's subject (ssl_cert_login_from); or give \"username\" and \"password\" to log in with PLAIN"
+                    )),
+                    inner.raw().map(str::to_string),
+                )
+            }
+            // keda-rs' own words about the trigger's URI, TLS material, timeout.
+            other => Failure::local(other.to_string()),
+        }
+    }
+}
+
 /// Why a connection could not be opened or a queue could not be read. Messages may contain
-/// what the broker or the socket said; the caller anonymizes them.
+/// what the broker or the socket said: [`crate::remote::Classify`] shows only their kind.
 #[derive(Debug, thiserror::Error)]
 pub enum AmqpError {
     /// `host` is not an AMQP URI.

@@ -19,10 +19,11 @@ use self::amqp::{AmqpClient, AmqpKey};
 pub use self::config::{Mode, Operation, PARAMS, Protocol, RabbitMqConfig};
 use self::http::{HttpKey, QueueInfo, QueuePage, QueueStatus};
 use crate::context::ScalerContext;
-use crate::error::{BoxError, ScalerError, TriggerId, error_chain};
+use crate::error::{ScalerError, TriggerId};
 use crate::metric::{external_metric_spec, metric_target_milli};
 use crate::oauth2::{ClientCredentials, TokenError, TokenSource};
 use crate::pool::Lease;
+use crate::remote::{Classify, Failure};
 use crate::scaler::{BuiltScaler, MetricValue, MetricsAndActivity, Scaler};
 
 /// The metric value and activity KEDA reports for `status` in `mode` (`GetMetricsAndActivity`
@@ -163,7 +164,7 @@ impl RabbitMqScaler {
             .ok_or_else(|| ScalerError::Closed {
                 trigger: self.trigger.clone(),
             })?;
-        let query_error = |source: BoxError| ScalerError::Query {
+        let query_error = |source: Failure| ScalerError::Query {
             trigger: self.trigger.clone(),
             operation: format!(
                 "reading queue \"{}\" from {}",
@@ -186,7 +187,7 @@ impl RabbitMqScaler {
             Client::Http(http, tokens) => self
                 .http_status(http, tokens.as_deref())
                 .await
-                .map_err(|message| query_error(message.into())),
+                .map_err(query_error),
         }
     }
 
@@ -194,7 +195,7 @@ impl RabbitMqScaler {
         &self,
         client: &reqwest::Client,
         tokens: Option<&TokenSource>,
-    ) -> Result<QueueStatus, String> {
+    ) -> Result<QueueStatus, Failure> {
         let c = &self.config;
         let request = url::management_request(
             c.host.expose(),
@@ -202,7 +203,8 @@ impl RabbitMqScaler {
             c.credentials.as_ref(),
             &c.queue_name,
             c.use_regex.then_some(c.page_size),
-        )?;
+        )
+        .map_err(Failure::local)?;
         let mut builder = client.get(&request.url);
         // With OAuth2 the bearer token replaces any user info of `host`, as in KEDA (Go's
         // oauth2 transport overwrites the basic authorization the URL would give).
@@ -211,7 +213,7 @@ impl RabbitMqScaler {
                 tokens
                     .token(client)
                     .await
-                    .map_err(|e| token_error(&e, &tokens.settings().scopes))?,
+                    .map_err(|e| Failure::local(token_error(&e, &tokens.settings().scopes)))?,
             ),
             None => None,
         };
@@ -238,48 +240,67 @@ impl RabbitMqScaler {
         if let Some(oauth2) = &c.oauth2 {
             secrets.push(oauth2.client_secret.expose());
         }
-        let scrub = |text: String| url::anonymize(&text, &secrets);
-        let response = crate::request_metrics::send(builder)
+        let scrub = |text: &str| url::anonymize(text, &secrets);
+        let failed =
+            |e: reqwest::Error| Failure::of_scrubbed("HTTP client", &e.without_url(), scrub);
+        let mut response = crate::request_metrics::send(builder)
             .await
-            .map_err(|e| scrub(error_chain(&e.without_url())))?;
+            .map_err(failed)?;
         let status = response.status();
+        // The answer, at most MAX_BODY_BYTES (a larger one is an error, not a large operator).
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(failed)? {
+            if body.len() + chunk.len() > crate::http_client::MAX_BODY_BYTES {
+                return Err(Failure::local(format!(
+                    "the answer is larger than {} bytes",
+                    crate::http_client::MAX_BODY_BYTES
+                )));
+            }
+            body.extend_from_slice(&chunk);
+        }
         if !status.is_success() {
-            let body = response.text().await.unwrap_or_default();
-            let body: String = body.chars().take(300).collect();
-            let mut message = format!(
-                "error requesting RabbitMQ API status: {status}, response: {}, from: {}",
-                body.trim(),
-                request.url
+            let content_type = response
+                .headers()
+                .get(reqwest::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            let answered = Failure::status(
+                status.as_u16(),
+                content_type.as_deref(),
+                scrub(&String::from_utf8_lossy(&body)).as_bytes(),
             );
             if let (Some(tokens), Some(token)) = (tokens, &token)
                 && status == reqwest::StatusCode::UNAUTHORIZED
             {
                 // A new token next time: the broker may have rotated its keys, or revoked it.
                 tokens.refused(token).await;
-                message.push_str(
-                    "; the broker refused the OAuth2 access token from \"oauthTokenURI\": check that RabbitMQ's OAuth 2 backend (rabbitmq_auth_backend_oauth2) trusts the token's signing key and audience, and that its scopes grant the management API (a tag such as monitoring) and the vhost",
-                );
+                return Err(Failure::local(format!(
+                    "{answered}; the broker refused the OAuth2 access token from \"oauthTokenURI\": check that RabbitMQ's OAuth 2 backend (rabbitmq_auth_backend_oauth2) trusts the token's signing key and audience, and that its scopes grant the management API (a tag such as monitoring) and the vhost",
+                )));
             }
-            return Err(scrub(message));
+            return Err(answered);
         }
         let ready_only = c.exclude_unacknowledged;
+        let not_json = |e: serde_json::Error| {
+            Failure::answer(
+                format!(
+                    "the management API's answer is {}",
+                    crate::remote::json_error(&e)
+                ),
+                scrub(&String::from_utf8_lossy(&body)).as_bytes(),
+            )
+        };
         if c.use_regex {
-            let page: QueuePage = response
-                .json()
-                .await
-                .map_err(|e| scrub(error_chain(&e.without_url())))?;
+            let page: QueuePage = serde_json::from_slice(&body).map_err(not_json)?;
             if page.page_count > 1 {
-                return Err(format!(
+                return Err(Failure::local(format!(
                     "regex matches more queues than can be recovered at once (more than pageSize {}); raise \"pageSize\" or narrow the regex",
                     c.page_size
-                ));
+                )));
             }
             Ok(http::compose(&page.items, c.operation, ready_only))
         } else {
-            let info: QueueInfo = response
-                .json()
-                .await
-                .map_err(|e| scrub(error_chain(&e.without_url())))?;
+            let info: QueueInfo = serde_json::from_slice(&body).map_err(not_json)?;
             Ok(info.status(ready_only))
         }
     }
@@ -293,9 +314,10 @@ fn token_error(error: &TokenError, scopes: &[String]) -> String {
             format!("OAuth2 token request to {url} (parameter \"oauthTokenURI\") failed: {reason}")
         }
         TokenError::Refused {
-            url, status, body, ..
+            url, status, code, ..
         } => format!(
-            "OAuth2 token request to {url} was refused: {status}{body}; check parameters \"clientID\" and \"clientSecret\" (TriggerAuthentication spec.oauth2){}",
+            "OAuth2 token request to {url} was refused: {status}{}; check parameters \"clientID\" and \"clientSecret\" (TriggerAuthentication spec.oauth2){}",
+            code.map(|c| format!(" ({c})")).unwrap_or_default(),
             if scopes.is_empty() {
                 ""
             } else {
@@ -321,8 +343,11 @@ fn describe(config: &RabbitMqConfig) -> String {
     format!("RabbitMQ {protocol} at {scheme}://{authority}")
 }
 
-/// The error's message chain with credentials removed, as the boxed cause.
-fn anonymized(config: &RabbitMqConfig, error: &dyn std::error::Error) -> BoxError {
+/// The failure of `error`, its raw text (debug level) with credentials removed.
+fn anonymized(
+    config: &RabbitMqConfig,
+    error: &(impl Classify + std::error::Error + 'static),
+) -> Failure {
     let mut secrets: Vec<&str> = vec![];
     if let Some((_, password)) = &config.credentials {
         secrets.push(password.expose());
@@ -333,13 +358,15 @@ fn anonymized(config: &RabbitMqConfig, error: &dyn std::error::Error) -> BoxErro
         let decoded = percent_encoding::percent_decode_str(password)
             .decode_utf8_lossy()
             .into_owned();
-        return url::anonymize(
-            &error_chain(error),
-            &[&secrets[..], &[password, &decoded]].concat(),
-        )
-        .into();
+        let all = [&secrets[..], &[password, &decoded]].concat();
+        return scrubbed(error, |raw| url::anonymize(raw, &all));
     }
-    url::anonymize(&error_chain(error), &secrets).into()
+    scrubbed(error, |raw| url::anonymize(raw, &secrets))
+}
+
+/// `error`'s failure with its raw text passed through `scrub`.
+fn scrubbed(error: &impl Classify, scrub: impl Fn(&str) -> String) -> Failure {
+    error.classify().scrub_raw(scrub)
 }
 
 #[async_trait]
@@ -470,7 +497,10 @@ mod tests {
         );
         let err =
             std::io::Error::other("dial amqps://user:hunter2@rabbit.svc:5671 refused; hunter2");
-        let message = anonymized(&config, &err).to_string();
+        let failure = anonymized(&config, &err);
+        assert_eq!(failure.to_string(), "I/O error (other error)");
+        // The raw text (debug level only) is scrubbed too.
+        let message = failure.raw().unwrap().to_string();
         assert!(!message.contains("hunter2"), "{message}");
         assert!(
             message.contains("amqps://user:password@rabbit.svc"),
@@ -497,7 +527,10 @@ mod tests {
         let err = std::io::Error::other(
             "dial amqp://user:hunter/zz@rabbit.svc:5672/vh refused (password hunter/zz)",
         );
-        let message = anonymized(&config, &err).to_string();
+        let failure = anonymized(&config, &err);
+        assert_eq!(failure.to_string(), "I/O error (other error)");
+        // The raw text (debug level only) is scrubbed too.
+        let message = failure.raw().unwrap().to_string();
         assert!(!message.contains("hunter"), "{message}");
         assert!(!message.contains("zz"), "{message}");
         assert!(

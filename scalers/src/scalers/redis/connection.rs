@@ -16,6 +16,7 @@ use crate::context::ScalerContext;
 use crate::error::{MetadataError, ScalerError};
 use crate::metadata::{AUTH, METADATA_AUTH_ENV, METADATA_ENV_AUTH, MetadataParser, Param};
 use crate::pool::Lease;
+use crate::remote::Classify;
 use crate::secret::Secret;
 
 /// go-redis' defaults, which KEDA uses.
@@ -426,7 +427,7 @@ pub(super) async fn lease(
         .map_err(|e| ScalerError::Connect {
             trigger: ctx.trigger_id(),
             target: settings.describe(),
-            source: Box::new(e),
+            source: e.classify(),
         })
 }
 

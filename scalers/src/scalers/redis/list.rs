@@ -9,6 +9,7 @@ use crate::context::ScalerContext;
 use crate::error::{ScalerError, TriggerId};
 use crate::metadata::Param;
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target};
+use crate::remote::Classify;
 use crate::scaler::{BuiltScaler, MetricsAndActivity, Scaler};
 
 const LIST_NAME: Param = Param::required("listName");
@@ -103,16 +104,28 @@ impl RedisListScaler {
         let reply: redis::Value = client.query(&cmd).await.map_err(|e| ScalerError::Query {
             trigger: self.trigger.clone(),
             operation: format!("reading the length of \"{}\"", self.config.list_name),
-            source: Box::new(e),
+            source: e.classify(),
         })?;
         match reply {
             redis::Value::Int(n) => Ok(n),
             other => {
-                let kind = match other {
-                    redis::Value::BulkString(b) => String::from_utf8_lossy(&b).into_owned(),
-                    redis::Value::SimpleString(s) => s,
-                    other => format!("{other:?}"),
+                // The script answers the key's TYPE; only Redis' own type names are shown.
+                let named = match &other {
+                    redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                    redis::Value::SimpleString(s) => s.clone(),
+                    _ => String::new(),
                 };
+                let kind = [
+                    "string",
+                    "stream",
+                    "ReJSON-RL",
+                    "vectorset",
+                    "MBbloom--",
+                    "TSDB-TYPE",
+                ]
+                .into_iter()
+                .find(|t| *t == named)
+                .unwrap_or("key of another type");
                 Err(ScalerError::Unexpected {
                     trigger: self.trigger.clone(),
                     message: format!(

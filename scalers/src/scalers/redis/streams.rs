@@ -11,6 +11,7 @@ use crate::context::ScalerContext;
 use crate::error::{ScalerError, TriggerId};
 use crate::metadata::Param;
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target};
+use crate::remote::Classify;
 use crate::scaler::{BuiltScaler, MetricValue, MetricsAndActivity, Scaler};
 
 const STREAM: Param = Param::required("stream");
@@ -130,7 +131,7 @@ impl RedisStreamsScaler {
         move |e| ScalerError::Query {
             trigger,
             operation,
-            source: Box::new(e),
+            source: e.classify(),
         }
     }
 
@@ -177,7 +178,10 @@ impl RedisStreamsScaler {
                     Some(redis::Value::Int(n)) => Ok(*n),
                     other => Err(ScalerError::Unexpected {
                         trigger: self.trigger.clone(),
-                        message: format!("XPENDING \"{stream}\" \"{group}\" answered {other:?}"),
+                        message: format!(
+                            "XPENDING \"{stream}\" \"{group}\" answered {}",
+                            reply_kind(other)
+                        ),
                     }),
                 }
             }
@@ -210,7 +214,10 @@ impl RedisStreamsScaler {
                         Some(redis::Value::Int(lag)) => Ok(*lag),
                         Some(other) => Err(ScalerError::Unexpected {
                             trigger: self.trigger.clone(),
-                            message: format!("{operation} answered lag {other:?}"),
+                            message: format!(
+                                "{operation} answered a lag that is {}",
+                                reply_kind(Some(other))
+                            ),
                         }),
                         None => Err(ScalerError::Unexpected {
                             trigger: self.trigger.clone(),
@@ -281,6 +288,20 @@ pub async fn build_redis_sentinel_streams(ctx: ScalerContext) -> Result<BuiltSca
     Ok(BuiltScaler::Pull(Box::new(
         RedisStreamsScaler::build(&ctx, Topology::Sentinel).await?,
     )))
+}
+
+/// What a reply is, in Redis' words, without its content (the server's text).
+fn reply_kind(reply: Option<&redis::Value>) -> &'static str {
+    match reply {
+        None => "nothing",
+        Some(redis::Value::Nil) => "nil",
+        Some(redis::Value::Int(_)) => "an integer",
+        Some(redis::Value::BulkString(_) | redis::Value::SimpleString(_)) => "a string",
+        Some(redis::Value::Array(_) | redis::Value::Set(_)) => "an array",
+        Some(redis::Value::Map(_)) => "a map",
+        Some(redis::Value::ServerError(_)) => "an error",
+        Some(_) => "a reply of another type",
+    }
 }
 
 #[cfg(test)]

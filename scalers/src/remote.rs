@@ -1,0 +1,583 @@
+//! What an event source said, in a form that is safe to show.
+//!
+//! A trigger's address is chosen by whoever writes the ScaledObject, and the operator asks it
+//! from its own network position: a tenant can point `metrics-api`, `prometheus`, `postgresql`
+//! or any other scaler at a cloud metadata endpoint or an in-cluster service. Anything the
+//! answer contains (a response body, the string found at `valueLocation`, a PostgreSQL
+//! `ERROR: ...` message, a Redis `ERR ...` reply, a gRPC status message, an AWS error message)
+//! would then reach the tenant through `KEDAScalerFailed` Events, the `Ready` condition and
+//! `explain`. So [`ScalerError::Connect`](crate::ScalerError::Connect) and
+//! [`ScalerError::Query`](crate::ScalerError::Query) carry a [`Failure`], not an arbitrary
+//! error: its `Display` shows only the [`Kind`] of failure (connection refused, timed out, TLS,
+//! HTTP status code and the answer's size, a server error *code* from a fixed vocabulary, what
+//! was wrong with the answer in our own words), never text the server chose.
+//!
+//! The raw text (the library's error chain, the start of the body) is kept for operators of
+//! keda-rs, truncated to [`RAW_LOG_BYTES`] bytes: the operator logs it at `debug` level on
+//! target `keda_scalers::remote` ([`Failure::log_raw`], [`crate::ScalerError::log_raw`]) when
+//! it reports the error; it is never part of `Display` or `Debug`.
+//!
+//! Library errors become kinds through [`Classify`]; an error type nobody classified shows as
+//! [`Kind::Other`] (its text only at debug level), so a new scaler cannot echo an answer by
+//! accident.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::io;
+
+/// The most bytes of an answer or library error kept and logged at debug level.
+pub const RAW_LOG_BYTES: usize = 256;
+
+/// A failure of talking to an event source: the kind of failure, safe to show, and what the
+/// source said, logged at debug level only.
+#[derive(Clone)]
+pub struct Failure {
+    kind: Kind,
+    raw: Option<String>,
+}
+
+/// The kind of a [`Failure`]: every field is a number, a fixed word, or text written by
+/// keda-rs from the trigger's own metadata; none holds text of the answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// The connection was refused.
+    Refused,
+    /// No answer (or no connection) within the time allowed.
+    TimedOut,
+    /// The host name does not resolve.
+    Unresolved,
+    /// The connection closed or was reset before the answer was complete.
+    Closed,
+    /// Another I/O error, by kind.
+    Io(io::ErrorKind),
+    /// The TLS handshake failed; the text is rustls' own (built from its enums, not from the
+    /// peer's bytes).
+    Tls(String),
+    /// The server refused the credentials.
+    Auth,
+    /// An HTTP answer with a status other than 2xx.
+    Status {
+        /// The status code.
+        code: u16,
+        /// The length of the body.
+        bytes: usize,
+        /// The body's media type when it is a well-known one.
+        content_type: Option<&'static str>,
+    },
+    /// The server answered an error: the system and the error's code, when the code is one
+    /// of a fixed vocabulary (SQLSTATE, MySQL error number, Redis error kind, gRPC status,
+    /// AMQP reply code, Kafka error code, a known cloud error code).
+    Server {
+        /// e.g. `PostgreSQL`.
+        system: &'static str,
+        /// The code, if it can be shown.
+        code: Option<String>,
+    },
+    /// The answer is not what the scaler can use; the text says why in keda-rs' words (never
+    /// quoting the answer), e.g. `valueLocation "a.b" is a string, not a number`.
+    Answer(String),
+    /// A failure on keda-rs' side (a limit, a timeout it set, a configuration problem); the
+    /// text is keda-rs' own.
+    Local(String),
+    /// A failure of `system` that could not be classified; its text is at debug level.
+    Other {
+        /// e.g. `HTTP client`.
+        system: &'static str,
+    },
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Kind::Refused => f.write_str("connection refused"),
+            Kind::TimedOut => f.write_str("timed out"),
+            Kind::Unresolved => f.write_str("the host name does not resolve"),
+            Kind::Closed => f.write_str("the connection was closed"),
+            Kind::Io(kind) => write!(f, "I/O error ({kind})"),
+            Kind::Tls(text) => write!(f, "TLS: {text}"),
+            Kind::Auth => f.write_str("the server refused the credentials"),
+            Kind::Status {
+                code,
+                bytes,
+                content_type,
+            } => {
+                let reason = http::StatusCode::from_u16(*code)
+                    .ok()
+                    .and_then(|s| s.canonical_reason())
+                    .map(|r| format!(" {r}"))
+                    .unwrap_or_default();
+                write!(f, "answered HTTP {code}{reason} ({bytes} bytes")?;
+                if let Some(t) = content_type {
+                    write!(f, " of {t}")?;
+                }
+                f.write_str(")")?;
+                if *code == 401 || *code == 403 {
+                    f.write_str("; check the trigger's authModes and its credentials")?;
+                }
+                Ok(())
+            }
+            Kind::Server { system, code } => match code {
+                Some(code) => write!(f, "{system} answered error {code}"),
+                None => write!(f, "{system} answered an error"),
+            },
+            Kind::Answer(text) | Kind::Local(text) => f.write_str(text),
+            Kind::Other { system } => write!(f, "{system} error"),
+        }
+    }
+}
+
+impl Failure {
+    /// A failure of `kind`; `raw` (what the source said, a library's error chain) is logged
+    /// at debug level, truncated, and kept out of `Display`.
+    pub fn new(kind: Kind, raw: Option<String>) -> Self {
+        Self {
+            kind,
+            raw: raw.map(|r| truncate(&r)),
+        }
+    }
+
+    /// Logs the raw text at debug level (target `keda_scalers::remote`), with `context` (the
+    /// error's own message): what an operator of keda-rs may read, never a tenant.
+    pub fn log_raw(&self, context: &dyn fmt::Display) {
+        if let Some(raw) = &self.raw {
+            tracing::debug!(target: "keda_scalers::remote", error = %context, raw = %raw, "what the event source said");
+        }
+    }
+
+    /// This failure with its raw text passed through `scrub` (which removes credentials).
+    #[must_use]
+    pub fn scrub_raw(self, scrub: impl Fn(&str) -> String) -> Self {
+        Self {
+            kind: self.kind,
+            raw: self.raw.map(|r| scrub(&r)),
+        }
+    }
+
+    /// A failure of keda-rs' own: `text` must not contain anything an event source sent.
+    pub fn local(text: impl Into<String>) -> Self {
+        Self::new(Kind::Local(text.into()), None)
+    }
+
+    /// An answer the scaler cannot use: `why` in keda-rs' words (never quoting the answer),
+    /// `answer` the start of it (debug level only).
+    pub fn answer(why: impl Into<String>, answer: &[u8]) -> Self {
+        let raw = (!answer.is_empty()).then(|| String::from_utf8_lossy(answer).into_owned());
+        Self::new(Kind::Answer(why.into()), raw)
+    }
+
+    /// An HTTP answer with a non-2xx status, its body at debug level.
+    pub fn status(code: u16, content_type: Option<&str>, body: &[u8]) -> Self {
+        let raw = (!body.is_empty()).then(|| String::from_utf8_lossy(body).into_owned());
+        Self::new(
+            Kind::Status {
+                code,
+                bytes: body.len(),
+                content_type: content_type.and_then(known_media_type),
+            },
+            raw,
+        )
+    }
+
+    /// A server's error answer with a `code` shown only when it is one of `vocabulary`
+    /// (compared ASCII case-insensitively) and `message` at debug level.
+    pub fn server(
+        system: &'static str,
+        code: Option<&str>,
+        vocabulary: &[&str],
+        message: &str,
+    ) -> Self {
+        let raw = format!("{}: {message}", code.unwrap_or("no code"));
+        let code = code.and_then(|c| {
+            vocabulary
+                .iter()
+                .find(|v| v.eq_ignore_ascii_case(c))
+                .map(|v| (*v).to_string())
+        });
+        Self::new(Kind::Server { system, code }, Some(raw))
+    }
+
+    /// The kind, safe to show.
+    pub fn kind(&self) -> &Kind {
+        &self.kind
+    }
+
+    /// What the source said, truncated to [`RAW_LOG_BYTES`]: for debug-level logs only.
+    pub fn raw(&self) -> Option<&str> {
+        self.raw.as_deref()
+    }
+
+    /// The failure of any error: the first error of its source chain that [`classify_dyn`]
+    /// knows decides the kind; [`Kind::Other`] of `system` if none does. The whole chain is
+    /// the raw text.
+    pub fn of(system: &'static str, error: &(dyn StdError + 'static)) -> Self {
+        Self::of_scrubbed(system, error, str::to_string)
+    }
+
+    /// [`Failure::of`], the raw text passed through `scrub` (which removes credentials).
+    pub fn of_scrubbed(
+        system: &'static str,
+        error: &(dyn StdError + 'static),
+        scrub: impl Fn(&str) -> String,
+    ) -> Self {
+        let raw = Some(scrub(&crate::error::error_chain(error)));
+        let mut current = Some(error);
+        while let Some(e) = current {
+            if let Some(kind) = classify_dyn(e) {
+                return Self::new(kind, raw);
+            }
+            current = e.source();
+        }
+        Self::new(Kind::Other { system }, raw)
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.kind.fmt(f)
+    }
+}
+
+impl fmt::Debug for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The raw text stays out of Debug too: errors are logged with `{:?}` at info level.
+        f.debug_struct("Failure")
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StdError for Failure {}
+
+/// Errors that know their [`Failure`]: each scaler's error types and the client libraries'.
+pub trait Classify {
+    /// The failure, safe to show.
+    fn classify(&self) -> Failure;
+}
+
+impl Classify for io::Error {
+    fn classify(&self) -> Failure {
+        Failure::of("I/O", self)
+    }
+}
+
+impl Classify for reqwest::Error {
+    fn classify(&self) -> Failure {
+        Failure::of("HTTP client", self)
+    }
+}
+
+impl Classify for tokio_postgres::Error {
+    fn classify(&self) -> Failure {
+        Failure::of("PostgreSQL", self)
+    }
+}
+
+impl Classify for mysql_async::Error {
+    fn classify(&self) -> Failure {
+        Failure::of("MySQL", self)
+    }
+}
+
+impl Classify for redis::RedisError {
+    fn classify(&self) -> Failure {
+        Failure::of("Redis", self)
+    }
+}
+
+impl Classify for lapin::Error {
+    fn classify(&self) -> Failure {
+        Failure::of("AMQP", self)
+    }
+}
+
+impl Classify for rdkafka::error::KafkaError {
+    fn classify(&self) -> Failure {
+        Failure::of("Kafka", self)
+    }
+}
+
+impl Classify for tonic::Status {
+    fn classify(&self) -> Failure {
+        Failure::of("gRPC", self)
+    }
+}
+
+/// The kind of `error` alone (not its sources), when it is a type this module knows.
+fn classify_dyn(error: &(dyn StdError + 'static)) -> Option<Kind> {
+    if let Some(f) = error.downcast_ref::<Failure>() {
+        return Some(f.kind.clone());
+    }
+    if let Some(e) = error.downcast_ref::<io::Error>() {
+        // A custom io::Error wraps another error (rustls, a timeout): that one says more.
+        if let Some(inner) = e.get_ref()
+            && let Some(kind) = classify_dyn(inner)
+        {
+            return Some(kind);
+        }
+        return Some(io_kind(e.kind()));
+    }
+    if let Some(e) = error.downcast_ref::<serde_json::Error>() {
+        return Some(Kind::Answer(format!("the answer is {}", json_error(e))));
+    }
+    if let Some(e) = error.downcast_ref::<rustls::Error>() {
+        return Some(Kind::Tls(e.to_string()));
+    }
+    if let Some(e) = error.downcast_ref::<reqwest::Error>() {
+        if e.is_timeout() {
+            return Some(Kind::TimedOut);
+        }
+        // Otherwise a source (io::Error, rustls) says more; a bare reqwest error is "other".
+        return None;
+    }
+    if let Some(e) = error.downcast_ref::<tokio_postgres::Error>() {
+        if let Some(code) = e.code() {
+            let code = code.code();
+            let shown = (code.len() == 5
+                && code
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || b.is_ascii_uppercase()))
+            .then(|| format!("SQLSTATE {code}"));
+            return Some(match code {
+                "28P01" | "28000" => Kind::Auth,
+                _ => Kind::Server {
+                    system: "PostgreSQL",
+                    code: shown,
+                },
+            });
+        }
+        if e.is_closed() {
+            return Some(Kind::Closed);
+        }
+        return None;
+    }
+    if let Some(e) = error.downcast_ref::<tokio_postgres::error::DbError>() {
+        return Some(Kind::Server {
+            system: "PostgreSQL",
+            code: Some(format!("SQLSTATE {}", e.code().code())).filter(|c| {
+                c[9..]
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || b.is_ascii_uppercase())
+            }),
+        });
+    }
+    if let Some(e) = error.downcast_ref::<mysql_async::Error>() {
+        return match e {
+            mysql_async::Error::Server(s) => Some(match s.code {
+                1045 | 1044 | 1698 => Kind::Auth,
+                code => Kind::Server {
+                    system: "MySQL",
+                    code: Some(format!("{code}")),
+                },
+            }),
+            mysql_async::Error::Driver(mysql_async::DriverError::NoClientSslFlagFromServer) => {
+                Some(Kind::Tls("the server does not offer SSL/TLS".into()))
+            }
+            mysql_async::Error::Driver(_) => Some(Kind::Other {
+                system: "MySQL driver",
+            }),
+            _ => None,
+        };
+    }
+    if let Some(e) = error.downcast_ref::<redis::RedisError>() {
+        if e.is_timeout() {
+            return Some(Kind::TimedOut);
+        }
+        if e.is_connection_refusal() {
+            return Some(Kind::Refused);
+        }
+        if e.is_connection_dropped() {
+            return Some(Kind::Closed);
+        }
+        return Some(match e.kind() {
+            redis::ErrorKind::Io => return None,
+            redis::ErrorKind::AuthenticationFailed => Kind::Auth,
+            redis::ErrorKind::Server(kind) => Kind::Server {
+                system: "Redis",
+                code: Some(format!("{kind:?}")),
+            },
+            // A reply of an extension: its code is the server's word.
+            redis::ErrorKind::Extension => Kind::Server {
+                system: "Redis",
+                code: None,
+            },
+            redis::ErrorKind::Parse | redis::ErrorKind::UnexpectedReturnType => {
+                Kind::Answer("Redis answered something the client cannot read".into())
+            }
+            other => Kind::Other {
+                system: redis_kind(&other),
+            },
+        });
+    }
+    if let Some(e) = error.downcast_ref::<lapin::Error>() {
+        return match e.kind() {
+            lapin::ErrorKind::ProtocolError(amqp) => Some(Kind::Server {
+                system: "the AMQP broker",
+                code: Some(format!("{} {}", amqp.get_id(), amqp.kind())),
+            }),
+            lapin::ErrorKind::IOError(io) => classify_dyn(io.as_ref()),
+            lapin::ErrorKind::ParsingError(_) => Some(Kind::Answer(
+                "the AMQP broker sent a frame that does not parse".into(),
+            )),
+            lapin::ErrorKind::MissingHeartbeatError => Some(Kind::Closed),
+            lapin::ErrorKind::InvalidConnectionState(_)
+            | lapin::ErrorKind::InvalidChannelState(..) => Some(Kind::Closed),
+            _ => None,
+        };
+    }
+    if let Some(e) = error.downcast_ref::<rdkafka::error::KafkaError>() {
+        return Some(match e.rdkafka_error_code() {
+            Some(code) => Kind::Server {
+                system: "Kafka",
+                code: Some(format!("{code:?}")),
+            },
+            None => Kind::Other { system: "Kafka" },
+        });
+    }
+    if let Some(e) = error.downcast_ref::<tonic::Status>() {
+        return Some(match e.code() {
+            tonic::Code::Unauthenticated | tonic::Code::PermissionDenied => Kind::Auth,
+            tonic::Code::DeadlineExceeded => Kind::TimedOut,
+            code => Kind::Server {
+                system: "the gRPC server",
+                code: Some(format!("{code:?}")),
+            },
+        });
+    }
+    None
+}
+
+fn redis_kind(kind: &redis::ErrorKind) -> &'static str {
+    match kind {
+        redis::ErrorKind::InvalidClientConfig => "Redis client configuration",
+        redis::ErrorKind::Client => "Redis client",
+        _ => "Redis",
+    }
+}
+
+fn io_kind(kind: io::ErrorKind) -> Kind {
+    match kind {
+        io::ErrorKind::ConnectionRefused => Kind::Refused,
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => Kind::TimedOut,
+        io::ErrorKind::ConnectionReset
+        | io::ErrorKind::ConnectionAborted
+        | io::ErrorKind::BrokenPipe
+        | io::ErrorKind::UnexpectedEof
+        | io::ErrorKind::NotConnected => Kind::Closed,
+        other => Kind::Io(other),
+    }
+}
+
+/// `media` (a Content-Type value) as one of the well-known media types, or `None`: a header
+/// value is the server's text, so only a fixed vocabulary is shown.
+pub fn known_media_type(media: &str) -> Option<&'static str> {
+    const KNOWN: &[&str] = &[
+        "application/json",
+        "application/xml",
+        "application/yaml",
+        "application/x-yaml",
+        "application/octet-stream",
+        "application/problem+json",
+        "application/grpc",
+        "text/plain",
+        "text/html",
+        "text/xml",
+        "text/yaml",
+    ];
+    let essence = media.split(';').next().unwrap_or_default().trim();
+    KNOWN
+        .iter()
+        .find(|k| k.eq_ignore_ascii_case(essence))
+        .copied()
+}
+
+/// Why `error` (decoding an answer) failed, without the text serde quotes from the answer:
+/// `not valid JSON (line 1, column 7)` or `not of the expected shape (line 1, column 7)`.
+pub fn json_error(error: &serde_json::Error) -> String {
+    use serde_json::error::Category;
+    let what = match error.classify() {
+        Category::Syntax | Category::Eof | Category::Io => "not valid JSON",
+        Category::Data => "not of the expected shape",
+    };
+    format!("{what} (line {}, column {})", error.line(), error.column())
+}
+
+/// What a JSON value is, in words: `a string`, `an object`, ...
+pub fn json_type(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+/// The first [`RAW_LOG_BYTES`] bytes of `text` (on a character boundary), trimmed.
+pub fn truncate(text: &str) -> String {
+    let text = text.trim();
+    if text.len() <= RAW_LOG_BYTES {
+        return text.to_string();
+    }
+    let mut end = RAW_LOG_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &text[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MARKER: &str = "SECRET-MARKER-7f3a";
+
+    #[test]
+    fn statuses_show_code_size_and_known_media_only() {
+        let body = format!("<html>{MARKER}</html>");
+        let f = Failure::status(403, Some("text/html; charset=utf-8"), body.as_bytes());
+        assert_eq!(
+            f.to_string(),
+            format!(
+                "answered HTTP 403 Forbidden ({} bytes of text/html); check the trigger's authModes and its credentials",
+                body.len()
+            )
+        );
+        assert!(f.raw().unwrap().contains(MARKER));
+        let f = Failure::status(500, Some(&format!("text/{MARKER}")), b"");
+        assert_eq!(
+            f.to_string(),
+            "answered HTTP 500 Internal Server Error (0 bytes)"
+        );
+        assert!(!format!("{f:?}").contains(MARKER));
+    }
+
+    #[test]
+    fn server_codes_come_from_a_vocabulary() {
+        let f = Failure::server("AWS", Some(MARKER), &["AccessDenied"], MARKER);
+        assert_eq!(f.to_string(), "AWS answered an error");
+        let f = Failure::server("AWS", Some("accessdenied"), &["AccessDenied"], MARKER);
+        assert_eq!(f.to_string(), "AWS answered error AccessDenied");
+        assert!(!format!("{f:?}").contains(MARKER));
+    }
+
+    #[test]
+    fn unknown_errors_show_only_their_system() {
+        let e: Box<dyn StdError + Send + Sync> = MARKER.into();
+        let f = Failure::of("HTTP client", e.as_ref());
+        assert_eq!(f.to_string(), "HTTP client error");
+        assert_eq!(f.raw(), Some(MARKER));
+        let e = io::Error::new(io::ErrorKind::ConnectionRefused, MARKER);
+        assert_eq!(e.classify().to_string(), "connection refused");
+        let e = io::Error::other(MARKER);
+        assert_eq!(e.classify().to_string(), "I/O error (other error)");
+    }
+
+    #[test]
+    fn raw_text_is_truncated() {
+        let long = "é".repeat(300);
+        let t = truncate(&long);
+        assert!(t.len() <= RAW_LOG_BYTES + 3);
+        assert!(t.ends_with("..."));
+    }
+}
