@@ -1152,3 +1152,65 @@ async fn loops_starting_together_all_read_replicas_once_the_target_cache_has_lis
     let replicas: Vec<i32> = replicas.into_iter().map(|r| r.expect("replicas")).collect();
     assert_eq!(replicas, (0..20).collect::<Vec<i32>>());
 }
+
+/// Issue 29, row 10: a restore to `originalReplicaCount` that the API server refuses (the
+/// target's `/scale` write fails) is logged and reported as a Warning Event, and the finalizer
+/// is still removed, as in KEDA's `finalizeScaledObject`: the delete completes instead of
+/// retrying forever.
+#[tokio::test]
+async fn a_failed_restore_is_evented_and_the_delete_still_completes() {
+    let Some((server, w)) = world("restore-fails").await else {
+        return;
+    };
+    let list = list("restore-fails");
+    w.deployment("stuck", 2).await;
+    let op = w.start_operator();
+    let so = w
+        .create(&scenarios::redis_object(
+            "stuck",
+            "stuck",
+            &list,
+            "  advanced:\n    restoreToOriginalReplicaCount: true",
+            "",
+        ))
+        .await;
+    scenarios::hpa_exists(&w, "keda-hpa-stuck").await;
+    w.polls_reach(&op, &so, 1).await;
+    scenarios::eventually("scaled to zero", || async {
+        (w.replicas("stuck").await == 0).then_some(())
+    })
+    .await;
+    server.inject_failure(
+        memkube::FailureRule::new(500)
+            .resource("deployments/scale")
+            .name("stuck"),
+    );
+    w.delete("stuck").await;
+    scenarios::eventually("the ScaledObject gone", || async {
+        matches!(w.scaled_objects().get_opt("stuck").await, Ok(None)).then_some(())
+    })
+    .await;
+    server.clear_failures();
+    assert_eq!(w.replicas("stuck").await, 0, "the restore could not happen");
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(w.client.clone(), "team");
+    let failed: Vec<_> = events
+        .list(&Default::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some("KEDAScaleTargetRestoreFailed")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("stuck")
+        })
+        .collect();
+    assert_eq!(failed.len(), 1, "one Warning about the failed restore");
+    assert_eq!(failed[0].type_.as_deref(), Some("Warning"));
+    let note = failed[0].note.clone().unwrap_or_default();
+    assert!(
+        note.contains("apps/v1.Deployment team/stuck") && note.contains("2 replicas"),
+        "{note}"
+    );
+    op.stop().await;
+}
