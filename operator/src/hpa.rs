@@ -374,17 +374,36 @@ pub async fn ensure_hpa(
 pub struct HpaHealth {
     /// `True` or `False`.
     pub status: &'static str,
-    /// `HPAActive`, `ScalingDisabled` or `HPAMetricsUnavailable`.
-    pub reason: &'static str,
-    /// The HPA's message (with its own reason in front when unhealthy).
+    /// `HPAActive` or `ScalingDisabled` when `True`; when `False` the HPA's own reason
+    /// (`FailedGetExternalMetric`, ...), else `HPAMetricsUnavailable`.
+    pub reason: String,
+    /// KEDA's message: `HPA is actively scaling`, the HPA's own when scaling is disabled, or
+    /// `HPA is not actively scaling: <the HPA's message>`.
     pub message: String,
 }
 
-/// The `HPAActive` condition an HPA asks for, from its `ScalingActive` condition: `True` when
-/// it scales; `True`/`ScalingDisabled` when it switched itself off because the target is at 0
-/// replicas (keda-rs owns 0 <-> 1, so that is healthy); otherwise `False`/`HPAMetricsUnavailable`
-/// with the HPA's reason and message (`FailedGetExternalMetric: ...`). `None` while the HPA has
-/// not reported `ScalingActive` yet: nothing is known, and the condition stays as it was.
+/// The longest HPA reason passed through; a condition reason is a short CamelCase word.
+const MAX_REASON: usize = 128;
+
+/// Whether `reason` can stand as a condition reason (metav1.Condition's rule: a letter, then
+/// letters, digits, `_`, `,` or `:`, not ending in `,` or `:`).
+fn is_condition_reason(reason: &str) -> bool {
+    let mut chars = reason.chars();
+    reason.len() <= MAX_REASON
+        && chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && reason
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ',' | ':'))
+        && !reason.ends_with([',', ':'])
+}
+
+/// The `HPAActive` condition an HPA asks for, as KEDA's `getHPAHealth` makes it from the HPA's
+/// `ScalingActive` condition: `True`/`HPAActive` when it scales; `True`/`ScalingDisabled` when it
+/// switched itself off because the target is at 0 replicas (keda-rs owns 0 <-> 1, so that is
+/// healthy); otherwise `False` with the HPA's own reason passed through (`FailedGetExternalMetric`,
+/// so alerts can filter on it; `HPAMetricsUnavailable` when it has none, or one that is not a
+/// condition reason). `None` while the HPA has not reported `ScalingActive` yet: nothing is
+/// known, and the condition stays as it was.
 pub fn hpa_health(hpa: &HorizontalPodAutoscaler) -> Option<HpaHealth> {
     let scaling_active = hpa
         .status
@@ -398,24 +417,24 @@ pub fn hpa_health(hpa: &HorizontalPodAutoscaler) -> Option<HpaHealth> {
     Some(if scaling_active.status == STATUS_TRUE {
         HpaHealth {
             status: STATUS_TRUE,
-            reason: keda_reason::HPA_ACTIVE,
-            message,
+            reason: keda_reason::HPA_ACTIVE.to_string(),
+            message: "HPA is actively scaling".to_string(),
         }
     } else if reason == keda_reason::SCALING_DISABLED {
         HpaHealth {
             status: STATUS_TRUE,
-            reason: keda_reason::SCALING_DISABLED,
+            reason: keda_reason::SCALING_DISABLED.to_string(),
             message,
         }
     } else {
         HpaHealth {
             status: STATUS_FALSE,
-            reason: keda_reason::HPA_METRICS_UNAVAILABLE,
-            message: match (reason.is_empty(), message.is_empty()) {
-                (_, true) => reason.to_string(),
-                (true, false) => message,
-                (false, false) => format!("{reason}: {message}"),
+            reason: if is_condition_reason(reason) {
+                reason.to_string()
+            } else {
+                keda_reason::HPA_METRICS_UNAVAILABLE.to_string()
             },
+            message: format!("HPA is not actively scaling: {message}"),
         }
     })
 }
@@ -781,26 +800,23 @@ spec:
         .expect("hpa")
     }
 
-    fn health(status: &'static str, reason: &'static str, message: &str) -> Option<HpaHealth> {
+    fn health(status: &'static str, reason: &str, message: &str) -> Option<HpaHealth> {
         Some(HpaHealth {
             status,
-            reason,
+            reason: reason.to_string(),
             message: message.to_string(),
         })
     }
 
     #[test]
     fn hpa_active_mirrors_scaling_active_as_keda_does() {
+        // KEDA's getHPAHealth and its TestGetHPAHealth_* cases.
         let cases = [
             (
                 serde_json::json!([{"type": "AbleToScale", "status": "True"},
                                    {"type": "ScalingActive", "status": "True", "reason": "ValidMetricFound",
                                     "message": "the HPA was able to compute a replica count"}]),
-                health(
-                    "True",
-                    "HPAActive",
-                    "the HPA was able to compute a replica count",
-                ),
+                health("True", "HPAActive", "HPA is actively scaling"),
             ),
             (
                 serde_json::json!([{"type": "ScalingActive", "status": "False", "reason": "ScalingDisabled",
@@ -811,18 +827,42 @@ spec:
                     "scaling is disabled since the replica count of the target is zero",
                 ),
             ),
+            // The HPA's own reason passes through.
             (
                 serde_json::json!([{"type": "ScalingActive", "status": "False", "reason": "FailedGetExternalMetric",
                                     "message": "unable to get external metric ns/s0-redis-a"}]),
                 health(
                     "False",
-                    "HPAMetricsUnavailable",
-                    "FailedGetExternalMetric: unable to get external metric ns/s0-redis-a",
+                    "FailedGetExternalMetric",
+                    "HPA is not actively scaling: unable to get external metric ns/s0-redis-a",
                 ),
             ),
             (
                 serde_json::json!([{"type": "ScalingActive", "status": "False", "reason": "FailedGetExternalMetric"}]),
-                health("False", "HPAMetricsUnavailable", "FailedGetExternalMetric"),
+                health(
+                    "False",
+                    "FailedGetExternalMetric",
+                    "HPA is not actively scaling: ",
+                ),
+            ),
+            // A reason that cannot be a condition's: HPAMetricsUnavailable.
+            (
+                serde_json::json!([{"type": "ScalingActive", "status": "False", "reason": "no such: reason!",
+                                    "message": "m"}]),
+                health(
+                    "False",
+                    "HPAMetricsUnavailable",
+                    "HPA is not actively scaling: m",
+                ),
+            ),
+            // No reason: KEDA's HPAMetricsUnavailable.
+            (
+                serde_json::json!([{"type": "ScalingActive", "status": "False", "message": "m"}]),
+                health(
+                    "False",
+                    "HPAMetricsUnavailable",
+                    "HPA is not actively scaling: m",
+                ),
             ),
             // Not reported yet: unknown, the condition is left alone.
             (

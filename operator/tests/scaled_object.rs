@@ -339,7 +339,8 @@ async fn a_new_object_is_claimed_in_one_write() {
 
 /// `HPAActive` follows the HPA's `ScalingActive` condition, which the HPA controller writes
 /// (memkube has none, so the test writes it): absent until the HPA reports, then mirrored on the
-/// next poll, while `Ready` keeps describing the ScaledObject itself.
+/// next poll with KEDA's reasons and messages (`getHPAHealth`: `False` passes the HPA's own
+/// reason through, issue 29 row 5), while `Ready` keeps describing the ScaledObject itself.
 #[tokio::test]
 async fn hpa_active_mirrors_the_hpas_scaling_active_condition() {
     let Some((_server, w)) = world("hpa-active").await else {
@@ -365,8 +366,8 @@ async fn hpa_active_mirrors_the_hpas_scaling_active_condition() {
                    "message": "unable to get external metric team/s0-redis/&LabelSelector{}: no metrics"}),
             (
                 "False",
-                "HPAMetricsUnavailable",
-                "FailedGetExternalMetric: unable to get external metric team/s0-redis/&LabelSelector{}: no metrics",
+                "FailedGetExternalMetric",
+                "HPA is not actively scaling: unable to get external metric team/s0-redis/&LabelSelector{}: no metrics",
             ),
         ),
         (
@@ -381,11 +382,7 @@ async fn hpa_active_mirrors_the_hpas_scaling_active_condition() {
         (
             json!({"type": "ScalingActive", "status": "True", "reason": "ValidMetricFound",
                    "message": "the HPA was able to successfully calculate a replica count"}),
-            (
-                "True",
-                "HPAActive",
-                "the HPA was able to successfully calculate a replica count",
-            ),
+            ("True", "HPAActive", "HPA is actively scaling"),
         ),
     ];
     for (hpa_condition, (status, reason, message)) in cases {
