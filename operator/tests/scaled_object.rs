@@ -1038,7 +1038,7 @@ async fn trigger_authentications_list_the_scaled_objects_that_use_them() {
 /// `cpu` trigger gets no per-scaler series at all (no value, no activity, no latency, no error
 /// counter), while the External trigger beside it does.
 #[tokio::test]
-async fn a_cpu_trigger_records_no_per_scaler_series_as_in_keda() {
+async fn a_cpu_trigger_records_only_keda_scaler_active_as_in_keda() {
     let Some((_server, w)) = world("cpu-series").await else {
         return;
     };
@@ -1084,11 +1084,18 @@ spec:
             .any(|l| l.starts_with("keda_scaler_active{") && l.contains(r#"triggerIndex="1""#)),
         "the redis trigger is recorded: {text}"
     );
-    assert!(
-        series
-            .iter()
-            .all(|l| !l.contains(r#"triggerIndex="0""#) && !l.contains("cpuMemoryScaler")),
-        "the cpu trigger is not: {series:#?}"
+    // KEDA's getScalerState records only `keda_scaler_active` 1 for a cpu trigger (issue 29,
+    // row 7), no value, latency or error series.
+    let cpu: Vec<&&str> = series
+        .iter()
+        .filter(|l| l.contains(r#"triggerIndex="0""#) || l.contains("cpuMemoryScaler"))
+        .collect();
+    assert_eq!(
+        cpu,
+        [&&*format!(
+            "keda_scaler_active{{namespace=\"team\",metric=\"cpu\",scaledObject=\"mixed-cpu\",scaler=\"cpuMemoryScaler\",triggerIndex=\"0\",type=\"scaledobject\"}} 1.0"
+        )],
+        "the cpu trigger is only active: {series:#?}"
     );
     op.stop().await;
 }
@@ -1209,5 +1216,62 @@ async fn a_failed_restore_is_evented_and_the_delete_still_completes() {
         note.contains("apps/v1.Deployment team/stuck") && note.contains("2 replicas"),
         "{note}"
     );
+    op.stop().await;
+}
+
+/// Issue 29, row 7: KEDA's getScalerState sets `keda_scaler_active` to 1 for every cpu and
+/// memory trigger at each poll (they are Resource metrics the HPA reads itself), with the
+/// resource as `metric` and the trigger's name (else `cpuMemoryScaler`) as `scaler`.
+#[tokio::test]
+async fn cpu_and_memory_triggers_are_active_in_keda_scaler_active() {
+    let Some((_server, w)) = world("cpu-active").await else {
+        return;
+    };
+    let list = list("cpu-active");
+    w.deployment("busy", 1).await;
+    let op = w.start_operator();
+    let so = w
+        .create(&format!(
+            r#"
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata:
+  name: busy
+spec:
+  scaleTargetRef:
+    name: busy
+  minReplicaCount: 1
+  triggers:
+    - type: redis
+      metadata:
+        address: 127.0.0.1:6379
+        listName: {list}
+        listLength: "5"
+    - type: cpu
+      metricType: Utilization
+      metadata:
+        value: "60"
+    - type: memory
+      name: mem
+      metricType: Utilization
+      metadata:
+        value: "70"
+"#
+        ))
+        .await;
+    scenarios::hpa_exists(&w, "keda-hpa-busy").await;
+    w.polls_reach(&op, &so, 1).await;
+    let text = w.metrics.encode();
+    let active = |metric: &str, scaler: &str| {
+        text.lines().any(|l| {
+            l.starts_with("keda_scaler_active{")
+                && l.contains(&format!("metric=\"{metric}\""))
+                && l.contains(&format!("scaler=\"{scaler}\""))
+                && l.contains("scaledObject=\"busy\"")
+                && l.ends_with(" 1.0")
+        })
+    };
+    assert!(active("cpu", "cpuMemoryScaler"), "{text}");
+    assert!(active("memory", "mem"), "{text}");
     op.stop().await;
 }
