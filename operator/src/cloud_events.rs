@@ -38,7 +38,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::resolve::WatchScope;
-use crate::telemetry::Metrics;
+use crate::telemetry::{CustomResourceKind, Metrics};
 use crate::watch::scoped_watcher;
 
 /// The cluster name in `source` and `subject` when neither the source nor the operator's
@@ -184,12 +184,17 @@ struct QueuedLabels {
 pub struct EmitterMetrics {
     emitted: Family<EmittedLabels, Counter>,
     queued: Family<QueuedLabels, Gauge>,
+    /// Where `keda_resource_registered_total{type="cloudevent_source"}` is counted.
+    registry: Option<Metrics>,
 }
 
 impl EmitterMetrics {
     /// The families, registered in `metrics`.
     pub fn registered(metrics: &Metrics) -> Self {
-        let m = EmitterMetrics::default();
+        let m = EmitterMetrics {
+            registry: Some(metrics.clone()),
+            ..EmitterMetrics::default()
+        };
         metrics.register(
             "cloudeventsource_events_emitted",
             "Measured emitted cloudevents with destination of this emitted event (eventsink) and emitted state",
@@ -355,7 +360,6 @@ pub async fn run(
             ns_reader.clone(),
         ),
     )
-    .applied_objects()
     .boxed();
     let (cluster_reader, cluster_writer) = reflector::store::<ClusterCloudEventSource>();
     let cluster = reflector::reflector(
@@ -366,7 +370,6 @@ pub async fn run(
         )
         .default_backoff(),
     )
-    .applied_objects()
     .boxed();
     let (namespaced, cluster) = (namespaced, cluster);
     tokio::pin!(namespaced, cluster);
@@ -379,6 +382,7 @@ pub async fn run(
         metrics,
         workers: HashMap::new(),
         failing: HashMap::new(),
+        counted: HashSet::new(),
         outcome_tx,
         namespaced: ns_reader,
         cluster: cluster_reader,
@@ -387,12 +391,20 @@ pub async fn run(
     loop {
         tokio::select! {
             () = cancel.cancelled() => break,
-            Some(applied) = namespaced.next() => match applied {
-                Ok(source) => emitter.sync_status(&Source::Namespaced(Arc::new(source))).await,
+            Some(event) = namespaced.next() => match event {
+                Ok(watcher::Event::Apply(source) | watcher::Event::InitApply(source)) => {
+                    emitter.sync_status(&Source::Namespaced(Arc::new(source))).await;
+                    emitter.count_sources();
+                }
+                Ok(_) => emitter.count_sources(),
                 Err(e) => debug!(error = %e, "CloudEventSource watch"),
             },
-            Some(applied) = cluster.next() => match applied {
-                Ok(source) => emitter.sync_status(&Source::Cluster(Arc::new(source))).await,
+            Some(event) = cluster.next() => match event {
+                Ok(watcher::Event::Apply(source) | watcher::Event::InitApply(source)) => {
+                    emitter.sync_status(&Source::Cluster(Arc::new(source))).await;
+                    emitter.count_sources();
+                }
+                Ok(_) => emitter.count_sources(),
                 Err(e) => debug!(error = %e, "ClusterCloudEventSource watch"),
             },
             Some(event) = input.recv() => emitter.dispatch(event),
@@ -411,12 +423,36 @@ struct Emitter {
     /// Sources whose last event failed every try: uid -> the generation it was sent for. An
     /// edited source (a new generation) starts `Active` again, as KEDA's re-created handler does.
     failing: HashMap<String, i64>,
+    /// The sources counted in `keda_resource_registered_total`: (namespace, name).
+    counted: HashSet<(String, String)>,
     outcome_tx: mpsc::Sender<Outcome>,
     namespaced: Store<CloudEventSource>,
     cluster: Store<ClusterCloudEventSource>,
 }
 
 impl Emitter {
+    /// Counts the watched sources in `keda_resource_registered_total{type="cloudevent_source"}`
+    /// as KEDA's two controllers do (a cluster source in the empty namespace, shown as
+    /// `default`), from the watches' stores, so a source deleted while a watch was down stops
+    /// being counted at the relist.
+    fn count_sources(&mut self) {
+        let Some(metrics) = self.metrics.registry.as_ref() else {
+            return;
+        };
+        let now: HashSet<(String, String)> = self
+            .sources()
+            .iter()
+            .map(|s| (s.namespace().unwrap_or_default(), s.name()))
+            .collect();
+        for (ns, name) in self.counted.difference(&now) {
+            metrics.unregister_resource(CustomResourceKind::CloudEventSource, (ns, name), None);
+        }
+        for (ns, name) in now.difference(&self.counted) {
+            metrics.register_resource(CustomResourceKind::CloudEventSource, (ns, name), None, &[]);
+        }
+        self.counted = now;
+    }
+
     fn sources(&self) -> Vec<Source> {
         let namespaced = self.namespaced.state().into_iter().map(Source::Namespaced);
         let cluster = self.cluster.state().into_iter().map(Source::Cluster);

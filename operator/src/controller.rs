@@ -771,19 +771,7 @@ async fn cleanup(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> {
     if so.spec.restore_to_original_replica_count()
         && let Some(n) = original
     {
-        match resolve_target(&ctx.client, so).await {
-            Ok(target) => match target.set_replicas(&ctx.client, n).await {
-                Ok(()) => info!(
-                    namespace = ns,
-                    name,
-                    replicas = n,
-                    "restored original replicas"
-                ),
-                Err(Error::Kube { source, .. }) if crate::error::is_not_found(&source) => {}
-                Err(e) => return Err(e),
-            },
-            Err(e) => warn!(namespace = ns, name, error = %e, "cannot restore replicas"),
-        }
+        restore_original_replicas(so, ctx, n).await;
     }
     recording::scaled_object_paused(&ctx.metrics, &ns, &name, false);
     recording::scaled_object_deleted(&ctx.metrics, &ns, &name);
@@ -796,4 +784,66 @@ async fn cleanup(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> {
         )
         .await;
     Ok(Action::await_change())
+}
+
+/// How long the restore of a deleted object's target may take before the finalizer is removed
+/// anyway.
+const RESTORE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Scales a deleted object's target back to `replicas` (`restoreToOriginalReplicaCount`). As in
+/// KEDA's `finalizeScaledObject`, a failure does not keep the finalizer (a delete that retries a
+/// refused `/scale` write forever never completes): it is logged and reported as a Warning
+/// Event naming the target and the count, with the API server's status code, not its words.
+async fn restore_original_replicas(so: &ScaledObject, ctx: &Context, replicas: i32) {
+    let ns = so.namespace().unwrap_or_default();
+    let name = so.name_any();
+    let target = match resolve_target(&ctx.client, so).await {
+        Ok(target) => target,
+        Err(e) => {
+            warn!(namespace = ns, name, error = %e, "cannot restore replicas");
+            let message = format!(
+                "Failed to restore the scale target to its original {replicas} replicas: the target cannot be resolved"
+            );
+            ctx.events
+                .publish(so, true, events::SCALE_TARGET_RESTORE_FAILED, message)
+                .await;
+            return;
+        }
+    };
+    let outcome =
+        tokio::time::timeout(RESTORE_TIMEOUT, target.set_replicas(&ctx.client, replicas)).await;
+    let why = match outcome {
+        Ok(Ok(())) => {
+            info!(namespace = ns, name, replicas, "restored original replicas");
+            return;
+        }
+        Ok(Err(Error::Kube { source, .. })) if crate::error::is_not_found(&source) => return,
+        Ok(Err(e)) => {
+            warn!(namespace = ns, name, replicas, error = %e,
+                "restoring the original replicas failed; removing the finalizer anyway");
+            match &e {
+                Error::Kube {
+                    source: kube::Error::Api(s),
+                    ..
+                } => format!("the API server answered {}", s.code),
+                _ => "the API server could not be reached".to_string(),
+            }
+        }
+        Err(_) => {
+            warn!(
+                namespace = ns,
+                name,
+                replicas,
+                "restoring the original replicas timed out; removing the finalizer anyway"
+            );
+            format!("no answer within {} s", RESTORE_TIMEOUT.as_secs())
+        }
+    };
+    let message = format!(
+        "Failed to restore {} to its original {replicas} replicas: {why}",
+        target.describe()
+    );
+    ctx.events
+        .publish(so, true, events::SCALE_TARGET_RESTORE_FAILED, message)
+        .await;
 }

@@ -24,6 +24,9 @@ pub const SCALED_OBJECT_PAUSED: &str = "ScaledObjectPaused";
 pub const SCALED_OBJECT_UNPAUSED: &str = "ScaledObjectUnpaused";
 /// `ScaledObjectDeleted`.
 pub const SCALED_OBJECT_DELETED: &str = "ScaledObjectDeleted";
+/// keda-rs's own: restoring a deleted ScaledObject's target to `originalReplicaCount` failed
+/// (KEDA only logs it).
+pub const SCALE_TARGET_RESTORE_FAILED: &str = "KEDAScaleTargetRestoreFailed";
 /// `ScaledObjectFallbackActivated`.
 pub const FALLBACK_ACTIVATED: &str = "ScaledObjectFallbackActivated";
 /// `ScaledObjectFallbackDeactivated`.

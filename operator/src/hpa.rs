@@ -196,16 +196,81 @@ fn owner_reference(so: &ScaledObject) -> Option<OwnerReference> {
     Some(owner)
 }
 
-/// Whether `existing` must be updated to match `desired`: spec, labels, annotations or owner
-/// references differ.
+/// Whether `existing` must be updated to match `desired`, compared as KEDA compares
+/// (`updateHPAIfNeeded`): the metric count or the behavior differ, or a field of the spec that
+/// keda-rs sets is not in the HPA as set ([`derives`]: what keda-rs leaves unset, the API
+/// server's defaults, is not compared), or a label or annotation keda-rs sets is missing or
+/// has another value, or the owner references differ. Labels and annotations that other tools
+/// add are not compared, so keda-rs never fights a policy controller over them.
 pub fn hpa_differs(existing: &HorizontalPodAutoscaler, desired: &HorizontalPodAutoscaler) -> bool {
-    let labels = |h: &HorizontalPodAutoscaler| h.metadata.labels.clone().unwrap_or_default();
-    let annotations =
-        |h: &HorizontalPodAutoscaler| h.metadata.annotations.clone().unwrap_or_default();
-    existing.spec != desired.spec
-        || labels(existing) != labels(desired)
-        || annotations(existing) != annotations(desired)
+    let metric_count = |h: &HorizontalPodAutoscaler| {
+        h.spec
+            .as_ref()
+            .and_then(|s| s.metrics.as_ref())
+            .map_or(0, Vec::len)
+    };
+    let behavior = |h: &HorizontalPodAutoscaler| h.spec.as_ref().and_then(|s| s.behavior.clone());
+    let json =
+        |v: &Option<HorizontalPodAutoscalerSpec>| serde_json::to_value(v).unwrap_or_default();
+    metric_count(existing) != metric_count(desired)
+        || behavior(existing) != behavior(desired)
+        || !derives(&json(&desired.spec), &json(&existing.spec))
+        || !map_derives(
+            desired.metadata.labels.as_ref(),
+            existing.metadata.labels.as_ref(),
+        )
+        || !map_derives(
+            desired.metadata.annotations.as_ref(),
+            existing.metadata.annotations.as_ref(),
+        )
         || existing.metadata.owner_references != desired.metadata.owner_references
+}
+
+/// apimachinery's `equality.Semantic.DeepDerivative(desired, existing)` on JSON: every value
+/// `desired` sets is in `existing` as set; what `desired` leaves unset (absent, `null`, `""`,
+/// an empty list or map) matches anything; a list matches the first items of a list at least
+/// as long.
+fn derives(desired: &serde_json::Value, existing: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match (desired, existing) {
+        (Value::Null, _) => true,
+        (Value::String(d), _) if d.is_empty() => true,
+        (Value::Array(d), _) if d.is_empty() => true,
+        (Value::Object(d), _) if d.is_empty() => true,
+        (Value::Array(d), Value::Array(e)) => {
+            d.len() <= e.len() && d.iter().zip(e).all(|(d, e)| derives(d, e))
+        }
+        (Value::Object(d), Value::Object(e)) => d
+            .iter()
+            .all(|(k, d)| derives(d, e.get(k).unwrap_or(&Value::Null))),
+        (d, e) => d == e,
+    }
+}
+
+/// Every key of `desired` is in `existing` with the same value.
+fn map_derives(
+    desired: Option<&BTreeMap<String, String>>,
+    existing: Option<&BTreeMap<String, String>>,
+) -> bool {
+    desired
+        .into_iter()
+        .flatten()
+        .all(|(k, v)| existing.and_then(|e| e.get(k)) == Some(v))
+}
+
+/// `existing` with `desired`'s entries set over it: what other tools added stays.
+fn merged(
+    existing: Option<&BTreeMap<String, String>>,
+    desired: Option<&BTreeMap<String, String>>,
+) -> Option<BTreeMap<String, String>> {
+    let mut out = existing.cloned().unwrap_or_default();
+    out.extend(
+        desired
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), v.clone())),
+    );
+    (!out.is_empty()).then_some(out)
 }
 
 /// What [`ensure_hpa`] did.
@@ -282,8 +347,16 @@ pub async fn ensure_hpa(
             }
             let mut updated = existing.clone();
             updated.spec = desired.spec.clone();
-            updated.metadata.labels = desired.metadata.labels.clone();
-            updated.metadata.annotations = desired.metadata.annotations.clone();
+            // Labels and annotations other tools added are kept (KEDA's update drops them,
+            // and a policy controller would put them back: a fight).
+            updated.metadata.labels = merged(
+                existing.metadata.labels.as_ref(),
+                desired.metadata.labels.as_ref(),
+            );
+            updated.metadata.annotations = merged(
+                existing.metadata.annotations.as_ref(),
+                desired.metadata.annotations.as_ref(),
+            );
             updated.metadata.owner_references = desired.metadata.owner_references.clone();
             // `replace` sends the resourceVersion read above: had the HPA changed hands since,
             // the write fails with a conflict and the next reconcile looks again.
@@ -301,17 +374,36 @@ pub async fn ensure_hpa(
 pub struct HpaHealth {
     /// `True` or `False`.
     pub status: &'static str,
-    /// `HPAActive`, `ScalingDisabled` or `HPAMetricsUnavailable`.
-    pub reason: &'static str,
-    /// The HPA's message (with its own reason in front when unhealthy).
+    /// `HPAActive` or `ScalingDisabled` when `True`; when `False` the HPA's own reason
+    /// (`FailedGetExternalMetric`, ...), else `HPAMetricsUnavailable`.
+    pub reason: String,
+    /// KEDA's message: `HPA is actively scaling`, the HPA's own when scaling is disabled, or
+    /// `HPA is not actively scaling: <the HPA's message>`.
     pub message: String,
 }
 
-/// The `HPAActive` condition an HPA asks for, from its `ScalingActive` condition: `True` when
-/// it scales; `True`/`ScalingDisabled` when it switched itself off because the target is at 0
-/// replicas (keda-rs owns 0 <-> 1, so that is healthy); otherwise `False`/`HPAMetricsUnavailable`
-/// with the HPA's reason and message (`FailedGetExternalMetric: ...`). `None` while the HPA has
-/// not reported `ScalingActive` yet: nothing is known, and the condition stays as it was.
+/// The longest HPA reason passed through; a condition reason is a short CamelCase word.
+const MAX_REASON: usize = 128;
+
+/// Whether `reason` can stand as a condition reason (metav1.Condition's rule: a letter, then
+/// letters, digits, `_`, `,` or `:`, not ending in `,` or `:`).
+fn is_condition_reason(reason: &str) -> bool {
+    let mut chars = reason.chars();
+    reason.len() <= MAX_REASON
+        && chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && reason
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ',' | ':'))
+        && !reason.ends_with([',', ':'])
+}
+
+/// The `HPAActive` condition an HPA asks for, as KEDA's `getHPAHealth` makes it from the HPA's
+/// `ScalingActive` condition: `True`/`HPAActive` when it scales; `True`/`ScalingDisabled` when it
+/// switched itself off because the target is at 0 replicas (keda-rs owns 0 <-> 1, so that is
+/// healthy); otherwise `False` with the HPA's own reason passed through (`FailedGetExternalMetric`,
+/// so alerts can filter on it; `HPAMetricsUnavailable` when it has none, or one that is not a
+/// condition reason). `None` while the HPA has not reported `ScalingActive` yet: nothing is
+/// known, and the condition stays as it was.
 pub fn hpa_health(hpa: &HorizontalPodAutoscaler) -> Option<HpaHealth> {
     let scaling_active = hpa
         .status
@@ -325,70 +417,94 @@ pub fn hpa_health(hpa: &HorizontalPodAutoscaler) -> Option<HpaHealth> {
     Some(if scaling_active.status == STATUS_TRUE {
         HpaHealth {
             status: STATUS_TRUE,
-            reason: keda_reason::HPA_ACTIVE,
-            message,
+            reason: keda_reason::HPA_ACTIVE.to_string(),
+            message: "HPA is actively scaling".to_string(),
         }
     } else if reason == keda_reason::SCALING_DISABLED {
         HpaHealth {
             status: STATUS_TRUE,
-            reason: keda_reason::SCALING_DISABLED,
+            reason: keda_reason::SCALING_DISABLED.to_string(),
             message,
         }
     } else {
         HpaHealth {
             status: STATUS_FALSE,
-            reason: keda_reason::HPA_METRICS_UNAVAILABLE,
-            message: match (reason.is_empty(), message.is_empty()) {
-                (_, true) => reason.to_string(),
-                (true, false) => message,
-                (false, false) => format!("{reason}: {message}"),
+            reason: if is_condition_reason(reason) {
+                reason.to_string()
+            } else {
+                keda_reason::HPA_METRICS_UNAVAILABLE.to_string()
             },
+            message: format!("HPA is not actively scaling: {message}"),
         }
     })
 }
 
-/// Where [`trim_hpa`] keeps the fingerprint of what [`ensure_hpa`] compares. Only ever in the
+/// Where [`trim_hpa`] keeps the fingerprint of the spec and owner references. Only ever in the
 /// operator's memory, never written to the API server.
 const FINGERPRINT: &str = "keda-rs.internal/fingerprint";
+/// The prefixes under which [`trim_hpa`] keeps a hash of each label's and annotation's value.
+const LABEL_HASH: &str = "keda-rs.internal/label.";
+const ANNOTATION_HASH: &str = "keda-rs.internal/annotation.";
 
-/// A fingerprint of what [`hpa_differs`] compares: spec, labels, annotations, owner references
-/// (unset and empty maps alike). Equal for two HPAs exactly when `hpa_differs` is false, as far
-/// as a 64-bit hash tells; compared only within one process.
-pub fn hpa_fingerprint(hpa: &HorizontalPodAutoscaler) -> String {
+fn hash_of(text: &str) -> String {
     use std::hash::{DefaultHasher, Hash, Hasher};
-    let compared = serde_json::json!([
-        hpa.spec,
-        hpa.metadata.labels.clone().unwrap_or_default(),
-        hpa.metadata.annotations.clone().unwrap_or_default(),
-        hpa.metadata.owner_references,
-    ]);
     let mut h = DefaultHasher::new();
-    compared.to_string().hash(&mut h);
+    text.hash(&mut h);
     format!("{:016x}", h.finish())
 }
 
-/// Whether `cached` (trimmed by [`trim_hpa`]) already is what `desired` asks for.
+/// A fingerprint of the spec and owner references that [`ensure_hpa`] compares. Equal for two
+/// HPAs exactly when those are equal, as far as a 64-bit hash tells; compared only within one
+/// process.
+pub fn hpa_fingerprint(hpa: &HorizontalPodAutoscaler) -> String {
+    let compared = serde_json::json!([hpa.spec, hpa.metadata.owner_references]);
+    hash_of(&compared.to_string())
+}
+
+/// Whether `cached` (trimmed by [`trim_hpa`]) already is what `desired` asks for: the same
+/// spec and owner references, and every label and annotation `desired` sets with the same value
+/// (others, added by other tools, are not compared: [`hpa_differs`]). A spec the API server
+/// defaulted does not match; [`ensure_hpa`] then reads the HPA and compares as KEDA does.
 pub fn cached_matches(cached: &HorizontalPodAutoscaler, desired: &HorizontalPodAutoscaler) -> bool {
-    cached
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(FINGERPRINT))
+    let Some(kept) = cached.metadata.annotations.as_ref() else {
+        return false;
+    };
+    let has = |key: String, value: &str| kept.get(&key).is_some_and(|h| *h == hash_of(value));
+    kept.get(FINGERPRINT)
         .is_some_and(|f| *f == hpa_fingerprint(desired))
+        && desired
+            .metadata
+            .labels
+            .iter()
+            .flatten()
+            .all(|(k, v)| has(format!("{LABEL_HASH}{k}"), v))
+        && desired
+            .metadata
+            .annotations
+            .iter()
+            .flatten()
+            .all(|(k, v)| has(format!("{ANNOTATION_HASH}{k}"), v))
 }
 
 /// Trims an HPA to what the operator reads from its watch cache: its identity, the
-/// [`hpa_fingerprint`] of what [`ensure_hpa`] compares, and, for [`hpa_health`], the
-/// `ScalingActive` condition: ~200 bytes instead of a few KB per HPA.
+/// [`hpa_fingerprint`] of its spec and owner references, a hash of each label and annotation
+/// value (for [`cached_matches`]), and, for [`hpa_health`], the `ScalingActive` condition:
+/// a few hundred bytes instead of a few KB per HPA.
 pub fn trim_hpa(hpa: &mut HorizontalPodAutoscaler) {
-    let fingerprint = hpa_fingerprint(hpa);
+    let mut kept = BTreeMap::from([(FINGERPRINT.to_string(), hpa_fingerprint(hpa))]);
+    for (k, v) in hpa.metadata.labels.iter().flatten() {
+        kept.insert(format!("{LABEL_HASH}{k}"), hash_of(v));
+    }
+    for (k, v) in hpa.metadata.annotations.iter().flatten() {
+        kept.insert(format!("{ANNOTATION_HASH}{k}"), hash_of(v));
+    }
     let meta = &mut hpa.metadata;
     *meta = ObjectMeta {
         name: meta.name.take(),
         namespace: meta.namespace.take(),
         uid: meta.uid.take(),
         resource_version: meta.resource_version.take(),
-        annotations: Some(BTreeMap::from([(FINGERPRINT.to_string(), fingerprint)])),
+        annotations: Some(kept),
         ..ObjectMeta::default()
     };
     hpa.spec = None;
@@ -591,6 +707,88 @@ spec:
         assert!(hpa_differs(&changed, &hpa));
     }
 
+    #[test]
+    fn only_what_keda_rs_sets_is_compared_as_in_keda() {
+        let so = object(SO);
+        let m = MetricSpecs {
+            specs: vec![external("s0-redis-a")],
+            ..Default::default()
+        };
+        let desired = desired_hpa(&so, &target(), &m);
+        // Another tool's label and annotation, and a field the API server defaults.
+        let mut found = desired.clone();
+        found
+            .metadata
+            .labels
+            .get_or_insert_default()
+            .insert("policy/owner".into(), "platform".into());
+        found
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert("cost/center".into(), "42".into());
+        let mut trimmed = found.clone();
+        trim_hpa(&mut trimmed);
+        assert!(
+            cached_matches(&trimmed, &desired),
+            "the cache sees no change"
+        );
+        if let Some(t) = found
+            .spec
+            .as_mut()
+            .and_then(|s| s.metrics.as_mut())
+            .and_then(|m| m[0].external.as_mut())
+        {
+            t.metric.selector.get_or_insert_default().match_expressions = Some(Vec::new());
+        }
+        assert!(
+            !hpa_differs(&found, &desired),
+            "foreign metadata and defaults are not a difference"
+        );
+        // A label keda-rs sets, changed by someone else, is a difference.
+        let mut overwritten = found.clone();
+        overwritten
+            .metadata
+            .labels
+            .get_or_insert_default()
+            .insert("team".into(), "b".into());
+        assert!(hpa_differs(&overwritten, &desired));
+        let mut trimmed = overwritten.clone();
+        trim_hpa(&mut trimmed);
+        assert!(!cached_matches(&trimmed, &desired));
+        // A metric removed from the object is a difference although the rest derives.
+        let mut fewer = desired.clone();
+        if let Some(s) = fewer.spec.as_mut() {
+            s.metrics = Some(Vec::new());
+        }
+        assert!(hpa_differs(&found, &fewer));
+        let merged = merged(
+            found.metadata.labels.as_ref(),
+            desired.metadata.labels.as_ref(),
+        )
+        .unwrap_or_default();
+        assert_eq!(merged["policy/owner"], "platform");
+        assert_eq!(merged["team"], "a");
+    }
+
+    #[test]
+    fn derives_is_apimachinery_s_deep_derivative() {
+        use serde_json::json;
+        let cases = [
+            (json!({"a": 1}), json!({"a": 1, "b": 2}), true),
+            (json!({"a": null, "s": ""}), json!({"a": 5, "s": "x"}), true),
+            (json!({"a": 1}), json!({"a": 2}), false),
+            (json!({"a": 1}), json!({}), false),
+            (json!([1]), json!([1, 2]), true),
+            (json!([1, 2]), json!([1]), false),
+            (json!([]), json!([1]), true),
+            (json!({"m": {}}), json!({"m": {"x": 1}}), true),
+        ];
+        for (d, e, want) in cases {
+            assert_eq!(derives(&d, &e), want, "{d} vs {e}");
+        }
+    }
+
     fn hpa_with(conditions: serde_json::Value) -> HorizontalPodAutoscaler {
         serde_json::from_value(serde_json::json!({
             "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
@@ -602,26 +800,23 @@ spec:
         .expect("hpa")
     }
 
-    fn health(status: &'static str, reason: &'static str, message: &str) -> Option<HpaHealth> {
+    fn health(status: &'static str, reason: &str, message: &str) -> Option<HpaHealth> {
         Some(HpaHealth {
             status,
-            reason,
+            reason: reason.to_string(),
             message: message.to_string(),
         })
     }
 
     #[test]
     fn hpa_active_mirrors_scaling_active_as_keda_does() {
+        // KEDA's getHPAHealth and its TestGetHPAHealth_* cases.
         let cases = [
             (
                 serde_json::json!([{"type": "AbleToScale", "status": "True"},
                                    {"type": "ScalingActive", "status": "True", "reason": "ValidMetricFound",
                                     "message": "the HPA was able to compute a replica count"}]),
-                health(
-                    "True",
-                    "HPAActive",
-                    "the HPA was able to compute a replica count",
-                ),
+                health("True", "HPAActive", "HPA is actively scaling"),
             ),
             (
                 serde_json::json!([{"type": "ScalingActive", "status": "False", "reason": "ScalingDisabled",
@@ -632,18 +827,42 @@ spec:
                     "scaling is disabled since the replica count of the target is zero",
                 ),
             ),
+            // The HPA's own reason passes through.
             (
                 serde_json::json!([{"type": "ScalingActive", "status": "False", "reason": "FailedGetExternalMetric",
                                     "message": "unable to get external metric ns/s0-redis-a"}]),
                 health(
                     "False",
-                    "HPAMetricsUnavailable",
-                    "FailedGetExternalMetric: unable to get external metric ns/s0-redis-a",
+                    "FailedGetExternalMetric",
+                    "HPA is not actively scaling: unable to get external metric ns/s0-redis-a",
                 ),
             ),
             (
                 serde_json::json!([{"type": "ScalingActive", "status": "False", "reason": "FailedGetExternalMetric"}]),
-                health("False", "HPAMetricsUnavailable", "FailedGetExternalMetric"),
+                health(
+                    "False",
+                    "FailedGetExternalMetric",
+                    "HPA is not actively scaling: ",
+                ),
+            ),
+            // A reason that cannot be a condition's: HPAMetricsUnavailable.
+            (
+                serde_json::json!([{"type": "ScalingActive", "status": "False", "reason": "no such: reason!",
+                                    "message": "m"}]),
+                health(
+                    "False",
+                    "HPAMetricsUnavailable",
+                    "HPA is not actively scaling: m",
+                ),
+            ),
+            // No reason: KEDA's HPAMetricsUnavailable.
+            (
+                serde_json::json!([{"type": "ScalingActive", "status": "False", "message": "m"}]),
+                health(
+                    "False",
+                    "HPAMetricsUnavailable",
+                    "HPA is not actively scaling: m",
+                ),
             ),
             // Not reported yet: unknown, the condition is left alone.
             (

@@ -495,3 +495,56 @@ spec:
     assert!(sink.received().is_empty(), "{:?}", sink.received());
     stop.cancel();
 }
+
+/// `keda_resource_registered_total{type="cloudevent_source"}` (issue 29, row 7): KEDA's
+/// CloudEventSource and ClusterCloudEventSource controllers count each source in its namespace
+/// (a cluster source in `default`) and stop counting it when it is deleted.
+#[tokio::test]
+async fn cloud_event_sources_are_counted_in_keda_resource_registered_total() {
+    let Some((_server, w, _dials)) = dial_world("cloud-events-registered").await else {
+        return;
+    };
+    let (_handle, input) = CloudEvents::channel();
+    let stop = start_emitter(&w, &[NS], input);
+    let sink = Sink::start().await;
+    let sources: Api<CloudEventSource> = Api::namespaced(w.client.clone(), NS);
+    create(&sources, &source_yaml("counted", NS, &sink.uri(), "")).await;
+    let clusters: Api<ClusterCloudEventSource> = Api::all(w.client.clone());
+    create(
+        &clusters,
+        &format!(
+            "apiVersion: eventing.keda.sh/v1alpha1
+kind: ClusterCloudEventSource
+metadata: {{name: counted-cluster}}
+spec:
+  destination: {{http: {{uri: '{}'}}}}
+",
+            sink.uri()
+        ),
+    )
+    .await;
+    let count = |ns: &'static str| {
+        let text = w.metrics.encode();
+        text.lines()
+            .find(|l| {
+                l.starts_with("keda_resource_registered_total{")
+                    && l.contains("type=\"cloudevent_source\"")
+                    && l.contains(&format!("namespace=\"{ns}\""))
+            })
+            .and_then(|l| l.rsplit(' ').next()?.parse::<i64>().ok())
+    };
+    eventually("both sources counted", || async {
+        (count(NS) == Some(1) && count("default") == Some(1)).then_some(())
+    })
+    .await;
+    sources
+        .delete("counted", &Default::default())
+        .await
+        .expect("delete");
+    eventually("the deleted source no longer counted", || async {
+        (count(NS) == Some(0)).then_some(())
+    })
+    .await;
+    assert_eq!(count("default"), Some(1));
+    stop.cancel();
+}

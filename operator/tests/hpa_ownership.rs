@@ -367,3 +367,74 @@ async fn with_the_operator_s_opt_in_the_transfer_annotation_takes_the_named_hpa_
     .await;
     stop.cancel();
 }
+
+/// Issue 29, row 9: the HPA is compared as KEDA compares it (`updateHPAIfNeeded`: only the
+/// fields keda-rs sets), so a label and an annotation another tool (a policy controller, a
+/// cost tool) adds to `keda-hpa-*` survive every reconcile, keda-rs does not write the HPA back
+/// (its resourceVersion stays), and an update keda-rs does make keeps them too.
+#[tokio::test]
+async fn labels_and_annotations_other_tools_add_to_the_hpa_survive_and_cause_no_writes() {
+    let Some((_server, w)) = world("foreign-hpa-labels").await else {
+        return;
+    };
+    let list = redis_common::unique("foreign-hpa-labels");
+    w.deployment("tagged", 0).await;
+    let op = w.start_operator();
+    w.create(&scenarios::redis_object("tagged", "tagged", &list, "", ""))
+        .await;
+    scenarios::hpa_exists(&w, "keda-hpa-tagged").await;
+    let foreign = json!({ "metadata": {
+        "labels": { "policy.example.com/owner": "platform" },
+        "annotations": { "cost.example.com/center": "42" } } });
+    let hpas = w.hpas();
+    let patched = hpas
+        .patch(
+            "keda-hpa-tagged",
+            &PatchParams::default(),
+            &Patch::Merge(&foreign),
+        )
+        .await
+        .expect("a policy controller labels the HPA");
+    let rv = patched.resource_version();
+    let has_foreign = |h: &HorizontalPodAutoscaler| {
+        h.labels()
+            .get("policy.example.com/owner")
+            .map(String::as_str)
+            == Some("platform")
+            && h.annotations()
+                .get("cost.example.com/center")
+                .map(String::as_str)
+                == Some("42")
+    };
+    // The patch itself makes the HPA watch reconcile the object; more reconciles come from
+    // edits of the ScaledObject that do not change the HPA (a status-only change would not
+    // reconcile). Each must leave the HPA exactly as it is.
+    for i in 0..3 {
+        let touch = json!({ "spec": { "pollingInterval": 10 + i } });
+        w.scaled_objects()
+            .patch("tagged", &PatchParams::default(), &Patch::Merge(&touch))
+            .await
+            .expect("touch the ScaledObject");
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let now = hpas.get("keda-hpa-tagged").await.expect("HPA");
+        assert!(
+            has_foreign(&now),
+            "foreign metadata removed: {:?}",
+            now.metadata
+        );
+        assert_eq!(now.resource_version(), rv, "keda-rs wrote the HPA back");
+    }
+    // A change keda-rs must make (maxReplicaCount) updates the HPA and keeps them.
+    let grow = json!({ "spec": { "maxReplicaCount": 4 } });
+    w.scaled_objects()
+        .patch("tagged", &PatchParams::default(), &Patch::Merge(&grow))
+        .await
+        .expect("grow");
+    let updated = eventually("the HPA follows maxReplicaCount", || async {
+        let h = hpas.get("keda-hpa-tagged").await.ok()?;
+        (h.spec.as_ref()?.max_replicas == 4).then_some(h)
+    })
+    .await;
+    assert!(has_foreign(&updated), "an update removed foreign metadata");
+    op.stop().await;
+}

@@ -339,7 +339,8 @@ async fn a_new_object_is_claimed_in_one_write() {
 
 /// `HPAActive` follows the HPA's `ScalingActive` condition, which the HPA controller writes
 /// (memkube has none, so the test writes it): absent until the HPA reports, then mirrored on the
-/// next poll, while `Ready` keeps describing the ScaledObject itself.
+/// next poll with KEDA's reasons and messages (`getHPAHealth`: `False` passes the HPA's own
+/// reason through, issue 29 row 5), while `Ready` keeps describing the ScaledObject itself.
 #[tokio::test]
 async fn hpa_active_mirrors_the_hpas_scaling_active_condition() {
     let Some((_server, w)) = world("hpa-active").await else {
@@ -365,8 +366,8 @@ async fn hpa_active_mirrors_the_hpas_scaling_active_condition() {
                    "message": "unable to get external metric team/s0-redis/&LabelSelector{}: no metrics"}),
             (
                 "False",
-                "HPAMetricsUnavailable",
-                "FailedGetExternalMetric: unable to get external metric team/s0-redis/&LabelSelector{}: no metrics",
+                "FailedGetExternalMetric",
+                "HPA is not actively scaling: unable to get external metric team/s0-redis/&LabelSelector{}: no metrics",
             ),
         ),
         (
@@ -381,11 +382,7 @@ async fn hpa_active_mirrors_the_hpas_scaling_active_condition() {
         (
             json!({"type": "ScalingActive", "status": "True", "reason": "ValidMetricFound",
                    "message": "the HPA was able to successfully calculate a replica count"}),
-            (
-                "True",
-                "HPAActive",
-                "the HPA was able to successfully calculate a replica count",
-            ),
+            ("True", "HPAActive", "HPA is actively scaling"),
         ),
     ];
     for (hpa_condition, (status, reason, message)) in cases {
@@ -1041,7 +1038,7 @@ async fn trigger_authentications_list_the_scaled_objects_that_use_them() {
 /// `cpu` trigger gets no per-scaler series at all (no value, no activity, no latency, no error
 /// counter), while the External trigger beside it does.
 #[tokio::test]
-async fn a_cpu_trigger_records_no_per_scaler_series_as_in_keda() {
+async fn a_cpu_trigger_records_only_keda_scaler_active_as_in_keda() {
     let Some((_server, w)) = world("cpu-series").await else {
         return;
     };
@@ -1087,11 +1084,18 @@ spec:
             .any(|l| l.starts_with("keda_scaler_active{") && l.contains(r#"triggerIndex="1""#)),
         "the redis trigger is recorded: {text}"
     );
-    assert!(
-        series
-            .iter()
-            .all(|l| !l.contains(r#"triggerIndex="0""#) && !l.contains("cpuMemoryScaler")),
-        "the cpu trigger is not: {series:#?}"
+    // KEDA's getScalerState records only `keda_scaler_active` 1 for a cpu trigger (issue 29,
+    // row 7), no value, latency or error series.
+    let cpu: Vec<&&str> = series
+        .iter()
+        .filter(|l| l.contains(r#"triggerIndex="0""#) || l.contains("cpuMemoryScaler"))
+        .collect();
+    assert_eq!(
+        cpu,
+        [&&*format!(
+            "keda_scaler_active{{namespace=\"team\",metric=\"cpu\",scaledObject=\"mixed-cpu\",scaler=\"cpuMemoryScaler\",triggerIndex=\"0\",type=\"scaledobject\"}} 1.0"
+        )],
+        "the cpu trigger is only active: {series:#?}"
     );
     op.stop().await;
 }
@@ -1151,4 +1155,123 @@ async fn loops_starting_together_all_read_replicas_once_the_target_cache_has_lis
     .expect("every concurrent read returns once the cache has listed, not after 30 s");
     let replicas: Vec<i32> = replicas.into_iter().map(|r| r.expect("replicas")).collect();
     assert_eq!(replicas, (0..20).collect::<Vec<i32>>());
+}
+
+/// Issue 29, row 10: a restore to `originalReplicaCount` that the API server refuses (the
+/// target's `/scale` write fails) is logged and reported as a Warning Event, and the finalizer
+/// is still removed, as in KEDA's `finalizeScaledObject`: the delete completes instead of
+/// retrying forever.
+#[tokio::test]
+async fn a_failed_restore_is_evented_and_the_delete_still_completes() {
+    let Some((server, w)) = world("restore-fails").await else {
+        return;
+    };
+    let list = list("restore-fails");
+    w.deployment("stuck", 2).await;
+    let op = w.start_operator();
+    let so = w
+        .create(&scenarios::redis_object(
+            "stuck",
+            "stuck",
+            &list,
+            "  advanced:\n    restoreToOriginalReplicaCount: true",
+            "",
+        ))
+        .await;
+    scenarios::hpa_exists(&w, "keda-hpa-stuck").await;
+    w.polls_reach(&op, &so, 1).await;
+    scenarios::eventually("scaled to zero", || async {
+        (w.replicas("stuck").await == 0).then_some(())
+    })
+    .await;
+    server.inject_failure(
+        memkube::FailureRule::new(500)
+            .resource("deployments/scale")
+            .name("stuck"),
+    );
+    w.delete("stuck").await;
+    scenarios::eventually("the ScaledObject gone", || async {
+        matches!(w.scaled_objects().get_opt("stuck").await, Ok(None)).then_some(())
+    })
+    .await;
+    server.clear_failures();
+    assert_eq!(w.replicas("stuck").await, 0, "the restore could not happen");
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(w.client.clone(), "team");
+    let failed: Vec<_> = events
+        .list(&Default::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some("KEDAScaleTargetRestoreFailed")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("stuck")
+        })
+        .collect();
+    assert_eq!(failed.len(), 1, "one Warning about the failed restore");
+    assert_eq!(failed[0].type_.as_deref(), Some("Warning"));
+    let note = failed[0].note.clone().unwrap_or_default();
+    assert!(
+        note.contains("apps/v1.Deployment team/stuck") && note.contains("2 replicas"),
+        "{note}"
+    );
+    op.stop().await;
+}
+
+/// Issue 29, row 7: KEDA's getScalerState sets `keda_scaler_active` to 1 for every cpu and
+/// memory trigger at each poll (they are Resource metrics the HPA reads itself), with the
+/// resource as `metric` and the trigger's name (else `cpuMemoryScaler`) as `scaler`.
+#[tokio::test]
+async fn cpu_and_memory_triggers_are_active_in_keda_scaler_active() {
+    let Some((_server, w)) = world("cpu-active").await else {
+        return;
+    };
+    let list = list("cpu-active");
+    w.deployment("busy", 1).await;
+    let op = w.start_operator();
+    let so = w
+        .create(&format!(
+            r#"
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata:
+  name: busy
+spec:
+  scaleTargetRef:
+    name: busy
+  minReplicaCount: 1
+  triggers:
+    - type: redis
+      metadata:
+        address: 127.0.0.1:6379
+        listName: {list}
+        listLength: "5"
+    - type: cpu
+      metricType: Utilization
+      metadata:
+        value: "60"
+    - type: memory
+      name: mem
+      metricType: Utilization
+      metadata:
+        value: "70"
+"#
+        ))
+        .await;
+    scenarios::hpa_exists(&w, "keda-hpa-busy").await;
+    w.polls_reach(&op, &so, 1).await;
+    let text = w.metrics.encode();
+    let active = |metric: &str, scaler: &str| {
+        text.lines().any(|l| {
+            l.starts_with("keda_scaler_active{")
+                && l.contains(&format!("metric=\"{metric}\""))
+                && l.contains(&format!("scaler=\"{scaler}\""))
+                && l.contains("scaledObject=\"busy\"")
+                && l.ends_with(" 1.0")
+        })
+    };
+    assert!(active("cpu", "cpuMemoryScaler"), "{text}");
+    assert!(active("memory", "mem"), "{text}");
+    op.stop().await;
 }

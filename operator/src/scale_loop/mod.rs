@@ -599,7 +599,7 @@ impl Task {
                 &mut conditions,
                 CONDITION_HPA_ACTIVE,
                 h.status,
-                h.reason,
+                &h.reason,
                 &h.message,
             );
         }

@@ -276,6 +276,7 @@ pub async fn poll(
         (name, reading, health)
     });
     let results = futures::future::join_all(futures).await;
+    record_resource_triggers(scalers, ctx);
     let mut out = PollResult::default();
     for (name, reading, health) in results {
         if let Some(h) = health {
@@ -291,6 +292,37 @@ pub async fn poll(
     );
     record_composite(scalers, ctx, &out);
     out
+}
+
+/// KEDA's getScalerState: a cpu or memory trigger (a Resource or ContainerResource metric the
+/// HPA reads itself) is `keda_scaler_active` 1 at every poll, with the resource as `metric`;
+/// not with `scalingModifiers`.
+fn record_resource_triggers(scalers: &ObjectScalers, ctx: &ReadContext<'_>) {
+    if scalers.modifiers.is_some() {
+        return;
+    }
+    for t in &scalers.triggers {
+        for spec in &t.metric_specs {
+            let resource = spec
+                .resource
+                .as_ref()
+                .map(|r| r.name.as_str())
+                .or(spec.container_resource.as_ref().map(|r| r.name.as_str()));
+            let Some(resource) = resource else {
+                continue;
+            };
+            let labels = ScalerLabels {
+                kind: ctx.kind,
+                namespace: ctx.namespace,
+                metric: resource,
+                scaled_object: ctx.name,
+                scaler: &t.trigger_type,
+                trigger_name: &t.name,
+                trigger_index: t.index,
+            };
+            recording::scaler_active(ctx.metrics, labels, true);
+        }
+    }
 }
 
 /// KEDA's series of the `scalingModifiers` formula: `keda_scaler_metrics_value` and

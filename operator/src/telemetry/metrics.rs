@@ -152,17 +152,20 @@ pub enum CustomResourceKind {
     ScaledJob,
     TriggerAuthentication,
     ClusterTriggerAuthentication,
+    /// CloudEventSource and ClusterCloudEventSource (KEDA counts both as one type).
+    CloudEventSource,
 }
 
 impl CustomResourceKind {
     /// The label value KEDA uses (`scaled_object`, `scaled_job`, `trigger_authentication`,
-    /// `cluster_trigger_authentication`).
+    /// `cluster_trigger_authentication`, `cloudevent_source`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::ScaledObject => "scaled_object",
             Self::ScaledJob => "scaled_job",
             Self::TriggerAuthentication => "trigger_authentication",
             Self::ClusterTriggerAuthentication => "cluster_trigger_authentication",
+            Self::CloudEventSource => "cloudevent_source",
         }
     }
 }
