@@ -32,7 +32,8 @@ pub const RAW_LOG_BYTES: usize = 256;
 /// source said, logged at debug level only.
 #[derive(Clone)]
 pub struct Failure {
-    kind: Kind,
+    // Boxed: a ScalerError (and the operator's error around it) stays small.
+    kind: Box<Kind>,
     raw: Option<String>,
 }
 
@@ -131,7 +132,7 @@ impl Failure {
     /// at debug level, truncated, and kept out of `Display`.
     pub fn new(kind: Kind, raw: Option<String>) -> Self {
         Self {
-            kind,
+            kind: Box::new(kind),
             raw: raw.map(|r| truncate(&r)),
         }
     }
@@ -305,7 +306,7 @@ impl Classify for tonic::Status {
 /// The kind of `error` alone (not its sources), when it is a type this module knows.
 fn classify_dyn(error: &(dyn StdError + 'static)) -> Option<Kind> {
     if let Some(f) = error.downcast_ref::<Failure>() {
-        return Some(f.kind.clone());
+        return Some(f.kind().clone());
     }
     if let Some(e) = error.downcast_ref::<io::Error>() {
         // A custom io::Error wraps another error (rustls, a timeout): that one says more.
