@@ -13,6 +13,7 @@ pub mod azure;
 pub mod cluster;
 pub mod context;
 pub mod error;
+pub mod files;
 pub mod http_client;
 pub mod metadata;
 pub mod metric;
