@@ -48,9 +48,7 @@ impl ServiceAccountAllowList {
         for entry in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
             match entry.split_once('/') {
                 Some((ns, name))
-                    if !ns.trim().is_empty()
-                        && !name.trim().is_empty()
-                        && !name.contains('/') =>
+                    if !ns.trim().is_empty() && !name.trim().is_empty() && !name.contains('/') =>
                 {
                     entries.push((ns.trim().to_string(), name.trim().to_string()));
                 }
@@ -171,7 +169,12 @@ pub fn namespaced_refusals(
             (None, _) => {}
         }
     }
-    for (i, entry) in spec.bound_service_account_token.iter().flatten().enumerate() {
+    for (i, entry) in spec
+        .bound_service_account_token
+        .iter()
+        .flatten()
+        .enumerate()
+    {
         let account = entry.service_account_name.trim();
         if !account.is_empty()
             && !policy
@@ -237,7 +240,8 @@ mod tests {
         ] {
             assert_eq!(fields(&yaml, &safe), want, "{yaml}");
         }
-        let message = namespaced_refusals("team", &spec(&format!("{VAULT}}}")), &safe)[0].to_string();
+        let message =
+            namespaced_refusals("team", &spec(&format!("{VAULT}}}")), &safe)[0].to_string();
         assert!(
             message.starts_with("spec.hashiCorpVault.credential.serviceAccount: is unset")
                 && message.contains("--allow-namespace-vault-operator-identity"),
@@ -274,8 +278,16 @@ mod tests {
             ),
             vec!["spec.boundServiceAccountToken[1].serviceAccountName"]
         );
-        assert!(policy.bound_token_service_accounts.allows("ops", "anything"));
-        assert!(!policy.bound_token_service_accounts.allows("other", "reader"));
+        assert!(
+            policy
+                .bound_token_service_accounts
+                .allows("ops", "anything")
+        );
+        assert!(
+            !policy
+                .bound_token_service_accounts
+                .allows("other", "reader")
+        );
         assert!(ServiceAccountAllowList::any().allows("a", "b"));
         assert!(!ServiceAccountAllowList::default().allows("a", "b"));
         assert!(ServiceAccountAllowList::parse("team").is_err());

@@ -191,7 +191,11 @@ async fn a_namespaced_trigger_authentication_cannot_send_the_operators_token_or_
             "{auth}: {error}"
         );
     }
-    assert_eq!(listener.received(), "", "nothing reaches the tenant's address");
+    assert_eq!(
+        listener.received(),
+        "",
+        "nothing reaches the tenant's address"
+    );
 
     // The administrator's ClusterTriggerAuthentication may use the operator's files.
     seed_auth(

@@ -102,7 +102,10 @@ async fn dev_zero_and_a_fifo_named_as_certificates_are_refused_and_others_keep_s
     ))
     .await;
     for (name, expected) in [
-        ("zero", "parameter \"tlsCertFile\": \"/dev/zero\" is not a regular file"),
+        (
+            "zero",
+            "parameter \"tlsCertFile\": \"/dev/zero\" is not a regular file",
+        ),
         ("fifo", "is not a regular file"),
     ] {
         let (_, _, message) = eventually(&format!("Ready=False on {name}"), || async {

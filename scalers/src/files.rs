@@ -216,7 +216,17 @@ mod tests {
             // a file elsewhere
             (outside.join("secret").display().to_string(), "not under"),
             // `..` out of the root
-            (format!("{}/../{}/secret", root.display(), outside.file_name().and_then(|n| n.to_str()).unwrap_or_default()), "not under"),
+            (
+                format!(
+                    "{}/../{}/secret",
+                    root.display(),
+                    outside
+                        .file_name()
+                        .and_then(|n| n.to_str())
+                        .unwrap_or_default()
+                ),
+                "not under",
+            ),
             // a link out of the root
             (at("link"), "not under"),
             // a device
@@ -260,7 +270,10 @@ mod tests {
         )
         .await
         .expect("answers at once");
-        assert!(matches!(read, Err(FileProblem::NotRegular { .. })), "{read:?}");
+        assert!(
+            matches!(read, Err(FileProblem::NotRegular { .. })),
+            "{read:?}"
+        );
         let _ = std::fs::remove_dir_all(root);
     }
 }

@@ -73,7 +73,12 @@ pub struct Args {
 
     /// ServiceAccounts namespaced TriggerAuthentications may have tokens minted for,
     /// `<namespace>/<name>` comma list, `*` for any part (give the operator the same list).
-    #[arg(long, env = "KEDA_RS_BOUND_TOKEN_SERVICE_ACCOUNTS", value_name = "LIST", default_value = "")]
+    #[arg(
+        long,
+        env = "KEDA_RS_BOUND_TOKEN_SERVICE_ACCOUNTS",
+        value_name = "LIST",
+        default_value = ""
+    )]
     pub bound_token_service_accounts: String,
 
     /// Worker threads of the HTTPS port (1 to 1024). Default: the number of CPUs.

@@ -649,7 +649,12 @@ async fn namespaced_trigger_authentications_may_not_borrow_the_operators_identit
         let caches = Arc::new(Caches::new());
         let cancel = CancellationToken::new();
         caches.follow(&kube.client(), &cancel);
-        Webhook::serve_with(caches, cancel, keda_api::identity::IdentityPolicy::default()).await
+        Webhook::serve_with(
+            caches,
+            cancel,
+            keda_api::identity::IdentityPolicy::default(),
+        )
+        .await
     };
     let vault = |kind: &str, credential: Value| {
         json!({"apiVersion": "keda.sh/v1alpha1", "kind": kind,
@@ -659,9 +664,15 @@ async fn namespaced_trigger_authentications_may_not_borrow_the_operators_identit
                 "secrets": [{"parameter": "p", "path": "secret/x", "key": "k"}]}}})
     };
     for (object, field) in [
-        (vault("TriggerAuthentication", json!({})), "spec.hashiCorpVault.credential.serviceAccount"),
         (
-            vault("TriggerAuthentication", json!({"serviceAccount": "/var/run/secrets/kubernetes.io/serviceaccount/token"})),
+            vault("TriggerAuthentication", json!({})),
+            "spec.hashiCorpVault.credential.serviceAccount",
+        ),
+        (
+            vault(
+                "TriggerAuthentication",
+                json!({"serviceAccount": "/var/run/secrets/kubernetes.io/serviceaccount/token"}),
+            ),
             "spec.hashiCorpVault.credential.serviceAccount",
         ),
         (
@@ -672,7 +683,10 @@ async fn namespaced_trigger_authentications_may_not_borrow_the_operators_identit
         ),
     ] {
         let response = safe
-            .answer(TRIGGER_AUTHENTICATION_PATH, &review("CREATE", &object, None, false))
+            .answer(
+                TRIGGER_AUTHENTICATION_PATH,
+                &review("CREATE", &object, None, false),
+            )
             .await;
         let (_, message) = refused(&response);
         assert!(message.contains(field), "{message}");

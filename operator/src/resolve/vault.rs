@@ -261,7 +261,11 @@ impl Vault {
             .await
             .map_err(|e| failed(error_chain(&e.without_url())))?;
         let status = response.status();
-        let too_large = || failed(format!("the answer is larger than {MAX_ANSWER_BYTES} bytes"));
+        let too_large = || {
+            failed(format!(
+                "the answer is larger than {MAX_ANSWER_BYTES} bytes"
+            ))
+        };
         if response
             .content_length()
             .is_some_and(|n| n > MAX_ANSWER_BYTES as u64)

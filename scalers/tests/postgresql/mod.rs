@@ -332,9 +332,17 @@ async fn ssl_files_are_read_only_under_the_root_and_never_from_a_device() {
     // Before any connection: no server is needed.
     for (root, file, want) in [
         // the default root: /etc/ssl is not under it
-        (None, SNAKEOIL, "sslrootcert: \"/etc/ssl/certs/ssl-cert-snakeoil.pem\" is not under the trigger file root /etc/keda-rs/trigger-files"),
+        (
+            None,
+            SNAKEOIL,
+            "sslrootcert: \"/etc/ssl/certs/ssl-cert-snakeoil.pem\" is not under the trigger file root /etc/keda-rs/trigger-files",
+        ),
         // KEDA's reach: still no device
-        (Some("/"), "/dev/zero", "sslrootcert: \"/dev/zero\" is not a regular file"),
+        (
+            Some("/"),
+            "/dev/zero",
+            "sslrootcert: \"/dev/zero\" is not a regular file",
+        ),
     ] {
         let mut ctx = ScalerContext::new("postgresql", 0);
         if let Some(root) = root {

@@ -142,14 +142,16 @@ impl ExternalConfig {
     async fn channel_key(&self, ctx: &ScalerContext) -> Result<ChannelKey, ScalerError> {
         let mut key = self.channel.clone();
         if let (Some(path), Some(tls)) = (&self.tls_cert_file, key.tls.as_mut()) {
-            let pem = ctx.trigger_files.read(path).await.map_err(|e| {
-                crate::error::MetadataError {
-                    trigger: ctx.trigger_id(),
-                    kind: crate::error::MetadataErrorKind::Rule(format!(
-                        "parameter \"tlsCertFile\": {e}"
-                    )),
-                }
-            })?;
+            let pem =
+                ctx.trigger_files
+                    .read(path)
+                    .await
+                    .map_err(|e| crate::error::MetadataError {
+                        trigger: ctx.trigger_id(),
+                        kind: crate::error::MetadataErrorKind::Rule(format!(
+                            "parameter \"tlsCertFile\": {e}"
+                        )),
+                    })?;
             let bundle = match &tls.ca {
                 Some(ca) => format!("{}\n{pem}", ca.expose()),
                 None => pem,
