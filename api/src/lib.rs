@@ -20,6 +20,7 @@ pub mod crd;
 pub mod external_metrics;
 pub mod formula;
 pub mod gvkr;
+pub mod identity;
 pub mod metric_name;
 pub mod num;
 pub mod scaled_job;

@@ -44,6 +44,11 @@ pub const ENV_RETRY_PERIOD: &str = "KEDA_OPERATOR_LEADER_ELECTION_RETRY_PERIOD";
 pub const ENV_RUST_LOG: &str = "RUST_LOG";
 pub const ENV_HTTP_HOST_POLICY: &str = "KEDA_HTTP_HOST_POLICY";
 pub const ENV_HTTP_ANY_HOST: &str = "KEDA_HTTP_ANY_HOST";
+pub const ENV_ALLOW_NAMESPACE_VAULT_OPERATOR_IDENTITY: &str =
+    keda_api::identity::ALLOW_NAMESPACE_VAULT_OPERATOR_IDENTITY_ENV;
+pub const ENV_BOUND_TOKEN_SERVICE_ACCOUNTS: &str =
+    keda_api::identity::BOUND_TOKEN_SERVICE_ACCOUNTS_ENV;
+pub const ENV_TRIGGER_FILE_ROOT: &str = "KEDA_RS_TRIGGER_FILE_ROOT";
 pub const ENV_HTTP_DEFAULT_TIMEOUT: &str = "KEDA_HTTP_DEFAULT_TIMEOUT";
 pub const ENV_SCALEDOBJECT_MAX_RECONCILES: &str = "KEDA_SCALEDOBJECT_CTRL_MAX_RECONCILES";
 pub const ENV_SCALEDJOB_MAX_RECONCILES: &str = "KEDA_SCALEDJOB_CTRL_MAX_RECONCILES";
@@ -75,6 +80,9 @@ Environment:
   RUST_LOG                                       Log filter; overrides --log-level
   KEDA_HTTP_HOST_POLICY                          The --http-host-policy file, when the flag is not given
   KEDA_HTTP_ANY_HOST                             true: --http-any-host, when the flag is not given [default: false]
+  KEDA_RS_ALLOW_NAMESPACE_VAULT_OPERATOR_IDENTITY true: --allow-namespace-vault-operator-identity [default: false]
+  KEDA_RS_BOUND_TOKEN_SERVICE_ACCOUNTS           The --bound-token-service-accounts list, when the flag is not given
+  KEDA_RS_TRIGGER_FILE_ROOT                      The --trigger-file-root directory, when the flag is not given
   KEDA_HTTP_DEFAULT_TIMEOUT                      Timeout of HTTP-based scalers without their own, in ms (1 to 3600000) [default: 3000]
   KEDA_SCALEDOBJECT_CTRL_MAX_RECONCILES          ScaledObject reconciles at once (1 to 1000) [default: 5]
   KEDA_SCALEDJOB_CTRL_MAX_RECONCILES             ScaledJob reconciles at once (1 to 1000) [default: 1]
@@ -318,6 +326,31 @@ pub struct Flags {
         action = clap::ArgAction::Set
     )]
     pub http_any_host: bool,
+    /// Let a namespaced TriggerAuthentication's `hashiCorpVault` `kubernetes` login send the
+    /// operator's own service-account token (no credential) or a file of the operator's
+    /// (`credential.serviceAccount`) to the Vault it names, as KEDA does. Off: only
+    /// ClusterTriggerAuthentications may (`KEDA_RS_ALLOW_NAMESPACE_VAULT_OPERATOR_IDENTITY`).
+    #[arg(
+        long,
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_value_t = false,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub allow_namespace_vault_operator_identity: bool,
+    /// ServiceAccounts a namespaced TriggerAuthentication may have tokens minted for
+    /// (`boundServiceAccountToken`, `hashiCorpVault.credential.serviceAccountName`): a comma
+    /// list of `<namespace>/<name>`, either part `*`. Empty (the default): none; `*/*`: any, as
+    /// KEDA (`KEDA_RS_BOUND_TOKEN_SERVICE_ACCOUNTS`). The operator also needs RBAC to create
+    /// their tokens.
+    #[arg(long, value_name = "LIST")]
+    pub bound_token_service_accounts: Option<String>,
+    /// The only directory under which files named by trigger metadata (`external`'s
+    /// `tlsCertFile`, postgresql's `sslrootcert`/`sslcert`/`sslkey`) are read; `/` allows any
+    /// path, as KEDA (`KEDA_RS_TRIGGER_FILE_ROOT`).
+    #[arg(long, value_name = "DIR")]
+    pub trigger_file_root: Option<PathBuf>,
     /// Directory under which a ClusterTriggerAuthentication's `filePath` is read (KEDA's flag);
     /// unset, `filePath` is refused with a message naming this flag.
     #[arg(long, value_name = "DIR")]
@@ -406,6 +439,10 @@ pub struct Settings {
     pub high_cardinality_metrics_labels: bool,
     /// `--allow-hpa-ownership-transfer`.
     pub allow_hpa_ownership_transfer: bool,
+    /// `--allow-namespace-vault-operator-identity`, `--bound-token-service-accounts`.
+    pub identity: keda_api::identity::IdentityPolicy,
+    /// `--trigger-file-root` (default [`keda_scalers::files::DEFAULT_TRIGGER_FILE_ROOT`]).
+    pub trigger_file_root: PathBuf,
     /// Lifetime of `boundServiceAccountToken` tokens (`KEDA_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY`,
     /// default 1h, 1h to 6h).
     pub bound_service_account_token_expiry: Duration,
@@ -452,6 +489,12 @@ pub enum ConfigError {
         path.display()
     )]
     HostPolicyAndAnyHost { path: PathBuf },
+    /// A boolean variable is neither `true` nor `false`.
+    #[error("{name}={value:?} is neither true nor false")]
+    Bool { name: &'static str, value: String },
+    /// `--bound-token-service-accounts` is not a list of ServiceAccounts.
+    #[error("--bound-token-service-accounts ({ENV_BOUND_TOKEN_SERVICE_ACCOUNTS}): {reason}")]
+    ServiceAccounts { reason: String },
     /// `KEDA_HTTP_ANY_HOST` is neither `true` nor `false`.
     #[error("{ENV_HTTP_ANY_HOST}={value:?} is neither true nor false")]
     AnyHost { value: String },
@@ -591,6 +634,29 @@ impl Settings {
             k8s_cluster_name: flags.k8s_cluster_name,
             high_cardinality_metrics_labels: flags.enable_high_cardinality_metrics_labels,
             allow_hpa_ownership_transfer: flags.allow_hpa_ownership_transfer,
+            identity: keda_api::identity::IdentityPolicy {
+                allow_namespace_vault_operator_identity: flags
+                    .allow_namespace_vault_operator_identity
+                    || env_bool(env, ENV_ALLOW_NAMESPACE_VAULT_OPERATOR_IDENTITY)?,
+                bound_token_service_accounts: keda_api::identity::ServiceAccountAllowList::parse(
+                    &flags
+                        .bound_token_service_accounts
+                        .clone()
+                        .or_else(|| env.var(ENV_BOUND_TOKEN_SERVICE_ACCOUNTS))
+                        .unwrap_or_default(),
+                )
+                .map_err(|reason| ConfigError::ServiceAccounts { reason })?,
+            },
+            trigger_file_root: flags
+                .trigger_file_root
+                .clone()
+                .or_else(|| {
+                    env.var(ENV_TRIGGER_FILE_ROOT)
+                        .filter(|v| !v.trim().is_empty())
+                        .map(PathBuf::from)
+                })
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or_else(|| PathBuf::from(keda_scalers::files::DEFAULT_TRIGGER_FILE_ROOT)),
             bound_service_account_token_expiry: bound_token_expiry(env)?,
         })
     }
@@ -675,6 +741,18 @@ fn duration(env: &dyn Environment, name: &'static str) -> Result<Option<Duration
 
 /// `KEDA_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY`: a Go duration between 1h and 6h, default 1h, as in
 /// KEDA (`pkg/util/env_resolver.go`).
+/// A `true`/`false` variable (any case); unset or empty is false.
+fn env_bool(env: &dyn Environment, name: &'static str) -> Result<bool, ConfigError> {
+    match env.var(name).filter(|v| !v.trim().is_empty()) {
+        None => Ok(false),
+        Some(value) => match value.trim().to_ascii_lowercase().as_str() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            _ => Err(ConfigError::Bool { name, value }),
+        },
+    }
+}
+
 fn bound_token_expiry(env: &dyn Environment) -> Result<Duration, ConfigError> {
     let name = ENV_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY;
     let Some(value) = env.var(name).filter(|v| !v.trim().is_empty()) else {

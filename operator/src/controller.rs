@@ -124,6 +124,9 @@ impl ControllerConfig {
             env: ScalerEnv {
                 pools,
                 http_timeout: settings.http_default_timeout,
+                trigger_files: keda_scalers::files::TriggerFiles::new(
+                    settings.trigger_file_root.clone(),
+                ),
                 ..ScalerEnv::default()
             },
             max_concurrent_reconciles: settings.scaled_object_max_reconciles,
@@ -136,6 +139,7 @@ impl ControllerConfig {
                 file_path_auth_root: settings.file_path_auth_root.clone(),
                 restrict_secret_access: settings.restrict_secret_access,
                 bound_service_account_token_expiry: settings.bound_service_account_token_expiry,
+                identity: settings.identity.clone(),
                 ..ResolverConfig::new(settings.cluster_object_namespace.clone())
             },
             http_host_policy: settings.http_host_policy.clone(),

@@ -37,6 +37,8 @@ pub struct ScalerEnv {
     /// controllers create one over their client when none is given; the binary gives one to
     /// both, so the whole process has one pod watch.
     pub cluster: ClusterHandle,
+    /// Where files named by trigger metadata may be read (`--trigger-file-root`).
+    pub trigger_files: keda_scalers::files::TriggerFiles,
 }
 
 impl Default for ScalerEnv {
@@ -48,6 +50,7 @@ impl Default for ScalerEnv {
             http_timeout: DEFAULT_HTTP_TIMEOUT,
             resolver: None,
             cluster: ClusterHandle::default(),
+            trigger_files: keda_scalers::files::TriggerFiles::default(),
         }
     }
 }
@@ -139,6 +142,7 @@ async fn context_for(
         clients: env.pools.clone(),
         clock: env.clock.clone(),
         cluster: env.cluster.clone(),
+        trigger_files: env.trigger_files.clone(),
         ..ScalerContext::from_trigger(trigger, index)
     };
     match session {

@@ -145,3 +145,73 @@ fn the_installed_deployment_s_args_and_env_are_accepted_and_match_its_ports() {
         assert_eq!(container[probe]["httpGet"]["port"], "probes", "{probe}");
     }
 }
+
+/// Issue 30, finding 7: the install lets the operator mint tokens for no ServiceAccount: no
+/// ClusterRole of `config/` grants `create` on `serviceaccounts/token` (an administrator opts
+/// a ServiceAccount in with a namespaced Role and `--bound-token-service-accounts`), and the
+/// Deployment opts none in.
+#[test]
+fn the_shipped_rbac_grants_no_token_creation_cluster_wide() {
+    let config = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../config");
+    let mut dirs = vec![config];
+    let mut cluster_roles = 0;
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("config/ readable") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "yaml") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("manifest");
+            for doc in text.split("\n---") {
+                let Ok(doc) = serde_yaml::from_str::<Value>(doc) else {
+                    continue;
+                };
+                if doc["kind"] != "ClusterRole" {
+                    continue;
+                }
+                cluster_roles += 1;
+                for rule in doc["rules"].as_array().into_iter().flatten() {
+                    let resources: Vec<&str> = rule["resources"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                        .collect();
+                    let core = rule["apiGroups"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|g| g == "" || g == "*");
+                    let creates = rule["verbs"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|v| v == "create" || v == "*");
+                    assert!(
+                        !core
+                            || !creates
+                            || !resources
+                                .iter()
+                                .any(|r| *r == "serviceaccounts/token" || *r == "*"),
+                        "{}: ClusterRole {} grants {resources:?}",
+                        path.display(),
+                        doc["metadata"]["name"]
+                    );
+                }
+            }
+        }
+    }
+    assert!(cluster_roles > 0, "the ClusterRoles were read");
+    let container = operator_container();
+    let text = container.to_string();
+    assert!(
+        !text.contains("bound-token-service-accounts")
+            && !text.contains("KEDA_RS_BOUND_TOKEN_SERVICE_ACCOUNTS")
+            && !text.contains("allow-namespace-vault-operator-identity"),
+        "the install opts nothing in: {text}"
+    );
+}

@@ -729,6 +729,10 @@ async fn bound_service_account_tokens_are_requested_through_the_token_request_ap
     let mut config = ResolverConfig::new(KEDA_NS);
     config.cache_sync_timeout = WAIT;
     config.bound_service_account_token_expiry = Duration::from_secs(2 * 3600);
+    // The administrator opted these in (`--bound-token-service-accounts`).
+    config.identity.bound_token_service_accounts =
+        keda_api::identity::ServiceAccountAllowList::parse(&format!("{NS}/reader,{NS}/nobody"))
+            .unwrap();
     let c = cluster_with(config);
     c.server.seed(&service_account(NS, "reader")).unwrap();
     c.server

@@ -139,6 +139,12 @@ fn cluster() -> Cluster {
     server.create_namespace(NS).expect("namespace");
     let mut config = ResolverConfig::new("keda");
     config.cache_sync_timeout = WAIT;
+    // The administrator opted these in (`--bound-token-service-accounts`).
+    config.identity.bound_token_service_accounts =
+        keda_api::identity::ServiceAccountAllowList::parse(&format!(
+            "{NS}/vault-reader,{NS}/stranger"
+        ))
+        .expect("list");
     let resolver = Resolver::new(server.client(), config);
     Cluster { server, resolver }
 }

@@ -164,6 +164,8 @@ pub struct ScalerContext {
     pub cluster: ClusterHandle,
     /// The operator's own environment (the process environment by default).
     pub process_env: ProcessEnv,
+    /// Where files named by trigger metadata may be read (`--trigger-file-root`).
+    pub trigger_files: crate::files::TriggerFiles,
 }
 
 impl std::fmt::Debug for ScalerContext {

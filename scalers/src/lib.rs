@@ -13,6 +13,7 @@ pub mod azure;
 pub mod cluster;
 pub mod context;
 pub mod error;
+pub mod files;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;

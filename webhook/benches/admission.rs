@@ -259,6 +259,7 @@ async fn main() {
     let state = AppState {
         caches,
         metrics: Arc::new(Metrics::new()),
+        identity: Default::default(),
     };
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let webhook = listener.local_addr().unwrap();

@@ -48,6 +48,10 @@ pub struct AppState {
     pub caches: Arc<Caches>,
     /// The metrics.
     pub metrics: Arc<Metrics>,
+    /// What namespaced TriggerAuthentications may make the operator do with its identity
+    /// (`--allow-namespace-vault-operator-identity`, `--bound-token-service-accounts`: give the
+    /// webhook the operator's values).
+    pub identity: keda_api::identity::IdentityPolicy,
 }
 
 /// Routes of the TLS port: the six validation paths and the probes.
@@ -253,11 +257,11 @@ async fn scaled_job(state: web::Data<AppState>, body: web::Bytes) -> HttpRespons
     answer(&review.request, verdict)
 }
 
-async fn trigger_authentication(body: web::Bytes) -> HttpResponse {
+async fn trigger_authentication(state: web::Data<AppState>, body: web::Bytes) -> HttpResponse {
     match read::<TriggerAuthentication>(&body, "TriggerAuthentication") {
         Ok(review) => answer(
             &review.request,
-            rules::check_trigger_authentication(&review.object),
+            rules::check_trigger_authentication(&review.object, &state.identity),
         ),
         Err(answer) => *answer,
     }

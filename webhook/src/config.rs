@@ -58,7 +58,46 @@ pub struct Args {
     #[arg(long, default_value = keda_tls::DEFAULT_RELOAD_INTERVAL, value_parser = positive_duration)]
     pub cert_reload_interval: Duration,
 
+    /// Admit namespaced TriggerAuthentications whose `hashiCorpVault` `kubernetes` login uses
+    /// the operator's own token or files (give the operator the same flag).
+    #[arg(
+        long,
+        env = "KEDA_RS_ALLOW_NAMESPACE_VAULT_OPERATOR_IDENTITY",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_value_t = false,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub allow_namespace_vault_operator_identity: bool,
+
+    /// ServiceAccounts namespaced TriggerAuthentications may have tokens minted for,
+    /// `<namespace>/<name>` comma list, `*` for any part (give the operator the same list).
+    #[arg(
+        long,
+        env = "KEDA_RS_BOUND_TOKEN_SERVICE_ACCOUNTS",
+        value_name = "LIST",
+        default_value = ""
+    )]
+    pub bound_token_service_accounts: String,
+
     /// Worker threads of the HTTPS port (1 to 1024). Default: the number of CPUs.
     #[arg(long, value_parser = workers)]
     pub workers: Option<usize>,
+}
+
+impl Args {
+    /// The identity rules of namespaced TriggerAuthentications these flags choose.
+    ///
+    /// # Errors
+    /// `--bound-token-service-accounts` is not a list of `<namespace>/<name>`.
+    pub fn identity(&self) -> Result<keda_api::identity::IdentityPolicy, String> {
+        Ok(keda_api::identity::IdentityPolicy {
+            allow_namespace_vault_operator_identity: self.allow_namespace_vault_operator_identity,
+            bound_token_service_accounts: keda_api::identity::ServiceAccountAllowList::parse(
+                &self.bound_token_service_accounts,
+            )
+            .map_err(|e| format!("--bound-token-service-accounts: {e}"))?,
+        })
+    }
 }

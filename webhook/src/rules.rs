@@ -299,13 +299,22 @@ pub fn check_scaled_job(sj: &ScaledJob) -> Result<(), Denial> {
     v.into_result()
 }
 
-/// Validates a TriggerAuthentication.
+/// Validates a TriggerAuthentication: KEDA's rules, then what it may make the operator do
+/// with its own identity under `identity` ([`keda_api::identity::namespaced_refusals`], the
+/// rules the operator applies again).
 ///
 /// # Errors
 /// [`Denial`] with every violation.
-pub fn check_trigger_authentication(ta: &TriggerAuthentication) -> Result<(), Denial> {
+pub fn check_trigger_authentication(
+    ta: &TriggerAuthentication,
+    identity: &keda_api::identity::IdentityPolicy,
+) -> Result<(), Denial> {
     let mut v = Violations::default();
     v.extend(validate_trigger_authentication(ta));
+    let namespace = ta.metadata.namespace.as_deref().unwrap_or_default();
+    for refusal in keda_api::identity::namespaced_refusals(namespace, &ta.spec, identity) {
+        v.push(None, refusal.to_string());
+    }
     v.into_result()
 }
 

@@ -19,6 +19,9 @@ use crate::metrics::Metrics;
 /// Why the webhook cannot start. Each message names the flag or permission to fix.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    /// A flag's value is unusable.
+    #[error("{0}")]
+    Flag(String),
     /// The certificate files are unusable.
     #[error("--tls-cert-file / --tls-private-key-file: {0}")]
     Files(#[source] TlsError),
@@ -162,6 +165,7 @@ pub async fn run(args: Args, cancel: CancellationToken) -> Result<(), StartError
     let state = AppState {
         caches,
         metrics: Arc::new(Metrics::new()),
+        identity: args.identity().map_err(StartError::Flag)?,
     };
     let workers = args
         .workers

@@ -637,3 +637,69 @@ async fn cloud_event_sources_are_refused_for_their_subscription_lists_only() {
         );
     }
 }
+
+/// Issue 30, findings 1 and 7: with the defaults, a namespaced TriggerAuthentication that
+/// would send the operator's token or files to Vault, or mint a token for a ServiceAccount the
+/// administrator did not opt in, is refused naming the field; a ClusterTriggerAuthentication is
+/// the administrator's and is admitted.
+#[tokio::test]
+async fn namespaced_trigger_authentications_may_not_borrow_the_operators_identity() {
+    let kube = cluster();
+    let safe = {
+        let caches = Arc::new(Caches::new());
+        let cancel = CancellationToken::new();
+        caches.follow(&kube.client(), &cancel);
+        Webhook::serve_with(
+            caches,
+            cancel,
+            keda_api::identity::IdentityPolicy::default(),
+        )
+        .await
+    };
+    let vault = |kind: &str, credential: Value| {
+        json!({"apiVersion": "keda.sh/v1alpha1", "kind": kind,
+            "metadata": {"name": "v", "namespace": "team"},
+            "spec": {"hashiCorpVault": {"address": "http://attacker:8200", "authentication": "kubernetes",
+                "mount": "k8s", "role": "r", "credential": credential,
+                "secrets": [{"parameter": "p", "path": "secret/x", "key": "k"}]}}})
+    };
+    for (object, field) in [
+        (
+            vault("TriggerAuthentication", json!({})),
+            "spec.hashiCorpVault.credential.serviceAccount",
+        ),
+        (
+            vault(
+                "TriggerAuthentication",
+                json!({"serviceAccount": "/var/run/secrets/kubernetes.io/serviceaccount/token"}),
+            ),
+            "spec.hashiCorpVault.credential.serviceAccount",
+        ),
+        (
+            json!({"apiVersion": "keda.sh/v1alpha1", "kind": "TriggerAuthentication",
+                "metadata": {"name": "t", "namespace": "team"},
+                "spec": {"boundServiceAccountToken": [{"parameter": "token", "serviceAccountName": "admin"}]}}),
+            "spec.boundServiceAccountToken[0].serviceAccountName",
+        ),
+    ] {
+        let response = safe
+            .answer(
+                TRIGGER_AUTHENTICATION_PATH,
+                &review("CREATE", &object, None, false),
+            )
+            .await;
+        let (_, message) = refused(&response);
+        assert!(message.contains(field), "{message}");
+    }
+    let mut cluster_wide = vault("ClusterTriggerAuthentication", json!({}));
+    cluster_wide["metadata"] = json!({"name": "v"});
+    allowed(
+        &safe
+            .answer(
+                CLUSTER_TRIGGER_AUTHENTICATION_PATH,
+                &review("CREATE", &cluster_wide, None, false),
+            )
+            .await,
+        "a ClusterTriggerAuthentication",
+    );
+}

@@ -88,6 +88,7 @@ async fn the_webhook_issues_its_secret_serves_it_and_sets_the_ca_bundle() {
     let state = AppState {
         caches,
         metrics: Arc::new(Metrics::new()),
+        identity: Default::default(),
     };
     let server = webhook_server(state, listener, server_tls(certificate.store), 1).unwrap();
     tokio::spawn(server);

@@ -104,6 +104,10 @@ pub struct ResolverConfig {
     /// (`KEDA_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY`, default 1h). The object's scalers are rebuilt
     /// with fresh tokens after four fifths of the lifetime the API server granted.
     pub bound_service_account_token_expiry: Duration,
+    /// What a namespaced TriggerAuthentication may make the operator do with its own identity
+    /// (`--allow-namespace-vault-operator-identity`, `--bound-token-service-accounts`); the
+    /// default allows neither ([`keda_api::identity`]).
+    pub identity: keda_api::identity::IdentityPolicy,
 }
 
 impl ResolverConfig {
@@ -118,6 +122,7 @@ impl ResolverConfig {
             cache_sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,
             restrict_secret_access: false,
             bound_service_account_token_expiry: DEFAULT_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY,
+            identity: keda_api::identity::IdentityPolicy::default(),
         }
     }
 

@@ -399,6 +399,18 @@ pub enum ResolveError {
         /// The spec field, e.g. `hashiCorpVault`.
         field: &'static str,
     },
+    /// A namespaced TriggerAuthentication asks for the operator's identity: its own token or
+    /// files, or a token of a ServiceAccount the administrator did not opt in
+    /// ([`keda_api::identity`]). Checked before any request.
+    #[error("{trigger}: {auth}: {refusal}")]
+    IdentityRefused {
+        /// The trigger.
+        trigger: TriggerId,
+        /// The object.
+        auth: AuthName,
+        /// The field and why.
+        refusal: keda_api::identity::IdentityRefusal,
+    },
     /// A `secretTargetRef` / `configMapTargetRef` entry could not be read.
     #[error("{trigger}: {auth}: parameter \"{parameter}\": {problem}")]
     AuthRef {
@@ -532,6 +544,7 @@ impl ResolveError {
                 "authentication-unsupported"
             }
             Self::AuthRef { .. } => "authentication-reference",
+            Self::IdentityRefused { .. } => "authentication-identity-refused",
             Self::BoundToken { .. } => "authentication-token",
             Self::Vault { .. } => "authentication-vault",
             Self::FilePathNotClusterScoped { .. }

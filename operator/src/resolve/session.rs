@@ -348,16 +348,18 @@ impl ResolveSession {
             });
         }
         let path = root.join(relative);
-        let text = tokio::fs::read(&path)
+        // Under the root after links are followed, a regular file, bounded, off the runtime.
+        let text = keda_scalers::files::TriggerFiles::new(&root)
+            .read(&path.to_string_lossy())
             .await
-            .map_err(|source| ResolveError::FileRead {
+            .map_err(|problem| ResolveError::FileRead {
                 trigger: id.clone(),
                 auth: auth.clone(),
                 path: path.clone(),
-                source,
+                source: std::io::Error::other(problem.to_string()),
             })?;
         let values: BTreeMap<String, String> =
-            serde_json::from_slice(&text).map_err(|e| ResolveError::FileParse {
+            serde_json::from_str(&text).map_err(|e| ResolveError::FileParse {
                 trigger: id.clone(),
                 auth: auth.clone(),
                 path: path.clone(),
@@ -379,6 +381,21 @@ impl ResolveSession {
         refs_namespace: &str,
     ) -> Result<BTreeMap<String, Secret>, ResolveError> {
         check_supported(id, auth, spec)?;
+        if kind == AuthenticationKind::TriggerAuthentication
+            && let Some(refusal) = keda_api::identity::namespaced_refusals(
+                &auth.namespace,
+                spec,
+                &self.inner.config.identity,
+            )
+            .into_iter()
+            .next()
+        {
+            return Err(ResolveError::IdentityRefused {
+                trigger: id.clone(),
+                auth: auth.clone(),
+                refusal,
+            });
+        }
         let mut params = BTreeMap::new();
 
         if let Some(file) = spec.file_path.as_deref().filter(|f| !f.is_empty()) {
@@ -529,7 +546,10 @@ impl ResolveSession {
                         .map(|t| Secret::new(t.value))
                         .map_err(VaultProblem::LoginToken)?
                 }
-                Jwt::File(path) => tokio::fs::read_to_string(path)
+                // Only the administrator's (a ClusterTriggerAuthentication, or the opt-in):
+                // any path, but a regular file, bounded, off the runtime.
+                Jwt::File(path) => keda_scalers::files::TriggerFiles::new("/")
+                    .read(path)
                     .await
                     .map(|t| Secret::new(t.trim()))
                     .map_err(|_| VaultProblem::TokenFile { path: path.clone() })?,

@@ -37,7 +37,7 @@ const LOGIN_TOKEN_EXPIRY: Duration = Duration::from_secs(600);
 /// How long one request to Vault may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most of a Vault answer that is read.
-const MAX_ANSWER_BYTES: usize = 1024 * 1024;
+pub const MAX_ANSWER_BYTES: usize = 1024 * 1024;
 
 /// Secret engine of one `secrets` entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -261,14 +261,30 @@ impl Vault {
             .await
             .map_err(|e| failed(error_chain(&e.without_url())))?;
         let status = response.status();
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| failed(error_chain(&e.without_url())))?;
-        if bytes.len() > MAX_ANSWER_BYTES {
-            return Err(failed(format!(
+        let too_large = || {
+            failed(format!(
                 "the answer is larger than {MAX_ANSWER_BYTES} bytes"
-            )));
+            ))
+        };
+        if response
+            .content_length()
+            .is_some_and(|n| n > MAX_ANSWER_BYTES as u64)
+        {
+            return Err(too_large());
+        }
+        // Read chunk by chunk and stop past the bound: a server that never ends its answer
+        // costs at most MAX_ANSWER_BYTES (plus one chunk) and the request timeout.
+        let mut response = response;
+        let mut bytes = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| failed(error_chain(&e.without_url())))?
+        {
+            if bytes.len() + chunk.len() > MAX_ANSWER_BYTES {
+                return Err(too_large());
+            }
+            bytes.extend_from_slice(&chunk);
         }
         if !status.is_success() {
             return Err(VaultProblem::Status {

@@ -84,6 +84,8 @@ pub struct World {
     pub metrics: Metrics,
     /// Where the operator's events also go as CloudEvents (none by default).
     pub cloud_events: keda_operator::cloud_events::CloudEvents,
+    /// Where files named by trigger metadata may be read (`--trigger-file-root`).
+    pub trigger_files: keda_scalers::files::TriggerFiles,
 }
 
 impl World {
@@ -98,6 +100,7 @@ impl World {
             redis,
             metrics: Metrics::new(),
             cloud_events: Default::default(),
+            trigger_files: Default::default(),
         }
     }
 
@@ -121,6 +124,7 @@ impl World {
                 clock: self.clock.clock(),
                 registry: self.registry.clone(),
                 resolver,
+                trigger_files: self.trigger_files.clone(),
                 ..ScalerEnv::default()
             },
             ticks: Arc::new(self.ticks.clone()),

@@ -279,6 +279,8 @@ pub async fn conformance(trigger_type: &str, setup: Setup<'_>) -> Harness {
     assert_parameters_documented(&registry, trigger_type);
     let (trigger, index) = documented_trigger(trigger_type);
     let mut context = ScalerContext::from_trigger(&trigger, index);
+    // The tests' certificates live anywhere (/etc/ssl, temp dirs): KEDA's reach.
+    context.trigger_files = keda_scalers::files::TriggerFiles::new("/");
     context.scalable_name = "conformance".into();
     context.scalable_namespace = "default".into();
     for (k, v) in setup.metadata {

@@ -304,6 +304,7 @@ async fn sslmodes_negotiate_and_verify_like_pgx() {
     }
     // verify-full checks the name: the certificate does not name 127.0.0.1.
     let mut ctx = ScalerContext::new("postgresql", 0);
+    ctx.trigger_files = keda_scalers::files::TriggerFiles::new("/");
     ctx.metadata.insert("query".into(), query.into());
     ctx.metadata.insert("targetQueryValue".into(), "1".into());
     ctx.auth_params.insert(
@@ -324,6 +325,44 @@ async fn sslmodes_negotiate_and_verify_like_pgx() {
         ) && message.contains("certificate not valid for name"),
         "{message}"
     );
+}
+
+#[tokio::test]
+async fn ssl_files_are_read_only_under_the_root_and_never_from_a_device() {
+    // Before any connection: no server is needed.
+    for (root, file, want) in [
+        // the default root: /etc/ssl is not under it
+        (
+            None,
+            SNAKEOIL,
+            "sslrootcert: \"/etc/ssl/certs/ssl-cert-snakeoil.pem\" is not under the trigger file root /etc/keda-rs/trigger-files",
+        ),
+        // KEDA's reach: still no device
+        (
+            Some("/"),
+            "/dev/zero",
+            "sslrootcert: \"/dev/zero\" is not a regular file",
+        ),
+    ] {
+        let mut ctx = ScalerContext::new("postgresql", 0);
+        if let Some(root) = root {
+            ctx.trigger_files = keda_scalers::files::TriggerFiles::new(root);
+        }
+        ctx.metadata.insert("query".into(), "select 1".into());
+        ctx.metadata.insert("targetQueryValue".into(), "1".into());
+        ctx.auth_params.insert(
+            "connection".into(),
+            Secret::new(format!("{SERVER} sslmode=verify-ca sslrootcert={file}")),
+        );
+        let started = Instant::now();
+        let message = Registry::builtin()
+            .build(ctx)
+            .await
+            .expect_err("refused")
+            .to_string();
+        assert!(message.contains(want), "{message}");
+        assert!(started.elapsed() < Duration::from_secs(2));
+    }
 }
 
 #[tokio::test]

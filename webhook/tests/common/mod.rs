@@ -90,9 +90,24 @@ impl Webhook {
 
     /// A webhook over `caches` as they are.
     pub async fn serve(caches: Arc<Caches>, cancel: CancellationToken) -> Self {
+        // KEDA's examples are valid with KEDA's reach; the refusals are tested apart.
+        let keda = keda_api::identity::IdentityPolicy {
+            allow_namespace_vault_operator_identity: true,
+            bound_token_service_accounts: keda_api::identity::ServiceAccountAllowList::any(),
+        };
+        Self::serve_with(caches, cancel, keda).await
+    }
+
+    /// A webhook over `caches` with the identity rules of `identity`.
+    pub async fn serve_with(
+        caches: Arc<Caches>,
+        cancel: CancellationToken,
+        identity: keda_api::identity::IdentityPolicy,
+    ) -> Self {
         let state = AppState {
             caches,
             metrics: Arc::new(Metrics::new()),
+            identity,
         };
         let (ca, store) = serving_material();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();

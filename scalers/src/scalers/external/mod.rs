@@ -138,16 +138,21 @@ impl ExternalConfig {
     /// The channel key with the `tlsCertFile` contents added to the CA bundle.
     ///
     /// # Errors
-    /// The file cannot be read.
-    fn channel_key(&self, ctx: &ScalerContext) -> Result<ChannelKey, ScalerError> {
+    /// The file is not under the trigger file root, not a regular file, too large, or cannot
+    /// be read ([`crate::files::TriggerFiles::read`]: off the runtime, bounded).
+    async fn channel_key(&self, ctx: &ScalerContext) -> Result<ChannelKey, ScalerError> {
         let mut key = self.channel.clone();
         if let (Some(path), Some(tls)) = (&self.tls_cert_file, key.tls.as_mut()) {
-            let pem = std::fs::read_to_string(path).map_err(|e| crate::error::MetadataError {
-                trigger: ctx.trigger_id(),
-                kind: crate::error::MetadataErrorKind::Rule(format!(
-                    "parameter \"tlsCertFile\": reading \"{path}\" failed: {e}"
-                )),
-            })?;
+            let pem =
+                ctx.trigger_files
+                    .read(path)
+                    .await
+                    .map_err(|e| crate::error::MetadataError {
+                        trigger: ctx.trigger_id(),
+                        kind: crate::error::MetadataErrorKind::Rule(format!(
+                            "parameter \"tlsCertFile\": {e}"
+                        )),
+                    })?;
             let bundle = match &tls.ca {
                 Some(ca) => format!("{}\n{pem}", ca.expose()),
                 None => pem,
@@ -220,7 +225,7 @@ impl ExternalScaler {
     /// object uses `scalingModifiers`) one without a positive target.
     pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
         let config = ExternalConfig::parse(ctx)?;
-        let key = config.channel_key(ctx)?;
+        let key = config.channel_key(ctx).await?;
         let lease = channel::lease(ctx, key).await?;
         let mut scaler = Self {
             trigger: ctx.trigger_id(),
@@ -562,8 +567,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_tls_cert_file_that_cannot_be_read_names_the_parameter() {
+    #[tokio::test]
+    async fn a_tls_cert_file_that_cannot_be_read_names_the_parameter() {
         let ctx = test_context(
             "external",
             0,
@@ -575,10 +580,14 @@ mod tests {
             &[],
         );
         let config = ExternalConfig::parse(&ctx).expect("parses");
-        let err = config.channel_key(&ctx).expect_err("no file").to_string();
+        let err = config
+            .channel_key(&ctx)
+            .await
+            .expect_err("no file")
+            .to_string();
         assert!(
             err.starts_with(
-                "trigger 0 (external): parameter \"tlsCertFile\": reading \"/nonexistent/ca.pem\""
+                "trigger 0 (external): parameter \"tlsCertFile\": \"/nonexistent/ca.pem\" is not under the trigger file root /etc/keda-rs/trigger-files"
             ),
             "{err}"
         );

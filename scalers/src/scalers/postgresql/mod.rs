@@ -118,6 +118,8 @@ pub struct PgSettings {
     pub ssl_mode: SslMode,
     /// `sslrootcert`, `sslcert`, `sslkey`: files read when connecting.
     pub ssl_files: [Option<String>; 3],
+    /// Where those files may be read ([`crate::files`]; the context's, set by `parse`).
+    pub files: crate::files::TriggerFiles,
     /// `pool_max_conns`, or [`DEFAULT_POOL_SIZE`].
     pub pool_size: usize,
     /// `PostgreSQL at <hosts>:<port>/<dbname>`, for messages (no user, no password).
@@ -196,18 +198,22 @@ impl PgSettings {
             config,
             ssl_mode,
             ssl_files,
+            files: crate::files::TriggerFiles::default(),
             pool_size,
             server,
         })
     }
 
     async fn tls(&self) -> Result<RustlsConnect, String> {
+        // Off the runtime, under the trigger file root, regular files only, bounded.
         let read = |path: Option<String>, key: &'static str| async move {
             match path {
-                Some(path) => tokio::fs::read_to_string(&path)
+                Some(path) => self
+                    .files
+                    .read(&path)
                     .await
                     .map(|pem| Some(Secret::new(pem)))
-                    .map_err(|e| format!("{key}: cannot read {path}: {e}")),
+                    .map_err(|e| format!("{key}: {e}")),
                 None => Ok(None),
             }
         };
@@ -311,8 +317,11 @@ impl SqlDatabase for PgSettings {
                 }
             };
             Ok(SqlQueryConfig {
-                database: PgSettings::new(info)
-                    .map_err(|why| p.rule(format!("{origin}: {why}")))?,
+                database: PgSettings {
+                    files: ctx.trigger_files.clone(),
+                    ..PgSettings::new(info)
+                        .map_err(|why| p.rule(format!("{origin}: {why}")))?
+                },
                 connection_params: origin,
                 query: p.get(&QUERY)?,
                 target: target_value(p, &TARGET_QUERY_VALUE, ctx.as_metric_source)?,
