@@ -18,6 +18,9 @@ pub const SCALED_OBJECT_CHECK_FAILED: &str = "ScaledObjectCheckFailed";
 pub const KEDA_SCALERS_STARTED: &str = "KEDAScalersStarted";
 /// `KEDAScalerFailed`.
 pub const KEDA_SCALER_FAILED: &str = "KEDAScalerFailed";
+/// `KEDAMetricSourceFailed`: a failed read of a trigger of a ScaledObject with
+/// `scalingModifiers`.
+pub const KEDA_METRIC_SOURCE_FAILED: &str = "KEDAMetricSourceFailed";
 /// `ScaledObjectPaused`.
 pub const SCALED_OBJECT_PAUSED: &str = "ScaledObjectPaused";
 /// `ScaledObjectUnpaused`.

@@ -52,3 +52,146 @@ async fn a_failing_scaler_read_emits_a_keda_scaler_failed_warning() {
     assert!(note.contains("dial flaky is down"), "{note}");
     op.stop().await;
 }
+
+/// `keda_scaler_detail_errors_total` of `name`.
+fn scaler_errors(w: &World, name: &str) -> String {
+    w.metrics
+        .encode()
+        .lines()
+        .filter(|l| {
+            l.starts_with("keda_scaler_detail_errors_total{")
+                && l.contains(&format!("scaledObject=\"{name}\""))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// All `reason` Events on `name`, with their series counts: what changes when one is repeated.
+async fn event_snapshot(w: &World, name: &str, reason: &str) -> Vec<Option<i32>> {
+    let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(w.client.clone(), NS);
+    api.list(&ListParams::default())
+        .await
+        .expect("list Events")
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                && e.reason.as_deref() == Some(reason)
+        })
+        .map(|e| e.series.map(|s| s.count))
+        .collect()
+}
+
+/// Issue 29, row 6: while a fallback value stands in for a failing read there is no
+/// `KEDAScalerFailed` and no error count (KEDA's GetMetricsWithFallback returns no error then);
+/// before the threshold is crossed both are there.
+#[tokio::test]
+async fn a_fallback_standing_in_suppresses_keda_scaler_failed_and_the_error_count() {
+    let Some((_server, w, dials)) = dial_world("fallback-quiet").await else {
+        return;
+    };
+    w.deployment("quiet", 1).await;
+    dials.fail_on_read("quiet", true);
+    let op = w.start_operator();
+    let so = w
+        .create(
+            "
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata:
+  name: quiet
+spec:
+  scaleTargetRef:
+    name: quiet
+  pollingInterval: 10
+  minReplicaCount: 1
+  maxReplicaCount: 5
+  fallback:
+    failureThreshold: 1
+    replicas: 2
+  triggers:
+    - type: dial
+      metadata:
+        dial: quiet
+",
+        )
+        .await;
+    w.polls_reach(&op, &so, 1).await;
+    // Poll 1: one failure, not above the threshold: KEDA's Warning and one error.
+    eventually("a KEDAScalerFailed Event", || async {
+        (!event_snapshot(&w, "quiet", "KEDAScalerFailed")
+            .await
+            .is_empty())
+        .then_some(())
+    })
+    .await;
+    let errors_before = scaler_errors(&w, "quiet");
+    assert!(errors_before.ends_with(" 1"), "{errors_before}");
+    let events_before = event_snapshot(&w, "quiet", "KEDAScalerFailed").await;
+    // Polls 2 and 3: the fallback stands in.
+    common::world::poll_all(&w, &op, &[&so], 10).await;
+    common::world::poll_all(&w, &op, &[&so], 10).await;
+    eventually("Fallback=True", || async {
+        scenarios::condition(&w.get("quiet").await, "Fallback")
+            .filter(|(status, _)| status == "True")
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        scaler_errors(&w, "quiet"),
+        errors_before,
+        "no error counted"
+    );
+    assert_eq!(
+        event_snapshot(&w, "quiet", "KEDAScalerFailed").await,
+        events_before,
+        "no KEDAScalerFailed while the fallback stands in"
+    );
+    op.stop().await;
+}
+
+/// Issue 29, row 6: with `scalingModifiers` a failed read is KEDA's `KEDAMetricSourceFailed`.
+#[tokio::test]
+async fn a_failed_read_with_scaling_modifiers_emits_keda_metric_source_failed() {
+    let Some((_server, w, dials)) = dial_world("metric-source-failed").await else {
+        return;
+    };
+    w.deployment("formula", 1).await;
+    dials.fail_on_read("formula", true);
+    let op = w.start_operator();
+    let so = w
+        .create(
+            "
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata:
+  name: formula
+spec:
+  scaleTargetRef:
+    name: formula
+  pollingInterval: 10
+  advanced:
+    scalingModifiers:
+      formula: \"d * 2\"
+      target: \"5\"
+  triggers:
+    - type: dial
+      name: d
+      metadata:
+        dial: formula
+",
+        )
+        .await;
+    w.polls_reach(&op, &so, 1).await;
+    let (kind, note) = eventually("a KEDAMetricSourceFailed Event", || async {
+        events(&w, "formula", "KEDAMetricSourceFailed")
+            .await
+            .into_iter()
+            .next()
+    })
+    .await;
+    assert_eq!(kind, "Warning");
+    assert!(note.contains("dial formula is down"), "{note}");
+    assert!(events(&w, "formula", "KEDAScalerFailed").await.is_empty());
+    op.stop().await;
+}

@@ -1092,9 +1092,9 @@ spec:
         .collect();
     assert_eq!(
         cpu,
-        [&&*format!(
-            "keda_scaler_active{{namespace=\"team\",metric=\"cpu\",scaledObject=\"mixed-cpu\",scaler=\"cpuMemoryScaler\",triggerIndex=\"0\",type=\"scaledobject\"}} 1.0"
-        )],
+        [
+            &"keda_scaler_active{namespace=\"team\",metric=\"cpu\",scaledObject=\"mixed-cpu\",scaler=\"cpuMemoryScaler\",triggerIndex=\"0\",type=\"scaledobject\"} 1.0"
+        ],
         "the cpu trigger is only active: {series:#?}"
     );
     op.stop().await;

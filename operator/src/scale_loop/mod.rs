@@ -475,8 +475,13 @@ impl Task {
             metrics: &config.metrics,
         };
         let result = poll::poll(&self.scalers, &ctx, &previous_health).await;
-        // KEDA's Warning for every failed scaler read, a fallback standing in or not; its text
-        // is the scaler's error.
+        // KEDA's Warning for every failed scaler read that no fallback value stands in for; its
+        // text is the scaler's error; with scalingModifiers it is `KEDAMetricSourceFailed`.
+        let failed_reason = if self.scalers.modifiers.is_some() {
+            events::KEDA_METRIC_SOURCE_FAILED
+        } else {
+            events::KEDA_SCALER_FAILED
+        };
         let mut failed: Vec<(usize, &String)> = result
             .readings
             .values()
@@ -486,7 +491,7 @@ impl Task {
         for (_, failure) in failed {
             loops
                 .events()
-                .publish(&so, true, events::KEDA_SCALER_FAILED, failure.clone())
+                .publish(&so, true, failed_reason, failure.clone())
                 .await;
         }
 

@@ -40,8 +40,8 @@ pub struct MetricReading {
     /// The scaler panicked during this read (caught, [`crate::isolation`]): the read counts as
     /// failed (fallback applies), and the object's Ready says it was an internal error.
     pub internal: Option<InternalError>,
-    /// The scaler's own error when the read failed, even when a fallback value stands in
-    /// (the `KEDAScalerFailed` Event says it).
+    /// The scaler's own error when the read failed and no fallback value stands in (the
+    /// `KEDAScalerFailed` or, with `scalingModifiers`, `KEDAMetricSourceFailed` Event says it).
     pub failure: Option<String>,
 }
 
@@ -202,12 +202,7 @@ pub async fn read_metric(
             false,
         ),
     };
-    let failure = value.as_ref().err().cloned();
-    if failure.is_some() {
-        recording::scaler_error(ctx.metrics, labels);
-    } else {
-        recording::scaler_ok(ctx.metrics, labels);
-    }
+    let read_failure = value.as_ref().err().cloned();
     let (target_type, target) = match &scalers.modifiers {
         Some(m) => (m.metric_type, m.target),
         None => spec_target(spec),
@@ -221,6 +216,14 @@ pub async fn read_metric(
         ready_replicas: ctx.ready_replicas,
     };
     let evaluated = fallback::evaluate(&fctx, previous, value);
+    // As KEDA's getScalerState: a fallback value standing in for a failed read is no error
+    // (GetMetricsWithFallback returns none), so no `KEDAScalerFailed` and no error count.
+    let failure = read_failure.filter(|_| !matches!(evaluated.outcome, MetricOutcome::Fallback(_)));
+    if failure.is_some() {
+        recording::scaler_error(ctx.metrics, labels);
+    } else {
+        recording::scaler_ok(ctx.metrics, labels);
+    }
     let active = evaluated.outcome.is_active(scaler_active);
     let (value, error) = match evaluated.outcome {
         MetricOutcome::Value(v) | MetricOutcome::Fallback(v) => (Some(v), None),
