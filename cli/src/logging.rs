@@ -177,6 +177,8 @@ pub fn init_logging(
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stdout)
+        // Colours only for a person at a terminal: a pod's log collector gets plain lines.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .with_timer(time);
     let installed = match format {
         LogFormat::Text => builder.try_init(),

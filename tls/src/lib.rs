@@ -20,6 +20,7 @@ mod config;
 mod identity;
 pub mod kube_secrets;
 pub mod pki;
+pub mod policy;
 pub mod secrets;
 mod verifier;
 mod watch;
@@ -37,6 +38,7 @@ pub use cert_store::CertStore;
 pub use config::{mutual_tls_client_config, mutual_tls_server_config};
 pub use identity::{CertificateFacts, Identity, common_name};
 pub use kube_secrets::{ClientMaterial, Issuer, SecretApiError};
+pub use policy::{PolicyError, TlsPolicy};
 pub use verifier::{ClientCaVerifier, ServerCaVerifier, client_verifier, server_verifier};
 pub use watch::watch_files;
 
