@@ -426,6 +426,9 @@ pub struct KedaFlagSettings {
     pub http_max_idle_conns_per_host: usize,
     /// `--http-idle-conn-timeout`.
     pub http_idle_conn_timeout: Duration,
+    /// The scalers' client policy from the variables and flags (`--ca-dir` certificates are
+    /// added by `main`).
+    pub client_policy: keda_scalers::client_policy::ClientPolicy,
 }
 
 /// Why the settings cannot be used.
@@ -437,6 +440,9 @@ pub enum ConfigError {
     /// A KEDA flag lacks its value or has one it cannot have (one line naming the flag).
     #[error("{0}")]
     KedaFlag(String),
+    /// `KEDA_HTTP_MIN_TLS_VERSION` or `KEDA_HTTP_TLS_CIPHER_LIST` names what rustls cannot do.
+    #[error(transparent)]
+    ClientTls(#[from] keda_tls::PolicyError),
     /// A duration variable is not a Go duration.
     #[error("{name}={value:?} is not a duration: use Go's format, for example 15s, 500ms or 1m30s")]
     Duration { name: &'static str, value: String },
@@ -632,6 +638,7 @@ impl Settings {
             allow_hpa_ownership_transfer: flags.allow_hpa_ownership_transfer,
             bound_service_account_token_expiry: bound_token_expiry(env)?,
             keda: KedaFlagSettings {
+                client_policy: keda_flags::client_policy(env, &flags.keda)?,
                 warnings: keda_args.warnings,
                 log_time_encoding: flags.keda.log_time_encoding,
                 kubeconfig: flags.keda.kubeconfig,

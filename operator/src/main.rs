@@ -73,6 +73,15 @@ fn start(settings: &Settings) -> Result<(), MainError> {
     for warning in &settings.keda.warnings {
         warn!("{warning}");
     }
+    // --ca-dir: every scaler trusts these CAs too.
+    let ca = keda_scalers::client_policy::read_ca_dirs(&settings.keda.ca_dirs);
+    for skipped in &ca.skipped {
+        warn!("--ca-dir: {skipped}");
+    }
+    keda_scalers::client_policy::install(keda_scalers::client_policy::ClientPolicy {
+        extra_roots: ca.certs,
+        ..settings.keda.client_policy.clone()
+    });
     // reqwest-based scalers build rustls clients from the process-wide provider: ring, never
     // aws-lc. An error only means a provider is installed already.
     let _ = rustls::crypto::ring::default_provider().install_default();

@@ -114,6 +114,40 @@ pub struct KedaArgs {
     pub log_time_encoding: crate::telemetry::TimeEncoding,
 }
 
+/// `KEDA_HTTP_MIN_TLS_VERSION`, `KEDA_HTTP_TLS_CIPHER_LIST` and `KEDA_HTTP_DISABLE_KEEP_ALIVE`
+/// with the idle-pool flags: everything of the scalers' client policy but the `--ca-dir`
+/// certificates, which `main` reads.
+///
+/// # Errors
+/// A version or suite rustls cannot do, or a keep-alive value that is not a boolean.
+pub fn client_policy(
+    env: &dyn super::Environment,
+    args: &KedaArgs,
+) -> Result<keda_scalers::client_policy::ClientPolicy, super::ConfigError> {
+    let present = |name: &str| env.var(name).filter(|v| !v.trim().is_empty());
+    let tls = keda_tls::TlsPolicy::parse(
+        "KEDA_HTTP_MIN_TLS_VERSION",
+        present("KEDA_HTTP_MIN_TLS_VERSION").as_deref(),
+        "KEDA_HTTP_TLS_CIPHER_LIST",
+        present("KEDA_HTTP_TLS_CIPHER_LIST").as_deref(),
+    )?;
+    let disable_keep_alive = match present("KEDA_HTTP_DISABLE_KEEP_ALIVE") {
+        None => false,
+        Some(value) => keda_cli::keda_flags::go_bool(value.trim()).ok_or_else(|| {
+            super::ConfigError::KedaFlag(format!(
+                "KEDA_HTTP_DISABLE_KEEP_ALIVE={value:?} is neither true nor false"
+            ))
+        })?,
+    };
+    Ok(keda_scalers::client_policy::ClientPolicy {
+        extra_roots: Vec::new(),
+        tls,
+        disable_keep_alive,
+        max_idle_per_host: args.http_max_idle_conns_per_host,
+        idle_timeout: args.http_idle_conn_timeout,
+    })
+}
+
 fn idle_timeout(value: &str) -> Result<Duration, String> {
     let parsed: jiff::SignedDuration = value
         .trim()
@@ -220,5 +254,54 @@ mod tests {
         assert!(
             settings.keda.warnings[0].starts_with("--profiling-bind-address=:8082 has no effect")
         );
+    }
+}
+
+#[cfg(test)]
+mod env_tests {
+    use crate::config::{MapEnv, Settings};
+
+    fn parse(env: &[(&str, &str)]) -> Result<Settings, crate::config::ConfigError> {
+        Settings::from_sources(
+            ["keda-operator", "--http-max-idle-conns-per-host=3"],
+            &MapEnv::new(env),
+        )
+    }
+
+    #[test]
+    fn keda_http_variables_set_the_scalers_client_policy() {
+        let settings = parse(&[
+            ("KEDA_HTTP_MIN_TLS_VERSION", "TLS13"),
+            (
+                "KEDA_HTTP_TLS_CIPHER_LIST",
+                "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+            ),
+            ("KEDA_HTTP_DISABLE_KEEP_ALIVE", "true"),
+        ])
+        .expect("settings");
+        let policy = settings.keda.client_policy;
+        assert!(policy.tls.tls13_only);
+        assert_eq!(
+            policy.tls.tls12_suites,
+            Some(vec!["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256".to_string()])
+        );
+        assert!(policy.disable_keep_alive);
+        assert_eq!(policy.max_idle_per_host, 3);
+        let defaults = parse(&[]).expect("settings").keda.client_policy;
+        assert!(!defaults.tls.tls13_only && !defaults.disable_keep_alive);
+    }
+
+    #[test]
+    fn a_cbc_suite_or_a_bad_keep_alive_is_refused_naming_the_variable() {
+        let error = parse(&[("KEDA_HTTP_TLS_CIPHER_LIST", "TLS_RSA_WITH_AES_128_CBC_SHA")])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(error.starts_with("KEDA_HTTP_TLS_CIPHER_LIST: cipher suite TLS_RSA_WITH_AES_128_CBC_SHA is not supported"), "{error}");
+        let error = parse(&[("KEDA_HTTP_DISABLE_KEEP_ALIVE", "maybe")])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(error.contains("KEDA_HTTP_DISABLE_KEEP_ALIVE"), "{error}");
     }
 }
