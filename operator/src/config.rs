@@ -82,6 +82,9 @@ Environment:
   WATCH_LABEL_SELECTOR                           Only ScaledObjects and ScaledJobs matching this label selector; empty or unset: all
   KEDA_RESTRICT_SECRET_ACCESS                    true: read Secrets only in KEDA_CLUSTER_OBJECT_NAMESPACE [default: false]
   KEDA_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY        Lifetime of boundServiceAccountToken tokens (Go duration, 1h to 6h) [default: 1h]
+  KEDA_HTTP_MIN_TLS_VERSION                      Lowest TLS version of scalers' connections: TLS12 or TLS13 [default: TLS12]
+  KEDA_HTTP_TLS_CIPHER_LIST                      TLS 1.2 cipher suites of scalers' connections, Go's names, comma or colon separated
+  KEDA_HTTP_DISABLE_KEEP_ALIVE                   true: scalers' HTTP clients keep no idle connection [default: false]
   KUBECONFIG                                     Kubeconfig path; else ~/.kube/config, else the in-cluster service account
 
 Ports: metrics :8080 (/metrics), probes :8081 (/healthz, /readyz), metric service :9666,
