@@ -81,3 +81,46 @@ pub fn listen_address(value: &str) -> Result<Option<std::net::SocketAddr>, Strin
     }
     value.parse().map(Some).map_err(|_| invalid())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::start::service_tls_policy;
+
+    #[test]
+    fn go_listen_addresses_parse_and_zero_turns_off() {
+        assert_eq!(
+            listen_address(":8081")
+                .ok()
+                .flatten()
+                .map(|a| a.to_string()),
+            Some("0.0.0.0:8081".to_string())
+        );
+        assert_eq!(listen_address("0"), Ok(None));
+        assert!(listen_address("eight").is_err());
+    }
+
+    #[test]
+    fn service_tls_variables_fall_back_to_the_http_ones_as_in_keda() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| (*v).to_string())
+            }
+        };
+        let http_only = service_tls_policy(&env(&[("KEDA_HTTP_MIN_TLS_VERSION", "TLS13")]));
+        assert!(http_only.is_ok_and(|p| p.tls13_only));
+        let both = service_tls_policy(&env(&[
+            ("KEDA_HTTP_MIN_TLS_VERSION", "TLS13"),
+            ("KEDA_SERVICE_MIN_TLS_VERSION", "TLS12"),
+        ]));
+        assert!(both.is_ok_and(|p| !p.tls13_only));
+        let bad = service_tls_policy(&env(&[("KEDA_SERVICE_TLS_CIPHER_LIST", "RC4")]))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(bad.starts_with("KEDA_SERVICE_TLS_CIPHER_LIST:"), "{bad}");
+    }
+}
