@@ -432,6 +432,9 @@ pub struct KedaFlagSettings {
     /// The scalers' client policy from the variables and flags (`--ca-dir` certificates are
     /// added by `main`).
     pub client_policy: keda_scalers::client_policy::ClientPolicy,
+    /// What the metric service allows (`KEDA_SERVICE_MIN_TLS_VERSION`,
+    /// `KEDA_SERVICE_TLS_CIPHER_LIST`, else the `KEDA_HTTP_*` values).
+    pub service_tls: keda_tls::TlsPolicy,
 }
 
 /// Why the settings cannot be used.
@@ -642,6 +645,7 @@ impl Settings {
             bound_service_account_token_expiry: bound_token_expiry(env)?,
             keda: KedaFlagSettings {
                 client_policy: keda_flags::client_policy(env, &flags.keda)?,
+                service_tls: keda_flags::service_tls(env)?,
                 warnings: keda_args.warnings,
                 log_time_encoding: flags.keda.log_time_encoding,
                 kubeconfig: flags.keda.kubeconfig,

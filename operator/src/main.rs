@@ -73,6 +73,7 @@ fn start(settings: &Settings) -> Result<(), MainError> {
     for warning in &settings.keda.warnings {
         warn!("{warning}");
     }
+    keda_tls::policy::install_service_policy(settings.keda.service_tls.clone());
     // --ca-dir: every scaler trusts these CAs too.
     let ca = keda_scalers::client_policy::read_ca_dirs(&settings.keda.ca_dirs);
     for skipped in &ca.skipped {

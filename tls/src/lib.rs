@@ -35,7 +35,9 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 pub use cert_store::CertStore;
-pub use config::{mutual_tls_client_config, mutual_tls_server_config};
+pub use config::{
+    mutual_tls_client_config, mutual_tls_server_config, mutual_tls_server_config_with,
+};
 pub use identity::{CertificateFacts, Identity, common_name};
 pub use kube_secrets::{ClientMaterial, Issuer, SecretApiError};
 pub use policy::{PolicyError, TlsPolicy};

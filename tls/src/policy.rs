@@ -133,6 +133,36 @@ impl TlsPolicy {
     }
 }
 
+/// KEDA's `KEDA_SERVICE_MIN_TLS_VERSION` and `KEDA_SERVICE_TLS_CIPHER_LIST`, falling back to
+/// `KEDA_HTTP_MIN_TLS_VERSION` and `KEDA_HTTP_TLS_CIPHER_LIST` when unset, as KEDA's
+/// `pkg/util/tls_config.go` does: what keda-rs serves (the webhook, the operator's metric
+/// service).
+///
+/// # Errors
+/// A version or cipher suite rustls cannot do, naming the variable.
+pub fn service_policy_from(var: &dyn Fn(&str) -> Option<String>) -> Result<TlsPolicy, PolicyError> {
+    let pick = |service: &'static str, http: &'static str| match var(service) {
+        Some(value) => (service, Some(value)),
+        None => (http, var(http)),
+    };
+    let (version_name, version) = pick("KEDA_SERVICE_MIN_TLS_VERSION", "KEDA_HTTP_MIN_TLS_VERSION");
+    let (list_name, list) = pick("KEDA_SERVICE_TLS_CIPHER_LIST", "KEDA_HTTP_TLS_CIPHER_LIST");
+    TlsPolicy::parse(version_name, version.as_deref(), list_name, list.as_deref())
+}
+
+static SERVICE_POLICY: std::sync::OnceLock<TlsPolicy> = std::sync::OnceLock::new();
+
+/// Sets the process-wide policy of [`crate::mutual_tls_server_config`]; only the first call
+/// counts (returns whether it did).
+pub fn install_service_policy(policy: TlsPolicy) -> bool {
+    SERVICE_POLICY.set(policy).is_ok()
+}
+
+/// The process-wide service policy, or the defaults.
+pub fn service_policy() -> TlsPolicy {
+    SERVICE_POLICY.get().cloned().unwrap_or_default()
+}
+
 /// Go's name of a suite as rustls names it (`None` for a TLS 1.3 suite, always on).
 fn rustls_name(what: &str, go: &str) -> Result<Option<String>, PolicyError> {
     if matches!(

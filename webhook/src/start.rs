@@ -66,13 +66,7 @@ pub fn server_tls(store: Arc<CertStore>) -> rustls::ServerConfig {
 pub fn service_tls_policy(
     var: &dyn Fn(&str) -> Option<String>,
 ) -> Result<keda_tls::TlsPolicy, keda_tls::PolicyError> {
-    let pick = |service: &'static str, http: &'static str| match var(service) {
-        Some(value) => (service, Some(value)),
-        None => (http, var(http)),
-    };
-    let (version_name, version) = pick("KEDA_SERVICE_MIN_TLS_VERSION", "KEDA_HTTP_MIN_TLS_VERSION");
-    let (list_name, list) = pick("KEDA_SERVICE_TLS_CIPHER_LIST", "KEDA_HTTP_TLS_CIPHER_LIST");
-    keda_tls::TlsPolicy::parse(version_name, version.as_deref(), list_name, list.as_deref())
+    keda_tls::policy::service_policy_from(var)
 }
 
 /// [`server_tls`] with the versions and suites `policy` allows.

@@ -148,6 +148,18 @@ pub fn client_policy(
     })
 }
 
+/// `KEDA_SERVICE_MIN_TLS_VERSION` and `KEDA_SERVICE_TLS_CIPHER_LIST` (else the `KEDA_HTTP_*`
+/// ones) for the metric service.
+///
+/// # Errors
+/// A version or suite rustls cannot do.
+pub fn service_tls(
+    env: &dyn super::Environment,
+) -> Result<keda_tls::TlsPolicy, super::ConfigError> {
+    let var = |name: &str| env.var(name).filter(|v| !v.trim().is_empty());
+    Ok(keda_tls::policy::service_policy_from(&var)?)
+}
+
 fn idle_timeout(value: &str) -> Result<Duration, String> {
     let parsed: jiff::SignedDuration = value
         .trim()
