@@ -115,6 +115,25 @@ pub async fn infer_config<L: Lookup + ?Sized>(env: &L) -> Result<kube::Config, C
     }
 }
 
+/// The configuration of the kubeconfig at `path` (its current context), as a `--kubeconfig`
+/// flag names it; `origin` says where the path came from in the error.
+///
+/// # Errors
+/// [`ClusterError::Kubeconfig`] when the file cannot be read or used.
+pub async fn config_from_kubeconfig(
+    path: &Path,
+    origin: &str,
+) -> Result<kube::Config, ClusterError> {
+    let fail = |reason: String| ClusterError::Kubeconfig {
+        origin: format!("{} ({origin})", path.display()),
+        reason,
+    };
+    let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(|e| fail(e.to_string()))?;
+    kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
+        .await
+        .map_err(|e| fail(e.to_string()))
+}
+
 /// A client of the cluster [`infer_config`] finds, built by [`build_client`].
 ///
 /// # Errors

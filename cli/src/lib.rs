@@ -4,6 +4,8 @@
 //! error that names what to fix, never a multi-line error chain.
 
 pub mod cluster;
+pub mod keda_flags;
+pub mod logging;
 
 use std::process::ExitCode;
 

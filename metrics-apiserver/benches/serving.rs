@@ -227,7 +227,10 @@ async fn main() {
     })
     .workers(1)
     .disable_signals()
-    .listen_rustls_0_23(listener, secure_port_config(store).expect("TLS"))
+    .listen_rustls_0_23(
+        listener,
+        secure_port_config(store, &Default::default()).expect("TLS"),
+    )
     .expect("listen")
     .run();
     let handle = server.handle();

@@ -18,7 +18,7 @@ See docs/metrics-apiserver.md.";
 /// keda-rs metrics-apiserver: serves `external.metrics.k8s.io/v1beta1` to the HPA through the
 /// kube-apiserver aggregator, answering from the keda-rs operator's metric service.
 #[derive(Clone, Debug, Parser)]
-#[command(name = "keda-metrics-apiserver", version, about, long_about = None, after_help = ENV_HELP)]
+#[command(name = "keda-metrics-apiserver", version, about, long_about = None, after_help = ENV_HELP, args_override_self = true)]
 pub struct Args {
     /// The address the secure port and the metrics port listen on.
     #[arg(long, default_value = "0.0.0.0")]
@@ -139,6 +139,36 @@ pub struct Args {
     /// Worker threads of the secure port (1 to 1024). Default: the number of CPUs.
     #[arg(long, value_parser = workers)]
     pub workers: Option<usize>,
+
+    /// Directory holding `apiserver.crt` and `apiserver.key`, served when no
+    /// `--tls-cert-file` is given (Kubernetes' flag; ignored with `--tls-cert-file`, as there).
+    /// Without them there, a self-signed certificate is generated in memory.
+    #[arg(long, value_name = "DIR")]
+    pub cert_dir: Option<PathBuf>,
+
+    /// Lowest TLS version of the secure port: VersionTLS12 or VersionTLS13 (VersionTLS10 and
+    /// VersionTLS11 mean TLS 1.2: nothing older is spoken).
+    #[arg(long, value_name = "VERSION")]
+    pub tls_min_version: Option<String>,
+
+    /// TLS 1.2 cipher suites of the secure port, Go's names, comma-separated (TLS 1.3's are
+    /// always on). CBC, RC4, 3DES and static-RSA suites are refused.
+    #[arg(long, value_name = "SUITES")]
+    pub tls_cipher_suites: Option<String>,
+
+    /// Log filter, a tracing directive such as `info` or `keda_metrics_apiserver=debug`
+    /// (KEDA's --zap-log-level maps onto it); RUST_LOG overrides it.
+    #[arg(long, value_name = "FILTER", default_value = "info")]
+    pub log_level: String,
+
+    /// Log format: `text` or `json` (KEDA's --zap-encoder: `console` is `text`).
+    #[arg(long, value_name = "FORMAT", default_value = "text")]
+    pub log_format: keda_cli::logging::LogFormat,
+
+    /// Timestamp encoding of log lines (KEDA's --zap-time-encoding): rfc3339, rfc3339nano,
+    /// iso8601, epoch, millis, nano.
+    #[arg(long, value_name = "ENCODING", default_value = "default")]
+    pub log_time_encoding: keda_cli::logging::TimeEncoding,
 }
 
 /// The longest duration any flag accepts: one hour.

@@ -15,6 +15,7 @@ pub mod authz;
 pub mod config;
 pub mod discovery;
 pub mod error;
+pub mod keda_flags;
 pub mod metrics;
 pub mod operator_client;
 pub mod selector;

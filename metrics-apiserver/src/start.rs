@@ -25,6 +25,9 @@ pub enum StartError {
     /// TLS material is unusable.
     #[error(transparent)]
     Tls(#[from] TlsError),
+    /// `--tls-min-version` or `--tls-cipher-suites` names what rustls cannot do.
+    #[error(transparent)]
+    TlsPolicy(#[from] keda_tls::PolicyError),
     /// A certificate, key or CA file named by `flag` is unusable.
     #[error("{flag}: {source}")]
     File {
@@ -186,9 +189,24 @@ fn request_header_from_flags(args: &Args, ca: &Path) -> Result<RequestHeaderConf
 /// # Errors
 /// [`StartError`] naming the flag whose value is unusable, or a server failure.
 pub async fn run(args: Args, cancel: CancellationToken) -> Result<(), StartError> {
-    // Serving certificate: files (reloaded) or self-signed.
-    let serving = match (&args.tls_cert_file, &args.tls_private_key_file) {
-        (Some(cert), Some(key)) => {
+    let policy = keda_tls::TlsPolicy::parse(
+        "--tls-min-version",
+        args.tls_min_version.as_deref(),
+        "--tls-cipher-suites",
+        args.tls_cipher_suites.as_deref(),
+    )?;
+    // Serving certificate: files (reloaded), those Kubernetes' --cert-dir names, or
+    // self-signed.
+    let in_cert_dir = args.cert_dir.as_ref().and_then(|dir| {
+        let (cert, key) = (dir.join("apiserver.crt"), dir.join("apiserver.key"));
+        (cert.is_file() && key.is_file()).then_some((cert, key))
+    });
+    let files = match (&args.tls_cert_file, &args.tls_private_key_file) {
+        (Some(cert), Some(key)) => Some((cert.clone(), key.clone())),
+        _ => in_cert_dir,
+    };
+    let serving = match &files {
+        Some((cert, key)) => {
             let store =
                 Arc::new(
                     CertStore::from_files(cert, key).map_err(|source| StartError::File {
@@ -349,7 +367,7 @@ pub async fn run(args: Args, cancel: CancellationToken) -> Result<(), StartError
     let secure = secure_server(
         state,
         bind("--secure-port", secure_address)?,
-        tls::secure_port_config(serving)?,
+        tls::secure_port_config(serving, &policy)?,
         workers,
     )
     .map_err(StartError::Serve)?;

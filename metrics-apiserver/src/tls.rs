@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use keda_tls::{CertStore, provider};
+use keda_tls::CertStore;
 use rustls::crypto::CryptoProvider;
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::{DigitallySignedStruct, DistinguishedName, ServerConfig, SignatureScheme};
@@ -106,10 +106,13 @@ impl ClientCertVerifier for RequestClientCert {
 ///
 /// # Errors
 /// rustls refuses the protocol versions (does not happen with the ring provider).
-pub fn secure_port_config(serving: Arc<CertStore>) -> Result<ServerConfig, rustls::Error> {
-    let provider = provider();
+pub fn secure_port_config(
+    serving: Arc<CertStore>,
+    policy: &keda_tls::TlsPolicy,
+) -> Result<ServerConfig, rustls::Error> {
+    let provider = policy.provider();
     Ok(ServerConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()?
+        .with_protocol_versions(policy.versions())?
         .with_client_cert_verifier(Arc::new(RequestClientCert::new(provider)))
         .with_cert_resolver(serving))
 }

@@ -5,6 +5,7 @@
 //! changing the process environment.
 
 mod cluster;
+pub mod keda_flags;
 mod rate_limit;
 
 use std::collections::HashMap;
@@ -89,6 +90,9 @@ Environment:
   WATCH_LABEL_SELECTOR                           Only ScaledObjects and ScaledJobs matching this label selector; empty or unset: all
   KEDA_RESTRICT_SECRET_ACCESS                    true: read Secrets only in KEDA_CLUSTER_OBJECT_NAMESPACE [default: false]
   KEDA_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY        Lifetime of boundServiceAccountToken tokens (Go duration, 1h to 6h) [default: 1h]
+  KEDA_HTTP_MIN_TLS_VERSION                      Lowest TLS version of scalers' connections: TLS12 or TLS13 [default: TLS12]
+  KEDA_HTTP_TLS_CIPHER_LIST                      TLS 1.2 cipher suites of scalers' connections, Go's names, comma or colon separated
+  KEDA_HTTP_DISABLE_KEEP_ALIVE                   true: scalers' HTTP clients keep no idle connection [default: false]
   KUBECONFIG                                     Kubeconfig path; else ~/.kube/config, else the in-cluster service account
 
 Ports: metrics :8080 (/metrics), probes :8081 (/healthz, /readyz), metric service :9666,
@@ -218,7 +222,8 @@ impl FromStr for BindAddress {
     name = "keda-operator",
     version,
     about = "keda-rs operator: scales workloads from ScaledObjects and ScaledJobs written for KEDA",
-    after_long_help = ENV_HELP
+    after_long_help = ENV_HELP,
+    args_override_self = true
 )]
 pub struct Flags {
     /// Address of the Prometheus /metrics endpoint (`0` disables it).
@@ -235,15 +240,18 @@ pub struct Flags {
     #[arg(long, value_name = "ADDR", default_value = ":8082")]
     pub explain_bind_address: BindAddress,
     /// PEM serving certificate of the metric service (`tls.crt` of the `keda-rs-certs` Secret).
-    #[arg(long, value_name = "FILE", default_value = "/certs/tls.crt")]
-    pub metrics_service_cert_file: PathBuf,
+    /// [default: <--cert-dir>/tls.crt]
+    #[arg(long, value_name = "FILE")]
+    pub metrics_service_cert_file: Option<PathBuf>,
     /// PEM private key of the metric service's certificate.
-    #[arg(long, value_name = "FILE", default_value = "/certs/tls.key")]
-    pub metrics_service_key_file: PathBuf,
+    /// [default: <--cert-dir>/tls.key]
+    #[arg(long, value_name = "FILE")]
+    pub metrics_service_key_file: Option<PathBuf>,
     /// PEM CA bundle the metric service verifies client certificates (the metrics-apiserver's,
     /// the activators') against.
-    #[arg(long, value_name = "FILE", default_value = "/certs/ca.crt")]
-    pub metrics_service_client_ca_file: PathBuf,
+    /// [default: <--cert-dir>/ca.crt]
+    #[arg(long, value_name = "FILE")]
+    pub metrics_service_client_ca_file: Option<PathBuf>,
     /// How often the metric service's certificate, key and client CA files are checked for
     /// changes (Go duration); a changed file is used by the next connections.
     #[arg(
@@ -294,20 +302,10 @@ pub struct Flags {
     )]
     pub explain_kube_api_burst: u32,
     /// Log format: `text` or `json` (`console` is accepted for KEDA's `--zap-encoder`).
-    #[arg(
-        long,
-        alias = "zap-encoder",
-        value_name = "FORMAT",
-        default_value = "text"
-    )]
+    #[arg(long, value_name = "FORMAT", default_value = "text")]
     pub log_format: LogFormat,
     /// Log filter, a tracing directive such as `info` or `keda_operator=debug,kube=warn`.
-    #[arg(
-        long,
-        alias = "zap-log-level",
-        value_name = "FILTER",
-        default_value = "info"
-    )]
+    #[arg(long, value_name = "FILTER", default_value = "info")]
     pub log_level: String,
     /// YAML file mapping namespace -> host patterns its `http` triggers may claim (see
     /// docs/http.md#host-policy); give the activator the same file. Without it (and without
@@ -382,6 +380,9 @@ pub struct Flags {
         action = clap::ArgAction::Set
     )]
     pub enable_high_cardinality_metrics_labels: bool,
+    /// The flags for KEDA's flags with a meaning here (`keda_flags`).
+    #[command(flatten)]
+    pub keda: keda_flags::KedaArgs,
 }
 
 /// Which namespaces the controllers and the resolver watch (`WATCH_NAMESPACE`).
@@ -446,6 +447,31 @@ pub struct Settings {
     /// Lifetime of `boundServiceAccountToken` tokens (`KEDA_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY`,
     /// default 1h, 1h to 6h).
     pub bound_service_account_token_expiry: Duration,
+    /// KEDA's flags ([`keda_flags`]): what they set, and one warning per flag without effect.
+    pub keda: KedaFlagSettings,
+}
+
+/// What KEDA's flags set beyond the fields above (see [`keda_flags::table`]).
+#[derive(Debug, Clone)]
+pub struct KedaFlagSettings {
+    /// One line per KEDA flag given that has no effect here, logged at start.
+    pub warnings: Vec<String>,
+    /// `--zap-time-encoding`.
+    pub log_time_encoding: crate::telemetry::TimeEncoding,
+    /// `--kubeconfig`.
+    pub kubeconfig: Option<PathBuf>,
+    /// `--ca-dir`, in order.
+    pub ca_dirs: Vec<PathBuf>,
+    /// `--http-max-idle-conns-per-host`.
+    pub http_max_idle_conns_per_host: usize,
+    /// `--http-idle-conn-timeout`.
+    pub http_idle_conn_timeout: Duration,
+    /// The scalers' client policy from the variables and flags (`--ca-dir` certificates are
+    /// added by `main`).
+    pub client_policy: keda_scalers::client_policy::ClientPolicy,
+    /// What the metric service allows (`KEDA_SERVICE_MIN_TLS_VERSION`,
+    /// `KEDA_SERVICE_TLS_CIPHER_LIST`, else the `KEDA_HTTP_*` values).
+    pub service_tls: keda_tls::TlsPolicy,
 }
 
 /// Why the settings cannot be used.
@@ -454,6 +480,12 @@ pub enum ConfigError {
     /// A flag is wrong, or `--help`/`--version` was asked for (print it with `clap::Error::exit`).
     #[error(transparent)]
     Flags(#[from] clap::Error),
+    /// A KEDA flag lacks its value or has one it cannot have (one line naming the flag).
+    #[error("{0}")]
+    KedaFlag(String),
+    /// `KEDA_HTTP_MIN_TLS_VERSION` or `KEDA_HTTP_TLS_CIPHER_LIST` names what rustls cannot do.
+    #[error(transparent)]
+    ClientTls(#[from] keda_tls::PolicyError),
     /// A duration variable is not a Go duration.
     #[error("{name}={value:?} is not a duration: use Go's format, for example 15s, 500ms or 1m30s")]
     Duration { name: &'static str, value: String },
@@ -529,7 +561,10 @@ impl Settings {
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
-        let flags = Flags::try_parse_from(args)?;
+        let keda_args =
+            keda_cli::keda_flags::translate(args.into_iter().map(Into::into), &keda_flags::table())
+                .map_err(ConfigError::KedaFlag)?;
+        let flags = Flags::try_parse_from(keda_args.args)?;
         let present = |name: &str| env.var(name).filter(|v| !v.trim().is_empty());
         let pod_namespace =
             present(ENV_POD_NAMESPACE).unwrap_or_else(|| DEFAULT_POD_NAMESPACE.to_string());
@@ -586,14 +621,30 @@ impl Settings {
             }
         };
         Ok(Self {
-            metrics_addr: flags.metrics_bind_address.0,
+            metrics_addr: flags
+                .metrics_bind_address
+                .0
+                .filter(|_| flags.keda.enable_prometheus_metrics),
             probe_addr: flags.health_probe_bind_address.0,
             metrics_service_addr: flags.metrics_service_bind_address.0,
             explain_addr: flags.explain_bind_address.0,
-            metrics_service_tls: crate::metrics_service::TlsFiles {
-                cert: flags.metrics_service_cert_file,
-                key: flags.metrics_service_key_file,
-                client_ca: flags.metrics_service_client_ca_file,
+            metrics_service_tls: {
+                let dir = flags
+                    .keda
+                    .cert_dir
+                    .clone()
+                    .unwrap_or_else(|| PathBuf::from("/certs"));
+                crate::metrics_service::TlsFiles {
+                    cert: flags
+                        .metrics_service_cert_file
+                        .unwrap_or_else(|| dir.join("tls.crt")),
+                    key: flags
+                        .metrics_service_key_file
+                        .unwrap_or_else(|| dir.join("tls.key")),
+                    client_ca: flags
+                        .metrics_service_client_ca_file
+                        .unwrap_or_else(|| dir.join("ca.crt")),
+                }
             },
             cert_reload_interval: flags.cert_reload_interval,
             leader_election,
@@ -658,6 +709,16 @@ impl Settings {
                 .filter(|p| !p.as_os_str().is_empty())
                 .unwrap_or_else(|| PathBuf::from(keda_scalers::files::DEFAULT_TRIGGER_FILE_ROOT)),
             bound_service_account_token_expiry: bound_token_expiry(env)?,
+            keda: KedaFlagSettings {
+                client_policy: keda_flags::client_policy(env, &flags.keda)?,
+                service_tls: keda_flags::service_tls(env)?,
+                warnings: keda_args.warnings,
+                log_time_encoding: flags.keda.log_time_encoding,
+                kubeconfig: flags.keda.kubeconfig,
+                ca_dirs: flags.keda.ca_dir,
+                http_max_idle_conns_per_host: flags.keda.http_max_idle_conns_per_host,
+                http_idle_conn_timeout: flags.keda.http_idle_conn_timeout,
+            },
         })
     }
 }

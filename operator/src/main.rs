@@ -65,7 +65,24 @@ fn fail(error: &MainError) -> ExitCode {
 }
 
 fn start(settings: &Settings) -> Result<(), MainError> {
-    init_logging(settings.log_format, &settings.log_filter)?;
+    init_logging(
+        settings.log_format,
+        settings.keda.log_time_encoding,
+        &settings.log_filter,
+    )?;
+    for warning in &settings.keda.warnings {
+        warn!("{warning}");
+    }
+    keda_tls::policy::install_service_policy(settings.keda.service_tls.clone());
+    // --ca-dir: every scaler trusts these CAs too.
+    let ca = keda_scalers::client_policy::read_ca_dirs(&settings.keda.ca_dirs);
+    for skipped in &ca.skipped {
+        warn!("--ca-dir: {skipped}");
+    }
+    keda_scalers::client_policy::install(keda_scalers::client_policy::ClientPolicy {
+        extra_roots: ca.certs,
+        ..settings.keda.client_policy.clone()
+    });
     // reqwest-based scalers build rustls clients from the process-wide provider: ring, never
     // aws-lc. An error only means a provider is installed already.
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -77,7 +94,12 @@ fn start(settings: &Settings) -> Result<(), MainError> {
 }
 
 async fn operate(settings: &Settings) -> Result<(), MainError> {
-    let config = infer_config(&ProcessEnv).await?;
+    let config = match &settings.keda.kubeconfig {
+        Some(path) => {
+            keda_cli::cluster::config_from_kubeconfig(path, "named by --kubeconfig").await?
+        }
+        None => infer_config(&ProcessEnv).await?,
+    };
     let url = config.cluster_url.to_string();
     let metrics = Metrics::new();
     if settings.high_cardinality_metrics_labels {

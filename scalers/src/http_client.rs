@@ -66,12 +66,20 @@ pub fn reqwest_client(
     tls: &TlsSettings,
     timeout: Duration,
 ) -> Result<reqwest::Client, HttpClientError> {
+    let policy = crate::client_policy::current();
+    // KEDA_HTTP_DISABLE_KEEP_ALIVE: no connection is kept for the next request.
+    let idle = if policy.disable_keep_alive {
+        0
+    } else {
+        policy.max_idle_per_host.min(MAX_IN_FLIGHT)
+    };
     reqwest::Client::builder()
         .timeout(timeout)
         // Connections opened beyond the in-flight limit (a connection is handed back to the
         // pool a moment after its response ends, so a request starting then may open another)
         // are closed instead of kept idle.
-        .pool_max_idle_per_host(MAX_IN_FLIGHT)
+        .pool_max_idle_per_host(idle)
+        .pool_idle_timeout(policy.idle_timeout)
         .tls_backend_preconfigured(tls.client_config()?)
         .build()
         .map_err(|e| HttpClientError::Build(e.without_url().to_string()))

@@ -10,6 +10,7 @@
 pub mod authentication;
 pub mod aws;
 pub mod azure;
+pub mod client_policy;
 pub mod cluster;
 pub mod context;
 pub mod error;

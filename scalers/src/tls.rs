@@ -86,10 +86,29 @@ impl TlsSettings {
         self.build(false)
     }
 
+    /// [`TlsSettings::client_config`] under `policy` instead of the process-wide one.
+    ///
+    /// # Errors
+    /// As [`TlsSettings::client_config`].
+    pub fn client_config_with(
+        &self,
+        policy: &crate::client_policy::ClientPolicy,
+    ) -> Result<ClientConfig, TlsError> {
+        self.build_with(true, policy)
+    }
+
     fn build(&self, check_name: bool) -> Result<ClientConfig, TlsError> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        self.build_with(check_name, crate::client_policy::current())
+    }
+
+    fn build_with(
+        &self,
+        check_name: bool,
+        policy: &crate::client_policy::ClientPolicy,
+    ) -> Result<ClientConfig, TlsError> {
+        let provider = policy.tls.provider();
         let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
-            .with_safe_default_protocol_versions()?;
+            .with_protocol_versions(policy.tls.versions())?;
         let builder = if self.insecure {
             builder
                 .dangerous()
@@ -97,12 +116,14 @@ impl TlsSettings {
                     algorithms: provider.signature_verification_algorithms,
                 }))
         } else if check_name {
-            builder.with_root_certificates(self.roots()?)
+            builder.with_root_certificates(self.roots(policy)?)
         } else {
-            let chain =
-                WebPkiServerVerifier::builder_with_provider(Arc::new(self.roots()?), provider)
-                    .build()
-                    .map_err(|e| TlsError::Rustls(rustls::Error::General(e.to_string())))?;
+            let chain = WebPkiServerVerifier::builder_with_provider(
+                Arc::new(self.roots(policy)?),
+                provider,
+            )
+            .build()
+            .map_err(|e| TlsError::Rustls(rustls::Error::General(e.to_string())))?;
             builder
                 .dangerous()
                 .with_custom_certificate_verifier(Arc::new(AnyName { chain }))
@@ -124,11 +145,16 @@ impl TlsSettings {
         Ok(config)
     }
 
-    fn roots(&self) -> Result<RootCertStore, TlsError> {
+    fn roots(
+        &self,
+        policy: &crate::client_policy::ClientPolicy,
+    ) -> Result<RootCertStore, TlsError> {
         let mut roots = RootCertStore::empty();
         // Unreadable system certificates are skipped, as Go's SystemCertPool does.
         let (_, _) =
             roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+        // --ca-dir: trusted by every scaler, as KEDA's SetCACertDirs makes them.
+        let (_, _) = roots.add_parsable_certificates(policy.extra_roots.iter().cloned());
         if let Some(ca) = &self.ca {
             let certs = CertificateDer::pem_slice_iter(ca.expose().as_bytes())
                 .collect::<Result<Vec<_>, _>>()

@@ -24,8 +24,21 @@ pub fn mutual_tls_server_config(
     serving: Arc<CertStore>,
     client_ca: Arc<ClientCaVerifier>,
 ) -> Result<ServerConfig, rustls::Error> {
-    let mut config = ServerConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()?
+    mutual_tls_server_config_with(serving, client_ca, &crate::policy::service_policy())
+}
+
+/// [`mutual_tls_server_config`] with the versions and suites of `policy` instead of the
+/// process-wide service policy ([`crate::policy::install_service_policy`]).
+///
+/// # Errors
+/// rustls refuses the protocol versions (does not happen with the ring provider).
+pub fn mutual_tls_server_config_with(
+    serving: Arc<CertStore>,
+    client_ca: Arc<ClientCaVerifier>,
+    policy: &crate::TlsPolicy,
+) -> Result<ServerConfig, rustls::Error> {
+    let mut config = ServerConfig::builder_with_provider(policy.provider())
+        .with_protocol_versions(policy.versions())?
         .with_client_cert_verifier(client_ca)
         .with_cert_resolver(serving);
     config.session_storage = Arc::new(NoServerSessionStorage {});
@@ -103,6 +116,39 @@ mod tests {
         Arc::new(CertStore::new(
             certified_key(pair.0.as_bytes(), pair.1.as_bytes(), "test").expect("loads"),
         ))
+    }
+
+    #[test]
+    fn a_service_policy_of_tls13_refuses_a_tls12_only_client() {
+        let ca = Ca::new("ca");
+        let serving = store(&ca.issue(&["localhost"], ExtendedKeyUsagePurpose::ServerAuth));
+        let client_ca =
+            Arc::new(ClientCaVerifier::from_pem(ca.pem().as_bytes(), "ca").expect("CA"));
+        let tls13 =
+            crate::TlsPolicy::parse("KEDA_SERVICE_MIN_TLS_VERSION", Some("TLS13"), "L", None)
+                .expect("policy");
+        let strict = Arc::new(
+            mutual_tls_server_config_with(Arc::clone(&serving), Arc::clone(&client_ca), &tls13)
+                .expect("server"),
+        );
+        let default = Arc::new(
+            mutual_tls_server_config_with(serving, client_ca, &crate::TlsPolicy::default())
+                .expect("server"),
+        );
+        let tls12_client = Arc::new(
+            ClientConfig::builder_with_provider(provider())
+                .with_protocol_versions(&[&rustls::version::TLS12])
+                .expect("versions")
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(
+                    ServerCaVerifier::from_pem(ca.pem().as_bytes(), "ca").expect("CA"),
+                ))
+                .with_client_cert_resolver(store(
+                    &ca.issue(&[], ExtendedKeyUsagePurpose::ClientAuth),
+                )),
+        );
+        assert_eq!(connect(&tls12_client, &default), Ok(()));
+        assert!(connect(&tls12_client, &strict).is_err());
     }
 
     #[test]

@@ -20,6 +20,7 @@ mod config;
 mod identity;
 pub mod kube_secrets;
 pub mod pki;
+pub mod policy;
 pub mod secrets;
 mod verifier;
 mod watch;
@@ -34,9 +35,12 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 pub use cert_store::CertStore;
-pub use config::{mutual_tls_client_config, mutual_tls_server_config};
+pub use config::{
+    mutual_tls_client_config, mutual_tls_server_config, mutual_tls_server_config_with,
+};
 pub use identity::{CertificateFacts, Identity, common_name};
 pub use kube_secrets::{ClientMaterial, Issuer, SecretApiError};
+pub use policy::{PolicyError, TlsPolicy};
 pub use verifier::{ClientCaVerifier, ServerCaVerifier, client_verifier, server_verifier};
 pub use watch::watch_files;
 

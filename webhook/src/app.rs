@@ -76,6 +76,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/readyz", web::get().to(readyz));
 }
 
+/// Routes of the probe port: `/healthz` and `/readyz`.
+pub fn configure_probes(cfg: &mut web::ServiceConfig) {
+    cfg.route("/healthz", web::get().to(healthz))
+        .route("/readyz", web::get().to(readyz));
+}
+
 /// Routes of the plain metrics port: `/metrics` and the probes.
 pub fn configure_metrics_port(cfg: &mut web::ServiceConfig) {
     cfg.route("/metrics", web::get().to(prometheus))

@@ -19,7 +19,7 @@ See docs/webhooks.md.";
 /// keda-rs admission webhooks: KEDA's validation of ScaledObjects, ScaledJobs and
 /// (Cluster)TriggerAuthentications, served over TLS to the API server.
 #[derive(Clone, Debug, Parser)]
-#[command(name = "keda-webhook", version, about, long_about = None, after_help = ENV_HELP)]
+#[command(name = "keda-webhook", version, about, long_about = None, after_help = ENV_HELP, args_override_self = true)]
 pub struct Args {
     /// The HTTPS address serving the validation paths and `/healthz`, `/readyz`.
     #[arg(long, default_value = "0.0.0.0:9443")]
@@ -27,7 +27,7 @@ pub struct Args {
 
     /// The plain-HTTP address serving Prometheus metrics at `/metrics`, and `/healthz`,
     /// `/readyz`.
-    #[arg(long, default_value = "0.0.0.0:8080")]
+    #[arg(long, default_value = "0.0.0.0:8080", value_parser = metrics_address)]
     pub metrics_bind_address: SocketAddr,
 
     /// PEM serving certificate (chain). Reloaded when the file changes. Without it (and
@@ -84,6 +84,41 @@ pub struct Args {
     /// Worker threads of the HTTPS port (1 to 1024). Default: the number of CPUs.
     #[arg(long, value_parser = workers)]
     pub workers: Option<usize>,
+
+    /// Port of `--webhook-bind-address` (KEDA's `--port`).
+    #[arg(long, value_name = "PORT")]
+    pub webhook_port: Option<u16>,
+
+    /// Plain-HTTP address of `/healthz` and `/readyz` alone, as KEDA's manifests probe them
+    /// (`:8081`; `0` turns it off).
+    #[arg(long, value_name = "ADDR", default_value = ":8081")]
+    pub health_probe_bind_address: crate::keda_flags::ListenAddress,
+
+    /// Directory of `tls.crt` and `tls.key` served when no `--tls-cert-file` is given (KEDA's
+    /// flag and default, where KEDA's manifests mount its certificates); when the files are not
+    /// there, the certificate of Secret keda-rs-webhook-certs is served.
+    #[arg(long, value_name = "DIR", default_value = "/certs")]
+    pub cert_dir: Option<PathBuf>,
+
+    /// Log filter, a tracing directive such as `info` (KEDA's --zap-log-level maps onto it);
+    /// RUST_LOG overrides it.
+    #[arg(long, value_name = "FILTER", default_value = "info")]
+    pub log_level: String,
+
+    /// Log format: `text` or `json` (KEDA's --zap-encoder: `console` is `text`).
+    #[arg(long, value_name = "FORMAT", default_value = "text")]
+    pub log_format: keda_cli::logging::LogFormat,
+
+    /// Timestamp encoding of log lines (KEDA's --zap-time-encoding).
+    #[arg(long, value_name = "ENCODING", default_value = "default")]
+    pub log_time_encoding: keda_cli::logging::TimeEncoding,
+}
+
+/// `--metrics-bind-address`: as Go writes it (`:8080`), but not off: the port also answers the
+/// probes.
+fn metrics_address(value: &str) -> Result<SocketAddr, String> {
+    crate::keda_flags::listen_address(value)?
+        .ok_or_else(|| "the metrics port cannot be turned off here".to_string())
 }
 
 impl Args {

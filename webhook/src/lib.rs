@@ -11,6 +11,7 @@ pub mod app;
 pub mod cache;
 pub mod certs;
 pub mod config;
+pub mod keda_flags;
 pub mod metrics;
 pub mod rules;
 pub mod start;

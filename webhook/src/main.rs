@@ -11,13 +11,18 @@ const BINARY: &str = "keda-webhook";
 /// naming the flag or what to fix; exit code 2 for flags, 1 otherwise.
 #[tokio::main]
 async fn main() -> ExitCode {
-    let args: Args = keda_cli::parse_flags(BINARY);
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    let (args, warnings): (Args, _) =
+        keda_cli::keda_flags::parse_keda_flags(BINARY, &keda_webhook::keda_flags::table());
+    let filter =
+        keda_cli::logging::effective_filter(std::env::var("RUST_LOG").ok(), &args.log_level);
+    if let Err(error) =
+        keda_cli::logging::init_logging(args.log_format, args.log_time_encoding, &filter)
+    {
+        return keda_cli::fail(BINARY, &error);
+    }
+    for warning in &warnings {
+        tracing::warn!("{warning}");
+    }
     // kube's client and ours both use rustls on ring; make it the process default too.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cancel = CancellationToken::new();

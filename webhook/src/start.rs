@@ -22,6 +22,9 @@ pub enum StartError {
     /// A flag's value is unusable.
     #[error("{0}")]
     Flag(String),
+    /// `KEDA_SERVICE_MIN_TLS_VERSION` or `KEDA_SERVICE_TLS_CIPHER_LIST` names what rustls cannot do.
+    #[error(transparent)]
+    TlsPolicy(#[from] keda_tls::PolicyError),
     /// The certificate files are unusable.
     #[error("--tls-cert-file / --tls-private-key-file: {0}")]
     Files(#[source] TlsError),
@@ -54,8 +57,28 @@ pub enum StartError {
 
 /// The rustls configuration of the HTTPS port, serving whatever `store` holds.
 pub fn server_tls(store: Arc<CertStore>) -> rustls::ServerConfig {
-    let mut config = rustls::ServerConfig::builder_with_provider(keda_tls::provider())
-        .with_safe_default_protocol_versions()
+    server_tls_with(store, &keda_tls::TlsPolicy::default())
+}
+
+/// KEDA's `KEDA_SERVICE_MIN_TLS_VERSION` and `KEDA_SERVICE_TLS_CIPHER_LIST`, falling back to
+/// `KEDA_HTTP_MIN_TLS_VERSION` and `KEDA_HTTP_TLS_CIPHER_LIST` when unset, as KEDA's
+/// `pkg/util/tls_config.go` does.
+///
+/// # Errors
+/// A version or cipher suite rustls cannot do, naming the variable.
+pub fn service_tls_policy(
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<keda_tls::TlsPolicy, keda_tls::PolicyError> {
+    keda_tls::policy::service_policy_from(var)
+}
+
+/// [`server_tls`] with the versions and suites `policy` allows.
+pub fn server_tls_with(
+    store: Arc<CertStore>,
+    policy: &keda_tls::TlsPolicy,
+) -> rustls::ServerConfig {
+    let mut config = rustls::ServerConfig::builder_with_provider(policy.provider())
+        .with_protocol_versions(policy.versions())
         .unwrap_or_else(|_| {
             // The ring provider supports the default versions; this branch is unreachable.
             rustls::ServerConfig::builder_with_protocol_versions(rustls::DEFAULT_VERSIONS)
@@ -109,6 +132,26 @@ pub fn metrics_server(
     .run())
 }
 
+/// Builds the plain-HTTP probe server (`/healthz`, `/readyz`) on `listener`.
+///
+/// # Errors
+/// actix cannot use the listener.
+pub fn probe_server(
+    state: AppState,
+    listener: TcpListener,
+) -> std::io::Result<actix_web::dev::Server> {
+    let data = web::Data::new(state);
+    Ok(HttpServer::new(move || {
+        App::new()
+            .app_data(data.clone())
+            .configure(crate::app::configure_probes)
+    })
+    .workers(1)
+    .disable_signals()
+    .listen(listener)?
+    .run())
+}
+
 async fn kube_client(path: Option<&Path>) -> Result<kube::Client, StartError> {
     let Some(path) = path else {
         return Ok(keda_cli::infer_client(&keda_cli::ProcessLookup).await?);
@@ -135,8 +178,21 @@ fn bind(flag: &'static str, address: SocketAddr) -> Result<TcpListener, StartErr
 /// [`StartError`] naming the flag or permission to fix, or a server failure.
 pub async fn run(args: Args, cancel: CancellationToken) -> Result<(), StartError> {
     let client = kube_client(args.kubeconfig.as_deref()).await?;
-    let store = match (&args.tls_cert_file, &args.tls_private_key_file) {
-        (Some(cert), Some(key)) => {
+    let policy = service_tls_policy(&|name| std::env::var(name).ok())?;
+    let in_cert_dir = args.cert_dir.as_ref().and_then(|dir| {
+        let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+        (cert.is_file() && key.is_file()).then_some((cert, key))
+    });
+    let files = match (&args.tls_cert_file, &args.tls_private_key_file) {
+        (Some(cert), Some(key)) => Some((cert.clone(), key.clone())),
+        _ => in_cert_dir,
+    };
+    let mut webhook_address = args.webhook_bind_address;
+    if let Some(port) = args.webhook_port {
+        webhook_address.set_port(port);
+    }
+    let store = match &files {
+        Some((cert, key)) => {
             let store = Arc::new(CertStore::from_files(cert, key).map_err(StartError::Files)?);
             store.reload_on_change(
                 cert.clone(),
@@ -172,24 +228,41 @@ pub async fn run(args: Args, cancel: CancellationToken) -> Result<(), StartError
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
     let webhook = webhook_server(
         state.clone(),
-        bind("--webhook-bind-address", args.webhook_bind_address)?,
-        server_tls(store),
+        bind("--webhook-bind-address", webhook_address)?,
+        server_tls_with(store, &policy),
         workers,
     )
     .map_err(StartError::Serve)?;
+    let probes = match args.health_probe_bind_address.0 {
+        Some(address) => Some(
+            probe_server(state.clone(), bind("--health-probe-bind-address", address)?)
+                .map_err(StartError::Serve)?,
+        ),
+        None => None,
+    };
     let metrics = metrics_server(
         state,
         bind("--metrics-bind-address", args.metrics_bind_address)?,
     )
     .map_err(StartError::Serve)?;
-    info!(webhook = %args.webhook_bind_address, metrics = %args.metrics_bind_address, "serving");
+    info!(webhook = %webhook_address, metrics = %args.metrics_bind_address, probes = ?args.health_probe_bind_address.0, "serving");
     let (webhook_handle, metrics_handle) = (webhook.handle(), metrics.handle());
+    let probe_handle = probes.as_ref().map(actix_web::dev::Server::handle);
     let stop = cancel.clone();
     tokio::spawn(async move {
         stop.cancelled().await;
         tokio::join!(webhook_handle.stop(true), metrics_handle.stop(true));
+        if let Some(handle) = probe_handle {
+            handle.stop(true).await;
+        }
     });
-    let (a, b) = tokio::join!(webhook, metrics);
+    let probes = async move {
+        match probes {
+            Some(server) => server.await,
+            None => Ok(()),
+        }
+    };
+    let (a, b, c) = tokio::join!(webhook, metrics, probes);
     cancel.cancel();
-    a.and(b).map_err(StartError::Serve)
+    a.and(b).and(c).map_err(StartError::Serve)
 }

@@ -248,7 +248,7 @@ pub async fn start_with(pki: Pki, operator: SocketAddr, cancel: CancellationToke
     let server = secure_server(
         state,
         listener,
-        secure_port_config(store).expect("TLS configuration"),
+        secure_port_config(store, &Default::default()).expect("TLS configuration"),
         1,
     )
     .expect("server");

@@ -4,7 +4,7 @@
 mod logging;
 mod metrics;
 
-pub use logging::{LogFormat, LoggingError, init_logging};
+pub use logging::{LogFormat, LoggingError, TimeEncoding, init_logging};
 pub use metrics::{
     BuildInfo, CustomResourceKind, METRICS_CONTENT_TYPE, Metrics, ResourceKind, ScalerLabels,
 };

@@ -162,7 +162,7 @@ async fn start_local(client: Client, port: u16, cancel: CancellationToken) {
     let server = secure_server(
         state,
         listener,
-        tls::secure_port_config(serving).expect("TLS"),
+        tls::secure_port_config(serving, &Default::default()).expect("TLS"),
         2,
     )
     .expect("server");
