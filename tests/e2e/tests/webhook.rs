@@ -76,6 +76,8 @@ async fn start_local(
     let state = AppState {
         caches,
         metrics: Arc::new(Metrics::new()),
+        // The shipped defaults: no namespace borrows the operator's identity.
+        identity: Default::default(),
     };
     let server = webhook_server(state, listener, server_tls(store), 2).expect("server");
     let handle = server.handle();
