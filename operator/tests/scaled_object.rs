@@ -671,7 +671,12 @@ spec:
         .await;
     assert_eq!(status, "False");
     assert!(
-        message.contains("Password authentication failed"),
+        message.contains("the server refused the credentials"),
+        "{reason}: {message}"
+    );
+    // Only the kind of failure: never the server's own words (issue 30, finding 5).
+    assert!(
+        !message.contains("Password authentication failed"),
         "{reason}: {message}"
     );
     op.stop().await;
