@@ -338,3 +338,181 @@ async fn explain_refuses_callers_who_may_not_get_the_object() {
     assert_eq!(e.state, ObjectState::Active, "{}", e.reason);
     s.stop().await;
 }
+
+/// What every hostile answer of [`hostile_metrics_api`] carries.
+const MARKER: &str = "SECRET-MARKER-7f3a";
+
+/// A metrics API on loopback that answers what an internal endpoint holds (issue 30, finding
+/// 5): `/forbidden` a `403` whose body and media type carry [`MARKER`], `/string` a `200` whose
+/// value at `v` is the marker. Returns its base URL; the server lives as long as the runtime.
+async fn hostile_metrics_api() -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 64 * 1024 {
+                    match conn.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&head);
+                let path = head.split_whitespace().nth(1).unwrap_or_default();
+                let (status, media, body) = if path.starts_with("/forbidden") {
+                    (
+                        "403 Forbidden",
+                        format!("text/{MARKER}"),
+                        format!("<html>token={MARKER}</html>"),
+                    )
+                } else if path.starts_with("/string") {
+                    (
+                        "200 OK",
+                        "application/json".to_string(),
+                        format!(r#"{{"v": "{MARKER}"}}"#),
+                    )
+                } else {
+                    ("404 Not Found", "text/plain".to_string(), String::new())
+                };
+                let answer = format!(
+                    "HTTP/1.1 {status}\r\ncontent-type: {media}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = conn.write_all(answer.as_bytes()).await;
+                let _ = conn.shutdown().await;
+            });
+        }
+    });
+    base
+}
+
+/// A ScaledObject `name` with one `metrics-api` trigger (named `name`-source) on `url`, reading
+/// `valueLocation` `v`.
+fn metrics_api_object(name: &str, url: &str) -> String {
+    format!(
+        r#"
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata:
+  name: {name}
+spec:
+  scaleTargetRef:
+    name: {name}
+  pollingInterval: 30
+  cooldownPeriod: 300
+  maxReplicaCount: 10
+  triggers:
+    - type: metrics-api
+      name: {name}-source
+      metadata:
+        url: {url}
+        valueLocation: v
+        targetValue: "5"
+"#
+    )
+}
+
+/// The notes of the Events on `name` with `reason`.
+async fn event_notes(w: &World, name: &str, reason: &str) -> Vec<String> {
+    let api: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(w.client.clone(), NS);
+    api.list(&Default::default())
+        .await
+        .expect("list Events")
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                && e.reason.as_deref() == Some(reason)
+        })
+        .map(|e| e.note.unwrap_or_default())
+        .collect()
+}
+
+/// Issue 30, finding 5, through the operator: a tenant's `metrics-api` trigger points at an
+/// endpoint whose answer is a secret, (a) in a `403` body and media type, (b) as the string at
+/// `valueLocation`. The secret is in no Event of the object (any reason), no status condition
+/// and no explain answer (text and JSON); the `KEDAScalerFailed` Event, the explain answer and
+/// the trigger's last error still name the trigger and the kind of failure. The scalers' own
+/// test (`scalers/tests/hostile.rs` `metrics_api_never_quotes_the_answer`) checks the error's
+/// messages; this one checks the paths from the error to what the tenant reads.
+#[tokio::test]
+async fn a_hostile_metrics_api_is_quoted_in_no_event_condition_or_explain_answer() {
+    let Some(s) =
+        setup("a_hostile_metrics_api_is_quoted_in_no_event_condition_or_explain_answer").await
+    else {
+        return;
+    };
+    let w = &s.w;
+    let base = hostile_metrics_api().await;
+    // (failure name, url, what the message says instead of the answer)
+    let cases = [
+        ("forbidden", format!("{base}/forbidden"), "403 Forbidden"),
+        ("stringly", format!("{base}/string"), "a string"),
+    ];
+    let mut objects = Vec::new();
+    for (name, url, _) in &cases {
+        w.deployment(name, 1).await;
+        objects.push(w.create(&metrics_api_object(name, url)).await);
+    }
+    for so in &objects {
+        w.polls_reach(&s.op, so, 1).await;
+    }
+    // A second poll, so whatever repeats (Event series, conditions) has been written again.
+    poll_all(&s, &objects.iter().collect::<Vec<_>>(), 30).await;
+
+    for (name, _, kind) in &cases {
+        let notes = eventually(&format!("a KEDAScalerFailed Event on {name}"), || async {
+            let notes = event_notes(w, name, "KEDAScalerFailed").await;
+            (!notes.is_empty()).then_some(notes)
+        })
+        .await;
+        for note in &notes {
+            assert!(
+                note.contains("metrics-api") && note.contains(kind),
+                "{name}: the Event names the trigger and the kind of failure: {note}"
+            );
+        }
+        // Every Event about the object, whatever its reason.
+        let api: kube::Api<k8s_openapi::api::events::v1::Event> =
+            kube::Api::namespaced(w.client.clone(), NS);
+        for e in api.list(&Default::default()).await.expect("Events").items {
+            if e.regarding.as_ref().and_then(|r| r.name.as_deref()) != Some(*name) {
+                continue;
+            }
+            let text = format!("{:?} {:?}", e.note, e.series);
+            assert!(
+                !text.contains(MARKER),
+                "{name}: an Event quotes the source: {text}"
+            );
+        }
+        // Every status condition (and the rest of the status).
+        let so = w.get(name).await;
+        let status = serde_json::to_string(&so.status).expect("status");
+        assert!(
+            !status.contains(MARKER),
+            "{name}: the status quotes the source: {status}"
+        );
+        // explain, as text and as JSON.
+        let e = s.explain(ALICE, name).await.expect("explanation");
+        assert_eq!(e.state, ObjectState::Failing, "{name}: {}", e.reason);
+        let text = render::text(&e);
+        let json = serde_json::to_string(&e).expect("json");
+        for shown in [&text, &json] {
+            assert!(
+                !shown.contains(MARKER),
+                "{name}: explain quotes the source: {shown}"
+            );
+        }
+        assert!(
+            text.contains(&format!("{name}-source")) && text.contains(kind),
+            "{name}: explain names the trigger and the kind of failure: {text}"
+        );
+    }
+    s.stop().await;
+}

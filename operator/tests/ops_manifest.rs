@@ -70,9 +70,9 @@ fn mounted_files(container: &Value) -> Vec<(String, String)> {
     files
 }
 
-#[test]
-fn the_installed_deployment_s_args_and_env_are_accepted_and_match_its_ports() {
-    let container = operator_container();
+/// The settings the operator's container (`container`) runs with: its args, its env (values
+/// from the pod as the kubelet would set them) and the files of its ConfigMap volumes.
+fn operator_settings(container: &Value) -> Settings {
     let mut argv = vec!["keda-operator".to_string()];
     argv.extend(
         container["args"]
@@ -100,12 +100,18 @@ fn the_installed_deployment_s_args_and_env_are_accepted_and_match_its_ports() {
         })
         .collect();
     let refs: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let env = mounted_files(&container)
+    let env = mounted_files(container)
         .into_iter()
         .fold(MapEnv::new(&refs), |env, (path, text)| {
             env.with_file_contents(path, &text)
         });
-    let settings = Settings::from_sources(argv, &env).expect("the manifest's settings parse");
+    Settings::from_sources(argv, &env).expect("the manifest's settings parse")
+}
+
+#[test]
+fn the_installed_deployment_s_args_and_env_are_accepted_and_match_its_ports() {
+    let container = operator_container();
+    let settings = operator_settings(&container);
 
     // The shipped host policy is mounted and read, and grants nothing until the administrator
     // lists hosts.
@@ -213,5 +219,78 @@ fn the_shipped_rbac_grants_no_token_creation_cluster_wide() {
             && !text.contains("KEDA_RS_BOUND_TOKEN_SERVICE_ACCOUNTS")
             && !text.contains("allow-namespace-vault-operator-identity"),
         "the install opts nothing in: {text}"
+    );
+}
+
+/// The webhook's container in `config/webhooks/deployment.yaml`.
+fn webhook_container() -> Value {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../config/webhooks/deployment.yaml");
+    let text = std::fs::read_to_string(&path).expect("webhooks/deployment.yaml");
+    text.split("\n---")
+        .map(|doc| serde_yaml::from_str::<Value>(doc).expect("YAML"))
+        .find(|doc| doc["kind"] == "Deployment")
+        .and_then(|d| {
+            d["spec"]["template"]["spec"]["containers"]
+                .as_array()
+                .and_then(|c| c.iter().find(|c| c["name"] == "keda-admission-webhooks"))
+                .cloned()
+        })
+        .expect("the keda-admission-webhooks container")
+}
+
+/// The identity rules the webhook's container runs with, parsed by the webhook's own flags.
+/// clap reads `env` from the process, so the container's `KEDA_RS_*` variables become flags
+/// placed before its args: a flag given in `args` still wins over the variable, as in the pod.
+fn webhook_identity(container: &Value) -> keda_api::identity::IdentityPolicy {
+    use clap::Parser;
+    let mut argv = vec!["keda-webhook".to_string()];
+    for var in container["env"].as_array().into_iter().flatten() {
+        let name = var["name"].as_str().expect("env name");
+        let flag = match name {
+            keda_api::identity::ALLOW_NAMESPACE_VAULT_OPERATOR_IDENTITY_ENV => {
+                "--allow-namespace-vault-operator-identity"
+            }
+            keda_api::identity::BOUND_TOKEN_SERVICE_ACCOUNTS_ENV => {
+                "--bound-token-service-accounts"
+            }
+            _ => continue,
+        };
+        let value = var["value"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name} of the webhook is not a literal value"));
+        argv.push(format!("{flag}={value}"));
+    }
+    argv.extend(
+        container["args"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|a| a.as_str().expect("string arg").to_string()),
+    );
+    keda_webhook::config::Args::try_parse_from(&argv)
+        .unwrap_or_else(|e| panic!("the webhook's manifest args parse: {e}"))
+        .identity()
+        .expect("the webhook's identity flags parse")
+}
+
+/// Issue 30, findings 1 and 7: the webhook refuses at admission what the operator refuses when
+/// it resolves a trigger, with the same rules, so both must be given the same
+/// `--allow-namespace-vault-operator-identity` and `--bound-token-service-accounts` (flag or
+/// `KEDA_RS_*` variable). The shipped Deployments agree, and give neither (the safe defaults):
+/// a manifest that opts one in must opt in the other alike.
+#[test]
+fn the_shipped_operator_and_webhook_agree_on_the_identity_opt_ins() {
+    let operator = operator_settings(&operator_container()).identity;
+    let webhook = webhook_identity(&webhook_container());
+    assert_eq!(
+        operator, webhook,
+        "config/operator/deployment.yaml and config/webhooks/deployment.yaml must give the same \
+         --allow-namespace-vault-operator-identity and --bound-token-service-accounts \
+         (docs/webhooks.md#identity-rules)"
+    );
+    assert_eq!(
+        operator,
+        keda_api::identity::IdentityPolicy::default(),
+        "the install opts nothing in"
     );
 }
