@@ -1,6 +1,9 @@
 //! The real `keda-activator` binary's start-up failures: each is one line on standard error
 //! naming what to fix, and `--help` lists the environment variables it reads.
 
+#[path = "common/memory_attack.rs"]
+mod memory_attack;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -244,26 +247,13 @@ impl Drop for Running {
     }
 }
 
-/// The resident memory of process `pid`, in bytes, from /proc.
-fn rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .expect("VmRSS")
-        * 1024
-}
-
 /// Issue 30's attack on the real binary with its default limits: 1,100 clients each send an
 /// unfinished 460 KB request head. The process stays under the shipped 500 MiB limit and
 /// keeps answering.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eleven_hundred_unfinished_460_kb_heads_leave_the_activator_under_500_mib_and_answering() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use memory_attack::{CLIENTS, HEAD};
 
-    const CLIENTS: usize = 1100;
-    const HEAD: usize = 460_000;
     let home = TempDir::new("memory-attack");
     let server = memkube::MemKube::new();
     server.create_namespace("keda").expect("namespace");
@@ -292,61 +282,12 @@ async fn eleven_hundred_unfinished_460_kb_heads_leave_the_activator_under_500_mi
     let running = Running(child);
     let pid = running.0.id();
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let answers = || async move {
-        let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
-        stream
-            .write_all(b"GET / HTTP/1.1\r\nHost: nothing.example\r\nConnection: close\r\n\r\n")
-            .await
-            .ok()?;
-        let mut answer = Vec::new();
-        stream.read_to_end(&mut answer).await.ok()?;
-        Some(String::from_utf8_lossy(&answer).into_owned())
-    };
-    let mut up = false;
-    for _ in 0..200 {
-        if answers()
-            .await
-            .is_some_and(|a| a.starts_with("HTTP/1.1 404"))
-        {
-            up = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert!(up, "the activator did not start answering");
-
-    let mut head = b"GET / HTTP/1.1\r\nHost: nothing.example\r\nX-Pad: ".to_vec();
-    head.resize(HEAD, b'a');
-    let head: &'static [u8] = head.leak();
-    let mut clients = tokio::task::JoinSet::new();
-    for _ in 0..CLIENTS {
-        clients.spawn(async move {
-            let Ok(mut stream) = tokio::net::TcpStream::connect(addr).await else {
-                return None;
-            };
-            // Never finished: no blank line. The activator may cut it short.
-            let _ = stream.write_all(head).await;
-            Some(stream)
-        });
-    }
-    let mut peak = 0;
-    let sampler = async {
-        loop {
-            peak = peak.max(rss(pid));
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-    };
-    let mut open = Vec::new();
-    tokio::select! {
-        () = sampler => {}
-        () = async {
-            while let Some(stream) = clients.join_next().await {
-                open.push(stream.expect("client task"));
-            }
-        } => {}
-    }
-    peak = peak.max(rss(pid));
-    let answer = answers().await.unwrap_or_default();
+    assert!(
+        memory_attack::answers_404(addr).await,
+        "the activator did not start answering"
+    );
+    let (peak, open) = memory_attack::unfinished_heads(addr, pid, CLIENTS, HEAD).await;
+    let answer = memory_attack::answer(addr).await.unwrap_or_default();
     println!(
         "{CLIENTS} clients x {HEAD} B unfinished heads: peak RSS {} MiB, answering: {}",
         peak >> 20,

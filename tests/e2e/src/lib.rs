@@ -68,21 +68,7 @@ pub fn kubeconfig_path() -> Result<PathBuf, HarnessError> {
 /// # Errors
 /// A message saying how to build it when there is none.
 pub fn operator_binary() -> Result<PathBuf, String> {
-    let path = match std::env::var_os(OPERATOR_BIN_ENV).filter(|p| !p.is_empty()) {
-        Some(path) => PathBuf::from(path),
-        None => std::env::current_exe()
-            .ok()
-            .and_then(|exe| exe.parent()?.parent().map(|dir| dir.join("keda-operator")))
-            .unwrap_or_else(|| PathBuf::from("keda-operator")),
-    };
-    if path.is_file() {
-        Ok(path)
-    } else {
-        Err(format!(
-            "no keda-operator binary at {}: run `cargo build -p keda-operator` first, or name one with {OPERATOR_BIN_ENV}",
-            path.display()
-        ))
-    }
+    binary(OPERATOR_BIN_ENV, "keda-operator")
 }
 
 /// A client for the cluster named by [`KUBECONFIG_ENV`].
@@ -136,4 +122,182 @@ pub fn yaml_documents(dir: &Path) -> Result<Vec<(String, serde_json::Value)>, St
         }
     }
     Ok(docs)
+}
+
+/// The environment variable naming the `keda-activator` binary the scenarios that run the
+/// activator as a local process start; default: `keda-activator` beside this test's
+/// `target/<profile>/` directory (build it with `cargo build -p keda-activator`).
+pub const ACTIVATOR_BIN_ENV: &str = "KEDA_RS_E2E_ACTIVATOR_BIN";
+
+/// The `keda-activator` binary: [`ACTIVATOR_BIN_ENV`], else `keda-activator` in the target
+/// directory of the running test.
+///
+/// # Errors
+/// A message saying how to build it when there is none.
+pub fn activator_binary() -> Result<PathBuf, String> {
+    binary(ACTIVATOR_BIN_ENV, "keda-activator")
+}
+
+fn binary(env: &str, name: &str) -> Result<PathBuf, String> {
+    let path = match std::env::var_os(env).filter(|p| !p.is_empty()) {
+        Some(path) => PathBuf::from(path),
+        None => std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.parent()?.parent().map(|dir| dir.join(name)))
+            .unwrap_or_else(|| PathBuf::from(name)),
+    };
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(format!(
+            "no {name} binary at {}: run `cargo build -p {name}` first, or name one with {env}",
+            path.display()
+        ))
+    }
+}
+
+/// The resident set size of process `pid` in bytes (`VmRSS` of `/proc/<pid>/status`), or
+/// `None` once the process is gone.
+pub fn rss(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kib| kib * 1024)
+}
+
+/// Waits until `check` holds, polling every 200 ms; panics naming `what` after `within`.
+pub async fn until<F, Fut>(what: &str, within: std::time::Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = std::time::Instant::now() + within;
+    while !check().await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out after {within:?} waiting until {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+/// The real `keda-operator` binary as a local process against the cluster named by
+/// [`KUBECONFIG_ENV`], with its defaults, watching only one namespace (`WATCH_NAMESPACE`), its
+/// metrics, health and metrics-service listeners off, explain on a loopback port, JSON logs
+/// (echoed, and kept for [`OperatorProcess::logged`]). Killed on drop.
+pub struct OperatorProcess {
+    child: tokio::process::Child,
+    logs: std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+}
+
+/// The `POD_NAME` the local operator runs as (its Lease holder identity).
+pub const OPERATOR_POD_NAME: &str = "keda-rs-e2e-operator";
+
+impl OperatorProcess {
+    /// Starts the operator for `namespace` with `args` added to the listener settings above.
+    ///
+    /// # Panics
+    /// When the binary or the kubeconfig is missing, or the process cannot start.
+    pub fn start(namespace: &str, args: &[&str]) -> OperatorProcess {
+        use tokio::io::AsyncBufReadExt as _;
+        let binary = operator_binary().unwrap_or_else(|e| panic!("{e}"));
+        let kubeconfig = kubeconfig_path().unwrap_or_else(|e| panic!("{e}"));
+        let mut child = tokio::process::Command::new(binary)
+            .args(args)
+            .args([
+                "--metrics-bind-address",
+                "0",
+                "--health-probe-bind-address",
+                "0",
+                "--metrics-service-bind-address",
+                "0",
+                "--explain-bind-address",
+                "127.0.0.1:0",
+                "--log-format",
+                "json",
+            ])
+            .env_clear()
+            .env("HOME", std::env::temp_dir())
+            .env("KUBECONFIG", kubeconfig)
+            .env("RUST_LOG", "info")
+            .env("POD_NAMESPACE", namespace)
+            .env("POD_NAME", OPERATOR_POD_NAME)
+            .env("WATCH_NAMESPACE", namespace)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("keda-operator starts");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let logs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = logs.clone();
+        tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                println!("[operator] {line}");
+                if let Ok(entry) = serde_json::from_str(&line) {
+                    sink.lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .push(entry);
+                }
+            }
+        });
+        OperatorProcess { child, logs }
+    }
+
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// Whether the process is still running.
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// The log entries whose message starts with `prefix`.
+    pub fn logged(&self, prefix: &str) -> Vec<serde_json::Value> {
+        self.logs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .filter(|e| e["message"].as_str().is_some_and(|m| m.starts_with(prefix)))
+            .cloned()
+            .collect()
+    }
+
+    /// The explain endpoint's address, once the process serves it (within 60 s).
+    ///
+    /// # Panics
+    /// When it does not within 60 s.
+    pub async fn explain_addr(&self) -> std::net::SocketAddr {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            if let Some(addr) = self
+                .logged("explain endpoint listening")
+                .iter()
+                .find_map(|e| e["addr"].as_str().and_then(|a| a.parse().ok()))
+            {
+                return addr;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the operator did not lead and serve explain within 60 s"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+
+    /// SIGTERM, then waits up to 20 s for the exit.
+    pub async fn terminate(mut self) {
+        if let Some(pid) = self.child.id() {
+            let _ = tokio::process::Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status()
+                .await;
+        }
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(20), self.child.wait()).await;
+    }
 }

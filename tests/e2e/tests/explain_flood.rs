@@ -14,10 +14,8 @@
 #[path = "../../../operator/tests/common/explain_flood.rs"]
 mod explain_flood;
 
-use std::net::SocketAddr;
-use std::process::Stdio;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use explain_flood::{Answers, flood};
@@ -26,113 +24,15 @@ use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
 use keda_api::ScaledObject;
-use keda_e2e::{cluster_client, kubeconfig_path, operator_binary};
+use keda_e2e::{OPERATOR_POD_NAME, OperatorProcess, cluster_client, until};
 use kube::api::{Api, DeleteParams, GroupVersionKind, PostParams};
 use redis::AsyncCommands;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
 
 const REDIS: &str = "redis://127.0.0.1:6379/";
 const CLIENTS: usize = 256;
 const FLOOD: Duration = Duration::from_secs(25);
 const FILL_AFTER: Duration = Duration::from_secs(5);
 const SCALE_DEADLINE: Duration = Duration::from_secs(10);
-const POD_NAME: &str = "keda-rs-e2e-operator";
-
-/// The operator process and its JSON log lines.
-struct OperatorProcess {
-    child: Child,
-    logs: Arc<Mutex<Vec<serde_json::Value>>>,
-}
-
-impl OperatorProcess {
-    fn start(namespace: &str, lease: &str) -> OperatorProcess {
-        let binary = operator_binary().unwrap_or_else(|e| panic!("{e}"));
-        let kubeconfig = kubeconfig_path().unwrap_or_else(|e| panic!("{e}"));
-        let mut child = Command::new(binary)
-            .args([
-                "--leader-elect",
-                "--leader-election-id",
-                lease,
-                "--metrics-bind-address",
-                "0",
-                "--health-probe-bind-address",
-                "0",
-                "--metrics-service-bind-address",
-                "0",
-                "--explain-bind-address",
-                "127.0.0.1:0",
-                "--log-format",
-                "json",
-            ])
-            .env_clear()
-            .env("HOME", std::env::temp_dir())
-            .env("KUBECONFIG", kubeconfig)
-            .env("RUST_LOG", "info")
-            .env("POD_NAMESPACE", namespace)
-            .env("POD_NAME", POD_NAME)
-            .env("WATCH_NAMESPACE", namespace)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("keda-operator starts");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        let sink = logs.clone();
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                println!("[operator] {line}");
-                if let Ok(entry) = serde_json::from_str(&line) {
-                    sink.lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .push(entry);
-                }
-            }
-        });
-        OperatorProcess { child, logs }
-    }
-
-    fn logged(&self, prefix: &str) -> Vec<serde_json::Value> {
-        self.logs
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .filter(|e| e["message"].as_str().is_some_and(|m| m.starts_with(prefix)))
-            .cloned()
-            .collect()
-    }
-
-    /// The explain endpoint's address, once the process leads and listens (within 60 s).
-    async fn explain_addr(&self) -> SocketAddr {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(addr) = self
-                .logged("explain endpoint listening")
-                .iter()
-                .find_map(|e| e["addr"].as_str().and_then(|a| a.parse().ok()))
-            {
-                return addr;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the operator did not lead and serve explain within 60 s"
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
-    async fn terminate(mut self) {
-        if let Some(pid) = self.child.id() {
-            let _ = Command::new("kill")
-                .args(["-TERM", &pid.to_string()])
-                .status()
-                .await;
-        }
-        let _ = tokio::time::timeout(Duration::from_secs(20), self.child.wait()).await;
-    }
-}
 
 async fn lease(leases: &Api<Lease>, name: &str) -> Option<(String, jiff::Timestamp)> {
     let spec = leases.get_opt(name).await.ok().flatten()?.spec?;
@@ -141,21 +41,6 @@ async fn lease(leases: &Api<Lease>, name: &str) -> Option<(String, jiff::Timesta
 
 async fn replicas(deployments: &Api<Deployment>) -> Option<i32> {
     deployments.get("worker").await.ok()?.spec?.replicas
-}
-
-async fn until<F, Fut>(what: &str, within: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + within;
-    while !check().await {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {within:?} waiting until {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -229,7 +114,10 @@ spec:
         .await
         .expect("create ScaledObject");
 
-    let operator = OperatorProcess::start(&namespace, &lease_name);
+    let operator = OperatorProcess::start(
+        &namespace,
+        &["--leader-elect", "--leader-election-id", &lease_name],
+    );
     let explain_addr = operator.explain_addr().await;
     let leases: Api<Lease> = Api::namespaced(client.clone(), &namespace);
     let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), &namespace);
@@ -295,7 +183,7 @@ spec:
     );
     let (holder, renewed_at_end) = lease_at_end.expect("the Lease exists");
     assert_eq!(
-        holder, POD_NAME,
+        holder, OPERATOR_POD_NAME,
         "the leader lost its Lease during the flood"
     );
     assert!(
