@@ -754,6 +754,11 @@ async fn report_failure(so: &ScaledObject, e: &Error, ctx: &Context) {
             warn!(namespace = ns, name, error = %e, "writing the failure to the status failed")
         }
     }
+    if let Some(note) = e.scaler_build_failure() {
+        ctx.events
+            .publish(so, true, events::KEDA_SCALER_FAILED, note)
+            .await;
+    }
     let event_reason = e
         .route_refusal()
         .map_or(events::SCALED_OBJECT_CHECK_FAILED, Refusal::reason);

@@ -172,6 +172,23 @@ impl Error {
         }
     }
 
+    /// The note of KEDA's `KEDAScalerFailed` Warning when a trigger's scaler could not be built
+    /// (KEDA's scalers builder emits it for every failed factory, a failed resolution
+    /// included): the scaler's or resolver's own message, which names the parameter and never
+    /// carries what a server said. `None` for any other failure.
+    pub fn scaler_build_failure(&self) -> Option<String> {
+        match self {
+            Error::BuildScaler { source, .. } => Some(source.to_string()),
+            Error::Resolve(e) => Some(e.to_string()),
+            Error::Finalizer(f) => match f.as_ref() {
+                kube::runtime::finalizer::Error::ApplyFailed(e)
+                | kube::runtime::finalizer::Error::CleanupFailed(e) => e.scaler_build_failure(),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// The route refusal behind this error, if it is one (also inside the finalizer's error).
     pub fn route_refusal(&self) -> Option<&Refusal> {
         match self {

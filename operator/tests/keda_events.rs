@@ -195,3 +195,33 @@ spec:
     assert!(events(&w, "formula", "KEDAScalerFailed").await.is_empty());
     op.stop().await;
 }
+
+/// Issue 29, row 11: a scaler that cannot be built (a redis trigger pointing at a closed port)
+/// gives its ScaledObject KEDA's `KEDAScalerFailed` Warning within one reconcile, as KEDA's
+/// scalers builder emits it, with the scaler's error (never what a server said).
+#[tokio::test]
+async fn a_scaler_that_cannot_be_built_emits_keda_scaler_failed() {
+    let Some((_server, w, _dials)) = dial_world("keda-scaler-build-failed").await else {
+        return;
+    };
+    w.deployment("unbuilt", 0).await;
+    let _op = w.start_operator();
+    let yaml = scenarios::redis_object("unbuilt", "unbuilt", "unbuilt-list", "", "")
+        .replace("127.0.0.1:6379", "127.0.0.1:1");
+    w.create(&yaml).await;
+    let (kind, note) = eventually("a KEDAScalerFailed Event", || async {
+        events(&w, "unbuilt", "KEDAScalerFailed")
+            .await
+            .into_iter()
+            .next()
+    })
+    .await;
+    assert_eq!(kind, "Warning");
+    assert!(note.contains("redis"), "{note}");
+    // The same text as the Ready condition's, which names the trigger and the failure.
+    let (_, message) = common::world::not_ready(&w, "unbuilt").await;
+    assert!(
+        message.contains(&note) || note.contains(&message),
+        "{note} / {message}"
+    );
+}

@@ -92,6 +92,20 @@ pub enum ScaledJobError {
 }
 
 impl ScaledJobError {
+    /// The note of KEDA's `KEDAScalerFailed` Warning when a trigger's scaler could not be built
+    /// ([`Error::scaler_build_failure`]); `None` for any other failure.
+    pub fn scaler_build_failure(&self) -> Option<String> {
+        match self {
+            ScaledJobError::Scalers(e) => e.scaler_build_failure(),
+            ScaledJobError::Finalizer(f) => match f.as_ref() {
+                kube::runtime::finalizer::Error::ApplyFailed(e)
+                | kube::runtime::finalizer::Error::CleanupFailed(e) => e.scaler_build_failure(),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// A Kubernetes API error while doing `action`.
     pub fn kube(action: impl Into<String>, source: kube::Error) -> ScaledJobError {
         ScaledJobError::Kube {
@@ -548,6 +562,11 @@ async fn report_failure(sj: &ScaledJob, e: &ScaledJobError, ctx: &Context) {
     .await;
     if let Err(e) = written {
         warn!(namespace = ns, name, error = %e, "writing the failure to the status failed");
+    }
+    if let Some(note) = e.scaler_build_failure() {
+        ctx.events
+            .publish_on(sj, true, events::KEDA_SCALER_FAILED, note)
+            .await;
     }
     ctx.events
         .publish_on(sj, true, SCALED_JOB_CHECK_FAILED, message)
