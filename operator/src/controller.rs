@@ -678,7 +678,7 @@ async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> 
                 so,
                 false,
                 events::SCALED_OBJECT_READY,
-                message::SCALED_OBJECT_READY.to_string(),
+                events::SCALED_OBJECT_READY_NOTE.to_string(),
             )
             .await;
     }
@@ -730,7 +730,7 @@ async fn report_failure(so: &ScaledObject, e: &Error, ctx: &Context) {
     let mut desired = current.clone();
     let mut conditions = conditions_or_initial(so.status.as_ref());
     unpause_step(so, &mut conditions);
-    let message = e.to_string();
+    let message = e.keda_message();
     set_condition(
         &mut conditions,
         CONDITION_READY,
@@ -757,6 +757,17 @@ async fn report_failure(so: &ScaledObject, e: &Error, ctx: &Context) {
     if let Some(note) = e.scaler_build_failure() {
         ctx.events
             .publish(so, true, events::KEDA_SCALER_FAILED, note)
+            .await;
+    }
+    if let Some(note) = e.keda_target_note() {
+        ctx.events
+            .publish_action(
+                so,
+                true,
+                events::SCALED_OBJECT_CHECK_FAILED,
+                events::CHECK_SCALE_TARGET,
+                note.to_string(),
+            )
             .await;
     }
     let event_reason = e

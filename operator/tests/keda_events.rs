@@ -225,3 +225,50 @@ async fn a_scaler_that_cannot_be_built_emits_keda_scaler_failed() {
         "{note} / {message}"
     );
 }
+
+/// Issue 29, row 11: the Ready Event and the check-failed Events in KEDA's current words
+/// (`pkg/common/message`): "ScaledObject is ready for scaling"; a missing target gets KEDA's
+/// "Target resource doesn't exist" and "ScaledObject doesn't have correct scaleTargetRef
+/// specification: ..." (KEDA's text first, then keda-rs's naming the field).
+#[tokio::test]
+async fn ready_and_check_failed_events_are_in_keda_s_words() {
+    let Some((_server, w, _dials)) = dial_world("keda-event-words").await else {
+        return;
+    };
+    w.deployment("here", 0).await;
+    let _op = w.start_operator();
+    w.create(&dial_object("here", 3)).await;
+    w.create(&dial_object("nowhere", 3)).await;
+    let (kind, note) = eventually("a ScaledObjectReady Event", || async {
+        events(&w, "here", "ScaledObjectReady")
+            .await
+            .into_iter()
+            .next()
+    })
+    .await;
+    assert_eq!(
+        (kind.as_str(), note.as_str()),
+        ("Normal", "ScaledObject is ready for scaling")
+    );
+    let notes = eventually("both ScaledObjectCheckFailed Events", || async {
+        let notes: Vec<String> = events(&w, "nowhere", "ScaledObjectCheckFailed")
+            .await
+            .into_iter()
+            .map(|(kind, note)| {
+                assert_eq!(kind, "Warning");
+                note
+            })
+            .collect();
+        (notes.len() >= 2).then_some(notes)
+    })
+    .await;
+    assert!(
+        notes.iter().any(|n| n == "Target resource doesn't exist"),
+        "{notes:?}"
+    );
+    let prefixed =
+        "ScaledObject doesn't have correct scaleTargetRef specification: spec.scaleTargetRef: ";
+    assert!(notes.iter().any(|n| n.starts_with(prefixed)), "{notes:?}");
+    let (_, message) = common::world::not_ready(&w, "nowhere").await;
+    assert!(message.starts_with(prefixed), "{message}");
+}

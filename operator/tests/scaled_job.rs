@@ -1097,3 +1097,33 @@ async fn the_job_loop_emits_keda_s_activity_job_creation_and_scaler_failure_even
     assert_eq!(kind, "Warning");
     assert!(note.contains("dial evented is down"), "{note}");
 }
+
+/// Issue 29, row 11: a ScaledJob whose scaler cannot be built (redis at a closed port) gets
+/// KEDA's `KEDAScalerFailed` from the builder and `ScaledJobCheckFailed` in KEDA's words first
+/// ("Failed to ensure ScaledJob is correctly created: " then keda-rs's message naming the
+/// trigger); a good one gets `ScaledJobReady` "ScaledJob is ready for scaling".
+#[tokio::test]
+async fn scaled_job_ready_and_check_failed_events_are_in_keda_s_words() {
+    let dials = dial::Dials::new();
+    let w = World::start_with(dials.registry());
+    w.create(&dial_job("fine")).await;
+    let (kind, note) = job_event(&w, "fine", "ScaledJobReady").await;
+    assert_eq!(
+        (kind.as_str(), note.as_str()),
+        ("Normal", "ScaledJob is ready for scaling")
+    );
+    w.create(&redis_job("unbuilt", "unbuilt", "", "").replace("127.0.0.1:6379", "127.0.0.1:1"))
+        .await;
+    let (kind, note) = job_event(&w, "unbuilt", "KEDAScalerFailed").await;
+    assert_eq!(kind, "Warning");
+    assert!(note.contains("redis"), "{note}");
+    let (kind, note) = job_event(&w, "unbuilt", "ScaledJobCheckFailed").await;
+    assert_eq!(kind, "Warning");
+    let prefixed = "Failed to ensure ScaledJob is correctly created: spec.triggers[0]: ";
+    assert!(note.starts_with(prefixed), "{note}");
+    let (_, _, message) = eventually("Ready=False on unbuilt", || async {
+        job_ready(&w.get("unbuilt").await).filter(|(status, _, _)| status == "False")
+    })
+    .await;
+    assert!(message.starts_with(prefixed), "{message}");
+}

@@ -92,6 +92,17 @@ pub enum ScaledJobError {
 }
 
 impl ScaledJobError {
+    /// The `Ready=False` message and `ScaledJobCheckFailed` note: a scaler that cannot be built
+    /// gets KEDA's "Failed to ensure ScaledJob is correctly created: " first, then keda-rs's
+    /// message naming the trigger; any other failure keda-rs's message alone.
+    pub fn keda_message(&self) -> String {
+        if self.scaler_build_failure().is_some() {
+            format!("{}: {self}", events::SCALED_JOB_ENSURE_FAILED)
+        } else {
+            self.to_string()
+        }
+    }
+
     /// The note of KEDA's `KEDAScalerFailed` Warning when a trigger's scaler could not be built
     /// ([`Error::scaler_build_failure`]); `None` for any other failure.
     pub fn scaler_build_failure(&self) -> Option<String> {
@@ -523,7 +534,12 @@ async fn apply_inner(sj: &ScaledJob, ctx: &Context) -> Result<Action, ScaledJobE
     }
     if became_ready {
         ctx.events
-            .publish_on(sj, false, SCALED_JOB_READY, READY_MESSAGE.to_string())
+            .publish_on(
+                sj,
+                false,
+                SCALED_JOB_READY,
+                events::SCALED_JOB_READY_NOTE.to_string(),
+            )
             .await;
     }
     Ok(Action::await_change())
@@ -547,7 +563,7 @@ async fn report_failure(sj: &ScaledJob, e: &ScaledJobError, ctx: &Context) {
             keda_reason::SCALED_JOB_CHECK_FAILED
         }
     };
-    let message = e.to_string();
+    let message = e.keda_message();
     let written = update_status(&ctx.client, sj, |status| {
         let mut conditions = conditions_of(status);
         set_condition(
