@@ -671,7 +671,7 @@ spec:
         .await;
     assert_eq!(status, "False");
     assert!(
-        message.contains("Password authentication failed"),
+        message.contains("the server refused the credentials"),
         "{reason}: {message}"
     );
     op.stop().await;
