@@ -16,6 +16,14 @@ pub const SCALED_OBJECT_READY: &str = "ScaledObjectReady";
 pub const SCALED_OBJECT_CHECK_FAILED: &str = "ScaledObjectCheckFailed";
 /// `KEDAScalersStarted`.
 pub const KEDA_SCALERS_STARTED: &str = "KEDAScalersStarted";
+/// `KEDAScalersStopped`.
+pub const KEDA_SCALERS_STOPPED: &str = "KEDAScalersStopped";
+/// KEDA's action of the `KEDAScalersStarted` Event when a loop starts.
+pub const SCALERS_WATCH_STARTED: &str = "ScalersWatchStarted";
+/// KEDA's note when a loop starts (`message.ScalerStartMsg`).
+pub const SCALERS_STARTED_NOTE: &str = "Started scalers watch";
+/// KEDA's note when a loop stops (`DeleteScalableObject`).
+pub const SCALERS_STOPPED_NOTE: &str = "Stopped scalers watch";
 /// `KEDAScalerFailed`.
 pub const KEDA_SCALER_FAILED: &str = "KEDAScalerFailed";
 /// `KEDAMetricSourceFailed`: a failed read of a trigger of a ScaledObject with

@@ -272,3 +272,73 @@ async fn ready_and_check_failed_events_are_in_keda_s_words() {
     let (_, message) = common::world::not_ready(&w, "nowhere").await;
     assert!(message.starts_with(prefixed), "{message}");
 }
+
+/// Issue 29, row 11: KEDA's scale handler events and types: `KEDAScalersStarted` "Started
+/// scalers watch" when a loop first starts (besides "Scaler dial is built"),
+/// `ScaledObjectPaused` for `paused-scale-in` too, `KEDAScalersStopped` "Stopped scalers
+/// watch" when a pause stops the loop, and `ScaledObjectDeleted` a Warning.
+#[tokio::test]
+async fn scaler_watch_pause_and_deletion_events_have_keda_s_types_and_texts() {
+    let Some((_server, w, _dials)) = dial_world("keda-event-types").await else {
+        return;
+    };
+    w.deployment("watched", 0).await;
+    w.deployment("one-way", 0).await;
+    let _op = w.start_operator();
+    w.create(&dial_object("watched", 3)).await;
+    let started = eventually("both KEDAScalersStarted Events", || async {
+        let notes = events(&w, "watched", "KEDAScalersStarted").await;
+        (notes.len() >= 2).then_some(notes)
+    })
+    .await;
+    for expected in ["Started scalers watch", "Scaler dial is built"] {
+        assert!(
+            started
+                .iter()
+                .any(|(kind, note)| kind == "Normal" && note == expected),
+            "{started:?}"
+        );
+    }
+    let one_way = dial_object("one-way", 3).replace(
+        "metadata:\n  name: one-way",
+        "metadata:\n  name: one-way\n  annotations:\n    autoscaling.keda.sh/paused-scale-in: \"true\"",
+    );
+    w.create(&one_way).await;
+    let (kind, note) = eventually("a ScaledObjectPaused Event", || async {
+        events(&w, "one-way", "ScaledObjectPaused")
+            .await
+            .into_iter()
+            .next()
+    })
+    .await;
+    assert_eq!(
+        (kind.as_str(), note.as_str()),
+        ("Normal", "ScaledObject is paused")
+    );
+
+    w.annotate("watched", "autoscaling.keda.sh/paused", Some("true"))
+        .await;
+    let (kind, note) = eventually("a KEDAScalersStopped Event", || async {
+        events(&w, "watched", "KEDAScalersStopped")
+            .await
+            .into_iter()
+            .next()
+    })
+    .await;
+    assert_eq!(
+        (kind.as_str(), note.as_str()),
+        ("Normal", "Stopped scalers watch")
+    );
+    w.delete("one-way").await;
+    let (kind, note) = eventually("a ScaledObjectDeleted Event", || async {
+        events(&w, "one-way", "ScaledObjectDeleted")
+            .await
+            .into_iter()
+            .next()
+    })
+    .await;
+    assert_eq!(
+        (kind.as_str(), note.as_str()),
+        ("Warning", "ScaledObject was deleted")
+    );
+}

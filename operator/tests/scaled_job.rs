@@ -1060,13 +1060,12 @@ async fn the_job_loop_emits_keda_s_activity_job_creation_and_scaler_failure_even
     let w = World::start_with(dials.registry());
     let sj = w.create(&dial_job("evented")).await;
     w.polls_reach(&sj, 1).await;
-    let (kind, note) = job_event(&w, "evented", "ScaledJobInactive").await;
-    assert_eq!(
-        (kind.as_str(), note.as_str()),
-        (
-            "Normal",
-            "Scaling is not performed because triggers are not active"
-        )
+    // KEDA's ScaledJobInactive comes only after Active=True: not from the first poll.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        job_events(&w.client, "evented", "ScaledJobInactive")
+            .await
+            .is_empty()
     );
 
     // The API server refuses the Job the next poll creates: a Warning for it.
@@ -1089,6 +1088,17 @@ async fn the_job_loop_emits_keda_s_activity_job_creation_and_scaler_failure_even
     assert!(
         note.starts_with("Failed to create job evented-: ") && note.contains("forbidden here"),
         "{note}"
+    );
+
+    dials.set("evented", 0.0);
+    w.tick(&sj).await;
+    let (kind, note) = job_event(&w, "evented", "ScaledJobInactive").await;
+    assert_eq!(
+        (kind.as_str(), note.as_str()),
+        (
+            "Normal",
+            "Scaling is not performed because triggers are not active"
+        )
     );
 
     dials.fail_on_read("evented", true);
@@ -1126,4 +1136,36 @@ async fn scaled_job_ready_and_check_failed_events_are_in_keda_s_words() {
     })
     .await;
     assert!(message.starts_with(prefixed), "{message}");
+}
+
+/// Issue 29, row 11: KEDA's scale handler events on a ScaledJob: `KEDAScalersStarted`
+/// "Started scalers watch" when its loop starts; on deletion `KEDAScalersStopped` "Stopped
+/// scalers watch" and `ScaledJobDeleted` as a Warning.
+#[tokio::test]
+async fn a_scaled_job_s_scalers_watch_and_deletion_events_are_keda_s() {
+    let dials = dial::Dials::new();
+    let w = World::start_with(dials.registry());
+    let sj = w.create(&dial_job("watched")).await;
+    w.polls_reach(&sj, 1).await;
+    let started = job_events(&w.client, "watched", "KEDAScalersStarted").await;
+    assert!(
+        started
+            .iter()
+            .any(|(kind, note)| kind == "Normal" && note == "Started scalers watch"),
+        "{started:?}"
+    );
+    w.scaled_jobs()
+        .delete("watched", &Default::default())
+        .await
+        .expect("delete");
+    let (kind, note) = job_event(&w, "watched", "KEDAScalersStopped").await;
+    assert_eq!(
+        (kind.as_str(), note.as_str()),
+        ("Normal", "Stopped scalers watch")
+    );
+    let (kind, note) = job_event(&w, "watched", "ScaledJobDeleted").await;
+    assert_eq!(
+        (kind.as_str(), note.as_str()),
+        ("Warning", "ScaledJob was deleted")
+    );
 }

@@ -375,7 +375,6 @@ impl Reconciler for Context {
 }
 
 async fn apply_inner(sj: &ScaledJob, ctx: &Context) -> Result<Action, ScaledJobError> {
-    let uid = sj.uid().unwrap_or_default();
     validate_scaled_job(sj)?;
     let cached = conditions_of(&sj.status.clone().unwrap_or_default());
     let was_paused = find_condition(&cached, CONDITION_PAUSED).is_some_and(|c| c.is_true());
@@ -394,7 +393,7 @@ async fn apply_inner(sj: &ScaledJob, ctx: &Context) -> Result<Action, ScaledJobE
     };
 
     if sj.is_paused() {
-        ctx.loops.stop(&uid).await;
+        ctx.loops.stop(sj).await;
         update_status(&ctx.client, sj, |status| {
             types(status);
             let mut conditions = conditions_of(status);
@@ -479,7 +478,7 @@ async fn apply_inner(sj: &ScaledJob, ctx: &Context) -> Result<Action, ScaledJobE
                     sj,
                     false,
                     events::KEDA_SCALERS_STARTED,
-                    format!("Scaler {} is built.", t.trigger_type),
+                    format!("Scaler {} is built", t.trigger_type),
                 )
                 .await;
         }
@@ -591,7 +590,7 @@ async fn report_failure(sj: &ScaledJob, e: &ScaledJobError, ctx: &Context) {
 
 /// Deletion: the loop stops; the Jobs go with the ScaledJob through their owner reference.
 async fn cleanup(sj: &ScaledJob, ctx: &Context) -> Result<Action, ScaledJobError> {
-    ctx.loops.forget(&sj.uid().unwrap_or_default()).await;
+    ctx.loops.forget(sj).await;
     ctx.resolver.forget(&ScalableRef::new(
         ScalableKind::ScaledJob,
         sj.namespace().unwrap_or_default(),
@@ -600,7 +599,7 @@ async fn cleanup(sj: &ScaledJob, ctx: &Context) -> Result<Action, ScaledJobError
     ctx.events
         .publish_on(
             sj,
-            false,
+            true,
             SCALED_JOB_DELETED,
             "ScaledJob was deleted".to_string(),
         )
