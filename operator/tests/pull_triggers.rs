@@ -962,7 +962,7 @@ async fn a_wrong_mysql_password_is_not_ready_naming_the_parameters_and_recovers(
         .create(&kube::api::PostParams::default(), &auth)
         .await
         .expect("create TriggerAuthentication");
-    let message = refused(&w, "wrong-password", "type: mysql\n      metadata:\n        host: 127.0.0.1\n        port: \"3306\"\n        username: root\n        dbName: test\n        query: SELECT 3\n        queryValue: \"5\"\n      authenticationRef:\n        name: mysql-auth", "ScaledObjectCheckFailed", &["(mysql)", "connecting to MySQL at 127.0.0.1:3306/test", "\"password\"", "Access denied for user 'root'"]).await;
+    let message = refused(&w, "wrong-password", "type: mysql\n      metadata:\n        host: 127.0.0.1\n        port: \"3306\"\n        username: root\n        dbName: test\n        query: SELECT 3\n        queryValue: \"5\"\n      authenticationRef:\n        name: mysql-auth", "ScaledObjectCheckFailed", &["(mysql)", "connecting to MySQL at 127.0.0.1:3306/test", "\"password\"", "the server refused the credentials"]).await;
     assert!(!message.contains(WRONG), "{message}");
 
     // root has no password on the test server; an empty value counts as absent.
