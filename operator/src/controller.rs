@@ -505,7 +505,6 @@ const LOOP_OWNED_READY: [&str; 4] = [
 async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> {
     let ns = so.namespace().unwrap_or_default();
     let name = so.name_any();
-    let uid = so.uid().unwrap_or_default();
     let api: Api<ScaledObject> = Api::namespaced(ctx.client.clone(), &ns);
     let hpa_api: Api<HorizontalPodAutoscaler> = Api::namespaced(ctx.client.clone(), &ns);
 
@@ -515,7 +514,7 @@ async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> 
     if let Some(refusal) = ctx.routes.refusal(so) {
         // The activator does not route it: no loop may report it ready, or scale on traffic
         // that never comes. The HPA, if any, is left as it is (as for any failed check).
-        ctx.loops.stop(&uid).await;
+        ctx.loops.stop(so).await;
         return Err(Error::Route(Box::new(refusal)));
     }
     let annotations = ScaleAnnotations::from_annotations(so.annotations())?;
@@ -537,6 +536,7 @@ async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> 
     let mut conditions = conditions_or_initial(so.status.as_ref());
     let was_paused = find_condition(&conditions, CONDITION_PAUSED).is_some_and(|c| c.is_true());
     unpause_step(so, &mut conditions);
+    paused_direction_event(so, was_paused, ctx).await;
     desired.scale_target_kind = Some(target.kind_string());
     desired.scale_target_gvkr = Some(target.gvkr.clone());
     desired.original_replica_count = current_status.original_replica_count.or(Some(current));
@@ -551,7 +551,7 @@ async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> 
     if annotations.pause != Pause::No {
         // Paused: no loop, no HPA (if it is this object's: another's is left as it is, and
         // the object is not ready); with paused-replicas the target is held at that count.
-        ctx.loops.stop(&uid).await;
+        ctx.loops.stop(so).await;
         delete_hpa_of(&hpa_api, so, transfer).await?;
         let settings = scaling_settings(so, &target)?;
         let now = ctx.clock.now();
@@ -606,7 +606,7 @@ async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> 
                     so,
                     false,
                     events::KEDA_SCALERS_STARTED,
-                    format!("Scaler {} is built.", t.trigger_type),
+                    format!("Scaler {} is built", t.trigger_type),
                 )
                 .await;
         }
@@ -628,7 +628,7 @@ async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> 
         if matches!(e, Error::HpaNotOwned { .. }) {
             // The name is someone else's HPA: no loop may scale beside it. The loop started
             // above has not polled yet (its first poll waits for the end of this reconcile).
-            ctx.loops.stop(&uid).await;
+            ctx.loops.stop(so).await;
         }
         return Err(e);
     }
@@ -678,7 +678,7 @@ async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> 
                 so,
                 false,
                 events::SCALED_OBJECT_READY,
-                message::SCALED_OBJECT_READY.to_string(),
+                events::SCALED_OBJECT_READY_NOTE.to_string(),
             )
             .await;
     }
@@ -712,6 +712,21 @@ fn unpause_step(so: &ScaledObject, conditions: &mut Vec<Condition>) {
     }
 }
 
+/// KEDA's `ScaledObjectPaused` Event when `paused-scale-in` or `paused-scale-out` pauses an
+/// object that was not paused (the full pause publishes its own in the pause branch).
+async fn paused_direction_event(so: &ScaledObject, was_paused: bool, ctx: &Context) {
+    if !was_paused && !so.is_paused() && (so.is_paused_scale_in() || so.is_paused_scale_out()) {
+        ctx.events
+            .publish(
+                so,
+                false,
+                events::SCALED_OBJECT_PAUSED,
+                message::SCALED_OBJECT_PAUSED.to_string(),
+            )
+            .await;
+    }
+}
+
 async fn report_failure(so: &ScaledObject, e: &Error, ctx: &Context) {
     let ns = so.namespace().unwrap_or_default();
     let name = so.name_any();
@@ -729,8 +744,10 @@ async fn report_failure(so: &ScaledObject, e: &Error, ctx: &Context) {
     let current: ScaledObjectStatus = so.status.clone().unwrap_or_default();
     let mut desired = current.clone();
     let mut conditions = conditions_or_initial(so.status.as_ref());
+    let was_paused = find_condition(&conditions, CONDITION_PAUSED).is_some_and(|c| c.is_true());
     unpause_step(so, &mut conditions);
-    let message = e.to_string();
+    paused_direction_event(so, was_paused, ctx).await;
+    let message = e.keda_message();
     set_condition(
         &mut conditions,
         CONDITION_READY,
@@ -754,6 +771,22 @@ async fn report_failure(so: &ScaledObject, e: &Error, ctx: &Context) {
             warn!(namespace = ns, name, error = %e, "writing the failure to the status failed")
         }
     }
+    if let Some(note) = e.scaler_build_failure() {
+        ctx.events
+            .publish(so, true, events::KEDA_SCALER_FAILED, note)
+            .await;
+    }
+    if let Some(note) = e.keda_target_note() {
+        ctx.events
+            .publish_action(
+                so,
+                true,
+                events::SCALED_OBJECT_CHECK_FAILED,
+                events::CHECK_SCALE_TARGET,
+                note.to_string(),
+            )
+            .await;
+    }
     let event_reason = e
         .route_refusal()
         .map_or(events::SCALED_OBJECT_CHECK_FAILED, Refusal::reason);
@@ -763,7 +796,7 @@ async fn report_failure(so: &ScaledObject, e: &Error, ctx: &Context) {
 async fn cleanup(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> {
     let ns = so.namespace().unwrap_or_default();
     let name = so.name_any();
-    ctx.loops.forget(&so.uid().unwrap_or_default()).await;
+    ctx.loops.forget(so).await;
     ctx.resolver.forget(&ScalableRef::new(
         keda_scalers::ScalableKind::ScaledObject,
         &ns,
@@ -782,7 +815,7 @@ async fn cleanup(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> {
     ctx.events
         .publish(
             so,
-            false,
+            true,
             events::SCALED_OBJECT_DELETED,
             "ScaledObject was deleted".to_string(),
         )

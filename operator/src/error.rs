@@ -172,6 +172,56 @@ impl Error {
         }
     }
 
+    /// The error behind the finalizer's wrapping, if any.
+    fn unwrapped(&self) -> &Error {
+        match self {
+            Error::Finalizer(f) => match f.as_ref() {
+                kube::runtime::finalizer::Error::ApplyFailed(e)
+                | kube::runtime::finalizer::Error::CleanupFailed(e) => e.unwrapped(),
+                _ => self,
+            },
+            _ => self,
+        }
+    }
+
+    /// The `Ready=False` message and `ScaledObjectCheckFailed` note: KEDA's words for the
+    /// failed step first where keda-rs has no better reason (a scale target error gets
+    /// "ScaledObject doesn't have correct scaleTargetRef specification: "), then keda-rs's
+    /// message naming the field. Validation failures keep keda-rs's message alone.
+    pub fn keda_message(&self) -> String {
+        match self.unwrapped() {
+            Error::TargetType(_)
+            | Error::UnknownTargetKind { .. }
+            | Error::TargetNotFound { .. }
+            | Error::TargetNotScalable { .. } => {
+                format!("{}: {self}", crate::events::SCALE_TARGET_ERROR)
+            }
+            _ => self.to_string(),
+        }
+    }
+
+    /// KEDA's own `ScaledObjectCheckFailed` note for a target that is missing or has no
+    /// `/scale` (KEDA emits it besides the check-failed one); `None` for any other failure.
+    pub fn keda_target_note(&self) -> Option<&'static str> {
+        match self.unwrapped() {
+            Error::TargetNotFound { .. } => Some(crate::events::SCALE_TARGET_NOT_FOUND),
+            Error::TargetNotScalable { .. } => Some(crate::events::SCALE_TARGET_NO_SUBRESOURCE),
+            _ => None,
+        }
+    }
+
+    /// The note of KEDA's `KEDAScalerFailed` Warning when a trigger's scaler could not be built
+    /// (KEDA's scalers builder emits it for every failed factory, a failed resolution
+    /// included): the scaler's or resolver's own message, which names the parameter and never
+    /// carries what a server said. `None` for any other failure.
+    pub fn scaler_build_failure(&self) -> Option<String> {
+        match self.unwrapped() {
+            Error::BuildScaler { source, .. } => Some(source.to_string()),
+            Error::Resolve(e) => Some(e.to_string()),
+            _ => None,
+        }
+    }
+
     /// The route refusal behind this error, if it is one (also inside the finalizer's error).
     pub fn route_refusal(&self) -> Option<&Refusal> {
         match self {

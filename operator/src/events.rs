@@ -16,6 +16,14 @@ pub const SCALED_OBJECT_READY: &str = "ScaledObjectReady";
 pub const SCALED_OBJECT_CHECK_FAILED: &str = "ScaledObjectCheckFailed";
 /// `KEDAScalersStarted`.
 pub const KEDA_SCALERS_STARTED: &str = "KEDAScalersStarted";
+/// `KEDAScalersStopped`.
+pub const KEDA_SCALERS_STOPPED: &str = "KEDAScalersStopped";
+/// KEDA's action of the `KEDAScalersStarted` Event when a loop starts.
+pub const SCALERS_WATCH_STARTED: &str = "ScalersWatchStarted";
+/// KEDA's note when a loop starts (`message.ScalerStartMsg`).
+pub const SCALERS_STARTED_NOTE: &str = "Started scalers watch";
+/// KEDA's note when a loop stops (`DeleteScalableObject`).
+pub const SCALERS_STOPPED_NOTE: &str = "Stopped scalers watch";
 /// `KEDAScalerFailed`.
 pub const KEDA_SCALER_FAILED: &str = "KEDAScalerFailed";
 /// `KEDAMetricSourceFailed`: a failed read of a trigger of a ScaledObject with
@@ -34,6 +42,26 @@ pub const SCALE_TARGET_RESTORE_FAILED: &str = "KEDAScaleTargetRestoreFailed";
 pub const FALLBACK_ACTIVATED: &str = "ScaledObjectFallbackActivated";
 /// `ScaledObjectFallbackDeactivated`.
 pub const FALLBACK_DEACTIVATED: &str = "ScaledObjectFallbackDeactivated";
+
+/// KEDA's note of `ScaledObjectReady` (`message.ScalerReadyMsg`; the Ready condition's
+/// message is longer).
+pub const SCALED_OBJECT_READY_NOTE: &str = "ScaledObject is ready for scaling";
+/// KEDA's note of `ScaledJobReady` (`message.ScaledJobReadyMsg`).
+pub const SCALED_JOB_READY_NOTE: &str = "ScaledJob is ready for scaling";
+/// KEDA's words before a scale target error (`message.ScaleTargetErrMsg`).
+pub const SCALE_TARGET_ERROR: &str =
+    "ScaledObject doesn't have correct scaleTargetRef specification";
+/// KEDA's `ScaledObjectCheckFailed` note for a missing target (`message.ScaleTargetNotFoundMsg`).
+pub const SCALE_TARGET_NOT_FOUND: &str = "Target resource doesn't exist";
+/// KEDA's `ScaledObjectCheckFailed` note for a target without `/scale`
+/// (`message.ScaleTargetNoSubresourceMsg`).
+pub const SCALE_TARGET_NO_SUBRESOURCE: &str = "Target resource doesn't expose /scale subresource";
+/// The action of the `ScaledObjectCheckFailed` Event with KEDA's note for a missing target
+/// or one without `/scale`, which KEDA emits besides the check-failed one (see
+/// [`Events::publish_action`]).
+pub const CHECK_SCALE_TARGET: &str = "CheckScaleTarget";
+/// KEDA's words before a ScaledJob's scaler error (`reconcileScaledJob`).
+pub const SCALED_JOB_ENSURE_FAILED: &str = "Failed to ensure ScaledJob is correctly created";
 
 /// How many events one [`Recorder`] publishes before it is replaced by a fresh one.
 ///
@@ -110,6 +138,22 @@ impl Events {
         reason: &str,
         message: String,
     ) {
+        self.publish_action(object, warning, reason, reason, message)
+            .await;
+    }
+
+    /// [`publish_on`](Self::publish_on) with an `action` other than the reason (KEDA's is
+    /// always the reason). kube's recorder turns a second event with the same type, reason
+    /// and action on the same object into a repeat of the first, whatever its note (client-go's
+    /// keys include the note): a second note under one reason needs its own action to be seen.
+    pub async fn publish_action<K: Resource<DynamicType = ()>>(
+        &self,
+        object: &K,
+        warning: bool,
+        reason: &str,
+        action: &str,
+        message: String,
+    ) {
         self.cloud_events.emit(object, reason, &message);
         let event = Event {
             type_: if warning {
@@ -119,7 +163,7 @@ impl Events {
             },
             reason: reason.to_string(),
             note: Some(message),
-            action: reason.to_string(),
+            action: action.to_string(),
             secondary: None,
         };
         let recorder = self.recorder();

@@ -138,18 +138,23 @@ impl<K: PartialEq + Clone, M: Default> LoopRegistry<K, M> {
         }
     }
 
-    /// Stops the loop of `uid`, keeping its memory (pause).
-    pub(crate) async fn stop(&self, uid: &str) {
+    /// Stops the loop of `uid`, keeping its memory (pause); whether one ran.
+    pub(crate) async fn stop(&self, uid: &str) -> bool {
         let entry = self.entries.lock().await.remove(uid);
-        if let Some(e) = entry {
-            self.stop_entry(e).await;
+        match entry {
+            Some(e) => {
+                self.stop_entry(e).await;
+                true
+            }
+            None => false,
         }
     }
 
-    /// Stops the loop of `uid` and forgets its memory (deletion).
-    pub(crate) async fn forget(&self, uid: &str) {
-        self.stop(uid).await;
+    /// Stops the loop of `uid` and forgets its memory (deletion); whether a loop ran.
+    pub(crate) async fn forget(&self, uid: &str) -> bool {
+        let stopped = self.stop(uid).await;
         lock(&self.memory).remove(uid);
+        stopped
     }
 
     /// Stops every loop, then cancels the shutdown token (the caches of the owner).

@@ -217,6 +217,7 @@ impl<K: LoopKind> Loops<K> {
         let uid = object.uid().unwrap_or_default();
         let interval = K::polling_interval(object);
         let env = &self.inner.config.env;
+        let was_running = self.inner.registry.is_running(&namespace, &name).await;
         let (scalers, started) = self
             .inner
             .registry
@@ -244,6 +245,19 @@ impl<K: LoopKind> Loops<K> {
                 },
             )
             .await?;
+        if started && !was_running {
+            // KEDA's HandleScalableObject, for a loop that did not run (not on a restart).
+            self.inner
+                .events
+                .publish_action(
+                    object,
+                    false,
+                    crate::events::KEDA_SCALERS_STARTED,
+                    crate::events::SCALERS_WATCH_STARTED,
+                    crate::events::SCALERS_STARTED_NOTE.to_string(),
+                )
+                .await;
+        }
         if started {
             info!(
                 namespace,
@@ -276,14 +290,41 @@ impl<K: LoopKind> Loops<K> {
     }
 
     /// Stops the loop of `uid` (pause), keeping what is remembered about the object.
-    pub async fn stop(&self, uid: &str) {
-        self.inner.registry.stop(uid).await;
+    /// When a loop ran, KEDA's `KEDAScalersStopped` "Stopped scalers watch" goes on the object
+    /// (KEDA's `DeleteScalableObject`).
+    pub async fn stop(&self, object: &K::Object) {
+        let uid = object.uid().unwrap_or_default();
+        if self.inner.registry.stop(&uid).await {
+            self.scalers_stopped(object).await;
+        }
     }
 
-    /// Stops the loop of `uid` and forgets the object (deletion).
-    pub async fn forget(&self, uid: &str) {
+    /// Stops the loop of `object` and forgets it (deletion), with KEDA's `KEDAScalersStopped`
+    /// when a loop ran.
+    pub async fn forget(&self, object: &K::Object) {
+        let uid = object.uid().unwrap_or_default();
+        self.inner.kind.forgotten(&uid);
+        if self.inner.registry.forget(&uid).await {
+            self.scalers_stopped(object).await;
+        }
+    }
+
+    /// [`forget`](Self::forget) of an object no longer there (no Event).
+    async fn forget_uid(&self, uid: &str) {
         self.inner.kind.forgotten(uid);
         self.inner.registry.forget(uid).await;
+    }
+
+    async fn scalers_stopped(&self, object: &K::Object) {
+        self.inner
+            .events
+            .publish_on(
+                object,
+                false,
+                crate::events::KEDA_SCALERS_STOPPED,
+                crate::events::SCALERS_STOPPED_NOTE.to_string(),
+            )
+            .await;
     }
 
     /// Stops every loop and the kind's caches (shutdown). Targets keep their replicas, Jobs
@@ -490,7 +531,7 @@ impl<K: LoopKind> LoopTask<K> {
         );
         let loops = self.loops.clone();
         let uid = self.uid.clone();
-        tokio::spawn(async move { loops.forget(&uid).await });
+        tokio::spawn(async move { loops.forget_uid(&uid).await });
     }
 
     /// One poll, isolated: a panic in it is counted, said on the object (the kind's

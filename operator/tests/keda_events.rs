@@ -195,3 +195,150 @@ spec:
     assert!(events(&w, "formula", "KEDAScalerFailed").await.is_empty());
     op.stop().await;
 }
+
+/// Issue 29, row 11: a scaler that cannot be built (a redis trigger pointing at a closed port)
+/// gives its ScaledObject KEDA's `KEDAScalerFailed` Warning within one reconcile, as KEDA's
+/// scalers builder emits it, with the scaler's error (never what a server said).
+#[tokio::test]
+async fn a_scaler_that_cannot_be_built_emits_keda_scaler_failed() {
+    let Some((_server, w, _dials)) = dial_world("keda-scaler-build-failed").await else {
+        return;
+    };
+    w.deployment("unbuilt", 0).await;
+    let _op = w.start_operator();
+    let yaml = scenarios::redis_object("unbuilt", "unbuilt", "unbuilt-list", "", "")
+        .replace("127.0.0.1:6379", "127.0.0.1:1");
+    w.create(&yaml).await;
+    let (kind, note) = eventually("a KEDAScalerFailed Event", || async {
+        events(&w, "unbuilt", "KEDAScalerFailed")
+            .await
+            .into_iter()
+            .next()
+    })
+    .await;
+    assert_eq!(kind, "Warning");
+    assert!(note.contains("redis"), "{note}");
+    // The same text as the Ready condition's, which names the trigger and the failure.
+    let (_, message) = common::world::not_ready(&w, "unbuilt").await;
+    assert!(
+        message.contains(&note) || note.contains(&message),
+        "{note} / {message}"
+    );
+}
+
+/// Issue 29, row 11: the Ready Event and the check-failed Events in KEDA's current words
+/// (`pkg/common/message`): "ScaledObject is ready for scaling"; a missing target gets KEDA's
+/// "Target resource doesn't exist" and "ScaledObject doesn't have correct scaleTargetRef
+/// specification: ..." (KEDA's text first, then keda-rs's naming the field).
+#[tokio::test]
+async fn ready_and_check_failed_events_are_in_keda_s_words() {
+    let Some((_server, w, _dials)) = dial_world("keda-event-words").await else {
+        return;
+    };
+    w.deployment("here", 0).await;
+    let _op = w.start_operator();
+    w.create(&dial_object("here", 3)).await;
+    w.create(&dial_object("nowhere", 3)).await;
+    let (kind, note) = eventually("a ScaledObjectReady Event", || async {
+        events(&w, "here", "ScaledObjectReady")
+            .await
+            .into_iter()
+            .next()
+    })
+    .await;
+    assert_eq!(
+        (kind.as_str(), note.as_str()),
+        ("Normal", "ScaledObject is ready for scaling")
+    );
+    let notes = eventually("both ScaledObjectCheckFailed Events", || async {
+        let notes: Vec<String> = events(&w, "nowhere", "ScaledObjectCheckFailed")
+            .await
+            .into_iter()
+            .map(|(kind, note)| {
+                assert_eq!(kind, "Warning");
+                note
+            })
+            .collect();
+        (notes.len() >= 2).then_some(notes)
+    })
+    .await;
+    assert!(
+        notes.iter().any(|n| n == "Target resource doesn't exist"),
+        "{notes:?}"
+    );
+    let prefixed =
+        "ScaledObject doesn't have correct scaleTargetRef specification: spec.scaleTargetRef: ";
+    assert!(notes.iter().any(|n| n.starts_with(prefixed)), "{notes:?}");
+    let (_, message) = common::world::not_ready(&w, "nowhere").await;
+    assert!(message.starts_with(prefixed), "{message}");
+}
+
+/// Issue 29, row 11: KEDA's scale handler events and types: `KEDAScalersStarted` "Started
+/// scalers watch" when a loop first starts (besides "Scaler dial is built"),
+/// `ScaledObjectPaused` for `paused-scale-in` too, `KEDAScalersStopped` "Stopped scalers
+/// watch" when a pause stops the loop, and `ScaledObjectDeleted` a Warning.
+#[tokio::test]
+async fn scaler_watch_pause_and_deletion_events_have_keda_s_types_and_texts() {
+    let Some((_server, w, _dials)) = dial_world("keda-event-types").await else {
+        return;
+    };
+    w.deployment("watched", 0).await;
+    w.deployment("one-way", 0).await;
+    let _op = w.start_operator();
+    w.create(&dial_object("watched", 3)).await;
+    let started = eventually("both KEDAScalersStarted Events", || async {
+        let notes = events(&w, "watched", "KEDAScalersStarted").await;
+        (notes.len() >= 2).then_some(notes)
+    })
+    .await;
+    for expected in ["Started scalers watch", "Scaler dial is built"] {
+        assert!(
+            started
+                .iter()
+                .any(|(kind, note)| kind == "Normal" && note == expected),
+            "{started:?}"
+        );
+    }
+    let one_way = dial_object("one-way", 3).replace(
+        "metadata:\n  name: one-way",
+        "metadata:\n  name: one-way\n  annotations:\n    autoscaling.keda.sh/paused-scale-in: \"true\"",
+    );
+    w.create(&one_way).await;
+    let (kind, note) = eventually("a ScaledObjectPaused Event", || async {
+        events(&w, "one-way", "ScaledObjectPaused")
+            .await
+            .into_iter()
+            .next()
+    })
+    .await;
+    assert_eq!(
+        (kind.as_str(), note.as_str()),
+        ("Normal", "ScaledObject is paused")
+    );
+
+    w.annotate("watched", "autoscaling.keda.sh/paused", Some("true"))
+        .await;
+    let (kind, note) = eventually("a KEDAScalersStopped Event", || async {
+        events(&w, "watched", "KEDAScalersStopped")
+            .await
+            .into_iter()
+            .next()
+    })
+    .await;
+    assert_eq!(
+        (kind.as_str(), note.as_str()),
+        ("Normal", "Stopped scalers watch")
+    );
+    w.delete("one-way").await;
+    let (kind, note) = eventually("a ScaledObjectDeleted Event", || async {
+        events(&w, "one-way", "ScaledObjectDeleted")
+            .await
+            .into_iter()
+            .next()
+    })
+    .await;
+    assert_eq!(
+        (kind.as_str(), note.as_str()),
+        ("Warning", "ScaledObject was deleted")
+    );
+}

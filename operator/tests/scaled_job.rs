@@ -1060,13 +1060,12 @@ async fn the_job_loop_emits_keda_s_activity_job_creation_and_scaler_failure_even
     let w = World::start_with(dials.registry());
     let sj = w.create(&dial_job("evented")).await;
     w.polls_reach(&sj, 1).await;
-    let (kind, note) = job_event(&w, "evented", "ScaledJobInactive").await;
-    assert_eq!(
-        (kind.as_str(), note.as_str()),
-        (
-            "Normal",
-            "Scaling is not performed because triggers are not active"
-        )
+    // KEDA's ScaledJobInactive comes only after Active=True: not from the first poll.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        job_events(&w.client, "evented", "ScaledJobInactive")
+            .await
+            .is_empty()
     );
 
     // The API server refuses the Job the next poll creates: a Warning for it.
@@ -1091,9 +1090,82 @@ async fn the_job_loop_emits_keda_s_activity_job_creation_and_scaler_failure_even
         "{note}"
     );
 
+    dials.set("evented", 0.0);
+    w.tick(&sj).await;
+    let (kind, note) = job_event(&w, "evented", "ScaledJobInactive").await;
+    assert_eq!(
+        (kind.as_str(), note.as_str()),
+        (
+            "Normal",
+            "Scaling is not performed because triggers are not active"
+        )
+    );
+
     dials.fail_on_read("evented", true);
     w.tick(&sj).await;
     let (kind, note) = job_event(&w, "evented", "KEDAScalerFailed").await;
     assert_eq!(kind, "Warning");
     assert!(note.contains("dial evented is down"), "{note}");
+}
+
+/// Issue 29, row 11: a ScaledJob whose scaler cannot be built (redis at a closed port) gets
+/// KEDA's `KEDAScalerFailed` from the builder and `ScaledJobCheckFailed` in KEDA's words first
+/// ("Failed to ensure ScaledJob is correctly created: " then keda-rs's message naming the
+/// trigger); a good one gets `ScaledJobReady` "ScaledJob is ready for scaling".
+#[tokio::test]
+async fn scaled_job_ready_and_check_failed_events_are_in_keda_s_words() {
+    let dials = dial::Dials::new();
+    let w = World::start_with(dials.registry());
+    w.create(&dial_job("fine")).await;
+    let (kind, note) = job_event(&w, "fine", "ScaledJobReady").await;
+    assert_eq!(
+        (kind.as_str(), note.as_str()),
+        ("Normal", "ScaledJob is ready for scaling")
+    );
+    w.create(&redis_job("unbuilt", "unbuilt", "", "").replace("127.0.0.1:6379", "127.0.0.1:1"))
+        .await;
+    let (kind, note) = job_event(&w, "unbuilt", "KEDAScalerFailed").await;
+    assert_eq!(kind, "Warning");
+    assert!(note.contains("redis"), "{note}");
+    let (kind, note) = job_event(&w, "unbuilt", "ScaledJobCheckFailed").await;
+    assert_eq!(kind, "Warning");
+    let prefixed = "Failed to ensure ScaledJob is correctly created: spec.triggers[0]: ";
+    assert!(note.starts_with(prefixed), "{note}");
+    let (_, _, message) = eventually("Ready=False on unbuilt", || async {
+        job_ready(&w.get("unbuilt").await).filter(|(status, _, _)| status == "False")
+    })
+    .await;
+    assert!(message.starts_with(prefixed), "{message}");
+}
+
+/// Issue 29, row 11: KEDA's scale handler events on a ScaledJob: `KEDAScalersStarted`
+/// "Started scalers watch" when its loop starts; on deletion `KEDAScalersStopped` "Stopped
+/// scalers watch" and `ScaledJobDeleted` as a Warning.
+#[tokio::test]
+async fn a_scaled_job_s_scalers_watch_and_deletion_events_are_keda_s() {
+    let dials = dial::Dials::new();
+    let w = World::start_with(dials.registry());
+    let sj = w.create(&dial_job("watched")).await;
+    w.polls_reach(&sj, 1).await;
+    let started = job_events(&w.client, "watched", "KEDAScalersStarted").await;
+    assert!(
+        started
+            .iter()
+            .any(|(kind, note)| kind == "Normal" && note == "Started scalers watch"),
+        "{started:?}"
+    );
+    w.scaled_jobs()
+        .delete("watched", &Default::default())
+        .await
+        .expect("delete");
+    let (kind, note) = job_event(&w, "watched", "KEDAScalersStopped").await;
+    assert_eq!(
+        (kind.as_str(), note.as_str()),
+        ("Normal", "Stopped scalers watch")
+    );
+    let (kind, note) = job_event(&w, "watched", "ScaledJobDeleted").await;
+    assert_eq!(
+        (kind.as_str(), note.as_str()),
+        ("Warning", "ScaledJob was deleted")
+    );
 }

@@ -503,7 +503,8 @@ impl Task {
             let mut conditions = super::conditions_of(status);
             let before = find_condition(&conditions, CONDITION_ACTIVE).map(|c| c.status.clone());
             let was_active = before.as_deref() == Some(STATUS_TRUE);
-            transition = before.as_deref() != Some(if active { STATUS_TRUE } else { STATUS_FALSE });
+            // KEDA's RequestJobScale: Active from anything else, Inactive only after Active.
+            transition = active != was_active;
             if active {
                 set_condition(
                     &mut conditions,

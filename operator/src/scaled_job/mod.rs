@@ -92,6 +92,31 @@ pub enum ScaledJobError {
 }
 
 impl ScaledJobError {
+    /// The `Ready=False` message and `ScaledJobCheckFailed` note: a scaler that cannot be built
+    /// gets KEDA's "Failed to ensure ScaledJob is correctly created: " first, then keda-rs's
+    /// message naming the trigger; any other failure keda-rs's message alone.
+    pub fn keda_message(&self) -> String {
+        if self.scaler_build_failure().is_some() {
+            format!("{}: {self}", events::SCALED_JOB_ENSURE_FAILED)
+        } else {
+            self.to_string()
+        }
+    }
+
+    /// The note of KEDA's `KEDAScalerFailed` Warning when a trigger's scaler could not be built
+    /// ([`Error::scaler_build_failure`]); `None` for any other failure.
+    pub fn scaler_build_failure(&self) -> Option<String> {
+        match self {
+            ScaledJobError::Scalers(e) => e.scaler_build_failure(),
+            ScaledJobError::Finalizer(f) => match f.as_ref() {
+                kube::runtime::finalizer::Error::ApplyFailed(e)
+                | kube::runtime::finalizer::Error::CleanupFailed(e) => e.scaler_build_failure(),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// A Kubernetes API error while doing `action`.
     pub fn kube(action: impl Into<String>, source: kube::Error) -> ScaledJobError {
         ScaledJobError::Kube {
@@ -350,7 +375,6 @@ impl Reconciler for Context {
 }
 
 async fn apply_inner(sj: &ScaledJob, ctx: &Context) -> Result<Action, ScaledJobError> {
-    let uid = sj.uid().unwrap_or_default();
     validate_scaled_job(sj)?;
     let cached = conditions_of(&sj.status.clone().unwrap_or_default());
     let was_paused = find_condition(&cached, CONDITION_PAUSED).is_some_and(|c| c.is_true());
@@ -369,7 +393,7 @@ async fn apply_inner(sj: &ScaledJob, ctx: &Context) -> Result<Action, ScaledJobE
     };
 
     if sj.is_paused() {
-        ctx.loops.stop(&uid).await;
+        ctx.loops.stop(sj).await;
         update_status(&ctx.client, sj, |status| {
             types(status);
             let mut conditions = conditions_of(status);
@@ -454,7 +478,7 @@ async fn apply_inner(sj: &ScaledJob, ctx: &Context) -> Result<Action, ScaledJobE
                     sj,
                     false,
                     events::KEDA_SCALERS_STARTED,
-                    format!("Scaler {} is built.", t.trigger_type),
+                    format!("Scaler {} is built", t.trigger_type),
                 )
                 .await;
         }
@@ -509,7 +533,12 @@ async fn apply_inner(sj: &ScaledJob, ctx: &Context) -> Result<Action, ScaledJobE
     }
     if became_ready {
         ctx.events
-            .publish_on(sj, false, SCALED_JOB_READY, READY_MESSAGE.to_string())
+            .publish_on(
+                sj,
+                false,
+                SCALED_JOB_READY,
+                events::SCALED_JOB_READY_NOTE.to_string(),
+            )
             .await;
     }
     Ok(Action::await_change())
@@ -533,7 +562,7 @@ async fn report_failure(sj: &ScaledJob, e: &ScaledJobError, ctx: &Context) {
             keda_reason::SCALED_JOB_CHECK_FAILED
         }
     };
-    let message = e.to_string();
+    let message = e.keda_message();
     let written = update_status(&ctx.client, sj, |status| {
         let mut conditions = conditions_of(status);
         set_condition(
@@ -549,6 +578,11 @@ async fn report_failure(sj: &ScaledJob, e: &ScaledJobError, ctx: &Context) {
     if let Err(e) = written {
         warn!(namespace = ns, name, error = %e, "writing the failure to the status failed");
     }
+    if let Some(note) = e.scaler_build_failure() {
+        ctx.events
+            .publish_on(sj, true, events::KEDA_SCALER_FAILED, note)
+            .await;
+    }
     ctx.events
         .publish_on(sj, true, SCALED_JOB_CHECK_FAILED, message)
         .await;
@@ -556,7 +590,7 @@ async fn report_failure(sj: &ScaledJob, e: &ScaledJobError, ctx: &Context) {
 
 /// Deletion: the loop stops; the Jobs go with the ScaledJob through their owner reference.
 async fn cleanup(sj: &ScaledJob, ctx: &Context) -> Result<Action, ScaledJobError> {
-    ctx.loops.forget(&sj.uid().unwrap_or_default()).await;
+    ctx.loops.forget(sj).await;
     ctx.resolver.forget(&ScalableRef::new(
         ScalableKind::ScaledJob,
         sj.namespace().unwrap_or_default(),
@@ -565,7 +599,7 @@ async fn cleanup(sj: &ScaledJob, ctx: &Context) -> Result<Action, ScaledJobError
     ctx.events
         .publish_on(
             sj,
-            false,
+            true,
             SCALED_JOB_DELETED,
             "ScaledJob was deleted".to_string(),
         )
