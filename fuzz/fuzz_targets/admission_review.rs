@@ -102,6 +102,8 @@ fuzz_target!(|data: &[u8]| {
                     .app_data(web::Data::new(AppState {
                         caches: caches(),
                         metrics: Arc::new(Metrics::new()),
+                        // The shipped identity rules (no namespace borrows the operator's).
+                        identity: Default::default(),
                     }))
                     .configure(app::configure),
             )

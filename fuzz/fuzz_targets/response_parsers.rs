@@ -74,9 +74,7 @@ const PARSERS: &[Parser] = &[
         name: "prometheus query",
         no_echo: false,
         run: |param, body, flag| {
-            let _ = keda_scalers::scalers::prometheus::response::api_error(
-                &String::from_utf8_lossy(body),
-            );
+            let _ = keda_scalers::scalers::prometheus::response::api_error(body);
             ok(keda_scalers::scalers::prometheus::response::query_value(
                 body, param, flag,
             ))
