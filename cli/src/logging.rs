@@ -74,16 +74,14 @@ impl TimeEncoding {
     pub fn format(self, since_epoch: std::time::Duration) -> String {
         let secs = since_epoch.as_secs();
         let nanos = since_epoch.subsec_nanos();
+        // The date and time of day in UTC; jiff's range (year 9999) is far past any clock.
         let civil = || {
-            let days = i64::try_from(secs / 86_400).unwrap_or(i64::MAX);
-            let rem = secs % 86_400;
-            let (y, m, d) = civil_from_days(days);
-            format!(
-                "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
-                rem / 3600,
-                rem % 3600 / 60,
-                rem % 60
-            )
+            i64::try_from(secs)
+                .ok()
+                .and_then(|s| jiff::Timestamp::from_second(s).ok())
+                .unwrap_or(jiff::Timestamp::MAX)
+                .strftime("%Y-%m-%dT%H:%M:%S")
+                .to_string()
         };
         match self {
             Self::Default => format!("{}.{:06}Z", civil(), nanos / 1000),
@@ -107,24 +105,6 @@ impl TimeEncoding {
             Self::Nano => since_epoch.as_nanos().to_string(),
         }
     }
-}
-
-/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (
-        y,
-        u32::try_from(m).unwrap_or(1),
-        u32::try_from(d).unwrap_or(1),
-    )
 }
 
 impl FormatTime for TimeEncoding {
