@@ -145,3 +145,64 @@ async fn hpa_active_mirrors_the_clusters_hpa_controller_on_a_real_cluster() {
     op.stop().await;
     c.cleanup().await;
 }
+
+/// The HPA controller cannot read the object's metric (the trigger's key is not a list, so every
+/// read fails and no fallback stands in): it writes `ScalingActive=False/FailedGetExternalMetric`,
+/// which keda-rs passes through as KEDA's `getHPAHealth` does: `HPAActive=False` with the HPA's
+/// own reason and `HPA is not actively scaling: <HPA message>` (issue 29, row 5). The target has
+/// one replica, so the HPA controller does read metrics (at 0 it would say `ScalingDisabled`).
+/// Whether or not an external metrics APIService is registered on the cluster, the read fails.
+#[tokio::test]
+#[ignore = "end-to-end: needs a real cluster named by KEDA_RS_E2E_KUBECONFIG"]
+async fn hpa_active_passes_failed_get_external_metric_through_on_a_real_cluster() {
+    let c = Cluster::new("hpa-unread").await;
+    let w = &c.world;
+    let key = list("hpa-unread");
+    w.break_key(&key).await;
+    w.deployment("unread", 1).await;
+    let op = w.start_operator();
+    let so = w
+        .create(&scenarios::redis_object(
+            "unread",
+            "unread",
+            &key,
+            "  minReplicaCount: 1",
+            "",
+        ))
+        .await;
+    scenarios::hpa_exists(w, "keda-hpa-unread").await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let (status, reason, message) = loop {
+        w.poll_after(&op, &so, 10).await;
+        let found = w.get("unread").await;
+        let condition = found
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "HPAActive").cloned());
+        if let Some(c) = condition.filter(|c| c.status == "False") {
+            break (
+                c.status,
+                c.reason.unwrap_or_default(),
+                c.message.unwrap_or_default(),
+            );
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the HPA controller reported no failing ScalingActive within 120 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    };
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "FailedGetExternalMetric")
+    );
+    assert!(
+        message.starts_with("HPA is not actively scaling: "),
+        "KEDA's message: {message}"
+    );
+    assert_eq!(w.replicas("unread").await, 1, "nothing scaled it");
+    w.drain(&key).await;
+    op.stop().await;
+    c.cleanup().await;
+}
