@@ -12,34 +12,12 @@ use memkube::MemKube;
 #[path = "keda_args_harness.rs"]
 mod harness;
 
+use keda_install_args::{METRICS_APISERVER_HELM as HELM, METRICS_APISERVER_MANIFEST as MANIFEST};
+
+#[path = "../../tests/fixtures/keda_install_args.rs"]
+mod keda_install_args;
+
 const BINARY: &str = env!("CARGO_BIN_EXE_keda-metrics-apiserver");
-
-const MANIFEST: &[&str] = &[
-    "--secure-port=6443",
-    "--zap-log-level=error",
-    "--client-ca-file=/certs/ca.crt",
-    "--tls-cert-file=/certs/tls.crt",
-    "--tls-private-key-file=/certs/tls.key",
-    "--cert-dir=/certs",
-];
-
-const HELM: &[&str] = &[
-    "--port=8080",
-    "--secure-port=6443",
-    "--logtostderr=true",
-    "--stderrthreshold=ERROR",
-    "--disable-compression=true",
-    "--metrics-service-address=keda-operator.keda.svc.cluster.local:9666",
-    "--client-ca-file=/certs/ca.crt",
-    "--tls-cert-file=/certs/tls.crt",
-    "--tls-private-key-file=/certs/tls.key",
-    "--cert-dir=/certs",
-    "--v=0",
-    "--zap-log-level=info",
-    "--zap-encoder=console",
-    "--zap-time-encoding=rfc3339",
-    "--profiling-bind-address=:8083",
-];
 
 async fn start(name: &str, keda: &[&str]) -> (MemKube, memkube::Loopback, TempDir, Started) {
     let server = MemKube::new();

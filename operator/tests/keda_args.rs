@@ -13,44 +13,12 @@ use memkube::MemKube;
 #[path = "common/binary.rs"]
 mod binary;
 
+use keda_install_args::{OPERATOR_HELM as HELM, OPERATOR_MANIFEST as MANIFEST};
+
+#[path = "../../tests/fixtures/keda_install_args.rs"]
+mod keda_install_args;
+
 const NAMESPACE: &str = "keda";
-
-/// `config/manager/manager.yaml`.
-const MANIFEST: &[&str] = &[
-    "--leader-elect",
-    "--zap-log-level=info",
-    "--zap-encoder=console",
-    "--zap-time-encoding=rfc3339",
-    "--enable-cert-rotation=true",
-];
-
-/// The Helm chart's arguments with its default values, and its optional ones turned on.
-const HELM: &[&str] = &[
-    "--leader-elect",
-    "--leader-election-id=operator.keda.sh",
-    "--disable-compression=true",
-    "--zap-log-level=info",
-    "--zap-encoder=console",
-    "--zap-time-encoding=rfc3339",
-    "--enable-webhook-patching=true",
-    "--enable-apiservice-patching=true",
-    "--zap-stacktrace-level=error",
-    "--cert-dir=/certs",
-    "--enable-cert-rotation=true",
-    "--cert-secret-name=kedaorg-certs",
-    "--operator-service-name=keda-operator",
-    "--metrics-server-service-name=keda-operator-metrics-apiserver",
-    "--webhooks-service-name=keda-admission-webhooks",
-    "--k8s-cluster-name=kubernetes-default",
-    "--k8s-cluster-domain=cluster.local",
-    "--enable-prometheus-metrics=false",
-    "--enable-opentelemetry-metrics=true",
-    "--profiling-bind-address=:8082",
-    "--ca-dir=/custom/ca",
-    "--http-max-idle-conns=0",
-    "--http-max-idle-conns-per-host=1000",
-    "--http-idle-conn-timeout=90s",
-];
 
 /// What the test adds after KEDA's list (the last occurrence of a flag wins, as in Go): free
 /// loopback ports, no metric service or explain endpoint, JSON logs to read.

@@ -12,24 +12,12 @@ use memkube::MemKube;
 #[path = "../../metrics-apiserver/tests/keda_args_harness.rs"]
 mod harness;
 
+use keda_install_args::{WEBHOOK_HELM as HELM, WEBHOOK_MANIFEST as MANIFEST};
+
+#[path = "../../tests/fixtures/keda_install_args.rs"]
+mod keda_install_args;
+
 const BINARY: &str = env!("CARGO_BIN_EXE_keda-webhook");
-
-const MANIFEST: &[&str] = &[
-    "--zap-log-level=info",
-    "--zap-encoder=console",
-    "--zap-time-encoding=rfc3339",
-];
-
-const HELM: &[&str] = &[
-    "--zap-log-level=info",
-    "--zap-encoder=console",
-    "--zap-time-encoding=rfc3339",
-    "--cert-dir=/certs",
-    "--health-probe-bind-address=:8081",
-    "--port=9443",
-    "--metrics-bind-address=:8080",
-    "--profiling-bind-address=:8084",
-];
 
 fn self_signed(dir: &std::path::Path) {
     let generated =

@@ -138,6 +138,29 @@ pub fn activator_binary() -> Result<PathBuf, String> {
     binary(ACTIVATOR_BIN_ENV, "keda-activator")
 }
 
+/// The environment variable naming the `keda-metrics-apiserver` binary the suite starts.
+pub const METRICS_APISERVER_BIN_ENV: &str = "KEDA_RS_E2E_METRICS_APISERVER_BIN";
+/// The environment variable naming the `keda-webhook` binary the suite starts.
+pub const WEBHOOK_BIN_ENV: &str = "KEDA_RS_E2E_WEBHOOK_BIN";
+
+/// The `keda-metrics-apiserver` binary: [`METRICS_APISERVER_BIN_ENV`], else the one in the
+/// target directory of the running test.
+///
+/// # Errors
+/// A message saying how to build it when there is none.
+pub fn metrics_apiserver_binary() -> Result<PathBuf, String> {
+    binary(METRICS_APISERVER_BIN_ENV, "keda-metrics-apiserver")
+}
+
+/// The `keda-webhook` binary: [`WEBHOOK_BIN_ENV`], else the one in the target directory of the
+/// running test.
+///
+/// # Errors
+/// A message saying how to build it when there is none.
+pub fn webhook_binary() -> Result<PathBuf, String> {
+    binary(WEBHOOK_BIN_ENV, "keda-webhook")
+}
+
 fn binary(env: &str, name: &str) -> Result<PathBuf, String> {
     let path = match std::env::var_os(env).filter(|p| !p.is_empty()) {
         Some(path) => PathBuf::from(path),
