@@ -159,6 +159,9 @@ async fn served_until(
     panic!("{name}: {what}; last served: {last:?}")
 }
 
+/// The replica count a fallback behavior stands for, given the current count.
+type ExpectedReplicas = fn(i32) -> i32;
+
 /// `keda_scaler_metrics_value` of object `name`, scaler (trigger name) `scaler`, `metric`.
 fn metrics_value(w: &World, name: &str, scaler: &str, metric: &str, index: usize) -> Option<f64> {
     let series = format!(
@@ -183,7 +186,7 @@ async fn the_composite_metric_in_fallback_makes_the_hpa_ask_for_the_fallback_rep
     };
     dials.fail_on_read("down", true);
     dials.set("up", 3.0);
-    let behaviors: [(&str, fn(i32) -> i32); 4] = [
+    let behaviors: [(&str, ExpectedReplicas); 4] = [
         ("static", |_| FALLBACK_REPLICAS),
         ("currentReplicas", |current| current),
         ("currentReplicasIfHigher", |current| {
