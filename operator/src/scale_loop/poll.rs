@@ -420,7 +420,8 @@ fn summarize(
 /// composite target (`scalingModifiers.target x replicas`, divided by the ready pods for
 /// `metricType: Value`), so the HPA asks for exactly the fallback's replica count whatever the
 /// formula does with its inputs. Every fallback value of one object is computed from the same
-/// target and replica count, so the first in trigger order is KEDA's.
+/// target and replica count, so the first in trigger order is the value KEDA serves (KEDA
+/// takes whichever read finished first).
 pub fn composite_of(
     scalers: &ObjectScalers,
     readings: &BTreeMap<String, MetricReading>,
