@@ -28,6 +28,9 @@ pub struct RequestLabels {
     pub trigger_name: String,
     /// The External metric being read (`s0-prometheus`).
     pub metric_name: String,
+    /// `ScaledObject` or `ScaledJob`: KEDA's `resourceType` of
+    /// `keda_scaler_empty_upstream_responses_total` (not a label of the HTTP families).
+    pub resource_type: String,
 }
 
 /// How a request ended: the answer's status, or no answer at all (KEDA's `status_code="error"`).
@@ -54,6 +57,14 @@ pub trait RequestObserver: Send + Sync {
     /// One request of a read labelled `labels` ended with `outcome` after `elapsed` (from
     /// sending to the answer's head).
     fn request(&self, labels: &RequestLabels, outcome: RequestOutcome, elapsed: Duration);
+
+    /// The event source of a read labelled `labels` answered with nothing: KEDA's
+    /// `RecordEmptyUpstreamResponse`, which its prometheus scaler calls for a query whose
+    /// result (or value list) is empty, whether `ignoreNullValues` then makes it 0 or an
+    /// error. The default records nothing.
+    fn empty_upstream_response(&self, labels: &RequestLabels, ignore_null_values: bool) {
+        let _ = (labels, ignore_null_values);
+    }
 }
 
 #[derive(Clone)]
@@ -87,6 +98,16 @@ pub fn observe(outcome: RequestOutcome, started: Instant) {
     let _ = CURRENT.try_with(|c| c.observer.request(&c.labels, outcome, elapsed));
 }
 
+/// Reports that the event source answered the current read with nothing (see
+/// [`RequestObserver::empty_upstream_response`]) to the scope's observer, if any.
+pub fn empty_upstream_response(ignore_null_values: bool) {
+    // Outside a scope there is nobody to tell.
+    let _ = CURRENT.try_with(|c| {
+        c.observer
+            .empty_upstream_response(&c.labels, ignore_null_values);
+    });
+}
+
 /// Sends `request` and reports it (see [`observe`]).
 ///
 /// # Errors
@@ -109,11 +130,21 @@ mod tests {
     use super::*;
 
     #[derive(Default)]
-    struct Seen(Mutex<Vec<(RequestLabels, RequestOutcome)>>);
+    struct Seen(
+        Mutex<Vec<(RequestLabels, RequestOutcome)>>,
+        Mutex<Vec<(String, bool)>>,
+    );
 
     impl RequestObserver for Seen {
         fn request(&self, labels: &RequestLabels, outcome: RequestOutcome, _: Duration) {
             self.0.lock().unwrap().push((labels.clone(), outcome));
+        }
+
+        fn empty_upstream_response(&self, labels: &RequestLabels, ignore_null_values: bool) {
+            self.1
+                .lock()
+                .unwrap()
+                .push((labels.metric_name.clone(), ignore_null_values));
         }
     }
 
@@ -124,7 +155,30 @@ mod tests {
             scaler: "prometheus".into(),
             trigger_name: "rps".into(),
             metric_name: metric.into(),
+            resource_type: "ScaledObject".into(),
         }
+    }
+
+    #[tokio::test]
+    async fn empty_upstream_responses_in_a_scope_are_reported_and_others_are_not() {
+        let seen = Arc::new(Seen::default());
+        empty_upstream_response(true);
+        scope(seen.clone(), labels("s0-prometheus"), async {
+            empty_upstream_response(false);
+        })
+        .await;
+        scope(seen.clone(), labels("s1-prometheus"), async {
+            empty_upstream_response(true);
+        })
+        .await;
+        assert_eq!(
+            *seen.1.lock().unwrap(),
+            vec![
+                ("s0-prometheus".to_string(), false),
+                ("s1-prometheus".to_string(), true)
+            ]
+        );
+        assert!(seen.0.lock().unwrap().is_empty(), "no request was made");
     }
 
     #[tokio::test]

@@ -371,7 +371,11 @@ impl ScaleLoops {
             let previous = lock(&memory).health.clone();
             let result = poll::poll(&scalers, &ctx, &previous).await;
             lock(&memory).health.extend(result.health.clone());
-            if !result.summary.errors.is_empty() && result.composite.is_none() {
+            // KEDA's GetScaledObjectMetrics: a failed read makes the HPA's read fail unless a
+            // fallback value stands in somewhere (then the composite is that value).
+            let fallback_active = result.readings.values().any(|r| r.fallback);
+            if !result.summary.errors.is_empty() && (result.composite.is_none() || !fallback_active)
+            {
                 return Err(MetricQueryError::Failed {
                     metric: metric_name.to_string(),
                     error: result.summary.errors.join("; "),

@@ -35,6 +35,9 @@ pub struct MetricReading {
     pub value: Option<f64>,
     /// Whether this metric makes the object active.
     pub active: bool,
+    /// `value` is a fallback value standing in for a failed read (`static` and the
+    /// `currentReplicas*` behaviors; not `scalingModifiers`, which feeds `nil` to the formula).
+    pub fallback: bool,
     /// The error, when the read failed and no fallback value stands in.
     pub error: Option<String>,
     /// The scaler panicked during this read (caught, [`crate::isolation`]): the read counts as
@@ -145,6 +148,7 @@ pub async fn read_metric(
         scaler: trigger.trigger_type.clone(),
         trigger_name: trigger.name.clone(),
         metric_name: metric.clone(),
+        resource_type: ctx.kind.kind().to_string(),
     };
     let started = Instant::now();
     let read = tokio::time::timeout(
@@ -225,6 +229,8 @@ pub async fn read_metric(
         recording::scaler_ok(ctx.metrics, labels);
     }
     let active = evaluated.outcome.is_active(scaler_active);
+    let fallback = matches!(evaluated.outcome, MetricOutcome::Fallback(_));
+    let nil = matches!(evaluated.outcome, MetricOutcome::Nil);
     let (value, error) = match evaluated.outcome {
         MetricOutcome::Value(v) | MetricOutcome::Fallback(v) => (Some(v), None),
         MetricOutcome::Nil => (None, None),
@@ -241,12 +247,26 @@ pub async fn read_metric(
         trigger_index: trigger.index,
         value,
         active,
+        fallback,
         error,
         internal,
         failure,
     };
-    if let Some(v) = reading.value {
-        recording::scaler_metrics_value(ctx.metrics, labels, v);
+    // What KEDA's processMetricsWithFallback records for the trigger: the value served, under
+    // the name of the metric it serves. With `scalingModifiers` a fallback value is named
+    // `composite-metric` (doFallback names it so), and behavior `scalingModifiers` serves the
+    // formula a placeholder of -1 under the trigger's own name.
+    match reading.value {
+        Some(v) if fallback && scalers.modifiers.is_some() => {
+            let composite = ScalerLabels {
+                metric: COMPOSITE_METRIC_NAME,
+                ..labels
+            };
+            recording::scaler_metrics_value(ctx.metrics, composite, v);
+        }
+        Some(v) => recording::scaler_metrics_value(ctx.metrics, labels, v),
+        None if nil => recording::scaler_metrics_value(ctx.metrics, labels, -1.0),
+        None => {}
     }
     // With `scalingModifiers` no trigger is active on its own: the composite metric is (KEDA's
     // getScalerState records a trigger's activity only without modifiers).
@@ -392,7 +412,16 @@ fn summarize(
     summary
 }
 
-/// Evaluates the formula over the readings (a failing or nil trigger is `nil`).
+/// The composite value: the formula over the readings (a failing or nil trigger is `nil`), or,
+/// while a fallback value stands in for a failed read, that value itself.
+///
+/// KEDA's `HandleScalingModifiers` applies no formula while fallback is active: it serves the
+/// first fallback metric as `composite-metric`, and `doFallback` computed that metric from the
+/// composite target (`scalingModifiers.target x replicas`, divided by the ready pods for
+/// `metricType: Value`), so the HPA asks for exactly the fallback's replica count whatever the
+/// formula does with its inputs. Every fallback value of one object is computed from the same
+/// target and replica count, so the first in trigger order is the value KEDA serves (KEDA
+/// takes whichever read finished first).
 pub fn composite_of(
     scalers: &ObjectScalers,
     readings: &BTreeMap<String, MetricReading>,
@@ -400,6 +429,14 @@ pub fn composite_of(
     errors: &mut Vec<String>,
 ) -> Option<f64> {
     let m = scalers.modifiers.as_ref()?;
+    let standing_in = readings
+        .values()
+        .filter(|r| r.fallback)
+        .min_by_key(|r| r.trigger_index)
+        .and_then(|r| r.value);
+    if standing_in.is_some() {
+        return standing_in;
+    }
     let values: Vec<Option<f64>> = m
         .formula
         .trigger_names()

@@ -249,6 +249,36 @@ impl EncodeLabelSet for HttpRequestLabels {
     }
 }
 
+/// The labels of KEDA's `keda_scaler_empty_upstream_responses_total`, in its order:
+/// `namespace`, `scaledResource`, `triggerName`, `metricName`, `resourceType` (`ScaledObject`
+/// or `ScaledJob`), `ignoreNullValues`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct EmptyUpstreamLabels {
+    read: RequestLabels,
+    ignore_null_values: bool,
+}
+
+impl EncodeLabelSet for EmptyUpstreamLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        [
+            ("namespace", self.read.namespace.as_str()),
+            ("scaledResource", self.read.scaled_resource.as_str()),
+            ("triggerName", self.read.trigger_name.as_str()),
+            ("metricName", self.read.metric_name.as_str()),
+            ("resourceType", self.read.resource_type.as_str()),
+            (
+                "ignoreNullValues",
+                if self.ignore_null_values {
+                    "true"
+                } else {
+                    "false"
+                },
+            ),
+        ]
+        .encode(encoder)
+    }
+}
+
 /// `{verb}` of the Kubernetes client's metrics: the HTTP method, as client-go labels them.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct VerbLabels {
@@ -430,6 +460,7 @@ struct Families {
     grpc_handling: HandlingHistograms,
     http_requests: Family<HttpRequestLabels, Counter>,
     http_duration: HttpRequestHistograms,
+    empty_upstream: Family<EmptyUpstreamLabels, Counter>,
 }
 
 struct Inner {
@@ -539,6 +570,7 @@ impl Metrics {
             grpc_handling: Family::new_with_constructor(metric_service_histogram),
             http_requests: Family::default(),
             http_duration: Family::new_with_constructor(http_request_histogram),
+            empty_upstream: Family::default(),
         };
         let mut registry = Registry::with_prefix(NAMESPACE);
         let r = &mut registry;
@@ -656,6 +688,12 @@ impl Metrics {
             "Duration of the outbound HTTP requests made by scalers while reading a metric, up to the answer's head, in seconds.",
             f.http_duration.clone(),
         );
+        register(
+            r,
+            "scaler_empty_upstream_responses",
+            "Number of times a query returns an empty result",
+            f.empty_upstream.clone(),
+        );
         // Not in KEDA, whose operator exits on a panic (crate::isolation).
         register(
             r,
@@ -720,7 +758,11 @@ impl Metrics {
         elapsed: Duration,
     ) {
         let mut labels = HttpRequestLabels {
-            read: read.clone(),
+            read: RequestLabels {
+                // Not a label of these families: one series per request target.
+                resource_type: String::new(),
+                ..read.clone()
+            },
             status_code: outcome.label(),
             full: true,
         };
@@ -739,6 +781,17 @@ impl Metrics {
             .http_duration
             .get_or_create(&labels)
             .observe(elapsed.as_secs_f64());
+    }
+
+    /// `keda_scaler_empty_upstream_responses_total`: the event source answered the read `read`
+    /// names with nothing (KEDA's `RecordEmptyUpstreamResponse`). As in KEDA, these series stay
+    /// when their object is deleted.
+    pub fn scaler_empty_upstream_response(&self, read: &RequestLabels, ignore_null_values: bool) {
+        let labels = EmptyUpstreamLabels {
+            read: read.clone(),
+            ignore_null_values,
+        };
+        self.families().empty_upstream.get_or_create(&labels).inc();
     }
 
     /// `keda_scaler_metrics_value`: the metric value the HPA would use.
@@ -1126,6 +1179,10 @@ impl RequestObserver for Metrics {
     fn request(&self, labels: &RequestLabels, outcome: RequestOutcome, elapsed: Duration) {
         self.scaler_http_request(labels, outcome, elapsed);
     }
+
+    fn empty_upstream_response(&self, labels: &RequestLabels, ignore_null_values: bool) {
+        self.scaler_empty_upstream_response(labels, ignore_null_values);
+    }
 }
 
 #[cfg(test)]
@@ -1188,6 +1245,7 @@ mod tests {
         metrics.resource_registered(CustomResourceKind::ScaledObject, "shop");
         metrics.loop_latency("shop", "orders", ResourceKind::ScaledObject, Duration::ZERO);
         metrics.scaled_job_error("shop", "batch");
+        metrics.scaler_empty_upstream_response(&RequestLabels::default(), true);
         let text = metrics.encode();
         for (name, kind, help) in [
             (
@@ -1241,6 +1299,11 @@ mod tests {
                 "counter",
                 "Number of scaled job errors.",
             ),
+            (
+                "keda_scaler_empty_upstream_responses",
+                "counter",
+                "Number of times a query returns an empty result.",
+            ),
         ] {
             assert!(
                 text.contains(&format!("# TYPE {name} {kind}\n")),
@@ -1254,6 +1317,54 @@ mod tests {
     }
 
     #[test]
+    fn empty_upstream_responses_carry_keda_s_labels_in_its_order() {
+        let metrics = Metrics::with_build_info(build());
+        let read = |resource_type: &str| RequestLabels {
+            namespace: "shop".into(),
+            scaled_resource: "orders".into(),
+            scaler: "prometheus".into(),
+            trigger_name: "rps".into(),
+            metric_name: "s0-prometheus".into(),
+            resource_type: resource_type.into(),
+        };
+        metrics.empty_upstream_response(&read("ScaledObject"), false);
+        metrics.empty_upstream_response(&read("ScaledObject"), false);
+        metrics.empty_upstream_response(&read("ScaledJob"), true);
+        let text = metrics.encode();
+        let series = |resource_type: &str, ignore: &str| {
+            format!(
+                r#"keda_scaler_empty_upstream_responses_total{{namespace="shop",scaledResource="orders",triggerName="rps",metricName="s0-prometheus",resourceType="{resource_type}",ignoreNullValues="{ignore}"}} "#
+            )
+        };
+        assert!(
+            text.contains(&format!("{}2\n", series("ScaledObject", "false"))),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("{}1\n", series("ScaledJob", "true"))),
+            "{text}"
+        );
+        // The resource type is no label of the HTTP request families.
+        metrics.scaler_http_request(
+            &read("ScaledJob"),
+            RequestOutcome::Status(200),
+            Duration::from_millis(1),
+        );
+        metrics.scaler_http_request(
+            &read("ScaledObject"),
+            RequestOutcome::Status(200),
+            Duration::from_millis(1),
+        );
+        let text = metrics.encode();
+        let http: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("keda_scaler_http_requests_total{"))
+            .collect();
+        assert_eq!(http.len(), 1, "{http:?}");
+        assert!(http[0].ends_with(" 2"), "{http:?}");
+    }
+
+    #[test]
     fn scaler_http_requests_carry_keda_s_labels_and_the_histogram_only_with_the_flag() {
         let read = RequestLabels {
             namespace: "shop".into(),
@@ -1261,6 +1372,7 @@ mod tests {
             scaler: "prometheus".into(),
             trigger_name: "rps".into(),
             metric_name: "s0-prometheus".into(),
+            resource_type: "ScaledObject".into(),
         };
         let full = r#"{namespace="shop",scaled_resource="orders",scaler="prometheus",trigger_name="rps",metric_name="s0-prometheus",status_code="#;
         let metrics = Metrics::with_build_info(build());

@@ -240,11 +240,15 @@ impl PrometheusScaler {
                 source: failure,
             }
         })?;
-        response::query_value(&body, query, self.config.ignore_null_values).map_err(|message| {
-            ScalerError::Unexpected {
-                trigger: self.trigger.clone(),
-                message,
-            }
+        let ignore_null_values = self.config.ignore_null_values;
+        // KEDA's keda_scaler_empty_upstream_responses_total, counted by the operator for the
+        // read in progress (crate::request_metrics).
+        response::query_value_reporting_empty(&body, query, ignore_null_values, || {
+            crate::request_metrics::empty_upstream_response(ignore_null_values);
+        })
+        .map_err(|message| ScalerError::Unexpected {
+            trigger: self.trigger.clone(),
+            message,
         })
     }
 }

@@ -68,6 +68,22 @@ pub fn api_error(body: &[u8]) -> Option<&'static str> {
 /// The body is not a successful Prometheus answer, or the result is not a single usable value
 /// (see the module docs); the message names the query.
 pub fn query_value(body: &[u8], query: &str, ignore_null_values: bool) -> Result<f64, String> {
+    query_value_reporting_empty(body, query, ignore_null_values, || ())
+}
+
+/// [`query_value`], calling `on_empty` when the answer is empty: no series, or a series (or
+/// scalar) without a value. That is where KEDA's prometheus scaler calls
+/// `RecordEmptyUpstreamResponse`, before `ignoreNullValues` makes it 0 or an error; a null,
+/// NaN or infinite value is not empty.
+///
+/// # Errors
+/// As [`query_value`].
+pub fn query_value_reporting_empty(
+    body: &[u8],
+    query: &str,
+    ignore_null_values: bool,
+    on_empty: impl FnOnce(),
+) -> Result<f64, String> {
     let response: QueryResponse = serde_json::from_slice(body).map_err(|e| {
         format!(
             "the answer to prometheus query `{query}` is not a Prometheus API response: {}",
@@ -98,8 +114,14 @@ pub fn query_value(body: &[u8], query: &str, ignore_null_values: bool) -> Result
                 )
             })?;
             match series.as_slice() {
-                [] if ignore_null_values => return Ok(0.0),
-                [] => return Err(lost("the result is empty")),
+                [] => {
+                    on_empty();
+                    return if ignore_null_values {
+                        Ok(0.0)
+                    } else {
+                        Err(lost("the result is empty"))
+                    };
+                }
                 [one] => one.value.clone(),
                 many => {
                     return Err(format!(
@@ -126,8 +148,14 @@ pub fn query_value(body: &[u8], query: &str, ignore_null_values: bool) -> Result
         }
     };
     let raw = match sample.as_slice() {
-        [] if ignore_null_values => return Ok(0.0),
-        [] => return Err(lost("the value list is empty")),
+        [] => {
+            on_empty();
+            return if ignore_null_values {
+                Ok(0.0)
+            } else {
+                Err(lost("the value list is empty"))
+            };
+        }
         [_] => {
             return Err(format!(
                 "prometheus query `{query}` didn't return enough values"
@@ -267,6 +295,34 @@ mod tests {
         for (i, (body, ignore, expected)) in rows.into_iter().enumerate() {
             let got = query_value(body.as_bytes(), q, ignore);
             assert_eq!(got, expected.map_err(str::to_string), "row {i}: {body}");
+        }
+    }
+
+    #[test]
+    fn only_an_empty_result_or_value_list_is_an_empty_upstream_response() {
+        let empty_value = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[]}]}}"#;
+        let null_value = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,null]}]}}"#;
+        // (body, empty) with both ignoreNullValues settings: KEDA records the empty ones
+        // before it looks at ignoreNullValues.
+        let rows: Vec<(String, bool)> = vec![
+            (vector(&[]), true),
+            (empty_value.into(), true),
+            (vector(&["3"]), false),
+            (vector(&["NaN"]), false),
+            (null_value.into(), false),
+            (vector(&["1", "2"]), false),
+            (r#"{"status":"error","errorType":"bad_data"}"#.into(), false),
+        ];
+        for (body, empty) in rows {
+            for ignore in [true, false] {
+                let mut reported = 0;
+                let _ = query_value_reporting_empty(body.as_bytes(), "q", ignore, || reported += 1);
+                assert_eq!(
+                    reported,
+                    u8::from(empty),
+                    "{body} (ignoreNullValues {ignore})"
+                );
+            }
         }
     }
 
