@@ -459,10 +459,16 @@ async fn a_new_generation_deletes_old_jobs_with_the_immediate_rollout() {
     // KEDA's Events of the cleanup (issue 16).
     let (kind, note) = job_event(&w, "roll", "ScaledJobRolloutCleanupStarted").await;
     assert_eq!(kind, "Normal");
-    assert!(note.contains("deleting 2 jobs"), "{note}");
+    assert_eq!(
+        note,
+        "Deleting 2 jobs owned by the previous version of the scaledJob"
+    );
     let (kind, note) = job_event(&w, "roll", "ScaledJobRolloutCleanupCompleted").await;
     assert_eq!(kind, "Normal");
-    assert!(note.contains("2 jobs deleted"), "{note}");
+    assert_eq!(
+        note,
+        "Deleted 2 jobs owned by the previous version of the scaledJob"
+    );
 }
 
 #[tokio::test]

@@ -136,7 +136,9 @@ impl TlsPolicy {
 /// KEDA's `KEDA_SERVICE_MIN_TLS_VERSION` and `KEDA_SERVICE_TLS_CIPHER_LIST`, falling back to
 /// `KEDA_HTTP_MIN_TLS_VERSION` and `KEDA_HTTP_TLS_CIPHER_LIST` when unset, as KEDA's
 /// `pkg/util/tls_config.go` does: what keda-rs serves (the webhook, the operator's metric
-/// service).
+/// service). A service variable set to the empty string counts as set, as in KEDA: an empty
+/// minimum version is TLS 1.3 (KEDA's default for services), an empty list Go's (here rustls')
+/// default suites.
 ///
 /// # Errors
 /// A version or cipher suite rustls cannot do, naming the variable.
@@ -145,7 +147,13 @@ pub fn service_policy_from(var: &dyn Fn(&str) -> Option<String>) -> Result<TlsPo
         Some(value) => (service, Some(value)),
         None => (http, var(http)),
     };
-    let (version_name, version) = pick("KEDA_SERVICE_MIN_TLS_VERSION", "KEDA_HTTP_MIN_TLS_VERSION");
+    // Set but empty is not unset: KEDA parses it with TLS 1.3 as the default.
+    let (version_name, version) = match var("KEDA_SERVICE_MIN_TLS_VERSION") {
+        Some(value) if value.trim().is_empty() => {
+            ("KEDA_SERVICE_MIN_TLS_VERSION", Some("TLS13".to_string()))
+        }
+        _ => pick("KEDA_SERVICE_MIN_TLS_VERSION", "KEDA_HTTP_MIN_TLS_VERSION"),
+    };
     let (list_name, list) = pick("KEDA_SERVICE_TLS_CIPHER_LIST", "KEDA_HTTP_TLS_CIPHER_LIST");
     TlsPolicy::parse(version_name, version.as_deref(), list_name, list.as_deref())
 }
@@ -250,5 +258,37 @@ mod tests {
             parse("", "TLS_FANCY"),
             Err(PolicyError::Unknown { .. })
         ));
+    }
+
+    #[test]
+    fn a_service_variable_set_empty_is_set_as_in_keda() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| (*v).to_string())
+            }
+        };
+        // Unset: the KEDA_HTTP_* values (TLS 1.2 by default).
+        let unset = service_policy_from(&env(&[])).expect("a policy");
+        assert!(!unset.tls13_only);
+        // Set but empty: KEDA's service default, TLS 1.3, whatever KEDA_HTTP_* say.
+        let empty = service_policy_from(&env(&[
+            ("KEDA_SERVICE_MIN_TLS_VERSION", ""),
+            ("KEDA_HTTP_MIN_TLS_VERSION", "TLS12"),
+        ]))
+        .expect("a policy");
+        assert!(empty.tls13_only);
+        // An empty service cipher list is the default suites, not KEDA_HTTP_TLS_CIPHER_LIST.
+        let list = service_policy_from(&env(&[
+            ("KEDA_SERVICE_TLS_CIPHER_LIST", ""),
+            (
+                "KEDA_HTTP_TLS_CIPHER_LIST",
+                "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+            ),
+        ]))
+        .expect("a policy");
+        assert_eq!(list.tls12_suites, None);
     }
 }

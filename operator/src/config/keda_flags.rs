@@ -156,7 +156,8 @@ pub fn client_policy(
 pub fn service_tls(
     env: &dyn super::Environment,
 ) -> Result<keda_tls::TlsPolicy, super::ConfigError> {
-    let var = |name: &str| env.var(name).filter(|v| !v.trim().is_empty());
+    // Unfiltered: a service variable set to "" is set (KEDA's `os.LookupEnv`).
+    let var = |name: &str| env.var(name);
     Ok(keda_tls::policy::service_policy_from(&var)?)
 }
 

@@ -260,7 +260,12 @@ impl JobLoops {
             match api.delete(name, &params).await {
                 Ok(_) => {}
                 Err(e) if crate::error::is_not_found(&e) => {}
-                Err(e) => return Err(ScaledJobError::kube(format!("deleting Job {ns}/{name}"), e)),
+                Err(source) => {
+                    return Err(ScaledJobError::DeleteJob {
+                        name: name.clone(),
+                        source,
+                    });
+                }
             }
             lock(&memory).deleted.insert(name.clone());
         }

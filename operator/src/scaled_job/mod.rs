@@ -83,6 +83,16 @@ pub enum ScaledJobError {
         #[source]
         source: kube::Error,
     },
+    /// Deleting a Job of a previous generation failed (immediate rollout); the message is
+    /// KEDA's `ScaledJobRolloutCleanupFailed` note.
+    #[error("Failed to delete job {name}: {source}")]
+    DeleteJob {
+        /// The Job's name.
+        name: String,
+        /// The client's error.
+        #[source]
+        source: kube::Error,
+    },
     /// The finalizer machinery failed.
     #[error(transparent)]
     Finalizer(#[from] Box<kube::runtime::finalizer::Error<ScaledJobError>>),
@@ -443,7 +453,7 @@ async fn apply_inner(sj: &ScaledJob, ctx: &Context) -> Result<Action, ScaledJobE
                 sj,
                 false,
                 SCALED_JOB_ROLLOUT_CLEANUP_STARTED,
-                format!("RolloutStrategy: immediate, deleting {n} jobs owned by the previous version of the ScaledJob"),
+                format!("Deleting {n} jobs owned by the previous version of the scaledJob"),
             )
             .await;
         let deleted = ctx
@@ -457,7 +467,7 @@ async fn apply_inner(sj: &ScaledJob, ctx: &Context) -> Result<Action, ScaledJobE
                         sj,
                         false,
                         SCALED_JOB_ROLLOUT_CLEANUP_COMPLETED,
-                        format!("RolloutStrategy: immediate, deleted jobs owned by the previous version of the ScaledJob: {n} jobs deleted"),
+                        format!("Deleted {n} jobs owned by the previous version of the scaledJob"),
                     )
                     .await;
             }
