@@ -13,6 +13,7 @@ use keda_scalers::{Secret, TriggerId};
 use super::env::{self, Lookup, Refs, ResolvedContainer, VarError};
 use super::error::{AuthName, EnvProblem, EnvUse, RefProblem, ResolveError, VaultProblem};
 use super::keys::{DepKey, ObjKey, PodSource, ScaleTargetPodSource};
+use super::missing::{self, Missing};
 use super::projection::{self, ConfigMapData, ContainerEnv, SecretData};
 use super::target;
 use super::{Inner, ResolvedTrigger};
@@ -34,6 +35,8 @@ pub struct ResolveSession {
     ready: bool,
     containers: Option<Result<Arc<Vec<ContainerEnv>>, EnvProblem>>,
     resolved: HashMap<String, Arc<ResolvedContainer>>,
+    /// What the session's triggers named but found missing, recorded on drop.
+    missing: Vec<Missing>,
 }
 
 impl ResolveSession {
@@ -48,6 +51,7 @@ impl ResolveSession {
             ready: false,
             containers: None,
             resolved: HashMap::new(),
+            missing: Vec::new(),
         }
     }
 
@@ -55,8 +59,13 @@ impl ResolveSession {
     /// parameters of its `authenticationRef`. Waits (bounded) for the caches' first list on
     /// the first call.
     ///
+    /// A (Cluster)TriggerAuthentication, Secret, ConfigMap or key that does not exist is not an
+    /// error: it is resolved as KEDA resolves it and listed in [`ResolvedTrigger::missing`]
+    /// (see [`Missing`]).
+    ///
     /// # Errors
-    /// Any [`ResolveError`]; the message names the trigger and what to fix, never a value.
+    /// Any other [`ResolveError`]; the message names the trigger and what to fix, never a
+    /// value.
     pub async fn resolve(
         &mut self,
         trigger: &ScaleTrigger,
@@ -70,6 +79,7 @@ impl ResolveSession {
             index,
             trigger_type: trigger.type_.clone(),
         };
+        let first_missing = self.missing.len();
         let mut resolved = ResolvedTrigger {
             resolved_env: self.env_params(&id, &trigger.metadata).await?,
             ..ResolvedTrigger::default()
@@ -83,15 +93,27 @@ impl ResolveSession {
                     trigger: id.clone(),
                     kind,
                 })?;
-            let (auth, spec, refs_namespace) = self.auth_spec(&id, kind, &auth_ref.name)?;
-            if let Some(identity) = &spec.pod_identity {
-                resolved.pod_identity = identity.clone();
+            // KEDA's resolveAuthRef: a TriggerAuthentication it cannot get is logged and the
+            // trigger goes on with its own metadata.
+            let found = self.auth_spec(&id, kind, &auth_ref.name);
+            if let Some((auth, spec, refs_namespace)) = self.tolerate(found)? {
+                if let Some(identity) = &spec.pod_identity {
+                    resolved.pod_identity = identity.clone();
+                }
+                resolved.auth_params = self
+                    .auth_params(&id, &auth, kind, &spec, &refs_namespace)
+                    .await?;
             }
-            resolved.auth_params = self
-                .auth_params(&id, &auth, kind, &spec, &refs_namespace)
-                .await?;
         }
+        resolved.missing = self.missing[first_missing..].to_vec();
         Ok(resolved)
+    }
+
+    /// `result`, or `None` after recording the missing object when its error is one KEDA
+    /// resolves as absent ([`missing::tolerated`]).
+    #[allow(clippy::result_large_err)] // see `auth_spec`
+    fn tolerate<T>(&mut self, result: Result<T, ResolveError>) -> Result<Option<T>, ResolveError> {
+        tolerate_into(&mut self.missing, result)
     }
 
     /// `metadata["<p>FromEnv"] = VAR` for every `<p>`: the values of those variables.
@@ -424,15 +446,28 @@ impl ResolveSession {
             parameter: entry.parameter.clone(),
             problem,
         };
+        // KEDA's resolveAuthConfigMap and resolveAuthSecret: a missing object or key is an
+        // empty value (`tolerate_into`); the parameter is still set, so it overrides an earlier
+        // source of the same name, as in KEDA.
         for entry in spec.config_map_target_ref.iter().flatten() {
-            let value = config_map_key(&mut refs, refs_namespace, entry)
-                .map_err(|p| ref_error(entry, p))?;
-            params.insert(entry.parameter.clone(), Secret::new(value));
+            let value = tolerate_into(
+                &mut self.missing,
+                config_map_key(&mut refs, refs_namespace, entry).map_err(|p| ref_error(entry, p)),
+            )?;
+            params.insert(
+                entry.parameter.clone(),
+                Secret::new(value.unwrap_or_default()),
+            );
         }
         for entry in spec.secret_target_ref.iter().flatten() {
-            let value =
-                secret_key(&mut refs, refs_namespace, entry).map_err(|p| ref_error(entry, p))?;
-            params.insert(entry.parameter.clone(), Secret::new(value));
+            let value = tolerate_into(
+                &mut self.missing,
+                secret_key(&mut refs, refs_namespace, entry).map_err(|p| ref_error(entry, p)),
+            )?;
+            params.insert(
+                entry.parameter.clone(),
+                Secret::new(value.unwrap_or_default()),
+            );
         }
         // KEDA's order: the Secrets, Vault, (the cloud stores keda-rs does not read), the bound
         // service account tokens.
@@ -471,13 +506,14 @@ impl ResolveSession {
                 inner: &self.inner,
                 deps: &mut self.deps,
             };
-            let values = oauth2_params(&mut refs, refs_namespace, oauth2).map_err(|problem| {
-                ResolveError::AuthRef {
-                    trigger: id.clone(),
-                    auth: auth.clone(),
-                    parameter: OAUTH2_CLIENT_SECRET.to_string(),
-                    problem,
-                }
+            let client_secret = |problem| ResolveError::AuthRef {
+                trigger: id.clone(),
+                auth: auth.clone(),
+                parameter: OAUTH2_CLIENT_SECRET.to_string(),
+                problem,
+            };
+            let values = oauth2_params(&mut refs, refs_namespace, oauth2, |result| {
+                tolerate_into(&mut self.missing, result.map_err(&client_secret))
             })?;
             params.extend(values);
         }
@@ -495,11 +531,16 @@ const OAUTH2_CLIENT_SECRET: &str = "clientSecret";
 /// other source, so they win over parameters of the same name, as in KEDA. The webhook and the
 /// CRD validation check `type`, `clientId` and `tokenUrl`; the scaler checks that all three
 /// parameters arrived.
+///
+/// `tolerate` turns the client secret's lookup into its value, `None` (a missing Secret or key:
+/// empty, as KEDA's `resolveAuthSecret`) or an error.
+#[allow(clippy::result_large_err)] // see `auth_spec`
 fn oauth2_params(
     refs: &mut SessionRefs<'_>,
     namespace: &str,
     oauth2: &OAuth2,
-) -> Result<BTreeMap<String, Secret>, RefProblem> {
+    mut tolerate: impl FnMut(Result<String, RefProblem>) -> Result<Option<String>, ResolveError>,
+) -> Result<BTreeMap<String, Secret>, ResolveError> {
     let mut params = BTreeMap::new();
     params.insert("oauthTokenURI".to_string(), Secret::new(&oauth2.token_url));
     params.insert("clientID".to_string(), Secret::new(&oauth2.client_id));
@@ -510,8 +551,11 @@ fn oauth2_params(
             name: key_ref.name.clone(),
             key: key_ref.key.clone(),
         };
-        let value = secret_key(refs, namespace, &entry)?;
-        params.insert(OAUTH2_CLIENT_SECRET.to_string(), Secret::new(value));
+        let value = tolerate(secret_key(refs, namespace, &entry))?;
+        params.insert(
+            OAUTH2_CLIENT_SECRET.to_string(),
+            Secret::new(value.unwrap_or_default()),
+        );
     }
     let scopes: Vec<&str> = oauth2.scopes.iter().flatten().map(String::as_str).collect();
     if !scopes.is_empty() {
@@ -566,6 +610,28 @@ impl Drop for ResolveSession {
         self.inner
             .notifier
             .end(&self.source.scalable, self.start, deps, self.refresh_at);
+        self.inner
+            .record_missing(&self.source.scalable, std::mem::take(&mut self.missing));
+    }
+}
+
+/// `result`, or `None` after pushing the missing object onto `missing` when its error is one
+/// KEDA resolves as absent ([`missing::tolerated`]). Logged as KEDA logs it.
+#[allow(clippy::result_large_err)] // see `auth_spec`
+fn tolerate_into<T>(
+    missing: &mut Vec<Missing>,
+    result: Result<T, ResolveError>,
+) -> Result<Option<T>, ResolveError> {
+    match result {
+        Ok(value) => Ok(Some(value)),
+        Err(error) => match missing::tolerated(&error) {
+            Some(found) => {
+                tracing::warn!(missing = %found.related, "{}", found.message);
+                missing.push(found);
+                Ok(None)
+            }
+            None => Err(error),
+        },
     }
 }
 
