@@ -512,9 +512,12 @@ impl ResolveSession {
                 parameter: OAUTH2_CLIENT_SECRET.to_string(),
                 problem,
             };
-            let values = oauth2_params(&mut refs, refs_namespace, oauth2, |result| {
+            // A failed resolution builds one error; see `auth_spec`.
+            #[allow(clippy::result_large_err)]
+            let tolerate = |result: Result<String, RefProblem>| {
                 tolerate_into(&mut self.missing, result.map_err(&client_secret))
-            })?;
+            };
+            let values = oauth2_params(&mut refs, refs_namespace, oauth2, tolerate)?;
             params.extend(values);
         }
         Ok(params)
