@@ -631,7 +631,7 @@ spec:
         [
             "ConfigMap team/no-config-map",
             "Secret team/no-secret",
-            "Secret team/creds key \"host\""
+            "Secret team/creds data.host"
         ]
     );
 
@@ -666,6 +666,69 @@ spec:
             .dependencies(&so)
             .contains(&"ClusterTriggerAuthentication nobody".to_string()),
         "creating the missing object must rebuild the scalers"
+    );
+}
+
+/// Issue 29, row 4: a TriggerAuthentication `env` entry whose variable the container does not
+/// define, whose container does not exist, or whose value cannot be read (a missing Secret) is
+/// an empty parameter, as KEDA's `resolveAuthRef` makes it, listed in `missing` with the scale
+/// target as the related object. A missing scale target stays an error (KEDA fails the build
+/// before resolving any trigger).
+#[tokio::test]
+async fn trigger_authentication_env_entries_that_cannot_be_read_are_empty_as_in_keda() {
+    let c = cluster();
+    c.server
+        .seed(&deployment(
+            "worker",
+            "[{name: app, image: x, env: [
+                {name: GOOD, value: fine},
+                {name: BROKEN, valueFrom: {secretKeyRef: {name: gone, key: k}}}]}]",
+        ))
+        .unwrap();
+    c.server
+        .seed(&yaml::<keda_api::TriggerAuthentication>(&format!(
+            "apiVersion: keda.sh/v1alpha1
+kind: TriggerAuthentication
+metadata: {{name: env-auth, namespace: {NS}}}
+spec:
+  env:
+    - {{parameter: host, name: GOOD}}
+    - {{parameter: username, name: UNDEFINED}}
+    - {{parameter: password, name: BROKEN}}
+    - {{parameter: port, name: GOOD, containerName: sidecar}}
+"
+        )))
+        .unwrap();
+    let t = trigger("{type: redis, metadata: {listName: q}, authenticationRef: {name: env-auth}}");
+    let resolved = resolve(&c.resolver, source("so", "worker"), &t)
+        .await
+        .expect("unreadable env entries are not an error");
+    assert_eq!(auth(&resolved, "host"), "fine");
+    for parameter in ["username", "password", "port"] {
+        assert_eq!(auth(&resolved, parameter), "", "{parameter}");
+    }
+    let related: Vec<String> = resolved
+        .missing
+        .iter()
+        .map(|m| m.related.to_string())
+        .collect();
+    assert_eq!(
+        related,
+        [
+            "Deployment team/worker spec.template.spec.containers{app}.env{UNDEFINED}",
+            "Deployment team/worker spec.template.spec.containers{app}.env{BROKEN}",
+            "Deployment team/worker spec.template.spec.containers{sidecar}.env{GOOD}",
+        ]
+    );
+    assert_eq!(
+        missing(&resolved)[1],
+        "trigger 0 (redis): TriggerAuthentication team/env-auth: env parameter \"password\": variable \"BROKEN\" of container \"app\" of Deployment team/worker: Secret team/gone not found; parameter \"password\" is empty, as in KEDA"
+    );
+
+    let text = expect_err(resolve(&c.resolver, source("so", "absent"), &t).await);
+    assert_eq!(
+        text,
+        "trigger 0 (redis): TriggerAuthentication team/env-auth: env parameter \"host\": scale target Deployment team/absent not found"
     );
 }
 

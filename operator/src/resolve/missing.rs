@@ -22,33 +22,35 @@ use std::fmt;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 
-use super::error::{RefProblem, ResolveError};
+use super::error::{EnvProblem, EnvUse, RefProblem, ResolveError};
 
 /// The object a [`Missing`] is about, for the Event's `related` reference.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MissingRef {
-    /// `keda.sh/v1alpha1` or `v1`.
-    pub api_version: &'static str,
-    /// `TriggerAuthentication`, `ClusterTriggerAuthentication`, `Secret` or `ConfigMap`.
-    pub kind: &'static str,
+    /// `keda.sh/v1alpha1`, `v1`, or the scale target's.
+    pub api_version: String,
+    /// `TriggerAuthentication`, `ClusterTriggerAuthentication`, `Secret`, `ConfigMap`, or the
+    /// kind holding the pod template (a TriggerAuthentication `env` entry's variable).
+    pub kind: String,
     /// Its namespace; empty for a ClusterTriggerAuthentication.
     pub namespace: String,
     /// Its name.
     pub name: String,
-    /// The missing key of an existing Secret or ConfigMap.
-    pub key: Option<String>,
+    /// What is missing inside it: a Secret's or ConfigMap's key (`data.<key>`), a container's
+    /// variable (`spec.template.spec.containers{<container>}.env{<variable>}`).
+    pub field_path: Option<String>,
 }
 
 impl MissingRef {
-    /// The reference an Event's `related` field carries. A missing key is in `fieldPath`
-    /// (`data.<key>`), so that two missing keys of one Secret are two Events, not one repeated.
+    /// The reference an Event's `related` field carries. What is missing inside the object is
+    /// its `fieldPath`, so that two missing keys of one Secret are two Events, not one repeated.
     pub fn object_reference(&self) -> ObjectReference {
         ObjectReference {
-            api_version: Some(self.api_version.to_string()),
-            kind: Some(self.kind.to_string()),
+            api_version: Some(self.api_version.clone()),
+            kind: Some(self.kind.clone()),
             namespace: (!self.namespace.is_empty()).then(|| self.namespace.clone()),
             name: Some(self.name.clone()),
-            field_path: self.key.as_ref().map(|k| format!("data.{k}")),
+            field_path: self.field_path.clone(),
             ..ObjectReference::default()
         }
     }
@@ -67,8 +69,8 @@ impl fmt::Display for MissingRef {
         } else {
             write!(f, " {}/{}", self.namespace, self.name)?;
         }
-        if let Some(key) = &self.key {
-            write!(f, " key \"{key}\"")?;
+        if let Some(path) = &self.field_path {
+            write!(f, " {path}")?;
         }
         Ok(())
     }
@@ -92,11 +94,11 @@ pub(crate) fn tolerated(error: &ResolveError) -> Option<Missing> {
     let (related, consequence) = match error {
         ResolveError::AuthNotFound { auth, .. } => (
             MissingRef {
-                api_version: "keda.sh/v1alpha1",
-                kind: auth.kind,
+                api_version: "keda.sh/v1alpha1".to_string(),
+                kind: auth.kind.to_string(),
                 namespace: auth.namespace.clone(),
                 name: auth.name.clone(),
-                key: None,
+                field_path: None,
             },
             "the trigger is built with its metadata only, as KEDA does".to_string(),
         ),
@@ -114,16 +116,16 @@ pub(crate) fn tolerated(error: &ResolveError) -> Option<Missing> {
                     namespace,
                     name,
                     key,
-                } => (*kind, namespace, name, Some(key.clone())),
+                } => (*kind, namespace, name, Some(format!("data.{key}"))),
                 _ => return None,
             };
             (
                 MissingRef {
-                    api_version: "v1",
-                    kind,
+                    api_version: "v1".to_string(),
+                    kind: kind.to_string(),
                     namespace: namespace.clone(),
                     name: name.clone(),
-                    key,
+                    field_path: key,
                 },
                 format!("parameter \"{parameter}\" is empty, as in KEDA"),
             )
@@ -133,6 +135,43 @@ pub(crate) fn tolerated(error: &ResolveError) -> Option<Missing> {
     Some(Missing {
         related,
         message: format!("{error}; {consequence}"),
+    })
+}
+
+/// The [`Missing`] that the failure of a TriggerAuthentication `env` entry describes, when KEDA
+/// resolves it as empty: `resolveAuthRef` sets the parameter to `""` when the container's
+/// environment cannot be resolved (`ResolveContainerEnv` fails: no such container, a reference
+/// it cannot read) and when the variable is not defined. `target` is the object holding the
+/// pod template (the scale target, or the ScaledJob), `template` the path of the pod template
+/// in it. A missing or unwatchable scale target stays an error: KEDA fails the whole build
+/// before resolving any trigger then.
+pub(crate) fn tolerated_env(
+    error: &ResolveError,
+    mut target: MissingRef,
+    template: &str,
+    variable: &str,
+) -> Option<Missing> {
+    let ResolveError::Env {
+        used_by: EnvUse::Auth { parameter, .. },
+        problem,
+        ..
+    } = error
+    else {
+        return None;
+    };
+    let container = match problem {
+        EnvProblem::Missing { container, .. }
+        | EnvProblem::Unresolvable { container, .. }
+        | EnvProblem::ContainerNotFound { container, .. } => container.as_str(),
+        EnvProblem::NoContainers { .. } => "",
+        EnvProblem::TargetNotFound { .. } | EnvProblem::TargetType { .. } => return None,
+    };
+    target.field_path = Some(format!(
+        "{template}.spec.containers{{{container}}}.env{{{variable}}}"
+    ));
+    Some(Missing {
+        related: target,
+        message: format!("{error}; parameter \"{parameter}\" is empty, as in KEDA"),
     })
 }
 
@@ -196,7 +235,7 @@ mod tests {
             "trigger 1 (redis): TriggerAuthentication team/auth: parameter \"password\": key \
              \"pasword\" not found in Secret team/creds; parameter \"password\" is empty, as in KEDA"
         );
-        assert_eq!(key.related.to_string(), "Secret team/creds key \"pasword\"");
+        assert_eq!(key.related.to_string(), "Secret team/creds data.pasword");
         assert_eq!(
             key.related.object_reference().field_path.as_deref(),
             Some("data.pasword")

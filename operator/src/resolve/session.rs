@@ -265,6 +265,42 @@ impl ResolveSession {
         }
     }
 
+    /// The object holding the pod template (the scale target, or the ScaledJob) and the path
+    /// of the template in it, for a [`Missing`] variable.
+    fn template_holder(&self) -> (missing::MissingRef, &'static str) {
+        let scalable = &self.source.scalable;
+        let holder = |api_version: &str, kind: &str, name: &str| missing::MissingRef {
+            api_version: api_version.to_string(),
+            kind: kind.to_string(),
+            namespace: scalable.namespace.clone(),
+            name: name.to_string(),
+            field_path: None,
+        };
+        match &self.source.pod {
+            PodSource::Target {
+                api_version,
+                kind,
+                name,
+            } => {
+                let api_version = if api_version.is_empty() {
+                    "apps/v1"
+                } else {
+                    api_version
+                };
+                let kind = if kind.is_empty() {
+                    keda_api::gvkr::DEFAULT_KIND
+                } else {
+                    kind
+                };
+                (holder(api_version, kind, name), "spec.template")
+            }
+            PodSource::Template(_) => (
+                holder("keda.sh/v1alpha1", scalable.kind.as_str(), &scalable.name),
+                "spec.jobTargetRef.template",
+            ),
+        }
+    }
+
     /// `Deployment team/worker`, or `ScaledJob team/x jobTargetRef.template`.
     fn target_name(&self) -> String {
         let scalable = &self.source.scalable;
@@ -430,9 +466,24 @@ impl ResolveSession {
                 auth: auth.clone(),
                 parameter: entry.parameter.clone(),
             };
-            let value = self
+            let value = match self
                 .variable(id, &used_by, entry.container_name.as_deref(), &entry.name)
-                .await?;
+                .await
+            {
+                Ok(value) => value,
+                // KEDA's resolveAuthRef: `""` when the container's environment cannot be
+                // resolved or does not define the variable.
+                Err(error) => {
+                    let (target, template) = self.template_holder();
+                    let Some(found) = missing::tolerated_env(&error, target, template, &entry.name)
+                    else {
+                        return Err(error);
+                    };
+                    tracing::warn!(missing = %found.related, "{}", found.message);
+                    self.missing.push(found);
+                    String::new()
+                }
+            };
             params.insert(entry.parameter.clone(), Secret::new(value));
         }
 
