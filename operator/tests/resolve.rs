@@ -968,10 +968,22 @@ spec:
     );
     assert_eq!(auth(&resolved, "token"), issued[2].token);
 
+    // A ServiceAccount the API server does not have: empty, as KEDA's
+    // resolveBoundServiceAccountToken makes it (issue 29, row 4).
     let t = trigger("{type: prometheus, metadata: {}, authenticationRef: {name: missing-account}}");
+    let resolved = resolve(&c.resolver, source("so", "worker"), &t)
+        .await
+        .unwrap();
+    assert_eq!(auth(&resolved, "bearerToken"), "");
     assert_eq!(
-        expect_err(resolve(&c.resolver, source("so", "worker"), &t).await),
-        "trigger 0 (prometheus): TriggerAuthentication team/missing-account: boundServiceAccountToken parameter \"bearerToken\": ServiceAccount team/nobody not found"
+        missing(&resolved),
+        [
+            "trigger 0 (prometheus): TriggerAuthentication team/missing-account: boundServiceAccountToken parameter \"bearerToken\": ServiceAccount team/nobody not found; parameter \"bearerToken\" is empty, as in KEDA"
+        ]
+    );
+    assert_eq!(
+        resolved.missing[0].related.to_string(),
+        "ServiceAccount team/nobody"
     );
 }
 

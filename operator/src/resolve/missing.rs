@@ -22,7 +22,7 @@ use std::fmt;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 
-use super::error::{EnvProblem, EnvUse, RefProblem, ResolveError};
+use super::error::{EnvProblem, EnvUse, RefProblem, ResolveError, TokenProblem};
 
 /// The object a [`Missing`] is about, for the Event's `related` reference.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -88,8 +88,10 @@ pub struct Missing {
 }
 
 /// The [`Missing`] that `error` describes, when it is one KEDA resolves as empty: a
-/// (Cluster)TriggerAuthentication, Secret or ConfigMap that does not exist, or a key an existing
-/// Secret or ConfigMap does not have. `None` for every other error, which stays an error.
+/// (Cluster)TriggerAuthentication, Secret or ConfigMap that does not exist, a key an existing
+/// Secret or ConfigMap does not have, or a `boundServiceAccountToken` ServiceAccount the API
+/// server answered 404 for. `None` for every other error (a refused or failed token request
+/// included), which stays an error.
 pub(crate) fn tolerated(error: &ResolveError) -> Option<Missing> {
     let (related, consequence) = match error {
         ResolveError::AuthNotFound { auth, .. } => (
@@ -126,6 +128,23 @@ pub(crate) fn tolerated(error: &ResolveError) -> Option<Missing> {
                     namespace: namespace.clone(),
                     name: name.clone(),
                     field_path: key,
+                },
+                format!("parameter \"{parameter}\" is empty, as in KEDA"),
+            )
+        }
+        ResolveError::BoundToken {
+            parameter,
+            problem: TokenProblem::NotFound { account },
+            ..
+        } => {
+            let (namespace, name) = account.split_once('/').unwrap_or(("", account));
+            (
+                MissingRef {
+                    api_version: "v1".to_string(),
+                    kind: "ServiceAccount".to_string(),
+                    namespace: namespace.to_string(),
+                    name: name.to_string(),
+                    field_path: None,
                 },
                 format!("parameter \"{parameter}\" is empty, as in KEDA"),
             )

@@ -547,10 +547,17 @@ impl ResolveSession {
                 auth: auth.clone(),
                 parameter: entry.parameter.clone(),
                 problem,
-            })?;
-            let at = tokio::time::Instant::now() + token.refresh_after;
+            });
+            // KEDA's resolveBoundServiceAccountToken: `""` for a ServiceAccount it cannot get.
+            // Only the API server's 404 counts as missing; ServiceAccounts are not watched, so
+            // the object is rebuilt after MISSING_ACCOUNT_RETRY to pick one created since.
+            let (value, refresh_after) = match tolerate_into(&mut self.missing, token)? {
+                Some(token) => (token.value, token.refresh_after),
+                None => (String::new(), MISSING_ACCOUNT_RETRY),
+            };
+            let at = tokio::time::Instant::now() + refresh_after;
             self.refresh_at = Some(self.refresh_at.map_or(at, |earlier| earlier.min(at)));
-            params.insert(entry.parameter.clone(), Secret::new(token.value));
+            params.insert(entry.parameter.clone(), Secret::new(value));
         }
         if let Some(oauth2) = &spec.oauth2 {
             let mut refs = SessionRefs {
@@ -574,6 +581,10 @@ impl ResolveSession {
         Ok(params)
     }
 }
+
+/// When an object whose `boundServiceAccountToken` named a missing ServiceAccount is rebuilt,
+/// to get a token from one created since (ServiceAccounts are not watched).
+const MISSING_ACCOUNT_RETRY: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The trigger parameter `spec.oauth2.clientSecret` fills.
 const OAUTH2_CLIENT_SECRET: &str = "clientSecret";
