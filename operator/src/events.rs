@@ -39,8 +39,8 @@ pub const SCALED_OBJECT_DELETED: &str = "ScaledObjectDeleted";
 /// (KEDA only logs it).
 pub const SCALE_TARGET_RESTORE_FAILED: &str = "KEDAScaleTargetRestoreFailed";
 /// keda-rs's own: a trigger's authentication names a (Cluster)TriggerAuthentication, Secret,
-/// ConfigMap or key that does not exist, and the trigger was resolved without it, as KEDA
-/// resolves it (KEDA only logs it). The note names what is missing, never a value; the Event's
+/// ConfigMap, key, container variable or ServiceAccount that does not exist, and the trigger
+/// was resolved without it, as KEDA resolves it (KEDA only logs it). The note names what is missing, never a value; the Event's
 /// `related` is the missing object ([`crate::resolve::Missing`]).
 pub const AUTH_REF_MISSING: &str = "KEDAAuthRefMissing";
 /// `ScaledObjectFallbackActivated`.

@@ -3,9 +3,11 @@
 //! KEDA's `resolveAuthRef` (`pkg/scaling/resolver/scale_resolvers.go`) logs a missing
 //! (Cluster)TriggerAuthentication and goes on with the trigger's own metadata (no auth params);
 //! `resolveAuthSecret` and `resolveAuthConfigMap` log a missing Secret or ConfigMap and give the
-//! parameter an empty value; a missing key is an empty value without a log line. The scaler's
-//! own parse then decides: a redis trigger without a password builds, a trigger whose required
-//! parameter is now empty fails with its own error naming the parameter.
+//! parameter an empty value; a missing key is an empty value without a log line; so are an
+//! `env` entry whose container environment cannot be resolved or lacks the variable, and a
+//! `boundServiceAccountToken` whose ServiceAccount cannot be had. The scaler's own parse then
+//! decides: a redis trigger without a password builds, a trigger whose required parameter is
+//! now empty fails with its own error naming the parameter.
 //!
 //! keda-rs does the same, and says so: each [`Missing`] becomes a Warning Event
 //! [`crate::events::AUTH_REF_MISSING`] on the ScaledObject or ScaledJob, naming what is missing
@@ -14,9 +16,12 @@
 //! "Missing" means: the watch cache, after its first complete list, does not hold the object
 //! (or the object has no such key). A cache that has not listed yet (the API server unreachable,
 //! the operator's RBAC refused) is [`super::ResolveError::CachesNotReady`] and retried, never
-//! read as empty; a later watch failure keeps the last listed state. References keda-rs refuses
-//! (a namespace outside `WATCH_NAMESPACE`, `KEDA_RESTRICT_SECRET_ACCESS`, the tenant identity
-//! rules, `filePath` outside its root) stay errors.
+//! read as empty; a later watch failure keeps the last listed state. For a ServiceAccount only
+//! the API server's 404 counts; a refused or failed TokenRequest stays an error. References
+//! keda-rs refuses (a `secretTargetRef` namespace outside `WATCH_NAMESPACE` or under
+//! `KEDA_RESTRICT_SECRET_ACCESS`, the tenant identity rules, `filePath` outside its root) stay
+//! errors; a container variable an `env` entry cannot read for those reasons is empty, as KEDA
+//! skips it: nothing is read either way.
 
 use std::fmt;
 
@@ -280,6 +285,29 @@ mod tests {
                 parameter: "password".into(),
                 problem,
             };
+            assert_eq!(tolerated(&error), None, "{error}");
+        }
+        let token = |problem| ResolveError::BoundToken {
+            trigger: id(),
+            auth: ta(),
+            parameter: "bearerToken".into(),
+            problem,
+        };
+        let account = tolerated(&token(TokenProblem::NotFound {
+            account: "team/reader".into(),
+        }))
+        .expect("a ServiceAccount the API server does not have");
+        assert_eq!(account.related.to_string(), "ServiceAccount team/reader");
+        for problem in [
+            TokenProblem::Forbidden {
+                account: "team/reader".into(),
+            },
+            TokenProblem::Timeout {
+                account: "team/reader".into(),
+                waited: std::time::Duration::from_secs(1),
+            },
+        ] {
+            let error = token(problem);
             assert_eq!(tolerated(&error), None, "{error}");
         }
         let caches = ResolveError::CachesNotReady {
