@@ -38,6 +38,11 @@ pub const SCALED_OBJECT_DELETED: &str = "ScaledObjectDeleted";
 /// keda-rs's own: restoring a deleted ScaledObject's target to `originalReplicaCount` failed
 /// (KEDA only logs it).
 pub const SCALE_TARGET_RESTORE_FAILED: &str = "KEDAScaleTargetRestoreFailed";
+/// keda-rs's own: a trigger's authentication names a (Cluster)TriggerAuthentication, Secret,
+/// ConfigMap, key, container variable or ServiceAccount that does not exist, and the trigger
+/// was resolved without it, as KEDA resolves it (KEDA only logs it). The note names what is missing, never a value; the Event's
+/// `related` is the missing object ([`crate::resolve::Missing`]).
+pub const AUTH_REF_MISSING: &str = "KEDAAuthRefMissing";
 /// `ScaledObjectFallbackActivated`.
 pub const FALLBACK_ACTIVATED: &str = "ScaledObjectFallbackActivated";
 /// `ScaledObjectFallbackDeactivated`.
@@ -169,6 +174,29 @@ impl Events {
         let recorder = self.recorder();
         if let Err(e) = recorder.publish(&event, &object.object_ref(&())).await {
             debug!(error = %e, reason, "publishing an event failed");
+        }
+    }
+
+    /// A Warning [`AUTH_REF_MISSING`] on `object` for each of `missing`, its `related`
+    /// reference the missing object: one Event (a series when repeated) per missing object or
+    /// key, however many are missing at once.
+    pub async fn publish_missing<K: Resource<DynamicType = ()>>(
+        &self,
+        object: &K,
+        missing: &[crate::resolve::Missing],
+    ) {
+        for m in missing {
+            let event = Event {
+                type_: EventType::Warning,
+                reason: AUTH_REF_MISSING.to_string(),
+                note: Some(m.message.clone()),
+                action: AUTH_REF_MISSING.to_string(),
+                secondary: Some(m.related.object_reference()),
+            };
+            let recorder = self.recorder();
+            if let Err(e) = recorder.publish(&event, &object.object_ref(&())).await {
+                debug!(error = %e, reason = AUTH_REF_MISSING, "publishing an event failed");
+            }
         }
     }
 

@@ -218,7 +218,7 @@ impl<K: LoopKind> Loops<K> {
         let interval = K::polling_interval(object);
         let env = &self.inner.config.env;
         let was_running = self.inner.registry.is_running(&namespace, &name).await;
-        let (scalers, started) = self
+        let ensured = self
             .inner
             .registry
             .ensure(
@@ -244,7 +244,11 @@ impl<K: LoopKind> Loops<K> {
                     tokio::spawn(task.run(self.inner.config.ticks.ticker(interval)))
                 },
             )
-            .await?;
+            .await;
+        // What this build's resolution found missing (resolved as KEDA does), also when the
+        // build then failed: the missing Secret is often why.
+        self.publish_missing(object, &namespace, &name).await;
+        let (scalers, started) = ensured?;
         if started && !was_running {
             // KEDA's HandleScalableObject, for a loop that did not run (not on a restart).
             self.inner
@@ -268,6 +272,23 @@ impl<K: LoopKind> Loops<K> {
             );
         }
         Ok((scalers, started))
+    }
+
+    /// The Warning Events for what the last resolution of `object`'s triggers found missing
+    /// ([`crate::resolve::Missing`]); nothing when no build ran since the last call.
+    async fn publish_missing(&self, object: &K::Object, namespace: &str, name: &str) {
+        let Some(resolver) = &self.inner.config.env.resolver else {
+            return;
+        };
+        let kind = match K::KIND {
+            ResourceKind::ScaledObject => keda_scalers::ScalableKind::ScaledObject,
+            ResourceKind::ScaledJob => keda_scalers::ScalableKind::ScaledJob,
+        };
+        let scalable = crate::resolve::ScalableRef::new(kind, namespace, name);
+        let missing = resolver.take_missing(&scalable);
+        if !missing.is_empty() {
+            self.inner.events.publish_missing(object, &missing).await;
+        }
     }
 
     /// Marks the loop of `namespace/name` for a rebuild: the next ensure restarts it with

@@ -410,10 +410,16 @@ spec:
     let t = trigger(
         "{type: redis, metadata: {}, authenticationRef: {name: cta-wrong-ns, kind: ClusterTriggerAuthentication}}",
     );
-    let text = expect_err(resolve(&c.resolver, source("so", "worker"), &t).await);
+    // Not found where a ClusterTriggerAuthentication reads: empty, as in KEDA (issue 29, row 4).
+    let resolved = resolve(&c.resolver, source("so", "worker"), &t)
+        .await
+        .unwrap();
+    assert_eq!(auth(&resolved, "password"), "");
     assert_eq!(
-        text,
-        "trigger 0 (redis): ClusterTriggerAuthentication cta-wrong-ns: parameter \"password\": Secret keda/only-here not found"
+        missing(&resolved),
+        [
+            "trigger 0 (redis): ClusterTriggerAuthentication cta-wrong-ns: parameter \"password\": Secret keda/only-here not found; parameter \"password\" is empty, as in KEDA"
+        ]
     );
 }
 
@@ -515,42 +521,7 @@ async fn missing_objects_keys_and_variables_are_named_without_any_value() {
                 {name: NOKEY, valueFrom: {secretKeyRef: {name: creds, key: nokey}}}]}]",
         ))
         .unwrap();
-    c.server
-        .seed(&yaml::<keda_api::TriggerAuthentication>(&format!(
-            "apiVersion: keda.sh/v1alpha1
-kind: TriggerAuthentication
-metadata: {{name: missing-secret, namespace: {NS}}}
-spec:
-  secretTargetRef: [{{parameter: password, name: nope, key: password}}]
-"
-        )))
-        .unwrap();
-    c.server
-        .seed(&yaml::<keda_api::TriggerAuthentication>(&format!(
-            "apiVersion: keda.sh/v1alpha1
-kind: TriggerAuthentication
-metadata: {{name: missing-key, namespace: {NS}}}
-spec:
-  secretTargetRef: [{{parameter: password, name: creds, key: pasword}}]
-"
-        )))
-        .unwrap();
     let cases = [
-        (
-            "{type: redis, metadata: {}, authenticationRef: {name: missing-secret}}",
-            "worker",
-            "trigger 0 (redis): TriggerAuthentication team/missing-secret: parameter \"password\": Secret team/nope not found",
-        ),
-        (
-            "{type: redis, metadata: {}, authenticationRef: {name: missing-key}}",
-            "worker",
-            "trigger 0 (redis): TriggerAuthentication team/missing-key: parameter \"password\": key \"pasword\" not found in Secret team/creds",
-        ),
-        (
-            "{type: redis, metadata: {}, authenticationRef: {name: nobody}}",
-            "worker",
-            "trigger 0 (redis): authenticationRef: TriggerAuthentication team/nobody not found",
-        ),
         (
             "{type: redis, metadata: {}, authenticationRef: {name: x, kind: Secret}}",
             "worker",
@@ -587,6 +558,178 @@ spec:
         .await
         .unwrap();
     assert_eq!(resolved.resolved_env["PASSWORD"], SECRET_VALUE);
+}
+
+/// The messages of `resolved.missing`, after checking that none shows the secret.
+fn missing(resolved: &ResolvedTrigger) -> Vec<String> {
+    resolved
+        .missing
+        .iter()
+        .map(|m| {
+            let debug = format!("{m:?}");
+            assert!(!debug.contains(SECRET_VALUE), "value in Debug: {debug}");
+            m.message.clone()
+        })
+        .collect()
+}
+
+/// Issue 29, row 4: a missing TriggerAuthentication, Secret, ConfigMap or key resolves as KEDA's
+/// `resolveAuthRef` resolves it: a missing (Cluster)TriggerAuthentication gives no parameters
+/// (the trigger's own metadata only), a missing Secret, ConfigMap or key an empty parameter,
+/// which still overrides an earlier source of the same name. Each is listed in `missing`, named
+/// without any value, for the Warning Event; the object still depends on it, so creating it
+/// rebuilds the scalers.
+#[tokio::test]
+async fn a_missing_trigger_authentication_secret_config_map_or_key_resolves_as_in_keda() {
+    let c = cluster();
+    c.server
+        .seed(&secret(NS, "creds", &[("password", SECRET_VALUE)]))
+        .unwrap();
+    c.server
+        .seed(&config_map(NS, "settings", &[("host", "redis")]))
+        .unwrap();
+    c.server
+        .seed(&yaml::<keda_api::TriggerAuthentication>(&format!(
+            "apiVersion: keda.sh/v1alpha1
+kind: TriggerAuthentication
+metadata: {{name: partial, namespace: {NS}}}
+spec:
+  configMapTargetRef:
+    - {{parameter: host, name: settings, key: host}}
+    - {{parameter: port, name: no-config-map, key: port}}
+  secretTargetRef:
+    - {{parameter: password, name: creds, key: password}}
+    - {{parameter: username, name: no-secret, key: user}}
+    - {{parameter: host, name: creds, key: host}}
+"
+        )))
+        .unwrap();
+    let t = trigger("{type: redis, metadata: {listName: q}, authenticationRef: {name: partial}}");
+    let resolved = resolve(&c.resolver, source("so", "worker"), &t)
+        .await
+        .expect("missing references are not an error");
+    assert_eq!(auth(&resolved, "password"), SECRET_VALUE);
+    assert_eq!(auth(&resolved, "port"), "");
+    assert_eq!(auth(&resolved, "username"), "");
+    // KEDA's order: the Secret's (missing) key comes after the ConfigMap's and empties it.
+    assert_eq!(auth(&resolved, "host"), "");
+    assert_eq!(
+        missing(&resolved),
+        [
+            "trigger 0 (redis): TriggerAuthentication team/partial: parameter \"port\": ConfigMap team/no-config-map not found; parameter \"port\" is empty, as in KEDA",
+            "trigger 0 (redis): TriggerAuthentication team/partial: parameter \"username\": Secret team/no-secret not found; parameter \"username\" is empty, as in KEDA",
+            "trigger 0 (redis): TriggerAuthentication team/partial: parameter \"host\": key \"host\" not found in Secret team/creds; parameter \"host\" is empty, as in KEDA",
+        ]
+    );
+    let related: Vec<String> = resolved
+        .missing
+        .iter()
+        .map(|m| m.related.to_string())
+        .collect();
+    assert_eq!(
+        related,
+        [
+            "ConfigMap team/no-config-map",
+            "Secret team/no-secret",
+            "Secret team/creds data.host"
+        ]
+    );
+
+    for (kind, name) in [
+        ("TriggerAuthentication", "team/nobody"),
+        ("ClusterTriggerAuthentication", "nobody"),
+    ] {
+        let t = trigger(&format!(
+            "{{type: redis, metadata: {{listName: q}}, authenticationRef: {{name: nobody, kind: {kind}}}}}"
+        ));
+        let resolved = resolve(&c.resolver, source("so", "worker"), &t)
+            .await
+            .expect("a missing TriggerAuthentication is not an error");
+        assert!(resolved.auth_params.is_empty(), "{resolved:?}");
+        assert_eq!(
+            missing(&resolved),
+            [format!(
+                "trigger 0 (redis): authenticationRef: {kind} {name} not found; the trigger is built with its metadata only, as KEDA does"
+            )]
+        );
+        assert!(resolved.missing[0].related.is_authentication());
+    }
+
+    // The last resolution's list, once, for the Warning Events.
+    let so = ScalableRef::new(keda_scalers::ScalableKind::ScaledObject, NS, "so");
+    let taken = c.resolver.take_missing(&so);
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0].related.kind, "ClusterTriggerAuthentication");
+    assert!(c.resolver.take_missing(&so).is_empty());
+    assert!(
+        c.resolver
+            .dependencies(&so)
+            .contains(&"ClusterTriggerAuthentication nobody".to_string()),
+        "creating the missing object must rebuild the scalers"
+    );
+}
+
+/// Issue 29, row 4: a TriggerAuthentication `env` entry whose variable the container does not
+/// define, whose container does not exist, or whose value cannot be read (a missing Secret) is
+/// an empty parameter, as KEDA's `resolveAuthRef` makes it, listed in `missing` with the scale
+/// target as the related object. A missing scale target stays an error (KEDA fails the build
+/// before resolving any trigger).
+#[tokio::test]
+async fn trigger_authentication_env_entries_that_cannot_be_read_are_empty_as_in_keda() {
+    let c = cluster();
+    c.server
+        .seed(&deployment(
+            "worker",
+            "[{name: app, image: x, env: [
+                {name: GOOD, value: fine},
+                {name: BROKEN, valueFrom: {secretKeyRef: {name: gone, key: k}}}]}]",
+        ))
+        .unwrap();
+    c.server
+        .seed(&yaml::<keda_api::TriggerAuthentication>(&format!(
+            "apiVersion: keda.sh/v1alpha1
+kind: TriggerAuthentication
+metadata: {{name: env-auth, namespace: {NS}}}
+spec:
+  env:
+    - {{parameter: host, name: GOOD}}
+    - {{parameter: username, name: UNDEFINED}}
+    - {{parameter: password, name: BROKEN}}
+    - {{parameter: port, name: GOOD, containerName: sidecar}}
+"
+        )))
+        .unwrap();
+    let t = trigger("{type: redis, metadata: {listName: q}, authenticationRef: {name: env-auth}}");
+    let resolved = resolve(&c.resolver, source("so", "worker"), &t)
+        .await
+        .expect("unreadable env entries are not an error");
+    assert_eq!(auth(&resolved, "host"), "fine");
+    for parameter in ["username", "password", "port"] {
+        assert_eq!(auth(&resolved, parameter), "", "{parameter}");
+    }
+    let related: Vec<String> = resolved
+        .missing
+        .iter()
+        .map(|m| m.related.to_string())
+        .collect();
+    assert_eq!(
+        related,
+        [
+            "Deployment team/worker spec.template.spec.containers{app}.env{UNDEFINED}",
+            "Deployment team/worker spec.template.spec.containers{app}.env{BROKEN}",
+            "Deployment team/worker spec.template.spec.containers{sidecar}.env{GOOD}",
+        ]
+    );
+    assert_eq!(
+        missing(&resolved)[1],
+        "trigger 0 (redis): TriggerAuthentication team/env-auth: env parameter \"password\": variable \"BROKEN\" of container \"app\" of Deployment team/worker: Secret team/gone not found; parameter \"password\" is empty, as in KEDA"
+    );
+
+    let text = expect_err(resolve(&c.resolver, source("so", "absent"), &t).await);
+    assert_eq!(
+        text,
+        "trigger 0 (redis): TriggerAuthentication team/env-auth: env parameter \"host\": scale target Deployment team/absent not found"
+    );
 }
 
 #[tokio::test]
@@ -711,10 +854,17 @@ spec:
     let t = trigger(
         "{type: rabbitmq, metadata: {queueName: q}, authenticationRef: {name: oauth-missing}}",
     );
-    let text = expect_err(resolve(&c.resolver, source("so", "worker"), &t).await);
+    // A missing client secret is empty, as KEDA's resolveAuthSecret makes it (issue 29, row 4).
+    let resolved = resolve(&c.resolver, source("so", "worker"), &t)
+        .await
+        .unwrap();
+    assert_eq!(auth(&resolved, "clientSecret"), "");
+    assert_eq!(auth(&resolved, "clientID"), "keda-client");
     assert_eq!(
-        text,
-        "trigger 0 (rabbitmq): TriggerAuthentication team/oauth-missing: parameter \"clientSecret\": key \"nope\" not found in Secret team/oauth"
+        missing(&resolved),
+        [
+            "trigger 0 (rabbitmq): TriggerAuthentication team/oauth-missing: parameter \"clientSecret\": key \"nope\" not found in Secret team/oauth; parameter \"clientSecret\" is empty, as in KEDA"
+        ]
     );
 }
 
@@ -818,10 +968,22 @@ spec:
     );
     assert_eq!(auth(&resolved, "token"), issued[2].token);
 
+    // A ServiceAccount the API server does not have: empty, as KEDA's
+    // resolveBoundServiceAccountToken makes it (issue 29, row 4).
     let t = trigger("{type: prometheus, metadata: {}, authenticationRef: {name: missing-account}}");
+    let resolved = resolve(&c.resolver, source("so", "worker"), &t)
+        .await
+        .unwrap();
+    assert_eq!(auth(&resolved, "bearerToken"), "");
     assert_eq!(
-        expect_err(resolve(&c.resolver, source("so", "worker"), &t).await),
-        "trigger 0 (prometheus): TriggerAuthentication team/missing-account: boundServiceAccountToken parameter \"bearerToken\": ServiceAccount team/nobody not found"
+        missing(&resolved),
+        [
+            "trigger 0 (prometheus): TriggerAuthentication team/missing-account: boundServiceAccountToken parameter \"bearerToken\": ServiceAccount team/nobody not found; parameter \"bearerToken\" is empty, as in KEDA"
+        ]
+    );
+    assert_eq!(
+        resolved.missing[0].related.to_string(),
+        "ServiceAccount team/nobody"
     );
 }
 
@@ -999,8 +1161,11 @@ spec:
         .unwrap();
     let mut signals = c.resolver.subscribe();
     let t = trigger("{type: redis, metadata: {}, authenticationRef: {name: auth}}");
-    let text = expect_err(resolve(&c.resolver, source("so", "worker"), &t).await);
-    assert!(text.ends_with("Secret team/later not found"), "{text}");
+    let resolved = resolve(&c.resolver, source("so", "worker"), &t)
+        .await
+        .unwrap();
+    assert_eq!(auth(&resolved, "password"), "");
+    assert_eq!(resolved.missing[0].related.to_string(), "Secret team/later");
 
     c.server
         .seed(&secret(

@@ -166,7 +166,14 @@ async fn resolve(c: &Cluster, auth: &str) -> Result<ResolvedTrigger, ResolveErro
     loop {
         let mut session = c.resolver.session(source());
         match session.resolve(&t, 0).await {
-            Err(ResolveError::AuthNotFound { .. }) if tokio::time::Instant::now() < deadline => {
+            // Not seen yet: resolved without it, as KEDA does (issue 29, row 4).
+            Ok(resolved)
+                if resolved
+                    .missing
+                    .iter()
+                    .any(|m| m.related.is_authentication())
+                    && tokio::time::Instant::now() < deadline =>
+            {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             other => return other,

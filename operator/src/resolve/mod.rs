@@ -38,6 +38,13 @@
 //! account tokens also signals its object after four fifths of the tokens' lifetime, so the
 //! scalers are rebuilt with fresh tokens before the old ones expire.
 //!
+//! # Missing references
+//!
+//! A (Cluster)TriggerAuthentication, Secret, ConfigMap or key that does not exist is resolved
+//! as KEDA resolves it: the trigger without the TriggerAuthentication's parameters, or the
+//! parameter empty. The resolution says what was missing ([`ResolvedTrigger::missing`],
+//! [`Resolver::take_missing`]) and the loops publish it as a Warning Event; see [`Missing`].
+//!
 //! # Secrets
 //!
 //! Auth params are [`keda_scalers::Secret`]s. No error, log line or `Debug` output of this
@@ -49,6 +56,7 @@ mod env;
 mod error;
 mod expand;
 mod keys;
+mod missing;
 mod notify;
 mod projection;
 mod session;
@@ -57,9 +65,9 @@ mod target;
 mod token;
 mod vault;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret as KubeSecret};
 use keda_api::trigger_authentication::{AuthPodIdentity, POD_IDENTITY_NONE};
@@ -83,6 +91,7 @@ pub use error::{
     AuthName, EnvProblem, EnvUse, RefProblem, ResolveError, TokenProblem, VaultProblem,
 };
 pub use keys::{PodSource, ScalableRef, ScaleTargetPodSource};
+pub use missing::{Missing, MissingRef};
 pub use session::ResolveSession;
 pub use signal::RebuildSignals;
 
@@ -118,6 +127,8 @@ struct Inner {
     cluster_auths: Arc<Cache<AuthEntry>>,
     targets: Targets,
     notifier: Arc<Notifier>,
+    /// What each object's last resolution found missing, until [`Resolver::take_missing`].
+    missing: Mutex<HashMap<ScalableRef, Vec<Missing>>>,
     _stop: DropGuard,
 }
 
@@ -239,6 +250,7 @@ impl Resolver {
                 cluster_auths,
                 targets,
                 notifier,
+                missing: Mutex::default(),
                 _stop: cancel.drop_guard(),
             }),
         }
@@ -310,6 +322,16 @@ impl Resolver {
     /// Forgets what `scalable` used (call when it is deleted); it will get no more signals.
     pub fn forget(&self, scalable: &ScalableRef) {
         self.inner.notifier.forget(scalable);
+        self.inner.lock_missing().remove(scalable);
+    }
+
+    /// What the last finished resolution of `scalable` found missing (see [`Missing`]), once:
+    /// the caller publishes it, and the next resolution records afresh.
+    pub fn take_missing(&self, scalable: &ScalableRef) -> Vec<Missing> {
+        self.inner
+            .lock_missing()
+            .remove(scalable)
+            .unwrap_or_default()
     }
 
     /// What `scalable`'s last resolution read, e.g. `Secret team/redis`, sorted.
@@ -336,6 +358,21 @@ impl Resolver {
 }
 
 impl Inner {
+    fn lock_missing(&self) -> std::sync::MutexGuard<'_, HashMap<ScalableRef, Vec<Missing>>> {
+        // Every write is one insert or remove: a poisoned map is still consistent.
+        self.missing.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records what a resolution of `scalable` found missing, replacing the previous record.
+    fn record_missing(&self, scalable: &ScalableRef, missing: Vec<Missing>) {
+        let mut map = self.lock_missing();
+        if missing.is_empty() {
+            map.remove(scalable);
+        } else {
+            map.insert(scalable.clone(), missing);
+        }
+    }
+
     async fn wait_ready(&self) -> Result<(), ResolveError> {
         let timeout = self.config.cache_sync_timeout;
         let (s, c, a, ca) = tokio::join!(
@@ -426,6 +463,10 @@ pub struct ResolvedTrigger {
     /// The TriggerAuthentication's `podIdentity`; provider `none` when absent. keda-rs accepts
     /// only `none`.
     pub pod_identity: AuthPodIdentity,
+    /// What the trigger's authentication names but does not exist: resolved as KEDA resolves
+    /// it (no parameters for a missing (Cluster)TriggerAuthentication, an empty parameter for a
+    /// missing Secret, ConfigMap or key).
+    pub missing: Vec<Missing>,
 }
 
 impl ResolvedTrigger {
@@ -445,6 +486,7 @@ impl Default for ResolvedTrigger {
                 provider: POD_IDENTITY_NONE.to_string(),
                 ..Default::default()
             },
+            missing: Vec::new(),
         }
     }
 }
@@ -459,6 +501,7 @@ impl fmt::Debug for ResolvedTrigger {
             )
             .field("auth_params", &self.auth_params)
             .field("pod_identity", &self.pod_identity.provider)
+            .field("missing", &self.missing)
             .finish()
     }
 }

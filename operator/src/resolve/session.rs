@@ -13,6 +13,7 @@ use keda_scalers::{Secret, TriggerId};
 use super::env::{self, Lookup, Refs, ResolvedContainer, VarError};
 use super::error::{AuthName, EnvProblem, EnvUse, RefProblem, ResolveError, VaultProblem};
 use super::keys::{DepKey, ObjKey, PodSource, ScaleTargetPodSource};
+use super::missing::{self, Missing};
 use super::projection::{self, ConfigMapData, ContainerEnv, SecretData};
 use super::target;
 use super::{Inner, ResolvedTrigger};
@@ -34,6 +35,8 @@ pub struct ResolveSession {
     ready: bool,
     containers: Option<Result<Arc<Vec<ContainerEnv>>, EnvProblem>>,
     resolved: HashMap<String, Arc<ResolvedContainer>>,
+    /// What the session's triggers named but found missing, recorded on drop.
+    missing: Vec<Missing>,
 }
 
 impl ResolveSession {
@@ -48,6 +51,7 @@ impl ResolveSession {
             ready: false,
             containers: None,
             resolved: HashMap::new(),
+            missing: Vec::new(),
         }
     }
 
@@ -55,8 +59,13 @@ impl ResolveSession {
     /// parameters of its `authenticationRef`. Waits (bounded) for the caches' first list on
     /// the first call.
     ///
+    /// A (Cluster)TriggerAuthentication, Secret, ConfigMap or key that does not exist is not an
+    /// error: it is resolved as KEDA resolves it and listed in [`ResolvedTrigger::missing`]
+    /// (see [`Missing`]).
+    ///
     /// # Errors
-    /// Any [`ResolveError`]; the message names the trigger and what to fix, never a value.
+    /// Any other [`ResolveError`]; the message names the trigger and what to fix, never a
+    /// value.
     pub async fn resolve(
         &mut self,
         trigger: &ScaleTrigger,
@@ -70,6 +79,7 @@ impl ResolveSession {
             index,
             trigger_type: trigger.type_.clone(),
         };
+        let first_missing = self.missing.len();
         let mut resolved = ResolvedTrigger {
             resolved_env: self.env_params(&id, &trigger.metadata).await?,
             ..ResolvedTrigger::default()
@@ -83,15 +93,27 @@ impl ResolveSession {
                     trigger: id.clone(),
                     kind,
                 })?;
-            let (auth, spec, refs_namespace) = self.auth_spec(&id, kind, &auth_ref.name)?;
-            if let Some(identity) = &spec.pod_identity {
-                resolved.pod_identity = identity.clone();
+            // KEDA's resolveAuthRef: a TriggerAuthentication it cannot get is logged and the
+            // trigger goes on with its own metadata.
+            let found = self.auth_spec(&id, kind, &auth_ref.name);
+            if let Some((auth, spec, refs_namespace)) = self.tolerate(found)? {
+                if let Some(identity) = &spec.pod_identity {
+                    resolved.pod_identity = identity.clone();
+                }
+                resolved.auth_params = self
+                    .auth_params(&id, &auth, kind, &spec, &refs_namespace)
+                    .await?;
             }
-            resolved.auth_params = self
-                .auth_params(&id, &auth, kind, &spec, &refs_namespace)
-                .await?;
         }
+        resolved.missing = self.missing[first_missing..].to_vec();
         Ok(resolved)
+    }
+
+    /// `result`, or `None` after recording the missing object when its error is one KEDA
+    /// resolves as absent ([`missing::tolerated`]).
+    #[allow(clippy::result_large_err)] // see `auth_spec`
+    fn tolerate<T>(&mut self, result: Result<T, ResolveError>) -> Result<Option<T>, ResolveError> {
+        tolerate_into(&mut self.missing, result)
     }
 
     /// `metadata["<p>FromEnv"] = VAR` for every `<p>`: the values of those variables.
@@ -240,6 +262,42 @@ impl ResolveSession {
                 Ok(containers) => Ok(containers.clone()),
                 Err(reason) => Err(type_error(reason.clone())),
             },
+        }
+    }
+
+    /// The object holding the pod template (the scale target, or the ScaledJob) and the path
+    /// of the template in it, for a [`Missing`] variable.
+    fn template_holder(&self) -> (missing::MissingRef, &'static str) {
+        let scalable = &self.source.scalable;
+        let holder = |api_version: &str, kind: &str, name: &str| missing::MissingRef {
+            api_version: api_version.to_string(),
+            kind: kind.to_string(),
+            namespace: scalable.namespace.clone(),
+            name: name.to_string(),
+            field_path: None,
+        };
+        match &self.source.pod {
+            PodSource::Target {
+                api_version,
+                kind,
+                name,
+            } => {
+                let api_version = if api_version.is_empty() {
+                    "apps/v1"
+                } else {
+                    api_version
+                };
+                let kind = if kind.is_empty() {
+                    keda_api::gvkr::DEFAULT_KIND
+                } else {
+                    kind
+                };
+                (holder(api_version, kind, name), "spec.template")
+            }
+            PodSource::Template(_) => (
+                holder("keda.sh/v1alpha1", scalable.kind.as_str(), &scalable.name),
+                "spec.jobTargetRef.template",
+            ),
         }
     }
 
@@ -408,9 +466,24 @@ impl ResolveSession {
                 auth: auth.clone(),
                 parameter: entry.parameter.clone(),
             };
-            let value = self
+            let value = match self
                 .variable(id, &used_by, entry.container_name.as_deref(), &entry.name)
-                .await?;
+                .await
+            {
+                Ok(value) => value,
+                // KEDA's resolveAuthRef: `""` when the container's environment cannot be
+                // resolved or does not define the variable.
+                Err(error) => {
+                    let (target, template) = self.template_holder();
+                    let Some(found) = missing::tolerated_env(&error, target, template, &entry.name)
+                    else {
+                        return Err(error);
+                    };
+                    tracing::warn!(missing = %found.related, "{}", found.message);
+                    self.missing.push(found);
+                    String::new()
+                }
+            };
             params.insert(entry.parameter.clone(), Secret::new(value));
         }
 
@@ -424,15 +497,28 @@ impl ResolveSession {
             parameter: entry.parameter.clone(),
             problem,
         };
+        // KEDA's resolveAuthConfigMap and resolveAuthSecret: a missing object or key is an
+        // empty value (`tolerate_into`); the parameter is still set, so it overrides an earlier
+        // source of the same name, as in KEDA.
         for entry in spec.config_map_target_ref.iter().flatten() {
-            let value = config_map_key(&mut refs, refs_namespace, entry)
-                .map_err(|p| ref_error(entry, p))?;
-            params.insert(entry.parameter.clone(), Secret::new(value));
+            let value = tolerate_into(
+                &mut self.missing,
+                config_map_key(&mut refs, refs_namespace, entry).map_err(|p| ref_error(entry, p)),
+            )?;
+            params.insert(
+                entry.parameter.clone(),
+                Secret::new(value.unwrap_or_default()),
+            );
         }
         for entry in spec.secret_target_ref.iter().flatten() {
-            let value =
-                secret_key(&mut refs, refs_namespace, entry).map_err(|p| ref_error(entry, p))?;
-            params.insert(entry.parameter.clone(), Secret::new(value));
+            let value = tolerate_into(
+                &mut self.missing,
+                secret_key(&mut refs, refs_namespace, entry).map_err(|p| ref_error(entry, p)),
+            )?;
+            params.insert(
+                entry.parameter.clone(),
+                Secret::new(value.unwrap_or_default()),
+            );
         }
         // KEDA's order: the Secrets, Vault, (the cloud stores keda-rs does not read), the bound
         // service account tokens.
@@ -461,29 +547,44 @@ impl ResolveSession {
                 auth: auth.clone(),
                 parameter: entry.parameter.clone(),
                 problem,
-            })?;
-            let at = tokio::time::Instant::now() + token.refresh_after;
+            });
+            // KEDA's resolveBoundServiceAccountToken: `""` for a ServiceAccount it cannot get.
+            // Only the API server's 404 counts as missing; ServiceAccounts are not watched, so
+            // the object is rebuilt after MISSING_ACCOUNT_RETRY to pick one created since.
+            let (value, refresh_after) = match tolerate_into(&mut self.missing, token)? {
+                Some(token) => (token.value, token.refresh_after),
+                None => (String::new(), MISSING_ACCOUNT_RETRY),
+            };
+            let at = tokio::time::Instant::now() + refresh_after;
             self.refresh_at = Some(self.refresh_at.map_or(at, |earlier| earlier.min(at)));
-            params.insert(entry.parameter.clone(), Secret::new(token.value));
+            params.insert(entry.parameter.clone(), Secret::new(value));
         }
         if let Some(oauth2) = &spec.oauth2 {
             let mut refs = SessionRefs {
                 inner: &self.inner,
                 deps: &mut self.deps,
             };
-            let values = oauth2_params(&mut refs, refs_namespace, oauth2).map_err(|problem| {
-                ResolveError::AuthRef {
-                    trigger: id.clone(),
-                    auth: auth.clone(),
-                    parameter: OAUTH2_CLIENT_SECRET.to_string(),
-                    problem,
-                }
-            })?;
+            let client_secret = |problem| ResolveError::AuthRef {
+                trigger: id.clone(),
+                auth: auth.clone(),
+                parameter: OAUTH2_CLIENT_SECRET.to_string(),
+                problem,
+            };
+            // A failed resolution builds one error; see `auth_spec`.
+            #[allow(clippy::result_large_err)]
+            let tolerate = |result: Result<String, RefProblem>| {
+                tolerate_into(&mut self.missing, result.map_err(&client_secret))
+            };
+            let values = oauth2_params(&mut refs, refs_namespace, oauth2, tolerate)?;
             params.extend(values);
         }
         Ok(params)
     }
 }
+
+/// When an object whose `boundServiceAccountToken` named a missing ServiceAccount is rebuilt,
+/// to get a token from one created since (ServiceAccounts are not watched).
+const MISSING_ACCOUNT_RETRY: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The trigger parameter `spec.oauth2.clientSecret` fills.
 const OAUTH2_CLIENT_SECRET: &str = "clientSecret";
@@ -495,11 +596,16 @@ const OAUTH2_CLIENT_SECRET: &str = "clientSecret";
 /// other source, so they win over parameters of the same name, as in KEDA. The webhook and the
 /// CRD validation check `type`, `clientId` and `tokenUrl`; the scaler checks that all three
 /// parameters arrived.
+///
+/// `tolerate` turns the client secret's lookup into its value, `None` (a missing Secret or key:
+/// empty, as KEDA's `resolveAuthSecret`) or an error.
+#[allow(clippy::result_large_err)] // see `auth_spec`
 fn oauth2_params(
     refs: &mut SessionRefs<'_>,
     namespace: &str,
     oauth2: &OAuth2,
-) -> Result<BTreeMap<String, Secret>, RefProblem> {
+    mut tolerate: impl FnMut(Result<String, RefProblem>) -> Result<Option<String>, ResolveError>,
+) -> Result<BTreeMap<String, Secret>, ResolveError> {
     let mut params = BTreeMap::new();
     params.insert("oauthTokenURI".to_string(), Secret::new(&oauth2.token_url));
     params.insert("clientID".to_string(), Secret::new(&oauth2.client_id));
@@ -510,8 +616,11 @@ fn oauth2_params(
             name: key_ref.name.clone(),
             key: key_ref.key.clone(),
         };
-        let value = secret_key(refs, namespace, &entry)?;
-        params.insert(OAUTH2_CLIENT_SECRET.to_string(), Secret::new(value));
+        let value = tolerate(secret_key(refs, namespace, &entry))?;
+        params.insert(
+            OAUTH2_CLIENT_SECRET.to_string(),
+            Secret::new(value.unwrap_or_default()),
+        );
     }
     let scopes: Vec<&str> = oauth2.scopes.iter().flatten().map(String::as_str).collect();
     if !scopes.is_empty() {
@@ -566,6 +675,28 @@ impl Drop for ResolveSession {
         self.inner
             .notifier
             .end(&self.source.scalable, self.start, deps, self.refresh_at);
+        self.inner
+            .record_missing(&self.source.scalable, std::mem::take(&mut self.missing));
+    }
+}
+
+/// `result`, or `None` after pushing the missing object onto `missing` when its error is one
+/// KEDA resolves as absent ([`missing::tolerated`]). Logged as KEDA logs it.
+#[allow(clippy::result_large_err)] // see `auth_spec`
+fn tolerate_into<T>(
+    missing: &mut Vec<Missing>,
+    result: Result<T, ResolveError>,
+) -> Result<Option<T>, ResolveError> {
+    match result {
+        Ok(value) => Ok(Some(value)),
+        Err(error) => match missing::tolerated(&error) {
+            Some(found) => {
+                tracing::warn!(missing = %found.related, "{}", found.message);
+                missing.push(found);
+                Ok(None)
+            }
+            None => Err(error),
+        },
     }
 }
 
