@@ -202,7 +202,7 @@ async fn operate(settings: &Settings) -> Result<(), MainError> {
     let runtime = Runtime::new(lease_client, metrics);
     let result = run(settings, runtime, tasks, shutdown.clone()).await;
     if let Some(otel) = otel {
-        // The last export, bounded by OTEL_METRIC_EXPORT_TIMEOUT.
+        // The last export, bounded by OTEL_METRIC_EXPORT_TIMEOUT and 5 s.
         shutdown.cancel();
         let _ = otel.await;
     }

@@ -1264,9 +1264,13 @@ impl Exporter {
     }
 }
 
-/// Exports `metrics` every `settings.interval` until `cancel`, then once more (bounded by
-/// the export timeout), as the Go SDK's periodic reader does at shutdown. A failed export is
-/// logged; the next one sends the state of then.
+/// The bound of the export made at shutdown.
+const FINAL_EXPORT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Exports `metrics` every `settings.interval` until `cancel`, then once more (bounded by the
+/// export timeout and at most 5 s), as the Go SDK's periodic reader does when shut down. A
+/// failed export is logged; the next one sends the state of then (cumulative series lose
+/// nothing; there are no retries).
 pub async fn run(metrics: Metrics, exporter: Exporter, cancel: CancellationToken) {
     let settings = exporter.settings().clone();
     info!(
@@ -1291,12 +1295,18 @@ pub async fn run(metrics: Metrics, exporter: Exporter, cancel: CancellationToken
             &settings.resource,
             translator.translate(&metrics.encode(), SystemTime::now()),
         );
-        match tokio::time::timeout(settings.export_timeout, exporter.send(&request)).await {
+        // The last export must not hold the shutdown up for long.
+        let bound = if last {
+            settings.export_timeout.min(FINAL_EXPORT_TIMEOUT)
+        } else {
+            settings.export_timeout
+        };
+        match tokio::time::timeout(bound, exporter.send(&request)).await {
             Ok(Ok(())) => debug!(endpoint = %settings.endpoint, "OTLP export sent"),
             Ok(Err(e)) => warn!(error = %e, "OTLP metrics export failed"),
             Err(_) => warn!(
                 endpoint = %settings.endpoint,
-                timeout_ms = settings.export_timeout.as_millis(),
+                timeout_ms = bound.as_millis(),
                 "OTLP metrics export timed out"
             ),
         }
