@@ -232,6 +232,33 @@ mod tests {
     }
 
     #[test]
+    fn enable_opentelemetry_metrics_reads_the_otel_variables_and_warns_about_bad_ones() {
+        assert!(parse(&[]).keda.opentelemetry.is_none());
+        assert!(
+            parse(&["--enable-opentelemetry-metrics=false"])
+                .keda
+                .opentelemetry
+                .is_none()
+        );
+        let env = MapEnv::new(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
+            ("OTEL_METRIC_EXPORT_INTERVAL", "soon"),
+        ]);
+        let argv = ["keda-operator", "--enable-opentelemetry-metrics"];
+        let settings = Settings::from_sources(argv, &env).expect("settings");
+        let otlp = settings.keda.opentelemetry.expect("exporter settings");
+        assert_eq!(otlp.endpoint.as_str(), "http://collector:4318/v1/metrics");
+        assert_eq!(otlp.interval, Duration::from_secs(60));
+        assert_eq!(
+            settings.keda.warnings.len(),
+            1,
+            "{:?}",
+            settings.keda.warnings
+        );
+        assert!(settings.keda.warnings[0].starts_with("OTEL_METRIC_EXPORT_INTERVAL="));
+    }
+
+    #[test]
     fn ca_dirs_default_to_custom_ca_and_repeat() {
         assert_eq!(parse(&[]).keda.ca_dirs, vec![PathBuf::from("/custom/ca")]);
         assert_eq!(
