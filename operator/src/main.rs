@@ -18,7 +18,7 @@ use keda_operator::metrics_service::{
     CurrentLoops, MetricsService, MetricsServiceOptions, serve_on, serve_with_secrets,
 };
 use keda_operator::run::{FnTask, LeaderTask, RunError, Runtime, TaskError, run};
-use keda_operator::telemetry::{LoggingError, Metrics, init_logging};
+use keda_operator::telemetry::{LoggingError, Metrics, init_logging, otel};
 use keda_operator::{ControllerConfig, ScaledObjectController};
 use keda_scalers::Clock;
 use keda_scalers::cluster::ClusterHandle;
@@ -26,7 +26,7 @@ use keda_scalers::pool::ClientPools;
 use keda_scalers::scalers::http::hub::ActivatorHub;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 /// Why the binary exits with an error; printed as one line on standard error.
 #[derive(Debug, thiserror::Error)]
@@ -144,6 +144,20 @@ async fn operate(settings: &Settings) -> Result<(), MainError> {
 
     let shutdown = CancellationToken::new();
     watch_signals(shutdown.clone())?;
+    // --enable-opentelemetry-metrics: the same series over OTLP, from every replica as the
+    // Prometheus endpoint serves them (a follower has only keda.build.info).
+    let otel = settings
+        .keda
+        .opentelemetry
+        .clone()
+        .and_then(|otlp| match otel::Exporter::new(otlp) {
+            Ok(exporter) => Some(exporter),
+            Err(e) => {
+                error!(error = %e, "OpenTelemetry metrics are not exported");
+                None
+            }
+        })
+        .map(|exporter| tokio::spawn(otel::run(metrics.clone(), exporter, shutdown.clone())));
 
     let pools = ClientPools::new();
     let mut controller = ControllerConfig {
@@ -186,7 +200,13 @@ async fn operate(settings: &Settings) -> Result<(), MainError> {
         ));
     }
     let runtime = Runtime::new(lease_client, metrics);
-    run(settings, runtime, tasks, shutdown).await?;
+    let result = run(settings, runtime, tasks, shutdown.clone()).await;
+    if let Some(otel) = otel {
+        // The last export, bounded by OTEL_METRIC_EXPORT_TIMEOUT and 5 s.
+        shutdown.cancel();
+        let _ = otel.await;
+    }
+    result?;
     Ok(())
 }
 

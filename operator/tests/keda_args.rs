@@ -3,7 +3,8 @@
 //! 8b4f083ca8c8c2baf8477e322bd4d16ac4dfa09a) and its Helm chart's (`keda/templates/manager/
 //! deployment.yaml` at kedacore/charts 1444d00d90d7668cf7f53f270777d039371d90d0, default values
 //! and every optional argument on). It starts, serves its probes, leads, and logs one warning
-//! per flag without effect here.
+//! per flag without effect here; `--enable-opentelemetry-metrics=true` starts the OTLP
+//! exporter on KEDA's default endpoint (tests/otel.rs sends to a real receiver).
 
 use std::time::Duration;
 
@@ -87,7 +88,6 @@ async fn keda_s_helm_arguments_start_the_operator_and_each_flag_without_effect_w
     is_ready(&process).await;
     let warned = warnings(&process);
     let expected_prefixes = [
-        "--enable-opentelemetry-metrics=true has no effect",
         "--profiling-bind-address=:8082 has no effect",
         "--zap-stacktrace-level=error has no effect",
         "--cert-secret-name=kedaorg-certs has no effect",
@@ -104,6 +104,15 @@ async fn keda_s_helm_arguments_start_the_operator_and_each_flag_without_effect_w
         );
     }
     assert_eq!(warned.len(), expected_prefixes.len(), "{warned:#?}");
+    // --enable-opentelemetry-metrics=true with no OTEL_* variable: KEDA's Go exporter's default
+    // endpoint (OTLP/HTTP with TLS on localhost:4318), every 60 s.
+    let exporting = process.logged("exporting OpenTelemetry metrics over OTLP");
+    assert_eq!(exporting.len(), 1, "{exporting:#?}");
+    assert_eq!(
+        exporting[0]["endpoint"],
+        "https://localhost:4318/v1/metrics"
+    );
+    assert_eq!(exporting[0]["interval_ms"], "60000");
     // --enable-prometheus-metrics=false turns /metrics off, as in KEDA.
     assert!(
         process

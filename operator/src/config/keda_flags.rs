@@ -30,6 +30,7 @@ pub fn table() -> Vec<KedaFlag> {
         KedaFlag::same("filepath-auth-root-path", Takes::Value),
         KedaFlag::same("enable-high-cardinality-metrics-labels", Takes::Bool),
         KedaFlag::same("enable-prometheus-metrics", Takes::Bool),
+        KedaFlag::same("enable-opentelemetry-metrics", Takes::Bool),
         KedaFlag::same("cert-dir", Takes::Value),
         KedaFlag::same("ca-dir", Takes::Value),
         KedaFlag::same("kubeconfig", Takes::Value),
@@ -53,12 +54,6 @@ pub fn table() -> Vec<KedaFlag> {
             Takes::Value,
             "Go's pprof profiles do not exist in a Rust process",
             OFF_ADDRESS,
-        ),
-        KedaFlag::no_effect(
-            "enable-opentelemetry-metrics",
-            Takes::Bool,
-            "OTLP export is not implemented; the same series are on the Prometheus endpoint",
-            &["false"],
         ),
         KedaFlag::no_effect("enable-cert-rotation", Takes::Bool, CERTS, &["true"]),
         KedaFlag::no_effect("cert-secret-name", Takes::Value, CERTS, &[]),
@@ -88,6 +83,17 @@ pub struct KedaArgs {
         action = clap::ArgAction::Set
     )]
     pub enable_prometheus_metrics: bool,
+    /// Export the metrics over OTLP with KEDA's OpenTelemetry names, configured by the
+    /// `OTEL_*` variables (KEDA's flag; docs/operations.md).
+    #[arg(
+        long,
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_value_t = false,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub enable_opentelemetry_metrics: bool,
     /// Directory of the metric service's certificate files `tls.crt`, `tls.key`, `ca.crt`
     /// (KEDA's flag); a `--metrics-service-*-file` flag names one file instead [default: /certs].
     #[arg(long, value_name = "DIR")]
@@ -224,6 +230,33 @@ mod tests {
                 .metrics_addr
                 .is_some()
         );
+    }
+
+    #[test]
+    fn enable_opentelemetry_metrics_reads_the_otel_variables_and_warns_about_bad_ones() {
+        assert!(parse(&[]).keda.opentelemetry.is_none());
+        assert!(
+            parse(&["--enable-opentelemetry-metrics=false"])
+                .keda
+                .opentelemetry
+                .is_none()
+        );
+        let env = MapEnv::new(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
+            ("OTEL_METRIC_EXPORT_INTERVAL", "soon"),
+        ]);
+        let argv = ["keda-operator", "--enable-opentelemetry-metrics"];
+        let settings = Settings::from_sources(argv, &env).expect("settings");
+        let otlp = settings.keda.opentelemetry.expect("exporter settings");
+        assert_eq!(otlp.endpoint.as_str(), "http://collector:4318/v1/metrics");
+        assert_eq!(otlp.interval, Duration::from_secs(60));
+        assert_eq!(
+            settings.keda.warnings.len(),
+            1,
+            "{:?}",
+            settings.keda.warnings
+        );
+        assert!(settings.keda.warnings[0].starts_with("OTEL_METRIC_EXPORT_INTERVAL="));
     }
 
     #[test]
