@@ -662,3 +662,152 @@ fn keda_takes_it(f: &Fixture<'_>, so: &ScaledObject, hpa: &HorizontalPodAutoscal
         hpa.annotations()
     );
 }
+
+/// A ScaledJob KEDA left with three running Jobs it created (`pkg/scaling/executor/
+/// scale_jobs.go` `generateJobs`: KEDA's labels, `scaledjob.keda.sh/generation`, the ScaledJob
+/// as controller) for three queued items: keda-rs counts them as the ScaledJob's running Jobs,
+/// so it creates no more (the default strategy asks for `queue - running` = 0), and it deletes
+/// none of them (their generation is the ScaledJob's, so no rollout applies).
+#[tokio::test]
+async fn a_scaled_job_s_running_jobs_keda_created_are_counted_not_duplicated() {
+    use k8s_openapi::api::batch::v1::Job;
+    use k8s_openapi::api::core::v1::Pod;
+    use keda_api::ScaledJob;
+    use keda_operator::ControllerConfig;
+    use keda_operator::resolve::WatchScope;
+    use keda_operator::scaled_job::ScaledJobController;
+    use keda_operator::scalers::ScalerEnv;
+    use kube::api::{Api, ListParams};
+
+    let Some((_server, w)) = world("adopt-scaled-job").await else {
+        return;
+    };
+    let list = redis_common::unique("adopt-scaled-job");
+    w.push(&list, 3).await;
+    let sj: ScaledJob = serde_json::from_value(json!({
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "ScaledJob",
+        "metadata": { "name": "batch", "namespace": "team", "finalizers": [KEDA_FINALIZER] },
+        "spec": {
+            "pollingInterval": 10,
+            "maxReplicaCount": 10,
+            "jobTargetRef": { "template": { "spec": {
+                "containers": [{ "name": "worker", "image": "busybox" }],
+                "restartPolicy": "Never"
+            } } },
+            "triggers": [{ "type": "redis", "metadata": {
+                "address": "127.0.0.1:6379", "listName": list, "listLength": "1"
+            } }]
+        }
+    }))
+    .expect("ScaledJob");
+    let scaled_jobs: Api<ScaledJob> = Api::namespaced(w.client.clone(), "team");
+    let sj = scaled_jobs
+        .create(&PostParams::default(), &sj)
+        .await
+        .expect("create the ScaledJob");
+    let conditions = json!({ "status": { "conditions": keda_conditions(true, false) } });
+    scaled_jobs
+        .patch_status("batch", &PatchParams::default(), &Patch::Merge(&conditions))
+        .await
+        .expect("KEDA's status");
+    let jobs: Api<Job> = Api::namespaced(w.client.clone(), "team");
+    let pods: Api<Pod> = Api::namespaced(w.client.clone(), "team");
+    let mut keda_jobs = Vec::new();
+    for suffix in ["x7k2p", "m4q9z", "b8n3c"] {
+        let name = format!("batch-{suffix}");
+        let job: Job = serde_json::from_value(json!({
+            "metadata": {
+                "name": name,
+                "namespace": "team",
+                "labels": {
+                    "app.kubernetes.io/name": "batch",
+                    "app.kubernetes.io/version": KEDA_VERSION,
+                    "app.kubernetes.io/part-of": "batch",
+                    "app.kubernetes.io/managed-by": "keda-operator",
+                    "scaledjob.keda.sh/name": "batch",
+                },
+                "annotations": { "scaledjob.keda.sh/generation": "1" },
+                "ownerReferences": [{
+                    "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledJob", "name": "batch",
+                    "uid": sj.uid().expect("uid"), "controller": true, "blockOwnerDeletion": true
+                }],
+            },
+            "spec": { "template": {
+                "metadata": { "labels": { "scaledjob.keda.sh/name": "batch" } },
+                "spec": {
+                    "containers": [{ "name": "worker", "image": "busybox" }],
+                    "restartPolicy": "Never"
+                }
+            } }
+        }))
+        .expect("KEDA's Job");
+        let job = jobs
+            .create(&PostParams::default(), &job)
+            .await
+            .expect("create KEDA's Job");
+        keda_jobs.push(job.uid().expect("uid"));
+        keda_jobs.sort();
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": { "name": format!("{name}-pod"), "labels": { "job-name": name } },
+            "spec": { "containers": [{ "name": "worker", "image": "busybox" }] }
+        }))
+        .expect("a Pod");
+        pods.create(&PostParams::default(), &pod)
+            .await
+            .expect("create the Job's pod");
+        pods.patch_status(
+            &format!("{name}-pod"),
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "status": { "phase": "Running" } })),
+        )
+        .await
+        .expect("the pod runs");
+    }
+
+    let config = ControllerConfig {
+        env: ScalerEnv {
+            clock: w.clock.clock(),
+            registry: w.registry.clone(),
+            ..ScalerEnv::default()
+        },
+        metrics: w.metrics.clone(),
+        ticks: std::sync::Arc::new(w.ticks.clone()),
+        clock: w.clock.clock(),
+        watch_scope: WatchScope::Namespaces(vec!["team".to_string()]),
+        retry_after_error: std::time::Duration::from_millis(200),
+        ..ControllerConfig::default()
+    };
+    let controller = ScaledJobController::new(w.client.clone(), config);
+    let loops = controller.loops();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let token = shutdown.clone();
+    tokio::spawn(async move {
+        let _ = controller.run(token).await;
+    });
+    let uid = sj.uid().expect("uid");
+    let mut polls = loops.polls(&uid);
+    for n in 1..=5 {
+        w.ticks.tick();
+        tokio::time::timeout(scenarios::WAIT, polls.wait_for(|p| *p >= n))
+            .await
+            .unwrap_or_else(|_| panic!("poll {n} of the ScaledJob did not happen"))
+            .expect("poll counter");
+        let mut now: Vec<String> = jobs
+            .list(&ListParams::default().labels("scaledjob.keda.sh/name=batch"))
+            .await
+            .expect("list Jobs")
+            .items
+            .iter()
+            .filter_map(|j| j.uid())
+            .collect();
+        now.sort();
+        assert_eq!(
+            now, keda_jobs,
+            "poll {n}: the ScaledJob's Jobs changed (KEDA's three running Jobs cover the three items)"
+        );
+    }
+    let adopted = scaled_jobs.get("batch").await.expect("get");
+    assert_eq!(adopted.finalizers(), [KEDA_FINALIZER], "finalizers");
+    shutdown.cancel();
+}
