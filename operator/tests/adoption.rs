@@ -359,6 +359,11 @@ async fn an_active_object_keda_left_keeps_its_hpa_replicas_and_status() {
         condition(&adopted, "Active"),
         Some(("True".into(), "ScalerActive".into()))
     );
+    // The HPA controller's ScalingActive on KEDA's HPA is mirrored, as KEDA mirrors it.
+    assert_eq!(
+        condition(&adopted, "HPAActive"),
+        Some(("True".into(), "HPAActive".into()))
+    );
     assert!(
         last_active(&adopted)
             .is_some_and(|t| t >= active_at.round(jiff::Unit::Second).expect("rounds")),
@@ -533,7 +538,8 @@ async fn a_paused_object_keda_left_stays_paused_at_its_replicas() {
 /// field as KEDA reads it (`controllers/keda/scaledobject_controller.go`, `hpa.go`):
 /// - `ensureFinalizer` finds `finalizer.keda.sh`, `ensureScaledObjectLabel` its label;
 /// - `checkTargetResourceIsScalable` finds `scaleTargetKind` equal to `GVKString()` and
-///   `originalReplicaCount` set, so it writes no status and never re-reads the replicas;
+///   `originalReplicaCount` set, so whatever it writes there has the values it finds (it
+///   never replaces `originalReplicaCount` with the current replicas);
 /// - `Conditions.AreInitialized` finds Ready, Active, Fallback and Paused, so nothing is reset;
 /// - `getHPANameOnEnsure` reads `status.hpaName`, and `isHpaRenamed` finds the default name;
 /// - `updateHPAIfNeeded` finds the spec `DeepDerivative`-equal to its own (no spec update) and
