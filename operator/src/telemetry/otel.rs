@@ -1624,6 +1624,7 @@ mod tests {
             scaler: "prometheusScaler".into(),
             trigger_name: "t".into(),
             metric_name: "s0-prometheus".into(),
+            resource_type: "ScaledObject".into(),
         };
         metrics.scaler_http_request(
             &read,
