@@ -233,13 +233,24 @@ async fn scaled_object(state: web::Data<AppState>, body: web::Bytes) -> HttpResp
     let action = action(&review.request);
     state.metrics.validation(&namespace, action);
     let verdict = rules::check_scaled_object(&review.object, review.request.dry_run, &state.caches);
-    if let Err(denial) = &verdict {
-        for reason in &denial.reasons {
-            state.metrics.error(&namespace, action, reason);
+    match verdict {
+        Err(denial) => {
+            for reason in &denial.reasons {
+                state.metrics.error(&namespace, action, reason);
+            }
+            tracing::info!(namespace, name = %review.request.name, %action, reason = %denial.message, "ScaledObject refused");
+            answer(&review.request, Err(denial))
         }
-        tracing::info!(namespace, name = %review.request.name, %action, reason = %denial.message, "ScaledObject refused");
+        Ok(()) => {
+            // KEDA's warnings go with an admission only (its validator drops them on an error).
+            let warnings = rules::scaled_object_warnings(&review.object);
+            let mut response = AdmissionResponse::from(&review.request);
+            if !warnings.is_empty() {
+                response.warnings = Some(warnings.iter().map(|w| (*w).to_string()).collect());
+            }
+            review_answer(response)
+        }
     }
-    answer(&review.request, verdict)
 }
 
 async fn scaled_job(state: web::Data<AppState>, body: web::Bytes) -> HttpResponse {
