@@ -723,6 +723,54 @@ async fn settings_that_change_nothing_are_admitted_with_kedas_warnings() {
     let answer = create(&webhook, &so).await;
     allowed(&answer, "fixed");
     assert_eq!(warnings(&answer), [polling, cooldown]);
+    // And KEDA's KEDAScalerInfo Events on the object, one per warning; none for a dry run.
+    let dry = webhook
+        .answer(SCALED_OBJECT_PATH, &review("CREATE", &so, None, true))
+        .await;
+    assert_eq!(warnings(&dry), [polling, cooldown]);
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(kube.client(), "team");
+    let mut notes: Vec<(String, String, String, Option<i32>)> = Vec::new();
+    for _ in 0..500 {
+        notes = events
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("fixed"))
+            .map(|e| {
+                (
+                    e.type_.unwrap_or_default(),
+                    e.reason.unwrap_or_default(),
+                    e.note.unwrap_or_default(),
+                    e.series.map(|s| s.count),
+                )
+            })
+            .collect();
+        if notes.len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    notes.sort();
+    assert_eq!(
+        notes,
+        [
+            (
+                "Normal".into(),
+                "KEDAScalerInfo".into(),
+                cooldown.into(),
+                None
+            ),
+            (
+                "Normal".into(),
+                "KEDAScalerInfo".into(),
+                polling.into(),
+                None
+            ),
+        ]
+    );
 
     // useCachedMetrics keeps pollingInterval relevant.
     let mut cached = so.clone();
