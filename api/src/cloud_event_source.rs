@@ -314,7 +314,9 @@ impl CloudEventType {
             ("TriggerAuthentication", "TriggerAuthenticationAdded") => {
                 Self::TriggerAuthenticationCreated
             }
-            ("TriggerAuthentication", "TriggerAuthenticationUpdated") => {
+            // KEDA's `eventreason.TriggerAuthenticationUpdated` is this string; the type is
+            // the namespaced kind's all the same.
+            ("TriggerAuthentication", "ClusterTriggerAuthenticationUpdated") => {
                 Self::TriggerAuthenticationUpdated
             }
             ("TriggerAuthentication", "TriggerAuthenticationDeleted") => {
@@ -470,6 +472,21 @@ mod tests {
                 "ScaledJob",
                 "ScaledJobRolloutCleanupFailed",
                 Some("keda.scaledjob.rolloutcleanup.failed.v1"),
+            ),
+            (
+                "TriggerAuthentication",
+                "ClusterTriggerAuthenticationUpdated",
+                Some("keda.authentication.triggerauthentication.updated.v1"),
+            ),
+            (
+                "ClusterTriggerAuthentication",
+                "ClusterTriggerAuthenticationUpdated",
+                Some("keda.authentication.clustertriggerauthentication.updated.v1"),
+            ),
+            (
+                "TriggerAuthentication",
+                "TriggerAuthenticationAdded",
+                Some("keda.authentication.triggerauthentication.created.v1"),
             ),
             // Not sent as CloudEvents by KEDA.
             ("ScaledObject", "KEDAScalerFailed", None),

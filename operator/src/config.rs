@@ -54,6 +54,7 @@ pub const ENV_HTTP_DEFAULT_TIMEOUT: &str = "KEDA_HTTP_DEFAULT_TIMEOUT";
 pub const ENV_SCALEDOBJECT_MAX_RECONCILES: &str = "KEDA_SCALEDOBJECT_CTRL_MAX_RECONCILES";
 pub const ENV_SCALEDJOB_MAX_RECONCILES: &str = "KEDA_SCALEDJOB_CTRL_MAX_RECONCILES";
 pub const ENV_WATCH_LABEL_SELECTOR: &str = "WATCH_LABEL_SELECTOR";
+pub const ENV_WATCH_LABEL_SELECTOR_FOR_TRIGGERAUTH: &str = "WATCH_LABEL_SELECTOR_FOR_TRIGGERAUTH";
 pub const ENV_RESTRICT_SECRET_ACCESS: &str = crate::resolve::RESTRICT_SECRET_ACCESS_ENV;
 pub use crate::resolve::BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY_ENV as ENV_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY;
 
@@ -65,7 +66,7 @@ pub const DEFAULT_SCALEDJOB_MAX_RECONCILES: u16 = 1;
 pub const MAX_RECONCILES_BOUNDS: (u16, u16) = (1, 1000);
 /// The bounds of `KEDA_HTTP_DEFAULT_TIMEOUT`, in milliseconds (1 ms to 1 h).
 pub const HTTP_DEFAULT_TIMEOUT_BOUNDS_MS: (u64, u64) = (1, 3_600_000);
-/// The longest `WATCH_LABEL_SELECTOR`, in characters.
+/// The longest `WATCH_LABEL_SELECTOR` (or `WATCH_LABEL_SELECTOR_FOR_TRIGGERAUTH`), in characters.
 pub const MAX_LABEL_SELECTOR_LEN: usize = 4096;
 
 const ENV_HELP: &str = "\
@@ -88,6 +89,7 @@ Environment:
   KEDA_SCALEDOBJECT_CTRL_MAX_RECONCILES          ScaledObject reconciles at once (1 to 1000) [default: 5]
   KEDA_SCALEDJOB_CTRL_MAX_RECONCILES             ScaledJob reconciles at once (1 to 1000) [default: 1]
   WATCH_LABEL_SELECTOR                           Only ScaledObjects and ScaledJobs matching this label selector; empty or unset: all
+  WATCH_LABEL_SELECTOR_FOR_TRIGGERAUTH           Only (Cluster)TriggerAuthentications matching this label selector; empty or unset: all
   KEDA_RESTRICT_SECRET_ACCESS                    true: read Secrets only in KEDA_CLUSTER_OBJECT_NAMESPACE [default: false]
   KEDA_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY        Lifetime of boundServiceAccountToken tokens (Go duration, 1h to 6h) [default: 1h]
   KEDA_HTTP_MIN_TLS_VERSION                      Lowest TLS version of scalers' connections: TLS12 or TLS13 [default: TLS12]
@@ -430,6 +432,10 @@ pub struct Settings {
     /// Only ScaledObjects and ScaledJobs matching this selector are watched
     /// (`WATCH_LABEL_SELECTOR`); `None`: all.
     pub watch_label_selector: Option<String>,
+    /// Only TriggerAuthentications and ClusterTriggerAuthentications matching this selector are
+    /// watched (`WATCH_LABEL_SELECTOR_FOR_TRIGGERAUTH`): the others are as if they did not
+    /// exist; `None`: all.
+    pub watch_label_selector_for_trigger_auth: Option<String>,
     /// Root of ClusterTriggerAuthentication `filePath` files (`--filepath-auth-root-path`).
     pub file_path_auth_root: Option<PathBuf>,
     /// Secrets are read only in `cluster_object_namespace` (`KEDA_RESTRICT_SECRET_ACCESS`).
@@ -514,9 +520,14 @@ pub enum ConfigError {
         min: u64,
         max: u64,
     },
-    /// `WATCH_LABEL_SELECTOR` is not a label selector.
-    #[error("WATCH_LABEL_SELECTOR={value:?} is not a label selector: {reason}")]
-    LabelSelector { value: String, reason: String },
+    /// `WATCH_LABEL_SELECTOR` or `WATCH_LABEL_SELECTOR_FOR_TRIGGERAUTH` is not a label
+    /// selector.
+    #[error("{name}={value:?} is not a label selector: {reason}")]
+    LabelSelector {
+        name: &'static str,
+        value: String,
+        reason: String,
+    },
     /// Both a host policy file and `--http-any-host` are given.
     #[error(
         "--http-host-policy {} and --http-any-host (or {ENV_HTTP_ANY_HOST}) exclude each other: \
@@ -679,7 +690,11 @@ impl Settings {
                 .unwrap_or(DEFAULT_SCALEDOBJECT_MAX_RECONCILES),
             scaled_job_max_reconciles: max_reconciles(env, ENV_SCALEDJOB_MAX_RECONCILES)?
                 .unwrap_or(DEFAULT_SCALEDJOB_MAX_RECONCILES),
-            watch_label_selector: label_selector(env)?,
+            watch_label_selector: label_selector(env, ENV_WATCH_LABEL_SELECTOR)?,
+            watch_label_selector_for_trigger_auth: label_selector(
+                env,
+                ENV_WATCH_LABEL_SELECTOR_FOR_TRIGGERAUTH,
+            )?,
             restrict_secret_access: crate::resolve::restrict_secret_access(
                 env.var(ENV_RESTRICT_SECRET_ACCESS),
             ),
@@ -776,22 +791,29 @@ fn max_reconciles(env: &dyn Environment, name: &'static str) -> Result<Option<u1
     Ok(n.and_then(|n| u16::try_from(n).ok()))
 }
 
-/// `WATCH_LABEL_SELECTOR`, checked as the API server would parse it; empty or unset: `None`.
-fn label_selector(env: &dyn Environment) -> Result<Option<String>, ConfigError> {
+/// A label selector variable (`WATCH_LABEL_SELECTOR`, `WATCH_LABEL_SELECTOR_FOR_TRIGGERAUTH`),
+/// checked as the API server would parse it; empty, unset or `""` (two quotes, as KEDA's
+/// `getLabelSelectorFromEnv` reads them): `None`.
+fn label_selector(
+    env: &dyn Environment,
+    name: &'static str,
+) -> Result<Option<String>, ConfigError> {
     let Some(value) = env
-        .var(ENV_WATCH_LABEL_SELECTOR)
-        .filter(|v| !v.trim().is_empty())
+        .var(name)
+        .filter(|v| !v.trim().is_empty() && v.trim() != "\"\"")
     else {
         return Ok(None);
     };
     if value.chars().count() > MAX_LABEL_SELECTOR_LEN {
         return Err(ConfigError::LabelSelector {
+            name,
             value: value.chars().take(40).collect::<String>() + "...",
             reason: format!("longer than {MAX_LABEL_SELECTOR_LEN} characters"),
         });
     }
     keda_scalers::cluster::LabelSelector::parse(&value).map_err(|e| {
         ConfigError::LabelSelector {
+            name,
             value: value.clone(),
             reason: e.to_string(),
         }
@@ -989,6 +1011,7 @@ mod tests {
             (ENV_SCALEDOBJECT_MAX_RECONCILES, "40"),
             (ENV_SCALEDJOB_MAX_RECONCILES, " 3 "),
             (ENV_WATCH_LABEL_SELECTOR, "team in (shop, pay), !legacy"),
+            (ENV_WATCH_LABEL_SELECTOR_FOR_TRIGGERAUTH, "shared=true"),
         ]);
         let settings = parse(&[], &env).expect("settings");
         assert_eq!(settings.http_default_timeout, Duration::from_secs(15));
@@ -1010,6 +1033,18 @@ mod tests {
             config.label_selector.as_deref(),
             Some("team in (shop, pay), !legacy")
         );
+        assert_eq!(
+            config.resolver.auth_label_selector.as_deref(),
+            Some("shared=true"),
+            "WATCH_LABEL_SELECTOR_FOR_TRIGGERAUTH reaches the resolvers"
+        );
+        // KEDA reads `""` (two quotes, a common manifest slip) as unset.
+        let settings = parse(
+            &[],
+            &MapEnv::new(&[(ENV_WATCH_LABEL_SELECTOR_FOR_TRIGGERAUTH, "\"\"")]),
+        )
+        .expect("settings");
+        assert_eq!(settings.watch_label_selector_for_trigger_auth, None);
     }
 
     #[test]
@@ -1062,6 +1097,11 @@ mod tests {
                 ENV_WATCH_LABEL_SELECTOR,
                 "team in ()",
                 r#"WATCH_LABEL_SELECTOR="team in ()" is not a label selector: "#,
+            ),
+            (
+                ENV_WATCH_LABEL_SELECTOR_FOR_TRIGGERAUTH,
+                "a=b,",
+                r#"WATCH_LABEL_SELECTOR_FOR_TRIGGERAUTH="a=b," is not a label selector: "#,
             ),
         ] {
             let error = parse(&[], &MapEnv::new(&[(name, value)])).expect_err(value);

@@ -138,6 +138,7 @@ impl ControllerConfig {
                 watch_scope: settings.watch_namespaces.clone(),
                 file_path_auth_root: settings.file_path_auth_root.clone(),
                 restrict_secret_access: settings.restrict_secret_access,
+                auth_label_selector: settings.watch_label_selector_for_trigger_auth.clone(),
                 bound_service_account_token_expiry: settings.bound_service_account_token_expiry,
                 identity: settings.identity.clone(),
                 ..ResolverConfig::new(settings.cluster_object_namespace.clone())

@@ -24,6 +24,7 @@
 //!   process wiring).
 
 pub mod admin;
+pub mod auth_events;
 mod auth_status;
 pub mod cloud_events;
 pub mod cluster_view;

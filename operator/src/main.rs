@@ -175,8 +175,10 @@ async fn operate(settings: &Settings) -> Result<(), MainError> {
     let loops = CurrentLoops::default();
     // Both controllers share the client pools, the metrics and the resolver's scope.
     let scaled_jobs = keda_operator::scaled_job::leader_task(client.clone(), controller.clone());
+    let auth_events = trigger_authentication_events(client.clone(), controller.clone());
     let mut tasks: Vec<Arc<dyn LeaderTask>> = vec![
         scaled_object_controller(client.clone(), controller, loops.clone()),
+        auth_events,
         scaled_jobs,
         cloud_event_emitter(
             client.clone(),
@@ -225,6 +227,21 @@ fn scaled_object_controller(
             let result = controller.run(cancel).await;
             loops.set(None);
             result.map_err(|e| Box::new(e) as TaskError)
+        }
+    }))
+}
+
+/// KEDA's TriggerAuthentication and ClusterTriggerAuthentication Events (Added, Updated,
+/// Deleted), as its controllers of those kinds publish them while leading.
+fn trigger_authentication_events(
+    client: kube::Client,
+    config: ControllerConfig,
+) -> Arc<dyn LeaderTask> {
+    Arc::new(FnTask::new("triggerauthentication-events", move |cancel| {
+        let run = keda_operator::auth_events::run(client.clone(), config.clone(), cancel);
+        async move {
+            run.await;
+            Ok(())
         }
     }))
 }

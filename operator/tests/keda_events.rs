@@ -342,3 +342,268 @@ async fn scaler_watch_pause_and_deletion_events_have_keda_s_types_and_texts() {
         ("Warning", "ScaledObject was deleted")
     );
 }
+
+/// Every Event on the object `name` of `kind`, in any namespace: (namespace, type, reason, note).
+async fn auth_events(
+    client: &kube::Client,
+    kind: &str,
+    name: &str,
+) -> Vec<(String, String, String, String)> {
+    let api: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
+    api.list(&ListParams::default())
+        .await
+        .expect("list Events")
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.regarding
+                .as_ref()
+                .is_some_and(|r| r.kind.as_deref() == Some(kind) && r.name.as_deref() == Some(name))
+        })
+        .map(|e| {
+            (
+                e.metadata.namespace.unwrap_or_default(),
+                e.type_.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+                e.note.unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// Issue 29, row 11: KEDA's TriggerAuthentication and ClusterTriggerAuthentication Events.
+/// Added when one appears (generation 1), an update (KEDA's reason string
+/// `ClusterTriggerAuthenticationUpdated` and note for both kinds) when its generation changes
+/// and not for a label change, Deleted when it goes; one left with KEDA's finalizer is freed on
+/// deletion; one outside `WATCH_LABEL_SELECTOR_FOR_TRIGGERAUTH` gets nothing.
+#[tokio::test]
+async fn trigger_authentications_get_keda_s_added_updated_and_deleted_events() {
+    use keda_api::{ClusterTriggerAuthentication, TriggerAuthentication};
+    use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+    use serde_json::json;
+
+    let server = memkube::MemKube::new();
+    let crds = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/crd");
+    server.load_crds_from_dir(crds).expect("CRDs load");
+    server.create_namespace("team").expect("namespace");
+    let client = server.client();
+    let tas = Api::<TriggerAuthentication>::namespaced(client.clone(), "team");
+    let ctas = Api::<ClusterTriggerAuthentication>::all(client.clone());
+    let ta = |name: &str, labels: serde_json::Value, finalizers: serde_json::Value| {
+        serde_json::from_value::<TriggerAuthentication>(json!({
+            "apiVersion": "keda.sh/v1alpha1", "kind": "TriggerAuthentication",
+            "metadata": {"name": name, "namespace": "team", "labels": labels,
+                         "finalizers": finalizers},
+            "spec": {"env": [{"parameter": "host", "name": "HOST"}]}
+        }))
+        .expect("ta")
+    };
+    // Present before the operator starts, already edited once: an update at start, as KEDA's
+    // reconcile of its first list.
+    tas.create(
+        &PostParams::default(),
+        &ta("edited", json!({"auth": "mine"}), json!([])),
+    )
+    .await
+    .expect("create");
+    tas.patch(
+        "edited",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"env": [{"parameter": "host", "name": "OTHER"}]}})),
+    )
+    .await
+    .expect("edit");
+
+    let config = keda_operator::ControllerConfig {
+        watch_scope: keda_operator::resolve::WatchScope::Namespaces(vec!["team".into()]),
+        resolver: keda_operator::resolve::ResolverConfig {
+            auth_label_selector: Some("auth=mine".into()),
+            ..keda_operator::resolve::ResolverConfig::new("keda")
+        },
+        ..keda_operator::ControllerConfig::default()
+    };
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn(keda_operator::auth_events::run(
+        client.clone(),
+        config,
+        cancel.clone(),
+    ));
+    let expect = |kind: &'static str, name: &'static str, reason: &'static str, want: usize| {
+        let client = client.clone();
+        async move {
+            eventually(&format!("{want} {reason} on {kind} {name}"), || async {
+                let found: Vec<_> = auth_events(&client, kind, name)
+                    .await
+                    .into_iter()
+                    .filter(|e| e.2 == reason)
+                    .collect();
+                (found.len() >= want).then_some(found)
+            })
+            .await
+        }
+    };
+
+    let found = expect(
+        "TriggerAuthentication",
+        "edited",
+        "ClusterTriggerAuthenticationUpdated",
+        1,
+    )
+    .await;
+    assert_eq!(
+        found[0],
+        (
+            "team".to_string(),
+            "Normal".to_string(),
+            "ClusterTriggerAuthenticationUpdated".to_string(),
+            "ClusterTriggerAuthentication edited is updated".to_string()
+        )
+    );
+
+    tas.create(
+        &PostParams::default(),
+        &ta("fresh", json!({"auth": "mine"}), json!([])),
+    )
+    .await
+    .expect("create");
+    let found = expect(
+        "TriggerAuthentication",
+        "fresh",
+        "TriggerAuthenticationAdded",
+        1,
+    )
+    .await;
+    assert_eq!(found[0].1, "Normal");
+    assert_eq!(found[0].3, "New TriggerAuthentication configured");
+
+    let cta: ClusterTriggerAuthentication = serde_json::from_value(json!({
+        "apiVersion": "keda.sh/v1alpha1", "kind": "ClusterTriggerAuthentication",
+        "metadata": {"name": "shared", "labels": {"auth": "mine"}},
+        "spec": {"env": [{"parameter": "host", "name": "HOST"}]}
+    }))
+    .expect("cta");
+    ctas.create(&PostParams::default(), &cta)
+        .await
+        .expect("cta");
+    let found = expect(
+        "ClusterTriggerAuthentication",
+        "shared",
+        "ClusterTriggerAuthenticationAdded",
+        1,
+    )
+    .await;
+    assert_eq!(
+        found[0].0, "default",
+        "cluster objects' Events are in default"
+    );
+    assert_eq!(found[0].3, "New ClusterTriggerAuthentication configured");
+    ctas.patch(
+        "shared",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"env": [{"parameter": "host", "name": "OTHER"}]}})),
+    )
+    .await
+    .expect("edit cta");
+    let found = expect(
+        "ClusterTriggerAuthentication",
+        "shared",
+        "ClusterTriggerAuthenticationUpdated",
+        1,
+    )
+    .await;
+    assert_eq!(found[0].3, "ClusterTriggerAuthentication shared is updated");
+
+    // A label change is no update (KEDA's GenerationChangedPredicate).
+    tas.patch(
+        "fresh",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"extra": "x"}}})),
+    )
+    .await
+    .expect("label");
+    // Outside the label selector: never any Event.
+    tas.create(
+        &PostParams::default(),
+        &ta("foreign", json!({"auth": "theirs"}), json!([])),
+    )
+    .await
+    .expect("create");
+    // Left by KEDA with its finalizer: deleting it completes, with KEDA's Event.
+    tas.create(
+        &PostParams::default(),
+        &ta(
+            "from-keda",
+            json!({"auth": "mine"}),
+            json!(["finalizer.keda.sh"]),
+        ),
+    )
+    .await
+    .expect("create");
+    expect(
+        "TriggerAuthentication",
+        "from-keda",
+        "TriggerAuthenticationAdded",
+        1,
+    )
+    .await;
+    tas.delete("from-keda", &DeleteParams::default())
+        .await
+        .expect("delete");
+    tas.delete("fresh", &DeleteParams::default())
+        .await
+        .expect("delete");
+    for name in ["from-keda", "fresh"] {
+        let found = expect(
+            "TriggerAuthentication",
+            name,
+            "TriggerAuthenticationDeleted",
+            1,
+        )
+        .await;
+        assert_eq!(found[0].3, "TriggerAuthentication was deleted");
+    }
+    eventually("the finalizer left by KEDA is removed", || async {
+        tas.get_opt("from-keda")
+            .await
+            .expect("get")
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    ctas.delete("shared", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let found = expect(
+        "ClusterTriggerAuthentication",
+        "shared",
+        "ClusterTriggerAuthenticationDeleted",
+        1,
+    )
+    .await;
+    assert_eq!(found[0].3, "ClusterTriggerAuthentication was deleted");
+
+    // Everything has been seen: exactly one Event each, none for the label change or the
+    // foreign object.
+    let fresh = auth_events(&client, "TriggerAuthentication", "fresh").await;
+    let mut reasons: Vec<&str> = fresh.iter().map(|e| e.2.as_str()).collect();
+    reasons.sort_unstable();
+    assert_eq!(
+        reasons,
+        ["TriggerAuthenticationAdded", "TriggerAuthenticationDeleted"],
+        "{fresh:?}"
+    );
+    // Published once each: a repeat would be folded into a series of the same Event.
+    let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), "team");
+    for e in api.list(&ListParams::default()).await.expect("list").items {
+        assert!(e.series.is_none(), "published more than once: {e:?}");
+    }
+    assert_eq!(
+        auth_events(&client, "TriggerAuthentication", "foreign").await,
+        []
+    );
+    cancel.cancel();
+    tokio::time::timeout(scenarios::WAIT, task)
+        .await
+        .expect("stops")
+        .expect("task");
+}

@@ -204,3 +204,131 @@ async fn only_objects_matching_the_watch_label_selector_are_reconciled() {
         .expect("task")
         .expect("controller result");
 }
+
+/// Issue 29, row 8: `WATCH_LABEL_SELECTOR_FOR_TRIGGERAUTH` (the resolver's
+/// `auth_label_selector`). As in KEDA, whose manager cache lists TriggerAuthentications and
+/// ClusterTriggerAuthentications with the selector, one that does not match is not seen: a
+/// trigger referencing it resolves as if it were missing (without its parameters), and once
+/// labelled to match it is used.
+#[tokio::test]
+async fn trigger_authentications_not_matching_their_label_selector_are_as_if_missing() {
+    use k8s_openapi::api::core::v1::Secret;
+    use keda_api::{ClusterTriggerAuthentication, ScaleTrigger, TriggerAuthentication};
+    use keda_operator::resolve::{Resolver, ResolverConfig, ScaleTargetPodSource};
+
+    let server = MemKube::new();
+    let crds = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/crd");
+    server.load_crds_from_dir(crds).expect("CRDs load");
+    for ns in ["team", "keda"] {
+        server.create_namespace(ns).expect("namespace");
+    }
+    let client = server.client();
+    for ns in ["team", "keda"] {
+        let secret: Secret = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "creds", "namespace": ns},
+            "data": {"password": "czNjcmV0"}
+        }))
+        .expect("secret");
+        Api::<Secret>::namespaced(client.clone(), ns)
+            .create(&PostParams::default(), &secret)
+            .await
+            .expect("create secret");
+    }
+    let spec =
+        json!({"secretTargetRef": [{"parameter": "password", "name": "creds", "key": "password"}]});
+    let tas = Api::<TriggerAuthentication>::namespaced(client.clone(), "team");
+    let ctas = Api::<ClusterTriggerAuthentication>::all(client.clone());
+    for (name, labels) in [
+        ("shared", json!({"keda-rs/operator": "a"})),
+        ("elsewhere", json!({"keda-rs/operator": "b"})),
+    ] {
+        let ta: TriggerAuthentication = serde_json::from_value(json!({
+            "apiVersion": "keda.sh/v1alpha1", "kind": "TriggerAuthentication",
+            "metadata": {"name": name, "namespace": "team", "labels": labels},
+            "spec": spec
+        }))
+        .expect("ta");
+        tas.create(&PostParams::default(), &ta).await.expect("ta");
+        let cta: ClusterTriggerAuthentication = serde_json::from_value(json!({
+            "apiVersion": "keda.sh/v1alpha1", "kind": "ClusterTriggerAuthentication",
+            "metadata": {"name": name, "labels": labels},
+            "spec": spec
+        }))
+        .expect("cta");
+        ctas.create(&PostParams::default(), &cta)
+            .await
+            .expect("cta");
+    }
+
+    let mut config = ResolverConfig::new("keda");
+    config.cache_sync_timeout = scenarios::WAIT;
+    config.auth_label_selector = Some("keda-rs/operator=a".to_string());
+    let resolver = Resolver::new(client.clone(), config);
+    let so: ScaledObject = serde_json::from_value(json!({
+        "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+        "metadata": {"name": "so", "namespace": "team"},
+        "spec": {"scaleTargetRef": {"name": "app"}, "triggers": []}
+    }))
+    .expect("so");
+    // The password the trigger gets from `kind`/`name`, `None` when the reference does not
+    // resolve to it (an error, or, once missing references resolve empty, no parameter).
+    let password = |kind: &'static str, name: &'static str| {
+        let resolver = resolver.clone();
+        let so = so.clone();
+        async move {
+            let trigger: ScaleTrigger = serde_json::from_value(json!({
+                "type": "redis", "metadata": {"listName": "q"},
+                "authenticationRef": {"name": name, "kind": kind}
+            }))
+            .expect("trigger");
+            let mut session = resolver.session(ScaleTargetPodSource::for_scaled_object(&so));
+            session.resolve(&trigger, 0).await.ok().and_then(|r| {
+                r.auth_params
+                    .get("password")
+                    .map(|p| p.expose().to_string())
+            })
+        }
+    };
+    for kind in ["TriggerAuthentication", "ClusterTriggerAuthentication"] {
+        assert_eq!(
+            password(kind, "shared").await.as_deref(),
+            Some("s3cret"),
+            "{kind} matching the selector"
+        );
+        assert_eq!(
+            password(kind, "elsewhere").await,
+            None,
+            "{kind} outside the selector is not used"
+        );
+    }
+
+    // Relabelled to match, both are used; relabelled away, no longer.
+    let relabel = |value: &'static str| {
+        let (tas, ctas) = (tas.clone(), ctas.clone());
+        async move {
+            let patch = Patch::Merge(json!({"metadata": {"labels": {"keda-rs/operator": value}}}));
+            tas.patch("elsewhere", &PatchParams::default(), &patch)
+                .await
+                .expect("relabel ta");
+            ctas.patch("elsewhere", &PatchParams::default(), &patch)
+                .await
+                .expect("relabel cta");
+        }
+    };
+    relabel("a").await;
+    for kind in ["TriggerAuthentication", "ClusterTriggerAuthentication"] {
+        eventually("the relabelled authentication is used", || async {
+            password(kind, "elsewhere").await.filter(|p| p == "s3cret")
+        })
+        .await;
+    }
+    relabel("b").await;
+    for kind in ["TriggerAuthentication", "ClusterTriggerAuthentication"] {
+        eventually(
+            "the authentication labelled away is no longer used",
+            || async { password(kind, "elsewhere").await.is_none().then_some(()) },
+        )
+        .await;
+    }
+}

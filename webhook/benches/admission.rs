@@ -260,6 +260,7 @@ async fn main() {
         caches,
         metrics: Arc::new(Metrics::new()),
         identity: Default::default(),
+        events: None,
     };
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let webhook = listener.local_addr().unwrap();

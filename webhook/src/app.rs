@@ -42,7 +42,7 @@ pub const CLUSTER_CLOUD_EVENT_SOURCE_PATH: &str =
 pub const MAX_REVIEW_BYTES: usize = 4 * 1024 * 1024;
 
 /// What the handlers share.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct AppState {
     /// The watch caches.
     pub caches: Arc<Caches>,
@@ -52,6 +52,56 @@ pub struct AppState {
     /// (`--allow-namespace-vault-operator-identity`, `--bound-token-service-accounts`: give the
     /// webhook the operator's values).
     pub identity: keda_api::identity::IdentityPolicy,
+    /// Where KEDA's `KEDAScalerInfo` Events go (reporter `keda-admission`, as KEDA's webhook);
+    /// `None`: none are published.
+    pub events: Option<kube::runtime::events::Recorder>,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState")
+            .field("caches", &self.caches)
+            .field("metrics", &self.metrics)
+            .field("identity", &self.identity)
+            .field("events", &self.events.is_some())
+            .finish()
+    }
+}
+
+/// KEDA's reason of the Event that repeats an admission warning (`eventreason.KEDAScalersInfo`).
+pub const KEDA_SCALER_INFO: &str = "KEDAScalerInfo";
+
+/// Publishes each admission warning of `so` as a Normal `KEDAScalerInfo` Event, as KEDA's
+/// webhook does, in the background (the answer never waits for it). The cooldown warning gets
+/// its own action: kube's recorder would fold a second note under the same type, reason and
+/// action into a repeat of the first.
+fn publish_warnings(state: &AppState, so: &ScaledObject, warnings: &[&'static str]) {
+    use kube::Resource;
+    let Some(recorder) = state.events.clone() else {
+        return;
+    };
+    let reference = so.object_ref(&());
+    let events: Vec<kube::runtime::events::Event> = warnings
+        .iter()
+        .map(|w| kube::runtime::events::Event {
+            type_: kube::runtime::events::EventType::Normal,
+            reason: KEDA_SCALER_INFO.to_string(),
+            note: Some((*w).to_string()),
+            action: if *w == rules::COOLDOWN_PERIOD_NOT_RELEVANT {
+                "CooldownPeriodNotRelevant".to_string()
+            } else {
+                KEDA_SCALER_INFO.to_string()
+            },
+            secondary: None,
+        })
+        .collect();
+    actix_web::rt::spawn(async move {
+        for event in events {
+            if let Err(error) = recorder.publish(&event, &reference).await {
+                tracing::debug!(%error, "publishing a KEDAScalerInfo Event failed");
+            }
+        }
+    });
 }
 
 /// Routes of the TLS port: the six validation paths and the probes.
@@ -233,13 +283,28 @@ async fn scaled_object(state: web::Data<AppState>, body: web::Bytes) -> HttpResp
     let action = action(&review.request);
     state.metrics.validation(&namespace, action);
     let verdict = rules::check_scaled_object(&review.object, review.request.dry_run, &state.caches);
-    if let Err(denial) = &verdict {
-        for reason in &denial.reasons {
-            state.metrics.error(&namespace, action, reason);
+    match verdict {
+        Err(denial) => {
+            for reason in &denial.reasons {
+                state.metrics.error(&namespace, action, reason);
+            }
+            tracing::info!(namespace, name = %review.request.name, %action, reason = %denial.message, "ScaledObject refused");
+            answer(&review.request, Err(denial))
         }
-        tracing::info!(namespace, name = %review.request.name, %action, reason = %denial.message, "ScaledObject refused");
+        Ok(()) => {
+            // KEDA's warnings go with an admission only (its validator drops them on an error).
+            let warnings = rules::scaled_object_warnings(&review.object);
+            let mut response = AdmissionResponse::from(&review.request);
+            if !warnings.is_empty() {
+                response.warnings = Some(warnings.iter().map(|w| (*w).to_string()).collect());
+                // A dry run has no side effects (the webhook is declared `sideEffects: None`).
+                if !review.request.dry_run {
+                    publish_warnings(&state, &review.object, &warnings);
+                }
+            }
+            review_answer(response)
+        }
     }
-    answer(&review.request, verdict)
 }
 
 async fn scaled_job(state: web::Data<AppState>, body: web::Bytes) -> HttpResponse {

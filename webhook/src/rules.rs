@@ -75,12 +75,36 @@ pub fn keda_reason(error: &ValidationError) -> &'static str {
         | "cached-metrics-not-supported"
         | "scaledjob-metric-type" => "incorrect-triggers",
         "min-above-max" | "idle-not-below-min" => "incorrect-replicas",
-        "negative-fallback"
-        | "fallback-needs-external-trigger"
-        | "fallback-behavior-needs-formula" => "incorrect-fallback",
+        "negative-fallback" | "fallback-needs-external-trigger" => "incorrect-fallback",
+        // KEDA checks `fallback.behavior` with scalingModifiers apart from `CheckFallbackValid`.
+        "fallback-behavior-needs-formula" => "scaling-modifiers-fallback",
         rule if rule.starts_with("scaling-modifiers") => "scaling-modifiers",
         rule => rule,
     }
+}
+
+/// KEDA's warning when `pollingInterval` is set where it changes nothing.
+pub const POLLING_INTERVAL_NOT_RELEVANT: &str = "PollingInterval is configured but is not relevant. PollingInterval is only relevant when minReplicaCount = 0, idleReplicaCount is set, or useCachedMetrics is enabled";
+/// KEDA's warning when `cooldownPeriod` is set where it changes nothing.
+pub const COOLDOWN_PERIOD_NOT_RELEVANT: &str = "CooldownPeriod is configured but is not relevant. CooldownPeriod is only relevant when minReplicaCount = 0 or idleReplicaCount is set";
+
+/// The admission warnings of an admitted ScaledObject, KEDA's (`verifyScaledObjects`): with
+/// `minReplicaCount` above 0 and no `idleReplicaCount`, a `pollingInterval` (unless a trigger
+/// uses cached metrics) and a `cooldownPeriod` are set for nothing.
+pub fn scaled_object_warnings(so: &ScaledObject) -> Vec<&'static str> {
+    let spec = &so.spec;
+    let fixed = spec.min_replica_count.unwrap_or(0) > 0 && spec.idle_replica_count.is_none();
+    let mut warnings = Vec::new();
+    if spec.polling_interval.is_some()
+        && fixed
+        && !spec.triggers.iter().any(|t| t.use_cached_metrics)
+    {
+        warnings.push(POLLING_INTERVAL_NOT_RELEVANT);
+    }
+    if spec.cooldown_period.is_some() && fixed {
+        warnings.push(COOLDOWN_PERIOD_NOT_RELEVANT);
+    }
+    warnings
 }
 
 /// Validates a ScaledObject being created or updated: KEDA's cross-object rules from `caches`,

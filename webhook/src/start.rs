@@ -222,6 +222,10 @@ pub async fn run(args: Args, cancel: CancellationToken) -> Result<(), StartError
         caches,
         metrics: Arc::new(Metrics::new()),
         identity: args.identity().map_err(StartError::Flag)?,
+        events: Some(kube::runtime::events::Recorder::new(
+            client.clone(),
+            kube::runtime::events::Reporter::from("keda-admission"),
+        )),
     };
     let workers = args
         .workers

@@ -703,3 +703,139 @@ async fn namespaced_trigger_authentications_may_not_borrow_the_operators_identit
         "a ClusterTriggerAuthentication",
     );
 }
+
+/// Issue 29, row 11: KEDA's admission warnings (`verifyScaledObjects`): `pollingInterval` and
+/// `cooldownPeriod` set where they change nothing (`minReplicaCount` above 0, no
+/// `idleReplicaCount`; `pollingInterval` stays relevant with `useCachedMetrics`). The object is
+/// admitted; a refused one carries no warning, as KEDA's validator drops them with an error.
+#[tokio::test]
+async fn settings_that_change_nothing_are_admitted_with_kedas_warnings() {
+    let kube = cluster();
+    let webhook = Webhook::start(&kube).await;
+    let polling = "PollingInterval is configured but is not relevant. PollingInterval is only relevant when minReplicaCount = 0, idleReplicaCount is set, or useCachedMetrics is enabled";
+    let cooldown = "CooldownPeriod is configured but is not relevant. CooldownPeriod is only relevant when minReplicaCount = 0 or idleReplicaCount is set";
+    let warnings = |answer: &AdmissionResponse| answer.warnings.clone().unwrap_or_default();
+
+    let mut so = scaled_object("fixed", "fixed", redis());
+    so["spec"]["minReplicaCount"] = json!(2);
+    so["spec"]["pollingInterval"] = json!(15);
+    so["spec"]["cooldownPeriod"] = json!(60);
+    let answer = create(&webhook, &so).await;
+    allowed(&answer, "fixed");
+    assert_eq!(warnings(&answer), [polling, cooldown]);
+    // And KEDA's KEDAScalerInfo Events on the object, one per warning; none for a dry run.
+    let dry = webhook
+        .answer(SCALED_OBJECT_PATH, &review("CREATE", &so, None, true))
+        .await;
+    assert_eq!(warnings(&dry), [polling, cooldown]);
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(kube.client(), "team");
+    let mut notes: Vec<(String, String, String, Option<i32>)> = Vec::new();
+    for _ in 0..500 {
+        notes = events
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("fixed"))
+            .map(|e| {
+                (
+                    e.type_.unwrap_or_default(),
+                    e.reason.unwrap_or_default(),
+                    e.note.unwrap_or_default(),
+                    e.series.map(|s| s.count),
+                )
+            })
+            .collect();
+        if notes.len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    notes.sort();
+    assert_eq!(
+        notes,
+        [
+            (
+                "Normal".into(),
+                "KEDAScalerInfo".into(),
+                cooldown.into(),
+                None
+            ),
+            (
+                "Normal".into(),
+                "KEDAScalerInfo".into(),
+                polling.into(),
+                None
+            ),
+        ]
+    );
+
+    // useCachedMetrics keeps pollingInterval relevant.
+    let mut cached = so.clone();
+    cached["metadata"]["name"] = json!("cached");
+    cached["spec"]["scaleTargetRef"]["name"] = json!("cached");
+    cached["spec"]["triggers"][0]["useCachedMetrics"] = json!(true);
+    let answer = create(&webhook, &cached).await;
+    allowed(&answer, "cached");
+    assert_eq!(warnings(&answer), [cooldown]);
+
+    // idleReplicaCount or minReplicaCount 0 keep both relevant; unset ones warn about nothing.
+    for (name, patch) in [
+        ("idle", json!({"idleReplicaCount": 0})),
+        ("to-zero", json!({"minReplicaCount": 0})),
+    ] {
+        let mut quiet = so.clone();
+        quiet["metadata"]["name"] = json!(name);
+        quiet["spec"]["scaleTargetRef"]["name"] = json!(name);
+        for (k, v) in patch.as_object().unwrap() {
+            quiet["spec"][k] = v.clone();
+        }
+        let answer = create(&webhook, &quiet).await;
+        allowed(&answer, name);
+        assert_eq!(warnings(&answer), Vec::<String>::new(), "{name}");
+    }
+    let mut plain = scaled_object("plain", "plain", redis());
+    plain["spec"]["minReplicaCount"] = json!(2);
+    let answer = create(&webhook, &plain).await;
+    allowed(&answer, "plain");
+    assert_eq!(answer.warnings, None);
+
+    // Refused: no warnings.
+    let mut refused_so = so.clone();
+    refused_so["metadata"]["name"] = json!("bad");
+    refused_so["spec"]["scaleTargetRef"]["name"] = json!("bad");
+    refused_so["spec"]["maxReplicaCount"] = json!(1);
+    let answer = create(&webhook, &refused_so).await;
+    refused(&answer);
+    assert_eq!(answer.warnings, None);
+}
+
+/// Issue 29, row 11: the `reason` label of a refusal is KEDA's: `fallback.behavior:
+/// scalingModifiers` without a formula counts as `scaling-modifiers-fallback` (KEDA's own check
+/// of it), not `incorrect-fallback`.
+#[tokio::test]
+async fn a_scaling_modifiers_fallback_without_formula_counts_under_kedas_reason() {
+    let kube = cluster();
+    let webhook = Webhook::start(&kube).await;
+    let mut so = scaled_object("modifiers", "modifiers", redis());
+    so["spec"]["fallback"] =
+        json!({"failureThreshold": 3, "replicas": 2, "behavior": "scalingModifiers"});
+    let answer = create(&webhook, &so).await;
+    let (code, message) = refused(&answer);
+    assert_eq!(code, 403);
+    assert!(
+        message.contains("spec.advanced.scalingModifiers.formula"),
+        "{message}"
+    );
+    let metrics = webhook.state.metrics.encode();
+    assert!(
+        metrics.contains(r#"keda_webhook_scaled_object_validation_errors_total{namespace="team",action="create",reason="scaling-modifiers-fallback"} 1"#),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains(r#"reason="incorrect-fallback""#),
+        "{metrics}"
+    );
+}

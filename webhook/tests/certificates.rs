@@ -89,6 +89,7 @@ async fn the_webhook_issues_its_secret_serves_it_and_sets_the_ca_bundle() {
         caches,
         metrics: Arc::new(Metrics::new()),
         identity: Default::default(),
+        events: None,
     };
     let server = webhook_server(state, listener, server_tls(certificate.store), 1).unwrap();
     tokio::spawn(server);

@@ -93,6 +93,11 @@ pub struct ResolverConfig {
     pub file_path_auth_root: Option<PathBuf>,
     /// Field selector of the Secret watch; `None` caches every Secret in scope.
     pub secret_field_selector: Option<String>,
+    /// Label selector of the TriggerAuthentication and ClusterTriggerAuthentication watches
+    /// (`WATCH_LABEL_SELECTOR_FOR_TRIGGERAUTH`); `None` caches every one in scope. As in KEDA,
+    /// whose manager cache filters these kinds by the selector, one that does not match is
+    /// resolved as if it did not exist.
+    pub auth_label_selector: Option<String>,
     /// How long the first resolution waits for the caches' initial list.
     pub cache_sync_timeout: Duration,
     /// `KEDA_RESTRICT_SECRET_ACCESS`: Secrets are watched and read only in
@@ -119,6 +124,7 @@ impl ResolverConfig {
             cluster_object_namespace: cluster_object_namespace.into(),
             file_path_auth_root: None,
             secret_field_selector: Some(DEFAULT_SECRET_FIELD_SELECTOR.to_string()),
+            auth_label_selector: None,
             cache_sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,
             restrict_secret_access: false,
             bound_service_account_token_expiry: DEFAULT_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY,
@@ -138,6 +144,16 @@ impl ResolverConfig {
             watch_scope: WatchScope::parse(&get(WATCH_NAMESPACE_ENV).unwrap_or_default()),
             restrict_secret_access: restrict_secret_access(get(RESTRICT_SECRET_ACCESS_ENV)),
             ..Self::new(cluster_object_namespace.trim())
+        }
+    }
+
+    /// The watch of TriggerAuthentications and ClusterTriggerAuthentications: with
+    /// [`auth_label_selector`](Self::auth_label_selector) when one is set.
+    pub fn auth_watch(&self) -> kube::runtime::watcher::Config {
+        let config = kube::runtime::watcher::Config::default();
+        match &self.auth_label_selector {
+            Some(selector) => config.labels(selector),
+            None => config,
         }
     }
 

@@ -204,6 +204,9 @@ impl Resolver {
             metrics.as_ref(),
             CustomResourceKind::TriggerAuthentication,
         ));
+        // WATCH_LABEL_SELECTOR_FOR_TRIGGERAUTH: a (Cluster)TriggerAuthentication that does not
+        // match is never in the caches, so it resolves as a missing one (KEDA's cache filter).
+        let auth_watch = config.auth_watch();
         let ta = ApiResource::erase::<TriggerAuthentication>(&());
         let ta_client = client.clone();
         cache::spawn_watches(
@@ -212,7 +215,7 @@ impl Resolver {
                 Some(ns) => Api::<DynamicObject>::namespaced_with(ta_client.clone(), ns, &ta),
                 None => Api::<DynamicObject>::all_with(ta_client.clone(), &ta),
             },
-            &watcher::Config::default(),
+            &auth_watch,
             projection::auth_spec,
             on_change(&notifier, DepKey::TriggerAuthentication),
             &cancel,
@@ -228,7 +231,7 @@ impl Resolver {
         cache::spawn_watches(
             &cluster_auths,
             move |_| Api::<DynamicObject>::all_with(cta_client.clone(), &cta),
-            &watcher::Config::default(),
+            &auth_watch,
             projection::auth_spec,
             on_change(&notifier, DepKey::ClusterTriggerAuthentication),
             &cancel,

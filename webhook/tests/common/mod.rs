@@ -77,25 +77,33 @@ pub fn client_of(url: &str, ca_pem: &str) -> kube::Client {
     kube::Client::try_from(config).unwrap()
 }
 
+/// KEDA's examples are valid with KEDA's reach; the refusals are tested apart.
+fn keda_identity() -> keda_api::identity::IdentityPolicy {
+    keda_api::identity::IdentityPolicy {
+        allow_namespace_vault_operator_identity: true,
+        bound_token_service_accounts: keda_api::identity::ServiceAccountAllowList::any(),
+    }
+}
+
 impl Webhook {
     /// A webhook whose caches follow `kube`, serving once they have listed.
     pub async fn start(kube: &MemKube) -> Self {
         let caches = Arc::new(Caches::new());
         let cancel = CancellationToken::new();
         caches.follow(&kube.client(), &cancel);
-        let webhook = Self::serve(caches, cancel).await;
+        // Its Events go to `kube`, as KEDA's webhook's (reporter `keda-admission`).
+        let events = kube::runtime::events::Recorder::new(
+            kube.client(),
+            kube::runtime::events::Reporter::from("keda-admission"),
+        );
+        let webhook = Self::serve_publishing(caches, cancel, keda_identity(), Some(events)).await;
         webhook.wait_synced().await;
         webhook
     }
 
     /// A webhook over `caches` as they are.
     pub async fn serve(caches: Arc<Caches>, cancel: CancellationToken) -> Self {
-        // KEDA's examples are valid with KEDA's reach; the refusals are tested apart.
-        let keda = keda_api::identity::IdentityPolicy {
-            allow_namespace_vault_operator_identity: true,
-            bound_token_service_accounts: keda_api::identity::ServiceAccountAllowList::any(),
-        };
-        Self::serve_with(caches, cancel, keda).await
+        Self::serve_with(caches, cancel, keda_identity()).await
     }
 
     /// A webhook over `caches` with the identity rules of `identity`.
@@ -104,10 +112,21 @@ impl Webhook {
         cancel: CancellationToken,
         identity: keda_api::identity::IdentityPolicy,
     ) -> Self {
+        Self::serve_publishing(caches, cancel, identity, None).await
+    }
+
+    /// [`serve_with`](Self::serve_with), publishing Events through `events`.
+    pub async fn serve_publishing(
+        caches: Arc<Caches>,
+        cancel: CancellationToken,
+        identity: keda_api::identity::IdentityPolicy,
+        events: Option<kube::runtime::events::Recorder>,
+    ) -> Self {
         let state = AppState {
             caches,
             metrics: Arc::new(Metrics::new()),
             identity,
+            events,
         };
         let (ca, store) = serving_material();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
