@@ -104,6 +104,8 @@ fuzz_target!(|data: &[u8]| {
                         metrics: Arc::new(Metrics::new()),
                         // The shipped identity rules (no namespace borrows the operator's).
                         identity: Default::default(),
+                        // No API server to publish KEDAScalerInfo Events to.
+                        events: None,
                     }))
                     .configure(app::configure),
             )

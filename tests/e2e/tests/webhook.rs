@@ -78,6 +78,8 @@ async fn start_local(
         metrics: Arc::new(Metrics::new()),
         // The shipped defaults: no namespace borrows the operator's identity.
         identity: Default::default(),
+        // No KEDAScalerInfo Events from this scenario (its objects draw no admission warning).
+        events: None,
     };
     let server = webhook_server(state, listener, server_tls(store), 2).expect("server");
     let handle = server.handle();
