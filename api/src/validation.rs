@@ -1,6 +1,16 @@
 //! Admission rules of KEDA's webhooks that need no cluster lookup (KEDA-CONTRACT 1.11), as pure
 //! functions.
 //!
+//! Two sets, as in KEDA (issue 29, row 3). KEDA's reconcile runs only some of its rules
+//! (`controllers/keda/scaledobject_controller.go` `reconcileScaledObject`:
+//! `CheckReplicaCountBoundsAreValid`, `ValidateTriggers`, and `ValidateAndCompileScalingModifiers`
+//! through the scalers cache); the others (`verifyCPUMemoryScalers`, `verifyFallback`,
+//! `verifyName`, ...) run only in its admission webhook, so with the webhook off an object that
+//! breaks them runs. Each [`ValidationError`] says which set it belongs to ([`Stage`]):
+//! [`validate_scaled_object_reconcile`] is what the operator refuses (KEDA's reconcile-time rules
+//! and keda-rs's own safety bounds, `docs/reliability.md`), [`validate_scaled_object_admission`]
+//! is what the webhook refuses (both sets).
+//!
 //! Every `validate_*` function checks **all** rules and returns every violation, in a fixed
 //! order (the order of the rules below, then trigger order), so a user fixes everything in one
 //! round. Each [`ValidationError`] names the field path and the rule; [`ValidationErrors`]
@@ -76,7 +86,7 @@ pub enum ValidationError {
     IdleNotBelowMin {
         /// idleReplicaCount.
         idle: i32,
-        /// Effective minimum (see [`validate_scaled_object`]).
+        /// Effective minimum (see [`validate_scaled_object_admission`]).
         min: i32,
     },
     /// Only cpu/memory triggers and min 0 or unset.
@@ -215,7 +225,60 @@ pub enum ValidationError {
     },
 }
 
+/// Where a rule is enforced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// At reconcile (and at admission): KEDA's reconciler checks it too, or it is one of
+    /// keda-rs's safety bounds (`docs/reliability.md`). The operator refuses an object that
+    /// breaks it (`Ready=False`).
+    Reconcile,
+    /// Only at admission, as in KEDA, whose reconciler runs an object that breaks it when the
+    /// webhook is off or did not see the object.
+    Admission,
+}
+
 impl ValidationError {
+    /// Where this rule is enforced: see [`Stage`].
+    pub fn stage(&self) -> Stage {
+        match self {
+            // KEDA's ValidateTriggers and CheckReplicaCountBoundsAreValid (reconcileScaledObject),
+            // the ScaledJob reconciler's metricType check, ValidateAndCompileScalingModifiers
+            // (GetScalersCache, which the reconcile calls to build the HPA), and keda-rs's bounds.
+            Self::NoTriggers
+            | Self::DuplicateTriggerName { .. }
+            | Self::CachedMetricsNotSupported { .. }
+            | Self::ScaledJobMetricType { .. }
+            | Self::MinAboveMax { .. }
+            | Self::IdleNotBelowMin { .. }
+            | Self::ModifiersFormulaMissing
+            | Self::ModifiersFormulaInvalid(_)
+            | Self::ModifiersTargetMissing
+            | Self::ModifiersTargetInvalid { .. }
+            | Self::ModifiersActivationTargetInvalid { .. }
+            | Self::ModifiersMetricTypeInvalid { .. }
+            | Self::OutOfRange { .. } => Stage::Reconcile,
+            // verifyCPUMemoryScalers, verifyFallback (CheckFallbackValid), the scalingModifiers
+            // fallback check of verifyScaledObjects, verifyName; the TriggerAuthentication
+            // webhook's rules.
+            Self::ResourceTriggersNeedMinReplicas
+            | Self::NegativeFallback { .. }
+            | Self::FallbackNeedsExternalTrigger
+            | Self::FallbackBehaviorNeedsFormula
+            | Self::NameTooLong { .. }
+            | Self::HpaNameTooLong { .. }
+            | Self::EmptyIdentityId { .. }
+            | Self::EmptyIdentityTenantId { .. }
+            | Self::AuthorityHostWithoutTenant { .. }
+            | Self::RoleArnWithWorkloadOwner { .. }
+            | Self::ExternalIdWithoutRoleArn { .. }
+            | Self::OAuth2Type { .. }
+            | Self::OAuth2ClientIdMissing
+            | Self::OAuth2TokenUrlMissing
+            | Self::OAuth2TokenUrlInvalid { .. }
+            | Self::FilePathNotClusterScoped => Stage::Admission,
+        }
+    }
+
     /// A short, stable identifier of the rule, for metric labels and condition reasons.
     pub fn rule(&self) -> &'static str {
         match self {
@@ -324,24 +387,45 @@ fn targets_deployment_or_stateful_set(so: &ScaledObject) -> bool {
     })
 }
 
-/// Validates a ScaledObject. Rules, in order:
-/// 1. triggers: at least one; unique names; no `useCachedMetrics` on cpu/memory/cron;
-/// 2. replica bounds, with KEDA's arithmetic: the effective min is 0 when `minReplicaCount` is
+/// Validates a ScaledObject as the admission webhook does: every rule, of both [`Stage`]s.
+/// Rules, in order (the stage of each in brackets):
+/// 1. [reconcile] triggers: at least one; unique names; no `useCachedMetrics` on
+///    cpu/memory/cron;
+/// 2. [reconcile] replica bounds, with KEDA's arithmetic: the effective min is 0 when `minReplicaCount` is
 ///    unset and `max(minReplicaCount, 1)` when set; the effective max is `maxReplicaCount` or 100;
 ///    min must not exceed max and `idleReplicaCount` must be below the effective min;
-/// 3. only cpu/memory triggers need `minReplicaCount` >= 1 on an apps/v1 Deployment or
+/// 3. [admission] only cpu/memory triggers need `minReplicaCount` >= 1 on an apps/v1 Deployment or
 ///    StatefulSet (KEDA checks no other kind);
-/// 4. fallback: non-negative numbers; without scaling modifiers, a trigger that is not
+/// 4. [admission] fallback: non-negative numbers; without scaling modifiers, a trigger that is not
 ///    cpu/memory; behavior `scalingModifiers` needs a formula;
-/// 5. scaling modifiers (when any field is set): formula required, compiled against the named
+/// 5. [reconcile] scaling modifiers (when any field is set): formula required, compiled against the named
 ///    triggers within the formula's limits and budgets and run once with -1 for each
 ///    ([`validate_formula`], as KEDA's webhook does), target required and a float > 0,
 ///    activationTarget a float when set, metricType AverageValue or Value;
-/// 6. name <= 63 characters, HPA name (custom or `keda-hpa-<name>`) <= 63 characters.
+/// 6. [admission] name <= 63 characters, HPA name (custom or `keda-hpa-<name>`) <= 63 characters.
 ///
 /// # Errors
 /// Every violation found, see [`ValidationErrors`].
-pub fn validate_scaled_object(so: &ScaledObject) -> Result<(), ValidationErrors> {
+pub fn validate_scaled_object_admission(so: &ScaledObject) -> Result<(), ValidationErrors> {
+    into_result(scaled_object_errors(so))
+}
+
+/// Validates a ScaledObject as the operator's reconcile does: only the rules of
+/// [`Stage::Reconcile`] (rules 1, 2 and 5 of [`validate_scaled_object_admission`]). An object
+/// that breaks only admission rules runs, as under KEDA with its webhook off.
+///
+/// # Errors
+/// Every violation of a reconcile rule, see [`ValidationErrors`].
+pub fn validate_scaled_object_reconcile(so: &ScaledObject) -> Result<(), ValidationErrors> {
+    into_result(
+        scaled_object_errors(so)
+            .into_iter()
+            .filter(|e| e.stage() == Stage::Reconcile)
+            .collect(),
+    )
+}
+
+fn scaled_object_errors(so: &ScaledObject) -> Vec<ValidationError> {
     let spec = &so.spec;
     let mut errors = Vec::new();
 
@@ -452,12 +536,14 @@ pub fn validate_scaled_object(so: &ScaledObject) -> Result<(), ValidationErrors>
         });
     }
 
-    into_result(errors)
+    errors
 }
 
-/// Validates a ScaledJob: the trigger rules of [`validate_scaled_object`] (at least one, unique
-/// names, no `useCachedMetrics` on cpu/memory/cron), plus no `metricType` on its triggers (KEDA
-/// rejects that in the reconciler rather than the webhook).
+/// Validates a ScaledJob: the trigger rules of [`validate_scaled_object_admission`] (at least
+/// one, unique names, no `useCachedMetrics` on cpu/memory/cron), plus no `metricType` on its
+/// triggers (KEDA rejects that in the reconciler rather than the webhook). Every rule is a
+/// [`Stage::Reconcile`] rule (KEDA's ScaledJob reconciler runs `ValidateTriggers`; the running
+/// job percentage is a keda-rs bound): the operator and the webhook both call this.
 ///
 /// # Errors
 /// Every violation found, see [`ValidationErrors`].
@@ -924,17 +1010,103 @@ mod tests {
         for (what, mutate, want) in cases {
             let mut so = base_so();
             mutate(&mut so);
-            assert_eq!(rules(validate_scaled_object(&so)), *want, "{what}");
+            assert_eq!(
+                rules(validate_scaled_object_admission(&so)),
+                *want,
+                "{what}"
+            );
         }
     }
 
+    /// KEDA's reconcile runs only `ValidateTriggers`, `CheckReplicaCountBoundsAreValid` and the
+    /// scalingModifiers compile; what its webhook alone refuses, the operator runs (issue 29,
+    /// row 3).
+    #[test]
+    fn the_reconcile_set_holds_only_keda_s_reconcile_rules() {
+        type Case = (&'static str, fn(&mut ScaledObject), &'static [&'static str]);
+        let admission_only: &[Case] = &[
+            (
+                "cpu only with min unset on a Deployment",
+                |so| so.spec.triggers = vec![trigger("cpu", "")],
+                &["scale-to-zero-requirements-not-met"],
+            ),
+            (
+                "fallback on a memory-only object, negative numbers",
+                |so| {
+                    so.spec.triggers = vec![trigger("memory", "")];
+                    so.spec.min_replica_count = Some(1);
+                    so.spec.fallback = Some(Fallback {
+                        failure_threshold: -1,
+                        replicas: 2,
+                        behavior: Some(FallbackBehavior::ScalingModifiers),
+                    });
+                },
+                &[
+                    "negative-fallback",
+                    "fallback-needs-external-trigger",
+                    "fallback-behavior-needs-formula",
+                ],
+            ),
+            (
+                "a name of 64 characters",
+                |so| so.metadata.name = Some("a".repeat(64)),
+                &["name-too-long", "hpa-name-too-long"],
+            ),
+        ];
+        for (what, mutate, want) in admission_only {
+            let mut so = base_so();
+            mutate(&mut so);
+            assert_eq!(
+                rules(validate_scaled_object_admission(&so)),
+                *want,
+                "{what}"
+            );
+            assert_eq!(
+                validate_scaled_object_reconcile(&so),
+                Ok(()),
+                "{what}: admission only"
+            );
+        }
+        // Reconcile rules stay refused at reconcile, and the admission-only rule beside them
+        // is left out.
+        let mut so = base_so();
+        so.metadata.name = Some("a".repeat(60));
+        so.spec.min_replica_count = Some(5);
+        so.spec.max_replica_count = Some(2);
+        so.spec.triggers = vec![trigger("redis", "q"), trigger("redis", "q")];
+        modifiers(
+            &mut so,
+            ScalingModifiers {
+                formula: Some("q +".into()),
+                target: Some("1".into()),
+                ..ScalingModifiers::default()
+            },
+        );
+        assert_eq!(
+            rules(validate_scaled_object_reconcile(&so)),
+            [
+                "duplicate-trigger-name",
+                "min-above-max",
+                "scaling-modifiers-formula-invalid"
+            ]
+        );
+        assert_eq!(
+            rules(validate_scaled_object_admission(&so)),
+            [
+                "duplicate-trigger-name",
+                "min-above-max",
+                "scaling-modifiers-formula-invalid",
+                "hpa-name-too-long"
+            ]
+        );
+    }
     #[test]
     fn messages_name_the_field_and_the_rule() {
         let mut so = base_so();
         so.spec.min_replica_count = Some(2);
         so.spec.idle_replica_count = Some(3);
         so.spec.triggers = vec![trigger("redis", "queue"), trigger("redis", "queue")];
-        let err = validate_scaled_object(&so).unwrap_err();
+        let err = validate_scaled_object_admission(&so).unwrap_err();
         assert_eq!(
             err.to_string(),
             "spec.triggers[1].name: \"queue\" is defined multiple times, trigger names must be unique; \

@@ -11,7 +11,7 @@ use std::fmt::Display;
 use std::path::{Path, PathBuf};
 
 use keda_api::validation::{
-    validate_cluster_trigger_authentication, validate_scaled_job, validate_scaled_object,
+    validate_cluster_trigger_authentication, validate_scaled_job, validate_scaled_object_admission,
     validate_trigger_authentication,
 };
 use keda_api::{ClusterTriggerAuthentication, ScaledJob, ScaledObject, TriggerAuthentication};
@@ -59,9 +59,11 @@ where
 
 fn check(kind_dir: &str, path: &Path, text: &str, check_round_trip: bool) -> Result<(), String> {
     match kind_dir {
-        "scaledobject" => {
-            load_and_validate::<ScaledObject, _>(text, validate_scaled_object, check_round_trip)
-        }
+        "scaledobject" => load_and_validate::<ScaledObject, _>(
+            text,
+            validate_scaled_object_admission,
+            check_round_trip,
+        ),
         "scaledjob" => {
             load_and_validate::<ScaledJob, _>(text, validate_scaled_job, check_round_trip)
         }

@@ -17,7 +17,7 @@ use std::sync::{Arc, OnceLock};
 use actix_web::{App, test, web};
 use keda_api::validation::{
     ValidationError, validate_cluster_trigger_authentication, validate_scaled_job,
-    validate_scaled_object, validate_trigger_authentication,
+    validate_scaled_object_admission, validate_trigger_authentication,
 };
 use keda_webhook::app::{self, AppState};
 use keda_webhook::cache::Caches;
@@ -142,7 +142,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let refused = match path_index {
         0 => created::<keda_api::ScaledObject>(body).and_then(|so| {
-            validate_scaled_object(&so)
+            validate_scaled_object_admission(&so)
                 .err()
                 .filter(|e| {
                     e.0.iter()

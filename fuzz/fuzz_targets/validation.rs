@@ -5,8 +5,8 @@
 #![no_main]
 
 use keda_api::validation::{
-    validate_cluster_trigger_authentication, validate_scaled_job, validate_scaled_object,
-    validate_trigger_authentication,
+    validate_cluster_trigger_authentication, validate_scaled_job, validate_scaled_object_admission,
+    validate_scaled_object_reconcile, validate_trigger_authentication,
 };
 use keda_api::{ClusterTriggerAuthentication, ScaledJob, ScaledObject, TriggerAuthentication};
 use keda_scalers::ScalerContext;
@@ -22,7 +22,12 @@ fn scaled_object(value: serde_yaml::Value) {
     let Ok(so) = serde_yaml::from_value::<ScaledObject>(value) else {
         return;
     };
-    let valid = validate_scaled_object(&so);
+    let admission = validate_scaled_object_admission(&so);
+    let valid = validate_scaled_object_reconcile(&so);
+    // The reconcile set is a subset of the admission set: what the webhook admits, the
+    // operator runs; and the operator runs objects the webhook would refuse (issue 29, row 3).
+    assert!(admission.is_err() || valid.is_ok());
+    check_errors(admission);
     let admitted = valid.is_ok();
     check_errors(valid);
     let _ = (so.identifier(), so.hpa_name(), so.scale_target_gvkr());

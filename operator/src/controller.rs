@@ -23,7 +23,7 @@ use keda_api::condition::{
     CONDITION_ACTIVE, CONDITION_PAUSED, CONDITION_READY, Condition, STATUS_FALSE, STATUS_TRUE,
     STATUS_UNKNOWN, find_condition, message, reason as keda_reason,
 };
-use keda_api::validation::validate_scaled_object;
+use keda_api::validation::validate_scaled_object_reconcile;
 use keda_api::{ScaledObject, ScaledObjectStatus};
 use keda_scalers::Clock;
 use keda_scalers::scalers::http::claims::{HostPolicy, Refusal};
@@ -511,7 +511,7 @@ async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Action, Error> 
 
     // The Paused condition follows the annotations before any check that can fail (KEDA's
     // reconcileScaledObject does this first): report_failure applies the same step.
-    validate_scaled_object(so)?;
+    validate_scaled_object_reconcile(so)?;
     if let Some(refusal) = ctx.routes.refusal(so) {
         // The activator does not route it: no loop may report it ready, or scale on traffic
         // that never comes. The HPA, if any, is left as it is (as for any failed check).

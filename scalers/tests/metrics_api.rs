@@ -747,7 +747,8 @@ mod aggregate {
             ),
             "{err}"
         );
-        // A host that names no namespace is refused when parsed.
+        // A host that names no namespace: KEDA only fails when it fetches, so the trigger
+        // builds and every read fails naming `url` (issue 29, row 3).
         let ctx = ScalerContext {
             metadata: [
                 ("url", "http://consumers:8080/stats"),
@@ -760,14 +761,19 @@ mod aggregate {
             .collect(),
             ..ScalerContext::new("metrics-api", 0)
         };
-        let err = Registry::builtin()
-            .check(&ctx)
-            .expect("checked")
-            .unwrap_err();
+        assert!(matches!(Registry::builtin().check(&ctx), Some(Ok(()))));
+        let built = Registry::builtin().build(ctx).await.expect("builds");
+        let err = keda_scalers::Scaler::metrics_and_activity(
+            built.scaler(),
+            "s0-metric-api-queue-pending",
+        )
+        .await
+        .unwrap_err();
         assert_eq!(
             err.to_string(),
             "trigger 0 (metrics-api): parameter \"url\" with aggregateFromKubeServiceEndpoints: \
              the host must be <service>.<namespace> (optionally followed by .svc.cluster.local), not \"consumers\""
         );
+        keda_scalers::Scaler::close(built.scaler()).await;
     }
 }

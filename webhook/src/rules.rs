@@ -15,7 +15,7 @@ use keda_api::scaled_object::ScaledObject;
 use keda_api::trigger_authentication::{ClusterTriggerAuthentication, TriggerAuthentication};
 use keda_api::validation::{
     RESOURCE_TRIGGER_TYPES, ValidationError, ValidationErrors,
-    validate_cluster_trigger_authentication, validate_scaled_job, validate_scaled_object,
+    validate_cluster_trigger_authentication, validate_scaled_job, validate_scaled_object_admission,
     validate_trigger_authentication,
 };
 use kube::ResourceExt;
@@ -139,7 +139,7 @@ pub fn check_scaled_object(
     }
     // The cpu/memory-only rule is KEDA's, checked above with KEDA's scope (Deployments and
     // StatefulSets, not on dry-run) and words.
-    v.extend(validate_scaled_object(so).map_err(|e| {
+    v.extend(validate_scaled_object_admission(so).map_err(|e| {
         ValidationErrors(
             e.0.into_iter()
                 .filter(|e| !matches!(e, ValidationError::ResourceTriggersNeedMinReplicas))

@@ -54,7 +54,7 @@
 //!
 //! [`validate_formula`] is the admission check (KEDA's webhook): compile against the object's
 //! triggers and run once with -1 for every trigger. It is pure, so the validation of a
-//! ScaledObject ([`crate::validation::validate_scaled_object`]), the operator and an admission
+//! ScaledObject ([`crate::validation::validate_scaled_object_reconcile`]), the operator and an admission
 //! webhook all call the same function.
 
 mod cost;

@@ -16,7 +16,7 @@ use std::net::Ipv6Addr;
 
 use futures::StreamExt;
 
-use super::MetricsApiScaler;
+use super::{Endpoint, MetricsApiScaler};
 use crate::cluster::{ClusterView, SliceSummary};
 use crate::error::ScalerError;
 use crate::http_client::{HttpClient, describe_url};
@@ -140,6 +140,7 @@ pub fn endpoint_urls(url: &url::Url, port: u16, slices: &[SliceSummary]) -> Vec<
 pub(super) async fn value(
     scaler: &MetricsApiScaler,
     client: &HttpClient,
+    endpoint: &Endpoint,
     aggregate: &ServiceAggregate,
     cluster: &dyn ClusterView,
 ) -> Result<f64, ScalerError> {
@@ -153,19 +154,19 @@ pub(super) async fn value(
             operation: format!("reading the EndpointSlices of Service {service}"),
             source: e.classify(),
         })?;
-    let urls = endpoint_urls(&scaler.config.url, aggregate.port, &slices);
+    let urls = endpoint_urls(&endpoint.url, aggregate.port, &slices);
     if urls.is_empty() {
         return Err(ScalerError::Unexpected {
             trigger: trigger.clone(),
             message: format!(
                 "Service {service} (from url {}) has no ready endpoint to aggregate",
-                describe_url(&scaler.config.url)
+                describe_url(&endpoint.url)
             ),
         });
     }
     let asked = urls.len();
     let answers: Vec<Result<f64, ScalerError>> = futures::stream::iter(urls)
-        .map(|url| async move { scaler.value_from(client, &url).await })
+        .map(|url| async move { scaler.value_from(client, endpoint, &url).await })
         .buffer_unordered(MAX_CONCURRENT)
         .collect()
         .await;

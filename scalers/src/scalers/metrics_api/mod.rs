@@ -30,7 +30,7 @@ use crate::authentication::{
 };
 use crate::cluster::ClusterView;
 use crate::context::ScalerContext;
-use crate::error::{MetadataErrorKind, ScalerError, TriggerId};
+use crate::error::{MetadataError, MetadataErrorKind, ScalerError, TriggerId};
 use crate::http_client::{self, HttpClient, HttpClientKey, describe_url, parse_http_url};
 use crate::metadata::{MAX_TIMEOUT_MS, Param};
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target_milli};
@@ -80,26 +80,43 @@ pub const PARAMS: &[Param] = &[
 ];
 
 /// The parsed trigger.
+///
+/// KEDA refuses a trigger when it builds the scaler only for what its typed config checks
+/// (`parseMetricsAPIMetadata`: required parameters, numbers, booleans, the `format` and
+/// `aggregationType` lists, the authentication block); `url` and `valueLocation` are used as
+/// written and fail only when it fetches. So here: a `url` that is not an absolute http(s) URL
+/// with a host, a `valueLocation` the format cannot read, or a URL that does not name a Service
+/// with `aggregateFromKubeServiceEndpoints` leaves the trigger built, and every read fails with
+/// the error naming the parameter ([`MetricsApiConfig::endpoint`]); the object's other triggers
+/// keep scaling it (issue 29, row 3).
 #[derive(Clone, Debug)]
 pub struct MetricsApiConfig {
-    /// The endpoint.
-    pub url: url::Url,
+    /// Where and how to ask, or why `url` or `valueLocation` cannot be used: each read fails
+    /// with this error.
+    pub endpoint: Result<Endpoint, MetadataError>,
     /// How the answer is read.
     pub format: Format,
     /// `valueLocation` as written, for messages.
     pub value_location_text: String,
-    /// `valueLocation`, parsed for the format.
-    pub value_location: ValueLocation,
     /// The target (0 when the trigger only feeds `scalingModifiers`).
     pub target_value: f64,
     /// Active iff the value is above this.
     pub activation_target_value: f64,
-    /// The pooled client's key: server, authentication, timeout.
-    pub client: HttpClientKey,
     /// `s<index>-metric-api-<valueLocation>`.
     pub metric_name: String,
     /// AverageValue or Value.
     pub metric_type: MetricTargetType,
+}
+
+/// A usable `url` and `valueLocation`.
+#[derive(Clone, Debug)]
+pub struct Endpoint {
+    /// The endpoint.
+    pub url: url::Url,
+    /// `valueLocation`, parsed for the format.
+    pub value_location: ValueLocation,
+    /// The pooled client's key: server, authentication, timeout.
+    pub client: HttpClientKey,
     /// With `aggregateFromKubeServiceEndpoints`: the Service whose ready endpoints are asked,
     /// and how their values are combined.
     pub aggregate: Option<ServiceAggregate>,
@@ -110,13 +127,14 @@ impl MetricsApiConfig {
     ///
     /// # Errors
     /// A required parameter is missing (`targetValue` is optional only when the object uses
-    /// `scalingModifiers`), a value is malformed (`url` not an http(s) URL, `valueLocation` not
-    /// valid for the format), or the authentication block is incomplete.
+    /// `scalingModifiers`), a number, boolean or list value is malformed, or the
+    /// authentication block is incomplete. A bad `url` or `valueLocation` is no error here: it
+    /// is kept in [`MetricsApiConfig::endpoint`] for the reads.
     pub fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
         let metric_type = ctx.external_metric_type()?;
         Ok(ctx.parse(|p| {
-            let url: String = p.get(&URL)?;
-            let url = parse_http_url(p, &URL, &url)?;
+            let url_text: String = p.get(&URL)?;
+            let url = parse_http_url(p, &URL, &url_text);
             let format_name: String = p.get(&FORMAT)?;
             let format = Format::parse(&format_name)
                 .ok_or_else(|| p.rule(format!("format {format_name} not supported")))?;
@@ -126,7 +144,7 @@ impl MetricsApiConfig {
                     p.rule(format!(
                         "parameter \"valueLocation\": \"{value_location_text}\" is not valid for format {format_name}: {e}"
                     ))
-                })?;
+                });
             let target_value = match p.find(&TARGET_VALUE)? {
                 Some(found) => {
                     let value: f64 = p.parse(&TARGET_VALUE, found)?;
@@ -143,13 +161,9 @@ impl MetricsApiConfig {
                 }
             };
             let aggregation_type: String = p.get(&AGGREGATION_TYPE)?;
-            let aggregate = if p.get::<bool>(&AGGREGATE_FROM_KUBE_SERVICE_ENDPOINTS)? {
-                let aggregation = Aggregation::parse(&aggregation_type)
-                    .ok_or_else(|| p.rule(format!("aggregationType {aggregation_type} not supported")))?;
-                Some(ServiceAggregate::from_url(&url, aggregation).map_err(|e| {
-                    p.rule(format!(
-                        "parameter \"url\" with aggregateFromKubeServiceEndpoints: {e}"
-                    ))
+            let aggregation = if p.get::<bool>(&AGGREGATE_FROM_KUBE_SERVICE_ENDPOINTS)? {
+                Some(Aggregation::parse(&aggregation_type).ok_or_else(|| {
+                    p.rule(format!("aggregationType {aggregation_type} not supported"))
                 })?)
             } else {
                 None
@@ -159,21 +173,35 @@ impl MetricsApiConfig {
                 .filter(|ms| *ms > 0)
                 .map_or(ctx.global_http_timeout, Duration::from_millis);
             let auth = HttpAuth::parse(p, p.get(&UNSAFE_SSL)?)?;
+            let endpoint = url.and_then(|url| {
+                let aggregate = aggregation
+                    .map(|aggregation| {
+                        ServiceAggregate::from_url(&url, aggregation).map_err(|e| {
+                            p.rule(format!(
+                                "parameter \"url\" with aggregateFromKubeServiceEndpoints: {e}"
+                            ))
+                        })
+                    })
+                    .transpose()?;
+                Ok(Endpoint {
+                    client: HttpClientKey {
+                        origin: http_client::origin(&url),
+                        auth,
+                        timeout,
+                    },
+                    url,
+                    value_location: value_location?,
+                    aggregate,
+                })
+            });
             Ok(Self {
-                client: HttpClientKey {
-                    origin: http_client::origin(&url),
-                    auth,
-                    timeout,
-                },
-                url,
+                endpoint,
                 format,
                 metric_name: ctx.metric_name(&format!("metric-api-{value_location_text}")),
                 value_location_text,
-                value_location,
                 target_value,
                 activation_target_value: p.get(&ACTIVATION_TARGET_VALUE)?,
                 metric_type,
-                aggregate,
             })
         })?)
     }
@@ -183,7 +211,9 @@ impl MetricsApiConfig {
 pub struct MetricsApiScaler {
     config: MetricsApiConfig,
     trigger: TriggerId,
-    client: Held<HttpClientKey, HttpClient>,
+    /// The lease on the server's client; `None` when the endpoint is not usable (every read
+    /// fails with the endpoint's error).
+    client: Option<Held<HttpClientKey, HttpClient>>,
     /// The shared EndpointSlice view, with `aggregateFromKubeServiceEndpoints`.
     cluster: Option<Arc<dyn ClusterView>>,
 }
@@ -192,11 +222,19 @@ impl MetricsApiScaler {
     /// Parses the trigger and leases the client of its server. Does not connect.
     ///
     /// # Errors
-    /// Invalid metadata, TLS material that does not parse, or
-    /// `aggregateFromKubeServiceEndpoints` without a cluster view in the context.
+    /// Invalid metadata (see [`MetricsApiConfig::parse`]), TLS material that does not parse,
+    /// or `aggregateFromKubeServiceEndpoints` without a cluster view in the context.
     pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
         let config = MetricsApiConfig::parse(ctx)?;
-        let cluster = match &config.aggregate {
+        let Ok(endpoint) = &config.endpoint else {
+            return Ok(Self {
+                config,
+                trigger: ctx.trigger_id(),
+                client: None,
+                cluster: None,
+            });
+        };
+        let cluster = match &endpoint.aggregate {
             Some(aggregate) => Some(
                 ctx.cluster
                     .view()
@@ -212,11 +250,11 @@ impl MetricsApiScaler {
             ),
             None => None,
         };
-        let lease = http_client::lease(ctx, config.client.clone()).await?;
+        let lease = http_client::lease(ctx, endpoint.client.clone()).await?;
         Ok(Self {
             config,
             trigger: ctx.trigger_id(),
-            client: Held::new(lease),
+            client: Some(Held::new(lease)),
             cluster,
         })
     }
@@ -234,20 +272,37 @@ impl MetricsApiScaler {
     /// `valueLocation` does not lead to a number; the scaler is closed. Messages name the URL
     /// (without credentials or query) and `valueLocation`. When aggregating: the Service has
     /// no ready endpoint, or none of them answered a value.
+    ///
+    /// A `url` or `valueLocation` that cannot be used fails here, at every read, with the error
+    /// naming the parameter (see [`MetricsApiConfig`]).
     pub async fn value(&self) -> Result<f64, ScalerError> {
-        let client = self.client.client().ok_or_else(|| ScalerError::Closed {
-            trigger: self.trigger.clone(),
-        })?;
-        match (&self.config.aggregate, &self.cluster) {
+        let endpoint = self
+            .config
+            .endpoint
+            .as_ref()
+            .map_err(|e| ScalerError::Metadata(e.clone()))?;
+        let client =
+            self.client
+                .as_ref()
+                .and_then(Held::client)
+                .ok_or_else(|| ScalerError::Closed {
+                    trigger: self.trigger.clone(),
+                })?;
+        match (&endpoint.aggregate, &self.cluster) {
             (Some(aggregate), Some(cluster)) => {
-                aggregate::value(self, &client, aggregate, cluster.as_ref()).await
+                aggregate::value(self, &client, endpoint, aggregate, cluster.as_ref()).await
             }
-            _ => self.value_from(&client, &self.config.url).await,
+            _ => self.value_from(&client, endpoint, &endpoint.url).await,
         }
     }
 
     /// GETs `url` and reads the value at `valueLocation`.
-    async fn value_from(&self, client: &HttpClient, url: &url::Url) -> Result<f64, ScalerError> {
+    async fn value_from(
+        &self,
+        client: &HttpClient,
+        endpoint: &Endpoint,
+        url: &url::Url,
+    ) -> Result<f64, ScalerError> {
         let body = client
             .get(url.clone(), &HeaderMap::new())
             .await
@@ -256,7 +311,7 @@ impl MetricsApiScaler {
                 operation: format!("GET url {}", describe_url(url)),
                 source: e.classify(),
             })?;
-        self.config
+        endpoint
             .value_location
             .value(&body)
             .map_err(|e| ScalerError::Query {
@@ -297,7 +352,9 @@ impl Scaler for MetricsApiScaler {
     }
 
     async fn close(&self) {
-        self.client.release();
+        if let Some(client) = &self.client {
+            client.release();
+        }
     }
 }
 
@@ -341,7 +398,10 @@ mod tests {
         assert_eq!(config.activation_target_value, 3.8);
         let target = metric_target_milli(config.metric_type, config.target_value);
         assert_eq!(target.average_value.map(|q| q.0), Some("8800m".into()));
-        assert_eq!(config.client.origin, "http://dummy:1230");
+        assert_eq!(
+            config.endpoint.expect("a usable url").client.origin,
+            "http://dummy:1230"
+        );
     }
 
     #[test]
@@ -401,21 +461,6 @@ mod tests {
                 r#"trigger 1 (metrics-api): parameter "unsafeSsl": "yes" is not a valid boolean"#,
             ),
             (
-                &[("valueLocation", "components.*.tasks")],
-                "trigger 1 (metrics-api): parameter \"valueLocation\": \"components.*.tasks\" is not valid for format json: wildcards (`*`) are not supported; escape it as `\\*` if it is part of a key",
-            ),
-            (
-                &[
-                    ("format", "prometheus"),
-                    ("valueLocation", "queue{name=~\"a\"}"),
-                ],
-                "trigger 1 (metrics-api): parameter \"valueLocation\": \"queue{name=~\"a\"}\" is not valid for format prometheus: regex matchers (=~, !~) are not supported; match label \"name\" with = or !=",
-            ),
-            (
-                &[("url", "ftp://h/x")],
-                r#"trigger 1 (metrics-api): parameter "url" must be an http:// or https:// URL, not ftp:"#,
-            ),
-            (
                 &[("authMode", "bearer")],
                 r#"trigger 1 (metrics-api): missing required parameter "bearerToken" (TriggerAuthentication) for authModes bearer"#,
             ),
@@ -427,5 +472,87 @@ mod tests {
             let err = MetricsApiConfig::parse(&ctx(&pairs)).expect_err("invalid");
             assert_eq!(err.to_string(), *expected, "row {i}");
         }
+    }
+
+    /// KEDA's `parseMetricsAPIMetadata` takes `url` and `valueLocation` as written; they fail
+    /// when it fetches. So the trigger builds and every read fails, naming the parameter (issue
+    /// 29, row 3).
+    #[tokio::test]
+    async fn a_bad_url_or_value_location_builds_and_fails_at_every_read_naming_it() {
+        let base = [
+            ("url", "http://dummy:1230/api/v1/"),
+            ("valueLocation", "components.0.tasks"),
+            ("targetValue", "42"),
+        ];
+        // (metadata replacing the base entries, error of every read)
+        let rows: &[(&[(&str, &str)], &str)] = &[
+            (
+                &[("url", "not a url")],
+                r#"trigger 1 (metrics-api): parameter "url" is not a valid URL (relative URL without a base); write it as http://host:port/path"#,
+            ),
+            (
+                &[("url", "/api/v1/stats")],
+                r#"trigger 1 (metrics-api): parameter "url" is not a valid URL (relative URL without a base); write it as http://host:port/path"#,
+            ),
+            (
+                &[("url", "ftp://h/x")],
+                r#"trigger 1 (metrics-api): parameter "url" must be an http:// or https:// URL, not ftp:"#,
+            ),
+            (
+                &[
+                    ("url", "http://web:8080/m"),
+                    ("aggregateFromKubeServiceEndpoints", "true"),
+                ],
+                r#"trigger 1 (metrics-api): parameter "url" with aggregateFromKubeServiceEndpoints: the host must be <service>.<namespace> (optionally followed by .svc.cluster.local), not "web""#,
+            ),
+            (
+                &[("valueLocation", "components.*.tasks")],
+                "trigger 1 (metrics-api): parameter \"valueLocation\": \"components.*.tasks\" is not valid for format json: wildcards (`*`) are not supported; escape it as `\\*` if it is part of a key",
+            ),
+            (
+                &[
+                    ("format", "prometheus"),
+                    ("valueLocation", "queue{name=~\"a\"}"),
+                ],
+                "trigger 1 (metrics-api): parameter \"valueLocation\": \"queue{name=~\"a\"}\" is not valid for format prometheus: regex matchers (=~, !~) are not supported; match label \"name\" with = or !=",
+            ),
+        ];
+        for (i, (changes, expected)) in rows.iter().enumerate() {
+            let mut metadata: BTreeMap<&str, &str> = base.iter().copied().collect();
+            metadata.extend(changes.iter().copied());
+            let pairs: Vec<(&str, &str)> = metadata.into_iter().collect();
+            let config = MetricsApiConfig::parse(&ctx(&pairs)).expect("builds, as in KEDA");
+            assert_eq!(
+                config.endpoint.as_ref().expect_err("unusable").to_string(),
+                *expected,
+                "row {i}"
+            );
+            let scaler = MetricsApiScaler::build(&ctx(&pairs))
+                .await
+                .expect("builds, as in KEDA");
+            assert_eq!(
+                scaler.metric_specs()[0]
+                    .external
+                    .as_ref()
+                    .map(|e| e.metric.name.as_str()),
+                Some(config.metric_name.as_str()),
+                "row {i}: the HPA gets the metric"
+            );
+            for _ in 0..2 {
+                let err = scaler
+                    .metrics_and_activity(&config.metric_name)
+                    .await
+                    .expect_err("every read fails");
+                assert_eq!(err.to_string(), *expected, "row {i}");
+            }
+            scaler.close().await;
+        }
+        // What KEDA's typed config refuses still refuses the build.
+        let err = MetricsApiConfig::parse(&ctx(&[("url", "not a url"), ("valueLocation", "v")]))
+            .expect_err("no targetValue");
+        assert_eq!(
+            err.to_string(),
+            r#"trigger 1 (metrics-api): missing required parameter "targetValue""#
+        );
     }
 }

@@ -19,7 +19,7 @@ use crate::authentication::{
     KEY, KEY_PARAM_NAME, METHOD, PASSWORD, USERNAME,
 };
 use crate::context::{Clock, ScalerContext};
-use crate::error::{ScalerError, TriggerId};
+use crate::error::{MetadataError, ScalerError, TriggerId};
 use crate::http_client::{
     self, HttpClient, HttpClientKey, HttpGetError, describe_url, header_map, parse_http_url,
 };
@@ -76,47 +76,58 @@ pub const PARAMS: &[Param] = &[
 ];
 
 /// The parsed trigger.
+///
+/// KEDA's `parsePrometheusMetadata` takes `serverAddress` and the `customHeaders` names and
+/// values as written: a value that is not a URL, or a header HTTP does not allow, fails when it
+/// sends the request, at every fetch. So here they leave the trigger built, and every read fails
+/// with the error naming the parameter ([`PrometheusConfig::request`]); the object's other
+/// triggers keep scaling it (issue 29, row 3). The `customHeaders` list format (`key=value`
+/// pairs) is KEDA's typed config and still refuses the build.
 #[derive(Clone, Debug)]
 pub struct PrometheusConfig {
-    /// `serverAddress/api/v1/query`, without the query parameters.
-    pub query_url: url::Url,
+    /// The server and headers, or why `serverAddress` or a header cannot be used: each read
+    /// fails with this error.
+    pub request: Result<PrometheusRequest, MetadataError>,
     /// The PromQL query.
     pub query: String,
     /// Extra query parameters: `namespace` first, then `queryParameters`.
     pub query_parameters: Vec<(String, String)>,
-    /// `customHeaders`, plus `X-Scope-OrgID` from `cortexOrgID`.
-    pub headers: HeaderMap,
     /// The target.
     pub threshold: f64,
     /// Active iff the value is above this.
     pub activation_threshold: f64,
     /// An empty result or a non-finite value is 0 instead of an error.
     pub ignore_null_values: bool,
-    /// The pooled client's key: server, authentication, timeout.
-    pub client: HttpClientKey,
     /// `s<index>-prometheus`.
     pub metric_name: String,
     /// AverageValue or Value.
     pub metric_type: MetricTargetType,
 }
 
+/// A usable `serverAddress` and headers.
+#[derive(Clone, Debug)]
+pub struct PrometheusRequest {
+    /// `serverAddress/api/v1/query`, without the query parameters.
+    pub query_url: url::Url,
+    /// The pooled client's key: server, authentication, timeout.
+    pub client: HttpClientKey,
+    /// `customHeaders`, plus `X-Scope-OrgID` from `cortexOrgID`.
+    pub headers: HeaderMap,
+}
+
 impl PrometheusConfig {
     /// Parses the trigger.
     ///
     /// # Errors
-    /// A required parameter is missing, a value is malformed (`serverAddress` not an http(s)
-    /// URL, `threshold` not a number, a header not valid HTTP), or the authentication block is
-    /// incomplete.
+    /// A required parameter is missing, a value is malformed (`threshold` not a number, a
+    /// header list not of `key=value` pairs), or the authentication block is incomplete. A
+    /// `serverAddress` that is not an http(s) URL, or a header HTTP does not allow, is no error
+    /// here: it is kept in [`PrometheusConfig::request`] for the reads.
     pub fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
         let metric_type = ctx.external_metric_type()?;
         Ok(ctx.parse(|p| {
             let server: String = p.get(&SERVER_ADDRESS)?;
-            let server = parse_http_url(p, &SERVER_ADDRESS, &server)?;
-            let mut query_url = server.clone();
-            query_url.set_path(&format!(
-                "{}/api/v1/query",
-                server.path().trim_end_matches('/')
-            ));
+            let server = parse_http_url(p, &SERVER_ADDRESS, &server);
             let mut query_parameters = Vec::new();
             if let Some(namespace) = p.get_opt::<String>(&NAMESPACE)? {
                 query_parameters.push(("namespace".to_string(), namespace));
@@ -124,17 +135,23 @@ impl PrometheusConfig {
             let extra: BTreeMap<String, String> = p.get_opt(&QUERY_PARAMETERS)?.unwrap_or_default();
             query_parameters.extend(extra);
             let custom: BTreeMap<String, String> = p.get_opt(&CUSTOM_HEADERS)?.unwrap_or_default();
-            let mut headers = header_map(
-                p,
-                &CUSTOM_HEADERS,
-                custom.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-            )?;
-            if let Some(org) = p.get_opt::<String>(&CORTEX_ORG_ID)?
-                && !headers.contains_key(SCOPE_ORG_ID)
-            {
-                let org = header_map(p, &CORTEX_ORG_ID, [(SCOPE_ORG_ID, org.as_str())])?;
-                headers.extend(org);
-            }
+            let cortex_org_id: Option<String> = p.get_opt(&CORTEX_ORG_ID)?;
+            // A header name or value HTTP does not allow fails Go's request at every fetch, not
+            // KEDA's parse: kept for the reads as `serverAddress` is.
+            let headers = (|| {
+                let mut headers = header_map(
+                    p,
+                    &CUSTOM_HEADERS,
+                    custom.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+                )?;
+                if let Some(org) = &cortex_org_id
+                    && !headers.contains_key(SCOPE_ORG_ID)
+                {
+                    let org = header_map(p, &CORTEX_ORG_ID, [(SCOPE_ORG_ID, org.as_str())])?;
+                    headers.extend(org);
+                }
+                Ok(headers)
+            })();
             // Accepted for compatibility; they only matter with an AWS pod identity, which the
             // operator rejects.
             let _: Option<String> = p.get_opt(&AWS_REGION)?;
@@ -145,15 +162,24 @@ impl PrometheusConfig {
                 .map_or(ctx.global_http_timeout, Duration::from_millis);
             let auth = HttpAuth::parse(p, p.get(&UNSAFE_SSL)?)?;
             Ok(Self {
-                client: HttpClientKey {
-                    origin: http_client::origin(&server),
-                    auth,
-                    timeout,
-                },
-                query_url,
+                request: server.and_then(|server| {
+                    let mut query_url = server.clone();
+                    query_url.set_path(&format!(
+                        "{}/api/v1/query",
+                        server.path().trim_end_matches('/')
+                    ));
+                    Ok(PrometheusRequest {
+                        client: HttpClientKey {
+                            origin: http_client::origin(&server),
+                            auth,
+                            timeout,
+                        },
+                        query_url,
+                        headers: headers?,
+                    })
+                }),
                 query: p.get(&QUERY)?,
                 query_parameters,
-                headers,
                 threshold: p.get(&THRESHOLD)?,
                 activation_threshold: p.get(&ACTIVATION_THRESHOLD)?,
                 ignore_null_values: p.get(&IGNORE_NULL_VALUES)?,
@@ -163,10 +189,10 @@ impl PrometheusConfig {
         })?)
     }
 
-    /// The request URL at `now`: `query`, `time` (RFC 3339, seconds, UTC), `namespace`, then
-    /// `queryParameters`.
-    pub fn request_url(&self, now: jiff::Timestamp) -> url::Url {
-        let mut url = self.query_url.clone();
+    /// The request URL at `now` on `request`'s server: `query`, `time` (RFC 3339, seconds, UTC),
+    /// `namespace`, then `queryParameters`.
+    pub fn request_url(&self, request: &PrometheusRequest, now: jiff::Timestamp) -> url::Url {
+        let mut url = request.query_url.clone();
         url.query_pairs_mut()
             .append_pair("query", &self.query)
             .append_pair("time", &now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
@@ -180,7 +206,9 @@ pub struct PrometheusScaler {
     config: PrometheusConfig,
     trigger: TriggerId,
     clock: Clock,
-    client: Held<HttpClientKey, HttpClient>,
+    /// The lease on the server's client; `None` when the request is not usable (every read
+    /// fails with its error).
+    client: Option<Held<HttpClientKey, HttpClient>>,
 }
 
 impl PrometheusScaler {
@@ -191,12 +219,17 @@ impl PrometheusScaler {
     /// Invalid metadata, or TLS material that does not parse.
     pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
         let config = PrometheusConfig::parse(ctx)?;
-        let lease = http_client::lease(ctx, config.client.clone()).await?;
+        let client = match &config.request {
+            Ok(request) => Some(Held::new(
+                http_client::lease(ctx, request.client.clone()).await?,
+            )),
+            Err(_) => None,
+        };
         Ok(Self {
             config,
             trigger: ctx.trigger_id(),
             clock: ctx.clock.clone(),
-            client: Held::new(lease),
+            client,
         })
     }
 
@@ -209,14 +242,25 @@ impl PrometheusScaler {
     ///
     /// # Errors
     /// The server cannot be reached or answers an error; the result is not one usable value;
-    /// the scaler is closed. Messages name the query and the server, never the credentials.
+    /// the scaler is closed; `serverAddress` or a header cannot be used (at every read, naming
+    /// the parameter).
+    /// Messages name the query and the server, never the credentials.
     pub async fn value(&self) -> Result<f64, ScalerError> {
-        let client = self.client.client().ok_or_else(|| ScalerError::Closed {
-            trigger: self.trigger.clone(),
-        })?;
-        let url = self.config.request_url(self.clock.now());
+        let request = self
+            .config
+            .request
+            .as_ref()
+            .map_err(|e| ScalerError::Metadata(e.clone()))?;
+        let client =
+            self.client
+                .as_ref()
+                .and_then(Held::client)
+                .ok_or_else(|| ScalerError::Closed {
+                    trigger: self.trigger.clone(),
+                })?;
+        let url = self.config.request_url(request, self.clock.now());
         let query = &self.config.query;
-        let body = client.get(url, &self.config.headers).await.map_err(|e| {
+        let body = client.get(url, &request.headers).await.map_err(|e| {
             // A Prometheus API error shows its errorType (a fixed vocabulary), never its text.
             let failure = match &e {
                 HttpGetError::Status { status, body, .. } => match response::api_error(body) {
@@ -235,7 +279,7 @@ impl PrometheusScaler {
                 trigger: self.trigger.clone(),
                 operation: format!(
                     "prometheus query `{query}` on serverAddress {}",
-                    describe_url(&self.config.query_url)
+                    describe_url(&request.query_url)
                 ),
                 source: failure,
             }
@@ -275,7 +319,9 @@ impl Scaler for PrometheusScaler {
     }
 
     async fn close(&self) {
-        self.client.release();
+        if let Some(client) = &self.client {
+            client.release();
+        }
     }
 }
 
@@ -317,14 +363,15 @@ mod tests {
         ]))
         .unwrap();
         let at: jiff::Timestamp = "2024-03-10T12:00:00.123Z".parse().unwrap();
+        let request = config.request.as_ref().expect("a usable server");
         assert_eq!(
-            config.request_url(at).as_str(),
+            config.request_url(request, at).as_str(),
             "http://prometheus.monitoring:9090/select/0/prometheus/api/v1/query?\
              query=sum%28rate%28http_requests_total%7Bapp%3D%22a+b%22%7D%5B2m%5D%29%29\
              &time=2024-03-10T12%3A00%3A00Z&namespace=team-a&dedup=true&partial_response=false"
         );
         assert_eq!(config.metric_name, "s2-prometheus");
-        assert_eq!(config.client.origin, "http://prometheus.monitoring:9090");
+        assert_eq!(request.client.origin, "http://prometheus.monitoring:9090");
         let target = metric_target_milli(config.metric_type, config.threshold);
         assert_eq!(target.average_value.map(|q| q.0), Some("100500m".into()));
     }
@@ -339,8 +386,9 @@ mod tests {
             ("cortexOrgID", "org-1"),
         ]))
         .unwrap();
-        assert_eq!(config.headers["x-client-id"], "cid");
-        assert_eq!(config.headers["x-scope-orgid"], "org-1");
+        let headers = config.request.expect("usable").headers;
+        assert_eq!(headers["x-client-id"], "cid");
+        assert_eq!(headers["x-scope-orgid"], "org-1");
         // customHeaders wins over the deprecated cortexOrgID.
         let config = PrometheusConfig::parse(&ctx(&[
             ("serverAddress", "http://p:9090"),
@@ -350,8 +398,9 @@ mod tests {
             ("cortexOrgID", "org-1"),
         ]))
         .unwrap();
-        assert_eq!(config.headers.get_all("x-scope-orgid").iter().count(), 1);
-        assert_eq!(config.headers["x-scope-orgid"], "tenant-b");
+        let headers = config.request.expect("usable").headers;
+        assert_eq!(headers.get_all("x-scope-orgid").iter().count(), 1);
+        assert_eq!(headers["x-scope-orgid"], "tenant-b");
     }
 
     #[test]
@@ -376,20 +425,8 @@ mod tests {
                 r#"trigger 2 (prometheus): parameter "threshold": "lots" is not a valid number"#,
             ),
             (
-                &[("serverAddress", "prometheus:9090")],
-                r#"trigger 2 (prometheus): parameter "serverAddress" must be an http:// or https:// URL, not prometheus:"#,
-            ),
-            (
-                &[("serverAddress", "http://u:s3cret@")],
-                "trigger 2 (prometheus): parameter \"serverAddress\" is not a valid URL (empty host); write it as http://host:port/path",
-            ),
-            (
                 &[("ignoreNullValues", "maybe")],
                 r#"trigger 2 (prometheus): parameter "ignoreNullValues": "maybe" is not a valid boolean"#,
-            ),
-            (
-                &[("customHeaders", "X-Bad Name=1")],
-                r#"trigger 2 (prometheus): parameter "customHeaders": "X-Bad Name" is not a valid HTTP header name"#,
             ),
             (
                 &[("customHeaders", "novalue")],
@@ -410,6 +447,67 @@ mod tests {
             let pairs: Vec<(&str, &str)> = metadata.into_iter().collect();
             let err = PrometheusConfig::parse(&ctx(&pairs)).expect_err("invalid");
             assert_eq!(err.to_string(), *expected, "row {i}");
+        }
+    }
+
+    /// KEDA's `parsePrometheusMetadata` takes `serverAddress` and the header names as written;
+    /// Go fails the request at every fetch. So the trigger builds and every read fails, naming
+    /// the parameter (issue 29, row 3).
+    #[tokio::test]
+    async fn a_bad_server_address_or_header_builds_and_fails_at_every_read_naming_it() {
+        let base = [
+            ("serverAddress", "http://p:9090"),
+            ("query", "up"),
+            ("threshold", "1"),
+        ];
+        let rows: &[(&[(&str, &str)], &str)] = &[
+            (
+                &[("serverAddress", "prometheus:9090")],
+                r#"trigger 2 (prometheus): parameter "serverAddress" must be an http:// or https:// URL, not prometheus:"#,
+            ),
+            (
+                &[("serverAddress", "http://u:s3cret@")],
+                "trigger 2 (prometheus): parameter \"serverAddress\" is not a valid URL (empty host); write it as http://host:port/path",
+            ),
+            (
+                &[("serverAddress", "not a url")],
+                "trigger 2 (prometheus): parameter \"serverAddress\" is not a valid URL (relative URL without a base); write it as http://host:port/path",
+            ),
+            (
+                &[("customHeaders", "X-Bad Name=1")],
+                r#"trigger 2 (prometheus): parameter "customHeaders": "X-Bad Name" is not a valid HTTP header name"#,
+            ),
+        ];
+        for (i, (changes, expected)) in rows.iter().enumerate() {
+            let mut metadata: BTreeMap<&str, &str> = base.iter().copied().collect();
+            metadata.extend(changes.iter().copied());
+            let pairs: Vec<(&str, &str)> = metadata.into_iter().collect();
+            let config = PrometheusConfig::parse(&ctx(&pairs)).expect("builds, as in KEDA");
+            assert_eq!(
+                config.request.as_ref().expect_err("unusable").to_string(),
+                *expected,
+                "row {i}"
+            );
+            assert!(
+                !expected.contains("s3cret"),
+                "no credentials in the message"
+            );
+            let scaler = PrometheusScaler::build(&ctx(&pairs))
+                .await
+                .expect("builds, as in KEDA");
+            assert_eq!(
+                scaler.metric_specs().len(),
+                1,
+                "row {i}: the HPA gets the metric"
+            );
+            for _ in 0..2 {
+                let err = scaler
+                    .metrics_and_activity("s2-prometheus")
+                    .await
+                    .expect_err("every read fails");
+                assert_eq!(err.to_string(), *expected, "row {i}");
+            }
+            scaler.close().await;
         }
     }
 }
