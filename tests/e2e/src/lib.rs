@@ -324,3 +324,35 @@ impl OperatorProcess {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(20), self.child.wait()).await;
     }
 }
+
+/// Creates the namespace `name` for one scenario; the handle deletes it at the end.
+///
+/// # Panics
+/// When the API server refuses it.
+pub async fn scenario_namespace(
+    client: &Client,
+    name: &str,
+) -> kube::Api<k8s_openapi::api::core::v1::Namespace> {
+    let namespaces = kube::Api::all(client.clone());
+    let ns: k8s_openapi::api::core::v1::Namespace = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": name }
+    }))
+    .expect("a namespace");
+    namespaces
+        .create(&kube::api::PostParams::default(), &ns)
+        .await
+        .expect("namespace created");
+    namespaces
+}
+
+/// A connection to the local Redis at `127.0.0.1:6379` the scenarios' triggers read.
+///
+/// # Panics
+/// When it does not answer.
+pub async fn local_redis() -> redis::aio::MultiplexedConnection {
+    redis::Client::open("redis://127.0.0.1:6379/")
+        .expect("a Redis URL")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("the local Redis at 127.0.0.1:6379")
+}

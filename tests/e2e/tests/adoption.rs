@@ -14,16 +14,14 @@ mod scenarios;
 mod keda_left;
 
 use jiff::SignedDuration;
-use k8s_openapi::api::core::v1::Namespace;
 use keda_e2e::cluster_client;
 use keda_left::{
     Fixture, KEDA_FINALIZER, keda_conditions, keda_time, keeps_keda_metadata_and_status, same_hpa,
 };
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
-const REDIS: &str = "redis://127.0.0.1:6379/";
 /// A label a policy controller put on KEDA's HPA.
 const FOREIGN_LABEL: &str = "policy.example.com/owner";
 
@@ -32,20 +30,8 @@ const FOREIGN_LABEL: &str = "policy.example.com/owner";
 async fn an_hpa_keda_left_is_adopted_with_its_uid_and_foreign_labels_on_a_real_cluster() {
     let client = cluster_client().await.expect("a cluster to test against");
     let name = format!("keda-rs-e2e-adoption-{}", std::process::id());
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let ns: Namespace = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": name }
-    }))
-    .expect("a namespace");
-    namespaces
-        .create(&PostParams::default(), &ns)
-        .await
-        .expect("namespace created");
-    let redis = redis::Client::open(REDIS)
-        .expect("a Redis URL")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("the local Redis at 127.0.0.1:6379");
+    let namespaces = keda_e2e::scenario_namespace(&client, &name).await;
+    let redis = keda_e2e::local_redis().await;
     let w = scenarios::World::new(client, &name, redis);
     let list = format!("keda-rs-e2e-adoption-{}", std::process::id());
     let f = Fixture {

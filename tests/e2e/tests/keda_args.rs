@@ -22,11 +22,8 @@ mod keda_install_args;
 use std::path::Path;
 
 use harness::{Started, TempDir, free_port, with_certs};
-use k8s_openapi::api::core::v1::Namespace;
 use keda_e2e::{cluster_client, kubeconfig_path};
-use kube::api::{Api, DeleteParams, PostParams};
-
-const REDIS: &str = "redis://127.0.0.1:6379/";
+use kube::api::DeleteParams;
 
 fn certificates(dir: &Path) {
     let (cert, key) =
@@ -68,20 +65,8 @@ async fn keda_s_helm_arguments_start_the_operator_which_readies_a_scaled_object_
     let client = cluster_client().await.expect("a cluster to test against");
     let kubeconfig = kubeconfig_path().expect("a kubeconfig");
     let name = format!("keda-rs-e2e-keda-args-{}", std::process::id());
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let ns: Namespace = serde_json::from_value(serde_json::json!({
-        "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": name }
-    }))
-    .expect("a namespace");
-    namespaces
-        .create(&PostParams::default(), &ns)
-        .await
-        .expect("namespace created");
-    let redis = redis::Client::open(REDIS)
-        .expect("a Redis URL")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("the local Redis at 127.0.0.1:6379");
+    let namespaces = keda_e2e::scenario_namespace(&client, &name).await;
+    let redis = keda_e2e::local_redis().await;
     let world = scenarios::World::new(client, &name, redis);
 
     let dir = TempDir::new("e2e-operator");
