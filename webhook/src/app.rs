@@ -71,6 +71,9 @@ impl std::fmt::Debug for AppState {
 /// KEDA's reason of the Event that repeats an admission warning (`eventreason.KEDAScalersInfo`).
 pub const KEDA_SCALER_INFO: &str = "KEDAScalerInfo";
 
+/// The most `KEDAScalerInfo` publishes in flight at once.
+const MAX_WARNING_PUBLISHES: usize = 64;
+
 /// Publishes each admission warning of `so` as a Normal `KEDAScalerInfo` Event, as KEDA's
 /// webhook does, in the background (the answer never waits for it). The cooldown warning gets
 /// its own action: kube's recorder would fold a second note under the same type, reason and
@@ -95,7 +98,19 @@ fn publish_warnings(state: &AppState, so: &ScaledObject, warnings: &[&'static st
             secondary: None,
         })
         .collect();
+    // At most this many publishes in flight: a burst of admissions with warnings drops the
+    // Events beyond it (they only repeat what the answer already warned) instead of piling up
+    // tasks and API calls.
+    static IN_FLIGHT: tokio::sync::Semaphore =
+        tokio::sync::Semaphore::const_new(MAX_WARNING_PUBLISHES);
+    let Ok(permit) = IN_FLIGHT.try_acquire() else {
+        tracing::debug!(
+            "KEDAScalerInfo Events dropped: {MAX_WARNING_PUBLISHES} publishes in flight"
+        );
+        return;
+    };
     actix_web::rt::spawn(async move {
+        let _permit = permit;
         for event in events {
             if let Err(error) = recorder.publish(&event, &reference).await {
                 tracing::debug!(%error, "publishing a KEDAScalerInfo Event failed");
