@@ -36,7 +36,6 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::cloud_events::CloudEvents;
-use crate::decision::{Observed, Pause, ScaleAnnotations, TriggerSummary, decide};
 use crate::error::Error;
 use crate::events::{self, Events};
 use crate::hpa::{
@@ -58,6 +57,7 @@ use crate::status::{
 use crate::target::resolve_target;
 use crate::telemetry::{Metrics, ResourceKind};
 use crate::watch::scoped_watcher;
+use keda_decide::scale::{Observed, Pause, ScaleAnnotations, TriggerSummary, decide};
 
 /// How the ScaledObject controller runs.
 #[derive(Clone)]

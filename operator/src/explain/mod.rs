@@ -2,7 +2,7 @@
 //!
 //! Every poll of a scale loop leaves a [`PollSnapshot`]: what it observed (replicas, time,
 //! `lastActiveTime`), what each trigger read, the fallback health, and what
-//! [`crate::decision::decide`] made of it. [`scaled_object`] reads that snapshot against the
+//! [`keda_decide::scale::decide`] made of it. [`scaled_object`] reads that snapshot against the
 //! object as it is now (annotations, spec) into an [`Explanation`]: the document the operator's
 //! explain endpoint ([`server`]) serves as JSON and the CLI prints with [`render`]. The field
 //! names of the JSON are part of keda-rs' interface (docs/explain.md) and only ever grow.
@@ -22,17 +22,17 @@ use keda_api::ScaledObject;
 use kube::ResourceExt;
 use serde::{Deserialize, Serialize};
 
-use crate::decision::{
+use crate::scale_loop::{PollResult, spec_target};
+use crate::scalers::ObjectScalers;
+use crate::settings::fallback_spec;
+use keda_decide::fallback::{FallbackSpec, MetricTargetType};
+use keda_decide::formula::COMPOSITE_METRIC_NAME;
+use keda_decide::scale::{
     ANNOTATION_FORCE_ACTIVATION, ANNOTATION_PAUSED, ANNOTATION_PAUSED_REPLICAS,
     ANNOTATION_PAUSED_SCALE_IN, ANNOTATION_PAUSED_SCALE_OUT, ConditionStatus, ConditionType,
     Observed, Pause, REASON_SCALER_COOLDOWN, ScaleAnnotations, ScaleDecision, ScaleWriteKind,
     ScalingSettings, cooldown_reference,
 };
-use crate::fallback::{FallbackSpec, MetricTargetType};
-use crate::formula::COMPOSITE_METRIC_NAME;
-use crate::scale_loop::{PollResult, spec_target};
-use crate::scalers::ObjectScalers;
-use crate::settings::fallback_spec;
 
 /// The version of the [`Explanation`] document.
 pub const EXPLAIN_VERSION: &str = "v1";
@@ -799,7 +799,7 @@ fn why(
     if let Some(t) = e.triggers.iter().find(|t| t.in_fallback)
         && let Some(f) = &e.fallback
     {
-        let replicas = crate::fallback::FallbackSpec {
+        let replicas = keda_decide::fallback::FallbackSpec {
             failure_threshold: f.failure_threshold,
             replicas: f.replicas,
             behavior: s.settings.fallback.map(|f| f.behavior).unwrap_or_default(),

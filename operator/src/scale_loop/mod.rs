@@ -8,7 +8,7 @@
 //!
 //! A loop polls at once, then on every tick of its [`Ticker`]; push scalers run in their own
 //! tasks and an activity of `true` triggers an immediate poll. Each poll reads the target's
-//! replicas from a watch cache, applies [`crate::decision::decide`], writes `/scale` only when
+//! replicas from a watch cache, applies [`keda_decide::scale::decide`], writes `/scale` only when
 //! the decision asks for it, and patches the status only when it changes. `lastActiveTime`
 //! lives in memory (surviving loop restarts) and is persisted on Active transitions and every
 //! `persist_interval`.
@@ -42,12 +42,9 @@ use tracing::{debug, info, warn};
 pub use poll::{MetricReading, PollResult, ReadContext, quantity_value, read_metric, spec_target};
 pub use ticks::{IntervalTicks, ManualTicks, Ticker, Ticks};
 
-use crate::decision::{ConditionType, Observed, decide};
 use crate::error::Error;
 use crate::events;
 use crate::explain::{Explanation, PollSnapshot, TriggerTargets};
-use crate::fallback::{MetricHealth, any_exceeded};
-use crate::formula::COMPOSITE_METRIC_NAME;
 use crate::hpa::hpa_health;
 use crate::isolation::{Component, InternalError, catch_panic};
 use crate::loop_registry::lock;
@@ -58,6 +55,9 @@ use crate::settings::{fallback_spec, loop_annotations, scaling_settings};
 use crate::status::{apply_updates, conditions_or_initial, patch_status, set_condition};
 use crate::target::{Target, TargetCache};
 use crate::telemetry::ResourceKind;
+use keda_decide::fallback::{MetricHealth, any_exceeded};
+use keda_decide::formula::COMPOSITE_METRIC_NAME;
+use keda_decide::scale::{ConditionType, Observed, decide};
 
 /// Default interval between two persists of an unchanged-but-refreshed `lastActiveTime`.
 pub const DEFAULT_PERSIST_INTERVAL: SignedDuration = SignedDuration::from_mins(5);
@@ -644,7 +644,7 @@ impl Task {
         });
         let now_active = decision
             .condition(ConditionType::Active)
-            .is_some_and(|c| c.status == crate::decision::ConditionStatus::True);
+            .is_some_and(|c| c.status == keda_decide::scale::ConditionStatus::True);
         let persist = {
             let m = lock(&self.memory);
             let persisted = current_status.last_active_time.as_ref().map(|t| t.0);

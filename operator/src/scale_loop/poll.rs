@@ -1,6 +1,6 @@
 //! One poll of an object's triggers: every External metric read once, fallback applied through
-//! [`crate::fallback::evaluate`], `scalingModifiers` through [`crate::formula`], and the
-//! result summarized for [`crate::decision::decide`]. The metric service reads through the
+//! [`keda_decide::fallback::evaluate`], `scalingModifiers` through [`keda_decide::formula`], and the
+//! result summarized for [`keda_decide::scale::decide`]. The metric service reads through the
 //! same functions, so activity and served values always agree.
 
 use std::collections::BTreeMap;
@@ -11,17 +11,17 @@ use k8s_openapi::api::autoscaling::v2::MetricSpec;
 use keda_scalers::MetricValue;
 use keda_scalers::request_metrics::{self, RequestLabels};
 
-use crate::decision::TriggerSummary;
-use crate::fallback::{
-    self, FallbackContext, FallbackSpec, MetricHealth, MetricOutcome, MetricTargetType,
-};
-use crate::formula::{
-    COMPOSITE_METRIC_NAME, MODIFIERS_TRIGGER, composite_is_active, composite_value,
-};
 use crate::isolation::{InternalError, TriggerRef, catch_panic};
 use crate::recording::{self, ScalerLabels};
 use crate::scalers::{ObjectScalers, TriggerScaler};
 use crate::telemetry::{Metrics, ResourceKind};
+use keda_decide::fallback::{
+    self, FallbackContext, FallbackSpec, MetricHealth, MetricOutcome, MetricTargetType,
+};
+use keda_decide::formula::{
+    COMPOSITE_METRIC_NAME, MODIFIERS_TRIGGER, composite_is_active, composite_value,
+};
+use keda_decide::scale::TriggerSummary;
 
 /// How long one scaler read may take before it counts as failed.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
