@@ -42,13 +42,14 @@ use crate::hpa::{
     MANAGED_BY, Transfer, delete_hpa_of, desired_hpa, ensure_hpa, metric_specs, trim_hpa,
 };
 use crate::isolation::InternalError;
+use crate::loops::{IntervalTicks, Ticks};
 use crate::reconciler::{Reconciler, RunConfig, rebuilds, run, watch_objects};
 use crate::recording;
 use crate::resolve::{
     DEFAULT_CLUSTER_OBJECT_NAMESPACE, Resolver, ResolverConfig, ScalableRef, WatchScope,
 };
 use crate::routes::RouteClaims;
-use crate::scale_loop::{DEFAULT_PERSIST_INTERVAL, IntervalTicks, LoopConfig, ScaleLoops, Ticks};
+use crate::scale_loop::{DEFAULT_PERSIST_INTERVAL, LoopConfig, ScaleLoops};
 use crate::scalers::ScalerEnv;
 use crate::settings::scaling_settings;
 use crate::status::{

@@ -7,7 +7,7 @@
 //! - [`loops`]: the loop machinery both kinds share (registry, schedule, push scalers, panic
 //!   isolation, start/stop bookkeeping), over a small trait for what differs per kind.
 //! - [`scale_loop`]: one task per object polling its scalers and applying
-//!   [`keda_decide::scale`].
+//!   [`keda_decide::scale`]; it leaves a [`snapshot`] of each poll, which [`explain`] reads.
 //! - [`scaled_job`]: the ScaledJob controller and its job loops, creating Jobs as
 //!   [`keda_decide::job`] decides.
 //! - [`resolve`]: a trigger's `*FromEnv` values and its TriggerAuthentication parameters, from
@@ -50,6 +50,7 @@ pub mod scale_loop;
 pub mod scaled_job;
 pub mod scalers;
 pub mod settings;
+pub mod snapshot;
 pub mod status;
 pub mod target;
 pub mod telemetry;
@@ -57,5 +58,6 @@ pub mod watch;
 
 pub use controller::{ControllerConfig, ScaledObjectController, run_scaled_object_controller};
 pub use error::Error;
-pub use scale_loop::{ManualTicks, MetricQueryError, ScaleLoops};
+pub use loops::ManualTicks;
+pub use scale_loop::{MetricQueryError, ScaleLoops};
 pub use scalers::{ScalerEnv, scalers_for};

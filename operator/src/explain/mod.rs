@@ -22,16 +22,14 @@ use keda_api::ScaledObject;
 use kube::ResourceExt;
 use serde::{Deserialize, Serialize};
 
-use crate::scale_loop::{PollResult, spec_target};
-use crate::scalers::ObjectScalers;
 use crate::settings::fallback_spec;
+pub use crate::snapshot::{LastPoll, PollSnapshot, TriggerTargets};
 use keda_decide::fallback::{FallbackSpec, MetricTargetType};
 use keda_decide::formula::COMPOSITE_METRIC_NAME;
 use keda_decide::scale::{
     ANNOTATION_FORCE_ACTIVATION, ANNOTATION_PAUSED, ANNOTATION_PAUSED_REPLICAS,
     ANNOTATION_PAUSED_SCALE_IN, ANNOTATION_PAUSED_SCALE_OUT, ConditionStatus, ConditionType,
-    Observed, Pause, REASON_SCALER_COOLDOWN, ScaleAnnotations, ScaleDecision, ScaleWriteKind,
-    ScalingSettings, cooldown_reference,
+    Observed, Pause, REASON_SCALER_COOLDOWN, ScaleAnnotations, ScaleWriteKind, cooldown_reference,
 };
 
 /// The version of the [`Explanation`] document.
@@ -39,60 +37,6 @@ pub const EXPLAIN_VERSION: &str = "v1";
 
 /// The HPA's tolerance: a usage ratio within 10% of 1 changes nothing.
 pub const HPA_TOLERANCE: f64 = 0.1;
-
-/// The targets of one trigger's External metrics, as its scaler declared them.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TriggerTargets {
-    /// Position in `spec.triggers`.
-    pub index: usize,
-    /// `triggers[].name`.
-    pub name: String,
-    /// `triggers[].type`.
-    pub trigger_type: String,
-    /// `(metric name, target type, target)` per External metric.
-    pub metrics: Vec<(String, MetricTargetType, f64)>,
-}
-
-impl TriggerTargets {
-    /// The targets of every trigger of `scalers`.
-    pub fn of(scalers: &ObjectScalers) -> Vec<TriggerTargets> {
-        scalers
-            .triggers
-            .iter()
-            .map(|t| TriggerTargets {
-                index: t.index,
-                name: t.name.clone(),
-                trigger_type: t.trigger_type.clone(),
-                metrics: t
-                    .metric_specs
-                    .iter()
-                    .filter_map(|spec| {
-                        let ext = spec.external.as_ref()?;
-                        let (kind, target) = spec_target(spec);
-                        Some((ext.metric.name.clone(), kind, target))
-                    })
-                    .collect(),
-            })
-            .collect()
-    }
-}
-
-/// What one poll of a scale loop saw and decided.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PollSnapshot {
-    /// Replicas, time, `lastActiveTime`.
-    pub observed: Observed,
-    /// The settings the decision used.
-    pub settings: ScalingSettings,
-    /// The triggers' metric targets.
-    pub triggers: Vec<TriggerTargets>,
-    /// What the triggers read, with fallback health.
-    pub result: PollResult,
-    /// What the decision asked for.
-    pub decision: ScaleDecision,
-    /// The `/scale` write the decision asked for failed with this error.
-    pub scale_error: Option<String>,
-}
 
 /// In one word, where the object stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -471,6 +415,18 @@ fn trigger_label(t: &TriggerState) -> String {
     } else {
         format!("trigger {} ({} {:?})", t.index, t.trigger_type, t.name)
     }
+}
+
+/// The [`Explanation`] of what a scale loop knows about one object ([`LastPoll`]); `None`
+/// when the loop does not know the object.
+pub fn of_last_poll(last: Option<LastPoll>) -> Option<Explanation> {
+    let last = last?;
+    Some(scaled_object(
+        &last.so,
+        last.snapshot.as_deref(),
+        last.now,
+        last.operator_started_at,
+    ))
 }
 
 /// The explanation of `so` from its loop's last poll (`None` before the first one) at `now`.

@@ -17,7 +17,6 @@
 //! connection.
 
 mod poll;
-mod ticks;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -39,12 +38,13 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-pub use poll::{MetricReading, PollResult, ReadContext, quantity_value, read_metric, spec_target};
-pub use ticks::{IntervalTicks, ManualTicks, Ticker, Ticks};
+pub use poll::{ReadContext, read_metric};
+
+pub use crate::loops::{IntervalTicks, ManualTicks, Ticker, Ticks};
+pub use crate::snapshot::{MetricReading, PollResult, quantity_value, spec_target};
 
 use crate::error::Error;
 use crate::events;
-use crate::explain::{Explanation, PollSnapshot, TriggerTargets};
 use crate::hpa::hpa_health;
 use crate::isolation::{Component, InternalError, catch_panic};
 use crate::loop_registry::lock;
@@ -52,6 +52,7 @@ use crate::loops::{LoopKind, LoopTask, Loops};
 use crate::recording;
 use crate::scalers::{ObjectScalers, ScalerEnv, scalers_for};
 use crate::settings::{fallback_spec, loop_annotations, scaling_settings};
+use crate::snapshot::{LastPoll, PollSnapshot, TriggerTargets};
 use crate::status::{apply_updates, conditions_or_initial, patch_status, set_condition};
 use crate::target::{Target, TargetCache};
 use crate::telemetry::ResourceKind;
@@ -231,24 +232,24 @@ impl ScaleLoops {
         so
     }
 
-    /// What `keda-rs explain` shows about ScaledObject `namespace/name`: its last poll as the
-    /// loop saw and decided it, read against the object as it is now. `None` when the object is
-    /// not in the watch cache (unknown, or not watched by this operator).
-    pub fn explain(&self, namespace: &str, name: &str) -> Option<Explanation> {
+    /// What `keda-rs explain` reads about ScaledObject `namespace/name`: the object as it is
+    /// now and its last poll as the loop saw and decided it. `None` when the object is not in
+    /// the watch cache (unknown, or not watched by this operator).
+    pub fn last_poll(&self, namespace: &str, name: &str) -> Option<LastPoll> {
         let so = self.store().get(&ObjectRef::new(name).within(namespace))?;
         let so = self.freshest(so);
-        let last_poll = so
+        let snapshot = so
             .metadata
             .uid
             .as_deref()
             .and_then(|uid| lock(&self.memory(uid)).last_poll.clone());
         let config = self.config();
-        Some(crate::explain::scaled_object(
-            &so,
-            last_poll.as_deref(),
-            config.clock.now(),
-            config.operator_started_at,
-        ))
+        Some(LastPoll {
+            so,
+            snapshot,
+            now: config.clock.now(),
+            operator_started_at: config.operator_started_at,
+        })
     }
 
     /// The watch delivered `so`: forgets a remembered write it has caught up with, so the
