@@ -36,20 +36,20 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::cloud_events::CloudEvents;
-use crate::decision::{Observed, Pause, ScaleAnnotations, TriggerSummary, decide};
 use crate::error::Error;
 use crate::events::{self, Events};
 use crate::hpa::{
     MANAGED_BY, Transfer, delete_hpa_of, desired_hpa, ensure_hpa, metric_specs, trim_hpa,
 };
 use crate::isolation::InternalError;
+use crate::loops::{IntervalTicks, Ticks};
 use crate::reconciler::{Reconciler, RunConfig, rebuilds, run, watch_objects};
 use crate::recording;
 use crate::resolve::{
     DEFAULT_CLUSTER_OBJECT_NAMESPACE, Resolver, ResolverConfig, ScalableRef, WatchScope,
 };
 use crate::routes::RouteClaims;
-use crate::scale_loop::{DEFAULT_PERSIST_INTERVAL, IntervalTicks, LoopConfig, ScaleLoops, Ticks};
+use crate::scale_loop::{DEFAULT_PERSIST_INTERVAL, LoopConfig, ScaleLoops};
 use crate::scalers::ScalerEnv;
 use crate::settings::scaling_settings;
 use crate::status::{
@@ -58,6 +58,7 @@ use crate::status::{
 use crate::target::resolve_target;
 use crate::telemetry::{Metrics, ResourceKind};
 use crate::watch::scoped_watcher;
+use keda_decide::scale::{Observed, Pause, ScaleAnnotations, TriggerSummary, decide};
 
 /// How the ScaledObject controller runs.
 #[derive(Clone)]

@@ -7,9 +7,9 @@ use keda_api::validation::ValidationErrors;
 use keda_scalers::ScalerError;
 use keda_scalers::scalers::http::claims::Refusal;
 
-use crate::decision::InvalidPausedReplicas;
-use crate::formula::ModifiersError;
 use crate::isolation::{INTERNAL_ERROR, InternalError};
+use keda_decide::formula::ModifiersError;
+use keda_decide::scale::InvalidPausedReplicas;
 
 /// Why a ScaledObject could not be reconciled.
 #[derive(Debug, thiserror::Error)]

@@ -8,7 +8,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tracing::debug;
 
 use crate::cloud_events::CloudEvents;
-use crate::decision::{self, ScaleEvent};
+use keda_decide::scale::{self, ScaleEvent};
 
 /// `ScaledObjectReady`.
 pub const SCALED_OBJECT_READY: &str = "ScaledObjectReady";
@@ -202,7 +202,7 @@ impl Events {
 
     /// Publishes a decision's event.
     pub async fn publish_decision(&self, so: &ScaledObject, e: &ScaleEvent) {
-        let warning = e.type_ == decision::EventType::Warning;
+        let warning = e.type_ == scale::EventType::Warning;
         self.publish(so, warning, e.reason, e.message.clone()).await;
     }
 }

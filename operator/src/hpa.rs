@@ -19,10 +19,10 @@ use kube::api::{Api, PostParams};
 use kube::{Resource, ResourceExt};
 
 use crate::error::Error;
-use crate::fallback::MetricTargetType;
-use crate::formula::{COMPOSITE_METRIC_NAME, CompiledModifiers};
 use crate::scalers::ObjectScalers;
 use crate::target::Target;
+use keda_decide::fallback::MetricTargetType;
+use keda_decide::formula::{COMPOSITE_METRIC_NAME, CompiledModifiers};
 
 mod ownership;
 

@@ -13,9 +13,9 @@ use keda_scalers::pool::ClientPools;
 use keda_scalers::{BuiltScaler, Clock, Registry, ScalerContext};
 
 use crate::error::Error;
-use crate::formula::{CompiledModifiers, ScalingModifiersSpec, compile_scaling_modifiers};
 use crate::isolation::{Panic, TriggerRef, catch_panic, catch_panic_sync};
 use crate::resolve::{ResolveSession, Resolver, ScaleTargetPodSource};
+use keda_decide::formula::{CompiledModifiers, ScalingModifiersSpec, compile_scaling_modifiers};
 
 /// What building a scaler needs besides the trigger: the registry, the shared client pools,
 /// the clock, KEDA's HTTP timeout and the resolver of `xxxFromEnv` values and

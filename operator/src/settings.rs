@@ -1,5 +1,5 @@
 //! From a ScaledObject to the inputs of the pure modules: [`ScalingSettings`] for
-//! [`crate::decision::decide`] and [`FallbackSpec`] for [`crate::fallback`].
+//! [`keda_decide::scale::decide`] and [`FallbackSpec`] for [`keda_decide::fallback`].
 
 use std::collections::BTreeMap;
 
@@ -8,9 +8,9 @@ use keda_api::ScaledObject;
 use keda_api::validation::RESOURCE_TRIGGER_TYPES;
 use kube::ResourceExt;
 
-use crate::decision::{InvalidPausedReplicas, ScaleAnnotations, ScalingSettings, TargetRef};
-use crate::fallback::FallbackSpec;
 use crate::target::Target;
+use keda_decide::fallback::FallbackSpec;
+use keda_decide::scale::{InvalidPausedReplicas, ScaleAnnotations, ScalingSettings, TargetRef};
 
 /// The annotations whose change restarts a scale loop (KEDA's reconcile predicate).
 pub const LOOP_ANNOTATIONS: [&str; 5] = [

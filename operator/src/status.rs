@@ -7,8 +7,8 @@ use keda_api::{ScaledObject, ScaledObjectStatus};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Map, Value};
 
-use crate::decision::{ConditionStatus, ConditionType, ConditionUpdate};
 use crate::error::Error;
+use keda_decide::scale::{ConditionStatus, ConditionType, ConditionUpdate};
 
 /// The condition type's name in the status.
 pub fn condition_type_name(t: ConditionType) -> &'static str {

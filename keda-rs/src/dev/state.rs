@@ -192,7 +192,7 @@ async fn view_of(
     let min = so.spec.min_replica_count.unwrap_or(0);
     let max = so.spec.max_replica_count.unwrap_or(100);
     let annotations = so.annotations();
-    let paused = annotations.contains_key(keda_operator::decision::ANNOTATION_PAUSED_REPLICAS)
+    let paused = annotations.contains_key(keda_decide::scale::ANNOTATION_PAUSED_REPLICAS)
         || annotations
             .get("autoscaling.keda.sh/paused")
             .is_some_and(|v| v.eq_ignore_ascii_case("true"));

@@ -2,7 +2,7 @@
 //!
 //! Every poll of a scale loop leaves a [`PollSnapshot`]: what it observed (replicas, time,
 //! `lastActiveTime`), what each trigger read, the fallback health, and what
-//! [`crate::decision::decide`] made of it. [`scaled_object`] reads that snapshot against the
+//! [`keda_decide::scale::decide`] made of it. [`scaled_object`] reads that snapshot against the
 //! object as it is now (annotations, spec) into an [`Explanation`]: the document the operator's
 //! explain endpoint ([`server`]) serves as JSON and the CLI prints with [`render`]. The field
 //! names of the JSON are part of keda-rs' interface (docs/explain.md) and only ever grow.
@@ -22,77 +22,21 @@ use keda_api::ScaledObject;
 use kube::ResourceExt;
 use serde::{Deserialize, Serialize};
 
-use crate::decision::{
+use crate::settings::fallback_spec;
+pub use crate::snapshot::{LastPoll, PollSnapshot, TriggerTargets};
+use keda_decide::fallback::{FallbackSpec, MetricTargetType};
+use keda_decide::formula::COMPOSITE_METRIC_NAME;
+use keda_decide::scale::{
     ANNOTATION_FORCE_ACTIVATION, ANNOTATION_PAUSED, ANNOTATION_PAUSED_REPLICAS,
     ANNOTATION_PAUSED_SCALE_IN, ANNOTATION_PAUSED_SCALE_OUT, ConditionStatus, ConditionType,
-    Observed, Pause, REASON_SCALER_COOLDOWN, ScaleAnnotations, ScaleDecision, ScaleWriteKind,
-    ScalingSettings, cooldown_reference,
+    Observed, Pause, REASON_SCALER_COOLDOWN, ScaleAnnotations, ScaleWriteKind, cooldown_reference,
 };
-use crate::fallback::{FallbackSpec, MetricTargetType};
-use crate::formula::COMPOSITE_METRIC_NAME;
-use crate::scale_loop::{PollResult, spec_target};
-use crate::scalers::ObjectScalers;
-use crate::settings::fallback_spec;
 
 /// The version of the [`Explanation`] document.
 pub const EXPLAIN_VERSION: &str = "v1";
 
 /// The HPA's tolerance: a usage ratio within 10% of 1 changes nothing.
 pub const HPA_TOLERANCE: f64 = 0.1;
-
-/// The targets of one trigger's External metrics, as its scaler declared them.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TriggerTargets {
-    /// Position in `spec.triggers`.
-    pub index: usize,
-    /// `triggers[].name`.
-    pub name: String,
-    /// `triggers[].type`.
-    pub trigger_type: String,
-    /// `(metric name, target type, target)` per External metric.
-    pub metrics: Vec<(String, MetricTargetType, f64)>,
-}
-
-impl TriggerTargets {
-    /// The targets of every trigger of `scalers`.
-    pub fn of(scalers: &ObjectScalers) -> Vec<TriggerTargets> {
-        scalers
-            .triggers
-            .iter()
-            .map(|t| TriggerTargets {
-                index: t.index,
-                name: t.name.clone(),
-                trigger_type: t.trigger_type.clone(),
-                metrics: t
-                    .metric_specs
-                    .iter()
-                    .filter_map(|spec| {
-                        let ext = spec.external.as_ref()?;
-                        let (kind, target) = spec_target(spec);
-                        Some((ext.metric.name.clone(), kind, target))
-                    })
-                    .collect(),
-            })
-            .collect()
-    }
-}
-
-/// What one poll of a scale loop saw and decided.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PollSnapshot {
-    /// Replicas, time, `lastActiveTime`.
-    pub observed: Observed,
-    /// The settings the decision used.
-    pub settings: ScalingSettings,
-    /// The triggers' metric targets.
-    pub triggers: Vec<TriggerTargets>,
-    /// What the triggers read, with fallback health.
-    pub result: PollResult,
-    /// What the decision asked for.
-    pub decision: ScaleDecision,
-    /// The `/scale` write the decision asked for failed with this error.
-    pub scale_error: Option<String>,
-}
 
 /// In one word, where the object stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -473,6 +417,18 @@ fn trigger_label(t: &TriggerState) -> String {
     }
 }
 
+/// The [`Explanation`] of what a scale loop knows about one object ([`LastPoll`]); `None`
+/// when the loop does not know the object.
+pub fn of_last_poll(last: Option<LastPoll>) -> Option<Explanation> {
+    let last = last?;
+    Some(scaled_object(
+        &last.so,
+        last.snapshot.as_deref(),
+        last.now,
+        last.operator_started_at,
+    ))
+}
+
 /// The explanation of `so` from its loop's last poll (`None` before the first one) at `now`.
 pub fn scaled_object(
     so: &ScaledObject,
@@ -799,7 +755,7 @@ fn why(
     if let Some(t) = e.triggers.iter().find(|t| t.in_fallback)
         && let Some(f) = &e.fallback
     {
-        let replicas = crate::fallback::FallbackSpec {
+        let replicas = keda_decide::fallback::FallbackSpec {
             failure_threshold: f.failure_threshold,
             replicas: f.replicas,
             behavior: s.settings.fallback.map(|f| f.behavior).unwrap_or_default(),

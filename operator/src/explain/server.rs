@@ -93,7 +93,7 @@ impl Explainer for ScaleLoops {
         name: &str,
     ) -> Result<Explanation, ExplainError> {
         match kind {
-            ObjectKind::ScaledObject => ScaleLoops::explain(self, namespace, name).ok_or_else(|| {
+            ObjectKind::ScaledObject => super::of_last_poll(self.last_poll(namespace, name)).ok_or_else(|| {
                 ExplainError::NotFound(format!(
                     "ScaledObject {namespace}/{name} is not known to the operator (not found, or in a namespace it does not watch)"
                 ))

@@ -8,7 +8,7 @@
 //!
 //! A loop polls at once, then on every tick of its [`Ticker`]; push scalers run in their own
 //! tasks and an activity of `true` triggers an immediate poll. Each poll reads the target's
-//! replicas from a watch cache, applies [`crate::decision::decide`], writes `/scale` only when
+//! replicas from a watch cache, applies [`keda_decide::scale::decide`], writes `/scale` only when
 //! the decision asks for it, and patches the status only when it changes. `lastActiveTime`
 //! lives in memory (surviving loop restarts) and is persisted on Active transitions and every
 //! `persist_interval`.
@@ -17,7 +17,6 @@
 //! connection.
 
 mod poll;
-mod ticks;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -39,15 +38,13 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-pub use poll::{MetricReading, PollResult, ReadContext, quantity_value, read_metric, spec_target};
-pub use ticks::{IntervalTicks, ManualTicks, Ticker, Ticks};
+pub use poll::{ReadContext, read_metric};
 
-use crate::decision::{ConditionType, Observed, decide};
+pub use crate::loops::{IntervalTicks, ManualTicks, Ticker, Ticks};
+pub use crate::snapshot::{MetricReading, PollResult, quantity_value, spec_target};
+
 use crate::error::Error;
 use crate::events;
-use crate::explain::{Explanation, PollSnapshot, TriggerTargets};
-use crate::fallback::{MetricHealth, any_exceeded};
-use crate::formula::COMPOSITE_METRIC_NAME;
 use crate::hpa::hpa_health;
 use crate::isolation::{Component, InternalError, catch_panic};
 use crate::loop_registry::lock;
@@ -55,9 +52,13 @@ use crate::loops::{LoopKind, LoopTask, Loops};
 use crate::recording;
 use crate::scalers::{ObjectScalers, ScalerEnv, scalers_for};
 use crate::settings::{fallback_spec, loop_annotations, scaling_settings};
+use crate::snapshot::{LastPoll, PollSnapshot, TriggerTargets};
 use crate::status::{apply_updates, conditions_or_initial, patch_status, set_condition};
 use crate::target::{Target, TargetCache};
 use crate::telemetry::ResourceKind;
+use keda_decide::fallback::{MetricHealth, any_exceeded};
+use keda_decide::formula::COMPOSITE_METRIC_NAME;
+use keda_decide::scale::{ConditionType, Observed, decide};
 
 /// Default interval between two persists of an unchanged-but-refreshed `lastActiveTime`.
 pub const DEFAULT_PERSIST_INTERVAL: SignedDuration = SignedDuration::from_mins(5);
@@ -231,24 +232,24 @@ impl ScaleLoops {
         so
     }
 
-    /// What `keda-rs explain` shows about ScaledObject `namespace/name`: its last poll as the
-    /// loop saw and decided it, read against the object as it is now. `None` when the object is
-    /// not in the watch cache (unknown, or not watched by this operator).
-    pub fn explain(&self, namespace: &str, name: &str) -> Option<Explanation> {
+    /// What `keda-rs explain` reads about ScaledObject `namespace/name`: the object as it is
+    /// now and its last poll as the loop saw and decided it. `None` when the object is not in
+    /// the watch cache (unknown, or not watched by this operator).
+    pub fn last_poll(&self, namespace: &str, name: &str) -> Option<LastPoll> {
         let so = self.store().get(&ObjectRef::new(name).within(namespace))?;
         let so = self.freshest(so);
-        let last_poll = so
+        let snapshot = so
             .metadata
             .uid
             .as_deref()
             .and_then(|uid| lock(&self.memory(uid)).last_poll.clone());
         let config = self.config();
-        Some(crate::explain::scaled_object(
-            &so,
-            last_poll.as_deref(),
-            config.clock.now(),
-            config.operator_started_at,
-        ))
+        Some(LastPoll {
+            so,
+            snapshot,
+            now: config.clock.now(),
+            operator_started_at: config.operator_started_at,
+        })
     }
 
     /// The watch delivered `so`: forgets a remembered write it has caught up with, so the
@@ -644,7 +645,7 @@ impl Task {
         });
         let now_active = decision
             .condition(ConditionType::Active)
-            .is_some_and(|c| c.status == crate::decision::ConditionStatus::True);
+            .is_some_and(|c| c.status == keda_decide::scale::ConditionStatus::True);
         let persist = {
             let m = lock(&self.memory);
             let persisted = current_status.last_active_time.as_ref().map(|t| t.0);

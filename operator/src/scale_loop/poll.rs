@@ -1,6 +1,6 @@
 //! One poll of an object's triggers: every External metric read once, fallback applied through
-//! [`crate::fallback::evaluate`], `scalingModifiers` through [`crate::formula`], and the
-//! result summarized for [`crate::decision::decide`]. The metric service reads through the
+//! [`keda_decide::fallback::evaluate`], `scalingModifiers` through [`keda_decide::formula`], and the
+//! result summarized for [`keda_decide::scale::decide`]. The metric service reads through the
 //! same functions, so activity and served values always agree.
 
 use std::collections::BTreeMap;
@@ -11,55 +11,19 @@ use k8s_openapi::api::autoscaling::v2::MetricSpec;
 use keda_scalers::MetricValue;
 use keda_scalers::request_metrics::{self, RequestLabels};
 
-use crate::decision::TriggerSummary;
-use crate::fallback::{
-    self, FallbackContext, FallbackSpec, MetricHealth, MetricOutcome, MetricTargetType,
-};
-use crate::formula::{
-    COMPOSITE_METRIC_NAME, MODIFIERS_TRIGGER, composite_is_active, composite_value,
-};
-use crate::isolation::{InternalError, TriggerRef, catch_panic};
+use crate::isolation::{TriggerRef, catch_panic};
 use crate::recording::{self, ScalerLabels};
 use crate::scalers::{ObjectScalers, TriggerScaler};
+use crate::snapshot::{MetricReading, PollResult, spec_target};
 use crate::telemetry::{Metrics, ResourceKind};
+use keda_decide::fallback::{self, FallbackContext, FallbackSpec, MetricHealth, MetricOutcome};
+use keda_decide::formula::{
+    COMPOSITE_METRIC_NAME, MODIFIERS_TRIGGER, composite_is_active, composite_value,
+};
+use keda_decide::scale::TriggerSummary;
 
 /// How long one scaler read may take before it counts as failed.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The last read of one metric, kept for `useCachedMetrics` and the status.
-#[derive(Clone, Debug, PartialEq)]
-pub struct MetricReading {
-    /// Index of the trigger.
-    pub trigger_index: usize,
-    /// The value to serve (the source's, or the fallback's); `None` when failing or nil.
-    pub value: Option<f64>,
-    /// Whether this metric makes the object active.
-    pub active: bool,
-    /// `value` is a fallback value standing in for a failed read (`static` and the
-    /// `currentReplicas*` behaviors; not `scalingModifiers`, which feeds `nil` to the formula).
-    pub fallback: bool,
-    /// The error, when the read failed and no fallback value stands in.
-    pub error: Option<String>,
-    /// The scaler panicked during this read (caught, [`crate::isolation`]): the read counts as
-    /// failed (fallback applies), and the object's Ready says it was an internal error.
-    pub internal: Option<InternalError>,
-    /// The scaler's own error when the read failed and no fallback value stands in (the
-    /// `KEDAScalerFailed` or, with `scalingModifiers`, `KEDAMetricSourceFailed` Event says it).
-    pub failure: Option<String>,
-}
-
-/// What one poll found.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct PollResult {
-    /// For the decision.
-    pub summary: TriggerSummary,
-    /// Per External metric name.
-    pub readings: BTreeMap<String, MetricReading>,
-    /// `status.health` records to store (only metrics of objects with a valid fallback).
-    pub health: BTreeMap<String, MetricHealth>,
-    /// The composite value, with `scalingModifiers`.
-    pub composite: Option<f64>,
-}
 
 /// What reading a metric needs besides the scaler.
 #[derive(Clone, Copy, Debug)]
@@ -78,44 +42,6 @@ pub struct ReadContext<'a> {
     pub ready_replicas: Option<i32>,
     /// Where the per-scaler Prometheus metrics are recorded.
     pub metrics: &'a Metrics,
-}
-
-/// Parses a Kubernetes quantity as a number (`5`, `1500m`, `2k`, `1Gi`).
-pub fn quantity_value(q: &str) -> Option<f64> {
-    let q = q.trim();
-    let suffixes: [(&str, f64); 10] = [
-        ("Ki", 1024.0),
-        ("Mi", 1024.0 * 1024.0),
-        ("Gi", 1024.0 * 1024.0 * 1024.0),
-        ("Ti", 1024.0 * 1024.0 * 1024.0 * 1024.0),
-        ("m", 1e-3),
-        ("k", 1e3),
-        ("M", 1e6),
-        ("G", 1e9),
-        ("T", 1e12),
-        ("u", 1e-6),
-    ];
-    for (s, factor) in suffixes {
-        if let Some(n) = q.strip_suffix(s) {
-            return n.parse::<f64>().ok().map(|n| n * factor);
-        }
-    }
-    q.parse().ok()
-}
-
-/// The target type and value of an External metric spec.
-pub fn spec_target(spec: &MetricSpec) -> (MetricTargetType, f64) {
-    let Some(ext) = &spec.external else {
-        return (MetricTargetType::AverageValue, 0.0);
-    };
-    let t = &ext.target;
-    if t.type_ == "Value" {
-        let v = t.value.as_ref().and_then(|q| quantity_value(&q.0));
-        (MetricTargetType::Value, v.unwrap_or(0.0))
-    } else {
-        let v = t.average_value.as_ref().and_then(|q| quantity_value(&q.0));
-        (MetricTargetType::AverageValue, v.unwrap_or(0.0))
-    }
 }
 
 /// Reads one External metric of one trigger and applies fallback.
@@ -459,19 +385,5 @@ pub fn composite_of(
             errors.push(e.to_string());
             None
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn quantities_read_as_numbers() {
-        assert_eq!(quantity_value("5"), Some(5.0));
-        assert_eq!(quantity_value("1500m"), Some(1.5));
-        assert_eq!(quantity_value("2k"), Some(2000.0));
-        assert_eq!(quantity_value("1Ki"), Some(1024.0));
-        assert_eq!(quantity_value("x"), None);
     }
 }

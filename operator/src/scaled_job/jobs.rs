@@ -1,5 +1,5 @@
 //! The Jobs of a ScaledJob as KEDA makes and reads them: the Job built from
-//! `spec.jobTargetRef`, and the views [`crate::job_decision`] takes (running, pending, finished,
+//! `spec.jobTargetRef`, and the views [`keda_decide::job`] takes (running, pending, finished,
 //! generation) read from Jobs and their pods.
 
 use std::collections::BTreeMap;
@@ -12,7 +12,7 @@ use keda_api::annotations::{JOB_EXCLUDED_LABELS, SCALED_JOB_GENERATION, SCALED_J
 use kube::{Resource, ResourceExt};
 
 use crate::hpa::MANAGED_BY;
-use crate::job_decision::{Finished, FinishedJob, PodView};
+use keda_decide::job::{Finished, FinishedJob, PodView};
 
 /// The label the Job controller puts on a Job's pods.
 pub const JOB_NAME_LABEL: &str = "job-name";
@@ -125,7 +125,7 @@ pub fn generation(job: &Job) -> Option<&str> {
         .map(String::as_str)
 }
 
-/// A pod as [`crate::job_decision::is_pending`] sees it.
+/// A pod as [`keda_decide::job::is_pending`] sees it.
 pub fn pod_view(pod: &Pod) -> PodView {
     let status = pod.status.as_ref();
     PodView {

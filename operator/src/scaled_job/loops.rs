@@ -39,16 +39,17 @@ use super::jobs::{JOB_NAME_LABEL, finished, finished_job, job_for, pod_view};
 use crate::error::Error;
 use crate::events;
 use crate::isolation::{INTERNAL_ERROR, InternalError};
-use crate::job_decision::{
-    JobCounts, ScalerJobMetrics, Strategy, combine, history_to_delete, is_pending, jobs_to_create,
-};
 use crate::loop_registry::lock;
 use crate::loops::{LoopConfig, LoopKind, LoopTask, Loops};
-use crate::scale_loop::{ReadContext, read_metric, spec_target};
+use crate::scale_loop::{ReadContext, read_metric};
 use crate::scalers::{ObjectScalers, ScalerEnv};
+use crate::snapshot::spec_target;
 use crate::status::set_condition;
 use crate::telemetry::ResourceKind;
 use crate::watch::{Listed, scoped_watcher};
+use keda_decide::job::{
+    JobCounts, ScalerJobMetrics, Strategy, combine, history_to_delete, is_pending, jobs_to_create,
+};
 
 /// `KEDAJobsCreated`: the event of every poll that creates Jobs.
 pub const KEDA_JOBS_CREATED: &str = "KEDAJobsCreated";

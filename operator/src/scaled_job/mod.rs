@@ -1,6 +1,6 @@
 //! The ScaledJob controller (KEDA-CONTRACT 1.9): finalizer, status, the rollout of a new
 //! generation, and one job loop per ScaledJob ([`loops`]) that creates Jobs as
-//! [`crate::job_decision`] decides.
+//! [`keda_decide::job`] decides.
 //!
 //! Reconcile is idempotent and runs when the generation, labels, annotations, finalizers or
 //! deletion state change, never on status writes, so the loops' status updates cause no
@@ -34,13 +34,13 @@ use crate::controller::ControllerConfig;
 use crate::error::Error;
 use crate::events::{self, Events};
 use crate::isolation::{INTERNAL_ERROR, InternalError};
-use crate::job_decision::rollout_to_delete;
 use crate::reconciler::{Reconciler, RunConfig, rebuilds, run, watch_objects};
 use crate::recording;
 use crate::resolve::{Resolver, ScalableRef, ScaleTargetPodSource};
 use crate::scalers::{ObjectScalers, ScalerEnv, build_triggers};
 use crate::status::{join_unique, set_condition, status_patch};
 use crate::telemetry::{Metrics, ResourceKind};
+use keda_decide::job::rollout_to_delete;
 
 /// `ScaledJobReady`.
 pub const SCALED_JOB_READY: &str = "ScaledJobReady";

@@ -11,6 +11,10 @@
 //! the isolation of a poll that panics (`keda_internal_panics_total`), the poll counter tests
 //! wait on, and the retirement of a loop whose object vanished in a gap of the watch.
 
+mod ticks;
+
+pub use ticks::{IntervalTicks, ManualTicks, Ticker, Ticks};
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -29,7 +33,6 @@ use crate::isolation::{Component, InternalError, TriggerRef, catch_panic};
 use crate::loop_registry::{LoopRegistry, OnStop, lock};
 use crate::recording;
 use crate::resolve::WatchScope;
-use crate::scale_loop::{Ticker, Ticks};
 use crate::scalers::{ObjectScalers, ScalerEnv};
 use crate::telemetry::{Metrics, ResourceKind};
 
