@@ -23,6 +23,7 @@ pub mod metadata;
 pub mod metric;
 pub mod oauth2;
 pub mod pool;
+pub mod pooled;
 pub mod registry;
 pub mod remote;
 pub mod request_metrics;

@@ -138,8 +138,7 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     );
     registry.register(
         "prometheus",
-        Declared::new(prometheus::build, prometheus::PARAMS)
-            .with_check(|ctx| prometheus::PrometheusConfig::parse(ctx).map(drop)),
+        crate::pooled::declare::<prometheus::PrometheusConfig>(prometheus::PARAMS),
     );
     registry.register(
         "rabbitmq",

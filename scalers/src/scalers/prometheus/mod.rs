@@ -10,7 +10,7 @@ pub mod response;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use async_trait::async_trait;
+use http::StatusCode;
 use http::header::HeaderMap;
 use k8s_openapi::api::autoscaling::v2::MetricSpec;
 
@@ -18,16 +18,14 @@ use crate::authentication::{
     API_KEY, AUTH_MODES, BEARER_TOKEN, CA, CERT, CUSTOM_AUTH_HEADER, CUSTOM_AUTH_VALUE, HttpAuth,
     KEY, KEY_PARAM_NAME, METHOD, PASSWORD, USERNAME,
 };
-use crate::context::{Clock, ScalerContext};
-use crate::error::{MetadataError, ScalerError, TriggerId};
-use crate::http_client::{
-    self, HttpClient, HttpClientKey, HttpGetError, describe_url, header_map, parse_http_url,
-};
+use crate::context::ScalerContext;
+use crate::error::{MetadataError, ScalerError};
+use crate::http_client::{self, HttpClientKey, describe_url, header_map, parse_http_url};
 use crate::metadata::{MAX_TIMEOUT_MS, METADATA_AUTH, Param};
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target_milli};
-use crate::pool::Held;
-use crate::remote::{Classify, Failure};
-use crate::scaler::{BuiltScaler, MetricsAndActivity, Scaler};
+use crate::pooled::{ApiRequest, HttpApi, Pooled};
+use crate::remote::Failure;
+use crate::scaler::MetricsAndActivity;
 
 const SERVER_ADDRESS: Param = Param::required("serverAddress");
 const QUERY: Param = Param::required("query");
@@ -201,143 +199,76 @@ impl PrometheusConfig {
     }
 }
 
-/// A `prometheus` scaler holding its share of the server's client.
-pub struct PrometheusScaler {
-    config: PrometheusConfig,
-    trigger: TriggerId,
-    clock: Clock,
-    /// The lease on the server's client; `None` when the request is not usable (every read
-    /// fails with its error).
-    client: Option<Held<HttpClientKey, HttpClient>>,
-}
+/// A `prometheus` scaler: the parsed trigger and its share of the server's client.
+pub type PrometheusScaler = Pooled<PrometheusConfig>;
 
-impl PrometheusScaler {
-    /// Parses the trigger and leases the client of its server (building it if it is the first
-    /// trigger on that server). Does not connect.
-    ///
-    /// # Errors
-    /// Invalid metadata, or TLS material that does not parse.
-    pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
-        let config = PrometheusConfig::parse(ctx)?;
-        let client = match &config.request {
-            Ok(request) => Some(Held::new(
-                http_client::lease(ctx, request.client.clone()).await?,
-            )),
-            Err(_) => None,
-        };
-        Ok(Self {
-            config,
-            trigger: ctx.trigger_id(),
-            clock: ctx.clock.clone(),
-            client,
-        })
+impl HttpApi for PrometheusConfig {
+    fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
+        PrometheusConfig::parse(ctx)
     }
 
-    /// The parsed trigger.
-    pub fn config(&self) -> &PrometheusConfig {
-        &self.config
-    }
-
-    /// Runs the query now and returns its value.
-    ///
-    /// # Errors
-    /// The server cannot be reached or answers an error; the result is not one usable value;
-    /// the scaler is closed; `serverAddress` or a header cannot be used (at every read, naming
-    /// the parameter).
-    /// Messages name the query and the server, never the credentials.
-    pub async fn value(&self) -> Result<f64, ScalerError> {
-        let request = self
-            .config
-            .request
+    fn client_key(&self) -> Result<HttpClientKey, MetadataError> {
+        self.request
             .as_ref()
-            .map_err(|e| ScalerError::Metadata(e.clone()))?;
-        let client =
-            self.client
-                .as_ref()
-                .and_then(Held::client)
-                .ok_or_else(|| ScalerError::Closed {
-                    trigger: self.trigger.clone(),
-                })?;
-        let url = self.config.request_url(request, self.clock.now());
-        let query = &self.config.query;
-        let body = client.get(url, &request.headers).await.map_err(|e| {
-            // A Prometheus API error shows its errorType (a fixed vocabulary), never its text.
-            let failure = match &e {
-                HttpGetError::Status { status, body, .. } => match response::api_error(body) {
-                    Some(error_type) => Failure::new(
-                        crate::remote::Kind::Server {
-                            system: "Prometheus",
-                            code: Some(format!("{error_type} (HTTP {})", status.as_u16())),
-                        },
-                        Some(String::from_utf8_lossy(body).into_owned()),
-                    ),
-                    None => e.classify(),
-                },
-                _ => e.classify(),
-            };
-            ScalerError::Query {
-                trigger: self.trigger.clone(),
-                operation: format!(
-                    "prometheus query `{query}` on serverAddress {}",
-                    describe_url(&request.query_url)
-                ),
-                source: failure,
-            }
-        })?;
-        let ignore_null_values = self.config.ignore_null_values;
-        // KEDA's keda_scaler_empty_upstream_responses_total, counted by the operator for the
-        // read in progress (crate::request_metrics).
-        response::query_value_reporting_empty(&body, query, ignore_null_values, || {
-            crate::request_metrics::empty_upstream_response(ignore_null_values);
-        })
-        .map_err(|message| ScalerError::Unexpected {
-            trigger: self.trigger.clone(),
-            message,
-        })
+            .map(|r| r.client.clone())
+            .map_err(Clone::clone)
     }
-}
 
-#[async_trait]
-impl Scaler for PrometheusScaler {
     fn metric_specs(&self) -> Vec<MetricSpec> {
         vec![external_metric_spec(
-            self.config.metric_name.clone(),
-            metric_target_milli(self.config.metric_type, self.config.threshold),
+            self.metric_name.clone(),
+            metric_target_milli(self.metric_type, self.threshold),
         )]
     }
 
-    async fn metrics_and_activity(
-        &self,
-        metric_name: &str,
-    ) -> Result<MetricsAndActivity, ScalerError> {
-        let value = self.value().await?;
-        Ok(MetricsAndActivity::single(
-            metric_name,
-            value,
-            self.config.activation_threshold,
+    fn request(&self, now: jiff::Timestamp) -> Result<ApiRequest<'_>, MetadataError> {
+        let request = self.request.as_ref().map_err(Clone::clone)?;
+        Ok(ApiRequest::get(
+            self.request_url(request, now),
+            &request.headers,
         ))
     }
 
-    async fn close(&self) {
-        if let Some(client) = &self.client {
-            client.release();
-        }
+    fn operation(&self, request: &ApiRequest<'_>) -> String {
+        format!(
+            "prometheus query `{}` on serverAddress {}",
+            self.query,
+            describe_url(&request.url)
+        )
     }
-}
 
-/// Factory of `prometheus`.
-///
-/// # Errors
-/// See [`PrometheusScaler::build`].
-pub async fn build(ctx: ScalerContext) -> Result<BuiltScaler, ScalerError> {
-    Ok(BuiltScaler::Pull(Box::new(
-        PrometheusScaler::build(&ctx).await?,
-    )))
+    /// A Prometheus API error shows its errorType (a fixed vocabulary), never its text.
+    fn error_answer(&self, status: StatusCode, body: &[u8]) -> Option<Failure> {
+        let error_type = response::api_error(body)?;
+        Some(Failure::new(
+            crate::remote::Kind::Server {
+                system: "Prometheus",
+                code: Some(format!("{error_type} (HTTP {})", status.as_u16())),
+            },
+            Some(String::from_utf8_lossy(body).into_owned()),
+        ))
+    }
+
+    fn read(&self, body: &[u8], metric_name: &str) -> Result<MetricsAndActivity, String> {
+        let ignore_null_values = self.ignore_null_values;
+        // KEDA's keda_scaler_empty_upstream_responses_total, counted by the operator for the
+        // read in progress (crate::request_metrics).
+        let value =
+            response::query_value_reporting_empty(body, &self.query, ignore_null_values, || {
+                crate::request_metrics::empty_upstream_response(ignore_null_values);
+            })?;
+        Ok(MetricsAndActivity::single(
+            metric_name,
+            value,
+            self.activation_threshold,
+        ))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scaler::Scaler;
 
     fn ctx(metadata: &[(&str, &str)]) -> ScalerContext {
         ScalerContext {
