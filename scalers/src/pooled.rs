@@ -83,6 +83,16 @@ pub trait Source: Send + Sync + Sized + 'static {
     /// error here (see [`Source::client_key`]).
     fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError>;
 
+    /// Takes what the reads need from the context besides the client (the operator's shared
+    /// EndpointSlice view, say), after [`Source::parse`] and before the lease. The parse-only
+    /// check does not run it. Nothing by default.
+    ///
+    /// # Errors
+    /// What the reads need is not in the context.
+    fn attach(&mut self, _ctx: &ScalerContext) -> Result<(), ScalerError> {
+        Ok(())
+    }
+
     /// The key of the client to lease, or why the connection parameters cannot be used: then
     /// the trigger builds without a client and every read fails with this error.
     ///
@@ -132,7 +142,8 @@ impl<S: Source> Pooled<S> {
     /// # Errors
     /// See [`Source::parse`] and [`Source::connect`].
     pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
-        let source = S::parse(ctx)?;
+        let mut source = S::parse(ctx)?;
+        source.attach(ctx)?;
         let client = match source.client_key() {
             Ok(key) => Ok(Held::new(S::connect(ctx, key).await?)),
             Err(unusable) => Err(unusable),
@@ -269,6 +280,14 @@ pub trait HttpApi: Send + Sync + Sized + 'static {
     /// See [`Source::parse`].
     fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError>;
 
+    /// See [`Source::attach`].
+    ///
+    /// # Errors
+    /// See [`Source::attach`].
+    fn attach(&mut self, _ctx: &ScalerContext) -> Result<(), ScalerError> {
+        Ok(())
+    }
+
     /// The pooled client's key, or why the server parameters cannot be used (every read fails
     /// with it).
     ///
@@ -369,6 +388,10 @@ impl<A: HttpApi> Source for A {
 
     fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
         <A as HttpApi>::parse(ctx)
+    }
+
+    fn attach(&mut self, ctx: &ScalerContext) -> Result<(), ScalerError> {
+        <A as HttpApi>::attach(self, ctx)
     }
 
     fn client_key(&self) -> Result<HttpClientKey, MetadataError> {

@@ -118,8 +118,7 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     );
     registry.register(
         "metrics-api",
-        Declared::new(metrics_api::build, metrics_api::PARAMS)
-            .with_check(|ctx| metrics_api::MetricsApiConfig::parse(ctx).map(drop)),
+        crate::pooled::declare::<metrics_api::MetricsApi>(metrics_api::PARAMS),
     );
     registry.register(
         "mysql",

@@ -16,10 +16,11 @@ use std::net::Ipv6Addr;
 
 use futures::StreamExt;
 
-use super::{Endpoint, MetricsApiScaler};
+use super::{Endpoint, MetricsApi};
 use crate::cluster::{ClusterView, SliceSummary};
 use crate::error::ScalerError;
-use crate::http_client::{HttpClient, describe_url};
+use crate::http_client::describe_url;
+use crate::pooled::HttpCall;
 use crate::remote::{Classify, Failure};
 
 /// Endpoints asked at once (KEDA asks 5 at a time too).
@@ -138,13 +139,13 @@ pub fn endpoint_urls(url: &url::Url, port: u16, slices: &[SliceSummary]) -> Vec<
 
 /// Asks every ready endpoint of `aggregate`'s Service and combines the answers.
 pub(super) async fn value(
-    scaler: &MetricsApiScaler,
-    client: &HttpClient,
+    source: &MetricsApi,
+    call: &HttpCall<'_>,
     endpoint: &Endpoint,
     aggregate: &ServiceAggregate,
     cluster: &dyn ClusterView,
 ) -> Result<f64, ScalerError> {
-    let trigger = &scaler.trigger;
+    let trigger = call.read.trigger;
     let service = format!("{}/{}", aggregate.namespace, aggregate.service);
     let slices = cluster
         .service_slices(&aggregate.namespace, &aggregate.service)
@@ -166,7 +167,7 @@ pub(super) async fn value(
     }
     let asked = urls.len();
     let answers: Vec<Result<f64, ScalerError>> = futures::stream::iter(urls)
-        .map(|url| async move { scaler.value_from(client, endpoint, &url).await })
+        .map(|url| async move { source.value_from(call, endpoint, &url).await })
         .buffer_unordered(MAX_CONCURRENT)
         .collect()
         .await;

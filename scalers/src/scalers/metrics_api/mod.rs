@@ -15,6 +15,7 @@ pub mod exposition;
 pub mod format;
 pub mod json_path;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,13 +31,13 @@ use crate::authentication::{
 };
 use crate::cluster::ClusterView;
 use crate::context::ScalerContext;
-use crate::error::{MetadataError, MetadataErrorKind, ScalerError, TriggerId};
-use crate::http_client::{self, HttpClient, HttpClientKey, describe_url, parse_http_url};
+use crate::error::{MetadataError, MetadataErrorKind, ScalerError};
+use crate::http_client::{self, HttpClientKey, describe_url, parse_http_url};
 use crate::metadata::{MAX_TIMEOUT_MS, Param};
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target_milli};
-use crate::pool::Held;
+use crate::pooled::{ApiRequest, HttpApi, HttpCall, Pooled};
 use crate::remote::{Classify, Failure};
-use crate::scaler::{BuiltScaler, MetricsAndActivity, Scaler};
+use crate::scaler::MetricsAndActivity;
 
 const TARGET_VALUE: Param = Param::optional("targetValue");
 const ACTIVATION_TARGET_VALUE: Param = Param::optional("activationTargetValue").default("0");
@@ -207,131 +208,95 @@ impl MetricsApiConfig {
     }
 }
 
-/// A `metrics-api` scaler holding its share of the server's client.
-pub struct MetricsApiScaler {
+/// The `metrics-api` source: the parsed trigger and, with `aggregateFromKubeServiceEndpoints`,
+/// the operator's shared EndpointSlice view.
+pub struct MetricsApi {
     config: MetricsApiConfig,
-    trigger: TriggerId,
-    /// The lease on the server's client; `None` when the endpoint is not usable (every read
-    /// fails with the endpoint's error).
-    client: Option<Held<HttpClientKey, HttpClient>>,
     /// The shared EndpointSlice view, with `aggregateFromKubeServiceEndpoints`.
     cluster: Option<Arc<dyn ClusterView>>,
 }
 
-impl MetricsApiScaler {
-    /// Parses the trigger and leases the client of its server. Does not connect.
-    ///
-    /// # Errors
-    /// Invalid metadata (see [`MetricsApiConfig::parse`]), TLS material that does not parse,
-    /// or `aggregateFromKubeServiceEndpoints` without a cluster view in the context.
-    pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
-        let config = MetricsApiConfig::parse(ctx)?;
-        let Ok(endpoint) = &config.endpoint else {
-            return Ok(Self {
-                config,
-                trigger: ctx.trigger_id(),
-                client: None,
-                cluster: None,
-            });
-        };
-        let cluster = match &endpoint.aggregate {
-            Some(aggregate) => Some(
-                ctx.cluster
-                    .view()
-                    .map_err(|e| ScalerError::Connect {
-                        trigger: ctx.trigger_id(),
-                        target: format!(
-                            "the EndpointSlices of Service {}/{}",
-                            aggregate.namespace, aggregate.service
-                        ),
-                        source: e.classify(),
-                    })?
-                    .clone(),
-            ),
-            None => None,
-        };
-        let lease = http_client::lease(ctx, endpoint.client.clone()).await?;
-        Ok(Self {
-            config,
-            trigger: ctx.trigger_id(),
-            client: Some(Held::new(lease)),
-            cluster,
-        })
-    }
+/// A `metrics-api` scaler: the parsed trigger and its share of the server's client.
+pub type MetricsApiScaler = Pooled<MetricsApi>;
 
+impl MetricsApi {
     /// The parsed trigger.
     pub fn config(&self) -> &MetricsApiConfig {
         &self.config
     }
 
-    /// Asks the endpoint (or, with `aggregateFromKubeServiceEndpoints`, every ready endpoint
-    /// of the Service) now and reads the value.
-    ///
-    /// # Errors
-    /// The endpoint cannot be reached or answers an error, the answer does not parse, or
-    /// `valueLocation` does not lead to a number; the scaler is closed. Messages name the URL
-    /// (without credentials or query) and `valueLocation`. When aggregating: the Service has
-    /// no ready endpoint, or none of them answered a value.
-    ///
-    /// A `url` or `valueLocation` that cannot be used fails here, at every read, with the error
-    /// naming the parameter (see [`MetricsApiConfig`]).
-    pub async fn value(&self) -> Result<f64, ScalerError> {
-        let endpoint = self
-            .config
-            .endpoint
-            .as_ref()
-            .map_err(|e| ScalerError::Metadata(e.clone()))?;
-        let client =
-            self.client
-                .as_ref()
-                .and_then(Held::client)
-                .ok_or_else(|| ScalerError::Closed {
-                    trigger: self.trigger.clone(),
-                })?;
-        match (&endpoint.aggregate, &self.cluster) {
-            (Some(aggregate), Some(cluster)) => {
-                aggregate::value(self, &client, endpoint, aggregate, cluster.as_ref()).await
-            }
-            _ => self.value_from(&client, endpoint, &endpoint.url).await,
-        }
+    /// The value at `valueLocation` in `body`.
+    fn value_at(&self, endpoint: &Endpoint, body: &[u8]) -> Result<f64, String> {
+        endpoint.value_location.value(body).map_err(|e| {
+            format!(
+                "valueLocation \"{}\" in the answer: {e}",
+                self.config.value_location_text
+            )
+        })
     }
 
     /// GETs `url` and reads the value at `valueLocation`.
     async fn value_from(
         &self,
-        client: &HttpClient,
+        call: &HttpCall<'_>,
         endpoint: &Endpoint,
         url: &url::Url,
     ) -> Result<f64, ScalerError> {
-        let body = client
-            .get(url.clone(), &HeaderMap::new())
-            .await
-            .map_err(|e| ScalerError::Query {
-                trigger: self.trigger.clone(),
-                operation: format!("GET url {}", describe_url(url)),
-                source: e.classify(),
-            })?;
-        endpoint
-            .value_location
-            .value(&body)
-            .map_err(|e| ScalerError::Query {
-                trigger: self.trigger.clone(),
+        let request = ApiRequest {
+            url: url.clone(),
+            headers: Cow::Owned(HeaderMap::new()),
+            body: None,
+        };
+        let body = call.send(self, request).await?;
+        self.value_at(endpoint, &body)
+            .map_err(|reason| ScalerError::Query {
+                trigger: call.read.trigger.clone(),
                 operation: format!("GET url {}", describe_url(url)),
                 // The reason is worded by keda-rs (types, positions, lengths); the body is at
                 // debug level only.
-                source: Failure::answer(
-                    format!(
-                        "valueLocation \"{}\" in the answer: {e}",
-                        self.config.value_location_text
-                    ),
-                    &body,
-                ),
+                source: Failure::answer(reason, &body),
             })
     }
 }
 
 #[async_trait]
-impl Scaler for MetricsApiScaler {
+impl HttpApi for MetricsApi {
+    fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
+        Ok(Self {
+            config: MetricsApiConfig::parse(ctx)?,
+            cluster: None,
+        })
+    }
+
+    /// With `aggregateFromKubeServiceEndpoints`, the operator's EndpointSlice view.
+    fn attach(&mut self, ctx: &ScalerContext) -> Result<(), ScalerError> {
+        let Ok(Endpoint {
+            aggregate: Some(aggregate),
+            ..
+        }) = &self.config.endpoint
+        else {
+            return Ok(());
+        };
+        let view = ctx.cluster.view().map_err(|e| ScalerError::Connect {
+            trigger: ctx.trigger_id(),
+            target: format!(
+                "the EndpointSlices of Service {}/{}",
+                aggregate.namespace, aggregate.service
+            ),
+            source: e.classify(),
+        })?;
+        self.cluster = Some(view.clone());
+        Ok(())
+    }
+
+    fn client_key(&self) -> Result<HttpClientKey, MetadataError> {
+        self.config
+            .endpoint
+            .as_ref()
+            .map(|e| e.client.clone())
+            .map_err(Clone::clone)
+    }
+
     fn metric_specs(&self) -> Vec<MetricSpec> {
         vec![external_metric_spec(
             self.config.metric_name.clone(),
@@ -339,11 +304,22 @@ impl Scaler for MetricsApiScaler {
         )]
     }
 
-    async fn metrics_and_activity(
-        &self,
-        metric_name: &str,
-    ) -> Result<MetricsAndActivity, ScalerError> {
-        let value = self.value().await?;
+    fn request(&self, _now: jiff::Timestamp) -> Result<ApiRequest<'_>, MetadataError> {
+        let endpoint = self.config.endpoint.as_ref().map_err(Clone::clone)?;
+        Ok(ApiRequest {
+            url: endpoint.url.clone(),
+            headers: Cow::Owned(HeaderMap::new()),
+            body: None,
+        })
+    }
+
+    fn operation(&self, request: &ApiRequest<'_>) -> String {
+        format!("GET url {}", describe_url(&request.url))
+    }
+
+    fn read(&self, body: &[u8], metric_name: &str) -> Result<MetricsAndActivity, String> {
+        let endpoint = self.config.endpoint.as_ref().map_err(|e| e.to_string())?;
+        let value = self.value_at(endpoint, body)?;
         Ok(MetricsAndActivity::single(
             metric_name,
             value,
@@ -351,21 +327,32 @@ impl Scaler for MetricsApiScaler {
         ))
     }
 
-    async fn close(&self) {
-        if let Some(client) = &self.client {
-            client.release();
-        }
+    /// Asks the endpoint (or, with `aggregateFromKubeServiceEndpoints`, every ready endpoint
+    /// of the Service) and reads the value. An answer that does not lead to a number fails as
+    /// the query (naming `valueLocation`, the body at debug level only). A `url` or
+    /// `valueLocation` that cannot be used fails here, at every read, naming the parameter.
+    async fn fetch(
+        &self,
+        call: &HttpCall<'_>,
+        metric_name: &str,
+    ) -> Result<MetricsAndActivity, ScalerError> {
+        let endpoint = self
+            .config
+            .endpoint
+            .as_ref()
+            .map_err(|e| ScalerError::Metadata(e.clone()))?;
+        let value = match (&endpoint.aggregate, &self.cluster) {
+            (Some(aggregate), Some(cluster)) => {
+                aggregate::value(self, call, endpoint, aggregate, cluster.as_ref()).await?
+            }
+            _ => self.value_from(call, endpoint, &endpoint.url).await?,
+        };
+        Ok(MetricsAndActivity::single(
+            metric_name,
+            value,
+            self.config.activation_target_value,
+        ))
     }
-}
-
-/// Factory of `metrics-api`.
-///
-/// # Errors
-/// See [`MetricsApiScaler::build`].
-pub async fn build(ctx: ScalerContext) -> Result<BuiltScaler, ScalerError> {
-    Ok(BuiltScaler::Pull(Box::new(
-        MetricsApiScaler::build(&ctx).await?,
-    )))
 }
 
 #[cfg(test)]
@@ -373,6 +360,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+    use crate::scaler::Scaler;
 
     fn ctx(metadata: &[(&str, &str)]) -> ScalerContext {
         ScalerContext {
