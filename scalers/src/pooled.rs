@@ -1,19 +1,19 @@
 //! One shape for every scaler that reads through a pooled client.
 //!
 //! A trigger type whose reads go through a client shared by all triggers with the same server
-//! and credentials (an HTTP API, a SQL server, a cloud service) is written as a [`Source`]: its
+//! and credentials (an HTTP API, a SQL server, a cloud service) is written as a [`PooledSource`]: its
 //! parsed configuration, the key of the client it leases, how to connect, its metric specs and
 //! one read. [`Pooled`] is the [`Scaler`] around any source: it parses, leases the client at
 //! build time, reads on every poll and releases the lease on `close`. A connection parameter
 //! that KEDA only trips over when it fetches (a server address that is not a URL, say) leaves
-//! the trigger built: [`Source::client_key`] returns the error and every read fails with it,
+//! the trigger built: [`PooledSource::client_key`] returns the error and every read fails with it,
 //! naming the parameter, while the object's other triggers keep scaling it.
 //!
 //! Sources that speak HTTP (JSON, CSV, GraphQL over HTTP) implement the narrower [`HttpApi`]
 //! instead: the parsed configuration, the request of a read and the reading of its answer. The
 //! shared [`HttpClient`] does the rest (authentication, TLS, one keep-alive pool per server,
 //! bounded bodies, the request metrics of KEDA's HTTP round tripper, remote text kept out of
-//! messages). Every [`HttpApi`] is a [`Source`].
+//! messages). Every [`HttpApi`] is a [`PooledSource`].
 //!
 //! Registering a type is one line with [`declare`]:
 //!
@@ -68,7 +68,7 @@ impl ReadCtx<'_> {
 
 /// A trigger type read through a pooled client: its parsed configuration is `Self`.
 #[async_trait]
-pub trait Source: Send + Sync + Sized + 'static {
+pub trait PooledSource: Send + Sync + Sized + 'static {
     /// What triggers share a client by: server, credentials, TLS settings, timeout.
     type Key: Eq + Hash + Clone + Send + Sync + 'static;
     /// The shared client.
@@ -80,11 +80,11 @@ pub trait Source: Send + Sync + Sized + 'static {
     /// # Errors
     /// What KEDA refuses when it parses: a missing required parameter, a malformed number, an
     /// incomplete authentication block. Parameters KEDA only trips over when it fetches are no
-    /// error here (see [`Source::client_key`]).
+    /// error here (see [`PooledSource::client_key`]).
     fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError>;
 
     /// Takes what the reads need from the context besides the client (the operator's shared
-    /// EndpointSlice view, say), after [`Source::parse`] and before the lease. The parse-only
+    /// EndpointSlice view, say), after [`PooledSource::parse`] and before the lease. The parse-only
     /// check does not run it. Nothing by default.
     ///
     /// # Errors
@@ -126,8 +126,8 @@ pub trait Source: Send + Sync + Sized + 'static {
     ) -> Result<MetricsAndActivity, ScalerError>;
 }
 
-/// The scaler of any [`Source`]: the configuration, the trigger, the clock and the lease.
-pub struct Pooled<S: Source> {
+/// The scaler of any [`PooledSource`]: the configuration, the trigger, the clock and the lease.
+pub struct Pooled<S: PooledSource> {
     source: S,
     trigger: TriggerId,
     clock: Clock,
@@ -135,12 +135,12 @@ pub struct Pooled<S: Source> {
     client: Result<Held<S::Key, S::Client>, MetadataError>,
 }
 
-impl<S: Source> Pooled<S> {
+impl<S: PooledSource> Pooled<S> {
     /// Parses the trigger and leases its client (building it if it is the first trigger on
     /// that key). Does not connect to the source itself.
     ///
     /// # Errors
-    /// See [`Source::parse`] and [`Source::connect`].
+    /// See [`PooledSource::parse`] and [`PooledSource::connect`].
     pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
         let mut source = S::parse(ctx)?;
         source.attach(ctx)?;
@@ -190,7 +190,7 @@ impl<S: Source> Pooled<S> {
 }
 
 #[async_trait]
-impl<S: Source> Scaler for Pooled<S> {
+impl<S: PooledSource> Scaler for Pooled<S> {
     fn metric_specs(&self) -> Vec<MetricSpec> {
         self.source.metric_specs()
     }
@@ -216,20 +216,20 @@ impl<S: Source> Scaler for Pooled<S> {
 ///
 /// # Errors
 /// See [`Pooled::build`].
-pub async fn build<S: Source>(ctx: ScalerContext) -> Result<BuiltScaler, ScalerError> {
+pub async fn build<S: PooledSource>(ctx: ScalerContext) -> Result<BuiltScaler, ScalerError> {
     Ok(BuiltScaler::Pull(Box::new(Pooled::<S>::build(&ctx).await?)))
 }
 
 /// The parse-only check of source `S` (for the webhook, `explain` and the fuzzers).
 ///
 /// # Errors
-/// See [`Source::parse`].
-pub fn check<S: Source>(ctx: &ScalerContext) -> Result<(), ScalerError> {
+/// See [`PooledSource::parse`].
+pub fn check<S: PooledSource>(ctx: &ScalerContext) -> Result<(), ScalerError> {
     S::parse(ctx).map(drop)
 }
 
 /// Source `S` as the registry takes it: its factory, its parameters and its check.
-pub fn declare<S: Source>(params: &'static [Param]) -> impl ScalerFactory + 'static {
+pub fn declare<S: PooledSource>(params: &'static [Param]) -> impl ScalerFactory + 'static {
     Declared::new(build::<S>, params).with_check(check::<S>)
 }
 
@@ -274,16 +274,16 @@ impl<'a> ApiRequest<'a> {
 /// bare status.
 #[async_trait]
 pub trait HttpApi: Send + Sync + Sized + 'static {
-    /// See [`Source::parse`].
+    /// See [`PooledSource::parse`].
     ///
     /// # Errors
-    /// See [`Source::parse`].
+    /// See [`PooledSource::parse`].
     fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError>;
 
-    /// See [`Source::attach`].
+    /// See [`PooledSource::attach`].
     ///
     /// # Errors
-    /// See [`Source::attach`].
+    /// See [`PooledSource::attach`].
     fn attach(&mut self, _ctx: &ScalerContext) -> Result<(), ScalerError> {
         Ok(())
     }
@@ -295,7 +295,7 @@ pub trait HttpApi: Send + Sync + Sized + 'static {
     /// See above.
     fn client_key(&self) -> Result<HttpClientKey, MetadataError>;
 
-    /// See [`Source::metric_specs`].
+    /// See [`PooledSource::metric_specs`].
     fn metric_specs(&self) -> Vec<MetricSpec>;
 
     /// The request of a read at `now`.
@@ -324,7 +324,7 @@ pub trait HttpApi: Send + Sync + Sized + 'static {
     /// One read: by default one [`HttpApi::request`], its answer read by [`HttpApi::read`].
     ///
     /// # Errors
-    /// See [`Source::read`].
+    /// See [`PooledSource::read`].
     async fn fetch(
         &self,
         call: &HttpCall<'_>,
@@ -382,7 +382,7 @@ impl HttpCall<'_> {
 }
 
 #[async_trait]
-impl<A: HttpApi> Source for A {
+impl<A: HttpApi> PooledSource for A {
     type Key = HttpClientKey;
     type Client = HttpClient;
 
