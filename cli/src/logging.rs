@@ -13,7 +13,7 @@ use tracing_subscriber::fmt::time::FormatTime;
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum LogFormat {
-    /// `2026-08-01T10:00:00Z  INFO keda_operator::leader: lease acquired lease=keda/operator.keda.sh`
+    /// `2026-08-01T10:00:00Z  INFO keda_operator::process::leader: lease acquired lease=keda/operator.keda.sh`
     #[default]
     Text,
     /// One JSON object per line with `timestamp`, `level`, `target`, `fields`.

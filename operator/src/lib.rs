@@ -1,60 +1,37 @@
-//! keda-rs operator: the ScaledObject controller and its scale loops, over the pure scale
-//! decision, fallback and `scalingModifiers` formulas of [`keda_decide`], plus the operations
-//! side of the `keda-operator` binary.
+//! keda-rs operator: the ScaledObject and ScaledJob controllers and their loops, over the pure
+//! decisions of [`keda_decide`], plus what the `keda-operator` binary serves and runs.
 //!
-//! - [`controller`]: reconcile (finalizer, label, target, HPA, status) and the entry point
-//!   [`controller::run_scaled_object_controller`].
-//! - [`loops`]: the loop machinery both kinds share (registry, schedule, push scalers, panic
-//!   isolation, start/stop bookkeeping), over a small trait for what differs per kind.
-//! - [`scale_loop`]: one task per object polling its scalers and applying
-//!   [`keda_decide::scale`]; it leaves a [`snapshot`] of each poll, which [`explain`] reads.
-//! - [`scaled_job`]: the ScaledJob controller and its job loops, creating Jobs as
-//!   [`keda_decide::job`] decides.
-//! - [`resolve`]: a trigger's `*FromEnv` values and its TriggerAuthentication parameters, from
-//!   watch caches, with rebuild signals when they change.
-//! - [`cluster_view`]: the one shared pod and EndpointSlice watch every scaler reads
-//!   (`kubernetes-workload`, `metrics-api` over a Service's endpoints).
-//! - [`routes`]: which `http` routes the activator refuses (another namespace claimed them
-//!   first, or the host policy forbids them), reported as `Ready=False` and a Warning Event.
-//! - [`isolation`]: a panic in the work of one object becomes that object's `Ready=False
-//!   InternalError`, never the end of the process or of another object's loop.
+//! The folders say the parts (docs/design.md draws the map):
+//!
+//! - [`scaled_object`]: what happens to a ScaledObject: controller, scale target, HPA, scale
+//!   loop, the poll snapshot.
+//! - [`scaled_job`]: what happens to a ScaledJob: controller, job loop, the Jobs.
+//! - [`shared`]: what both share: controller shell, loop machinery, trigger resolution,
+//!   scalers, status and Events, panic isolation, watches.
+//! - [`serve`]: what the operator serves: metric values, explain, admin, CloudEvents.
+//! - [`process`]: the process: settings, leader election, run, telemetry.
 //! - The pure decisions live in the `keda-decide` crate (`operator/decide`): [`keda_decide::scale`],
 //!   [`keda_decide::fallback`], [`keda_decide::formula`], [`keda_decide::job`] (how many Jobs a
 //!   ScaledJob creates): no IO, no clock reads, no cluster client.
-//! - Operations: [`config`] (flags, env, client), [`leader`] (Lease election), [`telemetry`]
-//!   (KEDA's Prometheus metrics, logging), [`admin`] (probes and `/metrics`), [`run`] (the
-//!   process wiring).
+//!
+//! Every module is also reachable at the crate root (`keda_operator::resolve`,
+//! `crate::scale_loop`, ...): the paths from before the folders, which the tests, `keda-rs`
+//! and the code inside this crate use.
 
-pub mod admin;
-pub mod auth_events;
-mod auth_status;
-pub mod cloud_events;
-pub mod cluster_view;
-pub mod config;
-pub mod controller;
-pub mod error;
-pub mod events;
-pub mod explain;
-pub mod hpa;
-pub mod isolation;
-pub mod leader;
-mod loop_registry;
-pub mod loops;
-pub mod metrics_service;
-mod reconciler;
-pub mod recording;
-pub mod resolve;
-pub mod routes;
-pub mod run;
-pub mod scale_loop;
+pub mod process;
 pub mod scaled_job;
-pub mod scalers;
-pub mod settings;
-pub mod snapshot;
-pub mod status;
-pub mod target;
-pub mod telemetry;
-pub mod watch;
+pub mod scaled_object;
+pub mod serve;
+pub mod shared;
+
+pub use process::{config, leader, run, telemetry};
+pub use scaled_object::{controller, hpa, routes, scale_loop, settings, snapshot, target};
+pub use serve::{admin, cloud_events, explain, metrics_service};
+pub use shared::{
+    auth_events, cluster_view, error, events, isolation, loops, recording, resolve, scalers,
+    status, watch,
+};
+use shared::{auth_status, loop_registry, reconciler};
 
 pub use controller::{ControllerConfig, ScaledObjectController, run_scaled_object_controller};
 pub use error::Error;

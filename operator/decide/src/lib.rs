@@ -2,7 +2,7 @@
 //!
 //! Nothing in this crate does IO, reads the clock or talks to a cluster: the operator's loops
 //! (the ScaledObject scale loops and the ScaledJob job loops) observe, call these
-//! functions and apply the result; `keda-rs simulate` calls them with made-up observations.
+//! functions and apply the result; a simulation can call them with made-up observations.
 //!
 //! - [`scale`]: the ScaledObject decision (KEDA's `RequestScale`), with the pause annotations
 //!   and the cooldown arithmetic.

@@ -196,7 +196,7 @@ mod tests {
 
     #[test]
     fn no_build_profile_aborts_on_panic() {
-        let manifest = include_str!("../../Cargo.toml");
+        let manifest = include_str!("../../../Cargo.toml");
         let aborting: Vec<&str> = manifest
             .lines()
             .filter(|l| {
