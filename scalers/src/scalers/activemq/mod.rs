@@ -338,13 +338,13 @@ impl ActiveMqScaler {
             .request
             .as_ref()
             .map_err(|e| ScalerError::Metadata(e.clone()))?;
-        let client = self
-            .client
-            .as_ref()
-            .and_then(Held::client)
-            .ok_or_else(|| ScalerError::Closed {
-                trigger: self.trigger.clone(),
-            })?;
+        let client =
+            self.client
+                .as_ref()
+                .and_then(Held::client)
+                .ok_or_else(|| ScalerError::Closed {
+                    trigger: self.trigger.clone(),
+                })?;
         let operation = || {
             format!(
                 "reading the size of queue \"{}\" of broker \"{}\" from {} (parameter \"managementEndpoint\")",
