@@ -149,6 +149,32 @@ impl Registry {
         factory.build(ctx).await
     }
 
+    /// The keys of a trigger's `metadata` that `trigger_type` does not read, in the order
+    /// given: what KEDA's `KEDA_CHECK_UNEXPECTED_SCALERS_PARAMS` check reports as "Unmatched
+    /// input property" (`pkg/scalers/scalersconfig/typed_config.go`). A `<name>FromEnv` key is
+    /// read when `<name>` is; a parameter is read under its name and its aliases. Empty when
+    /// the type is unknown or declares no parameters (nothing to compare against).
+    pub fn unmatched_params<'k>(
+        &self,
+        trigger_type: &str,
+        keys: impl IntoIterator<Item = &'k str>,
+    ) -> Vec<&'k str> {
+        let Some(params) = self
+            .factories
+            .get(trigger_type)
+            .map(|f| f.params())
+            .filter(|p| !p.is_empty())
+        else {
+            return Vec::new();
+        };
+        keys.into_iter()
+            .filter(|key| {
+                let name = key.strip_suffix("FromEnv").unwrap_or(key);
+                !params.iter().any(|p| p.names().any(|n| n == name))
+            })
+            .collect()
+    }
+
     /// Parses the metadata of `ctx.trigger_type` without connecting ([`ScalerFactory::check`]).
     /// `None` when its factory declares no check.
     ///
@@ -209,6 +235,38 @@ mod tests {
             err.to_string(),
             r#"unknown trigger type "foo"; known types: alpha, zeta"#
         );
+    }
+
+    #[test]
+    fn unmatched_params_are_the_keys_the_type_does_not_read() {
+        let registry = Registry::builtin();
+        let keys = [
+            "address",
+            "listName",
+            "passwordFromEnv",
+            "listLenght",
+            "hostFromEnv",
+            "typoFromEnv",
+            "metricType",
+        ];
+        assert_eq!(
+            registry.unmatched_params("redis", keys),
+            ["listLenght", "typoFromEnv", "metricType"]
+        );
+        // Every declared name and alias is read.
+        let redis = registry.get("redis").expect("registered").params();
+        let every_name: Vec<&str> = redis.iter().flat_map(|p| p.names()).collect();
+        assert!(registry.unmatched_params("redis", every_name).is_empty());
+        // Nothing to compare against: no report.
+        assert!(registry.unmatched_params("reddis", ["x"]).is_empty());
+        let mut r = Registry::empty();
+        r.register("fixed", |_ctx: ScalerContext| async {
+            Err::<BuiltScaler, _>(ScalerError::UnknownType {
+                trigger_type: "fixed".into(),
+                known: vec![],
+            })
+        });
+        assert!(r.unmatched_params("fixed", ["x"]).is_empty());
     }
 
     #[test]

@@ -56,20 +56,26 @@ pub const PARAMS: &[Param] = &[
 pub const DEFAULT_REST_API_TEMPLATE: &str = "http://{{.ManagementEndpoint}}/api/jolokia/read/org.apache.activemq:type=Broker,brokerName={{.BrokerName}},destinationType=Queue,destinationName={{.DestinationName}}/QueueSize";
 
 /// The parsed trigger.
+///
+/// KEDA's `activeMQMetadata.Validate` checks `restAPITemplate` as a URL and reads the broker
+/// and destination out of it, or requires `managementEndpoint`, `destinationName` and
+/// `brokerName`; those refuse the build here too. The template is filled in (Go's
+/// `html/template`), the URL made and the `Origin` header set only when KEDA fetches: a template
+/// that does not fill, a filled-in URL that is not an http(s) URL with a host, or a `corsHeader`
+/// HTTP does not allow fail each of its reads, not its parse. So here they leave the trigger
+/// built, and every read fails with the error naming the parameter
+/// ([`ActiveMqConfig::request`]); the object's other triggers keep scaling it (issue 29, row 3).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ActiveMqConfig {
-    /// `host:port` of the broker's web console.
+    /// `host:port` of the broker's web console (the host of `restAPITemplate` as written).
     pub management_endpoint: String,
     /// The queue.
     pub destination_name: String,
     /// The broker's name.
     pub broker_name: String,
-    /// The URL asked, the template filled in.
-    pub url: url::Url,
-    /// The `Origin` header sent.
-    pub cors_header: HeaderValue,
-    /// The pooled client's key: origin, basic credentials, timeout.
-    pub client: HttpClientKey,
+    /// The URL, header and client of the reads, or why they cannot be made: each read fails
+    /// with this error.
+    pub request: Result<ActiveMqRequest, MetadataError>,
     /// Target per replica.
     pub target_queue_size: i64,
     /// Active iff the queue size is above this.
@@ -78,6 +84,30 @@ pub struct ActiveMqConfig {
     pub metric_name: String,
     /// AverageValue or Value.
     pub metric_type: MetricTargetType,
+}
+
+/// A usable filled-in URL and `Origin` header.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ActiveMqRequest {
+    /// The URL asked, the template filled in.
+    pub url: url::Url,
+    /// The `Origin` header sent.
+    pub cors_header: HeaderValue,
+    /// The pooled client's key: origin, basic credentials, timeout.
+    pub client: HttpClientKey,
+}
+
+/// The host (and port) of `template` as written, without user information: Go's `url.URL.Host`,
+/// which KEDA takes as the management endpoint (the default `corsHeader` is made from it).
+fn written_host(template: &str) -> String {
+    let Some((_, rest)) = template.split_once("://") else {
+        return String::new();
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host)
+        .to_string()
 }
 
 /// The `key=value` pairs of the object name in a Jolokia read URL's path: what follows the
@@ -131,23 +161,30 @@ impl ActiveMqConfig {
     /// Parses the trigger.
     ///
     /// # Errors
-    /// Invalid or missing parameters.
+    /// Missing parameters, a `restAPITemplate` that is no URL or names no broker or
+    /// destination, credentials missing, a size that is not an integer. A template that does not
+    /// fill, a filled-in URL that cannot be asked or a `corsHeader` HTTP does not allow is no
+    /// error here: it is kept in [`ActiveMqConfig::request`] for the reads.
     pub fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
         let metric_type = ctx.external_metric_type()?;
         Ok(ctx.parse(|p| {
             let (template, management_endpoint, destination_name, broker_name) =
                 match p.get_opt::<String>(&REST_API_TEMPLATE)? {
                     Some(template) => {
-                        let url = url::Url::parse(&template).map_err(|e| {
+                        // Go's url.ParseRequestURI also takes an absolute path: KEDA builds
+                        // with it and fails at each fetch (no host), as the filled-in URL does
+                        // below.
+                        let url = if template.starts_with('/') {
+                            url::Url::parse("http://localhost")
+                                .and_then(|base| base.join(&template))
+                        } else {
+                            url::Url::parse(&template)
+                        }
+                        .map_err(|e| {
                             p.rule(format!(
                                 "parameter \"restAPITemplate\": unable to parse the URL ({e})"
                             ))
                         })?;
-                        let host = url.host_str().unwrap_or_default();
-                        let endpoint = match url.port() {
-                            Some(port) => format!("{host}:{port}"),
-                            None => host.to_string(),
-                        };
                         let keys = object_name_keys(url.path()).ok_or_else(|| {
                             p.rule(
                                 "parameter \"restAPITemplate\": the path has no object name (org.apache.activemq:type=Broker,...)",
@@ -162,6 +199,7 @@ impl ActiveMqConfig {
                         };
                         let destination = key("destinationName")?;
                         let broker = key("brokerName")?;
+                        let endpoint = written_host(&template);
                         (template, endpoint, destination, broker)
                     }
                     None => (
@@ -171,31 +209,7 @@ impl ActiveMqConfig {
                         p.get::<String>(&BROKER_NAME.require())?,
                     ),
                 };
-            let filled = fill_template(
-                p,
-                &template,
-                [
-                    ("ManagementEndpoint", &management_endpoint),
-                    ("BrokerName", &broker_name),
-                    ("DestinationName", &destination_name),
-                ],
-            )?;
-            let url = url::Url::parse(&filled).map_err(|e| {
-                p.rule(format!(
-                    "the URL made from \"restAPITemplate\" (or \"managementEndpoint\") is not valid ({e})"
-                ))
-            })?;
-            if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-                return Err(p.rule(
-                    "the URL made from \"restAPITemplate\" (or \"managementEndpoint\") must be http:// or https:// with a host",
-                ));
-            }
-            let cors = p
-                .get_opt::<String>(&CORS_HEADER)?
-                .unwrap_or_else(|| format!("http://{management_endpoint}"));
-            let cors_header = HeaderValue::from_str(&cors).map_err(|_| {
-                p.rule("parameter \"corsHeader\" is not valid in an HTTP header")
-            })?;
+            let cors: Option<String> = p.get_opt(&CORS_HEADER)?;
             let username: String = p.get(&USERNAME)?;
             let password: Secret = p.get(&PASSWORD)?;
             let auth = HttpAuth {
@@ -203,15 +217,49 @@ impl ActiveMqConfig {
                 basic: Some((username, password)),
                 ..HttpAuth::default()
             };
+            // What KEDA does at each fetch (getMonitoringEndpoint, http.NewRequest, the
+            // Origin header): its errors are kept for the reads.
+            let request = (|| {
+                let filled = fill_template(
+                    p,
+                    &template,
+                    [
+                        ("ManagementEndpoint", &management_endpoint),
+                        ("BrokerName", &broker_name),
+                        ("DestinationName", &destination_name),
+                    ],
+                )?;
+                let url = url::Url::parse(&filled).map_err(|e| {
+                    p.rule(format!(
+                        "the URL made from \"restAPITemplate\" (or \"managementEndpoint\") is not valid ({e})"
+                    ))
+                })?;
+                if !matches!(url.scheme(), "http" | "https")
+                    || url.host_str().is_none_or(str::is_empty)
+                {
+                    return Err(p.rule(
+                        "the URL made from \"restAPITemplate\" (or \"managementEndpoint\") must be http:// or https:// with a host",
+                    ));
+                }
+                let cors = cors
+                    .clone()
+                    .unwrap_or_else(|| format!("http://{management_endpoint}"));
+                let cors_header = HeaderValue::from_str(&cors).map_err(|_| {
+                    p.rule("parameter \"corsHeader\" is not valid in an HTTP header")
+                })?;
+                Ok(ActiveMqRequest {
+                    client: HttpClientKey {
+                        origin: origin(&url),
+                        auth,
+                        timeout: ctx.global_http_timeout,
+                    },
+                    url,
+                    cors_header,
+                })
+            })();
             Ok(Self {
                 metric_name: ctx.metric_name(&format!("activemq-{destination_name}")),
-                client: HttpClientKey {
-                    origin: origin(&url),
-                    auth,
-                    timeout: ctx.global_http_timeout,
-                },
-                url,
-                cors_header,
+                request,
                 management_endpoint,
                 destination_name,
                 broker_name,
@@ -239,7 +287,9 @@ struct Monitoring {
 pub struct ActiveMqScaler {
     config: ActiveMqConfig,
     trigger: TriggerId,
-    client: Held<HttpClientKey, HttpClient>,
+    /// The lease on the endpoint's client; `None` when the request cannot be made (every read
+    /// fails with its error).
+    client: Option<Held<HttpClientKey, HttpClient>>,
     headers: HeaderMap,
 }
 
@@ -250,40 +300,61 @@ impl ActiveMqScaler {
     /// Invalid metadata.
     pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
         let config = ActiveMqConfig::parse(ctx)?;
-        let lease = lease(ctx, config.client.clone()).await?;
         let mut headers = HeaderMap::new();
-        headers.insert(
-            http::header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-        headers.insert(http::header::ORIGIN, config.cors_header.clone());
+        let client = match &config.request {
+            Ok(request) => {
+                headers.insert(
+                    http::header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                );
+                headers.insert(http::header::ORIGIN, request.cors_header.clone());
+                Some(Held::new(lease(ctx, request.client.clone()).await?))
+            }
+            Err(_) => None,
+        };
         Ok(Self {
             config,
             trigger: ctx.trigger_id(),
-            client: Held::new(lease),
+            client,
             headers,
         })
+    }
+
+    /// The parsed trigger.
+    pub fn config(&self) -> &ActiveMqConfig {
+        &self.config
     }
 
     /// The queue's size.
     ///
     /// # Errors
     /// The endpoint cannot be reached, refuses the credentials or the origin, or answers a
-    /// status other than 200 (in HTTP or in Jolokia's answer).
+    /// status other than 200 (in HTTP or in Jolokia's answer); the template does not fill, its
+    /// URL cannot be asked or `corsHeader` cannot be sent (at every read, naming the
+    /// parameter); the scaler is closed.
     pub async fn queue_size(&self) -> Result<i64, ScalerError> {
-        let client = self.client.client().ok_or_else(|| ScalerError::Closed {
-            trigger: self.trigger.clone(),
-        })?;
+        let request = self
+            .config
+            .request
+            .as_ref()
+            .map_err(|e| ScalerError::Metadata(e.clone()))?;
+        let client =
+            self.client
+                .as_ref()
+                .and_then(Held::client)
+                .ok_or_else(|| ScalerError::Closed {
+                    trigger: self.trigger.clone(),
+                })?;
         let operation = || {
             format!(
                 "reading the size of queue \"{}\" of broker \"{}\" from {} (parameter \"managementEndpoint\")",
                 self.config.destination_name,
                 self.config.broker_name,
-                describe_url(&self.config.url)
+                describe_url(&request.url)
             )
         };
         let body = client
-            .get(self.config.url.clone(), &self.headers)
+            .get(request.url.clone(), &self.headers)
             .await
             .map_err(|e| ScalerError::Query {
                 trigger: self.trigger.clone(),
@@ -344,7 +415,9 @@ impl Scaler for ActiveMqScaler {
     }
 
     async fn close(&self) {
-        self.client.release();
+        if let Some(client) = &self.client {
+            client.release();
+        }
     }
 }
 
@@ -381,17 +454,18 @@ mod tests {
             &CREDENTIALS,
         )
         .unwrap();
+        let r = c.request.as_ref().expect("usable");
         assert_eq!(
-            c.url.as_str(),
+            r.url.as_str(),
             "http://activemq.mq:8161/api/jolokia/read/org.apache.activemq:type=Broker,brokerName=localhost,destinationType=Queue,destinationName=orders.eu/QueueSize"
         );
-        assert_eq!(c.cors_header, "http://activemq.mq:8161");
+        assert_eq!(r.cors_header, "http://activemq.mq:8161");
         assert_eq!(c.metric_name, "s2-activemq-orders-eu");
         assert_eq!(
             (c.target_queue_size, c.activation_target_queue_size),
             (10, 0)
         );
-        assert_eq!(c.client.origin, "http://activemq.mq:8161");
+        assert_eq!(r.client.origin, "http://activemq.mq:8161");
     }
 
     #[test]
@@ -413,8 +487,9 @@ mod tests {
             ),
             ("mq.example:8443", "b1", "jobs eu")
         );
-        assert_eq!(c.url.as_str(), template);
-        assert_eq!(c.cors_header, "https://console");
+        let r = c.request.as_ref().expect("usable");
+        assert_eq!(r.url.as_str(), template);
+        assert_eq!(r.cors_header, "https://console");
         assert_eq!(c.metric_name, "s2-activemq-jobs eu");
     }
 
@@ -435,7 +510,7 @@ mod tests {
             &[("username", "auth-user")],
         );
         let c = ActiveMqConfig::parse(&ctx).unwrap();
-        let (user, password) = c.client.auth.basic.unwrap();
+        let (user, password) = c.request.unwrap().client.auth.basic.unwrap();
         assert_eq!((user.as_str(), password.expose()), ("auth-user", "env-pw"));
     }
 
@@ -494,14 +569,6 @@ mod tests {
                 r#"trigger 2 (activemq): parameter "restAPITemplate": unable to parse the URL (relative URL without a base)"#,
             ),
             (
-                vec![(
-                    "restAPITemplate",
-                    "http://m:1/read/a:brokerName=b,destinationName={{.Queue}}/QueueSize",
-                )],
-                CREDENTIALS.to_vec(),
-                r#"trigger 2 (activemq): parameter "restAPITemplate": unknown placeholder "{{.Queue}}"; use {{.ManagementEndpoint}}, {{.BrokerName}} or {{.DestinationName}}"#,
-            ),
-            (
                 vec![
                     ("managementEndpoint", "m:8161"),
                     ("destinationName", "q"),
@@ -517,6 +584,108 @@ mod tests {
                 expected,
                 "{metadata:?}"
             );
+        }
+    }
+
+    /// The management endpoint KEDA derives from a `restAPITemplate` is its host as written
+    /// (Go's `url.URL.Host`): the default `Origin` keeps a written default port.
+    #[test]
+    fn the_default_origin_is_the_template_host_as_written() {
+        let c = parse(
+            &[(
+                "restAPITemplate",
+                "http://admin:pw@mq:80/api/jolokia/read/org.apache.activemq:type=Broker,brokerName=b,destinationType=Queue,destinationName=q/QueueSize",
+            )],
+            &CREDENTIALS,
+        )
+        .unwrap();
+        assert_eq!(c.management_endpoint, "mq:80");
+        assert_eq!(c.request.unwrap().cors_header, "http://mq:80");
+    }
+
+    /// KEDA fills the template, makes the URL and sets the `Origin` header at each fetch
+    /// (`getMonitoringEndpoint`, `http.NewRequest`, `client.Do`), not in
+    /// `parseActiveMQMetadata`: so the trigger builds, its metric is in the HPA, and every read
+    /// fails naming the parameter (issue 29, row 3).
+    #[tokio::test]
+    async fn a_bad_template_endpoint_or_cors_header_builds_and_fails_at_every_read_naming_it() {
+        let base = [
+            ("managementEndpoint", "m:8161"),
+            ("destinationName", "q"),
+            ("brokerName", "b"),
+        ];
+        let rows: &[(&[(&str, &str)], &str)] = &[
+            (
+                &[(
+                    "restAPITemplate",
+                    "http://m:1/read/a:brokerName=b,destinationName={{.Queue}}/QueueSize",
+                )],
+                r#"trigger 2 (activemq): parameter "restAPITemplate": unknown placeholder "{{.Queue}}"; use {{.ManagementEndpoint}}, {{.BrokerName}} or {{.DestinationName}}"#,
+            ),
+            (
+                &[(
+                    "restAPITemplate",
+                    "http://m:1/read/a:brokerName=b,destinationName=q/{{.BrokerName",
+                )],
+                r#"trigger 2 (activemq): parameter "restAPITemplate": a "{{" is not closed by "}}""#,
+            ),
+            (
+                &[(
+                    "restAPITemplate",
+                    "/api/jolokia/read/org.apache.activemq:type=Broker,brokerName=b,destinationType=Queue,destinationName=q/QueueSize",
+                )],
+                r#"trigger 2 (activemq): the URL made from "restAPITemplate" (or "managementEndpoint") is not valid (relative URL without a base)"#,
+            ),
+            (
+                &[("managementEndpoint", "mq host:8161")],
+                r#"trigger 2 (activemq): the URL made from "restAPITemplate" (or "managementEndpoint") is not valid (invalid international domain name)"#,
+            ),
+            (
+                &[("managementEndpoint", "")],
+                r#"trigger 2 (activemq): missing required parameter "managementEndpoint""#,
+            ),
+            (
+                &[("corsHeader", "http://console\u{7f}")],
+                r#"trigger 2 (activemq): parameter "corsHeader" is not valid in an HTTP header"#,
+            ),
+        ];
+        for (i, (changes, expected)) in rows.iter().enumerate() {
+            let mut metadata: BTreeMap<&str, &str> = base.iter().copied().collect();
+            if changes.iter().any(|(k, _)| *k == "restAPITemplate") {
+                metadata.clear();
+            }
+            metadata.extend(changes.iter().copied());
+            let pairs: Vec<(&str, &str)> = metadata.into_iter().collect();
+            let ctx = || test_context("activemq", 2, &pairs, &[], &CREDENTIALS);
+            if expected.contains("missing required") {
+                // A parse error in KEDA too: still refused at build.
+                let err = ActiveMqScaler::build(&ctx()).await.err().expect("refused");
+                assert_eq!(err.to_string(), *expected, "row {i}");
+                continue;
+            }
+            let config = ActiveMqConfig::parse(&ctx()).expect("builds, as in KEDA");
+            assert_eq!(
+                config.request.as_ref().expect_err("unusable").to_string(),
+                *expected,
+                "row {i}"
+            );
+            let scaler = ActiveMqScaler::build(&ctx())
+                .await
+                .expect("builds, as in KEDA");
+            assert_eq!(
+                scaler.metric_specs().len(),
+                1,
+                "row {i}: the HPA gets the metric"
+            );
+            for _ in 0..2 {
+                let err = scaler
+                    .metrics_and_activity("s2-activemq-q")
+                    .await
+                    .expect_err("every read fails");
+                assert_eq!(err.to_string(), *expected, "row {i}");
+                assert!(!err.to_string().contains("s3cret"), "row {i}");
+            }
+            scaler.close().await;
         }
     }
 }

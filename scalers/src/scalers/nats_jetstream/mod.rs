@@ -20,7 +20,7 @@ use url::Url;
 use self::monitoring::{Endpoint, Jsz, Target, Varz};
 use crate::authentication::HttpAuth;
 use crate::context::ScalerContext;
-use crate::error::{ScalerError, TriggerId};
+use crate::error::{MetadataError, ScalerError, TriggerId};
 use crate::http_client::{self, HttpClient, HttpClientKey};
 use crate::metadata::{AUTH_METADATA, Param};
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target};
@@ -53,10 +53,17 @@ pub const PARAMS: &[Param] = &[
 ];
 
 /// The parsed trigger.
+///
+/// KEDA's `parseNATSJetStreamMetadata` puts `natsServerMonitoringEndpoint` into the URL's
+/// host as written; one that is not a `host:port` fails only when it sends the request, at
+/// every fetch. So here it leaves the trigger built, and every read fails with the error naming
+/// the parameter ([`NatsJetStreamConfig::endpoint`]); the object's other triggers keep scaling
+/// it (issue 29, row 3).
 #[derive(Clone, Debug, PartialEq)]
 pub struct NatsJetStreamConfig {
-    /// `natsServerMonitoringEndpoint` with the scheme `useHttps` selects.
-    pub endpoint: Endpoint,
+    /// `natsServerMonitoringEndpoint` with the scheme `useHttps` selects, or why it cannot be
+    /// used: each read fails with this error.
+    pub endpoint: Result<Endpoint, MetadataError>,
     /// The account, stream and consumer.
     pub target: Target,
     /// Target lag per replica.
@@ -75,7 +82,9 @@ impl NatsJetStreamConfig {
     /// Parses the trigger.
     ///
     /// # Errors
-    /// A parameter is missing or malformed; neither `account` nor `accountID` is given.
+    /// A parameter is missing or malformed; neither `account` nor `accountID` is given. A
+    /// `natsServerMonitoringEndpoint` that is not a `host:port` is no error here: it is kept in
+    /// [`NatsJetStreamConfig::endpoint`] for the reads.
     pub fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
         let metric_type = ctx.external_metric_type()?;
         Ok(ctx.parse(|p| {
@@ -89,7 +98,7 @@ impl NatsJetStreamConfig {
                 p.rule(format!(
                     "parameter \"natsServerMonitoringEndpoint\" {why}, e.g. nats.nats.svc:8222"
                 ))
-            })?;
+            });
             let account = account.unwrap_or_default();
             Ok(Self {
                 endpoint,
@@ -120,7 +129,9 @@ struct Leader {
 pub struct NatsJetStreamScaler {
     config: NatsJetStreamConfig,
     trigger: TriggerId,
-    client: Held<HttpClientKey, HttpClient>,
+    /// The lease on the endpoint's client; `None` when the endpoint cannot be used (every read
+    /// fails with its error).
+    client: Option<Held<HttpClientKey, HttpClient>>,
     /// Only ever replaced whole, after the requests of a read, so a read dropped half-way
     /// leaves it as it was.
     leader: std::sync::Mutex<Option<Leader>>,
@@ -133,21 +144,26 @@ impl NatsJetStreamScaler {
     /// Invalid metadata; the HTTP client cannot be built.
     pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
         let config = NatsJetStreamConfig::parse(ctx)?;
-        let varz = config.endpoint.varz().map_err(|e| ScalerError::Connect {
-            trigger: ctx.trigger_id(),
-            target: format!("NATS monitoring at {}", config.endpoint.base()),
-            source: Failure::local(e),
-        })?;
-        let key = HttpClientKey {
-            origin: http_client::origin(&varz),
-            auth: HttpAuth::default(),
-            timeout: config.timeout,
+        let client = match &config.endpoint {
+            Ok(endpoint) => {
+                let varz = endpoint.varz().map_err(|e| ScalerError::Connect {
+                    trigger: ctx.trigger_id(),
+                    target: format!("NATS monitoring at {}", endpoint.base()),
+                    source: Failure::local(e),
+                })?;
+                let key = HttpClientKey {
+                    origin: http_client::origin(&varz),
+                    auth: HttpAuth::default(),
+                    timeout: config.timeout,
+                };
+                Some(Held::new(http_client::lease(ctx, key).await?))
+            }
+            Err(_) => None,
         };
-        let lease = http_client::lease(ctx, key).await?;
         Ok(Self {
             config,
             trigger: ctx.trigger_id(),
-            client: Held::new(lease),
+            client,
             leader: std::sync::Mutex::new(None),
         })
     }
@@ -171,6 +187,22 @@ impl NatsJetStreamScaler {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = leader;
     }
 
+    /// The endpoint, or the error every read fails with.
+    fn endpoint(&self) -> Result<&Endpoint, ScalerError> {
+        self.config
+            .endpoint
+            .as_ref()
+            .map_err(|e| ScalerError::Metadata(e.clone()))
+    }
+
+    /// `scheme://host:port` of the endpoint, for messages.
+    fn base(&self) -> String {
+        self.config
+            .endpoint
+            .as_ref()
+            .map_or_else(|_| String::new(), Endpoint::base)
+    }
+
     fn query_error(&self, source: Failure) -> ScalerError {
         let t = &self.config.target;
         ScalerError::Query {
@@ -179,7 +211,7 @@ impl NatsJetStreamScaler {
                 "reading consumer \"{}\" of stream \"{}\" from {} (parameter \"natsServerMonitoringEndpoint\")",
                 t.consumer,
                 t.stream,
-                self.config.endpoint.base()
+                self.base()
             ),
             source,
         }
@@ -190,13 +222,18 @@ impl NatsJetStreamScaler {
     ///
     /// # Errors
     /// A node cannot be reached or answers something that is not its monitoring JSON; the
-    /// stream is not there; in a cluster, no node leads the consumer; the scaler is closed.
+    /// stream is not there; in a cluster, no node leads the consumer; the scaler is closed;
+    /// `natsServerMonitoringEndpoint` cannot be used (at every read, naming the parameter).
     pub async fn lag(&self) -> Result<u64, ScalerError> {
-        let client = self.client.client().ok_or_else(|| ScalerError::Closed {
-            trigger: self.trigger.clone(),
-        })?;
+        let endpoint = self.endpoint()?;
+        let client =
+            self.client
+                .as_ref()
+                .and_then(Held::client)
+                .ok_or_else(|| ScalerError::Closed {
+                    trigger: self.trigger.clone(),
+                })?;
         let target = &self.config.target;
-        let endpoint = &self.config.endpoint;
         let cached = self.cached_leader();
         let first_url = match &cached {
             Some(leader) => leader.jsz.clone(),
@@ -218,7 +255,7 @@ impl NatsJetStreamScaler {
         if first.meta_cluster.cluster_size <= 1 {
             return self.lag_in(&first);
         }
-        let (leader, jsz) = self.find_leader(&client).await?;
+        let (leader, jsz) = self.find_leader(&client, endpoint).await?;
         let lag = self.lag_in(&jsz)?;
         self.set_leader(Some(leader));
         Ok(lag)
@@ -232,16 +269,19 @@ impl NatsJetStreamScaler {
                 "stream \"{}\" (parameter \"stream\") was not found in account \"{}\" at {}",
                 t.stream,
                 t.account_id,
-                self.config.endpoint.base()
+                self.base()
             ),
         })
     }
 
     /// Asks every node of the cluster, in KEDA's order, until one reports that it leads the
     /// consumer; returns it and its answer.
-    async fn find_leader(&self, client: &HttpClient) -> Result<(Leader, Jsz), ScalerError> {
+    async fn find_leader(
+        &self,
+        client: &HttpClient,
+        endpoint: &Endpoint,
+    ) -> Result<(Leader, Jsz), ScalerError> {
         let target = &self.config.target;
-        let endpoint = &self.config.endpoint;
         let varz_url = endpoint
             .varz()
             .map_err(|e| self.query_error(Failure::local(e)))?;
@@ -338,7 +378,9 @@ impl Scaler for NatsJetStreamScaler {
     }
 
     async fn close(&self) {
-        self.client.release();
+        if let Some(client) = &self.client {
+            client.release();
+        }
     }
 }
 
@@ -374,7 +416,10 @@ mod tests {
         assert_eq!(config.lag_threshold, 10);
         assert_eq!(config.activation_lag_threshold, 0);
         assert_eq!(config.target.account_id, "$G");
-        assert_eq!(config.endpoint.base(), "http://nats.nats.svc:8222");
+        assert_eq!(
+            config.endpoint.as_ref().map(Endpoint::base).as_deref(),
+            Ok("http://nats.nats.svc:8222")
+        );
         let target = metric_target(config.metric_type, config.lag_threshold);
         assert_eq!(target.average_value.map(|q| q.0), Some("10".to_string()));
     }
@@ -389,13 +434,19 @@ mod tests {
             ],
         ))
         .unwrap();
-        assert_eq!(config.endpoint.base(), "http://secure.nats:8222");
+        assert_eq!(
+            config.endpoint.as_ref().map(Endpoint::base).as_deref(),
+            Ok("http://secure.nats:8222")
+        );
         assert_eq!(config.target.account_id, "ACCOUNTKEY");
         assert_eq!(config.target.account, "$G");
         let https =
             NatsJetStreamConfig::parse(&ctx(&[BASE, &[("useHttps", "true")]].concat(), &[]))
                 .unwrap();
-        assert_eq!(https.endpoint.base(), "https://nats.nats.svc:8222");
+        assert_eq!(
+            https.endpoint.as_ref().map(Endpoint::base).as_deref(),
+            Ok("https://nats.nats.svc:8222")
+        );
     }
 
     #[test]
@@ -432,18 +483,69 @@ mod tests {
                 [BASE, &[("useHttps", "yes")]].concat(),
                 r#"trigger 2 (nats-jetstream): parameter "useHttps": "yes" is not a valid boolean"#,
             ),
-            (
-                [
-                    &without("natsServerMonitoringEndpoint")[..],
-                    &[("natsServerMonitoringEndpoint", "http://nats:8222")],
-                ]
-                .concat(),
-                r#"trigger 2 (nats-jetstream): parameter "natsServerMonitoringEndpoint" must be host:port without a scheme (set useHttps for https), e.g. nats.nats.svc:8222"#,
-            ),
         ];
         for (metadata, expected) in cases {
             let err = NatsJetStreamConfig::parse(&ctx(&metadata, &[])).unwrap_err();
             assert_eq!(err.to_string(), expected);
+        }
+    }
+
+    /// KEDA's `parseNATSJetStreamMetadata` puts `natsServerMonitoringEndpoint` into the URL as
+    /// written; Go fails the request at every fetch. So the trigger builds, its metric is in the
+    /// HPA, and every read fails naming the parameter (issue 29, row 3).
+    #[tokio::test]
+    async fn a_bad_monitoring_endpoint_builds_and_fails_at_every_read_naming_it() {
+        let with = |endpoint: &'static str| -> Vec<(&'static str, &'static str)> {
+            BASE.iter()
+                .copied()
+                .filter(|(k, _)| *k != "natsServerMonitoringEndpoint")
+                .chain([("natsServerMonitoringEndpoint", endpoint)])
+                .collect()
+        };
+        let rows = [
+            (
+                "http://nats:8222",
+                r#"trigger 2 (nats-jetstream): parameter "natsServerMonitoringEndpoint" must be host:port without a scheme (set useHttps for https), e.g. nats.nats.svc:8222"#,
+            ),
+            (
+                "nats:8222/jsz",
+                r#"trigger 2 (nats-jetstream): parameter "natsServerMonitoringEndpoint" must be host:port, without a path, query or user, e.g. nats.nats.svc:8222"#,
+            ),
+            (
+                "admin:s3cret@nats:8222",
+                r#"trigger 2 (nats-jetstream): parameter "natsServerMonitoringEndpoint" must be host:port, without a path, query or user, e.g. nats.nats.svc:8222"#,
+            ),
+            (
+                "nats:99999",
+                r#"trigger 2 (nats-jetstream): parameter "natsServerMonitoringEndpoint" is not a valid host:port: invalid port number, e.g. nats.nats.svc:8222"#,
+            ),
+        ];
+        for (endpoint, expected) in rows {
+            let metadata = with(endpoint);
+            let config =
+                NatsJetStreamConfig::parse(&ctx(&metadata, &[])).expect("builds, as in KEDA");
+            assert_eq!(
+                config.endpoint.as_ref().expect_err("unusable").to_string(),
+                expected,
+                "{endpoint}"
+            );
+            let scaler = NatsJetStreamScaler::build(&ctx(&metadata, &[]))
+                .await
+                .expect("builds, as in KEDA");
+            assert_eq!(
+                scaler.metric_specs().len(),
+                1,
+                "{endpoint}: the HPA gets the metric"
+            );
+            for _ in 0..2 {
+                let err = scaler
+                    .metrics_and_activity("s2-nats-jetstream-orders-v1")
+                    .await
+                    .expect_err("every read fails");
+                assert_eq!(err.to_string(), expected, "{endpoint}");
+                assert!(!err.to_string().contains("s3cret"), "{endpoint}");
+            }
+            scaler.close().await;
         }
     }
 }
