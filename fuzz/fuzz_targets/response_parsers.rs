@@ -191,6 +191,30 @@ const PARSERS: &[Parser] = &[
         no_echo: true,
         run: report_lines,
     },
+    Parser {
+        name: "influxdb annotated csv",
+        no_echo: true,
+        run: |_, body, _| {
+            let _ = keda_scalers::scalers::influxdb::error_answer(
+                &keda_scalers::http_client::HttpGetError::Status {
+                    status: http::StatusCode::BAD_REQUEST,
+                    content_type: None,
+                    body: Bytes::copy_from_slice(body),
+                },
+            )
+            .to_string();
+            ok(keda_scalers::scalers::influxdb::csv::first_value(body))
+        },
+    },
+    Parser {
+        name: "loki query",
+        no_echo: true,
+        run: |param, body, flag| {
+            ok(keda_scalers::scalers::loki::response::query_value(
+                body, param, flag,
+            ))
+        },
+    },
 ];
 
 fn runtime() -> &'static tokio::runtime::Runtime {

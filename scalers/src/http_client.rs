@@ -165,7 +165,33 @@ impl HttpClient {
     /// # Errors
     /// The request fails or times out, the status is not 2xx, the body cannot be read or is
     /// larger than [`MAX_BODY_BYTES`], no turn came within the timeout.
-    pub async fn get(&self, mut url: url::Url, headers: &HeaderMap) -> Result<Bytes, HttpGetError> {
+    pub async fn get(&self, url: url::Url, headers: &HeaderMap) -> Result<Bytes, HttpGetError> {
+        self.send(http::Method::GET, url, headers, None).await
+    }
+
+    /// POSTs `body` to `url` with the client's authentication and `headers` (a query API that
+    /// takes its query in the body: InfluxDB's `/api/v2/query`, Elasticsearch's `_search`), and
+    /// returns the body of a 2xx answer. Bounded as [`HttpClient::get`].
+    ///
+    /// # Errors
+    /// As [`HttpClient::get`].
+    pub async fn post(
+        &self,
+        url: url::Url,
+        headers: &HeaderMap,
+        body: Bytes,
+    ) -> Result<Bytes, HttpGetError> {
+        self.send(http::Method::POST, url, headers, Some(body))
+            .await
+    }
+
+    async fn send(
+        &self,
+        method: http::Method,
+        mut url: url::Url,
+        headers: &HeaderMap,
+        body: Option<Bytes>,
+    ) -> Result<Bytes, HttpGetError> {
         // The permit is held until the body is read: the connection is busy until then.
         let _turn = tokio::time::timeout(self.timeout, self.in_flight.acquire())
             .await
@@ -173,9 +199,12 @@ impl HttpClient {
             .and_then(Result::ok)
             .ok_or(HttpGetError::Busy(self.timeout))?;
         self.auth.apply_to_url(&mut url);
-        let mut request = self.auth.apply(self.client.get(url));
+        let mut request = self.auth.apply(self.client.request(method, url));
         for (name, value) in headers {
             request = request.header(name, value);
+        }
+        if let Some(body) = body {
+            request = request.body(body);
         }
         let mut response = crate::request_metrics::send(request).await.map_err(|e| {
             if e.is_timeout() {

@@ -11,8 +11,10 @@ pub mod cron;
 pub mod etcd;
 pub mod external;
 pub mod http;
+pub mod influxdb;
 pub mod kafka;
 pub mod kubernetes_workload;
+pub mod loki;
 pub mod metrics_api;
 pub mod mysql;
 pub mod nats_jetstream;
@@ -102,6 +104,11 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         }),
     );
     registry.register(
+        "influxdb",
+        Declared::new(influxdb::build, influxdb::PARAMS)
+            .with_check(|ctx| influxdb::InfluxDbConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
         "kafka",
         Declared::new(kafka::build, kafka::PARAMS)
             .with_check(|ctx| kafka::KafkaConfig::parse(ctx).map(drop)),
@@ -110,6 +117,11 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "kubernetes-workload",
         Declared::new(kubernetes_workload::build, kubernetes_workload::PARAMS)
             .with_check(|ctx| kubernetes_workload::KubernetesWorkloadConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "loki",
+        Declared::new(loki::build, loki::PARAMS)
+            .with_check(|ctx| loki::LokiConfig::parse(ctx).map(drop)),
     );
     registry.register(
         "memory",
