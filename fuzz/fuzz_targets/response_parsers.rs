@@ -207,6 +207,29 @@ const PARSERS: &[Parser] = &[
         },
     },
     Parser {
+        name: "elasticsearch/opensearch valueLocation",
+        no_echo: true,
+        run: |param, body, flag| {
+            let _ = keda_scalers::scalers::search::error_answer(
+                "elasticsearch",
+                &keda_scalers::http_client::HttpGetError::Status {
+                    status: http::StatusCode::NOT_FOUND,
+                    content_type: None,
+                    body: Bytes::copy_from_slice(body),
+                },
+            )
+            .to_string();
+            // A path that does not parse is the trigger's error, not the answer's.
+            let Ok(path) = keda_scalers::scalers::metrics_api::json_path::JsonPath::parse(param)
+            else {
+                return Ok(());
+            };
+            ok(keda_scalers::scalers::search::value_at(
+                body, &path, param, flag,
+            ))
+        },
+    },
+    Parser {
         name: "loki query",
         no_echo: true,
         run: |param, body, flag| {

@@ -169,3 +169,65 @@ async fn influxdb_scales_from_zero_and_bad_input_is_not_ready_naming_the_paramet
     .await;
     op.stop().await;
 }
+
+/// A search answer with `total` hits.
+fn es_hits(total: u64) -> String {
+    format!(
+        r#"{{"took":1,"timed_out":false,"hits":{{"total":{{"value":{total},"relation":"eq"}},"hits":[]}}}}"#
+    )
+}
+
+#[tokio::test]
+async fn elasticsearch_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("elasticsearch triggers").await else {
+        return;
+    };
+    let es = Source::start().await;
+    let path = "jobs/_search/template";
+    es.set_body(path, &es_hits(0));
+    let address = es.url("");
+    let trigger = format!(
+        "type: elasticsearch\n      metadata:\n        addresses: {address}\n        username: elastic\n        passwordFromEnv: ES_PASSWORD\n        index: jobs\n        searchTemplateName: pending\n        valueLocation: hits.total.value\n        targetValue: \"10\"\n        activationTargetValue: \"1\""
+    );
+    // passwordFromEnv names a variable the Deployment does not have.
+    let op = w.start_operator();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "es-password",
+        &trigger,
+        "ScaledObjectCheckFailed",
+        &["(elasticsearch)", "passwordFromEnv", "ES_PASSWORD"],
+    )
+    .await;
+    refused(
+        &w,
+        "es-both",
+        &format!(
+            "{}\n        query: '{{}}'",
+            trigger.replace("passwordFromEnv: ES_PASSWORD", "password: p")
+        ),
+        "ScaledObjectCheckFailed",
+        &[
+            "(elasticsearch)",
+            "cannot provide both searchTemplateName and query",
+        ],
+    )
+    .await;
+    refused(
+        &w,
+        "es-parameters",
+        &format!(
+            "{}\n        parameters: queue",
+            trigger.replace("passwordFromEnv: ES_PASSWORD", "password: p")
+        ),
+        "TriggerError",
+        &["(elasticsearch)", "parameters", "expected key:value"],
+    )
+    .await;
+    op.stop().await;
+
+    let trigger = trigger.replace("passwordFromEnv: ES_PASSWORD", "password: p");
+    zero_to_one(&w, "es", &trigger, || es.set_body(path, &es_hits(4))).await;
+    assert!(es.requests(path) > 0);
+}

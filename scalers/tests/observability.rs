@@ -218,7 +218,16 @@ async fn loki_refused_credentials_or_tenant_fail_with_a_hint_and_never_show_the_
 #[test]
 fn every_documented_example_of_the_monitoring_triggers_parses_with_its_defaults_documented() {
     let registry = Registry::builtin();
-    for trigger_type in ["influxdb", "loki"] {
+    // Values a Secret would hold for the parameters the examples' TriggerAuthentications name.
+    let cloud_id = format!(
+        "my-deployment:{}",
+        base64::engine::general_purpose::STANDARD.encode("us-east-1.aws.found.io$es-id$kb-id")
+    );
+    let sample = |param: &str| match param {
+        "cloudID" => cloud_id.clone(),
+        _ => "s3cret".to_string(),
+    };
+    for trigger_type in ["elasticsearch", "influxdb", "loki"] {
         common::assert_parameters_documented(&registry, trigger_type);
         common::assert_defaults_documented(&registry, trigger_type);
         let examples = common::documented_examples(trigger_type);
@@ -226,8 +235,8 @@ fn every_documented_example_of_the_monitoring_triggers_parses_with_its_defaults_
         for (trigger, index, auth) in examples {
             let mut ctx = keda_scalers::ScalerContext::from_trigger(&trigger, index);
             for param in auth {
-                ctx.auth_params
-                    .insert(param, keda_scalers::Secret::new("s3cret"));
+                let value = keda_scalers::Secret::new(sample(&param));
+                ctx.auth_params.insert(param, value);
             }
             let checked = registry.check(&ctx).expect("a parse-only check");
             assert!(
@@ -438,4 +447,225 @@ async fn influxdb_wrong_token_or_organization_fail_without_showing_the_token() {
         err.ends_with("InfluxDB answered error \"not found\" (HTTP 404)"),
         "{err}"
     );
+}
+
+/// A search answer with `total` hits.
+fn es_hits(total: u64) -> String {
+    format!(
+        r#"{{"took":3,"timed_out":false,"_shards":{{"total":1,"successful":1,"skipped":0,"failed":0}},"hits":{{"total":{{"value":{total},"relation":"eq"}},"max_score":null,"hits":[]}},"aggregations":{{"oldest":{{"value":null}}}}}}"#
+    )
+}
+
+/// An Elasticsearch error answer of `error_type` (the shape of every error of the REST API:
+/// <https://www.elastic.co/docs/api/doc/elasticsearch/#topic-error-responses>).
+fn es_error(status: StatusCode, error_type: &str) -> http_server::Answer {
+    (
+        status,
+        "application/json",
+        format!(
+            r#"{{"error":{{"root_cause":[{{"type":"{error_type}","reason":"SECRET-REASON"}}],"type":"{error_type}","reason":"SECRET-REASON"}},"status":{}}}"#,
+            status.as_u16()
+        ),
+    )
+}
+
+/// A fake Elasticsearch following the search template API
+/// (<https://www.elastic.co/docs/api/doc/elasticsearch/operation/operation-search-template>) and
+/// the search API (<https://www.elastic.co/docs/api/doc/elasticsearch/operation/operation-search>):
+/// basic authentication (else `401 security_exception`), `POST /<indices>/_search/template`
+/// with a JSON body `{"id", "params"}` and `POST /<indices>/_search` with a query DSL body.
+/// Index `jobs` holds 7 pending documents for template `pending-jobs` with params
+/// `queue: orders`; the query `{"query":{"match_all":{}}}` matches 12 in `jobs,archive`; an
+/// unknown index is `404 index_not_found_exception`, an unknown template
+/// `404 resource_not_found_exception`, a body that is not JSON `400 parsing_exception`, index
+/// `busy` is `429 es_rejected_execution_exception` (the search thread pool's queue is full).
+fn fake_elasticsearch(user: &'static str, password: &'static str) -> http_server::Handler {
+    let expected = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+    );
+    handler(move |r: &Recorded| {
+        if r.header("authorization").as_deref() != Some(expected.as_str()) {
+            return es_error(StatusCode::UNAUTHORIZED, "security_exception");
+        }
+        if r.method != "POST" && r.method != "GET" {
+            return es_error(StatusCode::METHOD_NOT_ALLOWED, "illegal_argument_exception");
+        }
+        if !r
+            .header("content-type")
+            .is_some_and(|t| t.starts_with("application/json"))
+        {
+            return es_error(StatusCode::NOT_ACCEPTABLE, "illegal_argument_exception");
+        }
+        let Ok(body) = serde_json::from_str::<serde_json::Value>(&r.body) else {
+            return es_error(StatusCode::BAD_REQUEST, "parsing_exception");
+        };
+        let path = r.uri.split('?').next().unwrap_or_default();
+        let mut parts = path.trim_start_matches('/').split('/');
+        let (indices, api) = (
+            parts.next().unwrap_or_default(),
+            parts.collect::<Vec<_>>().join("/"),
+        );
+        if indices.split(',').any(|i| i == "busy") {
+            return es_error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "es_rejected_execution_exception",
+            );
+        }
+        if indices.split(',').any(|i| i != "jobs" && i != "archive") {
+            return es_error(StatusCode::NOT_FOUND, "index_not_found_exception");
+        }
+        match api.as_str() {
+            "_search/template" => {
+                if body["id"] != "pending-jobs" {
+                    return es_error(StatusCode::NOT_FOUND, "resource_not_found_exception");
+                }
+                let total = if body["params"]["queue"] == "orders" {
+                    7
+                } else {
+                    0
+                };
+                (StatusCode::OK, "application/json", es_hits(total))
+            }
+            "_search" if body == serde_json::json!({"query": {"match_all": {}}}) => {
+                (StatusCode::OK, "application/json", es_hits(12))
+            }
+            "_search" => (StatusCode::OK, "application/json", es_hits(0)),
+            _ => es_error(StatusCode::BAD_REQUEST, "illegal_argument_exception"),
+        }
+    })
+}
+
+#[tokio::test]
+async fn elasticsearch_runs_the_documented_search_template_and_query_with_basic_auth() {
+    let server = TestServer::start(fake_elasticsearch("elastic", "e1astic-pass")).await;
+    let address = server.url("");
+    let auth = [("username", "elastic"), ("password", "e1astic-pass")];
+    let build = |changes: Vec<(&'static str, String)>| {
+        let address = address.clone();
+        async move {
+            let mut metadata: Vec<(&str, &str)> = vec![("addresses", address.as_str())];
+            metadata.extend(changes.iter().map(|(k, v)| (*k, v.as_str())));
+            conformance(
+                "elasticsearch",
+                Setup {
+                    metadata: &metadata,
+                    auth: &auth,
+                    ..Setup::default()
+                },
+            )
+            .await
+        }
+    };
+    // The documented template: 7 pending orders (activation 1).
+    let h = build(vec![]).await;
+    assert_eq!(h.metric_name, "s0-elasticsearch-pending-jobs");
+    h.expect(7.0, true).await;
+    let seen = server.last_request();
+    assert_eq!(
+        (seen.method.as_str(), seen.uri.as_str()),
+        ("POST", "/jobs/_search/template")
+    );
+    let body: serde_json::Value = serde_json::from_str(&seen.body).expect("JSON");
+    assert_eq!(
+        body,
+        serde_json::json!({"id": "pending-jobs", "params": {"queue": "orders", "state": "pending"}})
+    );
+    h.close().await;
+
+    // A query on two indices.
+    let query = vec![
+        ("searchTemplateName", String::new()),
+        ("parameters", String::new()),
+        ("index", "jobs;archive".to_string()),
+        ("query", r#"{"query":{"match_all":{}}}"#.to_string()),
+    ];
+    let h = build(query.clone()).await;
+    assert_eq!(h.metric_name, "s0-elasticsearch-query");
+    h.expect(12.0, true).await;
+    assert_eq!(server.last_request().uri, "/jobs,archive/_search");
+
+    // A null aggregation: an error, or 0 with ignoreNullValues.
+    let mut null = query.clone();
+    null.push(("valueLocation", "aggregations.oldest.value".to_string()));
+    let err = build(null.clone()).await.expect_error().await.to_string();
+    assert!(
+        err.contains("must point to a value of type number but points to nothing (null)"),
+        "{err}"
+    );
+    null.push(("ignoreNullValues", "true".to_string()));
+    build(null).await.expect(0.0, false).await;
+
+    // The cluster's errors: the documented type, never its reason.
+    for (changes, expected) in [
+        (
+            vec![("index", "nope".to_string())],
+            "Elasticsearch answered error index_not_found_exception (HTTP 404)",
+        ),
+        (
+            vec![("searchTemplateName", "other".to_string())],
+            "Elasticsearch answered error resource_not_found_exception (HTTP 404)",
+        ),
+        (
+            vec![("index", "busy".to_string())],
+            "Elasticsearch answered error es_rejected_execution_exception (HTTP 429)",
+        ),
+    ] {
+        let err = build(changes).await.expect_error().await.to_string();
+        assert!(err.ends_with(expected), "{err}");
+        assert!(!err.contains("SECRET"), "{err}");
+    }
+    let mut bad_json = query;
+    bad_json.push(("query", "{not json".to_string()));
+    let err = build(bad_json).await.expect_error().await.to_string();
+    assert!(
+        err.ends_with("Elasticsearch answered error parsing_exception (HTTP 400)"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn elasticsearch_moves_on_to_the_next_address_and_names_refused_credentials() {
+    let server = TestServer::start(fake_elasticsearch("elastic", "e1astic-pass")).await;
+    let down = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        format!("http://{}", l.local_addr().expect("addr"))
+    };
+    let unavailable = TestServer::start(handler(|_| {
+        es_error(StatusCode::SERVICE_UNAVAILABLE, "cluster_block_exception")
+    }))
+    .await;
+    let addresses = format!("{down},{},{}", unavailable.url(""), server.url(""));
+    let h = conformance(
+        "elasticsearch",
+        Setup {
+            metadata: &[("addresses", &addresses)],
+            auth: &[("username", "elastic"), ("password", "e1astic-pass")],
+            ..Setup::default()
+        },
+    )
+    .await;
+    // Whichever address a poll starts at, the refused one and the unavailable one are passed.
+    for _ in 0..3 {
+        h.expect(7.0, true).await;
+    }
+    assert_eq!(server.requests().len(), 3);
+
+    let h = conformance(
+        "elasticsearch",
+        Setup {
+            metadata: &[("addresses", &server.url(""))],
+            auth: &[("username", "elastic"), ("password", "wr0ng-pass")],
+            ..Setup::default()
+        },
+    )
+    .await;
+    let err = h.expect_error().await.to_string();
+    assert!(
+        err.ends_with(
+            "elasticsearch authentication failed (HTTP 401): check username and password"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("wr0ng-pass"), "{err}");
 }

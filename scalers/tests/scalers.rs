@@ -34,6 +34,7 @@ fn every_builtin_type_is_documented_with_an_example_that_parses() {
             "beanstalkd",
             "cpu",
             "cron",
+            "elasticsearch",
             "etcd",
             "external",
             "external-push",

@@ -8,6 +8,7 @@ pub mod azure_blob;
 pub mod azure_queue;
 pub mod beanstalkd;
 pub mod cron;
+pub mod elasticsearch;
 pub mod etcd;
 pub mod external;
 pub mod http;
@@ -23,6 +24,7 @@ pub mod prometheus;
 pub mod rabbitmq;
 pub mod redis;
 pub mod resource;
+pub mod search;
 pub mod sql;
 
 use self::sql::SqlDatabase;
@@ -80,6 +82,11 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "cron",
         Declared::new(cron::build, cron::PARAMS)
             .with_check(|ctx| cron::CronConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "elasticsearch",
+        Declared::new(elasticsearch::build, elasticsearch::PARAMS)
+            .with_check(|ctx| elasticsearch::ElasticsearchConfig::parse(ctx).map(drop)),
     );
     registry.register(
         "etcd",
