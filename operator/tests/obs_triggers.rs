@@ -231,3 +231,42 @@ async fn elasticsearch_scales_from_zero_and_bad_input_is_not_ready_naming_the_pa
     zero_to_one(&w, "es", &trigger, || es.set_body(path, &es_hits(4))).await;
     assert!(es.requests(path) > 0);
 }
+
+#[tokio::test]
+async fn opensearch_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("opensearch triggers").await else {
+        return;
+    };
+    let os = Source::start().await;
+    let path = "jobs/_search";
+    os.set_body(path, &es_hits(0));
+    let address = os.url("");
+    let trigger = format!(
+        "type: opensearch\n      metadata:\n        addresses: {address}\n        username: admin\n        password: p\n        index: jobs\n        query: '{{\"query\":{{\"match_all\":{{}}}}}}'\n        valueLocation: hits.total.value\n        targetValue: \"10\"\n        activationTargetValue: \"1\""
+    );
+    let op = w.start_operator();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "os-tls",
+        &format!("{trigger}\n        enableTLS: \"true\""),
+        "ScaledObjectCheckFailed",
+        &[
+            "(opensearch)",
+            "both clientCert and clientKey must be provided when enableTLS is true",
+        ],
+    )
+    .await;
+    refused(
+        &w,
+        "os-query",
+        &trigger.replace(r#"'{"query":{"match_all":{}}}'"#, "'{size: 0'"),
+        "TriggerError",
+        &["(opensearch)", "query", "invalid query JSON"],
+    )
+    .await;
+    op.stop().await;
+
+    zero_to_one(&w, "os", &trigger, || os.set_body(path, &es_hits(4))).await;
+    assert!(os.requests(path) > 0);
+}

@@ -227,7 +227,7 @@ fn every_documented_example_of_the_monitoring_triggers_parses_with_its_defaults_
         "cloudID" => cloud_id.clone(),
         _ => "s3cret".to_string(),
     };
-    for trigger_type in ["elasticsearch", "influxdb", "loki"] {
+    for trigger_type in ["elasticsearch", "influxdb", "loki", "opensearch"] {
         common::assert_parameters_documented(&registry, trigger_type);
         common::assert_defaults_documented(&registry, trigger_type);
         let examples = common::documented_examples(trigger_type);
@@ -480,12 +480,20 @@ fn es_error(status: StatusCode, error_type: &str) -> http_server::Answer {
 /// `404 resource_not_found_exception`, a body that is not JSON `400 parsing_exception`, index
 /// `busy` is `429 es_rejected_execution_exception` (the search thread pool's queue is full).
 fn fake_elasticsearch(user: &'static str, password: &'static str) -> http_server::Handler {
-    let expected = format!(
+    fake_search(Some(format!(
         "Basic {}",
         base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
-    );
+    )))
+}
+
+/// [`fake_elasticsearch`] checking the `Authorization` header only when `expected` is given
+/// (OpenSearch's security plugin authenticates a client certificate in the TLS handshake
+/// instead: <https://docs.opensearch.org/latest/security/authentication-backends/client-auth/>).
+/// OpenSearch's search and search template APIs answer the same shapes
+/// (<https://docs.opensearch.org/latest/api-reference/search-apis/search/>).
+fn fake_search(expected: Option<String>) -> http_server::Handler {
     handler(move |r: &Recorded| {
-        if r.header("authorization").as_deref() != Some(expected.as_str()) {
+        if expected.is_some() && r.header("authorization") != expected {
             return es_error(StatusCode::UNAUTHORIZED, "security_exception");
         }
         if r.method != "POST" && r.method != "GET" {
@@ -668,4 +676,123 @@ async fn elasticsearch_moves_on_to_the_next_address_and_names_refused_credential
         "{err}"
     );
     assert!(!err.contains("wr0ng-pass"), "{err}");
+}
+
+#[tokio::test]
+async fn opensearch_runs_the_documented_query_with_basic_auth_and_refuses_a_query_that_is_not_json()
+{
+    let server = TestServer::start(fake_elasticsearch("admin", "0pen-pass")).await;
+    let address = server.url("");
+    let auth = [
+        ("username", "admin"),
+        ("password", "0pen-pass"),
+        ("caCert", ""),
+    ];
+    let h = conformance(
+        "opensearch",
+        Setup {
+            metadata: &[
+                ("addresses", &address),
+                ("query", r#"{"query":{"match_all":{}}}"#),
+                ("index", "jobs;archive"),
+            ],
+            auth: &auth,
+            ..Setup::default()
+        },
+    )
+    .await;
+    assert_eq!(h.metric_name, "s0-opensearch-query");
+    h.expect(12.0, true).await;
+    let seen = server.last_request();
+    assert_eq!(
+        (seen.method.as_str(), seen.uri.as_str()),
+        ("POST", "/jobs,archive/_search")
+    );
+    // KEDA checks the query is JSON before it sends it: nothing is sent.
+    let before = server.requests().len();
+    let h = conformance(
+        "opensearch",
+        Setup {
+            metadata: &[("addresses", &address), ("query", "{size: 0")],
+            auth: &auth,
+            ..Setup::default()
+        },
+    )
+    .await;
+    let err = h.expect_error().await.to_string();
+    assert_eq!(
+        err,
+        "trigger 0 (opensearch): parameter \"query\" is not valid JSON (invalid query JSON)"
+    );
+    assert_eq!(server.requests().len(), before);
+    let h = conformance(
+        "opensearch",
+        Setup {
+            metadata: &[("addresses", &address), ("index", "nope")],
+            auth: &auth,
+            ..Setup::default()
+        },
+    )
+    .await;
+    let err = h.expect_error().await.to_string();
+    assert!(
+        err.ends_with("OpenSearch answered error index_not_found_exception (HTTP 404)"),
+        "{err}"
+    );
+    assert!(!err.contains("SECRET"), "{err}");
+}
+
+#[tokio::test]
+async fn opensearch_with_enable_tls_authenticates_with_its_client_certificate() {
+    let ca = http_server::TestCa::new("opensearch-test-ca");
+    let server = TestServer::start_tls(fake_search(None), ca.server_config(true)).await;
+    let (cert, key) = ca.client("keda");
+    let ca_pem = ca.pem();
+    let address = server.url("");
+    let metadata = [
+        ("addresses", address.as_str()),
+        ("enableTLS", "true"),
+        ("query", ""),
+        ("searchTemplateName", "pending-jobs"),
+        ("parameters", "queue:orders"),
+    ];
+    let h = conformance(
+        "opensearch",
+        Setup {
+            metadata: &metadata,
+            auth: &[
+                ("clientCert", &cert),
+                ("clientKey", &key),
+                ("caCert", &ca_pem),
+                ("username", ""),
+                ("password", ""),
+            ],
+            ..Setup::default()
+        },
+    )
+    .await;
+    assert_eq!(h.metric_name, "s0-opensearch-pending-jobs");
+    h.expect(7.0, true).await;
+    assert_eq!(server.last_request().uri, "/jobs/_search/template");
+    // Without the client certificate the cluster ends the handshake: a TLS error, no answer.
+    let other = http_server::TestCa::new("other-ca");
+    let (cert, key) = other.client("keda");
+    let h = conformance(
+        "opensearch",
+        Setup {
+            metadata: &metadata,
+            auth: &[
+                ("clientCert", &cert),
+                ("clientKey", &key),
+                ("caCert", &ca_pem),
+            ],
+            ..Setup::default()
+        },
+    )
+    .await;
+    let err = h.expect_error().await.to_string();
+    assert!(
+        err.contains("opensearch search template pending-jobs on https://127.0.0.1:"),
+        "{err}"
+    );
 }

@@ -47,6 +47,7 @@ fn every_builtin_type_is_documented_with_an_example_that_parses() {
             "metrics-api",
             "mysql",
             "nats-jetstream",
+            "opensearch",
             "postgresql",
             "prometheus",
             "rabbitmq",

@@ -19,6 +19,7 @@ pub mod loki;
 pub mod metrics_api;
 pub mod mysql;
 pub mod nats_jetstream;
+pub mod opensearch;
 pub mod postgresql;
 pub mod prometheus;
 pub mod rabbitmq;
@@ -149,6 +150,11 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "nats-jetstream",
         Declared::new(nats_jetstream::build, nats_jetstream::PARAMS)
             .with_check(|ctx| nats_jetstream::NatsJetStreamConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "opensearch",
+        Declared::new(opensearch::build, opensearch::PARAMS)
+            .with_check(|ctx| opensearch::OpenSearchConfig::parse(ctx).map(drop)),
     );
     registry.register(
         "postgresql",
