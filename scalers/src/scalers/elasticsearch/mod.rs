@@ -5,7 +5,7 @@
 
 use async_trait::async_trait;
 use base64::Engine as _;
-use http::header::{AUTHORIZATION, HeaderName, HeaderValue};
+use http::header::{AUTHORIZATION, HeaderValue};
 use k8s_openapi::api::autoscaling::v2::MetricSpec;
 
 use crate::authentication::{AuthMode, HttpAuth};
@@ -218,7 +218,7 @@ fn api_key_auth(
     }
     Ok(HttpAuth {
         modes: vec![AuthMode::Custom],
-        custom: Some((HeaderName::from(AUTHORIZATION), Secret::new(value))),
+        custom: Some((AUTHORIZATION, Secret::new(value))),
         tls,
         ..HttpAuth::default()
     })

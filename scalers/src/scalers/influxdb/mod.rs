@@ -10,7 +10,7 @@ pub mod csv;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use k8s_openapi::api::autoscaling::v2::MetricSpec;
 
 use crate::authentication::{AuthMode, HttpAuth};
@@ -185,7 +185,7 @@ impl InfluxDbConfig {
                 // InfluxDB's token scheme: `Authorization: Token <token>`.
                 auth.modes = vec![AuthMode::Custom];
                 auth.custom = Some((
-                    HeaderName::from(AUTHORIZATION),
+                    AUTHORIZATION,
                     Secret::new(format!("Token {}", token.expose())),
                 ));
             }
