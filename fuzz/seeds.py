@@ -137,6 +137,12 @@ def parser_seeds():
         [("", answer("rabbitmq", "queues.json")), ("", answer("rabbitmq", "queue.json"))],
         [("", answer("activator-report", "lines.jsonl")),
          ("", answer("activator-report", "lines.jsonl").replace(b"\n{", b"\n\x1e{", 1).replace(b"sample", b"sam\x1eple", 1))],
+        [("", answer("influxdb", name))
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "influxdb")))],
+        [("hits.total.value", answer("elasticsearch", name))
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "elasticsearch")))],
+        [('sum(rate({app="api"}[1m]))', answer("loki", name))
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "loki")))],
     ]
 
 

@@ -191,6 +191,53 @@ const PARSERS: &[Parser] = &[
         no_echo: true,
         run: report_lines,
     },
+    Parser {
+        name: "influxdb annotated csv",
+        no_echo: true,
+        run: |_, body, _| {
+            let _ = keda_scalers::scalers::influxdb::error_answer(
+                &keda_scalers::http_client::HttpGetError::Status {
+                    status: http::StatusCode::BAD_REQUEST,
+                    content_type: None,
+                    body: Bytes::copy_from_slice(body),
+                },
+            )
+            .to_string();
+            ok(keda_scalers::scalers::influxdb::csv::first_value(body))
+        },
+    },
+    Parser {
+        name: "elasticsearch/opensearch valueLocation",
+        no_echo: true,
+        run: |param, body, flag| {
+            let _ = keda_scalers::scalers::search::error_answer(
+                "elasticsearch",
+                &keda_scalers::http_client::HttpGetError::Status {
+                    status: http::StatusCode::NOT_FOUND,
+                    content_type: None,
+                    body: Bytes::copy_from_slice(body),
+                },
+            )
+            .to_string();
+            // A path that does not parse is the trigger's error, not the answer's.
+            let Ok(path) = keda_scalers::scalers::metrics_api::json_path::JsonPath::parse(param)
+            else {
+                return Ok(());
+            };
+            ok(keda_scalers::scalers::search::value_at(
+                body, &path, param, flag,
+            ))
+        },
+    },
+    Parser {
+        name: "loki query",
+        no_echo: true,
+        run: |param, body, flag| {
+            ok(keda_scalers::scalers::loki::response::query_value(
+                body, param, flag,
+            ))
+        },
+    },
 ];
 
 fn runtime() -> &'static tokio::runtime::Runtime {

@@ -8,19 +8,24 @@ pub mod azure_blob;
 pub mod azure_queue;
 pub mod beanstalkd;
 pub mod cron;
+pub mod elasticsearch;
 pub mod etcd;
 pub mod external;
 pub mod http;
+pub mod influxdb;
 pub mod kafka;
 pub mod kubernetes_workload;
+pub mod loki;
 pub mod metrics_api;
 pub mod mysql;
 pub mod nats_jetstream;
+pub mod opensearch;
 pub mod postgresql;
 pub mod prometheus;
 pub mod rabbitmq;
 pub mod redis;
 pub mod resource;
+pub mod search;
 pub mod sql;
 
 use self::sql::SqlDatabase;
@@ -80,6 +85,11 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
             .with_check(|ctx| cron::CronConfig::parse(ctx).map(drop)),
     );
     registry.register(
+        "elasticsearch",
+        Declared::new(elasticsearch::build, elasticsearch::PARAMS)
+            .with_check(|ctx| elasticsearch::ElasticsearchConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
         "etcd",
         Declared::new(etcd::build, etcd::PARAMS)
             .with_check(|ctx| etcd::EtcdConfig::parse(ctx).map(drop)),
@@ -102,6 +112,11 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         }),
     );
     registry.register(
+        "influxdb",
+        Declared::new(influxdb::build, influxdb::PARAMS)
+            .with_check(|ctx| influxdb::InfluxDbConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
         "kafka",
         Declared::new(kafka::build, kafka::PARAMS)
             .with_check(|ctx| kafka::KafkaConfig::parse(ctx).map(drop)),
@@ -110,6 +125,11 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "kubernetes-workload",
         Declared::new(kubernetes_workload::build, kubernetes_workload::PARAMS)
             .with_check(|ctx| kubernetes_workload::KubernetesWorkloadConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "loki",
+        Declared::new(loki::build, loki::PARAMS)
+            .with_check(|ctx| loki::LokiConfig::parse(ctx).map(drop)),
     );
     registry.register(
         "memory",
@@ -129,6 +149,11 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "nats-jetstream",
         Declared::new(nats_jetstream::build, nats_jetstream::PARAMS)
             .with_check(|ctx| nats_jetstream::NatsJetStreamConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "opensearch",
+        Declared::new(opensearch::build, opensearch::PARAMS)
+            .with_check(|ctx| opensearch::OpenSearchConfig::parse(ctx).map(drop)),
     );
     registry.register(
         "postgresql",
