@@ -128,8 +128,7 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     );
     registry.register(
         "loki",
-        Declared::new(loki::build, loki::PARAMS)
-            .with_check(|ctx| loki::LokiConfig::parse(ctx).map(drop)),
+        crate::pooled::declare::<loki::LokiConfig>(loki::PARAMS),
     );
     registry.register(
         "memory",

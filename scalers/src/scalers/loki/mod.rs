@@ -7,7 +7,6 @@
 
 pub mod response;
 
-use async_trait::async_trait;
 use http::header::HeaderMap;
 use k8s_openapi::api::autoscaling::v2::MetricSpec;
 
@@ -16,15 +15,12 @@ use crate::authentication::{
     KEY, KEY_PARAM_NAME, METHOD, PASSWORD, USERNAME,
 };
 use crate::context::ScalerContext;
-use crate::error::{MetadataError, ScalerError, TriggerId};
-use crate::http_client::{
-    self, HttpClient, HttpClientKey, describe_url, header_map, parse_http_url,
-};
+use crate::error::{MetadataError, ScalerError};
+use crate::http_client::{self, HttpClientKey, describe_url, header_map, parse_http_url};
 use crate::metadata::Param;
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target_milli};
-use crate::pool::Held;
-use crate::remote::Classify;
-use crate::scaler::{BuiltScaler, MetricsAndActivity, Scaler};
+use crate::pooled::{ApiRequest, HttpApi, Pooled};
+use crate::scaler::MetricsAndActivity;
 
 const SERVER_ADDRESS: Param = Param::required("serverAddress");
 const QUERY: Param = Param::required("query");
@@ -161,118 +157,60 @@ impl LokiConfig {
     }
 }
 
-/// A `loki` scaler holding its share of the server's client.
-pub struct LokiScaler {
-    config: LokiConfig,
-    trigger: TriggerId,
-    client: Option<Held<HttpClientKey, HttpClient>>,
-}
+/// A `loki` scaler: the parsed trigger and its share of the server's client.
+pub type LokiScaler = Pooled<LokiConfig>;
 
-impl LokiScaler {
-    /// Parses the trigger and leases its server's client. Does not connect.
-    ///
-    /// # Errors
-    /// Invalid metadata, or TLS material that does not parse.
-    pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
-        let config = LokiConfig::parse(ctx)?;
-        let client = match &config.request {
-            Ok(request) => Some(Held::new(
-                http_client::lease(ctx, request.client.clone()).await?,
-            )),
-            Err(_) => None,
-        };
-        Ok(Self {
-            config,
-            trigger: ctx.trigger_id(),
-            client,
-        })
+/// Runs the query on every read. Errors: the server cannot be reached or answers an error
+/// status (429 included); the answer is not one usable value; `serverAddress` or `tenantName`
+/// cannot be used. Messages name the query and the server, never the credentials nor Loki's
+/// text.
+impl HttpApi for LokiConfig {
+    fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
+        LokiConfig::parse(ctx)
     }
 
-    /// The parsed trigger.
-    pub fn config(&self) -> &LokiConfig {
-        &self.config
-    }
-
-    /// Runs the query now and returns its value.
-    ///
-    /// # Errors
-    /// The server cannot be reached or answers an error status (429 included); the answer is
-    /// not one usable value; the scaler is closed; `serverAddress` or `tenantName` cannot be
-    /// used. Messages name the query and the server, never the credentials nor Loki's text.
-    pub async fn value(&self) -> Result<f64, ScalerError> {
-        let request = self
-            .config
-            .request
+    fn client_key(&self) -> Result<HttpClientKey, MetadataError> {
+        self.request
             .as_ref()
-            .map_err(|e| ScalerError::Metadata(e.clone()))?;
-        let client =
-            self.client
-                .as_ref()
-                .and_then(Held::client)
-                .ok_or_else(|| ScalerError::Closed {
-                    trigger: self.trigger.clone(),
-                })?;
-        let query = &self.config.query;
-        let body = client
-            .get(request.url.clone(), &request.headers)
-            .await
-            .map_err(|e| ScalerError::Query {
-                trigger: self.trigger.clone(),
-                operation: format!(
-                    "loki query `{query}` on serverAddress {}",
-                    describe_url(&request.url)
-                ),
-                source: e.classify(),
-            })?;
-        response::query_value(&body, query, self.config.ignore_null_values).map_err(|message| {
-            ScalerError::Unexpected {
-                trigger: self.trigger.clone(),
-                message,
-            }
-        })
+            .map(|r| r.client.clone())
+            .map_err(Clone::clone)
     }
-}
 
-#[async_trait]
-impl Scaler for LokiScaler {
     fn metric_specs(&self) -> Vec<MetricSpec> {
         vec![external_metric_spec(
-            self.config.metric_name.clone(),
-            metric_target_milli(self.config.metric_type, self.config.threshold),
+            self.metric_name.clone(),
+            metric_target_milli(self.metric_type, self.threshold),
         )]
     }
 
-    async fn metrics_and_activity(
-        &self,
-        metric_name: &str,
-    ) -> Result<MetricsAndActivity, ScalerError> {
-        let value = self.value().await?;
+    fn request(&self, _now: jiff::Timestamp) -> Result<ApiRequest<'_>, MetadataError> {
+        let request = self.request.as_ref().map_err(Clone::clone)?;
+        Ok(ApiRequest::get(request.url.clone(), &request.headers))
+    }
+
+    fn operation(&self, request: &ApiRequest<'_>) -> String {
+        format!(
+            "loki query `{}` on serverAddress {}",
+            self.query,
+            describe_url(&request.url)
+        )
+    }
+
+    fn read(&self, body: &[u8], metric_name: &str) -> Result<MetricsAndActivity, String> {
+        let value = response::query_value(body, &self.query, self.ignore_null_values)?;
         Ok(MetricsAndActivity::single(
             metric_name,
             value,
-            self.config.activation_threshold,
+            self.activation_threshold,
         ))
     }
-
-    async fn close(&self) {
-        if let Some(client) = &self.client {
-            client.release();
-        }
-    }
-}
-
-/// Factory of `loki`.
-///
-/// # Errors
-/// See [`LokiScaler::build`].
-pub async fn build(ctx: ScalerContext) -> Result<BuiltScaler, ScalerError> {
-    Ok(BuiltScaler::Pull(Box::new(LokiScaler::build(&ctx).await?)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::context::test_context;
+    use crate::scaler::Scaler;
 
     fn ctx(metadata: &[(&str, &str)]) -> ScalerContext {
         test_context("loki", 1, metadata, &[], &[])
