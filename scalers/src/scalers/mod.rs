@@ -10,6 +10,7 @@ pub mod beanstalkd;
 pub mod cron;
 pub mod etcd;
 pub mod external;
+pub mod forgejo_runner;
 pub mod http;
 pub mod kafka;
 pub mod kubernetes_workload;
@@ -93,6 +94,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "external-push",
         Declared::new(external::build_external_push, external::PARAMS)
             .with_check(|ctx| external::ExternalConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "forgejo-runner",
+        crate::pooled::declare::<forgejo_runner::ForgejoRunnerConfig>(forgejo_runner::PARAMS),
     );
     registry.register(
         "http",
