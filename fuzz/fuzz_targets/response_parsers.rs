@@ -191,6 +191,11 @@ const PARSERS: &[Parser] = &[
         no_echo: true,
         run: report_lines,
     },
+    Parser {
+        name: "forgejo-runner jobs",
+        no_echo: true,
+        run: |_, body, _| ok(keda_scalers::scalers::forgejo_runner::job_count(body)),
+    },
 ];
 
 fn runtime() -> &'static tokio::runtime::Runtime {

@@ -79,7 +79,10 @@ async fn the_value_is_the_number_of_waiting_jobs_and_active_iff_one_waits() {
     h.expect(2.0, true).await;
     let request = server.last_request();
     assert_eq!(request.method, "GET");
-    assert_eq!(request.query("labels").as_deref(), Some("docker,ubuntu-22.04"));
+    assert_eq!(
+        request.query("labels").as_deref(),
+        Some("docker,ubuntu-22.04")
+    );
     assert!(request.uri.starts_with(JOBS_PATH), "{}", request.uri);
     h.close().await;
 
@@ -104,7 +107,11 @@ async fn errors_show_the_status_never_the_token_nor_forgejo_text() {
     // Throttled (Forgejo's rate limiter answers 429) and an answer that is not a job list.
     let server = TestServer::start(handler(|r: &Recorded| {
         if r.uri.contains("throttle") {
-            (StatusCode::TOO_MANY_REQUESTS, "text/plain", "slow down".into())
+            (
+                StatusCode::TOO_MANY_REQUESTS,
+                "text/plain",
+                "slow down".into(),
+            )
         } else {
             (StatusCode::OK, "application/json", r#"{"jobs":[]}"#.into())
         }

@@ -198,7 +198,8 @@ impl HttpApi for ForgejoRunnerConfig {
     }
 
     fn request(&self, _now: jiff::Timestamp) -> Result<ApiRequest<'_>, MetadataError> {
-        static NO_HEADERS: std::sync::LazyLock<HeaderMap> = std::sync::LazyLock::new(HeaderMap::new);
+        static NO_HEADERS: std::sync::LazyLock<HeaderMap> =
+            std::sync::LazyLock::new(HeaderMap::new);
         let request = self.request.as_ref().map_err(Clone::clone)?;
         Ok(ApiRequest::get(request.url.clone(), &NO_HEADERS))
     }
@@ -246,7 +247,12 @@ mod tests {
     fn the_scope_follows_keda_order() {
         let rows: &[(&[(&str, &str)], &str)] = &[
             (
-                &[("owner", "a"), ("repo", "r b"), ("org", "o"), ("global", "true")],
+                &[
+                    ("owner", "a"),
+                    ("repo", "r b"),
+                    ("org", "o"),
+                    ("global", "true"),
+                ],
                 "https://code.example.org/forgejo/api/v1/repos/a/r%20b/actions/runners/jobs?labels=docker%2Cubuntu-22.04",
             ),
             (
@@ -288,8 +294,8 @@ mod tests {
         metadata.push(("global", "yes"));
         let err = ForgejoRunnerConfig::parse(&ctx(&metadata, &[("token", "t")])).expect_err("x");
         assert!(err.to_string().contains("\"global\""), "{err}");
-        let err = ForgejoRunnerConfig::parse(&ctx(BASE, &[("token", "se\ncret")]))
-            .expect_err("newline");
+        let err =
+            ForgejoRunnerConfig::parse(&ctx(BASE, &[("token", "se\ncret")])).expect_err("newline");
         assert!(err.to_string().contains("\"token\""), "{err}");
         assert!(!err.to_string().contains("se\ncret"), "{err}");
         // An address that is not a URL builds and fails at reads, naming it.
