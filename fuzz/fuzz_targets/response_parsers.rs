@@ -238,6 +238,11 @@ const PARSERS: &[Parser] = &[
             ))
         },
     },
+    Parser {
+        name: "forgejo-runner jobs",
+        no_echo: true,
+        run: |_, body, _| ok(keda_scalers::scalers::forgejo_runner::job_count(body)),
+    },
 ];
 
 fn runtime() -> &'static tokio::runtime::Runtime {

@@ -11,6 +11,7 @@ pub mod cron;
 pub mod elasticsearch;
 pub mod etcd;
 pub mod external;
+pub mod forgejo_runner;
 pub mod http;
 pub mod influxdb;
 pub mod kafka;
@@ -103,6 +104,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "external-push",
         Declared::new(external::build_external_push, external::PARAMS)
             .with_check(|ctx| external::ExternalConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "forgejo-runner",
+        crate::pooled::declare::<forgejo_runner::ForgejoRunnerConfig>(forgejo_runner::PARAMS),
     );
     registry.register(
         "http",
