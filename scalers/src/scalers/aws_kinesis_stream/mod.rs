@@ -194,7 +194,9 @@ impl Scaler for KinesisScaler {
 /// # Errors
 /// See [`KinesisScaler::build`].
 pub async fn build(ctx: ScalerContext) -> Result<BuiltScaler, ScalerError> {
-    Ok(BuiltScaler::Pull(Box::new(KinesisScaler::build(&ctx).await?)))
+    Ok(BuiltScaler::Pull(Box::new(
+        KinesisScaler::build(&ctx).await?,
+    )))
 }
 
 #[cfg(test)]
@@ -233,7 +235,9 @@ mod tests {
 
     #[test]
     fn errors_name_the_parameter() {
-        let err = parse(&[("awsRegion", "eu-west-1")]).unwrap_err().to_string();
+        let err = parse(&[("awsRegion", "eu-west-1")])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("streamName"), "{err}");
         let err = parse(&[
             ("streamName", "s"),
