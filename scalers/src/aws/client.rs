@@ -27,10 +27,12 @@ pub const REFRESH_BEFORE_EXPIRY: jiff::SignedDuration = jiff::SignedDuration::fr
 /// How a service is spoken to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Protocol {
-    /// `application/x-amz-json-1.0` with `X-Amz-Target: <prefix>.<Operation>`.
+    /// `application/x-amz-json-<version>` with `X-Amz-Target: <prefix>.<Operation>`.
     Json {
-        /// `AmazonSQS`, `DynamoDB_20120810`.
+        /// `AmazonSQS`, `DynamoDB_20120810`, `Kinesis_20131202`.
         target_prefix: &'static str,
+        /// `1.0` (SQS, DynamoDB) or `1.1` (Kinesis, DynamoDB Streams).
+        version: &'static str,
     },
     /// Form-encoded `Action=<Operation>&Version=<version>&...`, XML answers.
     Query {
@@ -58,6 +60,7 @@ pub const SQS: Service = Service {
     endpoint_prefix: "sqs",
     protocol: Protocol::Json {
         target_prefix: "AmazonSQS",
+        version: "1.0",
     },
     display: "SQS",
 };
@@ -78,8 +81,20 @@ pub const DYNAMODB: Service = Service {
     endpoint_prefix: "dynamodb",
     protocol: Protocol::Json {
         target_prefix: "DynamoDB_20120810",
+        version: "1.0",
     },
     display: "DynamoDB",
+};
+
+/// Amazon Kinesis Data Streams over its JSON 1.1 protocol.
+pub const KINESIS: Service = Service {
+    signing_name: "kinesis",
+    endpoint_prefix: "kinesis",
+    protocol: Protocol::Json {
+        target_prefix: "Kinesis_20131202",
+        version: "1.1",
+    },
+    display: "Kinesis",
 };
 
 /// AWS STS over its query protocol.
@@ -401,8 +416,18 @@ async fn send(
     now: jiff::Timestamp,
 ) -> Result<Bytes, AwsError> {
     let (content_type, target, body) = match (service.protocol, input) {
-        (Protocol::Json { target_prefix }, Input::Json(json)) => (
-            "application/x-amz-json-1.0",
+        (
+            Protocol::Json {
+                target_prefix,
+                version,
+            },
+            Input::Json(json),
+        ) => (
+            if version == "1.1" {
+                "application/x-amz-json-1.1"
+            } else {
+                "application/x-amz-json-1.0"
+            },
             Some(format!("{target_prefix}.{operation}")),
             serde_json::to_vec(json).map_err(|e| AwsError::Decode(e.to_string()))?,
         ),

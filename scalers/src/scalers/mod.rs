@@ -3,6 +3,7 @@
 pub mod activemq;
 pub mod aws_cloudwatch;
 pub mod aws_dynamodb;
+pub mod aws_kinesis_stream;
 pub mod aws_sqs_queue;
 pub mod azure_blob;
 pub mod azure_queue;
@@ -54,6 +55,11 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "aws-dynamodb",
         Declared::new(aws_dynamodb::build, aws_dynamodb::PARAMS)
             .with_check(|ctx| aws_dynamodb::DynamoDbConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "aws-kinesis-stream",
+        Declared::new(aws_kinesis_stream::build, aws_kinesis_stream::PARAMS)
+            .with_check(|ctx| aws_kinesis_stream::KinesisConfig::parse(ctx).map(drop)),
     );
     registry.register(
         "aws-sqs-queue",
