@@ -44,6 +44,37 @@ pub enum Command {
     /// Why a ScaledObject has the replicas it has: its triggers' values, targets and activity,
     /// fallback, pause, cooldown and what the HPA computes, from the operator's live state.
     Explain(ExplainArgs),
+    /// Replay a metric history (CSV `time,trigger,value`) through the operator's scale
+    /// decision and the HPA: replica timeline, figures, charts. See docs/simulate.md.
+    Simulate(SimulateArgs),
+}
+
+/// `keda-rs simulate` flags.
+#[derive(Debug, clap::Args)]
+pub struct SimulateArgs {
+    /// YAML file with one or more ScaledObjects (multi-document).
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// The metric history: CSV with the header `time,trigger,value` (RFC 3339 time; trigger
+    /// by name or index).
+    #[arg(long, value_name = "CSV")]
+    pub values: PathBuf,
+    /// Where `<namespace>-<name>.csv`, `.svg` and `.png` are written.
+    #[arg(long, default_value = "keda-rs-simulate")]
+    pub out: PathBuf,
+    /// The target's replica count when the history starts.
+    #[arg(long, default_value_t = 0)]
+    pub replicas: i32,
+    /// The HPA's sync period (--horizontal-pod-autoscaler-sync-period).
+    #[arg(long, default_value = "15s", value_parser = positive_duration)]
+    pub hpa_sync_period: Duration,
+    /// The HPA's tolerance (--horizontal-pod-autoscaler-tolerance).
+    #[arg(long, default_value_t = 0.1, value_parser = tolerance)]
+    pub hpa_tolerance: f64,
+    /// The HPA's default scale-down stabilization window
+    /// (--horizontal-pod-autoscaler-downscale-stabilization).
+    #[arg(long, default_value = "5m", value_parser = duration)]
+    pub hpa_downscale_stabilization: Duration,
 }
 
 /// `keda-rs dev` flags.
@@ -129,6 +160,8 @@ enum CliError {
     Dev(#[from] DevError),
     #[error(transparent)]
     Explain(#[from] ExplainError),
+    #[error(transparent)]
+    Simulate(#[from] crate::simulate::SimulateError),
 }
 
 /// Runs the parsed command line.
@@ -136,6 +169,7 @@ pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Dev(args) => dev(args),
         Command::Explain(args) => explain(args),
+        Command::Simulate(args) => simulate(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -199,6 +233,28 @@ fn dev(args: DevArgs) -> Result<(), CliError> {
     })?;
     for (svg, png) in charts {
         println!("chart: {} {}", svg.display(), png.display());
+    }
+    Ok(())
+}
+
+fn simulate(args: SimulateArgs) -> Result<(), CliError> {
+    use crate::simulate as sim;
+    let yaml = sim::read_bounded(&args.file)?;
+    let objects = sim::parse_objects(&args.file, &yaml)?;
+    let csv = sim::read_bounded(&args.values)?;
+    let hpa = HpaSettings {
+        sync_period: args.hpa_sync_period,
+        tolerance: args.hpa_tolerance,
+        downscale_stabilization_seconds: i32::try_from(args.hpa_downscale_stabilization.as_secs())
+            .unwrap_or(i32::MAX),
+    };
+    for object in &objects {
+        let points = sim::parse_csv(&args.values, &csv, object)?;
+        let timeline = sim::simulate(object, &points, &hpa, args.replicas.max(0));
+        print!("{}", sim::render_summary(object, &timeline));
+        for path in sim::write_outputs(&args.out, object, &timeline)? {
+            println!("  wrote {}", path.display());
+        }
     }
     Ok(())
 }

@@ -11,3 +11,4 @@ pub mod cli;
 pub mod dev;
 pub mod explain;
 pub mod hpa;
+pub mod simulate;

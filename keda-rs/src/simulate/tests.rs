@@ -1,0 +1,158 @@
+//! Hand-made histories with the exact timeline each decision feature must produce.
+
+use std::path::Path;
+
+use jiff::Timestamp;
+
+use super::*;
+
+const START: &str = "2026-01-01T00:00:00Z";
+
+fn at(secs: i64) -> Timestamp {
+    START.parse::<Timestamp>().expect("start") + SignedDuration::from_secs(secs)
+}
+
+fn object(yaml: &str) -> SimObject {
+    let mut objects = parse_objects(Path::new("so.yaml"), yaml).expect("valid YAML");
+    assert_eq!(objects.len(), 1);
+    objects.remove(0)
+}
+
+fn csv(rows: &[(i64, f64)]) -> String {
+    let mut text = String::from("time,trigger,value\n");
+    for (secs, value) in rows {
+        text.push_str(&format!("{},0,{value}\n", at(*secs)));
+    }
+    text
+}
+
+fn run(object: &SimObject, rows: &[(i64, f64)], replicas: i32) -> Timeline {
+    let points = parse_csv(Path::new("v.csv"), &csv(rows), object).expect("valid CSV");
+    simulate(object, &points, &HpaSettings::default(), replicas)
+}
+
+const ACTIVATION_AND_COOLDOWN: &str = "
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata: {name: orders}
+spec:
+  scaleTargetRef: {name: worker}
+  pollingInterval: 30
+  cooldownPeriod: 60
+  maxReplicaCount: 10
+  triggers:
+    - type: redis
+      metadata: {listName: q, listLength: '10', activationListLength: '5'}
+";
+
+#[test]
+fn activation_threshold_then_cooldown_to_zero() {
+    let o = object(ACTIVATION_AND_COOLDOWN);
+    assert_eq!(o.namespace, "default");
+    // 4 is below the activation threshold 5: nothing happens until 30 arrives at 60 s. The
+    // poll at 60 s activates (0 -> 1), the HPA sync of the same instant asks 30/10 = 3. The
+    // last active poll is at 150 s; the cooldown (strictly after 150 + 60) ends at the poll of
+    // 240 s, which scales to zero.
+    let t = run(&o, &[(0, 4.0), (60, 30.0), (180, 0.0), (600, 0.0)], 0);
+    assert_eq!(t.changes, vec![(at(0), 0), (at(60), 3), (at(240), 0)]);
+    assert_eq!(t.summary.scale_ups, 1);
+    assert_eq!(t.summary.scale_downs, 1);
+    assert_eq!(t.summary.activation_delays, vec![0]);
+    assert_eq!(t.summary.seconds_at_zero, 60 + 360);
+    assert!((t.summary.replica_hours - 3.0 * 180.0 / 3600.0).abs() < 1e-9);
+}
+
+#[test]
+fn idle_replicas_are_the_floor_when_inactive() {
+    let yaml = ACTIVATION_AND_COOLDOWN.replace(
+        "cooldownPeriod: 60",
+        "cooldownPeriod: 60\n  idleReplicaCount: 0\n  minReplicaCount: 2",
+    );
+    let o = object(&yaml);
+    // Activation goes to max(min, 1) = 2, the HPA then to 3; after the cooldown back to idle 0.
+    let t = run(&o, &[(0, 0.0), (60, 30.0), (180, 0.0), (600, 0.0)], 0);
+    assert_eq!(t.changes, vec![(at(0), 0), (at(60), 3), (at(240), 0)]);
+}
+
+const BEHAVIOR: &str = "
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata: {name: api, namespace: shop}
+spec:
+  scaleTargetRef: {name: api}
+  minReplicaCount: 1
+  maxReplicaCount: 10
+  advanced:
+    horizontalPodAutoscalerConfig:
+      behavior:
+        scaleDown:
+          stabilizationWindowSeconds: 0
+          policies: [{type: Pods, value: 1, periodSeconds: 60}]
+  triggers:
+    - type: prometheus
+      metadata: {serverAddress: 'http://p', query: q, threshold: '10'}
+";
+
+#[test]
+fn scale_down_policy_removes_one_pod_per_period() {
+    let o = object(BEHAVIOR);
+    // Up: 50/10 = 5 at the sync of 30 s (default scale-up allows +4). Down: no window, one pod
+    // per 60 s from 120 s on.
+    let t = run(&o, &[(0, 10.0), (30, 50.0), (120, 0.0), (400, 0.0)], 1);
+    assert_eq!(
+        t.changes,
+        vec![
+            (at(0), 1),
+            (at(30), 5),
+            (at(120), 4),
+            (at(180), 3),
+            (at(240), 2),
+            (at(300), 1)
+        ]
+    );
+    assert_eq!(t.summary.scale_downs, 4);
+}
+
+#[test]
+fn legacy_downscale_window_holds_the_peak_for_five_minutes() {
+    let yaml = BEHAVIOR.replace(
+        "  advanced:\n    horizontalPodAutoscalerConfig:\n      behavior:\n        scaleDown:\n          stabilizationWindowSeconds: 0\n          policies: [{type: Pods, value: 1, periodSeconds: 60}]\n",
+        "",
+    );
+    let o = object(&yaml);
+    assert!(o.behavior.is_none());
+    // Legacy scale-up is limited to max(2 x 1, 4) = 4 at 30 s, then 5 at 45 s. The
+    // recommendation 5 of 105 s is held by the 300 s window; the dev HPA algorithm drops it at
+    // the sync of 420 s (whether Kubernetes drops it at 405 s is to be checked: see report).
+    let t = run(&o, &[(0, 10.0), (30, 50.0), (120, 0.0), (600, 0.0)], 1);
+    assert_eq!(
+        t.changes,
+        vec![(at(0), 1), (at(30), 4), (at(45), 5), (at(420), 1)]
+    );
+}
+
+#[test]
+fn a_bad_csv_line_is_named() {
+    let o = object(ACTIVATION_AND_COOLDOWN);
+    let text = format!("time,trigger,value\n{},0,1\nyesterday,0,2\n", at(0));
+    let err = parse_csv(Path::new("v.csv"), &text, &o).expect_err("bad time");
+    assert!(err.to_string().starts_with("v.csv:3: time:"), "{err}");
+    let err = parse_csv(
+        Path::new("v.csv"),
+        "time,trigger,value\n2026-01-01T00:00:00Z,queue,1\n",
+        &o,
+    )
+    .expect_err("unknown trigger");
+    assert!(err.to_string().contains("v.csv:2: trigger:"), "{err}");
+}
+
+#[test]
+fn a_trigger_without_a_target_is_named() {
+    let yaml = ACTIVATION_AND_COOLDOWN.replace("listLength: '10', ", "");
+    let err = parse_objects(Path::new("so.yaml"), &yaml).expect_err("no target");
+    let text = err.to_string();
+    assert!(
+        text.contains("so.yaml: document 1 (ScaledObject default/orders): spec.triggers[0]"),
+        "{text}"
+    );
+}
