@@ -366,6 +366,46 @@ pub fn desired_slices(
     Ok(slices)
 }
 
+/// The field manager of the activators' writes.
+pub const FIELD_MANAGER: &str = "keda-rs-activator";
+
+/// Writes `slices` (from [`desired_slices`] for `managed`) with server-side apply, and deletes
+/// the slice of an address family `slices` no longer has, so no stale endpoint stays behind.
+/// Idempotent: every replica may write the same set.
+pub async fn write_slices(
+    client: &kube::Client,
+    managed: &Managed,
+    slices: &[EndpointSlice],
+) -> Result<(), kube::Error> {
+    use kube::api::{Api, DeleteParams, Patch, PatchParams};
+    let api: Api<EndpointSlice> = Api::namespaced(client.clone(), &managed.namespace);
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    for slice in slices {
+        let Some(name) = slice.metadata.name.as_deref() else {
+            continue;
+        };
+        let mut body = serde_json::to_value(slice).map_err(kube::Error::SerdeError)?;
+        body["apiVersion"] = "discovery.k8s.io/v1".into();
+        body["kind"] = "EndpointSlice".into();
+        api.patch(name, &params, &Patch::Apply(body)).await?;
+    }
+    for ipv6 in [false, true] {
+        let name = slice_name(&managed.service, ipv6);
+        if slices
+            .iter()
+            .any(|s| s.metadata.name.as_deref() == Some(name.as_str()))
+        {
+            continue;
+        }
+        match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
