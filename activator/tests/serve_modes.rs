@@ -38,6 +38,17 @@ async fn slices(api: &Api<EndpointSlice>) -> Vec<EndpointSlice> {
     list
 }
 
+async fn namespace(client: &kube::Client) {
+    let ns: k8s_openapi::api::core::v1::Namespace = serde_json::from_value(
+        serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}}),
+    )
+    .unwrap();
+    Api::all(client.clone())
+        .create(&kube::api::PostParams::default(), &ns)
+        .await
+        .unwrap();
+}
+
 fn addresses(slice: &EndpointSlice) -> Vec<String> {
     slice
         .endpoints
@@ -54,6 +65,7 @@ fn mode_of(slice: &EndpointSlice) -> &str {
 async fn slices_follow_the_flips_proxy_serve_proxy() {
     let kube = memkube::MemKube::new();
     let client = kube.client();
+    namespace(&client).await;
     let api: Api<EndpointSlice> = Api::namespaced(client.clone(), "shop");
     let m = managed();
     let policy = ServePolicy {
@@ -146,6 +158,7 @@ async fn slices_follow_the_flips_proxy_serve_proxy() {
 async fn a_refused_address_writes_nothing() {
     let kube = memkube::MemKube::new();
     let client = kube.client();
+    namespace(&client).await;
     let api: Api<EndpointSlice> = Api::namespaced(client.clone(), "shop");
     let m = managed();
     let ok = serve::desired_slices(&m, Mode::Proxy, &["10.0.0.1:8080".parse().unwrap()]).unwrap();
