@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod proxy;
 pub mod report;
 pub mod route;
+pub mod serve;
 pub mod server;
 pub mod stats;
 pub mod supervise;
