@@ -33,7 +33,11 @@ fn managed() -> Managed {
 }
 
 async fn slices(api: &Api<EndpointSlice>) -> Vec<EndpointSlice> {
-    let mut list = api.list(&ListParams::default()).await.unwrap().items;
+    let mut list = api
+        .list(&ListParams::default())
+        .await
+        .expect("list EndpointSlices")
+        .items;
     list.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     list
 }
@@ -42,11 +46,11 @@ async fn namespace(client: &kube::Client) {
     let ns: k8s_openapi::api::core::v1::Namespace = serde_json::from_value(
         serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}}),
     )
-    .unwrap();
+    .expect("a Namespace");
     Api::all(client.clone())
         .create(&kube::api::PostParams::default(), &ns)
         .await
-        .unwrap();
+        .expect("create the namespace");
 }
 
 fn addresses(slice: &EndpointSlice) -> Vec<String> {
@@ -58,7 +62,12 @@ fn addresses(slice: &EndpointSlice) -> Vec<String> {
 }
 
 fn mode_of(slice: &EndpointSlice) -> &str {
-    slice.metadata.annotations.as_ref().unwrap()[MODE_ANNOTATION].as_str()
+    slice
+        .metadata
+        .annotations
+        .as_ref()
+        .expect("managed slices are annotated")[MODE_ANNOTATION]
+        .as_str()
 }
 
 #[tokio::test]
