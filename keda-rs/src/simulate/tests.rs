@@ -121,9 +121,10 @@ fn legacy_downscale_window_holds_the_peak_for_five_minutes() {
     );
     let o = object(&yaml);
     assert!(o.behavior.is_none());
-    // Legacy scale-up is limited to max(2 x 1, 4) = 4 at 30 s, then 5 at 45 s. The
-    // recommendation 5 of 105 s is held by the 300 s window; the dev HPA algorithm drops it at
-    // the sync of 420 s (whether Kubernetes drops it at 405 s is to be checked: see report).
+    // Legacy scale-up is limited to max(2 x 1, 4) = 4 at 30 s, then 5 at 45 s. The last
+    // recommendation of 5 (the sync of 105 s) is held by the 300 s window including its edge:
+    // Kubernetes' legacy `stabilizeRecommendation` drops only samples `Before(now - window)`,
+    // so at 405 s it still counts and the drop comes with the sync of 420 s.
     let t = run(&o, &[(0, 10.0), (30, 50.0), (120, 0.0), (600, 0.0)], 1);
     assert_eq!(
         t.changes,
