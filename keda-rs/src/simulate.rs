@@ -269,12 +269,16 @@ pub fn parse_objects(path: &Path, text: &str) -> Result<Vec<SimObject>, Simulate
     Ok(out)
 }
 
+/// The longest history a replay covers (two years): at the shortest sync period (1 s) that is
+/// about 63 M steps.
+pub const MAX_HISTORY: SignedDuration = SignedDuration::from_secs(2 * 366 * 86_400);
+
 /// Parses a `time,trigger,value` CSV (header required) for `object`: `trigger` is a trigger's
 /// name or index. Samples are returned sorted by time.
 ///
 /// # Errors
-/// A malformed line, an unknown trigger, a value that is not a finite number; the message
-/// names the line.
+/// A malformed line, an unknown trigger, a value that is not a finite number, samples further
+/// apart than [`MAX_HISTORY`]; the message names the line.
 pub fn parse_csv(path: &Path, text: &str, object: &SimObject) -> Result<Vec<Point>, SimulateError> {
     let err = |line: usize, message: String| SimulateError::Csv {
         path: path.to_path_buf(),
@@ -292,6 +296,9 @@ pub fn parse_csv(path: &Path, text: &str, object: &SimObject) -> Result<Vec<Poin
         }
     }
     let mut points = Vec::new();
+    // The earliest and the latest sample, with their lines.
+    let mut first: Option<(Timestamp, usize)> = None;
+    let mut last: Option<(Timestamp, usize)> = None;
     for (i, line) in lines {
         let n = i + 1;
         if line.trim().is_empty() {
@@ -328,16 +335,33 @@ pub fn parse_csv(path: &Path, text: &str, object: &SimObject) -> Result<Vec<Poin
             .ok()
             .filter(|v| v.is_finite())
             .ok_or_else(|| err(n, "value: not a finite number".to_string()))?;
+        if first.is_none_or(|(t, _)| time < t) {
+            first = Some((time, n));
+        }
+        if last.is_none_or(|(t, _)| time > t) {
+            last = Some((time, n));
+        }
         points.push(Point {
             time,
             trigger,
             value,
         });
     }
-    if points.is_empty() {
+    let (Some((first, first_line)), Some((last, last_line))) = (first, last) else {
         return Err(SimulateError::NoSamples {
             path: path.to_path_buf(),
         });
+    };
+    // The replay steps every sync period (1 s at least) from the first sample to the last and
+    // keeps a chart sample per step: a mistyped year must not make it run for ever.
+    if last.duration_since(first) > MAX_HISTORY {
+        return Err(err(
+            last_line,
+            format!(
+                "time: {last} is more than {} days after the first sample ({first}, line {first_line}); a replay covers at most that",
+                MAX_HISTORY.as_secs() / 86_400
+            ),
+        ));
     }
     points.sort_by_key(|p| p.time);
     Ok(points)

@@ -157,3 +157,13 @@ fn a_trigger_without_a_target_is_named() {
         "{text}"
     );
 }
+
+#[test]
+fn a_history_longer_than_two_years_is_refused_naming_the_line() {
+    let o = object(ACTIVATION_AND_COOLDOWN);
+    let text = "time,trigger,value\n2025-01-01T00:00:00Z,0,1\n2205-01-01T00:00:00Z,0,2\n";
+    let err = parse_csv(Path::new("v.csv"), text, &o).expect_err("a mistyped year");
+    let text = err.to_string();
+    assert!(text.starts_with("v.csv:3: time:"), "{text}");
+    assert!(text.contains("line 2"), "{text}");
+}
