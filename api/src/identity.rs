@@ -23,6 +23,13 @@ pub const ALLOW_NAMESPACE_VAULT_OPERATOR_IDENTITY_FLAG: &str =
 /// Its environment variable.
 pub const ALLOW_NAMESPACE_VAULT_OPERATOR_IDENTITY_ENV: &str =
     "KEDA_RS_ALLOW_NAMESPACE_VAULT_OPERATOR_IDENTITY";
+/// The operator flag that lets triggers of every namespace use the operator's own AWS
+/// identity (`identityOwner: operator`, `awsRoleArn` of a namespaced TriggerAuthentication).
+pub const ALLOW_NAMESPACE_AWS_OPERATOR_IDENTITY_FLAG: &str =
+    "--allow-namespace-aws-operator-identity";
+/// Its environment variable.
+pub const ALLOW_NAMESPACE_AWS_OPERATOR_IDENTITY_ENV: &str =
+    "KEDA_RS_ALLOW_NAMESPACE_AWS_OPERATOR_IDENTITY";
 /// The operator flag listing the ServiceAccounts tokens may be minted for.
 pub const BOUND_TOKEN_SERVICE_ACCOUNTS_FLAG: &str = "--bound-token-service-accounts";
 /// Its environment variable.
@@ -84,6 +91,12 @@ pub struct IdentityPolicy {
     /// in to Vault with the operator's own token or a file of the operator's (KEDA's
     /// behaviour). Off by default.
     pub allow_namespace_vault_operator_identity: bool,
+    /// `--allow-namespace-aws-operator-identity`: triggers of any namespace may sign with the
+    /// operator's own AWS credentials (`identityOwner: operator`), assume a role of a namespaced
+    /// TriggerAuthentication with them, and send such requests to their `awsEndpoint` (KEDA's
+    /// behaviour). Off by default: only a ClusterTriggerAuthentication's `awsRoleArn` is
+    /// assumed, towards AWS's own endpoints. Checked by the scalers when they are built.
+    pub allow_namespace_aws_operator_identity: bool,
     /// `--bound-token-service-accounts`: the ServiceAccounts tokens may be minted for on behalf
     /// of a namespaced TriggerAuthentication. Empty by default.
     pub bound_token_service_accounts: ServiceAccountAllowList,
@@ -253,6 +266,7 @@ mod tests {
     fn the_administrators_opt_ins_allow_what_they_name_and_nothing_else() {
         let policy = IdentityPolicy {
             allow_namespace_vault_operator_identity: true,
+            allow_namespace_aws_operator_identity: true,
             bound_token_service_accounts: ServiceAccountAllowList::parse(" team/reader, ops/*")
                 .expect("list"),
         };

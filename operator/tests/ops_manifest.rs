@@ -217,7 +217,9 @@ fn the_shipped_rbac_grants_no_token_creation_cluster_wide() {
     assert!(
         !text.contains("bound-token-service-accounts")
             && !text.contains("KEDA_RS_BOUND_TOKEN_SERVICE_ACCOUNTS")
-            && !text.contains("allow-namespace-vault-operator-identity"),
+            && !text.contains("allow-namespace-vault-operator-identity")
+            && !text.contains("allow-namespace-aws-operator-identity")
+            && !text.contains("KEDA_RS_ALLOW_NAMESPACE"),
         "the install opts nothing in: {text}"
     );
 }
@@ -282,8 +284,14 @@ fn webhook_identity(container: &Value) -> keda_api::identity::IdentityPolicy {
 fn the_shipped_operator_and_webhook_agree_on_the_identity_opt_ins() {
     let operator = operator_settings(&operator_container()).identity;
     let webhook = webhook_identity(&webhook_container());
+    // The AWS opt-in is the operator's alone (its scalers check it; the webhook has no AWS
+    // rule), and the shipped operator gives none (the last assertion).
+    let operator_rules = keda_api::identity::IdentityPolicy {
+        allow_namespace_aws_operator_identity: false,
+        ..operator.clone()
+    };
     assert_eq!(
-        operator, webhook,
+        operator_rules, webhook,
         "config/operator/deployment.yaml and config/webhooks/deployment.yaml must give the same \
          --allow-namespace-vault-operator-identity and --bound-token-service-accounts \
          (docs/webhooks.md#identity-rules)"

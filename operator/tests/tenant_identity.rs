@@ -329,3 +329,131 @@ async fn bound_tokens_are_minted_only_for_service_accounts_the_administrator_opt
     assert_eq!(issued.len(), 1);
     assert_eq!(issued[0].service_account, "reader");
 }
+
+/// Resolves `trigger` (YAML) once the resolver's watch has seen its authentication, and builds
+/// its scaler with the operator's own AWS credentials in its environment; `Err` is the build's
+/// error, `Ok` the first read's.
+async fn build_aws(c: &Cluster, trigger: &str, sts: &str) -> Result<String, String> {
+    let t: ScaleTrigger = yaml(trigger);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let resolved = loop {
+        let mut session = c.resolver.session(source());
+        let resolved = session.resolve(&t, 0).await.expect("resolves");
+        if t.authentication_ref.is_none()
+            || !resolved.auth_params.is_empty()
+            || tokio::time::Instant::now() >= deadline
+        {
+            break resolved;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let mut ctx = keda_scalers::ScalerContext::from_trigger(&t, 0);
+    ctx.scalable_name = "so".into();
+    ctx.scalable_namespace = NS.into();
+    resolved.apply(&mut ctx);
+    ctx.process_env = keda_scalers::ProcessEnv::from_pairs(&[
+        ("AWS_ACCESS_KEY_ID", "AKIAOPERATOROWN"),
+        ("AWS_SECRET_ACCESS_KEY", "operator-own-secret"),
+        ("AWS_ENDPOINT_URL_STS", sts),
+    ]);
+    let built = keda_scalers::Registry::builtin()
+        .build(ctx)
+        .await
+        .map_err(|e| e.to_string())?;
+    let read = built
+        .scaler()
+        .metrics_and_activity("s0-aws-sqs-q")
+        .await
+        .map(|r| format!("{r:?}"))
+        .unwrap_or_else(|e| keda_scalers::error::error_chain(&e));
+    built.scaler().close().await;
+    Ok(read)
+}
+
+/// Issue 33's gap: `identityOwner: operator` (written in the tenant's ScaledObject) and an
+/// `awsRoleArn` of a namespaced TriggerAuthentication would make the operator sign with its own
+/// AWS credentials on the namespace's behalf, and `awsEndpoint` would send those requests to a
+/// server the tenant names. Refused unless the administrator opts in; a role of a
+/// ClusterTriggerAuthentication is the administrator's and is assumed.
+#[tokio::test]
+async fn a_namespaced_trigger_signs_with_the_operators_aws_credentials_only_with_the_opt_in() {
+    let listener = Listener::start(forbidden()).await;
+    // The operator's own STS endpoint (its environment's AWS_ENDPOINT_URL_STS).
+    let sts = Listener::start(forbidden()).await;
+    let operator_trigger = format!(
+        "{{type: aws-sqs-queue, metadata: {{queueURL: '{0}/000000000000/q', awsRegion: eu-west-1, awsEndpoint: '{0}', identityOwner: operator}}}}",
+        listener.address
+    );
+    let role_trigger = |kind: &str| {
+        format!(
+            "{{type: aws-sqs-queue, metadata: {{queueURL: 'https://sqs.eu-west-1.amazonaws.com/000000000000/q', awsRegion: eu-west-1}}, authenticationRef: {{name: role, kind: {kind}}}}}"
+        )
+    };
+    let role_auth = "  secretTargetRef: [{parameter: awsRoleArn, name: role, key: arn}]\n";
+    let seed_role_secret = |c: &Cluster, namespace: &str| {
+        c.server
+            .seed(&yaml::<k8s_openapi::api::core::v1::Secret>(&format!(
+                "apiVersion: v1\nkind: Secret\nmetadata: {{name: role, namespace: {namespace}}}\nstringData: {{arn: 'arn:aws:iam::000000000000:role/team'}}"
+            )))
+            .expect("seed");
+    };
+
+    // The safe default.
+    let c = cluster(IdentityPolicy::default());
+    seed_role_secret(&c, NS);
+    seed_auth(&c, "TriggerAuthentication", "role", role_auth);
+    for (trigger, param) in [
+        (operator_trigger.as_str(), "\"identityOwner\""),
+        (&role_trigger("TriggerAuthentication"), "\"awsRoleArn\""),
+    ] {
+        let error = build_aws(&c, trigger, &sts.address)
+            .await
+            .expect_err("the operator's identity must not be lent");
+        assert!(
+            error.contains(param) && error.contains("--allow-namespace-aws-operator-identity"),
+            "{error}"
+        );
+        assert!(!error.contains("operator-own-secret"), "{error}");
+    }
+    assert_eq!(
+        listener.received(),
+        "",
+        "nothing reached the tenant's server"
+    );
+    assert_eq!(sts.received(), "", "no role was assumed");
+
+    // A ClusterTriggerAuthentication's role is the administrator's: it is assumed at the
+    // operator's STS (which refuses here).
+    seed_role_secret(&c, "keda");
+    seed_auth(&c, "ClusterTriggerAuthentication", "role", role_auth);
+    let read = build_aws(
+        &c,
+        &role_trigger("ClusterTriggerAuthentication"),
+        &sts.address,
+    )
+    .await
+    .expect("a ClusterTriggerAuthentication's role builds");
+    assert!(read.contains("assuming awsRoleArn"), "{read}");
+    assert!(
+        sts.received().contains("Action=AssumeRole"),
+        "{}",
+        sts.received()
+    );
+
+    // With the opt-in, KEDA's behaviour: the operator signs, and the request reaches the
+    // endpoint the trigger names.
+    let c = cluster(IdentityPolicy {
+        allow_namespace_aws_operator_identity: true,
+        ..IdentityPolicy::default()
+    });
+    let read = build_aws(&c, &operator_trigger, &sts.address)
+        .await
+        .expect("builds with the opt-in");
+    assert!(read.contains("403"), "{read}");
+    let received = listener.received();
+    assert!(
+        received.contains("Credential=AKIAOPERATOROWN/"),
+        "{received}"
+    );
+    assert!(!received.contains("operator-own-secret"), "{received}");
+}

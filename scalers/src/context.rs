@@ -110,6 +110,21 @@ impl Default for ProcessEnv {
     }
 }
 
+/// Whether a trigger may make the process act with its own cloud identity (today: the
+/// operator's AWS credentials, directly with `identityOwner: operator` or to assume an
+/// `awsRoleArn`). The people who write ScaledObjects and TriggerAuthentications are not the
+/// people who installed keda-rs, so the default grants nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct OperatorIdentityGrant {
+    /// The trigger's authentication parameters came from a ClusterTriggerAuthentication: the
+    /// administrator's object, so a role it names may be assumed with the operator's
+    /// credentials.
+    pub cluster_auth: bool,
+    /// The administrator let every namespace use the operator's own identity
+    /// (`--allow-namespace-aws-operator-identity`): KEDA's behaviour.
+    pub namespaces: bool,
+}
+
 impl fmt::Debug for ProcessEnv {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("ProcessEnv")
@@ -164,6 +179,8 @@ pub struct ScalerContext {
     pub cluster: ClusterHandle,
     /// The operator's own environment (the process environment by default).
     pub process_env: ProcessEnv,
+    /// What the trigger may do with the operator's own identity (nothing by default).
+    pub operator_identity: OperatorIdentityGrant,
     /// Where files named by trigger metadata may be read (`--trigger-file-root`).
     pub trigger_files: crate::files::TriggerFiles,
 }
@@ -188,6 +205,7 @@ impl std::fmt::Debug for ScalerContext {
             .field("as_metric_source", &self.as_metric_source)
             .field("global_http_timeout", &self.global_http_timeout)
             .field("cluster", &self.cluster)
+            .field("operator_identity", &self.operator_identity)
             .finish_non_exhaustive()
     }
 }

@@ -33,7 +33,7 @@ pub mod scalers;
 pub mod secret;
 pub mod tls;
 
-pub use context::{Clock, ProcessEnv, ScalableKind, ScalerContext};
+pub use context::{Clock, OperatorIdentityGrant, ProcessEnv, ScalableKind, ScalerContext};
 pub use error::{MetadataError, MetadataErrorKind, ScalerError, Source, TriggerId};
 pub use metadata::{MetadataParser, Param};
 pub use registry::{Registry, ScalerFactory};

@@ -261,6 +261,9 @@ async fn sqs_aws_role_arn_is_assumed_through_sts_with_the_operator_credentials()
         ctx.auth_params
             .insert("awsRoleArn".into(), Secret::new(iam.role_arn.clone()));
         ctx.process_env = ProcessEnv::from_pairs(&env);
+        // The role is in a TriggerAuthentication and moto is the trigger's awsEndpoint: the
+        // administrator's opt-in (scalers/src/aws/mod.rs `check_operator_identity`).
+        ctx.operator_identity.namespaces = true;
         ctx
     };
     let operator = vec![

@@ -129,6 +129,9 @@ impl Args {
     pub fn identity(&self) -> Result<keda_api::identity::IdentityPolicy, String> {
         Ok(keda_api::identity::IdentityPolicy {
             allow_namespace_vault_operator_identity: self.allow_namespace_vault_operator_identity,
+            // The operator's AWS scalers check this one when they are built; the webhook has
+            // no AWS rule to apply.
+            allow_namespace_aws_operator_identity: false,
             bound_token_service_accounts: keda_api::identity::ServiceAccountAllowList::parse(
                 &self.bound_token_service_accounts,
             )

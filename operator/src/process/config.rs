@@ -47,6 +47,8 @@ pub const ENV_HTTP_HOST_POLICY: &str = "KEDA_HTTP_HOST_POLICY";
 pub const ENV_HTTP_ANY_HOST: &str = "KEDA_HTTP_ANY_HOST";
 pub const ENV_ALLOW_NAMESPACE_VAULT_OPERATOR_IDENTITY: &str =
     keda_api::identity::ALLOW_NAMESPACE_VAULT_OPERATOR_IDENTITY_ENV;
+pub const ENV_ALLOW_NAMESPACE_AWS_OPERATOR_IDENTITY: &str =
+    keda_api::identity::ALLOW_NAMESPACE_AWS_OPERATOR_IDENTITY_ENV;
 pub const ENV_BOUND_TOKEN_SERVICE_ACCOUNTS: &str =
     keda_api::identity::BOUND_TOKEN_SERVICE_ACCOUNTS_ENV;
 pub const ENV_TRIGGER_FILE_ROOT: &str = "KEDA_RS_TRIGGER_FILE_ROOT";
@@ -83,6 +85,7 @@ Environment:
   KEDA_HTTP_HOST_POLICY                          The --http-host-policy file, when the flag is not given
   KEDA_HTTP_ANY_HOST                             true: --http-any-host, when the flag is not given [default: false]
   KEDA_RS_ALLOW_NAMESPACE_VAULT_OPERATOR_IDENTITY true: --allow-namespace-vault-operator-identity [default: false]
+  KEDA_RS_ALLOW_NAMESPACE_AWS_OPERATOR_IDENTITY true: --allow-namespace-aws-operator-identity [default: false]
   KEDA_RS_BOUND_TOKEN_SERVICE_ACCOUNTS           The --bound-token-service-accounts list, when the flag is not given
   KEDA_RS_TRIGGER_FILE_ROOT                      The --trigger-file-root directory, when the flag is not given
   KEDA_HTTP_DEFAULT_TIMEOUT                      Timeout of HTTP-based scalers without their own, in ms (1 to 3600000) [default: 3000]
@@ -339,6 +342,20 @@ pub struct Flags {
         action = clap::ArgAction::Set
     )]
     pub allow_namespace_vault_operator_identity: bool,
+    /// Let triggers of any namespace use the operator's own AWS credentials, as KEDA does:
+    /// `identityOwner: operator`, an `awsRoleArn` of a namespaced TriggerAuthentication
+    /// assumed with them, and requests signed with either sent to the trigger's `awsEndpoint`.
+    /// Off: only a ClusterTriggerAuthentication's `awsRoleArn` is assumed, towards AWS's own
+    /// endpoints (`KEDA_RS_ALLOW_NAMESPACE_AWS_OPERATOR_IDENTITY`).
+    #[arg(
+        long,
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_value_t = false,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub allow_namespace_aws_operator_identity: bool,
     /// ServiceAccounts a namespaced TriggerAuthentication may have tokens minted for
     /// (`boundServiceAccountToken`, `hashiCorpVault.credential.serviceAccountName`): a comma
     /// list of `<namespace>/<name>`, either part `*`. Empty (the default): none; `*/*`: any, as
@@ -446,7 +463,8 @@ pub struct Settings {
     pub high_cardinality_metrics_labels: bool,
     /// `--allow-hpa-ownership-transfer`.
     pub allow_hpa_ownership_transfer: bool,
-    /// `--allow-namespace-vault-operator-identity`, `--bound-token-service-accounts`.
+    /// `--allow-namespace-vault-operator-identity`, `--allow-namespace-aws-operator-identity`,
+    /// `--bound-token-service-accounts`.
     pub identity: keda_api::identity::IdentityPolicy,
     /// `--trigger-file-root` (default [`keda_scalers::files::DEFAULT_TRIGGER_FILE_ROOT`]).
     pub trigger_file_root: PathBuf,
@@ -708,6 +726,8 @@ impl Settings {
                 allow_namespace_vault_operator_identity: flags
                     .allow_namespace_vault_operator_identity
                     || env_bool(env, ENV_ALLOW_NAMESPACE_VAULT_OPERATOR_IDENTITY)?,
+                allow_namespace_aws_operator_identity: flags.allow_namespace_aws_operator_identity
+                    || env_bool(env, ENV_ALLOW_NAMESPACE_AWS_OPERATOR_IDENTITY)?,
                 bound_token_service_accounts: keda_api::identity::ServiceAccountAllowList::parse(
                     &flags
                         .bound_token_service_accounts

@@ -576,7 +576,8 @@ pub async fn lease(
 /// the regional one) and the credentials, the operator's own read from `ctx.process_env`.
 ///
 /// # Errors
-/// The trigger needs the operator's credentials and it has none.
+/// The trigger needs the operator's credentials and may not use them
+/// ([`super::check_operator_identity`]), or the operator has none.
 pub fn client_key(
     ctx: &ScalerContext,
     service: Service,
@@ -592,6 +593,7 @@ pub fn client_key(
         None => super::regional_endpoint(service.endpoint_prefix, &settings.region)
             .map_err(unexpected)?,
     };
+    super::check_operator_identity(ctx, settings)?;
     let env = &ctx.process_env;
     let signer = match &settings.identity {
         AwsIdentity::Static(credentials) => Signer::Static(credentials.clone()),

@@ -16,6 +16,10 @@
 //! `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN` of its environment; the rest of the AWS SDK's
 //! default chain (web identity tokens, profiles, instance metadata) and the `aws` pod identity
 //! provider are not supported yet, and say so.
+//!
+//! The operator's identity is the administrator's: a trigger uses it on a namespace's behalf
+//! only as [`check_operator_identity`] allows (a ClusterTriggerAuthentication's `awsRoleArn`,
+//! or everything with `--allow-namespace-aws-operator-identity`).
 
 pub mod client;
 pub mod sigv4;
@@ -218,6 +222,63 @@ fn static_credentials(p: &MetadataParser<'_>) -> Result<Credentials, MetadataErr
         secret_access_key: secret,
         session_token: None,
     })
+}
+
+/// The operator flag that lets every namespace use the operator's own AWS identity.
+pub const ALLOW_NAMESPACE_OPERATOR_IDENTITY_FLAG: &str = "--allow-namespace-aws-operator-identity";
+
+/// Whether the trigger may use what `settings` asks of the operator's own AWS identity
+/// (`ctx.operator_identity`):
+/// - `identityOwner: operator` is written in the ScaledObject, by a tenant: it needs the
+///   administrator's [`ALLOW_NAMESPACE_OPERATOR_IDENTITY_FLAG`];
+/// - `awsRoleArn` is assumed with the operator's credentials: from a
+///   ClusterTriggerAuthentication (the administrator's) it may be, from a namespaced
+///   TriggerAuthentication only with that flag;
+/// - either with `awsEndpoint`, the requests signed with those credentials (and their session
+///   token) would go to a server the tenant names: only with that flag.
+///
+/// # Errors
+/// A metadata error naming the parameter, what it would do and the flag; nothing of the
+/// credentials.
+pub fn check_operator_identity(
+    ctx: &ScalerContext,
+    settings: &AwsSettings,
+) -> Result<(), ScalerError> {
+    let grant = ctx.operator_identity;
+    if grant.namespaces {
+        return Ok(());
+    }
+    let refuse = |message: String| {
+        Err(ScalerError::Metadata(MetadataError {
+            trigger: ctx.trigger_id(),
+            kind: MetadataErrorKind::Rule(message),
+        }))
+    };
+    let flag = ALLOW_NAMESPACE_OPERATOR_IDENTITY_FLAG;
+    match &settings.identity {
+        AwsIdentity::Static(_) => Ok(()),
+        AwsIdentity::Operator => refuse(format!(
+            "parameter \"{}\": \"operator\" would make keda-rs sign this namespace's requests \
+             with the operator's own AWS credentials, which the administrator has not allowed: \
+             use awsRoleArn in a ClusterTriggerAuthentication, or credentials of this namespace \
+             in a TriggerAuthentication (the administrator may allow it with {flag})",
+            IDENTITY_OWNER.name
+        )),
+        AwsIdentity::AssumeRole { .. } if !grant.cluster_auth => refuse(format!(
+            "parameter \"{}\" of a namespaced TriggerAuthentication would make keda-rs assume \
+             the role with the operator's own AWS credentials, which the administrator has not \
+             allowed: put the role in a ClusterTriggerAuthentication, or use credentials of this \
+             namespace (the administrator may allow it with {flag})",
+            AWS_ROLE_ARN.name
+        )),
+        AwsIdentity::AssumeRole { .. } if settings.endpoint.is_some() => refuse(format!(
+            "parameter \"{}\" with awsRoleArn would send requests signed with credentials the \
+             operator obtained to a server this namespace names; remove awsEndpoint (the \
+             administrator may allow it with {flag})",
+            AWS_ENDPOINT.name
+        )),
+        AwsIdentity::AssumeRole { .. } => Ok(()),
+    }
 }
 
 /// The operator's own credentials from its environment.
@@ -456,5 +517,108 @@ mod tests {
             ),
             "{err}"
         );
+    }
+
+    #[test]
+    fn the_operator_identity_is_used_only_where_the_administrator_granted_it() {
+        use crate::context::OperatorIdentityGrant;
+        let region = ("awsRegion", "eu-west-1");
+        let endpoint = ("awsEndpoint", "http://tenant.example:4566");
+        let role = ("awsRoleArn", "arn:aws:iam::1:role/r");
+        let operator_env = ProcessEnv::from_pairs(&[
+            ("AWS_ACCESS_KEY_ID", "AKIAOP"),
+            ("AWS_SECRET_ACCESS_KEY", "op-secret"),
+            ("AWS_SESSION_TOKEN", "op-token"),
+        ]);
+        let none = OperatorIdentityGrant::default();
+        let cluster = OperatorIdentityGrant {
+            cluster_auth: true,
+            namespaces: false,
+        };
+        let namespaces = OperatorIdentityGrant {
+            cluster_auth: false,
+            namespaces: true,
+        };
+        // (metadata, auth, grant, refused parameter or None)
+        type Row<'a> = (
+            &'a [(&'a str, &'a str)],
+            &'a [(&'a str, &'a str)],
+            OperatorIdentityGrant,
+            Option<&'a str>,
+        );
+        let rows: &[Row<'_>] = &[
+            // the tenant's own keys need no grant, whatever the endpoint
+            (
+                &[region, endpoint],
+                &[("awsAccessKeyID", "AKIA1"), ("awsSecretAccessKey", "s1")],
+                none,
+                None,
+            ),
+            // identityOwner: operator, written by the tenant: only with the flag
+            (
+                &[region, ("identityOwner", "operator")],
+                &[],
+                none,
+                Some("\"identityOwner\""),
+            ),
+            (
+                &[region, ("identityOwner", "operator")],
+                &[],
+                cluster,
+                Some("\"identityOwner\""),
+            ),
+            (
+                &[region, ("identityOwner", "operator")],
+                &[],
+                namespaces,
+                None,
+            ),
+            // a role of a namespaced TriggerAuthentication: only with the flag
+            (
+                &[region],
+                &[role],
+                none,
+                Some("\"awsRoleArn\" of a namespaced"),
+            ),
+            (&[region], &[role], namespaces, None),
+            // a role of a ClusterTriggerAuthentication: yes, but not towards the tenant's server
+            (&[region], &[role], cluster, None),
+            (
+                &[region, endpoint],
+                &[role],
+                cluster,
+                Some("\"awsEndpoint\""),
+            ),
+            (&[region, endpoint], &[role], namespaces, None),
+        ];
+        for (i, (metadata, auth, grant, refused)) in rows.iter().enumerate() {
+            let mut ctx = test_context("aws-sqs-queue", 1, metadata, &[], auth);
+            ctx.operator_identity = *grant;
+            ctx.process_env = operator_env.clone();
+            let settings = ctx
+                .parse(AwsSettings::parse)
+                .unwrap_or_else(|e| panic!("row {i}: {e}"));
+            let result = client::client_key(&ctx, client::SQS, &settings);
+            match (refused, result) {
+                (None, Ok(_)) => {}
+                (Some(param), Err(e)) => {
+                    let e = e.to_string();
+                    assert!(
+                        e.starts_with("trigger 1 (aws-sqs-queue): parameter "),
+                        "row {i}: {e}"
+                    );
+                    assert!(e.contains(param), "row {i}: {e}");
+                    assert!(
+                        e.contains(ALLOW_NAMESPACE_OPERATOR_IDENTITY_FLAG),
+                        "row {i}: {e}"
+                    );
+                    for secret in ["op-secret", "op-token", "AKIAOP"] {
+                        assert!(!e.contains(secret), "row {i}: {e}");
+                    }
+                }
+                (refused, Ok(_)) => panic!("row {i}: built, expected refusal of {refused:?}"),
+                (None, Err(e)) => panic!("row {i}: {e}"),
+            }
+        }
     }
 }

@@ -81,6 +81,7 @@ pub fn client_of(url: &str, ca_pem: &str) -> kube::Client {
 fn keda_identity() -> keda_api::identity::IdentityPolicy {
     keda_api::identity::IdentityPolicy {
         allow_namespace_vault_operator_identity: true,
+        allow_namespace_aws_operator_identity: false,
         bound_token_service_accounts: keda_api::identity::ServiceAccountAllowList::any(),
     }
 }

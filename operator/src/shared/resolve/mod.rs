@@ -470,13 +470,18 @@ pub struct ResolvedTrigger {
     /// it (no parameters for a missing (Cluster)TriggerAuthentication, an empty parameter for a
     /// missing Secret, ConfigMap or key).
     pub missing: Vec<Missing>,
+    /// What the trigger may do with the operator's own identity: whether its parameters came
+    /// from a ClusterTriggerAuthentication, and the administrator's
+    /// `--allow-namespace-aws-operator-identity`.
+    pub operator_identity: keda_scalers::OperatorIdentityGrant,
 }
 
 impl ResolvedTrigger {
-    /// Stores the resolved environment and auth params in `ctx`.
+    /// Stores the resolved environment, auth params and identity grant in `ctx`.
     pub fn apply(self, ctx: &mut ScalerContext) {
         ctx.resolved_env = self.resolved_env;
         ctx.auth_params = self.auth_params;
+        ctx.operator_identity = self.operator_identity;
     }
 }
 
@@ -490,6 +495,7 @@ impl Default for ResolvedTrigger {
                 ..Default::default()
             },
             missing: Vec::new(),
+            operator_identity: keda_scalers::OperatorIdentityGrant::default(),
         }
     }
 }
@@ -505,6 +511,7 @@ impl fmt::Debug for ResolvedTrigger {
             .field("auth_params", &self.auth_params)
             .field("pod_identity", &self.pod_identity.provider)
             .field("missing", &self.missing)
+            .field("operator_identity", &self.operator_identity)
             .finish()
     }
 }

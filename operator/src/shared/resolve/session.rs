@@ -84,6 +84,11 @@ impl ResolveSession {
             resolved_env: self.env_params(&id, &trigger.metadata).await?,
             ..ResolvedTrigger::default()
         };
+        resolved.operator_identity.namespaces = self
+            .inner
+            .config
+            .identity
+            .allow_namespace_aws_operator_identity;
         if let Some(auth_ref) = &trigger.authentication_ref
             && !auth_ref.name.is_empty()
         {
@@ -103,6 +108,8 @@ impl ResolveSession {
                 resolved.auth_params = self
                     .auth_params(&id, &auth, kind, &spec, &refs_namespace)
                     .await?;
+                resolved.operator_identity.cluster_auth =
+                    kind == AuthenticationKind::ClusterTriggerAuthentication;
             }
         }
         resolved.missing = self.missing[first_missing..].to_vec();
