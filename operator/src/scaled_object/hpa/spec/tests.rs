@@ -4,6 +4,7 @@ use keda_scalers::metric::metric_target;
 use kube::api::ApiResource;
 
 use super::*;
+use crate::hpa::{cached_matches, trim_hpa};
 use crate::scalers::TriggerScaler;
 
 fn object(yaml: &str) -> ScaledObject {
