@@ -1,6 +1,6 @@
 //! The HPA of a ScaledObject (KEDA-CONTRACT 1.4, 1.6): built as a pure function of the object,
-//! its target and its scalers' metric specs ([`spec`]), written only when it differs from what
-//! exists ([`ensure_hpa`]; the watch's trimmed copy in [`cache`] spares the reads).
+//! its target and its scalers' metric specs (`hpa/spec.rs`), written only when it differs from what
+//! exists ([`ensure_hpa`]; the watch's trimmed copy, `hpa/cache.rs`, spares the reads).
 
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use kube::ResourceExt;

@@ -23,7 +23,7 @@ fn hash_of(text: &str) -> String {
     format!("{:016x}", h.finish())
 }
 
-/// A fingerprint of the spec and owner references that [`ensure_hpa`] compares. Equal for two
+/// A fingerprint of the spec and owner references that [`ensure_hpa`](super::ensure_hpa) compares. Equal for two
 /// HPAs exactly when those are equal, as far as a 64-bit hash tells; compared only within one
 /// process.
 pub fn hpa_fingerprint(hpa: &HorizontalPodAutoscaler) -> String {
@@ -33,8 +33,8 @@ pub fn hpa_fingerprint(hpa: &HorizontalPodAutoscaler) -> String {
 
 /// Whether `cached` (trimmed by [`trim_hpa`]) already is what `desired` asks for: the same
 /// spec and owner references, and every label and annotation `desired` sets with the same value
-/// (others, added by other tools, are not compared: [`hpa_differs`]). A spec the API server
-/// defaulted does not match; [`ensure_hpa`] then reads the HPA and compares as KEDA does.
+/// (others, added by other tools, are not compared: [`hpa_differs`](super::hpa_differs)). A spec the API server
+/// defaulted does not match; [`ensure_hpa`](super::ensure_hpa) then reads the HPA and compares as KEDA does.
 pub fn cached_matches(cached: &HorizontalPodAutoscaler, desired: &HorizontalPodAutoscaler) -> bool {
     let Some(kept) = cached.metadata.annotations.as_ref() else {
         return false;
@@ -58,7 +58,7 @@ pub fn cached_matches(cached: &HorizontalPodAutoscaler, desired: &HorizontalPodA
 
 /// Trims an HPA to what the operator reads from its watch cache: its identity, the
 /// [`hpa_fingerprint`] of its spec and owner references, a hash of each label and annotation
-/// value (for [`cached_matches`]), and, for [`hpa_health`], the `ScalingActive` condition:
+/// value (for [`cached_matches`]), and, for [`hpa_health`](super::hpa_health), the `ScalingActive` condition:
 /// a few hundred bytes instead of a few KB per HPA.
 pub fn trim_hpa(hpa: &mut HorizontalPodAutoscaler) {
     let mut kept = BTreeMap::from([(FINGERPRINT.to_string(), hpa_fingerprint(hpa))]);
