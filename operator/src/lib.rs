@@ -24,6 +24,8 @@ pub mod scaled_object;
 pub mod serve;
 pub mod shared;
 
+// The flat paths of before the folders (`keda_operator::hpa`, ...), for the binary, the tests and
+// the benches; inside the crate every path names its folder.
 pub use process::{config, leader, run, telemetry};
 pub use scaled_object::{controller, hpa, routes, scale_loop, settings, snapshot, target};
 pub use serve::{admin, cloud_events, explain, metrics_service};
@@ -31,7 +33,6 @@ pub use shared::{
     auth_events, cluster_view, error, events, isolation, loops, recording, resolve, scalers,
     status, watch,
 };
-use shared::{auth_status, loop_registry, reconciler};
 
 pub use controller::{ControllerConfig, ScaledObjectController, run_scaled_object_controller};
 pub use error::Error;

@@ -24,13 +24,13 @@ pub use env::*;
 pub use flags::*;
 pub use rate_limit::{RateLimit, RateLimitLayer, TokenBucket};
 
-use crate::leader::{
+use crate::process::leader::{
     DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, LeaseConfig,
 };
-use crate::telemetry::LogFormat;
+use crate::process::telemetry::LogFormat;
 
 /// Which namespaces the controllers and the resolver watch (`WATCH_NAMESPACE`).
-pub use crate::resolve::WatchScope;
+pub use crate::shared::resolve::WatchScope;
 
 /// Everything the operator binary is configured with.
 #[derive(Debug, Clone)]
@@ -44,7 +44,7 @@ pub struct Settings {
     /// The explain endpoint's listener (served by the leader); `None` when disabled.
     pub explain_addr: Option<SocketAddr>,
     /// The metric service's mutual TLS files.
-    pub metrics_service_tls: crate::metrics_service::TlsFiles,
+    pub metrics_service_tls: crate::serve::metrics_service::TlsFiles,
     /// How often those files are checked for changes.
     pub cert_reload_interval: Duration,
     /// The Lease to compete for; `None` when leader election is off (this process leads).
@@ -53,7 +53,7 @@ pub struct Settings {
     pub kube_api_burst: u32,
     /// The explain endpoint's review budget (`--explain-kube-api-qps`,
     /// `--explain-kube-api-burst`), on a client of its own.
-    pub explain_review_budget: crate::explain::auth::ReviewBudget,
+    pub explain_review_budget: crate::serve::explain::auth::ReviewBudget,
     pub watch_namespaces: WatchScope,
     /// `POD_NAMESPACE`, default `keda`.
     pub pod_namespace: String,
@@ -106,7 +106,7 @@ pub struct KedaFlagSettings {
     /// One line per KEDA flag given that has no effect here, logged at start.
     pub warnings: Vec<String>,
     /// `--zap-time-encoding`.
-    pub log_time_encoding: crate::telemetry::TimeEncoding,
+    pub log_time_encoding: crate::process::telemetry::TimeEncoding,
     /// `--kubeconfig`.
     pub kubeconfig: Option<PathBuf>,
     /// `--ca-dir`, in order.
@@ -123,7 +123,7 @@ pub struct KedaFlagSettings {
     pub service_tls: keda_tls::TlsPolicy,
     /// `--enable-opentelemetry-metrics`: where and how to export over OTLP (the `OTEL_*`
     /// variables); `None` when off.
-    pub opentelemetry: Option<crate::telemetry::otel::OtlpSettings>,
+    pub opentelemetry: Option<crate::process::telemetry::otel::OtlpSettings>,
 }
 
 /// Why the settings cannot be used.
@@ -154,7 +154,7 @@ pub enum ConfigError {
     DurationTooLong { name: &'static str, value: String },
     /// The leader election settings contradict each other.
     #[error(transparent)]
-    LeaderElection(#[from] crate::leader::LeaderError),
+    LeaderElection(#[from] crate::process::leader::LeaderError),
     /// A number variable is not a whole number within its bounds.
     #[error("{name}={value:?} is not a whole number between {min} and {max}")]
     Number {
@@ -292,7 +292,7 @@ impl Settings {
                     .cert_dir
                     .clone()
                     .unwrap_or_else(|| PathBuf::from("/certs"));
-                crate::metrics_service::TlsFiles {
+                crate::serve::metrics_service::TlsFiles {
                     cert: flags
                         .metrics_service_cert_file
                         .unwrap_or_else(|| dir.join("tls.crt")),
@@ -308,7 +308,7 @@ impl Settings {
             leader_election,
             kube_api_qps: flags.kube_api_qps,
             kube_api_burst: flags.kube_api_burst,
-            explain_review_budget: crate::explain::auth::ReviewBudget {
+            explain_review_budget: crate::serve::explain::auth::ReviewBudget {
                 qps: flags.explain_kube_api_qps,
                 burst: flags.explain_kube_api_burst,
             },
@@ -338,7 +338,7 @@ impl Settings {
                 env,
                 ENV_WATCH_LABEL_SELECTOR_FOR_TRIGGERAUTH,
             )?,
-            restrict_secret_access: crate::resolve::restrict_secret_access(
+            restrict_secret_access: crate::shared::resolve::restrict_secret_access(
                 env.var(ENV_RESTRICT_SECRET_ACCESS),
             ),
             file_path_auth_root: flags
@@ -377,7 +377,7 @@ impl Settings {
                 client_policy: keda_flags::client_policy(env, &flags.keda)?,
                 service_tls: keda_flags::service_tls(env)?,
                 opentelemetry: flags.keda.enable_opentelemetry_metrics.then(|| {
-                    crate::telemetry::otel::OtlpSettings::from_env(
+                    crate::process::telemetry::otel::OtlpSettings::from_env(
                         &|name| env.var(name),
                         "keda-operator",
                         &mut warnings,

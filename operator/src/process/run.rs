@@ -18,10 +18,10 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 
-use crate::admin::{self, AdminError, Endpoints, Readiness};
-use crate::config::Settings;
-use crate::leader::{self, LeaderElector, LeaderError, Role};
-use crate::telemetry::Metrics;
+use crate::process::config::Settings;
+use crate::process::leader::{self, LeaderElector, LeaderError, Role};
+use crate::process::telemetry::Metrics;
+use crate::serve::admin::{self, AdminError, Endpoints, Readiness};
 
 /// The error a leader-only component ends with.
 pub type TaskError = Box<dyn std::error::Error + Send + Sync>;
@@ -103,7 +103,7 @@ pub enum RunError {
 #[derive(Clone)]
 pub struct Runtime {
     /// The leader election's client: its own, with its own budget
-    /// ([`crate::leader::LeaseConfig::client_budget`]), never the controllers', so no other
+    /// ([`crate::process::leader::LeaseConfig::client_budget`]), never the controllers', so no other
     /// work can starve the Lease renewals.
     pub lease_client: kube::Client,
     pub metrics: Metrics,

@@ -11,7 +11,7 @@ use keda_api::ScaledJob;
 use keda_api::annotations::{JOB_EXCLUDED_LABELS, SCALED_JOB_GENERATION, SCALED_JOB_NAME_LABEL};
 use kube::{Resource, ResourceExt};
 
-use crate::hpa::MANAGED_BY;
+use crate::scaled_object::hpa::MANAGED_BY;
 use keda_decide::job::{Finished, FinishedJob, PodView};
 
 /// The label the Job controller puts on a Job's pods.

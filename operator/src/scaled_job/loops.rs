@@ -1,6 +1,6 @@
 //! The job loops: one task per ScaledJob, polling its scalers and creating Jobs.
 //!
-//! [`JobLoops`] is the shared loop machinery ([`crate::loops`]) over [`ScaledJobs`]: one loop
+//! [`JobLoops`] is the shared loop machinery ([`crate::shared::loops`]) over [`ScaledJobs`]: one loop
 //! per ScaledJob UID started for its generation. [`JobLoops::ensure`] restarts the loop
 //! (closing its scalers) when the generation changed, [`Loops::stop`] ends it on pause,
 //! [`Loops::forget`] on deletion.
@@ -36,17 +36,17 @@ use tracing::{debug, info, warn};
 
 use super::ScaledJobError;
 use super::jobs::{JOB_NAME_LABEL, finished, finished_job, job_for, pod_view};
-use crate::error::Error;
-use crate::events;
-use crate::isolation::{INTERNAL_ERROR, InternalError};
-use crate::loop_registry::lock;
-use crate::loops::{LoopConfig, LoopKind, LoopTask, Loops};
-use crate::scale_loop::{ReadContext, read_metric};
-use crate::scalers::{ObjectScalers, ScalerEnv};
-use crate::snapshot::spec_target;
-use crate::status::set_condition;
-use crate::telemetry::ResourceKind;
-use crate::watch::{Listed, scoped_watcher};
+use crate::process::telemetry::ResourceKind;
+use crate::scaled_object::scale_loop::{ReadContext, read_metric};
+use crate::scaled_object::snapshot::spec_target;
+use crate::shared::error::Error;
+use crate::shared::events;
+use crate::shared::isolation::{INTERNAL_ERROR, InternalError};
+use crate::shared::loop_registry::lock;
+use crate::shared::loops::{LoopConfig, LoopKind, LoopTask, Loops};
+use crate::shared::scalers::{ObjectScalers, ScalerEnv};
+use crate::shared::status::set_condition;
+use crate::shared::watch::{Listed, scoped_watcher};
 use keda_decide::job::{
     JobCounts, ScalerJobMetrics, Strategy, combine, history_to_delete, is_pending, jobs_to_create,
 };
@@ -260,7 +260,7 @@ impl JobLoops {
         for name in names {
             match api.delete(name, &params).await {
                 Ok(_) => {}
-                Err(e) if crate::error::is_not_found(&e) => {}
+                Err(e) if crate::shared::error::is_not_found(&e) => {}
                 Err(source) => {
                     return Err(ScaledJobError::DeleteJob {
                         name: name.clone(),

@@ -30,16 +30,16 @@ use tracing::{info, warn};
 
 pub use loops::{JobLoops, KEDA_JOBS_CREATED, ScaledJobs};
 
-use crate::controller::ControllerConfig;
-use crate::error::Error;
-use crate::events::{self, Events};
-use crate::isolation::{INTERNAL_ERROR, InternalError};
-use crate::reconciler::{Reconciler, RunConfig, rebuilds, run, watch_objects};
-use crate::recording;
-use crate::resolve::{Resolver, ScalableRef, ScaleTargetPodSource};
-use crate::scalers::{ObjectScalers, ScalerEnv, build_triggers};
-use crate::status::{join_unique, set_condition, status_patch};
-use crate::telemetry::{Metrics, ResourceKind};
+use crate::process::telemetry::{Metrics, ResourceKind};
+use crate::scaled_object::controller::ControllerConfig;
+use crate::shared::error::Error;
+use crate::shared::events::{self, Events};
+use crate::shared::isolation::{INTERNAL_ERROR, InternalError};
+use crate::shared::reconciler::{Reconciler, RunConfig, rebuilds, run, watch_objects};
+use crate::shared::recording;
+use crate::shared::resolve::{Resolver, ScalableRef, ScaleTargetPodSource};
+use crate::shared::scalers::{ObjectScalers, ScalerEnv, build_triggers};
+use crate::shared::status::{join_unique, set_condition, status_patch};
 use keda_decide::job::rollout_to_delete;
 
 /// `ScaledJobReady`.
@@ -96,7 +96,7 @@ pub enum ScaledJobError {
     /// The finalizer machinery failed.
     #[error(transparent)]
     Finalizer(#[from] Box<kube::runtime::finalizer::Error<ScaledJobError>>),
-    /// A panic was caught while reconciling or polling the ScaledJob ([`crate::isolation`]).
+    /// A panic was caught while reconciling or polling the ScaledJob ([`crate::shared::isolation`]).
     #[error(transparent)]
     Internal(#[from] InternalError),
 }
@@ -150,7 +150,7 @@ impl ScaledJobError {
     }
 }
 
-/// Builds every scaler of `sj`, as [`crate::scalers::scalers_for`] does for ScaledObjects but
+/// Builds every scaler of `sj`, as [`crate::shared::scalers::scalers_for`] does for ScaledObjects but
 /// with the ScaledJob as the scalable (`ScalableKind::ScaledJob`). On any error the scalers
 /// built so far are closed.
 ///
@@ -243,10 +243,10 @@ impl ScaledJobController {
         let loops = JobLoops::new(
             client.clone(),
             store.clone(),
-            crate::loops::LoopConfig {
+            crate::shared::loops::LoopConfig {
                 env: ScalerEnv {
                     resolver: Some(resolver.clone()),
-                    cluster: crate::cluster_view::handle_or_new(
+                    cluster: crate::shared::cluster_view::handle_or_new(
                         &config.env.cluster,
                         &client,
                         &config.watch_scope,
@@ -621,16 +621,22 @@ async fn cleanup(sj: &ScaledJob, ctx: &Context) -> Result<Action, ScaledJobError
 /// namespaces of `base` (`WATCH_NAMESPACE`) and its label selector (`WATCH_LABEL_SELECTOR`),
 /// with `base.scaled_job_max_concurrent_reconciles` reconciles at once
 /// (`KEDA_SCALEDJOB_CTRL_MAX_RECONCILES`, KEDA's default 1).
-pub fn leader_task(client: Client, base: ControllerConfig) -> Arc<dyn crate::run::LeaderTask> {
+pub fn leader_task(
+    client: Client,
+    base: ControllerConfig,
+) -> Arc<dyn crate::process::run::LeaderTask> {
     let config = ControllerConfig {
         max_concurrent_reconciles: base.scaled_job_max_concurrent_reconciles,
         ..base
     };
-    Arc::new(crate::run::FnTask::new(
+    Arc::new(crate::process::run::FnTask::new(
         "scaledjob-controller",
         move |cancel: CancellationToken| {
             let run = run_scaled_job_controller(client.clone(), config.clone(), cancel);
-            async move { run.await.map_err(|e| Box::new(e) as crate::run::TaskError) }
+            async move {
+                run.await
+                    .map_err(|e| Box::new(e) as crate::process::run::TaskError)
+            }
         },
     ))
 }

@@ -35,29 +35,29 @@ use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::cloud_events::CloudEvents;
-use crate::error::Error;
-use crate::events::{self, Events};
-use crate::hpa::{
+use crate::process::telemetry::{Metrics, ResourceKind};
+use crate::scaled_object::hpa::{
     MANAGED_BY, Transfer, delete_hpa_of, desired_hpa, ensure_hpa, metric_specs, trim_hpa,
 };
-use crate::isolation::InternalError;
-use crate::loops::{IntervalTicks, Ticks};
-use crate::reconciler::{Reconciler, RunConfig, rebuilds, run, watch_objects};
-use crate::recording;
-use crate::resolve::{
+use crate::scaled_object::routes::RouteClaims;
+use crate::scaled_object::scale_loop::{DEFAULT_PERSIST_INTERVAL, LoopConfig, ScaleLoops};
+use crate::scaled_object::settings::scaling_settings;
+use crate::scaled_object::target::resolve_target;
+use crate::serve::cloud_events::CloudEvents;
+use crate::shared::error::Error;
+use crate::shared::events::{self, Events};
+use crate::shared::isolation::InternalError;
+use crate::shared::loops::{IntervalTicks, Ticks};
+use crate::shared::reconciler::{Reconciler, RunConfig, rebuilds, run, watch_objects};
+use crate::shared::recording;
+use crate::shared::resolve::{
     DEFAULT_CLUSTER_OBJECT_NAMESPACE, Resolver, ResolverConfig, ScalableRef, WatchScope,
 };
-use crate::routes::RouteClaims;
-use crate::scale_loop::{DEFAULT_PERSIST_INTERVAL, LoopConfig, ScaleLoops};
-use crate::scalers::ScalerEnv;
-use crate::settings::scaling_settings;
-use crate::status::{
+use crate::shared::scalers::ScalerEnv;
+use crate::shared::status::{
     apply_updates, conditions_or_initial, join_unique, patch_status, set_condition,
 };
-use crate::target::resolve_target;
-use crate::telemetry::{Metrics, ResourceKind};
-use crate::watch::scoped_watcher;
+use crate::shared::watch::scoped_watcher;
 use keda_decide::scale::{Observed, Pause, ScaleAnnotations, TriggerSummary, decide};
 
 mod apply;
@@ -108,11 +108,11 @@ pub struct ControllerConfig {
     /// for tests and `keda-rs dev`; the binary's default is no host at all (`Settings`).
     pub http_host_policy: HostPolicy,
     /// Where the reconcilers' events also go as CloudEvents (the emitter of
-    /// [`crate::cloud_events`]); the default sends none.
+    /// [`crate::serve::cloud_events`]); the default sends none.
     pub cloud_events: CloudEvents,
     /// Whether `scaledobject.keda.sh/transfer-hpa-ownership` takes over the HPA an object
     /// names (`--allow-hpa-ownership-transfer`; KEDA always honours it). Off: keda-rs writes
-    /// only the HPAs it owns ([`crate::hpa::ownership`]).
+    /// only the HPAs it owns ([`crate::scaled_object::hpa::ownership`]).
     pub allow_hpa_ownership_transfer: bool,
 }
 
@@ -122,7 +122,7 @@ impl ControllerConfig {
     /// recorded into `metrics`, scalers sharing `pools` (where the metric service finds the
     /// activator hub).
     pub fn from_settings(
-        settings: &crate::config::Settings,
+        settings: &crate::process::config::Settings,
         metrics: Metrics,
         pools: keda_scalers::pool::ClientPools,
     ) -> Self {
@@ -167,8 +167,9 @@ impl Default for ControllerConfig {
             watch_scope: WatchScope::All,
             reporter: MANAGED_BY.to_string(),
             events_client: None,
-            max_concurrent_reconciles: crate::config::DEFAULT_SCALEDOBJECT_MAX_RECONCILES,
-            scaled_job_max_concurrent_reconciles: crate::config::DEFAULT_SCALEDJOB_MAX_RECONCILES,
+            max_concurrent_reconciles: crate::process::config::DEFAULT_SCALEDOBJECT_MAX_RECONCILES,
+            scaled_job_max_concurrent_reconciles:
+                crate::process::config::DEFAULT_SCALEDJOB_MAX_RECONCILES,
             label_selector: None,
             retry_after_error: Duration::from_secs(10),
             resolver: ResolverConfig::new(DEFAULT_CLUSTER_OBJECT_NAMESPACE),
@@ -225,7 +226,7 @@ impl ScaledObjectController {
         );
         let env = ScalerEnv {
             resolver: Some(resolver.clone()),
-            cluster: crate::cluster_view::handle_or_new(
+            cluster: crate::shared::cluster_view::handle_or_new(
                 &config.env.cluster,
                 &client,
                 &config.watch_scope,

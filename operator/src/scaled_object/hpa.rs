@@ -6,7 +6,7 @@ use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 
-use crate::error::Error;
+use crate::shared::error::Error;
 
 mod cache;
 mod ownership;

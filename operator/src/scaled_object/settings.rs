@@ -8,7 +8,7 @@ use keda_api::ScaledObject;
 use keda_api::validation::RESOURCE_TRIGGER_TYPES;
 use kube::ResourceExt;
 
-use crate::target::Target;
+use crate::scaled_object::target::Target;
 use keda_decide::fallback::FallbackSpec;
 use keda_decide::scale::{InvalidPausedReplicas, ScaleAnnotations, ScalingSettings, TargetRef};
 

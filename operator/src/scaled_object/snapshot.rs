@@ -1,6 +1,6 @@
 //! What one poll of a scale loop saw and decided, as plain data: the scale loop fills a
 //! [`PollSnapshot`] after every poll and keeps the last one; `keda-rs explain`
-//! ([`crate::explain`]) reads it. Neither side imports the other: both import this.
+//! ([`crate::serve::explain`]) reads it. Neither side imports the other: both import this.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,8 +11,8 @@ use keda_api::ScaledObject;
 use keda_decide::fallback::{MetricHealth, MetricTargetType};
 use keda_decide::scale::{Observed, ScaleDecision, ScalingSettings, TriggerSummary};
 
-use crate::isolation::InternalError;
-use crate::scalers::ObjectScalers;
+use crate::shared::isolation::InternalError;
+use crate::shared::scalers::ObjectScalers;
 
 /// The last read of one metric, kept for `useCachedMetrics` and the status.
 #[derive(Clone, Debug, PartialEq)]
@@ -28,7 +28,7 @@ pub struct MetricReading {
     pub fallback: bool,
     /// The error, when the read failed and no fallback value stands in.
     pub error: Option<String>,
-    /// The scaler panicked during this read (caught, [`crate::isolation`]): the read counts as
+    /// The scaler panicked during this read (caught, [`crate::shared::isolation`]): the read counts as
     /// failed (fallback applies), and the object's Ready says it was an internal error.
     pub internal: Option<InternalError>,
     /// The scaler's own error when the read failed and no fallback value stands in (the

@@ -21,9 +21,9 @@ use kube::{Client, ResourceExt};
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use crate::error::{Error, is_not_found};
-use crate::resolve::WatchScope;
-use crate::watch::Listed;
+use crate::shared::error::{Error, is_not_found};
+use crate::shared::resolve::WatchScope;
+use crate::shared::watch::Listed;
 
 /// Where a cached target keeps `spec.replicas` and `status.readyReplicas` (its `data` is
 /// trimmed to `[replicas, ready]`).

@@ -23,7 +23,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
-use crate::telemetry::{METRICS_CONTENT_TYPE, Metrics};
+use crate::process::telemetry::{METRICS_CONTENT_TYPE, Metrics};
 
 /// A named gate and whether it is open.
 type Gate = (String, Arc<AtomicBool>);

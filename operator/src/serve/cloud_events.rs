@@ -2,7 +2,7 @@
 //! to the HTTP sinks that `CloudEventSource` and `ClusterCloudEventSource` objects name (KEDA's
 //! `pkg/eventemitter`).
 //!
-//! The reconcilers publish their Kubernetes Events through [`crate::events::Events`], which also
+//! The reconcilers publish their Kubernetes Events through [`crate::shared::events::Events`], which also
 //! hands every event whose reason KEDA pairs with a CloudEvent type
 //! ([`CloudEventType::for_event`]) to a [`CloudEvents`] handle: a bounded queue, never a wait.
 //! The [`run`] task (the leader's) watches the sources, keeps their `Active` condition, and
@@ -38,9 +38,9 @@ use tokio::sync::{Mutex, mpsc};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::resolve::WatchScope;
-use crate::telemetry::{CustomResourceKind, Metrics};
-use crate::watch::scoped_watcher;
+use crate::process::telemetry::{CustomResourceKind, Metrics};
+use crate::shared::resolve::WatchScope;
+use crate::shared::watch::scoped_watcher;
 
 /// The cluster name in `source` and `subject` when neither the source nor the operator's
 /// `--k8s-cluster-name` names one (KEDA's default).

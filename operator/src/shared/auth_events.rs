@@ -41,9 +41,9 @@ use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use crate::controller::ControllerConfig;
-use crate::events::Events;
-use crate::resolve::WatchScope;
+use crate::scaled_object::controller::ControllerConfig;
+use crate::shared::events::Events;
+use crate::shared::resolve::WatchScope;
 
 /// KEDA's `eventreason.TriggerAuthenticationAdded`.
 pub const TRIGGER_AUTHENTICATION_ADDED: &str = "TriggerAuthenticationAdded";

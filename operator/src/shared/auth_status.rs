@@ -25,8 +25,8 @@ use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use serde_json::json;
 use tracing::{debug, warn};
 
-use crate::resolve::{AuthUsers, Resolver};
-use crate::telemetry::ResourceKind;
+use crate::process::telemetry::ResourceKind;
+use crate::shared::resolve::{AuthUsers, Resolver};
 
 /// KEDA's separator of the names.
 const SEPARATOR: char = ',';

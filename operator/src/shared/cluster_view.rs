@@ -37,7 +37,7 @@ use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::resolve::WatchScope;
+use crate::shared::resolve::WatchScope;
 
 /// How long a poll waits for a watch's first list before it fails (below the scale loop's
 /// read timeout, so the error that reaches the user is this one, naming the watch).

@@ -7,7 +7,7 @@ use keda_api::validation::ValidationErrors;
 use keda_scalers::ScalerError;
 use keda_scalers::scalers::http::claims::Refusal;
 
-use crate::isolation::{INTERNAL_ERROR, InternalError};
+use crate::shared::isolation::{INTERNAL_ERROR, InternalError};
 use keda_decide::formula::ModifiersError;
 use keda_decide::scale::InvalidPausedReplicas;
 
@@ -74,7 +74,7 @@ pub enum Error {
     /// A trigger's `xxxFromEnv` value or TriggerAuthentication parameter cannot be resolved;
     /// the resolver's message names the trigger and what to fix.
     #[error(transparent)]
-    Resolve(Box<crate::resolve::ResolveError>),
+    Resolve(Box<crate::shared::resolve::ResolveError>),
     /// A trigger's scaler could not be built (bad metadata, unknown type, source unreachable).
     #[error("spec.triggers[{index}]: {source}")]
     BuildScaler {
@@ -93,14 +93,14 @@ pub enum Error {
     #[error("{0}")]
     Route(Box<Refusal>),
     /// An HPA under the object's HPA name exists and is not the object's own (no controller
-    /// owner reference to it): keda-rs leaves it exactly as it is ([`crate::hpa::ownership`]).
+    /// owner reference to it): keda-rs leaves it exactly as it is ([`crate::scaled_object::hpa::ownership`]).
     #[error(
         "spec.advanced.horizontalPodAutoscalerConfig.name: HorizontalPodAutoscaler {hpa} exists and is not owned by this ScaledObject ({why}); keda-rs never changes or deletes an HPA it does not own: name another HPA here, or delete {hpa} if nothing uses it"
     )]
     HpaNotOwned {
         /// The HPA's name.
         hpa: String,
-        /// Whose it is instead ([`crate::hpa::Ownership::NotOwned`]).
+        /// Whose it is instead ([`crate::scaled_object::hpa::Ownership::NotOwned`]).
         why: String,
     },
     /// Two triggers produce the same external metric name (KEDA's wording).
@@ -119,13 +119,13 @@ pub enum Error {
     #[error(transparent)]
     Finalizer(#[from] Box<kube::runtime::finalizer::Error<Error>>),
     /// A panic was caught while reconciling the object or building one of its scalers
-    /// ([`crate::isolation`]); `Ready=False InternalError`.
+    /// ([`crate::shared::isolation`]); `Ready=False InternalError`.
     #[error(transparent)]
     Internal(#[from] InternalError),
 }
 
-impl From<crate::resolve::ResolveError> for Error {
-    fn from(e: crate::resolve::ResolveError) -> Self {
+impl From<crate::shared::resolve::ResolveError> for Error {
+    fn from(e: crate::shared::resolve::ResolveError) -> Self {
         Error::Resolve(Box::new(e))
     }
 }
@@ -194,7 +194,7 @@ impl Error {
             | Error::UnknownTargetKind { .. }
             | Error::TargetNotFound { .. }
             | Error::TargetNotScalable { .. } => {
-                format!("{}: {self}", crate::events::SCALE_TARGET_ERROR)
+                format!("{}: {self}", crate::shared::events::SCALE_TARGET_ERROR)
             }
             _ => self.to_string(),
         }
@@ -204,8 +204,10 @@ impl Error {
     /// `/scale` (KEDA emits it besides the check-failed one); `None` for any other failure.
     pub fn keda_target_note(&self) -> Option<&'static str> {
         match self.unwrapped() {
-            Error::TargetNotFound { .. } => Some(crate::events::SCALE_TARGET_NOT_FOUND),
-            Error::TargetNotScalable { .. } => Some(crate::events::SCALE_TARGET_NO_SUBRESOURCE),
+            Error::TargetNotFound { .. } => Some(crate::shared::events::SCALE_TARGET_NOT_FOUND),
+            Error::TargetNotScalable { .. } => {
+                Some(crate::shared::events::SCALE_TARGET_NO_SUBRESOURCE)
+            }
             _ => None,
         }
     }

@@ -7,7 +7,7 @@ use kube::Resource;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tracing::debug;
 
-use crate::cloud_events::CloudEvents;
+use crate::serve::cloud_events::CloudEvents;
 use keda_decide::scale::{self, ScaleEvent};
 
 /// `ScaledObjectReady`.
@@ -41,7 +41,7 @@ pub const SCALE_TARGET_RESTORE_FAILED: &str = "KEDAScaleTargetRestoreFailed";
 /// keda-rs's own: a trigger's authentication names a (Cluster)TriggerAuthentication, Secret,
 /// ConfigMap, key, container variable or ServiceAccount that does not exist, and the trigger
 /// was resolved without it, as KEDA resolves it (KEDA only logs it). The note names what is missing, never a value; the Event's
-/// `related` is the missing object ([`crate::resolve::Missing`]).
+/// `related` is the missing object ([`crate::shared::resolve::Missing`]).
 pub const AUTH_REF_MISSING: &str = "KEDAAuthRefMissing";
 /// `ScaledObjectFallbackActivated`.
 pub const FALLBACK_ACTIVATED: &str = "ScaledObjectFallbackActivated";
@@ -183,7 +183,7 @@ impl Events {
     pub async fn publish_missing<K: Resource<DynamicType = ()>>(
         &self,
         object: &K,
-        missing: &[crate::resolve::Missing],
+        missing: &[crate::shared::resolve::Missing],
     ) {
         for m in missing {
             let event = Event {

@@ -6,7 +6,7 @@
 //! metric read of the metric service) runs it through [`catch_panic`]: the panic becomes an
 //! [`InternalError`] that names the object and, where known, the trigger; the caller marks the
 //! object `Ready=False` with reason [`INTERNAL_ERROR`] and counts it in
-//! `keda_internal_panics_total` ([`crate::recording::internal_panic`]). The process, the
+//! `keda_internal_panics_total` ([`crate::shared::recording::internal_panic`]). The process, the
 //! controller and every other object's loop keep running; a loop whose poll panicked keeps its
 //! schedule, and its next good poll makes the object Ready again.
 //!
@@ -15,7 +15,7 @@
 //!
 //! The futures and closures are wrapped in [`AssertUnwindSafe`]: what they share with other
 //! work is behind mutexes that every user recovers after a panic
-//! ([`crate::loop_registry::lock`]), tokio mutexes (never poisoned) or atomics, and each update
+//! ([`crate::shared::loop_registry::lock`]), tokio mutexes (never poisoned) or atomics, and each update
 //! through them is a single assignment, so no half-done state is observed afterwards.
 
 use std::any::Any;

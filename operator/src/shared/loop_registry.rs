@@ -1,4 +1,4 @@
-//! The bookkeeping shared by the ScaledObject scale loops ([`crate::scale_loop`]) and the
+//! The bookkeeping shared by the ScaledObject scale loops ([`crate::scaled_object::scale_loop`]) and the
 //! ScaledJob job loops ([`crate::scaled_job`]): one running task per object UID with the
 //! [`CancellationToken`] that stops it, the scalers it holds, and what it was started for; plus
 //! what the operator remembers about each object across loop restarts.
@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-use crate::scalers::ObjectScalers;
+use crate::shared::scalers::ObjectScalers;
 
 /// Locks a memory, recovering it after a panic elsewhere (every update is a plain assignment,
 /// so a poisoned memory is still consistent).

@@ -1,4 +1,4 @@
-//! The controller shell both kinds share: the ScaledObject controller ([`crate::controller`])
+//! The controller shell both kinds share: the ScaledObject controller ([`crate::scaled_object::controller`])
 //! and the ScaledJob controller ([`crate::scaled_job`]) are this shell over a [`Reconciler`]
 //! that says what differs (what a reconcile applies, what a deletion cleans up, how a failure
 //! is reported).
@@ -7,7 +7,7 @@
 //! [`reconcile_trigger`] changes), the rebuild signals of the trigger resolver, KEDA's
 //! finalizer, the isolation of a reconcile that panics, the report of a failed apply, the
 //! opening of the first-poll gate of a loop the reconcile started
-//! ([`crate::loops::Loops::reconciled`]), the retry policy, and the shutdown.
+//! ([`crate::shared::loops::Loops::reconciled`]), the retry policy, and the shutdown.
 
 use std::fmt::Debug;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -29,13 +29,13 @@ use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::auth_status::{self, Users};
-use crate::isolation::{Component, InternalError, catch_panic};
-use crate::loops::{LoopKind, Loops};
-use crate::recording;
-use crate::resolve::{Resolver, ScalableRef, WatchScope};
-use crate::telemetry::{Metrics, ResourceKind};
-use crate::watch::scoped_watcher;
+use crate::process::telemetry::{Metrics, ResourceKind};
+use crate::shared::auth_status::{self, Users};
+use crate::shared::isolation::{Component, InternalError, catch_panic};
+use crate::shared::loops::{LoopKind, Loops};
+use crate::shared::recording;
+use crate::shared::resolve::{Resolver, ScalableRef, WatchScope};
+use crate::shared::watch::scoped_watcher;
 
 /// The object types a controller of this shell reconciles.
 pub(crate) trait Object:

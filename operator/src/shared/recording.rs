@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use tracing::{error, trace};
 
-use crate::isolation::InternalError;
-use crate::telemetry::{CustomResourceKind, Metrics, ResourceKind, ScalerLabels as Series};
+use crate::process::telemetry::{
+    CustomResourceKind, Metrics, ResourceKind, ScalerLabels as Series,
+};
+use crate::shared::isolation::InternalError;
 
 /// Labels of the per-trigger metrics: `namespace, metric, scaledObject, scaler, triggerIndex,
 /// type`.
@@ -187,7 +189,7 @@ pub fn resource_unregistered(
 }
 
 /// `keda_internal_panics_total`, and the one log line of a caught panic: `error` was caught in
-/// the work of the ScaledObject or ScaledJob `namespace/name` (see [`crate::isolation`]).
+/// the work of the ScaledObject or ScaledJob `namespace/name` (see [`crate::shared::isolation`]).
 pub fn internal_panic(
     metrics: &Metrics,
     kind: ResourceKind,

@@ -12,9 +12,9 @@ use keda_scalers::context::DEFAULT_HTTP_TIMEOUT;
 use keda_scalers::pool::ClientPools;
 use keda_scalers::{BuiltScaler, Clock, Registry, ScalerContext};
 
-use crate::error::Error;
-use crate::isolation::{Panic, TriggerRef, catch_panic, catch_panic_sync};
-use crate::resolve::{ResolveSession, Resolver, ScaleTargetPodSource};
+use crate::shared::error::Error;
+use crate::shared::isolation::{Panic, TriggerRef, catch_panic, catch_panic_sync};
+use crate::shared::resolve::{ResolveSession, Resolver, ScaleTargetPodSource};
 use keda_decide::formula::{CompiledModifiers, ScalingModifiersSpec, compile_scaling_modifiers};
 
 /// What building a scaler needs besides the trigger: the registry, the shared client pools,
@@ -33,7 +33,7 @@ pub struct ScalerEnv {
     /// Resolves `authenticationRef` and `xxxFromEnv`. The ScaledObject controller sets its
     /// own; without one, triggers using either are refused with [`Error::Unresolvable`].
     pub resolver: Option<Resolver>,
-    /// The shared pod and EndpointSlice view ([`crate::cluster_view::KubeClusterView`]). The
+    /// The shared pod and EndpointSlice view ([`crate::shared::cluster_view::KubeClusterView`]). The
     /// controllers create one over their client when none is given; the binary gives one to
     /// both, so the whole process has one pod watch.
     pub cluster: ClusterHandle,
@@ -98,7 +98,7 @@ pub struct ObjectScalers {
 
 impl ObjectScalers {
     /// Closes every scaler, releasing shared clients. A scaler whose `close` panics is logged
-    /// and the others are closed all the same ([`crate::isolation`]).
+    /// and the others are closed all the same ([`crate::shared::isolation`]).
     pub async fn close(&self) {
         for t in &self.triggers {
             close_scaler(t.index, &t.trigger_type, &t.scaler).await;

@@ -7,7 +7,7 @@ use keda_api::{ScaledObject, ScaledObjectStatus};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Map, Value};
 
-use crate::error::Error;
+use crate::shared::error::Error;
 use keda_decide::scale::{ConditionStatus, ConditionType, ConditionUpdate};
 
 /// The condition type's name in the status.

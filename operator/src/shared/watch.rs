@@ -26,7 +26,7 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
-use crate::resolve::WatchScope;
+use crate::shared::resolve::WatchScope;
 
 /// The watch events of `scope`: one cluster-wide watch for [`WatchScope::All`], or one watch per
 /// namespace merged as the module explains. `store` must be the reader of the store the returned

@@ -9,7 +9,7 @@ use keda_cli::{Lookup, retrying_client_builder};
 
 use super::Environment;
 use super::rate_limit::{RateLimitLayer, TokenBucket};
-use crate::telemetry::Metrics;
+use crate::process::telemetry::Metrics;
 
 /// The operator's [`Environment`] as the search for the cluster reads it.
 struct EnvLookup<'a>(&'a dyn Environment);
@@ -71,7 +71,7 @@ pub fn build_client(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::MapEnv;
+    use crate::process::config::MapEnv;
     use keda_cli::cluster::API_RETRIES;
     use std::time::Duration;
 

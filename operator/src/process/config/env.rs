@@ -35,8 +35,8 @@ pub const ENV_SCALEDOBJECT_MAX_RECONCILES: &str = "KEDA_SCALEDOBJECT_CTRL_MAX_RE
 pub const ENV_SCALEDJOB_MAX_RECONCILES: &str = "KEDA_SCALEDJOB_CTRL_MAX_RECONCILES";
 pub const ENV_WATCH_LABEL_SELECTOR: &str = "WATCH_LABEL_SELECTOR";
 pub const ENV_WATCH_LABEL_SELECTOR_FOR_TRIGGERAUTH: &str = "WATCH_LABEL_SELECTOR_FOR_TRIGGERAUTH";
-pub const ENV_RESTRICT_SECRET_ACCESS: &str = crate::resolve::RESTRICT_SECRET_ACCESS_ENV;
-pub use crate::resolve::BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY_ENV as ENV_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY;
+pub const ENV_RESTRICT_SECRET_ACCESS: &str = crate::shared::resolve::RESTRICT_SECRET_ACCESS_ENV;
+pub use crate::shared::resolve::BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY_ENV as ENV_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY;
 
 /// KEDA's default of `KEDA_SCALEDOBJECT_CTRL_MAX_RECONCILES`.
 pub const DEFAULT_SCALEDOBJECT_MAX_RECONCILES: u16 = 5;
@@ -271,9 +271,9 @@ pub(super) fn env_bool(env: &dyn Environment, name: &'static str) -> Result<bool
 pub(super) fn bound_token_expiry(env: &dyn Environment) -> Result<Duration, ConfigError> {
     let name = ENV_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY;
     let Some(value) = env.var(name).filter(|v| !v.trim().is_empty()) else {
-        return Ok(crate::resolve::DEFAULT_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY);
+        return Ok(crate::shared::resolve::DEFAULT_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY);
     };
-    let (min, max) = crate::resolve::BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY_BOUNDS;
+    let (min, max) = crate::shared::resolve::BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY_BOUNDS;
     match go_duration(&value) {
         Some(d) if (min..=max).contains(&d) => Ok(d),
         _ => Err(ConfigError::DurationOutOfBounds {

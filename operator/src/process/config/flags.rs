@@ -109,7 +109,7 @@ pub struct Flags {
     #[arg(
         long,
         value_name = "QPS",
-        default_value_t = crate::explain::auth::DEFAULT_REVIEW_QPS,
+        default_value_t = crate::serve::explain::auth::DEFAULT_REVIEW_QPS,
         value_parser = positive_qps,
         allow_negative_numbers = true
     )]
@@ -118,7 +118,7 @@ pub struct Flags {
     #[arg(
         long,
         value_name = "N",
-        default_value_t = crate::explain::auth::DEFAULT_REVIEW_BURST,
+        default_value_t = crate::serve::explain::auth::DEFAULT_REVIEW_BURST,
         value_parser = clap::value_parser!(u32).range(1..)
     )]
     pub explain_kube_api_burst: u32,
@@ -190,7 +190,7 @@ pub struct Flags {
     pub filepath_auth_root_path: Option<PathBuf>,
     /// Cluster name in the `source` and `subject` of the CloudEvents that CloudEventSources
     /// receive, when a source names none (KEDA's flag).
-    #[arg(long, value_name = "NAME", default_value = crate::cloud_events::DEFAULT_CLUSTER_NAME)]
+    #[arg(long, value_name = "NAME", default_value = crate::serve::cloud_events::DEFAULT_CLUSTER_NAME)]
     pub k8s_cluster_name: String,
     /// Let a ScaledObject with `scaledobject.keda.sh/transfer-hpa-ownership: "true"` take over
     /// the HPA it names in `spec.advanced.horizontalPodAutoscalerConfig.name` although it does

@@ -117,7 +117,7 @@ pub struct KedaArgs {
     /// Timestamp encoding of log lines: rfc3339, rfc3339nano, iso8601, epoch, millis, nano
     /// (KEDA's --zap-time-encoding).
     #[arg(long, value_name = "ENCODING", default_value = "default")]
-    pub log_time_encoding: crate::telemetry::TimeEncoding,
+    pub log_time_encoding: crate::process::telemetry::TimeEncoding,
 }
 
 /// `KEDA_HTTP_MIN_TLS_VERSION`, `KEDA_HTTP_TLS_CIPHER_LIST` and `KEDA_HTTP_DISABLE_KEEP_ALIVE`
@@ -183,8 +183,8 @@ mod tests {
     use std::path::PathBuf;
     use std::time::Duration;
 
-    use crate::config::{MapEnv, Settings};
-    use crate::telemetry::{LogFormat, TimeEncoding};
+    use crate::process::config::{MapEnv, Settings};
+    use crate::process::telemetry::{LogFormat, TimeEncoding};
 
     fn parse(args: &[&str]) -> Settings {
         let argv = std::iter::once("keda-operator").chain(args.iter().copied());
@@ -305,9 +305,9 @@ mod tests {
 
 #[cfg(test)]
 mod env_tests {
-    use crate::config::{MapEnv, Settings};
+    use crate::process::config::{MapEnv, Settings};
 
-    fn parse(env: &[(&str, &str)]) -> Result<Settings, crate::config::ConfigError> {
+    fn parse(env: &[(&str, &str)]) -> Result<Settings, crate::process::config::ConfigError> {
         Settings::from_sources(
             ["keda-operator", "--http-max-idle-conns-per-host=3"],
             &MapEnv::new(env),

@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::time::{Instant, Sleep};
 use tower::{Layer, Service};
 
-use crate::telemetry::Metrics;
+use crate::process::telemetry::Metrics;
 
 /// A token bucket: `burst` tokens at most, refilled at `qps` per second. Uses tokio's clock,
 /// so tests can pause time.

@@ -22,7 +22,7 @@ fn no_flags_and_no_environment_give_keda_s_defaults() {
     assert_eq!(settings.kube_api_burst, 30);
     assert_eq!(
         settings.explain_review_budget,
-        crate::explain::auth::ReviewBudget {
+        crate::serve::explain::auth::ReviewBudget {
             qps: 5.0,
             burst: 10
         }
@@ -48,7 +48,7 @@ fn hpa_ownership_transfer_is_an_opt_in_that_reaches_the_controller() {
     assert!(settings.allow_hpa_ownership_transfer);
     let config = crate::ControllerConfig::from_settings(
         &settings,
-        crate::telemetry::Metrics::new(),
+        crate::process::telemetry::Metrics::new(),
         keda_scalers::pool::ClientPools::new(),
     );
     assert!(config.allow_hpa_ownership_transfer);
@@ -82,7 +82,7 @@ fn keda_restrict_secret_access_reaches_the_resolver_of_the_controllers() {
     assert!(settings.restrict_secret_access);
     let config = crate::ControllerConfig::from_settings(
         &settings,
-        crate::telemetry::Metrics::new(),
+        crate::process::telemetry::Metrics::new(),
         keda_scalers::pool::ClientPools::new(),
     );
     assert!(config.resolver.restrict_secret_access);
@@ -111,7 +111,7 @@ fn keda_s_tuning_variables_are_read_within_their_bounds() {
     );
     let config = crate::ControllerConfig::from_settings(
         &settings,
-        crate::telemetry::Metrics::new(),
+        crate::process::telemetry::Metrics::new(),
         keda_scalers::pool::ClientPools::new(),
     );
     assert_eq!(config.env.http_timeout, Duration::from_secs(15));
@@ -408,7 +408,7 @@ fn the_explain_review_budget_is_positive_and_bounded() {
     .expect("settings");
     assert_eq!(
         settings.explain_review_budget,
-        crate::explain::auth::ReviewBudget { qps: 0.5, burst: 3 }
+        crate::serve::explain::auth::ReviewBudget { qps: 0.5, burst: 3 }
     );
     for qps in ["0", "-1", "1e7", "NaN"] {
         let error = parse(&["--explain-kube-api-qps", qps], &MapEnv::default()).expect_err(qps);

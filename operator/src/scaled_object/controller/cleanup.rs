@@ -64,7 +64,9 @@ pub(super) async fn restore_original_replicas(so: &ScaledObject, ctx: &Context, 
             info!(namespace = ns, name, replicas, "restored original replicas");
             return;
         }
-        Ok(Err(Error::Kube { source, .. })) if crate::error::is_not_found(&source) => return,
+        Ok(Err(Error::Kube { source, .. })) if crate::shared::error::is_not_found(&source) => {
+            return;
+        }
         Ok(Err(e)) => {
             warn!(namespace = ns, name, replicas, error = %e,
                 "restoring the original replicas failed; removing the finalizer anyway");

@@ -17,7 +17,7 @@ use keda_api::annotations::TRANSFER_HPA_OWNERSHIP;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Preconditions};
 
-use crate::error::{Error, is_not_found};
+use crate::shared::error::{Error, is_not_found};
 
 /// Whose an existing HPA is, as far as a ScaledObject is concerned.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -20,9 +20,9 @@ use keda_scalers::metric::{
 };
 use kube::{Resource, ResourceExt};
 
-use crate::error::Error;
-use crate::scalers::ObjectScalers;
-use crate::target::Target;
+use crate::scaled_object::target::Target;
+use crate::shared::error::Error;
+use crate::shared::scalers::ObjectScalers;
 
 /// `app.kubernetes.io/managed-by` on the HPA.
 pub const MANAGED_BY: &str = "keda-operator";

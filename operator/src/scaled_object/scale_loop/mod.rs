@@ -40,22 +40,22 @@ use tracing::{debug, info, warn};
 
 pub use poll::{ReadContext, read_metric};
 
-pub use crate::loops::{IntervalTicks, ManualTicks, Ticker, Ticks};
-pub use crate::snapshot::{MetricReading, PollResult, quantity_value, spec_target};
+pub use crate::scaled_object::snapshot::{MetricReading, PollResult, quantity_value, spec_target};
+pub use crate::shared::loops::{IntervalTicks, ManualTicks, Ticker, Ticks};
 
-use crate::error::Error;
-use crate::events;
-use crate::hpa::hpa_health;
-use crate::isolation::{Component, InternalError, catch_panic};
-use crate::loop_registry::lock;
-use crate::loops::{LoopKind, LoopTask, Loops};
-use crate::recording;
-use crate::scalers::{ObjectScalers, ScalerEnv, scalers_for};
-use crate::settings::{fallback_spec, loop_annotations, scaling_settings};
-use crate::snapshot::{LastPoll, PollSnapshot, TriggerTargets};
-use crate::status::{apply_updates, conditions_or_initial, patch_status, set_condition};
-use crate::target::{Target, TargetCache};
-use crate::telemetry::ResourceKind;
+use crate::process::telemetry::ResourceKind;
+use crate::scaled_object::hpa::hpa_health;
+use crate::scaled_object::settings::{fallback_spec, loop_annotations, scaling_settings};
+use crate::scaled_object::snapshot::{LastPoll, PollSnapshot, TriggerTargets};
+use crate::scaled_object::target::{Target, TargetCache};
+use crate::shared::error::Error;
+use crate::shared::events;
+use crate::shared::isolation::{Component, InternalError, catch_panic};
+use crate::shared::loop_registry::lock;
+use crate::shared::loops::{LoopKind, LoopTask, Loops};
+use crate::shared::recording;
+use crate::shared::scalers::{ObjectScalers, ScalerEnv, scalers_for};
+use crate::shared::status::{apply_updates, conditions_or_initial, patch_status, set_condition};
 use keda_decide::fallback::{MetricHealth, any_exceeded};
 use keda_decide::formula::COMPOSITE_METRIC_NAME;
 use keda_decide::scale::{ConditionType, Observed, decide};
@@ -104,12 +104,12 @@ impl Default for Memory {
     }
 }
 
-pub use crate::loops::LoopConfig;
+pub use crate::shared::loops::LoopConfig;
 
 /// The ScaledObject side of [`Loops`]: the caches its polls read, and the writes of this
 /// operator the watch cache has not shown yet.
 pub struct ScaledObjects {
-    /// The objects' HPAs, trimmed by [`crate::hpa::trim_hpa`], filled by
+    /// The objects' HPAs, trimmed by [`crate::scaled_object::hpa::trim_hpa`], filled by
     /// the controller's HPA watch: `HPAActive` is read from it, never with a GET per poll.
     hpas: Store<HorizontalPodAutoscaler>,
     targets: TargetCache,
@@ -312,7 +312,7 @@ impl ScaleLoops {
     /// metrics API lower-cases them.
     ///
     /// # Errors
-    /// See [`MetricQueryError`]. A panic while reading (caught, [`crate::isolation`]) is a
+    /// See [`MetricQueryError`]. A panic while reading (caught, [`crate::shared::isolation`]) is a
     /// [`MetricQueryError::Failed`] naming the object.
     pub async fn metric_values(
         &self,

@@ -11,11 +11,11 @@ use k8s_openapi::api::autoscaling::v2::MetricSpec;
 use keda_scalers::MetricValue;
 use keda_scalers::request_metrics::{self, RequestLabels};
 
-use crate::isolation::{TriggerRef, catch_panic};
-use crate::recording::{self, ScalerLabels};
-use crate::scalers::{ObjectScalers, TriggerScaler};
-use crate::snapshot::{MetricReading, PollResult, spec_target};
-use crate::telemetry::{Metrics, ResourceKind};
+use crate::process::telemetry::{Metrics, ResourceKind};
+use crate::scaled_object::snapshot::{MetricReading, PollResult, spec_target};
+use crate::shared::isolation::{TriggerRef, catch_panic};
+use crate::shared::recording::{self, ScalerLabels};
+use crate::shared::scalers::{ObjectScalers, TriggerScaler};
 use keda_decide::fallback::{self, FallbackContext, FallbackSpec, MetricHealth, MetricOutcome};
 use keda_decide::formula::{
     COMPOSITE_METRIC_NAME, MODIFIERS_TRIGGER, composite_is_active, composite_value,

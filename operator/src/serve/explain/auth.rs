@@ -28,7 +28,7 @@ use kube::api::{Api, PostParams};
 use tracing::debug;
 
 use super::review_cache::{Digest, TtlCache, digest};
-use crate::config::TokenBucket;
+use crate::process::config::TokenBucket;
 
 /// How long an accepted token is remembered: a revoked token still reads explanations this
 /// long (the API server's own token cache keeps one for 2 minutes by default).

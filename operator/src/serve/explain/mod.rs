@@ -21,8 +21,8 @@ use jiff::{SignedDuration, Timestamp};
 use keda_api::ScaledObject;
 use kube::ResourceExt;
 
-use crate::settings::fallback_spec;
-pub use crate::snapshot::{LastPoll, PollSnapshot, TriggerTargets};
+use crate::scaled_object::settings::fallback_spec;
+pub use crate::scaled_object::snapshot::{LastPoll, PollSnapshot, TriggerTargets};
 use keda_decide::fallback::{FallbackSpec, MetricTargetType};
 use keda_decide::formula::COMPOSITE_METRIC_NAME;
 use keda_decide::scale::{

@@ -33,7 +33,7 @@ use tracing::{debug, info, warn};
 
 use super::Explanation;
 use super::auth::{Access, Authorizer, Refusal, retry_after_seconds};
-use crate::scale_loop::ScaleLoops;
+use crate::scaled_object::scale_loop::ScaleLoops;
 
 /// The path prefix of the endpoint.
 pub const PATH_PREFIX: &str = "/explain/v1/namespaces/";
@@ -105,7 +105,7 @@ impl Explainer for ScaleLoops {
     }
 }
 
-impl Explainer for crate::metrics_service::CurrentLoops {
+impl Explainer for crate::serve::metrics_service::CurrentLoops {
     fn explain(
         &self,
         kind: ObjectKind,
@@ -412,8 +412,8 @@ impl ExplainService {
 ///
 /// # Errors
 /// The address cannot be bound; the message names `--explain-bind-address`.
-pub async fn bind(addr: SocketAddr) -> Result<TcpListener, crate::admin::AdminError> {
-    crate::admin::bind(addr, "--explain-bind-address").await
+pub async fn bind(addr: SocketAddr) -> Result<TcpListener, crate::serve::admin::AdminError> {
+    crate::serve::admin::bind(addr, "--explain-bind-address").await
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ mod tls;
 use async_trait::async_trait;
 use keda_scalers::{MetricValue, ScalerError};
 
-use crate::scale_loop::{MetricQueryError, ScaleLoops};
+use crate::scaled_object::scale_loop::{MetricQueryError, ScaleLoops};
 
 pub use server::{MetricsService, MetricsServiceOptions, ServeError};
 pub use tls::{MetricServiceTls, TlsConfigError, server_config};

@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::{MetricValues, MetricsError};
-use crate::telemetry::Metrics;
+use crate::process::telemetry::Metrics;
 
 /// How the metric service bounds its work.
 #[derive(Clone, Debug)]

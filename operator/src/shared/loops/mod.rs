@@ -1,5 +1,5 @@
 //! One loop machinery for both scalable kinds: the scale loops of ScaledObjects
-//! ([`crate::scale_loop`]) and the job loops of ScaledJobs ([`crate::scaled_job`]) are
+//! ([`crate::scaled_object::scale_loop`]) and the job loops of ScaledJobs ([`crate::scaled_job`]) are
 //! [`Loops`] over a [`LoopKind`] that says only what differs: how a poll acts (write `/scale`
 //! or create Jobs), what the kind remembers across restarts, what it waits for before its first
 //! poll.
@@ -27,14 +27,14 @@ use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-use crate::error::Error;
-use crate::events::Events;
-use crate::isolation::{Component, InternalError, TriggerRef, catch_panic};
-use crate::loop_registry::{LoopRegistry, OnStop, lock};
-use crate::recording;
-use crate::resolve::WatchScope;
-use crate::scalers::{ObjectScalers, ScalerEnv};
-use crate::telemetry::{Metrics, ResourceKind};
+use crate::process::telemetry::{Metrics, ResourceKind};
+use crate::shared::error::Error;
+use crate::shared::events::Events;
+use crate::shared::isolation::{Component, InternalError, TriggerRef, catch_panic};
+use crate::shared::loop_registry::{LoopRegistry, OnStop, lock};
+use crate::shared::recording;
+use crate::shared::resolve::WatchScope;
+use crate::shared::scalers::{ObjectScalers, ScalerEnv};
 
 /// How the loops of either kind run: time, ticks, and the status write policy.
 #[derive(Clone)]
@@ -259,9 +259,9 @@ impl<K: LoopKind> Loops<K> {
                 .publish_action(
                     object,
                     false,
-                    crate::events::KEDA_SCALERS_STARTED,
-                    crate::events::SCALERS_WATCH_STARTED,
-                    crate::events::SCALERS_STARTED_NOTE.to_string(),
+                    crate::shared::events::KEDA_SCALERS_STARTED,
+                    crate::shared::events::SCALERS_WATCH_STARTED,
+                    crate::shared::events::SCALERS_STARTED_NOTE.to_string(),
                 )
                 .await;
         }
@@ -278,7 +278,7 @@ impl<K: LoopKind> Loops<K> {
     }
 
     /// The Warning Events for what the last resolution of `object`'s triggers found missing
-    /// ([`crate::resolve::Missing`]); nothing when no build ran since the last call.
+    /// ([`crate::shared::resolve::Missing`]); nothing when no build ran since the last call.
     async fn publish_missing(&self, object: &K::Object, namespace: &str, name: &str) {
         let Some(resolver) = &self.inner.config.env.resolver else {
             return;
@@ -287,7 +287,7 @@ impl<K: LoopKind> Loops<K> {
             ResourceKind::ScaledObject => keda_scalers::ScalableKind::ScaledObject,
             ResourceKind::ScaledJob => keda_scalers::ScalableKind::ScaledJob,
         };
-        let scalable = crate::resolve::ScalableRef::new(kind, namespace, name);
+        let scalable = crate::shared::resolve::ScalableRef::new(kind, namespace, name);
         let missing = resolver.take_missing(&scalable);
         if !missing.is_empty() {
             self.inner.events.publish_missing(object, &missing).await;
@@ -345,8 +345,8 @@ impl<K: LoopKind> Loops<K> {
             .publish_on(
                 object,
                 false,
-                crate::events::KEDA_SCALERS_STOPPED,
-                crate::events::SCALERS_STOPPED_NOTE.to_string(),
+                crate::shared::events::KEDA_SCALERS_STOPPED,
+                crate::shared::events::SCALERS_STOPPED_NOTE.to_string(),
             )
             .await;
     }

@@ -10,7 +10,7 @@
 //! now empty fails with its own error naming the parameter.
 //!
 //! keda-rs does the same, and says so: each [`Missing`] becomes a Warning Event
-//! [`crate::events::AUTH_REF_MISSING`] on the ScaledObject or ScaledJob, naming what is missing
+//! [`crate::shared::events::AUTH_REF_MISSING`] on the ScaledObject or ScaledJob, naming what is missing
 //! (kind, namespace, name, key; never a value), each time the object's scalers are built.
 //!
 //! "Missing" means: the watch cache, after its first complete list, does not hold the object
@@ -204,7 +204,7 @@ mod tests {
     use keda_scalers::TriggerId;
 
     use super::*;
-    use crate::resolve::AuthName;
+    use crate::shared::resolve::AuthName;
 
     fn id() -> TriggerId {
         TriggerId {

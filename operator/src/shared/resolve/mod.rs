@@ -78,7 +78,7 @@ use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::watcher;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::telemetry::{CustomResourceKind, Metrics};
+use crate::process::telemetry::{CustomResourceKind, Metrics};
 
 pub use config::{
     BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY_BOUNDS, BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY_ENV,
@@ -430,9 +430,9 @@ fn counted(
     cache.with_presence(Arc::new(move |key: &ObjKey, present| {
         let names = (key.namespace.as_str(), key.name.as_str());
         if present {
-            crate::recording::resource_registered(&metrics, kind, names, None, &[]);
+            crate::shared::recording::resource_registered(&metrics, kind, names, None, &[]);
         } else {
-            crate::recording::resource_unregistered(&metrics, kind, names, None);
+            crate::shared::recording::resource_unregistered(&metrics, kind, names, None);
         }
     }))
 }

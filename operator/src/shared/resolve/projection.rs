@@ -46,7 +46,7 @@ pub(crate) type AuthSpec = Result<TriggerAuthenticationSpec, String>;
 
 /// What the caches keep of a (Cluster)TriggerAuthentication: its spec, which resolutions read,
 /// and its users as its status lists them, which the ScaledObject and ScaledJob reconcilers
-/// keep up to date ([`crate::auth_status`]).
+/// keep up to date ([`crate::shared::auth_status`]).
 #[derive(Clone, Debug)]
 pub(crate) struct AuthEntry {
     pub(crate) spec: AuthSpec,

@@ -336,7 +336,7 @@ impl Metrics {
             "Number of times a query returns an empty result",
             f.empty_upstream.clone(),
         );
-        // Not in KEDA, whose operator exits on a panic (crate::isolation).
+        // Not in KEDA, whose operator exits on a panic (crate::shared::isolation).
         register(
             r,
             "internal_panics",

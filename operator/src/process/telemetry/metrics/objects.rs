@@ -46,7 +46,7 @@ impl Metrics {
     }
 
     /// `keda_internal_panics_total`: `component` caught a panic in the work of the
-    /// ScaledObject or ScaledJob `namespace/name` ([`crate::isolation`]).
+    /// ScaledObject or ScaledJob `namespace/name` ([`crate::shared::isolation`]).
     pub fn internal_panic(
         &self,
         component: &'static str,

@@ -9,7 +9,7 @@ use prost::Message as _;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::telemetry::Metrics;
+use crate::process::telemetry::Metrics;
 
 use super::proto;
 use super::proto::collector::metrics::v1::ExportMetricsServiceRequest;

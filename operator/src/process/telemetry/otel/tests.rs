@@ -1,6 +1,6 @@
 use std::time::{Duration, UNIX_EPOCH};
 
-use crate::telemetry::Metrics;
+use crate::process::telemetry::Metrics;
 
 use super::exposition::*;
 use super::instruments::*;
@@ -9,7 +9,7 @@ use super::proto::metrics::v1::{
     AggregationTemporality, Metric, NumberDataPoint, Sum, metric, number_data_point,
 };
 use super::settings::*;
-use crate::telemetry::{BuildInfo, ResourceKind, ScalerLabels};
+use crate::process::telemetry::{BuildInfo, ResourceKind, ScalerLabels};
 
 fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
     let map: std::collections::HashMap<String, String> = pairs
@@ -205,7 +205,10 @@ fn keda_series_become_kedas_instruments() {
     );
     metrics.paused("shop", "orders", false);
     metrics.trigger_registered("redis");
-    metrics.resource_registered(crate::telemetry::CustomResourceKind::ScaledObject, "shop");
+    metrics.resource_registered(
+        crate::process::telemetry::CustomResourceKind::ScaledObject,
+        "shop",
+    );
 
     let mut translator = Translator::new(Temporality::Cumulative, UNIX_EPOCH);
     let now = UNIX_EPOCH + Duration::from_secs(100);

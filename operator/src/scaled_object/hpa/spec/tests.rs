@@ -4,8 +4,8 @@ use keda_scalers::metric::metric_target;
 use kube::api::ApiResource;
 
 use super::*;
-use crate::hpa::{cached_matches, trim_hpa};
-use crate::scalers::TriggerScaler;
+use crate::scaled_object::hpa::{cached_matches, trim_hpa};
+use crate::shared::scalers::TriggerScaler;
 
 fn object(yaml: &str) -> ScaledObject {
     let mut so: ScaledObject = serde_yaml::from_str(yaml).expect("yaml");
