@@ -1,4 +1,4 @@
-//! The aws-* scalers against moto (`scripts/services.sh` runs it on 127.0.0.1:5000), built
+//! The aws-* scalers (sqs, cloudwatch, dynamodb, kinesis) against moto (`scripts/services.sh` runs it on 127.0.0.1:5000), built
 //! from their documented examples through the registry: values and activity on the shared
 //! server; signatures, wrong credentials and `awsRoleArn` (STS `AssumeRole`) on servers of the
 //! tests' own that authenticate every request with botocore, the way AWS does.
@@ -554,6 +554,93 @@ async fn dynamodb_a_missing_table_fails_the_poll_naming_the_table() {
     assert!(
         err.starts_with(
             "trigger 0 (aws-dynamodb): Query of table \"keda-rs-no-such-table\" (tableName) on DynamoDB at http://127.0.0.1:5000/ (awsEndpoint) failed: answered HTTP 400 Bad Request (ResourceNotFoundException)"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("keda-rs-test-secret-key"), "{err}");
+}
+
+/// A Kinesis stream of `shards` shards on the shared server.
+async fn create_stream(shards: u32) -> String {
+    let kinesis = moto::client(
+        keda_scalers::aws::client::KINESIS,
+        MOTO,
+        moto::any_credentials(),
+    );
+    let stream = unique("kinesis");
+    moto::json(
+        &kinesis,
+        "CreateStream",
+        serde_json::json!({"StreamName": stream, "ShardCount": shards}),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("CreateStream: {e}"));
+    stream
+}
+
+async fn kinesis_harness(stream: &str, changes: &[(&str, &str)]) -> Harness {
+    let mut metadata = vec![
+        ("streamName", stream),
+        ("awsEndpoint", MOTO),
+        ("awsRegion", REGION),
+    ];
+    metadata.extend_from_slice(changes);
+    conformance(
+        "aws-kinesis-stream",
+        Setup {
+            metadata: &metadata,
+            auth: SHARED_AUTH,
+            ..Setup::default()
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn kinesis_reads_the_open_shard_count_and_activates_above_the_threshold() {
+    let test = "aws_kinesis_values";
+    if moto::shared_or_skip(test).await.is_none() {
+        return;
+    }
+    let stream = create_stream(3).await;
+    // The documented example: shardCount 2, activationShardCount 0.
+    let h = kinesis_harness(&stream, &[]).await;
+    assert_eq!(h.metric_name, format!("s0-aws-kinesis-{stream}"));
+    h.expect(3.0, true).await;
+    // Active only above activationShardCount.
+    let quiet = kinesis_harness(&stream, &[("activationShardCount", "3")]).await;
+    quiet.expect(3.0, false).await;
+    // The count follows a resharding (moto 5's OpenShardCount is right after UpdateShardCount;
+    // after MergeShards it still counts a closed parent).
+    let kinesis = moto::client(
+        keda_scalers::aws::client::KINESIS,
+        MOTO,
+        moto::any_credentials(),
+    );
+    moto::json(
+        &kinesis,
+        "UpdateShardCount",
+        serde_json::json!({"StreamName": stream, "TargetShardCount": 5, "ScalingType": "UNIFORM_SCALING"}),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("UpdateShardCount: {e}"));
+    h.expect(5.0, true).await;
+    quiet.expect(5.0, true).await;
+    quiet.close().await;
+    h.close().await;
+}
+
+#[tokio::test]
+async fn kinesis_a_missing_stream_fails_the_poll_naming_the_stream() {
+    let test = "aws_kinesis_missing_stream";
+    if moto::shared_or_skip(test).await.is_none() {
+        return;
+    }
+    let h = kinesis_harness("keda-rs-no-such-stream", &[]).await;
+    let err = h.expect_error().await.to_string();
+    assert!(
+        err.starts_with(
+            "trigger 0 (aws-kinesis-stream): DescribeStreamSummary of stream \"keda-rs-no-such-stream\" (streamName) on Kinesis at http://127.0.0.1:5000/ (awsEndpoint) failed: answered HTTP 400 Bad Request (ResourceNotFoundException)"
         ),
         "{err}"
     );
