@@ -1,4 +1,4 @@
-//! The monitoring-API triggers of issue 24 (`loki`, `influxdb`, ...) through the operator on
+//! The triggers of issue 24 (`loki`, `influxdb`, ..., `forgejo-runner`, `aws-kinesis-stream`) through the operator on
 //! memkube: each scales its target 0 -> 1 when its source's value rises above the activation
 //! threshold, and bad input is `Ready=False` with a message naming the trigger and the
 //! parameter. The sources are the tests' loopback server (`common/source.rs`) answering each
@@ -269,4 +269,194 @@ async fn opensearch_scales_from_zero_and_bad_input_is_not_ready_naming_the_param
 
     zero_to_one(&w, "os", &trigger, || os.set_body(path, &es_hits(4))).await;
     assert!(os.requests(path) > 0);
+}
+
+/// Secret `name` with `data`, and TriggerAuthentication `name` giving each key as the
+/// parameter of the same name.
+async fn secret_auth(w: &World, name: &str, data: &[(&str, &str)]) {
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": { "name": name },
+        "stringData": data.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<std::collections::BTreeMap<_, _>>(),
+    }))
+    .expect("a Secret");
+    kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(w.client.clone(), &w.namespace)
+        .create(&kube::api::PostParams::default(), &secret)
+        .await
+        .expect("create Secret");
+    let refs: Vec<serde_json::Value> = data
+        .iter()
+        .map(|(k, _)| serde_json::json!({"parameter": k, "name": name, "key": k}))
+        .collect();
+    let auth: keda_api::TriggerAuthentication = serde_json::from_value(serde_json::json!({
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "TriggerAuthentication",
+        "metadata": { "name": name, "namespace": w.namespace },
+        "spec": { "secretTargetRef": refs },
+    }))
+    .expect("a TriggerAuthentication");
+    kube::Api::<keda_api::TriggerAuthentication>::namespaced(w.client.clone(), &w.namespace)
+        .create(&kube::api::PostParams::default(), &auth)
+        .await
+        .expect("create TriggerAuthentication");
+}
+
+/// [`zero_to_one`] with an operator that resolves `authenticationRef`.
+async fn zero_to_one_resolving(
+    w: &World,
+    name: &str,
+    trigger: &str,
+    activate: impl std::future::Future<Output = ()>,
+) {
+    w.deployment(name, 0).await;
+    let op = w.start_operator_resolving();
+    let so = w.create(&object(name, name, trigger)).await;
+    w.polls_reach(&op, &so, 1).await;
+    assert_eq!(w.replicas(name).await, 0, "inactive at first");
+    activate.await;
+    eventually(&format!("{name} at 1 replica"), || async {
+        w.poll_after(&op, &so, 10).await;
+        (w.replicas(name).await == 1).then_some(())
+    })
+    .await;
+    op.stop().await;
+}
+
+#[tokio::test]
+async fn forgejo_runner_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("forgejo-runner triggers").await else {
+        return;
+    };
+    let forgejo = Source::start().await;
+    // GET /api/v1/orgs/{org}/actions/runners/jobs answers a JSON list of ActionRunJob
+    // (https://code.forgejo.org/api/swagger#/organization/getOrgRunnerJobs).
+    let path = "api/v1/orgs/my-org/actions/runners/jobs";
+    forgejo.set_body(path, "[]");
+    secret_auth(&w, "forgejo", &[("token", "forgejo-token")]).await;
+    let address = forgejo.url("");
+    let address = address.trim_end_matches('/');
+    let trigger = format!(
+        "type: forgejo-runner\n      metadata:\n        address: {address}\n        org: my-org\n        labels: docker\n      authenticationRef:\n        name: forgejo"
+    );
+    zero_to_one_resolving(&w, "forgejo", &trigger, async {
+        forgejo.set_body(
+            path,
+            r#"[{"id":7,"name":"build","runs_on":["docker"],"status":"waiting"}]"#,
+        );
+    })
+    .await;
+    assert!(forgejo.requests(path) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "forgejo-labels",
+        &format!("type: forgejo-runner\n      metadata:\n        address: {address}\n        org: my-org\n      authenticationRef:\n        name: forgejo"),
+        "ScaledObjectCheckFailed",
+        &["(forgejo-runner)", "labels"],
+    )
+    .await;
+    refused(
+        &w,
+        "forgejo-token",
+        &format!("type: forgejo-runner\n      metadata:\n        address: {address}\n        org: my-org\n        labels: docker"),
+        "ScaledObjectCheckFailed",
+        &["(forgejo-runner)", "token"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// A client of moto's Kinesis (scripts/services.sh runs moto on 127.0.0.1:5000; it checks no
+/// credentials).
+fn kinesis() -> keda_scalers::aws::AwsClient {
+    use keda_scalers::aws::client::{AwsClientKey, KINESIS, Signer};
+    keda_scalers::aws::AwsClient::new(AwsClientKey {
+        service: KINESIS,
+        region: "eu-west-1".into(),
+        endpoint: url::Url::parse("http://127.0.0.1:5000").expect("endpoint"),
+        signer: Signer::Static(keda_scalers::aws::Credentials {
+            access_key_id: "AKIAKEDARSTEST".into(),
+            secret_access_key: keda_scalers::Secret::new("keda-rs-test-secret-key"),
+            session_token: None,
+        }),
+        timeout: std::time::Duration::from_secs(10),
+    })
+    .expect("client")
+}
+
+async fn kinesis_call(operation: &str, request: serde_json::Value) {
+    kinesis()
+        .call(
+            operation,
+            &keda_scalers::aws::client::Input::Json(&request),
+            &keda_scalers::Clock::system(),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{operation}: {e}"));
+}
+
+#[tokio::test]
+async fn aws_kinesis_stream_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let test = "aws-kinesis-stream triggers";
+    let Some((_server, w)) = obs_world(test).await else {
+        return;
+    };
+    let up = async { tokio::net::TcpStream::connect("127.0.0.1:5000").await };
+    if redis_common::service_or_skip(test, "moto at 127.0.0.1:5000", up)
+        .await
+        .is_none()
+    {
+        return;
+    }
+    let stream = format!("keda-rs-op-{}-{}", std::process::id(), w.namespace);
+    kinesis_call(
+        "CreateStream",
+        serde_json::json!({"StreamName": stream, "ShardCount": 2}),
+    )
+    .await;
+    secret_auth(
+        &w,
+        "aws",
+        &[
+            ("awsAccessKeyID", "AKIAKEDARSTEST"),
+            ("awsSecretAccessKey", "keda-rs-test-secret-key"),
+        ],
+    )
+    .await;
+    let trigger = format!(
+        "type: aws-kinesis-stream\n      metadata:\n        streamName: {stream}\n        awsRegion: eu-west-1\n        awsEndpoint: http://127.0.0.1:5000\n        shardCount: \"2\"\n        activationShardCount: \"2\"\n      authenticationRef:\n        name: aws"
+    );
+    // Two shards: not above activationShardCount; four: active.
+    zero_to_one_resolving(&w, "kinesis", &trigger, async {
+        kinesis_call(
+            "UpdateShardCount",
+            serde_json::json!({"StreamName": stream, "TargetShardCount": 4, "ScalingType": "UNIFORM_SCALING"}),
+        )
+        .await;
+    })
+    .await;
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "kinesis-stream",
+        "type: aws-kinesis-stream\n      metadata:\n        awsRegion: eu-west-1\n      authenticationRef:\n        name: aws",
+        "ScaledObjectCheckFailed",
+        &["(aws-kinesis-stream)", "streamName"],
+    )
+    .await;
+    // The operator's own credentials are not a namespace's to use (no opt-in here).
+    refused(
+        &w,
+        "kinesis-operator",
+        &format!("type: aws-kinesis-stream\n      metadata:\n        streamName: {stream}\n        awsRegion: eu-west-1\n        identityOwner: operator"),
+        "ScaledObjectCheckFailed",
+        &["(aws-kinesis-stream)", "identityOwner", "--allow-namespace-aws-operator-identity"],
+    )
+    .await;
+    op.stop().await;
 }
