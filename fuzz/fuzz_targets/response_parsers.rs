@@ -243,6 +243,23 @@ const PARSERS: &[Parser] = &[
         no_echo: true,
         run: |_, body, _| ok(keda_scalers::scalers::forgejo_runner::job_count(body)),
     },
+    Parser {
+        name: "aws-kinesis-stream summary",
+        no_echo: true,
+        run: |_, body, _| {
+            let _ = keda_scalers::scalers::aws_kinesis_stream::open_shard_count(body);
+            Ok(())
+        },
+    },
+    Parser {
+        name: "aws-dynamodb-streams table and stream pages",
+        no_echo: true,
+        run: |_, body, _| {
+            let _ = keda_scalers::scalers::aws_dynamodb_streams::latest_stream_arn(body);
+            let _ = keda_scalers::scalers::aws_dynamodb_streams::shard_page(body);
+            Ok(())
+        },
+    },
 ];
 
 fn runtime() -> &'static tokio::runtime::Runtime {

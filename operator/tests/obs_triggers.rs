@@ -1,4 +1,4 @@
-//! The triggers of issue 24 (`loki`, `influxdb`, ..., `forgejo-runner`, `aws-kinesis-stream`) through the operator on
+//! The triggers of issue 24 (`loki`, `influxdb`, ..., `forgejo-runner`, `aws-kinesis-stream`, `aws-dynamodb-streams`) through the operator on
 //! memkube: each scales its target 0 -> 1 when its source's value rises above the activation
 //! threshold, and bad input is `Ready=False` with a message naming the trigger and the
 //! parameter. The sources are the tests' loopback server (`common/source.rs`) answering each
@@ -456,6 +456,101 @@ async fn aws_kinesis_stream_scales_from_zero_and_bad_input_is_not_ready_naming_t
         &format!("type: aws-kinesis-stream\n      metadata:\n        streamName: {stream}\n        awsRegion: eu-west-1\n        identityOwner: operator"),
         "ScaledObjectCheckFailed",
         &["(aws-kinesis-stream)", "identityOwner", "--allow-namespace-aws-operator-identity"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// A DynamoDB table keyed by `id` on moto, with a stream when `stream`.
+async fn dynamodb_table(name: &str, stream: bool) {
+    use keda_scalers::aws::client::{AwsClientKey, DYNAMODB, Signer};
+    let client = keda_scalers::aws::AwsClient::new(AwsClientKey {
+        service: DYNAMODB,
+        region: "eu-west-1".into(),
+        endpoint: url::Url::parse("http://127.0.0.1:5000").expect("endpoint"),
+        signer: Signer::Static(keda_scalers::aws::Credentials {
+            access_key_id: "AKIAKEDARSTEST".into(),
+            secret_access_key: keda_scalers::Secret::new("keda-rs-test-secret-key"),
+            session_token: None,
+        }),
+        timeout: std::time::Duration::from_secs(10),
+    })
+    .expect("client");
+    let mut request = serde_json::json!({
+        "TableName": name,
+        "KeySchema": [{"AttributeName": "id", "KeyType": "HASH"}],
+        "AttributeDefinitions": [{"AttributeName": "id", "AttributeType": "S"}],
+        "BillingMode": "PAY_PER_REQUEST",
+    });
+    if stream {
+        request["StreamSpecification"] =
+            serde_json::json!({"StreamEnabled": true, "StreamViewType": "NEW_IMAGE"});
+    }
+    client
+        .call(
+            "CreateTable",
+            &keda_scalers::aws::client::Input::Json(&request),
+            &keda_scalers::Clock::system(),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("CreateTable: {e}"));
+}
+
+#[tokio::test]
+async fn aws_dynamodb_streams_scales_from_zero_and_a_table_without_a_stream_is_not_ready() {
+    let test = "aws-dynamodb-streams triggers";
+    let Some((_server, w)) = obs_world(test).await else {
+        return;
+    };
+    let up = async { tokio::net::TcpStream::connect("127.0.0.1:5000").await };
+    if redis_common::service_or_skip(test, "moto at 127.0.0.1:5000", up)
+        .await
+        .is_none()
+    {
+        return;
+    }
+    let streamed = format!("keda-rs-op-streamed-{}-{}", std::process::id(), w.namespace);
+    let plain = format!("keda-rs-op-plain-{}-{}", std::process::id(), w.namespace);
+    dynamodb_table(&streamed, true).await;
+    dynamodb_table(&plain, false).await;
+    secret_auth(
+        &w,
+        "aws",
+        &[
+            ("awsAccessKeyID", "AKIAKEDARSTEST"),
+            ("awsSecretAccessKey", "keda-rs-test-secret-key"),
+        ],
+    )
+    .await;
+    let trigger = |table: &str| {
+        format!(
+            "type: aws-dynamodb-streams\n      metadata:\n        tableName: {table}\n        awsRegion: eu-west-1\n        awsEndpoint: http://127.0.0.1:5000\n      authenticationRef:\n        name: aws"
+        )
+    };
+    // moto gives the stream one shard: above activationShardCount 0 at the first poll.
+    w.deployment("ddbs", 0).await;
+    w.deployment("bad", 0).await;
+    let op = w.start_operator_resolving();
+    let so = w.create(&object("ddbs", "ddbs", &trigger(&streamed))).await;
+    eventually("ddbs at 1 replica", || async {
+        w.poll_after(&op, &so, 10).await;
+        (w.replicas("ddbs").await == 1).then_some(())
+    })
+    .await;
+    refused(
+        &w,
+        "ddbs-no-stream",
+        &trigger(&plain),
+        "ScaledObjectCheckFailed",
+        &["(aws-dynamodb-streams)", "tableName", "has no stream"],
+    )
+    .await;
+    refused(
+        &w,
+        "ddbs-table",
+        "type: aws-dynamodb-streams\n      metadata:\n        awsRegion: eu-west-1\n      authenticationRef:\n        name: aws",
+        "ScaledObjectCheckFailed",
+        &["(aws-dynamodb-streams)", "tableName"],
     )
     .await;
     op.stop().await;

@@ -1,4 +1,4 @@
-//! The aws-* scalers (sqs, cloudwatch, dynamodb, kinesis) against moto (`scripts/services.sh` runs it on 127.0.0.1:5000), built
+//! The aws-* scalers (sqs, cloudwatch, dynamodb, dynamodb-streams, kinesis) against moto (`scripts/services.sh` runs it on 127.0.0.1:5000), built
 //! from their documented examples through the registry: values and activity on the shared
 //! server; signatures, wrong credentials and `awsRoleArn` (STS `AssumeRole`) on servers of the
 //! tests' own that authenticate every request with botocore, the way AWS does.
@@ -641,6 +641,116 @@ async fn kinesis_a_missing_stream_fails_the_poll_naming_the_stream() {
     assert!(
         err.starts_with(
             "trigger 0 (aws-kinesis-stream): DescribeStreamSummary of stream \"keda-rs-no-such-stream\" (streamName) on Kinesis at http://127.0.0.1:5000/ (awsEndpoint) failed: answered HTTP 400 Bad Request (ResourceNotFoundException)"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("keda-rs-test-secret-key"), "{err}");
+}
+
+/// A table on the shared server keyed by `id`, with a stream when `stream`.
+async fn create_streamed_table(stream: bool) -> String {
+    let dynamodb = moto::client(
+        keda_scalers::aws::client::DYNAMODB,
+        MOTO,
+        moto::any_credentials(),
+    );
+    let table = unique("ddbs");
+    let mut request = serde_json::json!({
+        "TableName": table,
+        "KeySchema": [{"AttributeName": "id", "KeyType": "HASH"}],
+        "AttributeDefinitions": [{"AttributeName": "id", "AttributeType": "S"}],
+        "BillingMode": "PAY_PER_REQUEST",
+    });
+    if stream {
+        request["StreamSpecification"] =
+            serde_json::json!({"StreamEnabled": true, "StreamViewType": "NEW_IMAGE"});
+    }
+    moto::json(&dynamodb, "CreateTable", request)
+        .await
+        .unwrap_or_else(|e| panic!("CreateTable: {e}"));
+    table
+}
+
+async fn dynamodb_streams_harness(table: &str, changes: &[(&str, &str)]) -> Harness {
+    let mut metadata = vec![
+        ("tableName", table),
+        ("awsEndpoint", MOTO),
+        ("awsRegion", REGION),
+    ];
+    metadata.extend_from_slice(changes);
+    conformance(
+        "aws-dynamodb-streams",
+        Setup {
+            metadata: &metadata,
+            auth: SHARED_AUTH,
+            ..Setup::default()
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn dynamodb_streams_count_the_shards_of_the_tables_stream() {
+    let test = "aws_dynamodb_streams_values";
+    if moto::shared_or_skip(test).await.is_none() {
+        return;
+    }
+    let table = create_streamed_table(true).await;
+    // moto 5 gives a new stream one shard. The documented example: shardCount 2,
+    // activationShardCount 0.
+    let h = dynamodb_streams_harness(&table, &[]).await;
+    assert_eq!(h.metric_name, format!("s0-aws-dynamodb-streams-{table}"));
+    h.expect(1.0, true).await;
+    let quiet = dynamodb_streams_harness(&table, &[("activationShardCount", "1")]).await;
+    quiet.expect(1.0, false).await;
+    quiet.close().await;
+    h.close().await;
+}
+
+#[tokio::test]
+async fn dynamodb_streams_a_table_without_a_stream_is_refused_naming_it() {
+    let test = "aws_dynamodb_streams_refused";
+    if moto::shared_or_skip(test).await.is_none() {
+        return;
+    }
+    let registry = Registry::builtin();
+    let build = |table: String| {
+        let mut ctx = ScalerContext::new("aws-dynamodb-streams", 0);
+        for (k, v) in [
+            ("tableName", table.as_str()),
+            ("awsRegion", REGION),
+            ("awsEndpoint", MOTO),
+        ] {
+            ctx.metadata.insert(k.into(), v.into());
+        }
+        for (k, v) in SHARED_AUTH {
+            ctx.auth_params.insert(k.to_string(), Secret::new(*v));
+        }
+        ctx
+    };
+    // As KEDA, the stream is looked up when the scaler is built.
+    let table = create_streamed_table(false).await;
+    let err = registry
+        .build(build(table.clone()))
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert_eq!(
+        err,
+        format!(
+            "trigger 0 (aws-dynamodb-streams): table \"{table}\" (tableName) has no stream: enable DynamoDB Streams on it"
+        )
+    );
+    let err = registry
+        .build(build("keda-rs-no-such-table".into()))
+        .await
+        .err()
+        .map(|e| keda_scalers::error::error_chain(&e))
+        .unwrap_or_default();
+    assert!(
+        err.starts_with(
+            "trigger 0 (aws-dynamodb-streams): DescribeTable of table \"keda-rs-no-such-table\" (tableName) on DynamoDB at http://127.0.0.1:5000/ (awsEndpoint) failed: answered HTTP 400 Bad Request (ResourceNotFoundException)"
         ),
         "{err}"
     );

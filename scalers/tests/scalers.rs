@@ -20,6 +20,7 @@ const BUILTIN_TYPES: &[&str] = &[
     "activemq",
     "aws-cloudwatch",
     "aws-dynamodb",
+    "aws-dynamodb-streams",
     "aws-kinesis-stream",
     "aws-sqs-queue",
     "azure-blob",

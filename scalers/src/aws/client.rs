@@ -86,6 +86,18 @@ pub const DYNAMODB: Service = Service {
     display: "DynamoDB",
 };
 
+/// Amazon DynamoDB Streams over its JSON 1.0 protocol (signed as `dynamodb`, at
+/// `streams.dynamodb.<region>.amazonaws.com`).
+pub const DYNAMODB_STREAMS: Service = Service {
+    signing_name: "dynamodb",
+    endpoint_prefix: "streams.dynamodb",
+    protocol: Protocol::Json {
+        target_prefix: "DynamoDBStreams_20120810",
+        version: "1.0",
+    },
+    display: "DynamoDB Streams",
+};
+
 /// Amazon Kinesis Data Streams over its JSON 1.1 protocol.
 pub const KINESIS: Service = Service {
     signing_name: "kinesis",

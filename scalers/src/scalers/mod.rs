@@ -3,6 +3,7 @@
 pub mod activemq;
 pub mod aws_cloudwatch;
 pub mod aws_dynamodb;
+pub mod aws_dynamodb_streams;
 pub mod aws_kinesis_stream;
 pub mod aws_sqs_queue;
 pub mod azure_blob;
@@ -55,6 +56,11 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "aws-dynamodb",
         Declared::new(aws_dynamodb::build, aws_dynamodb::PARAMS)
             .with_check(|ctx| aws_dynamodb::DynamoDbConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "aws-dynamodb-streams",
+        Declared::new(aws_dynamodb_streams::build, aws_dynamodb_streams::PARAMS)
+            .with_check(|ctx| aws_dynamodb_streams::DynamoDbStreamsConfig::parse(ctx).map(drop)),
     );
     registry.register(
         "aws-kinesis-stream",
