@@ -1,4 +1,4 @@
-//! The triggers of issue 24 (`loki`, `influxdb`, ..., `forgejo-runner`, `aws-kinesis-stream`, `aws-dynamodb-streams`) through the operator on
+//! The triggers of issue 24 (`loki`, `influxdb`, ..., `forgejo-runner`, `aws-kinesis-stream`, `aws-dynamodb-streams`, `kubernetes-resource`) through the operator on
 //! memkube: each scales its target 0 -> 1 when its source's value rises above the activation
 //! threshold, and bad input is `Ready=False` with a message naming the trigger and the
 //! parameter. The sources are the tests' loopback server (`common/source.rs`) answering each
@@ -551,6 +551,76 @@ async fn aws_dynamodb_streams_scales_from_zero_and_a_table_without_a_stream_is_n
         "type: aws-dynamodb-streams\n      metadata:\n        awsRegion: eu-west-1\n      authenticationRef:\n        name: aws",
         "ScaledObjectCheckFailed",
         &["(aws-dynamodb-streams)", "tableName"],
+    )
+    .await;
+    op.stop().await;
+}
+
+#[tokio::test]
+async fn kubernetes_resource_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("kubernetes-resource triggers").await else {
+        return;
+    };
+    let maps = kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(
+        w.client.clone(),
+        &w.namespace,
+    );
+    let stats = |depth: u32| -> k8s_openapi::api::core::v1::ConfigMap {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": { "name": "queue-stats" },
+            "data": { "stats.json": format!(r#"{{"queue":{{"depth":{depth}}}}}"#) },
+        }))
+        .expect("a ConfigMap")
+    };
+    maps.create(&kube::api::PostParams::default(), &stats(0))
+        .await
+        .expect("create ConfigMap");
+    let trigger = "type: kubernetes-resource\n      metadata:\n        resourceKind: ConfigMap\n        resourceName: queue-stats\n        key: stats.json\n        format: json\n        valueLocation: queue.depth\n        targetValue: \"10\"";
+    // The scalers read the operator's watch of the namespace: a change of the ConfigMap is
+    // seen by the next poll.
+    let replace = async {
+        maps.replace("queue-stats", &kube::api::PostParams::default(), &stats(4))
+            .await
+            .expect("update ConfigMap");
+    };
+    w.deployment("resource", 0).await;
+    let op = w.start_operator_resolving();
+    let so = w.create(&object("resource", "resource", trigger)).await;
+    w.polls_reach(&op, &so, 1).await;
+    assert_eq!(w.replicas("resource").await, 0, "inactive at first");
+    replace.await;
+    eventually("resource at 1 replica", || async {
+        w.poll_after(&op, &so, 10).await;
+        (w.replicas("resource").await == 1).then_some(())
+    })
+    .await;
+
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "resource-location",
+        "type: kubernetes-resource\n      metadata:\n        resourceKind: ConfigMap\n        resourceName: queue-stats\n        key: stats.json\n        format: json\n        targetValue: \"10\"",
+        "ScaledObjectCheckFailed",
+        &["(kubernetes-resource)", "valueLocation"],
+    )
+    .await;
+    refused(
+        &w,
+        "resource-kind",
+        "type: kubernetes-resource\n      metadata:\n        resourceKind: Pod\n        resourceName: queue-stats\n        key: stats.json\n        targetValue: \"10\"",
+        "ScaledObjectCheckFailed",
+        &["(kubernetes-resource)", "resourceKind"],
+    )
+    .await;
+    // A key that is missing fails the polls, naming it; the object stays built.
+    refused(
+        &w,
+        "resource-key",
+        "type: kubernetes-resource\n      metadata:\n        resourceKind: ConfigMap\n        resourceName: queue-stats\n        key: size\n        targetValue: \"10\"",
+        "TriggerError",
+        &["(kubernetes-resource)", "key \"size\" (key) not found"],
     )
     .await;
     op.stop().await;

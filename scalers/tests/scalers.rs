@@ -36,6 +36,7 @@ const BUILTIN_TYPES: &[&str] = &[
     "http",
     "influxdb",
     "kafka",
+    "kubernetes-resource",
     "kubernetes-workload",
     "loki",
     "memory",

@@ -13,6 +13,9 @@
 //! which the API server reports as a deletion. The index also drops finished pods itself, so a
 //! server that ignores the field selector gives the same counts.
 //!
+//! ConfigMaps and Secrets (for `kubernetes-resource`) are watched per namespace, never
+//! cluster-wide, and only in the namespaces whose triggers ask for them.
+//!
 //! The watches run until the last clone of the view is dropped. They keep running on a replica
 //! that lost leadership (the binary creates the view once); that costs their memory, not
 //! requests per interval.
@@ -24,11 +27,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use keda_scalers::cluster::{
-    ClusterHandle, ClusterView, ClusterViewError, EndpointSliceIndex, LabelSelector, PodCount,
-    PodIndex, SliceSummary,
+    ClusterHandle, ClusterView, ClusterViewError, DataIndex, DataKind, DataLookup,
+    EndpointSliceIndex, LabelSelector, PodCount, PodIndex, SliceSummary,
 };
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
@@ -70,6 +73,50 @@ impl WatchIndex<EndpointSlice> for EndpointSliceIndex {
     }
 }
 
+impl WatchIndex<ConfigMap> for DataIndex {
+    fn apply(&mut self, map: &ConfigMap) {
+        let mut data: std::collections::BTreeMap<String, Vec<u8>> = map
+            .binary_data
+            .iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), v.0.clone()))
+            .collect();
+        // `data` wins over `binaryData` (the API server refuses a key in both).
+        for (k, v) in map.data.iter().flatten() {
+            data.insert(k.clone(), v.clone().into_bytes());
+        }
+        DataIndex::apply(
+            self,
+            &map.namespace().unwrap_or_default(),
+            &map.name_any(),
+            data,
+        );
+    }
+    fn delete(&mut self, namespace: &str, name: &str) {
+        DataIndex::delete(self, namespace, name);
+    }
+}
+
+impl WatchIndex<Secret> for DataIndex {
+    fn apply(&mut self, secret: &Secret) {
+        let data = secret
+            .data
+            .iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), v.0.clone()))
+            .collect();
+        DataIndex::apply(
+            self,
+            &secret.namespace().unwrap_or_default(),
+            &secret.name_any(),
+            data,
+        );
+    }
+    fn delete(&mut self, namespace: &str, name: &str) {
+        DataIndex::delete(self, namespace, name);
+    }
+}
+
 /// The index of one watch (cluster-wide, or one namespace), and whether it has listed.
 struct Partition<I> {
     index: RwLock<I>,
@@ -108,6 +155,10 @@ struct Inner {
     sync_timeout: Duration,
     pods: Partitions<PodIndex>,
     slices: Partitions<EndpointSliceIndex>,
+    /// Per namespace always (never cluster-wide): only the namespaces whose triggers read a
+    /// ConfigMap or Secret pay for its watch.
+    config_maps: Partitions<DataIndex>,
+    secrets: Partitions<DataIndex>,
     cancel: CancellationToken,
     _stop: DropGuard,
 }
@@ -146,6 +197,8 @@ impl KubeClusterView {
                 sync_timeout,
                 pods: Mutex::new(HashMap::new()),
                 slices: Mutex::new(HashMap::new()),
+                config_maps: Mutex::new(HashMap::new()),
+                secrets: Mutex::new(HashMap::new()),
                 _stop: cancel.clone().drop_guard(),
                 cancel,
             }),
@@ -161,11 +214,11 @@ impl KubeClusterView {
         }
     }
 
-    /// The partition of `namespace`, starting its watch on first use.
+    /// The partition of `key` (see [`KubeClusterView::key`]), starting its watch on first use.
     fn partition<K, I>(
         &self,
         partitions: &Partitions<I>,
-        namespace: &str,
+        key: Option<String>,
         config: impl FnOnce() -> watcher::Config,
     ) -> (Option<String>, Arc<Partition<I>>)
     where
@@ -178,7 +231,6 @@ impl KubeClusterView {
             + 'static,
         I: WatchIndex<K>,
     {
-        let key = self.key(namespace);
         let mut map = partitions.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(found) = map.get(&key) {
             return (key, Arc::clone(found));
@@ -236,9 +288,10 @@ impl ClusterView for KubeClusterView {
         namespace: &str,
         selector: &LabelSelector,
     ) -> Result<PodCount, ClusterViewError> {
-        let (key, partition) = self.partition::<Pod, PodIndex>(&self.inner.pods, namespace, || {
-            watcher::Config::default().fields(UNFINISHED_PODS)
-        });
+        let (key, partition) =
+            self.partition::<Pod, PodIndex>(&self.inner.pods, self.key(namespace), || {
+                watcher::Config::default().fields(UNFINISHED_PODS)
+            });
         self.synced(&partition, "pods", key).await?;
         Ok(partition.read().count(namespace, selector))
     }
@@ -250,11 +303,39 @@ impl ClusterView for KubeClusterView {
     ) -> Result<Vec<SliceSummary>, ClusterViewError> {
         let (key, partition) = self.partition::<EndpointSlice, EndpointSliceIndex>(
             &self.inner.slices,
-            namespace,
+            self.key(namespace),
             watcher::Config::default,
         );
         self.synced(&partition, "endpointslices", key).await?;
         Ok(partition.read().service(namespace, service))
+    }
+
+    async fn data(
+        &self,
+        kind: DataKind,
+        namespace: &str,
+        name: &str,
+        key: &str,
+    ) -> Result<DataLookup, ClusterViewError> {
+        let scope = Some(namespace.to_string());
+        let (watch, partition) = match kind {
+            DataKind::ConfigMap => self.partition::<ConfigMap, DataIndex>(
+                &self.inner.config_maps,
+                scope,
+                watcher::Config::default,
+            ),
+            DataKind::Secret => self.partition::<Secret, DataIndex>(
+                &self.inner.secrets,
+                scope,
+                watcher::Config::default,
+            ),
+        };
+        let resource = match kind {
+            DataKind::ConfigMap => "configmaps",
+            DataKind::Secret => "secrets",
+        };
+        self.synced(&partition, resource, watch).await?;
+        Ok(partition.read().lookup(namespace, name, key))
     }
 }
 

@@ -1,5 +1,6 @@
-//! What scalers may read of the cluster itself: pods (for `kubernetes-workload`) and
-//! EndpointSlices (for `metrics-api` with `aggregateFromKubeServiceEndpoints`).
+//! What scalers may read of the cluster itself: pods (for `kubernetes-workload`),
+//! EndpointSlices (for `metrics-api` with `aggregateFromKubeServiceEndpoints`), and one key of
+//! a ConfigMap or Secret of the object's own namespace (for `kubernetes-resource`).
 //!
 //! Scalers never list the API themselves. The operator gives every scaler the same
 //! [`ClusterView`] (through [`crate::ScalerContext::cluster`]), backed by ONE pod watch and ONE
@@ -33,8 +34,8 @@ impl crate::remote::Classify for ClusterViewError {
 pub enum ClusterViewError {
     /// The scaler was built without a cluster view (outside the operator).
     #[error(
-        "no cluster view: this trigger reads pods or EndpointSlices through the operator's \
-         shared watches, and it was built without them"
+        "no cluster view: this trigger reads pods, EndpointSlices, ConfigMaps or Secrets \
+         through the operator's shared watches, and it was built without them"
     )]
     Unavailable,
     /// The watch has not finished its first list in time.
@@ -83,6 +84,92 @@ pub trait ClusterView: Send + Sync {
         namespace: &str,
         service: &str,
     ) -> Result<Vec<SliceSummary>, ClusterViewError>;
+
+    /// Key `key` of the ConfigMap or Secret `namespace/name`. A view that does not read such
+    /// objects answers [`ClusterViewError::Unavailable`] (the default).
+    ///
+    /// # Errors
+    /// The watch of that kind in `namespace` has not listed in time, or there is none.
+    async fn data(
+        &self,
+        _kind: DataKind,
+        _namespace: &str,
+        _name: &str,
+        _key: &str,
+    ) -> Result<DataLookup, ClusterViewError> {
+        Err(ClusterViewError::Unavailable)
+    }
+}
+
+/// The kinds of object [`ClusterView::data`] reads a key of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DataKind {
+    /// A ConfigMap (`data`, then `binaryData`).
+    ConfigMap,
+    /// A Secret (`data`).
+    Secret,
+}
+
+impl DataKind {
+    /// The kind's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ConfigMap => "ConfigMap",
+            Self::Secret => "Secret",
+        }
+    }
+}
+
+/// What [`ClusterView::data`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DataLookup {
+    /// The key's value.
+    Value(Vec<u8>),
+    /// No such object in the namespace.
+    NoObject,
+    /// The object has no such key.
+    NoKey,
+}
+
+/// Data keys of ConfigMaps or Secrets by namespace and name, as one watch feeds them.
+#[derive(Clone, Debug, Default)]
+pub struct DataIndex {
+    objects:
+        std::collections::HashMap<(String, String), std::collections::BTreeMap<String, Vec<u8>>>,
+}
+
+impl DataIndex {
+    /// An empty index.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Stores the keys of object `namespace/name`.
+    pub fn apply(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        data: std::collections::BTreeMap<String, Vec<u8>>,
+    ) {
+        self.objects
+            .insert((namespace.to_string(), name.to_string()), data);
+    }
+
+    /// Forgets object `namespace/name`.
+    pub fn delete(&mut self, namespace: &str, name: &str) {
+        self.objects
+            .remove(&(namespace.to_string(), name.to_string()));
+    }
+
+    /// Key `key` of object `namespace/name`.
+    pub fn lookup(&self, namespace: &str, name: &str, key: &str) -> DataLookup {
+        match self.objects.get(&(namespace.to_string(), name.to_string())) {
+            None => DataLookup::NoObject,
+            Some(data) => data
+                .get(key)
+                .map_or(DataLookup::NoKey, |v| DataLookup::Value(v.clone())),
+        }
+    }
 }
 
 /// The cluster view a scaler gets: the operator's, or none (the default) outside it.
@@ -125,6 +212,7 @@ impl fmt::Debug for ClusterHandle {
 pub struct InMemoryCluster {
     pods: RwLock<PodIndex>,
     slices: RwLock<EndpointSliceIndex>,
+    data: RwLock<std::collections::HashMap<DataKind, DataIndex>>,
 }
 
 impl InMemoryCluster {
@@ -155,6 +243,22 @@ impl InMemoryCluster {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .apply(slice);
+    }
+
+    /// Stores the keys of the ConfigMap or Secret `namespace/name`.
+    pub fn apply_data(&self, kind: DataKind, namespace: &str, name: &str, data: &[(&str, &[u8])]) {
+        self.data
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(kind)
+            .or_default()
+            .apply(
+                namespace,
+                name,
+                data.iter()
+                    .map(|(k, v)| (k.to_string(), v.to_vec()))
+                    .collect(),
+            );
     }
 
     /// Forgets slice `namespace/name`.
@@ -190,6 +294,23 @@ impl ClusterView for InMemoryCluster {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .service(namespace, service))
+    }
+
+    async fn data(
+        &self,
+        kind: DataKind,
+        namespace: &str,
+        name: &str,
+        key: &str,
+    ) -> Result<DataLookup, ClusterViewError> {
+        Ok(self
+            .data
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&kind)
+            .map_or(DataLookup::NoObject, |index| {
+                index.lookup(namespace, name, key)
+            }))
     }
 }
 

@@ -17,6 +17,7 @@ pub mod forgejo_runner;
 pub mod http;
 pub mod influxdb;
 pub mod kafka;
+pub mod kubernetes_resource;
 pub mod kubernetes_workload;
 pub mod loki;
 pub mod metrics_api;
@@ -137,6 +138,11 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "kafka",
         Declared::new(kafka::build, kafka::PARAMS)
             .with_check(|ctx| kafka::KafkaConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "kubernetes-resource",
+        Declared::new(kubernetes_resource::build, kubernetes_resource::PARAMS)
+            .with_check(|ctx| kubernetes_resource::KubernetesResourceConfig::parse(ctx).map(drop)),
     );
     registry.register(
         "kubernetes-workload",
