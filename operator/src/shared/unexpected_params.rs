@@ -39,8 +39,8 @@ const MAX_ACTION_BYTES: usize = 128;
 /// One Event to publish: its action and note.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Unmatched {
-    /// Distinct per trigger and key: kube's recorder folds Events with the same type,
-    /// reason and action into a series of the first one's note.
+    /// Distinct per trigger and key: kube's recorder (as client-go's, KEDA's) folds Events
+    /// with the same type, reason and action into a series of the first one's note.
     pub action: String,
     /// KEDA's text.
     pub note: String,
