@@ -50,8 +50,11 @@ pub struct Unmatched {
 /// [`take`](Self::take)n. Clones share what was found. The default is off.
 #[derive(Clone, Debug, Default)]
 pub struct UnexpectedParams {
-    found: Option<Arc<Mutex<HashMap<ScalableRef, Vec<Unmatched>>>>>,
+    found: Option<Arc<Mutex<Found>>>,
 }
+
+/// What the last build of each object found.
+type Found = HashMap<ScalableRef, Vec<Unmatched>>;
 
 impl UnexpectedParams {
     /// The check on.
