@@ -31,7 +31,7 @@ pub use scaled_object::{controller, hpa, routes, scale_loop, settings, snapshot,
 pub use serve::{admin, cloud_events, explain, metrics_service};
 pub use shared::{
     auth_events, cluster_view, error, events, isolation, loops, recording, resolve, scalers,
-    status, watch,
+    status, unexpected_params, watch,
 };
 
 pub use controller::{ControllerConfig, ScaledObjectController, run_scaled_object_controller};

@@ -7,6 +7,7 @@
 //! - [`resolve`]: a trigger's `*FromEnv` values and TriggerAuthentication parameters.
 //! - [`scalers`]: the scalers of an object, built from its resolved triggers.
 //! - [`status`], [`events`], [`auth_events`], [`auth_status`]: conditions and Events.
+//! - [`unexpected_params`]: KEDA's `KEDA_CHECK_UNEXPECTED_SCALERS_PARAMS` Events.
 //! - [`isolation`]: a panic in one object's work fails that object only.
 //! - [`recording`]: the per-scaler Prometheus series.
 //! - [`watch`], [`cluster_view`]: watch caches, and the shared pod and EndpointSlice view.
@@ -25,4 +26,5 @@ pub mod recording;
 pub mod resolve;
 pub mod scalers;
 pub mod status;
+pub mod unexpected_params;
 pub mod watch;

@@ -96,6 +96,9 @@ pub struct Settings {
     /// Lifetime of `boundServiceAccountToken` tokens (`KEDA_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY`,
     /// default 1h, 1h to 6h).
     pub bound_service_account_token_expiry: Duration,
+    /// Trigger metadata keys a scaler does not read are reported as Warning `KEDAScalerInfo`
+    /// Events at each build (`KEDA_CHECK_UNEXPECTED_SCALERS_PARAMS=enabled`; off otherwise).
+    pub check_unexpected_scalers_params: bool,
     /// KEDA's flags ([`keda_flags`]): what they set, and one warning per flag without effect.
     pub keda: KedaFlagSettings,
 }
@@ -278,6 +281,7 @@ impl Settings {
                     .map_err(|source| ConfigError::HostPolicy { path, source })?
             }
         };
+        let check_unexpected_scalers_params = check_unexpected_params(env, &mut warnings);
         Ok(Self {
             metrics_addr: flags
                 .metrics_bind_address
@@ -373,6 +377,7 @@ impl Settings {
                 .filter(|p| !p.as_os_str().is_empty())
                 .unwrap_or_else(|| PathBuf::from(keda_scalers::files::DEFAULT_TRIGGER_FILE_ROOT)),
             bound_service_account_token_expiry: bound_token_expiry(env)?,
+            check_unexpected_scalers_params,
             keda: KedaFlagSettings {
                 client_policy: keda_flags::client_policy(env, &flags.keda)?,
                 service_tls: keda_flags::service_tls(env)?,

@@ -133,6 +133,11 @@ impl ControllerConfig {
                 trigger_files: keda_scalers::files::TriggerFiles::new(
                     settings.trigger_file_root.clone(),
                 ),
+                unexpected_params: if settings.check_unexpected_scalers_params {
+                    crate::shared::unexpected_params::UnexpectedParams::checking()
+                } else {
+                    crate::shared::unexpected_params::UnexpectedParams::default()
+                },
                 ..ScalerEnv::default()
             },
             max_concurrent_reconciles: settings.scaled_object_max_reconciles,

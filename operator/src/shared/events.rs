@@ -149,8 +149,9 @@ impl Events {
 
     /// [`publish_on`](Self::publish_on) with an `action` other than the reason (KEDA's is
     /// always the reason). kube's recorder turns a second event with the same type, reason
-    /// and action on the same object into a repeat of the first, whatever its note (client-go's
-    /// keys include the note): a second note under one reason needs its own action to be seen.
+    /// and action on the same object into a repeat of the first, whatever its note (as
+    /// client-go's events API, KEDA's, does): a second note under one reason needs its own
+    /// action to be seen.
     pub async fn publish_action<K: Resource<DynamicType = ()>>(
         &self,
         object: &K,

@@ -15,6 +15,7 @@ use keda_scalers::{BuiltScaler, Clock, Registry, ScalerContext};
 use crate::shared::error::Error;
 use crate::shared::isolation::{Panic, TriggerRef, catch_panic, catch_panic_sync};
 use crate::shared::resolve::{ResolveSession, Resolver, ScaleTargetPodSource};
+use crate::shared::unexpected_params::{UnexpectedParams, Unmatched};
 use keda_decide::formula::{CompiledModifiers, ScalingModifiersSpec, compile_scaling_modifiers};
 
 /// What building a scaler needs besides the trigger: the registry, the shared client pools,
@@ -39,6 +40,9 @@ pub struct ScalerEnv {
     pub cluster: ClusterHandle,
     /// Where files named by trigger metadata may be read (`--trigger-file-root`).
     pub trigger_files: keda_scalers::files::TriggerFiles,
+    /// KEDA's `KEDA_CHECK_UNEXPECTED_SCALERS_PARAMS` (off by default): what each build finds,
+    /// for the loops to publish ([`crate::shared::unexpected_params`]).
+    pub unexpected_params: UnexpectedParams,
 }
 
 impl Default for ScalerEnv {
@@ -51,6 +55,7 @@ impl Default for ScalerEnv {
             resolver: None,
             cluster: ClusterHandle::default(),
             trigger_files: keda_scalers::files::TriggerFiles::default(),
+            unexpected_params: UnexpectedParams::default(),
         }
     }
 }
@@ -222,6 +227,31 @@ pub(crate) async fn build_triggers(
     env: &ScalerEnv,
 ) -> Result<Vec<TriggerScaler>, Error> {
     let mut session = env.resolver.as_ref().map(|r| r.session(source.clone()));
+    let mut unmatched: Vec<Unmatched> = Vec::new();
+    let result = build_each(
+        triggers,
+        source,
+        as_metric_source,
+        env,
+        &mut session,
+        &mut unmatched,
+    )
+    .await;
+    env.unexpected_params.record(&source.scalable, unmatched);
+    result
+}
+
+/// [`build_triggers`], adding to `unmatched` what each trigger whose metadata parsed sets that
+/// its type does not read, when [`ScalerEnv::unexpected_params`] checks.
+async fn build_each(
+    triggers: &[ScaleTrigger],
+    source: &ScaleTargetPodSource,
+    as_metric_source: bool,
+    env: &ScalerEnv,
+    session: &mut Option<ResolveSession>,
+    unmatched: &mut Vec<Unmatched>,
+) -> Result<Vec<TriggerScaler>, Error> {
+    let checking = env.unexpected_params.is_checking();
     let mut built: Vec<TriggerScaler> = Vec::with_capacity(triggers.len());
     for (index, trigger) in triggers.iter().enumerate() {
         let context = context_for(
@@ -249,15 +279,42 @@ pub(crate) async fn build_triggers(
             ))
         };
         let result = match context.await {
-            Ok(ctx) => match catch_panic(env.registry.build(ctx)).await {
-                Ok(built) => built.map_err(|source| {
-                    // What the event source said, for the operator's debug log only: the
-                    // error's message (Ready, Events) shows the kind of failure.
-                    source.log_raw();
-                    Error::BuildScaler { index, source }
-                }),
-                Err(panic) => Err(internal(panic)),
-            },
+            Ok(ctx) => {
+                // As KEDA, the check runs once the metadata parsed: kept for a failed build
+                // only if parsing alone succeeds (the build failed further on, connecting).
+                let parsed = checking.then(|| ctx.clone());
+                match catch_panic(env.registry.build(ctx)).await {
+                    Ok(Ok(built)) => {
+                        if checking {
+                            unmatched.extend(UnexpectedParams::check(
+                                &env.registry,
+                                trigger,
+                                index,
+                            ));
+                        }
+                        Ok(built)
+                    }
+                    Ok(Err(source)) => {
+                        if let Some(ctx) = parsed
+                            && matches!(
+                                catch_panic_sync(|| env.registry.check(&ctx)),
+                                Ok(Some(Ok(())))
+                            )
+                        {
+                            unmatched.extend(UnexpectedParams::check(
+                                &env.registry,
+                                trigger,
+                                index,
+                            ));
+                        }
+                        // What the event source said, for the operator's debug log only: the
+                        // error's message (Ready, Events) shows the kind of failure.
+                        source.log_raw();
+                        Err(Error::BuildScaler { index, source })
+                    }
+                    Err(panic) => Err(internal(panic)),
+                }
+            }
             Err(e) => Err(e),
         };
         let result = match result {

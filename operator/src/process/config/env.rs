@@ -37,6 +37,7 @@ pub const ENV_WATCH_LABEL_SELECTOR: &str = "WATCH_LABEL_SELECTOR";
 pub const ENV_WATCH_LABEL_SELECTOR_FOR_TRIGGERAUTH: &str = "WATCH_LABEL_SELECTOR_FOR_TRIGGERAUTH";
 pub const ENV_RESTRICT_SECRET_ACCESS: &str = crate::shared::resolve::RESTRICT_SECRET_ACCESS_ENV;
 pub use crate::shared::resolve::BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY_ENV as ENV_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY;
+pub const ENV_CHECK_UNEXPECTED_SCALERS_PARAMS: &str = crate::shared::unexpected_params::ENV;
 
 /// KEDA's default of `KEDA_SCALEDOBJECT_CTRL_MAX_RECONCILES`.
 pub const DEFAULT_SCALEDOBJECT_MAX_RECONCILES: u16 = 5;
@@ -76,6 +77,7 @@ Environment:
   KEDA_HTTP_MIN_TLS_VERSION                      Lowest TLS version of scalers' connections: TLS12 or TLS13 [default: TLS12]
   KEDA_HTTP_TLS_CIPHER_LIST                      TLS 1.2 cipher suites of scalers' connections, Go's names, comma or colon separated
   KEDA_HTTP_DISABLE_KEEP_ALIVE                   true: scalers' HTTP clients keep no idle connection [default: false]
+  KEDA_CHECK_UNEXPECTED_SCALERS_PARAMS           enabled: a Warning KEDAScalerInfo Event per trigger metadata key the scaler does not read
   KUBECONFIG                                     Kubeconfig path; else ~/.kube/config, else the in-cluster service account
 
 Ports: metrics :8080 (/metrics), probes :8081 (/healthz, /readyz), metric service :9666,
@@ -254,8 +256,6 @@ pub(super) fn duration(
     }
 }
 
-/// `KEDA_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY`: a Go duration between 1h and 6h, default 1h, as in
-/// KEDA (`pkg/util/env_resolver.go`).
 /// A `true`/`false` variable (any case); unset or empty is false.
 pub(super) fn env_bool(env: &dyn Environment, name: &'static str) -> Result<bool, ConfigError> {
     match env.var(name).filter(|v| !v.trim().is_empty()) {
@@ -268,6 +268,8 @@ pub(super) fn env_bool(env: &dyn Environment, name: &'static str) -> Result<bool
     }
 }
 
+/// `KEDA_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY`: a Go duration between 1h and 6h, default 1h, as in
+/// KEDA (`pkg/util/env_resolver.go`).
 pub(super) fn bound_token_expiry(env: &dyn Environment) -> Result<Duration, ConfigError> {
     let name = ENV_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY;
     let Some(value) = env.var(name).filter(|v| !v.trim().is_empty()) else {
@@ -283,4 +285,22 @@ pub(super) fn bound_token_expiry(env: &dyn Environment) -> Result<Duration, Conf
             max: "6h",
         }),
     }
+}
+
+/// `KEDA_CHECK_UNEXPECTED_SCALERS_PARAMS`: on only when exactly `enabled`, as KEDA compares it;
+/// any other value set (`true`, `Enabled`) leaves it off, as in KEDA, with a warning line
+/// saying so.
+pub(super) fn check_unexpected_params(env: &dyn Environment, warnings: &mut Vec<String>) -> bool {
+    let name = ENV_CHECK_UNEXPECTED_SCALERS_PARAMS;
+    let value = env.var(name);
+    let on = crate::shared::unexpected_params::UnexpectedParams::from_env_value(value.as_deref())
+        .is_checking();
+    if let Some(value) = value.filter(|v| !on && !v.is_empty()) {
+        let shown: String = value.chars().take(40).collect();
+        warnings.push(format!(
+            "{name}={shown:?} has no effect: only the value \"{}\" turns the check on, as in KEDA",
+            crate::shared::unexpected_params::ENABLED
+        ));
+    }
+    on
 }

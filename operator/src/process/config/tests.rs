@@ -39,6 +39,45 @@ fn no_flags_and_no_environment_give_keda_s_defaults() {
     assert!(!settings.restrict_secret_access);
     assert!(!settings.high_cardinality_metrics_labels);
     assert!(!settings.allow_hpa_ownership_transfer);
+    assert!(!settings.check_unexpected_scalers_params);
+}
+
+/// KEDA's `KEDA_CHECK_UNEXPECTED_SCALERS_PARAMS` is on only for the exact value `enabled`
+/// (`os.Getenv(...) == "enabled"`), and reaches the scalers the controllers build; another
+/// value leaves it off, with a warning line.
+#[test]
+fn unexpected_scaler_params_are_checked_only_when_enabled() {
+    let on = parse(
+        &[],
+        &MapEnv::new(&[("KEDA_CHECK_UNEXPECTED_SCALERS_PARAMS", "enabled")]),
+    )
+    .expect("settings");
+    assert!(on.check_unexpected_scalers_params);
+    assert!(on.keda.warnings.is_empty(), "{:?}", on.keda.warnings);
+    let config = crate::ControllerConfig::from_settings(
+        &on,
+        crate::process::telemetry::Metrics::new(),
+        keda_scalers::pool::ClientPools::new(),
+    );
+    assert!(config.env.unexpected_params.is_checking());
+    let off = parse(
+        &[],
+        &MapEnv::new(&[("KEDA_CHECK_UNEXPECTED_SCALERS_PARAMS", "true")]),
+    )
+    .expect("settings");
+    assert!(!off.check_unexpected_scalers_params);
+    assert_eq!(
+        off.keda.warnings,
+        [
+            "KEDA_CHECK_UNEXPECTED_SCALERS_PARAMS=\"true\" has no effect: only the value \"enabled\" turns the check on, as in KEDA"
+        ]
+    );
+    let config = crate::ControllerConfig::from_settings(
+        &off,
+        crate::process::telemetry::Metrics::new(),
+        keda_scalers::pool::ClientPools::new(),
+    );
+    assert!(!config.env.unexpected_params.is_checking());
 }
 
 #[test]

@@ -251,6 +251,10 @@ impl<K: LoopKind> Loops<K> {
         // What this build's resolution found missing (resolved as KEDA does), also when the
         // build then failed: the missing Secret is often why.
         self.publish_missing(object, &namespace, &name).await;
+        // KEDA's KEDA_CHECK_UNEXPECTED_SCALERS_PARAMS Warnings of this build, also when it then
+        // failed (KEDA checks when the trigger's metadata parsed, before connecting).
+        self.publish_unexpected_params(object, &namespace, &name)
+            .await;
         let (scalers, started) = ensured?;
         if started && !was_running {
             // KEDA's HandleScalableObject, for a loop that did not run (not on a restart).
@@ -283,14 +287,46 @@ impl<K: LoopKind> Loops<K> {
         let Some(resolver) = &self.inner.config.env.resolver else {
             return;
         };
-        let kind = match K::KIND {
-            ResourceKind::ScaledObject => keda_scalers::ScalableKind::ScaledObject,
-            ResourceKind::ScaledJob => keda_scalers::ScalableKind::ScaledJob,
-        };
-        let scalable = crate::shared::resolve::ScalableRef::new(kind, namespace, name);
+        let scalable =
+            crate::shared::resolve::ScalableRef::new(Self::scalable_kind(), namespace, name);
         let missing = resolver.take_missing(&scalable);
         if !missing.is_empty() {
             self.inner.events.publish_missing(object, &missing).await;
+        }
+    }
+
+    /// The Warning `KEDAScalerInfo` Events for the trigger metadata keys the last build of
+    /// `object`'s scalers found unread ([`crate::shared::unexpected_params`]); nothing when the
+    /// check is off or no build ran since the last call.
+    async fn publish_unexpected_params(&self, object: &K::Object, namespace: &str, name: &str) {
+        let scalable =
+            crate::shared::resolve::ScalableRef::new(Self::scalable_kind(), namespace, name);
+        for unmatched in self.inner.config.env.unexpected_params.take(&scalable) {
+            tracing::warn!(
+                namespace,
+                name,
+                kind = K::KIND.kind(),
+                note = unmatched.note,
+                "unexpected trigger parameter"
+            );
+            self.inner
+                .events
+                .publish_action(
+                    object,
+                    true,
+                    crate::shared::unexpected_params::KEDA_SCALER_INFO,
+                    &unmatched.action,
+                    unmatched.note,
+                )
+                .await;
+        }
+    }
+
+    /// The scalers' name for this kind.
+    fn scalable_kind() -> keda_scalers::ScalableKind {
+        match K::KIND {
+            ResourceKind::ScaledObject => keda_scalers::ScalableKind::ScaledObject,
+            ResourceKind::ScaledJob => keda_scalers::ScalableKind::ScaledJob,
         }
     }
 
