@@ -260,6 +260,14 @@ const PARSERS: &[Parser] = &[
             Ok(())
         },
     },
+    Parser {
+        name: "solace-event-queue SEMP answers",
+        no_echo: true,
+        run: |_, body, _| {
+            let _ = keda_scalers::scalers::solace::vpn_state(body);
+            ok(keda_scalers::scalers::solace::queue_figures(body))
+        },
+    },
 ];
 
 fn runtime() -> &'static tokio::runtime::Runtime {

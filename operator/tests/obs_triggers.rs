@@ -1,4 +1,4 @@
-//! The triggers of issue 24 (`loki`, `influxdb`, ..., `forgejo-runner`, `aws-kinesis-stream`, `aws-dynamodb-streams`, `kubernetes-resource`) through the operator on
+//! The triggers of issue 24 (`loki`, `influxdb`, ..., `forgejo-runner`, `aws-kinesis-stream`, `aws-dynamodb-streams`, `kubernetes-resource`, `solace-event-queue`) through the operator on
 //! memkube: each scales its target 0 -> 1 when its source's value rises above the activation
 //! threshold, and bad input is `Ready=False` with a message naming the trigger and the
 //! parameter. The sources are the tests' loopback server (`common/source.rs`) answering each
@@ -621,6 +621,58 @@ async fn kubernetes_resource_scales_from_zero_and_bad_input_is_not_ready_naming_
         "type: kubernetes-resource\n      metadata:\n        resourceKind: ConfigMap\n        resourceName: queue-stats\n        key: size\n        targetValue: \"10\"",
         "TriggerError",
         &["(kubernetes-resource)", "key \"size\" (key) not found"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// A SEMP v2 queue answer with `count` messages spooled.
+fn semp_queue(count: u32) -> String {
+    format!(
+        r#"{{"collections":{{"msgs":{{"count":{count}}}}},"data":{{"msgSpoolUsage":0,"averageRxMsgRate":0}},"meta":{{"responseCode":200}}}}"#
+    )
+}
+
+#[tokio::test]
+async fn solace_event_queue_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("solace-event-queue triggers").await else {
+        return;
+    };
+    let broker = Source::start().await;
+    broker.set_body(
+        "SEMP/v2/monitor/msgVpns/default",
+        r#"{"data":{"state":"up"},"meta":{"responseCode":200}}"#,
+    );
+    let queue = "SEMP/v2/monitor/msgVpns/default/queues/orders";
+    broker.set_body(queue, &semp_queue(0));
+    secret_auth(&w, "semp", &[("username", "admin"), ("password", "s3mp")]).await;
+    let base = broker.url("");
+    let base = base.trim_end_matches('/');
+    let trigger = format!(
+        "type: solace-event-queue\n      metadata:\n        solaceSempBaseURL: {base}\n        messageVpn: default\n        queueName: orders\n        messageCountTarget: \"10\"\n      authenticationRef:\n        name: semp"
+    );
+    zero_to_one_resolving(&w, "solace", &trigger, async {
+        broker.set_body(queue, &semp_queue(25));
+    })
+    .await;
+    assert!(broker.requests(queue) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "solace-targets",
+        &format!("type: solace-event-queue\n      metadata:\n        solaceSempBaseURL: {base}\n        messageVpn: default\n        queueName: orders\n      authenticationRef:\n        name: semp"),
+        "ScaledObjectCheckFailed",
+        &["(solace-event-queue)", "no target value found"],
+    )
+    .await;
+    refused(
+        &w,
+        "solace-queue",
+        &format!("type: solace-event-queue\n      metadata:\n        solaceSempBaseURL: {base}\n        messageVpn: default\n        messageCountTarget: \"10\"\n      authenticationRef:\n        name: semp"),
+        "ScaledObjectCheckFailed",
+        &["(solace-event-queue)", "queueName"],
     )
     .await;
     op.stop().await;

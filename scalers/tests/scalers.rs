@@ -53,6 +53,7 @@ const BUILTIN_TYPES: &[&str] = &[
     "redis-sentinel",
     "redis-sentinel-streams",
     "redis-streams",
+    "solace-event-queue",
 ];
 
 #[test]

@@ -30,6 +30,7 @@ pub mod rabbitmq;
 pub mod redis;
 pub mod resource;
 pub mod search;
+pub mod solace;
 pub mod sql;
 
 use self::sql::SqlDatabase;
@@ -138,6 +139,11 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "kafka",
         Declared::new(kafka::build, kafka::PARAMS)
             .with_check(|ctx| kafka::KafkaConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "solace-event-queue",
+        Declared::new(solace::build, solace::PARAMS)
+            .with_check(|ctx| solace::SolaceConfig::parse(ctx).map(drop)),
     );
     registry.register(
         "kubernetes-resource",
