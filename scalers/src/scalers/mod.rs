@@ -9,6 +9,7 @@ pub mod azure_blob;
 pub mod azure_queue;
 pub mod beanstalkd;
 pub mod cron;
+pub mod datadog;
 pub mod elasticsearch;
 pub mod etcd;
 pub mod external;
@@ -90,6 +91,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "cron",
         Declared::new(cron::build, cron::PARAMS)
             .with_check(|ctx| cron::CronConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "datadog",
+        crate::pooled::declare::<datadog::DatadogConfig>(datadog::PARAMS),
     );
     registry.register(
         "elasticsearch",
