@@ -143,6 +143,10 @@ def parser_seeds():
          for name in sorted(os.listdir(os.path.join(ANSWERS, "elasticsearch")))],
         [('sum(rate({app="api"}[1m]))', answer("loki", name))
          for name in sorted(os.listdir(os.path.join(ANSWERS, "loki")))],
+        [("", answer("forgejo-runner", "doc-jobs.json"))],
+        [(aggregator, answer("datadog", name))
+         for aggregator in ["", "max", "average"]
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "datadog")))],
     ]
 
 

@@ -243,6 +243,24 @@ const PARSERS: &[Parser] = &[
         no_echo: true,
         run: |_, body, _| ok(keda_scalers::scalers::forgejo_runner::job_count(body)),
     },
+    Parser {
+        name: "datadog query",
+        no_echo: true,
+        run: |param, body, flag| {
+            use keda_scalers::scalers::datadog::response::{Aggregator, Reading, query_value};
+            let aggregator = match param {
+                "max" => Aggregator::Max,
+                "average" => Aggregator::Average,
+                _ => Aggregator::None,
+            };
+            let reading = Reading {
+                aggregator,
+                last_available_point_offset: param.len() % 3,
+                fill_value: flag.then_some(0.0),
+            };
+            ok(query_value(body, &reading))
+        },
+    },
 ];
 
 fn runtime() -> &'static tokio::runtime::Runtime {

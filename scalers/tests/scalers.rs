@@ -27,6 +27,7 @@ const BUILTIN_TYPES: &[&str] = &[
     "beanstalkd",
     "cpu",
     "cron",
+    "datadog",
     "elasticsearch",
     "etcd",
     "external",
