@@ -1,4 +1,4 @@
-//! The triggers of issue 24 (`loki`, `influxdb`, ..., `forgejo-runner`, `aws-kinesis-stream`) through the operator on
+//! The triggers of issue 24 (`loki`, `influxdb`, ..., `forgejo-runner`, `aws-kinesis-stream`, `datadog`) through the operator on
 //! memkube: each scales its target 0 -> 1 when its source's value rises above the activation
 //! threshold, and bad input is `Ready=False` with a message naming the trigger and the
 //! parameter. The sources are the tests' loopback server (`common/source.rs`) answering each
@@ -456,6 +456,80 @@ async fn aws_kinesis_stream_scales_from_zero_and_bad_input_is_not_ready_naming_t
         &format!("type: aws-kinesis-stream\n      metadata:\n        streamName: {stream}\n        awsRegion: eu-west-1\n        identityOwner: operator"),
         "ScaledObjectCheckFailed",
         &["(aws-kinesis-stream)", "identityOwner", "--allow-namespace-aws-operator-identity"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// The built-in registry with `datadog` reaching `api.datadoghq.com` at `fake` (the process'
+/// vendor endpoints, which the operator binary leaves empty).
+fn datadog_registry(fake: url::Url) -> keda_scalers::Registry {
+    use keda_scalers::pooled;
+    use keda_scalers::scalers::datadog::{DatadogConfig, PARAMS};
+    let endpoints =
+        keda_scalers::http_client::VendorEndpoints::default().with("api.datadoghq.com", fake);
+    let mut registry = keda_scalers::Registry::builtin();
+    registry.register(
+        "datadog",
+        keda_scalers::registry::Declared::new(
+            move |mut ctx: keda_scalers::ScalerContext| {
+                ctx.vendor_endpoints = endpoints.clone();
+                pooled::build::<DatadogConfig>(ctx)
+            },
+            PARAMS,
+        )
+        .with_check(pooled::check::<DatadogConfig>),
+    );
+    registry
+}
+
+/// A Datadog `MetricsQueryResponse` of one series whose last point is `value`
+/// (https://docs.datadoghq.com/api/latest/metrics/#query-timeseries-points).
+fn datadog_series(value: f64) -> String {
+    format!(
+        r#"{{"status":"ok","res_type":"time_series","series":[{{"metric":"queue.depth","scope":"service:worker","pointlist":[[1700000000000.0,{value}],[1700000020000.0,null]]}}],"from_date":1700000000000,"to_date":1700000090000,"query":"avg:queue.depth{{service:worker}}"}}"#
+    )
+}
+
+#[tokio::test]
+async fn datadog_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let datadog = Source::start().await;
+    let fake = url::Url::parse(&datadog.url("")).expect("fake URL");
+    let Some((_server, w)) = world("datadog triggers", datadog_registry(fake)).await else {
+        return;
+    };
+    let path = "api/v1/query";
+    datadog.set_body(path, &datadog_series(0.0));
+    secret_auth(
+        &w,
+        "datadog",
+        &[("apiKey", "dd-api-key"), ("appKey", "dd-app-key")],
+    )
+    .await;
+    let trigger = "type: datadog\n      metadata:\n        query: avg:queue.depth{service:worker}\n        queryValue: \"2\"\n        activationQueryValue: \"1\"\n      authenticationRef:\n        name: datadog";
+    zero_to_one_resolving(&w, "datadog", trigger, async {
+        datadog.set_body(path, &datadog_series(5.0));
+    })
+    .await;
+    assert!(datadog.requests(path) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    secret_auth(&w, "datadog-api-only", &[("apiKey", "dd-api-key")]).await;
+    refused(
+        &w,
+        "datadog-app-key",
+        "type: datadog\n      metadata:\n        query: avg:queue.depth{service:worker}\n        queryValue: \"2\"\n      authenticationRef:\n        name: datadog-api-only",
+        "ScaledObjectCheckFailed",
+        &["(datadog)", "appKey"],
+    )
+    .await;
+    refused(
+        &w,
+        "datadog-query",
+        "type: datadog\n      metadata:\n        query: avg:queue.depth\n        queryValue: \"2\"\n      authenticationRef:\n        name: datadog",
+        "ScaledObjectCheckFailed",
+        &["(datadog)", "query", "scope"],
     )
     .await;
     op.stop().await;
