@@ -22,6 +22,7 @@ pub mod loki;
 pub mod metrics_api;
 pub mod mysql;
 pub mod nats_jetstream;
+pub mod new_relic;
 pub mod opensearch;
 pub mod postgresql;
 pub mod prometheus;
@@ -164,6 +165,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "nats-jetstream",
         Declared::new(nats_jetstream::build, nats_jetstream::PARAMS)
             .with_check(|ctx| nats_jetstream::NatsJetStreamConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "new-relic",
+        crate::pooled::declare::<new_relic::NewRelicConfig>(new_relic::PARAMS),
     );
     registry.register(
         "opensearch",
