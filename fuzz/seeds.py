@@ -147,6 +147,8 @@ def parser_seeds():
         [(aggregator, answer("datadog", name))
          for aggregator in ["", "max", "average"]
          for name in sorted(os.listdir(os.path.join(ANSWERS, "datadog")))],
+        [("SELECT count(*) FROM Transaction", answer("new-relic", name))
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "new-relic")))],
     ]
 
 

@@ -261,6 +261,15 @@ const PARSERS: &[Parser] = &[
             ok(query_value(body, &reading))
         },
     },
+    Parser {
+        name: "new-relic nrql",
+        no_echo: true,
+        run: |param, body, flag| {
+            ok(keda_scalers::scalers::new_relic::response::nrql_value(
+                body, param, flag,
+            ))
+        },
+    },
 ];
 
 fn runtime() -> &'static tokio::runtime::Runtime {

@@ -42,6 +42,7 @@ const BUILTIN_TYPES: &[&str] = &[
     "metrics-api",
     "mysql",
     "nats-jetstream",
+    "new-relic",
     "opensearch",
     "postgresql",
     "prometheus",

@@ -12,3 +12,5 @@ mod http_server;
 
 #[path = "vendor_apis/datadog.rs"]
 mod datadog;
+#[path = "vendor_apis/new_relic.rs"]
+mod new_relic;
