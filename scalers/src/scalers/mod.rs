@@ -10,6 +10,7 @@ pub mod azure_queue;
 pub mod beanstalkd;
 pub mod cron;
 pub mod datadog;
+pub mod dynatrace;
 pub mod elasticsearch;
 pub mod etcd;
 pub mod external;
@@ -96,6 +97,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     registry.register(
         "datadog",
         crate::pooled::declare::<datadog::DatadogConfig>(datadog::PARAMS),
+    );
+    registry.register(
+        "dynatrace",
+        crate::pooled::declare::<dynatrace::DynatraceConfig>(dynatrace::PARAMS),
     );
     registry.register(
         "elasticsearch",
