@@ -149,6 +149,8 @@ def parser_seeds():
          for name in sorted(os.listdir(os.path.join(ANSWERS, "datadog")))],
         [("SELECT count(*) FROM Transaction", answer("new-relic", name))
          for name in sorted(os.listdir(os.path.join(ANSWERS, "new-relic")))],
+        [("", answer("dynatrace", "doc-metrics.json"))],
+        [("", answer("dynatrace", "doc-execute.json")), ("", answer("dynatrace", "doc-poll.json"))],
     ]
 
 

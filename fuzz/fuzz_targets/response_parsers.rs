@@ -270,6 +270,23 @@ const PARSERS: &[Parser] = &[
             ))
         },
     },
+    Parser {
+        name: "dynatrace metrics",
+        no_echo: true,
+        run: |_, body, _| ok(keda_scalers::scalers::dynatrace::response::metrics_value(body)),
+    },
+    Parser {
+        name: "dynatrace dql",
+        no_echo: true,
+        run: |_, body, flag| {
+            use keda_scalers::scalers::dynatrace::response::{execute_token, poll_value};
+            if flag {
+                ok(execute_token(body))
+            } else {
+                ok(poll_value(body))
+            }
+        },
+    },
 ];
 
 fn runtime() -> &'static tokio::runtime::Runtime {

@@ -28,6 +28,7 @@ const BUILTIN_TYPES: &[&str] = &[
     "cpu",
     "cron",
     "datadog",
+    "dynatrace",
     "elasticsearch",
     "etcd",
     "external",

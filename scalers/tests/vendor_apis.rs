@@ -12,5 +12,7 @@ mod http_server;
 
 #[path = "vendor_apis/datadog.rs"]
 mod datadog;
+#[path = "vendor_apis/dynatrace.rs"]
+mod dynatrace;
 #[path = "vendor_apis/new_relic.rs"]
 mod new_relic;
