@@ -151,6 +151,7 @@ def parser_seeds():
          for name in sorted(os.listdir(os.path.join(ANSWERS, "new-relic")))],
         [("", answer("dynatrace", "doc-metrics.json"))],
         [("", answer("dynatrace", "doc-execute.json")), ("", answer("dynatrace", "doc-poll.json"))],
+        [("count", answer("splunk", "doc-export.json"))],
     ]
 
 

@@ -287,6 +287,11 @@ const PARSERS: &[Parser] = &[
             }
         },
     },
+    Parser {
+        name: "splunk export",
+        no_echo: true,
+        run: |param, body, _| ok(keda_scalers::scalers::splunk::field_value(body, param)),
+    },
 ];
 
 fn runtime() -> &'static tokio::runtime::Runtime {

@@ -16,3 +16,5 @@ mod datadog;
 mod dynatrace;
 #[path = "vendor_apis/new_relic.rs"]
 mod new_relic;
+#[path = "vendor_apis/splunk.rs"]
+mod splunk;

@@ -31,6 +31,7 @@ pub mod rabbitmq;
 pub mod redis;
 pub mod resource;
 pub mod search;
+pub mod splunk;
 pub mod sql;
 
 use self::sql::SqlDatabase;
@@ -223,5 +224,9 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "redis-streams",
         Declared::new(streams::build_redis_streams, STREAMS_PARAMS)
             .with_check(|ctx| RedisStreamsConfig::parse(ctx, Topology::Standalone).map(drop)),
+    );
+    registry.register(
+        "splunk",
+        crate::pooled::declare::<splunk::SplunkConfig>(splunk::PARAMS),
     );
 }

@@ -55,7 +55,7 @@ fn dynatrace(env: Arc<Env>) -> crate::http_server::Handler {
                         r#"{"error":{"code":400,"message":"Constraints violated."}}"#.into(),
                     );
                 }
-                let (status, body) = env.metric.lock().unwrap().clone();
+                let (status, body) = env.metric.lock().expect("metric").clone();
                 (status, "application/json", body)
             }
             ("POST", "/e/env1/platform/storage/query/v1/query:execute") => {
@@ -104,7 +104,7 @@ fn dynatrace(env: Arc<Env>) -> crate::http_server::Handler {
                 (
                     StatusCode::OK,
                     "application/json",
-                    env.final_poll.lock().unwrap().clone(),
+                    env.final_poll.lock().expect("final poll").clone(),
                 )
             }
             _ => (StatusCode::NOT_FOUND, "application/json", "{}".into()),

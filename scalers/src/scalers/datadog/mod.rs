@@ -361,6 +361,9 @@ mod tests {
     use super::*;
     use crate::context::test_context;
 
+    /// (metadata, TriggerAuthentication parameters, what the error names).
+    type Case<'a> = (&'a [(&'a str, &'a str)], &'a [(&'a str, &'a str)], &'a str);
+
     fn ctx(metadata: &[(&str, &str)], auth: &[(&str, &str)]) -> ScalerContext {
         test_context("datadog", 1, metadata, &[], auth)
     }
@@ -406,7 +409,7 @@ mod tests {
     #[test]
     fn errors_name_the_parameter_as_keda_refuses() {
         let q = ("query", "avg:nginx.net.request_per_s{*}");
-        let rows: &[(&[(&str, &str)], &[(&str, &str)], &str)] = &[
+        let rows: &[Case<'_>] = &[
             (&[q, ("targetValue", "2")], &[("apiKey", "k")], "\"appKey\""),
             (&[q, ("targetValue", "2")], &[("appKey", "k")], "\"apiKey\""),
             (&[q], KEYS, "\"targetValue\""),

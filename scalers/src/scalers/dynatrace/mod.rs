@@ -321,6 +321,13 @@ mod tests {
     use super::*;
     use crate::context::test_context;
 
+    /// (metadata, TriggerAuthentication parameters, what the error names if any).
+    type Case<'a> = (
+        Vec<(&'a str, &'a str)>,
+        Vec<(&'a str, &'a str)>,
+        Option<&'a str>,
+    );
+
     fn parse(metadata: &[(&str, &str)], auth: &[(&str, &str)]) -> Result<DynatraceConfig, String> {
         DynatraceConfig::parse(&test_context("dynatrace", 1, metadata, &[], auth))
             .map_err(|e| e.to_string())
@@ -335,7 +342,7 @@ mod tests {
             "builtin:service.requestCount.total:splitBy():fold",
         );
         let dql = ("query", "fetch logs | summarize r = count()");
-        let rows: Vec<(Vec<(&str, &str)>, Vec<(&str, &str)>, Option<&str>)> = vec![
+        let rows: Vec<Case<'_>> = vec![
             (vec![host, sel, ("threshold", "10")], token.to_vec(), None),
             (vec![host, dql, ("threshold", "10")], token.to_vec(), None),
             (vec![sel, ("threshold", "10")], vec![token[0], host], None),

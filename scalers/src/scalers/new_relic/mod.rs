@@ -221,6 +221,13 @@ mod tests {
     use super::*;
     use crate::context::test_context;
 
+    /// (metadata, TriggerAuthentication parameters, what the error names if any).
+    type Case<'a> = (
+        Vec<(&'a str, &'a str)>,
+        Vec<(&'a str, &'a str)>,
+        Option<&'a str>,
+    );
+
     const NRQL_TEXT: &str = "SELECT average(cpuUsedCores) as result FROM K8sContainerSample WHERE containerName='coredns'";
 
     fn parse(metadata: &[(&str, &str)], auth: &[(&str, &str)]) -> Result<NewRelicConfig, String> {
@@ -244,7 +251,7 @@ mod tests {
             m
         };
         // (metadata, auth, error naming)
-        let rows: Vec<(Vec<(&str, &str)>, Vec<(&str, &str)>, Option<&str>)> = vec![
+        let rows: Vec<Case<'_>> = vec![
             (vec![], vec![], Some("\"account\"")),
             (with(&[], ""), vec![], None),
             (
