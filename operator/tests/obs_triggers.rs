@@ -1,4 +1,4 @@
-//! The triggers of issue 24 (`loki`, `influxdb`, ..., `forgejo-runner`, `aws-kinesis-stream`, `datadog`, `new-relic`, `dynatrace`) through the operator on
+//! The triggers of issue 24 (`loki`, `influxdb`, ..., `forgejo-runner`, `aws-kinesis-stream`, `datadog`, `new-relic`, `dynatrace`, `splunk`) through the operator on
 //! memkube: each scales its target 0 -> 1 when its source's value rises above the activation
 //! threshold, and bad input is `Ready=False` with a message naming the trigger and the
 //! parameter. The sources are the tests' loopback server (`common/source.rs`) answering each
@@ -651,6 +651,58 @@ async fn dynatrace_scales_from_zero_and_bad_input_is_not_ready_naming_the_parame
         "type: dynatrace\n      metadata:\n        host: abc.live.dynatrace.com\n        metricSelector: m\n        threshold: \"10\"\n      authenticationRef:\n        name: dynatrace",
         "TriggerError",
         &["(dynatrace)", "host"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// A Splunk search export answer (`output_mode=json`) whose first result has `count`
+/// (https://docs.splunk.com/Documentation/Splunk/latest/RESTREF/RESTsearch#search.2Fjobs.2Fexport).
+fn splunk_export(count: u32) -> String {
+    format!(r#"{{"preview":false,"offset":0,"lastrow":true,"result":{{"count":"{count}"}}}}"#)
+}
+
+#[tokio::test]
+async fn splunk_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("splunk triggers").await else {
+        return;
+    };
+    let splunk = Source::start().await;
+    let path = "servicesNS/keda/search/search/jobs/export";
+    splunk.set_body(path, &splunk_export(0));
+    secret_auth(
+        &w,
+        "splunk",
+        &[("username", "keda"), ("apiToken", "spl-token")],
+    )
+    .await;
+    let host = splunk.url("");
+    let host = host.trim_end_matches('/');
+    let trigger = format!(
+        "type: splunk\n      metadata:\n        host: {host}\n        savedSearchName: errors\n        valueField: count\n        targetValue: \"5\"\n        activationValue: \"1\"\n      authenticationRef:\n        name: splunk"
+    );
+    zero_to_one_resolving(&w, "splunk", &trigger, async {
+        splunk.set_body(path, &splunk_export(3));
+    })
+    .await;
+    assert!(splunk.requests(path) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "splunk-activation",
+        &format!("type: splunk\n      metadata:\n        host: {host}\n        savedSearchName: errors\n        valueField: count\n        targetValue: \"5\"\n      authenticationRef:\n        name: splunk"),
+        "ScaledObjectCheckFailed",
+        &["(splunk)", "activationValue"],
+    )
+    .await;
+    refused(
+        &w,
+        "splunk-username",
+        &format!("type: splunk\n      metadata:\n        host: {host}\n        savedSearchName: errors\n        valueField: count\n        targetValue: \"5\"\n        activationValue: \"1\"\n        username: keda"),
+        "ScaledObjectCheckFailed",
+        &["(splunk)", "username"],
     )
     .await;
     op.stop().await;
