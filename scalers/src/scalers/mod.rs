@@ -31,6 +31,7 @@ pub mod rabbitmq;
 pub mod redis;
 pub mod resource;
 pub mod search;
+pub mod solr;
 pub mod splunk;
 pub mod sql;
 
@@ -224,6 +225,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "redis-streams",
         Declared::new(streams::build_redis_streams, STREAMS_PARAMS)
             .with_check(|ctx| RedisStreamsConfig::parse(ctx, Topology::Standalone).map(drop)),
+    );
+    registry.register(
+        "solr",
+        crate::pooled::declare::<solr::SolrConfig>(solr::PARAMS),
     );
     registry.register(
         "splunk",
