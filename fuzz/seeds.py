@@ -152,6 +152,7 @@ def parser_seeds():
         [("", answer("dynatrace", "doc-metrics.json"))],
         [("", answer("dynatrace", "doc-execute.json")), ("", answer("dynatrace", "doc-poll.json"))],
         [("count", answer("splunk", "doc-export.json"))],
+        [("", answer("solr", "doc-select.json"))],
     ]
 
 

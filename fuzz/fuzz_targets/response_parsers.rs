@@ -292,6 +292,11 @@ const PARSERS: &[Parser] = &[
         no_echo: true,
         run: |param, body, _| ok(keda_scalers::scalers::splunk::field_value(body, param)),
     },
+    Parser {
+        name: "solr select",
+        no_echo: true,
+        run: |_, body, _| ok(keda_scalers::scalers::solr::num_found(body)),
+    },
 ];
 
 fn runtime() -> &'static tokio::runtime::Runtime {

@@ -54,6 +54,7 @@ const BUILTIN_TYPES: &[&str] = &[
     "redis-sentinel",
     "redis-sentinel-streams",
     "redis-streams",
+    "solr",
     "splunk",
 ];
 

@@ -16,5 +16,7 @@ mod datadog;
 mod dynatrace;
 #[path = "vendor_apis/new_relic.rs"]
 mod new_relic;
+#[path = "vendor_apis/solr.rs"]
+mod solr;
 #[path = "vendor_apis/splunk.rs"]
 mod splunk;
