@@ -1,4 +1,4 @@
-//! The triggers of issue 24 (`loki`, `influxdb`, ..., `forgejo-runner`, `aws-kinesis-stream`, `datadog`, `new-relic`, `dynatrace`, `splunk`) through the operator on
+//! The triggers of issue 24 (`loki`, `influxdb`, ..., `forgejo-runner`, `aws-kinesis-stream`, `datadog`, `new-relic`, `dynatrace`, `splunk`, `solr`) through the operator on
 //! memkube: each scales its target 0 -> 1 when its source's value rises above the activation
 //! threshold, and bad input is `Ready=False` with a message naming the trigger and the
 //! parameter. The sources are the tests' loopback server (`common/source.rs`) answering each
@@ -703,6 +703,54 @@ async fn splunk_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter
         &format!("type: splunk\n      metadata:\n        host: {host}\n        savedSearchName: errors\n        valueField: count\n        targetValue: \"5\"\n        activationValue: \"1\"\n        username: keda"),
         "ScaledObjectCheckFailed",
         &["(splunk)", "username"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// A Solr select answer finding `n` documents
+/// (https://solr.apache.org/guide/solr/latest/query-guide/response-writers.html#json-response-writer).
+fn solr_found(n: u64) -> String {
+    format!(
+        r#"{{"responseHeader":{{"status":0,"QTime":1}},"response":{{"numFound":{n},"start":0,"docs":[]}}}}"#
+    )
+}
+
+#[tokio::test]
+async fn solr_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("solr triggers").await else {
+        return;
+    };
+    let solr = Source::start().await;
+    let path = "solr/jobs/select";
+    solr.set_body(path, &solr_found(0));
+    secret_auth(&w, "solr", &[("username", "solr"), ("password", "s0lr")]).await;
+    let host = solr.url("");
+    let trigger = format!(
+        "type: solr\n      metadata:\n        host: {host}\n        collection: jobs\n        targetQueryValue: \"10\"\n        activationTargetQueryValue: \"1\"\n      authenticationRef:\n        name: solr"
+    );
+    zero_to_one_resolving(&w, "solr", &trigger, async {
+        solr.set_body(path, &solr_found(4));
+    })
+    .await;
+    assert!(solr.requests(path) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "solr-target",
+        &format!("type: solr\n      metadata:\n        host: {host}\n        collection: jobs\n        targetQueryValue: \"0\"\n      authenticationRef:\n        name: solr"),
+        "ScaledObjectCheckFailed",
+        &["(solr)", "targetQueryValue"],
+    )
+    .await;
+    refused(
+        &w,
+        "solr-password",
+        &format!("type: solr\n      metadata:\n        host: {host}\n        collection: jobs\n        targetQueryValue: \"10\"\n        username: solr"),
+        "ScaledObjectCheckFailed",
+        &["(solr)", "password"],
     )
     .await;
     op.stop().await;
