@@ -8,6 +8,7 @@ pub mod aws_sqs_queue;
 pub mod azure_blob;
 pub mod azure_queue;
 pub mod beanstalkd;
+pub mod couchdb;
 pub mod cron;
 pub mod datadog;
 pub mod dynatrace;
@@ -90,6 +91,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "cpu",
         Declared::new(resource::build_cpu, resource::PARAMS)
             .with_check(|ctx| resource::ResourceScaler::parse(ctx, ResourceName::Cpu).map(drop)),
+    );
+    registry.register(
+        "couchdb",
+        crate::pooled::declare::<couchdb::CouchDbConfig>(couchdb::PARAMS),
     );
     registry.register(
         "cron",
