@@ -153,6 +153,7 @@ def parser_seeds():
         [("", answer("dynatrace", "doc-execute.json")), ("", answer("dynatrace", "doc-poll.json"))],
         [("count", answer("splunk", "doc-export.json"))],
         [("", answer("solr", "doc-select.json"))],
+        [("", answer("couchdb", "doc-find.json"))],
     ]
 
 

@@ -297,6 +297,11 @@ const PARSERS: &[Parser] = &[
         no_echo: true,
         run: |_, body, _| ok(keda_scalers::scalers::solr::num_found(body)),
     },
+    Parser {
+        name: "couchdb _find",
+        no_echo: true,
+        run: |_, body, _| ok(keda_scalers::scalers::couchdb::doc_count(body)),
+    },
 ];
 
 fn runtime() -> &'static tokio::runtime::Runtime {

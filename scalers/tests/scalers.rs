@@ -25,6 +25,7 @@ const BUILTIN_TYPES: &[&str] = &[
     "azure-blob",
     "azure-queue",
     "beanstalkd",
+    "couchdb",
     "cpu",
     "cron",
     "datadog",
