@@ -1,4 +1,4 @@
-//! The triggers of issue 24 (`loki`, `influxdb`, ..., `forgejo-runner`, `aws-kinesis-stream`, `datadog`, `new-relic`, `dynatrace`, `splunk`, `solr`) through the operator on
+//! The triggers of issue 24 (`loki`, `influxdb`, ..., `forgejo-runner`, `aws-kinesis-stream`, `datadog`, `new-relic`, `dynatrace`, `splunk`, `solr`, `couchdb`) through the operator on
 //! memkube: each scales its target 0 -> 1 when its source's value rises above the activation
 //! threshold, and bad input is `Ready=False` with a message naming the trigger and the
 //! parameter. The sources are the tests' loopback server (`common/source.rs`) answering each
@@ -751,6 +751,58 @@ async fn solr_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter()
         &format!("type: solr\n      metadata:\n        host: {host}\n        collection: jobs\n        targetQueryValue: \"10\"\n        username: solr"),
         "ScaledObjectCheckFailed",
         &["(solr)", "password"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// A CouchDB `_find` answer with `n` documents
+/// (https://docs.couchdb.org/en/stable/api/database/find.html).
+fn couchdb_docs(n: usize) -> String {
+    let docs: Vec<String> = (0..n)
+        .map(|i| format!(r#"{{"_id":"d{i}","feet":4}}"#))
+        .collect();
+    format!(r#"{{"docs":[{}],"bookmark":"g1AAAA"}}"#, docs.join(","))
+}
+
+#[tokio::test]
+async fn couchdb_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("couchdb triggers").await else {
+        return;
+    };
+    let couch = Source::start().await;
+    let path = "animals/_find";
+    couch.set_body(path, &couchdb_docs(0));
+    let server = couch.url("");
+    secret_auth(
+        &w,
+        "couchdb",
+        &[("connectionString", server.as_str()), ("password", "c0uch")],
+    )
+    .await;
+    let trigger = "type: couchdb\n      metadata:\n        dbName: animals\n        queryValue: \"5\"\n        query: '{\"selector\": {\"feet\": {\"$gt\": 0}}}'\n      authenticationRef:\n        name: couchdb";
+    zero_to_one_resolving(&w, "couchdb", trigger, async {
+        couch.set_body(path, &couchdb_docs(3));
+    })
+    .await;
+    assert!(couch.requests(path) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "couchdb-host",
+        "type: couchdb\n      metadata:\n        port: \"5984\"\n        dbName: animals\n        username: admin\n        queryValue: \"5\"\n        query: '{}'",
+        "ScaledObjectCheckFailed",
+        &["(couchdb)", "host"],
+    )
+    .await;
+    refused(
+        &w,
+        "couchdb-query-value",
+        "type: couchdb\n      metadata:\n        dbName: animals\n        query: '{}'\n      authenticationRef:\n        name: couchdb",
+        "ScaledObjectCheckFailed",
+        &["(couchdb)", "queryValue"],
     )
     .await;
     op.stop().await;
