@@ -52,7 +52,10 @@ fn couchdb(docs: Docs) -> crate::http_server::Handler {
                 r#"{"error":"bad_request","reason":"selector"}"#.into(),
             );
         };
-        let limit = find["limit"].as_u64().unwrap_or(25) as usize;
+        let limit = find["limit"]
+            .as_u64()
+            .and_then(|l| usize::try_from(l).ok())
+            .unwrap_or(25);
         let fields: Vec<String> = find["fields"]
             .as_array()
             .map(|f| {
