@@ -143,6 +143,17 @@ def parser_seeds():
          for name in sorted(os.listdir(os.path.join(ANSWERS, "elasticsearch")))],
         [('sum(rate({app="api"}[1m]))', answer("loki", name))
          for name in sorted(os.listdir(os.path.join(ANSWERS, "loki")))],
+        [("", answer("forgejo-runner", "doc-jobs.json"))],
+        [(aggregator, answer("datadog", name))
+         for aggregator in ["", "max", "average"]
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "datadog")))],
+        [("SELECT count(*) FROM Transaction", answer("new-relic", name))
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "new-relic")))],
+        [("", answer("dynatrace", "doc-metrics.json"))],
+        [("", answer("dynatrace", "doc-execute.json")), ("", answer("dynatrace", "doc-poll.json"))],
+        [("count", answer("splunk", "doc-export.json"))],
+        [("", answer("solr", "doc-select.json"))],
+        [("", answer("couchdb", "doc-find.json"))],
     ]
 
 

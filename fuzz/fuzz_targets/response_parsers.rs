@@ -244,6 +244,65 @@ const PARSERS: &[Parser] = &[
         run: |_, body, _| ok(keda_scalers::scalers::forgejo_runner::job_count(body)),
     },
     Parser {
+        name: "datadog query",
+        no_echo: true,
+        run: |param, body, flag| {
+            use keda_scalers::scalers::datadog::response::{Aggregator, Reading, query_value};
+            let aggregator = match param {
+                "max" => Aggregator::Max,
+                "average" => Aggregator::Average,
+                _ => Aggregator::None,
+            };
+            let reading = Reading {
+                aggregator,
+                last_available_point_offset: param.len() % 3,
+                fill_value: flag.then_some(0.0),
+            };
+            ok(query_value(body, &reading))
+        },
+    },
+    Parser {
+        name: "new-relic nrql",
+        no_echo: true,
+        run: |param, body, flag| {
+            ok(keda_scalers::scalers::new_relic::response::nrql_value(
+                body, param, flag,
+            ))
+        },
+    },
+    Parser {
+        name: "dynatrace metrics",
+        no_echo: true,
+        run: |_, body, _| ok(keda_scalers::scalers::dynatrace::response::metrics_value(body)),
+    },
+    Parser {
+        name: "dynatrace dql",
+        no_echo: true,
+        run: |_, body, flag| {
+            use keda_scalers::scalers::dynatrace::response::{execute_token, poll_value};
+            if flag {
+                ok(execute_token(body))
+            } else {
+                ok(poll_value(body))
+            }
+        },
+    },
+    Parser {
+        name: "splunk export",
+        no_echo: true,
+        run: |param, body, _| ok(keda_scalers::scalers::splunk::field_value(body, param)),
+    },
+    Parser {
+        name: "solr select",
+        no_echo: true,
+        run: |_, body, _| ok(keda_scalers::scalers::solr::num_found(body)),
+    },
+    Parser {
+        name: "couchdb _find",
+        no_echo: true,
+        run: |_, body, _| ok(keda_scalers::scalers::couchdb::doc_count(body)),
+    },
+    Parser {
         name: "aws-kinesis-stream summary",
         no_echo: true,
         run: |_, body, _| {

@@ -1,4 +1,6 @@
-//! The triggers of issue 24 (`loki`, `influxdb`, ..., `forgejo-runner`, `aws-kinesis-stream`, `aws-dynamodb-streams`, `kubernetes-resource`, `solace-event-queue`) through the operator on
+//! The triggers of issue 24 (`loki`, `influxdb`, ..., `forgejo-runner`, `aws-kinesis-stream`,
+//! `aws-dynamodb-streams`, `kubernetes-resource`, `datadog`, `new-relic`, `dynatrace`, `splunk`,
+//! `solr`, `couchdb`, `solace-event-queue`) through the operator on
 //! memkube: each scales its target 0 -> 1 when its source's value rises above the activation
 //! threshold, and bad input is `Ready=False` with a message naming the trigger and the
 //! parameter. The sources are the tests' loopback server (`common/source.rs`) answering each
@@ -673,6 +675,353 @@ async fn solace_event_queue_scales_from_zero_and_bad_input_is_not_ready_naming_t
         &format!("type: solace-event-queue\n      metadata:\n        solaceSempBaseURL: {base}\n        messageVpn: default\n        messageCountTarget: \"10\"\n      authenticationRef:\n        name: semp"),
         "ScaledObjectCheckFailed",
         &["(solace-event-queue)", "queueName"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// `S`'s factory with the process' vendor endpoints set to `endpoints` (the operator binary
+/// leaves them empty).
+fn redirected<S: keda_scalers::pooled::PooledSource>(
+    endpoints: keda_scalers::http_client::VendorEndpoints,
+    params: &'static [keda_scalers::Param],
+) -> impl keda_scalers::ScalerFactory + 'static {
+    keda_scalers::registry::Declared::new(
+        move |mut ctx: keda_scalers::ScalerContext| {
+            ctx.vendor_endpoints = endpoints.clone();
+            keda_scalers::pooled::build::<S>(ctx)
+        },
+        params,
+    )
+    .with_check(keda_scalers::pooled::check::<S>)
+}
+
+/// The built-in registry with the vendor types whose API host is fixed (`datadog`,
+/// `new-relic`) reaching `host` at `fake`.
+fn vendor_registry(host: &str, fake: url::Url) -> keda_scalers::Registry {
+    use keda_scalers::scalers::{datadog, new_relic};
+    let endpoints = keda_scalers::http_client::VendorEndpoints::default().with(host, fake);
+    let mut registry = keda_scalers::Registry::builtin();
+    registry.register(
+        "datadog",
+        redirected::<datadog::DatadogConfig>(endpoints.clone(), datadog::PARAMS),
+    );
+    registry.register(
+        "new-relic",
+        redirected::<new_relic::NewRelicConfig>(endpoints, new_relic::PARAMS),
+    );
+    registry
+}
+
+/// A Datadog `MetricsQueryResponse` of one series whose last point is `value`
+/// (https://docs.datadoghq.com/api/latest/metrics/#query-timeseries-points).
+fn datadog_series(value: f64) -> String {
+    format!(
+        r#"{{"status":"ok","res_type":"time_series","series":[{{"metric":"queue.depth","scope":"service:worker","pointlist":[[1700000000000.0,{value}],[1700000020000.0,null]]}}],"from_date":1700000000000,"to_date":1700000090000,"query":"avg:queue.depth{{service:worker}}"}}"#
+    )
+}
+
+#[tokio::test]
+async fn datadog_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let datadog = Source::start().await;
+    let fake = url::Url::parse(&datadog.url("")).expect("fake URL");
+    let Some((_server, w)) = world(
+        "datadog triggers",
+        vendor_registry("api.datadoghq.com", fake),
+    )
+    .await
+    else {
+        return;
+    };
+    let path = "api/v1/query";
+    datadog.set_body(path, &datadog_series(0.0));
+    secret_auth(
+        &w,
+        "datadog",
+        &[("apiKey", "dd-api-key"), ("appKey", "dd-app-key")],
+    )
+    .await;
+    let trigger = "type: datadog\n      metadata:\n        query: avg:queue.depth{service:worker}\n        queryValue: \"2\"\n        activationQueryValue: \"1\"\n      authenticationRef:\n        name: datadog";
+    zero_to_one_resolving(&w, "datadog", trigger, async {
+        datadog.set_body(path, &datadog_series(5.0));
+    })
+    .await;
+    assert!(datadog.requests(path) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    secret_auth(&w, "datadog-api-only", &[("apiKey", "dd-api-key")]).await;
+    refused(
+        &w,
+        "datadog-app-key",
+        "type: datadog\n      metadata:\n        query: avg:queue.depth{service:worker}\n        queryValue: \"2\"\n      authenticationRef:\n        name: datadog-api-only",
+        "ScaledObjectCheckFailed",
+        &["(datadog)", "appKey"],
+    )
+    .await;
+    refused(
+        &w,
+        "datadog-query",
+        "type: datadog\n      metadata:\n        query: avg:queue.depth\n        queryValue: \"2\"\n      authenticationRef:\n        name: datadog",
+        "ScaledObjectCheckFailed",
+        &["(datadog)", "query", "scope"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// A NerdGraph answer to an NRQL query whose one row is `{"count": value}`
+/// (https://docs.newrelic.com/docs/apis/nerdgraph/examples/nerdgraph-nrql-tutorial/).
+fn nerdgraph_rows(value: f64) -> String {
+    format!(
+        r#"{{"data":{{"actor":{{"account":{{"nrql":{{"results":[{{"count":{value}}}]}}}}}}}}}}"#
+    )
+}
+
+#[tokio::test]
+async fn new_relic_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let nerdgraph = Source::start().await;
+    let fake = url::Url::parse(&nerdgraph.url("")).expect("fake URL");
+    let Some((_server, w)) = world(
+        "new-relic triggers",
+        vendor_registry("api.newrelic.com", fake),
+    )
+    .await
+    else {
+        return;
+    };
+    let path = "graphql";
+    nerdgraph.set_body(path, &nerdgraph_rows(0.0));
+    secret_auth(
+        &w,
+        "new-relic",
+        &[("queryKey", "NRAK-KEY"), ("account", "1234567")],
+    )
+    .await;
+    let trigger = "type: new-relic\n      metadata:\n        nrql: SELECT count(*) FROM Transaction\n        threshold: \"10\"\n        activationThreshold: \"1\"\n      authenticationRef:\n        name: new-relic";
+    zero_to_one_resolving(&w, "new-relic", trigger, async {
+        nerdgraph.set_body(path, &nerdgraph_rows(4.0));
+    })
+    .await;
+    assert!(nerdgraph.requests(path) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "new-relic-account",
+        "type: new-relic\n      metadata:\n        nrql: SELECT count(*) FROM Transaction\n        threshold: \"10\"\n        account: ABC\n        queryKey: k",
+        "ScaledObjectCheckFailed",
+        &["(new-relic)", "account"],
+    )
+    .await;
+    refused(
+        &w,
+        "new-relic-region",
+        "type: new-relic\n      metadata:\n        nrql: SELECT count(*) FROM Transaction\n        threshold: \"10\"\n        account: \"1\"\n        region: local\n      authenticationRef:\n        name: new-relic",
+        "ScaledObjectCheckFailed",
+        &["(new-relic)", "region"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// A Metrics API v2 answer whose first value is `value`
+/// (https://docs.dynatrace.com/docs/dynatrace-api/environment-api/metric-v2/get-data-points).
+fn dynatrace_metric(value: f64) -> String {
+    format!(
+        r#"{{"totalCount":1,"nextPageKey":null,"resolution":"1m","result":[{{"metricId":"m","data":[{{"dimensions":[],"dimensionMap":{{}},"timestamps":[1700000000000],"values":[{value}]}}]}}]}}"#
+    )
+}
+
+#[tokio::test]
+async fn dynatrace_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("dynatrace triggers").await else {
+        return;
+    };
+    let dynatrace = Source::start().await;
+    let path = "api/v2/metrics/query";
+    dynatrace.set_body(path, &dynatrace_metric(0.0));
+    secret_auth(&w, "dynatrace", &[("token", "dt0c01.TOKEN")]).await;
+    let host = dynatrace.url("");
+    let trigger = format!(
+        "type: dynatrace\n      metadata:\n        host: {host}\n        metricSelector: \"builtin:service.requestCount.total:splitBy():fold\"\n        threshold: \"10\"\n        activationThreshold: \"1\"\n      authenticationRef:\n        name: dynatrace"
+    );
+    zero_to_one_resolving(&w, "dynatrace", &trigger, async {
+        dynatrace.set_body(path, &dynatrace_metric(3.0));
+    })
+    .await;
+    assert!(dynatrace.requests(path) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "dynatrace-selector",
+        &format!("type: dynatrace\n      metadata:\n        host: {host}\n        threshold: \"10\"\n      authenticationRef:\n        name: dynatrace"),
+        "ScaledObjectCheckFailed",
+        &["(dynatrace)", "metricSelector", "query"],
+    )
+    .await;
+    // Not a URL: built, as in KEDA, and every poll fails naming host.
+    refused(
+        &w,
+        "dynatrace-host",
+        "type: dynatrace\n      metadata:\n        host: abc.live.dynatrace.com\n        metricSelector: m\n        threshold: \"10\"\n      authenticationRef:\n        name: dynatrace",
+        "TriggerError",
+        &["(dynatrace)", "host"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// A Splunk search export answer (`output_mode=json`) whose first result has `count`
+/// (https://docs.splunk.com/Documentation/Splunk/latest/RESTREF/RESTsearch#search.2Fjobs.2Fexport).
+fn splunk_export(count: u32) -> String {
+    format!(r#"{{"preview":false,"offset":0,"lastrow":true,"result":{{"count":"{count}"}}}}"#)
+}
+
+#[tokio::test]
+async fn splunk_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("splunk triggers").await else {
+        return;
+    };
+    let splunk = Source::start().await;
+    let path = "servicesNS/keda/search/search/jobs/export";
+    splunk.set_body(path, &splunk_export(0));
+    secret_auth(
+        &w,
+        "splunk",
+        &[("username", "keda"), ("apiToken", "spl-token")],
+    )
+    .await;
+    let host = splunk.url("");
+    let host = host.trim_end_matches('/');
+    let trigger = format!(
+        "type: splunk\n      metadata:\n        host: {host}\n        savedSearchName: errors\n        valueField: count\n        targetValue: \"5\"\n        activationValue: \"1\"\n      authenticationRef:\n        name: splunk"
+    );
+    zero_to_one_resolving(&w, "splunk", &trigger, async {
+        splunk.set_body(path, &splunk_export(3));
+    })
+    .await;
+    assert!(splunk.requests(path) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "splunk-activation",
+        &format!("type: splunk\n      metadata:\n        host: {host}\n        savedSearchName: errors\n        valueField: count\n        targetValue: \"5\"\n      authenticationRef:\n        name: splunk"),
+        "ScaledObjectCheckFailed",
+        &["(splunk)", "activationValue"],
+    )
+    .await;
+    refused(
+        &w,
+        "splunk-username",
+        &format!("type: splunk\n      metadata:\n        host: {host}\n        savedSearchName: errors\n        valueField: count\n        targetValue: \"5\"\n        activationValue: \"1\"\n        username: keda"),
+        "ScaledObjectCheckFailed",
+        &["(splunk)", "username"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// A Solr select answer finding `n` documents
+/// (https://solr.apache.org/guide/solr/latest/query-guide/response-writers.html#json-response-writer).
+fn solr_found(n: u64) -> String {
+    format!(
+        r#"{{"responseHeader":{{"status":0,"QTime":1}},"response":{{"numFound":{n},"start":0,"docs":[]}}}}"#
+    )
+}
+
+#[tokio::test]
+async fn solr_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("solr triggers").await else {
+        return;
+    };
+    let solr = Source::start().await;
+    let path = "solr/jobs/select";
+    solr.set_body(path, &solr_found(0));
+    secret_auth(&w, "solr", &[("username", "solr"), ("password", "s0lr")]).await;
+    let host = solr.url("");
+    let trigger = format!(
+        "type: solr\n      metadata:\n        host: {host}\n        collection: jobs\n        targetQueryValue: \"10\"\n        activationTargetQueryValue: \"1\"\n      authenticationRef:\n        name: solr"
+    );
+    zero_to_one_resolving(&w, "solr", &trigger, async {
+        solr.set_body(path, &solr_found(4));
+    })
+    .await;
+    assert!(solr.requests(path) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "solr-target",
+        &format!("type: solr\n      metadata:\n        host: {host}\n        collection: jobs\n        targetQueryValue: \"0\"\n      authenticationRef:\n        name: solr"),
+        "ScaledObjectCheckFailed",
+        &["(solr)", "targetQueryValue"],
+    )
+    .await;
+    refused(
+        &w,
+        "solr-password",
+        &format!("type: solr\n      metadata:\n        host: {host}\n        collection: jobs\n        targetQueryValue: \"10\"\n        username: solr"),
+        "ScaledObjectCheckFailed",
+        &["(solr)", "password"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// A CouchDB `_find` answer with `n` documents
+/// (https://docs.couchdb.org/en/stable/api/database/find.html).
+fn couchdb_docs(n: usize) -> String {
+    let docs: Vec<String> = (0..n)
+        .map(|i| format!(r#"{{"_id":"d{i}","feet":4}}"#))
+        .collect();
+    format!(r#"{{"docs":[{}],"bookmark":"g1AAAA"}}"#, docs.join(","))
+}
+
+#[tokio::test]
+async fn couchdb_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("couchdb triggers").await else {
+        return;
+    };
+    let couch = Source::start().await;
+    let path = "animals/_find";
+    couch.set_body(path, &couchdb_docs(0));
+    let server = couch.url("");
+    secret_auth(
+        &w,
+        "couchdb",
+        &[("connectionString", server.as_str()), ("password", "c0uch")],
+    )
+    .await;
+    let trigger = "type: couchdb\n      metadata:\n        dbName: animals\n        queryValue: \"5\"\n        query: '{\"selector\": {\"feet\": {\"$gt\": 0}}}'\n      authenticationRef:\n        name: couchdb";
+    zero_to_one_resolving(&w, "couchdb", trigger, async {
+        couch.set_body(path, &couchdb_docs(3));
+    })
+    .await;
+    assert!(couch.requests(path) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "couchdb-host",
+        "type: couchdb\n      metadata:\n        port: \"5984\"\n        dbName: animals\n        username: admin\n        queryValue: \"5\"\n        query: '{}'",
+        "ScaledObjectCheckFailed",
+        &["(couchdb)", "host"],
+    )
+    .await;
+    refused(
+        &w,
+        "couchdb-query-value",
+        "type: couchdb\n      metadata:\n        dbName: animals\n        query: '{}'\n      authenticationRef:\n        name: couchdb",
+        "ScaledObjectCheckFailed",
+        &["(couchdb)", "queryValue"],
     )
     .await;
     op.stop().await;

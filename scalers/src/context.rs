@@ -183,6 +183,10 @@ pub struct ScalerContext {
     pub operator_identity: OperatorIdentityGrant,
     /// Where files named by trigger metadata may be read (`--trigger-file-root`).
     pub trigger_files: crate::files::TriggerFiles,
+    /// Where the fixed hosts of vendor APIs (`api.datadoghq.com`, ...) are reached instead: set
+    /// by whoever runs the process (a test's fake server), never by a namespace. Empty by
+    /// default: the vendor's own hosts.
+    pub vendor_endpoints: crate::http_client::VendorEndpoints,
 }
 
 impl std::fmt::Debug for ScalerContext {

@@ -270,6 +270,43 @@ pub fn describe_url(url: &url::Url) -> String {
     shown
 }
 
+/// Replacements for the fixed hosts of vendor APIs, by host name: a trigger type whose API
+/// lives at a fixed host (Datadog's `api.<site>`) builds its URL there and passes it through
+/// [`VendorEndpoints::redirect`]. Only the process sets them ([`ScalerContext`]'s
+/// `vendor_endpoints`), so a namespace cannot move a vendor's host; tests point them at their
+/// fake servers on loopback.
+#[derive(Clone, Debug, Default)]
+pub struct VendorEndpoints(std::sync::Arc<std::collections::BTreeMap<String, url::Url>>);
+
+impl VendorEndpoints {
+    /// Requests to `host` go to `base`'s scheme, host and port instead (the path is kept).
+    #[must_use]
+    pub fn with(mut self, host: &str, base: url::Url) -> Self {
+        std::sync::Arc::make_mut(&mut self.0).insert(host.to_ascii_lowercase(), base);
+        self
+    }
+
+    /// `url` at its replacement host when one is set for its host, else unchanged.
+    pub fn redirect(&self, mut url: url::Url) -> url::Url {
+        let Some(base) = url
+            .host_str()
+            .and_then(|h| self.0.get(&h.to_ascii_lowercase()))
+        else {
+            return url;
+        };
+        // Both are http(s) URLs with a host, so these cannot fail; on failure the URL keeps
+        // the vendor's host (never a half-changed one).
+        let original = url.clone();
+        if url.set_scheme(base.scheme()).is_err()
+            || url.set_host(base.host_str()).is_err()
+            || url.set_port(base.port()).is_err()
+        {
+            return original;
+        }
+        url
+    }
+}
+
 /// `scheme://host:port` of `url` (the port made explicit), for a pool key.
 pub fn origin(url: &url::Url) -> String {
     format!(

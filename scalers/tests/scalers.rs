@@ -26,8 +26,11 @@ const BUILTIN_TYPES: &[&str] = &[
     "azure-blob",
     "azure-queue",
     "beanstalkd",
+    "couchdb",
     "cpu",
     "cron",
+    "datadog",
+    "dynatrace",
     "elasticsearch",
     "etcd",
     "external",
@@ -43,6 +46,7 @@ const BUILTIN_TYPES: &[&str] = &[
     "metrics-api",
     "mysql",
     "nats-jetstream",
+    "new-relic",
     "opensearch",
     "postgresql",
     "prometheus",
@@ -54,6 +58,8 @@ const BUILTIN_TYPES: &[&str] = &[
     "redis-sentinel-streams",
     "redis-streams",
     "solace-event-queue",
+    "solr",
+    "splunk",
 ];
 
 #[test]

@@ -9,7 +9,10 @@ pub mod aws_sqs_queue;
 pub mod azure_blob;
 pub mod azure_queue;
 pub mod beanstalkd;
+pub mod couchdb;
 pub mod cron;
+pub mod datadog;
+pub mod dynatrace;
 pub mod elasticsearch;
 pub mod etcd;
 pub mod external;
@@ -23,6 +26,7 @@ pub mod loki;
 pub mod metrics_api;
 pub mod mysql;
 pub mod nats_jetstream;
+pub mod new_relic;
 pub mod opensearch;
 pub mod postgresql;
 pub mod prometheus;
@@ -31,6 +35,8 @@ pub mod redis;
 pub mod resource;
 pub mod search;
 pub mod solace;
+pub mod solr;
+pub mod splunk;
 pub mod sql;
 
 use self::sql::SqlDatabase;
@@ -95,9 +101,21 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
             .with_check(|ctx| resource::ResourceScaler::parse(ctx, ResourceName::Cpu).map(drop)),
     );
     registry.register(
+        "couchdb",
+        crate::pooled::declare::<couchdb::CouchDbConfig>(couchdb::PARAMS),
+    );
+    registry.register(
         "cron",
         Declared::new(cron::build, cron::PARAMS)
             .with_check(|ctx| cron::CronConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "datadog",
+        crate::pooled::declare::<datadog::DatadogConfig>(datadog::PARAMS),
+    );
+    registry.register(
+        "dynatrace",
+        crate::pooled::declare::<dynatrace::DynatraceConfig>(dynatrace::PARAMS),
     );
     registry.register(
         "elasticsearch",
@@ -179,6 +197,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
             .with_check(|ctx| nats_jetstream::NatsJetStreamConfig::parse(ctx).map(drop)),
     );
     registry.register(
+        "new-relic",
+        crate::pooled::declare::<new_relic::NewRelicConfig>(new_relic::PARAMS),
+    );
+    registry.register(
         "opensearch",
         Declared::new(opensearch::build, opensearch::PARAMS)
             .with_check(|ctx| opensearch::OpenSearchConfig::parse(ctx).map(drop)),
@@ -226,5 +248,13 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "redis-streams",
         Declared::new(streams::build_redis_streams, STREAMS_PARAMS)
             .with_check(|ctx| RedisStreamsConfig::parse(ctx, Topology::Standalone).map(drop)),
+    );
+    registry.register(
+        "solr",
+        crate::pooled::declare::<solr::SolrConfig>(solr::PARAMS),
+    );
+    registry.register(
+        "splunk",
+        crate::pooled::declare::<splunk::SplunkConfig>(splunk::PARAMS),
     );
 }

@@ -261,6 +261,8 @@ pub struct Setup<'a> {
     pub clock: Option<Clock>,
     /// The cluster view (pods, EndpointSlices) the scaler reads, for the scalers that need one.
     pub cluster: keda_scalers::cluster::ClusterHandle,
+    /// Where vendors' fixed hosts (`api.datadoghq.com`, ...) are reached: the test's fake.
+    pub vendor_endpoints: keda_scalers::http_client::VendorEndpoints,
 }
 
 /// A scaler built from its documented example through the registry, with its metric specs
@@ -300,6 +302,7 @@ pub async fn conformance(trigger_type: &str, setup: Setup<'_>) -> Harness {
         context.clock = clock;
     }
     context.cluster = setup.cluster;
+    context.vendor_endpoints = setup.vendor_endpoints;
     let built = registry
         .build(context.clone())
         .await

@@ -1,0 +1,24 @@
+//! Trigger types that read a vendor's HTTP API with no server installable here, each against
+//! the test's own fake on loopback that follows the vendor's published API reference: it checks
+//! the request as the service would (path, query, headers, authentication) and answers the
+//! documented shapes, errors, throttling and pagination included. Each module cites the
+//! reference it follows. One binary for all of them, to link once.
+
+#[allow(dead_code)]
+mod common;
+#[allow(dead_code)]
+#[path = "common/http.rs"]
+mod http_server;
+
+#[path = "vendor_apis/couchdb.rs"]
+mod couchdb;
+#[path = "vendor_apis/datadog.rs"]
+mod datadog;
+#[path = "vendor_apis/dynatrace.rs"]
+mod dynatrace;
+#[path = "vendor_apis/new_relic.rs"]
+mod new_relic;
+#[path = "vendor_apis/solr.rs"]
+mod solr;
+#[path = "vendor_apis/splunk.rs"]
+mod splunk;
