@@ -273,7 +273,11 @@ const PARSERS: &[Parser] = &[
     Parser {
         name: "dynatrace metrics",
         no_echo: true,
-        run: |_, body, _| ok(keda_scalers::scalers::dynatrace::response::metrics_value(body)),
+        run: |_, body, _| {
+            ok(keda_scalers::scalers::dynatrace::response::metrics_value(
+                body,
+            ))
+        },
     },
     Parser {
         name: "dynatrace dql",
