@@ -1,11 +1,19 @@
 //! `keda-rs simulate`: replays a recorded metric history through the operator's scale decision
-//! (`keda_decide::scale::decide`: activation, cooldown, idle replicas) and the HPA algorithm
+//! (`keda_decide::scale::decide`: activation, cooldown, idle replicas, pause annotations;
+//! `keda_decide::fallback::evaluate`; `keda_decide::formula` for `scalingModifiers`) and the
+//! HPA algorithm
 //! `keda-rs dev` runs ([`crate::hpa::algorithm`]: tolerance, behavior, stabilization windows,
 //! policies), and reports the replica timeline it produces.
 //!
 //! Time is simulated: the operator polls every `pollingInterval` and the HPA syncs every sync
 //! period from the first sample on; a trigger's value at a time is its last sample at or
-//! before that time (no sample yet: the trigger failed, as an unreadable metric).
+//! before that time (no sample yet: the trigger failed, as an unreadable metric). A sample whose
+//! value is `error` is a failed read: it counts towards `fallback.failureThreshold` at every
+//! read, as in the operator, where both the poll and the HPA's metric read count (each
+//! poll and each HPA sync here).
+//!
+//! A paused object (`autoscaling.keda.sh/paused-replicas: N`) is held at N for the whole
+//! replay, `paused: "true"` at the initial count: KEDA removes the HPA of a paused object.
 //!
 //! A trigger's target and activation threshold are read from its metadata, by the names the
 //! built-in scalers use (see [`TARGET_KEYS`], [`ACTIVATION_KEYS`]); `metricType` `Value` or
@@ -18,8 +26,15 @@ use serde::Deserialize as _;
 
 use jiff::{SignedDuration, Timestamp};
 // The operator's pure decision code: every use goes through this one block.
+use keda_decide::fallback::{
+    self, FallbackContext, FallbackSpec, MetricHealth, MetricOutcome, MetricTargetType,
+};
+use keda_decide::formula::{
+    CompiledModifiers, MODIFIERS_TRIGGER, ScalingModifiersSpec, compile_scaling_modifiers,
+    composite_is_active, composite_value,
+};
 use keda_decide::scale::{
-    Observed, ScaleAnnotations, ScalingSettings, TargetRef, TriggerSummary, decide,
+    Observed, Pause, ScaleAnnotations, ScalingSettings, TargetRef, TriggerSummary, decide,
 };
 
 use crate::dev::chart::{self, Sample};
@@ -114,6 +129,11 @@ pub struct SimObject {
     /// `advanced.horizontalPodAutoscalerConfig.behavior` as given (defaults filled later).
     pub behavior: Option<k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscalerBehavior>,
     pub triggers: Vec<SimTrigger>,
+    /// `spec.fallback`.
+    pub fallback: Option<FallbackSpec>,
+    /// `spec.advanced.scalingModifiers`, compiled, with the trigger index of each formula
+    /// input (in the formula's order).
+    pub modifiers: Option<(CompiledModifiers, Vec<usize>)>,
 }
 
 /// One metric sample.
@@ -121,7 +141,8 @@ pub struct SimObject {
 pub struct Point {
     pub time: Timestamp,
     pub trigger: usize,
-    pub value: f64,
+    /// `None`: the read failed (the CSV value `error`).
+    pub value: Option<f64>,
 }
 
 /// The replica timeline and its figures.
@@ -242,7 +263,47 @@ pub fn parse_objects(path: &Path, text: &str) -> Result<Vec<SimObject>, Simulate
         if let Some(c) = spec.initial_cooldown_period {
             settings.initial_cooldown_period = SignedDuration::from_secs(i64::from(c));
         }
-        settings.annotations = ScaleAnnotations::default();
+        settings.annotations = ScaleAnnotations::from_annotations(
+            &so.metadata.annotations.clone().unwrap_or_default(),
+        )
+        .map_err(|e| err(format!("{where_}: metadata.annotations: {e}")))?;
+        let fallback = spec.fallback.as_ref().map(|f| FallbackSpec {
+            failure_threshold: f.failure_threshold,
+            replicas: f.replicas,
+            behavior: f.behavior.unwrap_or_default(),
+        });
+        let modifiers = match spec
+            .advanced
+            .as_ref()
+            .and_then(|a| a.scaling_modifiers.as_ref())
+        {
+            None => None,
+            Some(m) => {
+                let compiled = compile_scaling_modifiers(
+                    ScalingModifiersSpec {
+                        formula: m.formula.as_deref().unwrap_or(""),
+                        target: m.target.as_deref().unwrap_or(""),
+                        activation_target: m.activation_target.as_deref().unwrap_or(""),
+                        metric_type: m.metric_type.as_deref().unwrap_or(""),
+                    },
+                    &spec.triggers,
+                )
+                .map_err(|e| err(format!("{where_}: {e}")))?;
+                let inputs = compiled
+                    .formula
+                    .trigger_names()
+                    .iter()
+                    .map(|n| {
+                        triggers.iter().position(|t| &t.name == n).ok_or_else(|| {
+                            err(format!(
+                                "{where_}: spec.advanced.scalingModifiers.formula: no trigger named {n:?}"
+                            ))
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Some((compiled, inputs))
+            }
+        };
         let behavior = spec
             .advanced
             .as_ref()
@@ -259,6 +320,8 @@ pub fn parse_objects(path: &Path, text: &str) -> Result<Vec<SimObject>, Simulate
             max_replicas: spec.max_replica_count.unwrap_or(100),
             behavior,
             triggers,
+            fallback,
+            modifiers,
         });
     }
     if out.is_empty() {
@@ -330,11 +393,19 @@ pub fn parse_csv(path: &Path, text: &str, object: &SimObject) -> Result<Vec<Poin
                     ),
                 )
             })?;
-        let value = value
-            .parse::<f64>()
-            .ok()
-            .filter(|v| v.is_finite())
-            .ok_or_else(|| err(n, "value: not a finite number".to_string()))?;
+        let value = if value == "error" {
+            None
+        } else {
+            Some(
+                value
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|v| v.is_finite())
+                    .ok_or_else(|| {
+                        err(n, "value: not a finite number (nor `error`)".to_string())
+                    })?,
+            )
+        };
         if first.is_none_or(|(t, _)| time < t) {
             first = Some((time, n));
         }
@@ -401,6 +472,9 @@ pub fn simulate(
     let mut replicas = initial_replicas;
     let mut last_active = None;
     let mut values: Vec<Option<f64>> = vec![None; object.triggers.len()];
+    let mut health: Vec<Option<MetricHealth>> = vec![None; object.triggers.len()];
+    // KEDA deletes the HPA of a paused object; `decide` holds it at `paused-replicas`.
+    let paused = object.settings.annotations.pause != Pause::No;
     let mut next_point = 0;
     let mut next_poll = start;
     let mut next_sync = start;
@@ -417,12 +491,13 @@ pub fn simulate(
         }
         while next_point < points.len() && points[next_point].time <= now {
             let p = points[next_point];
-            values[p.trigger] = Some(p.value);
+            values[p.trigger] = p.value;
             next_point += 1;
         }
         let before = replicas;
         if now == next_poll {
-            let summary_now = trigger_summary(object, &values);
+            let reads = read_all(object, &values, &mut health, replicas);
+            let summary_now = trigger_summary(object, &values, &reads);
             if summary_now.active && replicas == 0 && active_since.is_none() {
                 active_since = Some(now);
             }
@@ -443,22 +518,38 @@ pub fn simulate(
             }
             next_poll += object.polling_interval;
         }
-        if now == next_sync {
-            let proposals: Vec<algorithm::Proposal> = object
-                .triggers
-                .iter()
-                .zip(&values)
-                .map(|(t, v)| {
-                    v.map(|v| {
-                        algorithm::replicas_for_metric(replicas, replicas, v, t.target, tolerance)
+        if now == next_sync && !paused {
+            let reads = read_all(object, &values, &mut health, replicas);
+            let proposals: Vec<algorithm::Proposal> = match &object.modifiers {
+                None => object
+                    .triggers
+                    .iter()
+                    .zip(&reads)
+                    .map(|(t, r)| {
+                        served(r).map(|v| {
+                            algorithm::replicas_for_metric(
+                                replicas, replicas, v, t.target, tolerance,
+                            )
+                        })
                     })
-                })
-                .collect();
+                    .collect(),
+                Some((m, _)) => {
+                    let target = match m.metric_type {
+                        MetricTargetType::AverageValue => MetricTarget::AverageValue(m.target),
+                        MetricTargetType::Value => MetricTarget::Value(m.target),
+                    };
+                    vec![composite(object, &reads, &mut Vec::new()).map(|v| {
+                        algorithm::replicas_for_metric(replicas, replicas, v, target, tolerance)
+                    })]
+                }
+            };
             let out = algorithm::sync(&spec, &mut state, replicas, replicas, &proposals, now);
             if out.rescale(replicas) {
                 state.record_scale(spec.behavior.as_ref(), replicas, out.desired, now);
                 replicas = out.desired;
             }
+        }
+        if now == next_sync {
             let (value, target) = first_trigger_view(object, &values);
             let above = match (value, object.triggers.first()) {
                 (Some(v), Some(t)) => usage_ratio(v, t.target, replicas, tolerance) > 1.0,
@@ -533,16 +624,105 @@ fn first_trigger_view(object: &SimObject, values: &[Option<f64>]) -> (Option<f64
     (value, target)
 }
 
-fn trigger_summary(object: &SimObject, values: &[Option<f64>]) -> TriggerSummary {
+/// One read of every trigger through KEDA's fallback, as the operator's poll and metric
+/// service do (every read updates the trigger's health). All pods count as ready.
+fn read_all(
+    object: &SimObject,
+    values: &[Option<f64>],
+    health: &mut [Option<MetricHealth>],
+    replicas: i32,
+) -> Vec<MetricOutcome<String>> {
+    object
+        .triggers
+        .iter()
+        .zip(values)
+        .zip(health.iter_mut())
+        .map(|((t, v), h)| {
+            let (target_type, target) = match (&object.modifiers, t.target) {
+                (Some((m, _)), _) => (m.metric_type, m.target),
+                (None, MetricTarget::AverageValue(v)) => (MetricTargetType::AverageValue, v),
+                (None, MetricTarget::Value(v)) => (MetricTargetType::Value, v),
+            };
+            let ctx = FallbackContext {
+                spec: object.fallback,
+                modifiers_target: object.modifiers.as_ref().map(|(m, _)| m.target),
+                target_type,
+                target,
+                current_replicas: Some(replicas),
+                ready_replicas: Some(replicas),
+            };
+            let read = v.ok_or_else(|| format!("{}: read failed", t.name));
+            let evaluated = fallback::evaluate(&ctx, *h, read);
+            *h = evaluated.health;
+            evaluated.outcome
+        })
+        .collect()
+}
+
+/// The value served for a read: its own or the fallback's.
+fn served(outcome: &MetricOutcome<String>) -> Option<f64> {
+    match outcome {
+        MetricOutcome::Value(v) | MetricOutcome::Fallback(v) => Some(*v),
+        _ => None,
+    }
+}
+
+/// The `scalingModifiers` composite value, as the operator computes it: a fallback value
+/// standing in for a failed read is served as is (the first in trigger order), else the
+/// formula over the served values (a failing trigger is `nil`).
+fn composite(
+    object: &SimObject,
+    reads: &[MetricOutcome<String>],
+    errors: &mut Vec<String>,
+) -> Option<f64> {
+    let (m, inputs) = object.modifiers.as_ref()?;
+    if let Some(v) = reads.iter().find_map(|r| match r {
+        MetricOutcome::Fallback(v) => Some(*v),
+        _ => None,
+    }) {
+        return Some(v);
+    }
+    let values: Vec<Option<f64>> = inputs.iter().map(|i| served(&reads[*i])).collect();
+    match m.formula.evaluate(&values) {
+        Ok(result) => composite_value(result, object.fallback.as_ref(), m.target),
+        Err(e) => {
+            errors.push(e.to_string());
+            None
+        }
+    }
+}
+
+fn trigger_summary(
+    object: &SimObject,
+    values: &[Option<f64>],
+    reads: &[MetricOutcome<String>],
+) -> TriggerSummary {
     let mut summary = TriggerSummary::default();
-    for (t, v) in object.triggers.iter().zip(values) {
-        match v {
-            Some(v) if *v > t.activation => {
-                summary.active = true;
-                summary.active_triggers.push(t.name.clone());
+    for r in reads {
+        match r {
+            MetricOutcome::Failed(e) => summary.errors.push(e.clone()),
+            MetricOutcome::FallbackFailed(e) => summary.errors.push(e.to_string()),
+            _ => {}
+        }
+    }
+    match &object.modifiers {
+        None => {
+            for ((t, v), r) in object.triggers.iter().zip(values).zip(reads) {
+                if r.is_active(v.is_some_and(|v| v > t.activation)) {
+                    summary.active = true;
+                    summary.active_triggers.push(t.name.clone());
+                }
             }
-            Some(_) => {}
-            None => summary.errors.push(format!("{}: no sample yet", t.name)),
+        }
+        Some((m, _)) => {
+            let mut errors = Vec::new();
+            let value = composite(object, reads, &mut errors);
+            summary.errors.extend(errors);
+            summary.active =
+                composite_is_active(value, m.activation_target, !summary.errors.is_empty());
+            if summary.active {
+                summary.active_triggers.push(MODIFIERS_TRIGGER.to_string());
+            }
         }
     }
     summary

@@ -167,3 +167,126 @@ fn a_history_longer_than_two_years_is_refused_naming_the_line() {
     assert!(text.starts_with("v.csv:3: time:"), "{text}");
     assert!(text.contains("line 2"), "{text}");
 }
+
+/// A CSV of `(seconds, trigger, value)` rows; `value` is written as is (`error` is a failed read).
+fn csv_rows(rows: &[(i64, &str, &str)]) -> String {
+    let mut text = String::from("time,trigger,value\n");
+    for (secs, trigger, value) in rows {
+        text.push_str(&format!("{},{trigger},{value}\n", at(*secs)));
+    }
+    text
+}
+
+fn run_rows(object: &SimObject, rows: &[(i64, &str, &str)], replicas: i32) -> Timeline {
+    let points = parse_csv(Path::new("v.csv"), &csv_rows(rows), object).expect("valid CSV");
+    simulate(object, &points, &HpaSettings::default(), replicas)
+}
+
+const FALLBACK: &str = "
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata: {name: api, namespace: shop}
+spec:
+  scaleTargetRef: {name: api}
+  pollingInterval: 30
+  minReplicaCount: 1
+  maxReplicaCount: 10
+  fallback: {failureThreshold: 2, replicas: 6}
+  triggers:
+    - type: prometheus
+      metadata: {serverAddress: 'http://p', query: q, threshold: '10'}
+";
+
+#[test]
+fn fallback_replaces_a_failing_metric_after_the_threshold() {
+    let o = object(FALLBACK);
+    assert_eq!(o.fallback.map(|f| f.replicas), Some(6));
+    // Reads fail from 30 s. Every read counts (the poll and the HPA's read at 30 s: 2 failures,
+    // not above the threshold 2); the HPA's read at 45 s is the third: fallback serves
+    // 6 x 10, the legacy scale-up limit max(2 x 2, 4) allows 4, then 6 at 60 s. Values return
+    // at 300 s (2 replicas' worth); the legacy 300 s window holds the last 6 (sync of 285 s)
+    // until the sync of 600 s.
+    let mut rows = vec![(0, "0", "20")];
+    rows.extend((30..300).step_by(15).map(|s| (s, "0", "error")));
+    rows.extend([(300, "0", "20"), (700, "0", "20")]);
+    let t = run_rows(&o, &rows, 2);
+    assert_eq!(
+        t.changes,
+        vec![(at(0), 2), (at(45), 4), (at(60), 6), (at(600), 2)]
+    );
+}
+
+#[test]
+fn without_fallback_a_failing_metric_holds_the_replicas() {
+    let o = object(&FALLBACK.replace("  fallback: {failureThreshold: 2, replicas: 6}\n", ""));
+    assert!(o.fallback.is_none());
+    let mut rows = vec![(0, "0", "20")];
+    rows.extend((30..300).step_by(15).map(|s| (s, "0", "error")));
+    rows.extend([(300, "0", "20"), (700, "0", "20")]);
+    let t = run_rows(&o, &rows, 2);
+    assert_eq!(t.changes, vec![(at(0), 2)]);
+}
+
+const FORMULA: &str = "
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata: {name: pair}
+spec:
+  scaleTargetRef: {name: worker}
+  pollingInterval: 30
+  cooldownPeriod: 60
+  maxReplicaCount: 10
+  advanced:
+    scalingModifiers: {formula: 'a + b', target: '10', activationTarget: '5'}
+  triggers:
+    - {type: redis, name: a, metadata: {listName: a, listLength: '100'}}
+    - {type: redis, name: b, metadata: {listName: b, listLength: '100'}}
+";
+
+#[test]
+fn scaling_modifiers_decide_activity_and_replicas() {
+    let o = object(FORMULA);
+    // 2 + 2 = 4 is not above activationTarget 5, though each trigger is above its own
+    // activation (0): nothing. 20 + 15 = 35 at 60 s: the poll activates, the HPA of the same
+    // instant asks ceil(35 / 10) = 4 (the triggers' own targets of 100 would ask 1). 1 + 1 at
+    // 180 s: the last active poll was at 150 s, the cooldown ends at the poll of 240 s.
+    let rows = [
+        (0, "a", "2"),
+        (0, "b", "2"),
+        (60, "a", "20"),
+        (60, "b", "15"),
+        (180, "a", "1"),
+        (180, "b", "1"),
+        (600, "a", "1"),
+    ];
+    let t = run_rows(&o, &rows, 0);
+    assert_eq!(t.changes, vec![(at(0), 0), (at(60), 4), (at(240), 0)]);
+}
+
+#[test]
+fn a_formula_naming_an_unknown_trigger_is_refused() {
+    let err = parse_objects(Path::new("so.yaml"), &FORMULA.replace("'a + b'", "'a + c'"))
+        .expect_err("unknown trigger c");
+    assert!(
+        err.to_string().contains("scalingModifiers") || err.to_string().contains("formula"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_paused_object_is_held_at_its_paused_replicas() {
+    let yaml = FALLBACK.replace(
+        "metadata: {name: api, namespace: shop}",
+        "metadata:\n  name: api\n  namespace: shop\n  annotations: {autoscaling.keda.sh/paused-replicas: '3'}",
+    );
+    let o = object(&yaml);
+    // 90 would ask for 9; the first poll sets the paused count and nothing moves it after.
+    let t = run_rows(&o, &[(0, "0", "90"), (600, "0", "90")], 1);
+    assert_eq!(t.changes, vec![(at(0), 1), (at(0), 3)]);
+    let err = parse_objects(
+        Path::new("so.yaml"),
+        &yaml.replace("paused-replicas: '3'", "paused-replicas: 'three'"),
+    )
+    .expect_err("not a count");
+    assert!(err.to_string().contains("paused-replicas"), "{err}");
+}
