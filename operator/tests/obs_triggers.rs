@@ -371,12 +371,16 @@ async fn forgejo_runner_scales_from_zero_and_bad_input_is_not_ready_naming_the_p
     op.stop().await;
 }
 
-/// A client of moto's Kinesis (scripts/services.sh runs moto on 127.0.0.1:5000; it checks no
-/// credentials).
-fn kinesis() -> keda_scalers::aws::AwsClient {
-    use keda_scalers::aws::client::{AwsClientKey, KINESIS, Signer};
+/// Calls `operation` of `service` on moto (scripts/services.sh runs it on 127.0.0.1:5000; it
+/// checks no credentials), panicking with the operation on failure.
+async fn moto_call(
+    service: keda_scalers::aws::client::Service,
+    operation: &str,
+    request: serde_json::Value,
+) {
+    use keda_scalers::aws::client::{AwsClientKey, Signer};
     keda_scalers::aws::AwsClient::new(AwsClientKey {
-        service: KINESIS,
+        service,
         region: "eu-west-1".into(),
         endpoint: url::Url::parse("http://127.0.0.1:5000").expect("endpoint"),
         signer: Signer::Static(keda_scalers::aws::Credentials {
@@ -387,17 +391,17 @@ fn kinesis() -> keda_scalers::aws::AwsClient {
         timeout: std::time::Duration::from_secs(10),
     })
     .expect("client")
+    .call(
+        operation,
+        &keda_scalers::aws::client::Input::Json(&request),
+        &keda_scalers::Clock::system(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{operation}: {e}"));
 }
 
 async fn kinesis_call(operation: &str, request: serde_json::Value) {
-    kinesis()
-        .call(
-            operation,
-            &keda_scalers::aws::client::Input::Json(&request),
-            &keda_scalers::Clock::system(),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{operation}: {e}"));
+    moto_call(keda_scalers::aws::client::KINESIS, operation, request).await;
 }
 
 #[tokio::test]
@@ -465,19 +469,6 @@ async fn aws_kinesis_stream_scales_from_zero_and_bad_input_is_not_ready_naming_t
 
 /// A DynamoDB table keyed by `id` on moto, with a stream when `stream`.
 async fn dynamodb_table(name: &str, stream: bool) {
-    use keda_scalers::aws::client::{AwsClientKey, DYNAMODB, Signer};
-    let client = keda_scalers::aws::AwsClient::new(AwsClientKey {
-        service: DYNAMODB,
-        region: "eu-west-1".into(),
-        endpoint: url::Url::parse("http://127.0.0.1:5000").expect("endpoint"),
-        signer: Signer::Static(keda_scalers::aws::Credentials {
-            access_key_id: "AKIAKEDARSTEST".into(),
-            secret_access_key: keda_scalers::Secret::new("keda-rs-test-secret-key"),
-            session_token: None,
-        }),
-        timeout: std::time::Duration::from_secs(10),
-    })
-    .expect("client");
     let mut request = serde_json::json!({
         "TableName": name,
         "KeySchema": [{"AttributeName": "id", "KeyType": "HASH"}],
@@ -488,14 +479,7 @@ async fn dynamodb_table(name: &str, stream: bool) {
         request["StreamSpecification"] =
             serde_json::json!({"StreamEnabled": true, "StreamViewType": "NEW_IMAGE"});
     }
-    client
-        .call(
-            "CreateTable",
-            &keda_scalers::aws::client::Input::Json(&request),
-            &keda_scalers::Clock::system(),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("CreateTable: {e}"));
+    moto_call(keda_scalers::aws::client::DYNAMODB, "CreateTable", request).await;
 }
 
 #[tokio::test]

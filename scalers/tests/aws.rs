@@ -44,6 +44,27 @@ const SHARED_AUTH: &[(&str, &str)] = &[
     ("awsSecretAccessKey", "keda-rs-test-secret-key"),
 ];
 
+/// The documented example of `trigger_type` on the shared server with the shared keys, with
+/// `metadata` (its own parameters) and `changes` over it.
+async fn moto_harness(
+    trigger_type: &str,
+    metadata: &[(&str, &str)],
+    changes: &[(&str, &str)],
+) -> Harness {
+    let mut all = metadata.to_vec();
+    all.extend_from_slice(&[("awsEndpoint", MOTO), ("awsRegion", REGION)]);
+    all.extend_from_slice(changes);
+    conformance(
+        trigger_type,
+        Setup {
+            metadata: &all,
+            auth: SHARED_AUTH,
+            ..Setup::default()
+        },
+    )
+    .await
+}
+
 #[tokio::test]
 async fn sqs_counts_visible_and_in_flight_messages_and_activates_above_the_threshold() {
     let test = "aws_sqs_values";
@@ -488,21 +509,7 @@ async fn create_table(items: &[(&str, u32)]) -> String {
 }
 
 async fn dynamodb_harness(table: &str, changes: &[(&str, &str)]) -> Harness {
-    let mut metadata = vec![
-        ("tableName", table),
-        ("awsEndpoint", MOTO),
-        ("awsRegion", REGION),
-    ];
-    metadata.extend_from_slice(changes);
-    conformance(
-        "aws-dynamodb",
-        Setup {
-            metadata: &metadata,
-            auth: SHARED_AUTH,
-            ..Setup::default()
-        },
-    )
-    .await
+    moto_harness("aws-dynamodb", &[("tableName", table)], changes).await
 }
 
 #[tokio::test]
@@ -579,21 +586,7 @@ async fn create_stream(shards: u32) -> String {
 }
 
 async fn kinesis_harness(stream: &str, changes: &[(&str, &str)]) -> Harness {
-    let mut metadata = vec![
-        ("streamName", stream),
-        ("awsEndpoint", MOTO),
-        ("awsRegion", REGION),
-    ];
-    metadata.extend_from_slice(changes);
-    conformance(
-        "aws-kinesis-stream",
-        Setup {
-            metadata: &metadata,
-            auth: SHARED_AUTH,
-            ..Setup::default()
-        },
-    )
-    .await
+    moto_harness("aws-kinesis-stream", &[("streamName", stream)], changes).await
 }
 
 #[tokio::test]
@@ -672,21 +665,7 @@ async fn create_streamed_table(stream: bool) -> String {
 }
 
 async fn dynamodb_streams_harness(table: &str, changes: &[(&str, &str)]) -> Harness {
-    let mut metadata = vec![
-        ("tableName", table),
-        ("awsEndpoint", MOTO),
-        ("awsRegion", REGION),
-    ];
-    metadata.extend_from_slice(changes);
-    conformance(
-        "aws-dynamodb-streams",
-        Setup {
-            metadata: &metadata,
-            auth: SHARED_AUTH,
-            ..Setup::default()
-        },
-    )
-    .await
+    moto_harness("aws-dynamodb-streams", &[("tableName", table)], changes).await
 }
 
 #[tokio::test]
