@@ -20,6 +20,7 @@ pub mod report;
 pub mod route;
 pub mod serve;
 pub mod server;
+pub mod serving;
 pub mod stats;
 pub mod supervise;
 pub mod target;

@@ -10,7 +10,9 @@ use keda_activator::limits::{self, Limits};
 use keda_activator::metrics::Metrics;
 use keda_activator::proxy::Proxy;
 use keda_activator::report::{self, ReporterConfig};
+use keda_activator::serve::ServePolicy;
 use keda_activator::server::{self, Readiness};
+use keda_activator::serving::{self, ServeConfig};
 use keda_activator::supervise::{self, Health};
 use keda_activator::targets::{TargetLimits, Targets};
 use keda_activator::trust::TrustedProxies;
@@ -176,6 +178,50 @@ struct Args {
         conflicts_with = "http_host_policy"
     )]
     http_any_host: bool,
+    /// Manage the endpoints of Services that opt in (`activator.keda-rs.sh/serves`): proxy
+    /// mode while a target lacks ready capacity, serve mode (clients straight to the pods)
+    /// once it has enough. Needs write access to EndpointSlices (docs/http.md, "Proxy and
+    /// serve modes").
+    #[arg(
+        long,
+        env = "KEDA_ACTIVATOR_MANAGE_ENDPOINTS",
+        num_args = 0..=1,
+        default_value_t = false,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    manage_endpoints: bool,
+    /// Ready pods a target needs, for --serve-settle, to enter serve mode (1 to 10000).
+    #[arg(long, env = "KEDA_ACTIVATOR_SERVE_ENTER_READY", default_value = "2", value_parser = clap::value_parser!(u16).range(1..=10000))]
+    serve_enter_ready: u16,
+    /// Below this many ready pods a serving target goes back to proxy mode at once (1 to
+    /// --serve-enter-ready).
+    #[arg(long, env = "KEDA_ACTIVATOR_SERVE_LEAVE_READY", default_value = "1", value_parser = clap::value_parser!(u16).range(1..=10000))]
+    serve_leave_ready: u16,
+    /// How long the capacity must hold before serve mode (0 to 1h).
+    #[arg(long, env = "KEDA_ACTIVATOR_SERVE_SETTLE", default_value = "10s", value_parser = duration)]
+    serve_settle: Duration,
+    /// How long a serving target may see no request before it goes back to proxy mode, which
+    /// must come before a scale to zero (1s to 1h).
+    #[arg(long, env = "KEDA_ACTIVATOR_SERVE_IDLE", default_value = "30s", value_parser = positive_duration)]
+    serve_idle: Duration,
+}
+
+/// The serve-mode policy of the flags, or which flag to fix.
+fn serve_policy(args: &Args) -> anyhow::Result<ServePolicy> {
+    ServePolicy {
+        enter_ready: usize::from(args.serve_enter_ready),
+        leave_ready: usize::from(args.serve_leave_ready),
+        settle: args.serve_settle,
+    }
+    .validated()
+    .map_err(|_| {
+        anyhow::anyhow!(
+            "--serve-leave-ready ({}) must not be more than --serve-enter-ready ({})",
+            args.serve_leave_ready,
+            args.serve_enter_ready
+        )
+    })
 }
 
 /// The `--http-host-policy` file; with none, every host (`--http-any-host`) or none.
@@ -250,6 +296,7 @@ async fn main() -> ExitCode {
 
 async fn run(args: Args) -> anyhow::Result<()> {
     let host_policy = host_policy(args.http_host_policy.as_deref(), args.http_any_host)?;
+    let serve_policy = serve_policy(&args)?;
     tracing::info!(http_hosts = %host_policy.summary(), "host policy");
     let client = keda_cli::infer_client(&keda_cli::ProcessLookup).await?;
 
@@ -324,6 +371,35 @@ async fn run(args: Args) -> anyhow::Result<()> {
             }
         },
     ));
+    let serve_task = args.manage_endpoints.then(|| {
+        let config = ServeConfig {
+            namespace: args.watch_namespace.clone(),
+            self_service: (args.pod_namespace.clone(), args.service.clone()),
+            pod_ip: args.pod_ip,
+            proxy_port: args.listen.port(),
+            policy: serve_policy,
+            idle: args.serve_idle,
+            scrape_timeout: Duration::from_millis(500),
+        };
+        tokio::spawn(supervise::supervise(
+            "serve",
+            Arc::clone(&health),
+            Arc::clone(&metrics),
+            stop_watching.clone(),
+            {
+                let (targets, stop, client) =
+                    (Arc::clone(&targets), stop_watching.clone(), client.clone());
+                move || {
+                    serving::run(
+                        client.clone(),
+                        config.clone(),
+                        Arc::clone(&targets),
+                        stop.clone(),
+                    )
+                }
+            },
+        ))
+    });
     let report_tls = if args.operator_url.scheme_str() == Some("https") {
         let files = report::TlsFiles {
             operator_ca: args.operator_ca_file.clone(),
@@ -422,6 +498,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     .await;
     stop_reporting.cancel();
     let _ = tokio::join!(watch_task, report_task, admin_task);
+    if let Some(serve_task) = serve_task {
+        let _ = serve_task.await;
+    }
     tracing::info!("stopped");
     Ok(())
 }

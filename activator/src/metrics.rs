@@ -43,6 +43,7 @@ pub struct Metrics {
     response_timeouts: Family<TargetLabels, Counter>,
     held_memory_overflows: Family<TargetLabels, Counter>,
     held_bytes: Family<TargetLabels, Gauge>,
+    serving: Family<TargetLabels, Gauge>,
     /// Requests no route matched.
     pub no_route: Counter,
     /// Client connections open now.
@@ -97,6 +98,9 @@ pub struct TargetMetrics {
     pub held_memory_overflows: Counter,
     /// Bytes held requests keep now.
     pub held_bytes: Gauge,
+    /// 1 while a managed Service leads the target's clients straight to its pods (serve
+    /// mode), as this replica sees it; else 0.
+    pub serving: Gauge,
 }
 
 impl Default for TargetMetrics {
@@ -114,6 +118,7 @@ impl Default for TargetMetrics {
             response_timeouts: Counter::default(),
             held_memory_overflows: Counter::default(),
             held_bytes: Gauge::default(),
+            serving: Gauge::default(),
         }
     }
 }
@@ -139,6 +144,7 @@ impl Metrics {
         let response_timeouts = Family::default();
         let held_memory_overflows = Family::default();
         let held_bytes = Family::default();
+        let serving = Family::default();
         let no_route = Counter::default();
         let connections = Gauge::default();
         let connection_limit_waits = Counter::default();
@@ -199,6 +205,11 @@ impl Metrics {
             "held_request_bytes",
             "Bytes held requests keep (heads and what their clients sent after them)",
             held_bytes.clone(),
+        );
+        registry.register(
+            "serving",
+            "1 while a managed Service leads the target's clients straight to its pods (serve mode), else 0",
+            serving.clone(),
         );
         registry.register(
             "no_route",
@@ -263,6 +274,7 @@ impl Metrics {
             response_timeouts,
             held_memory_overflows,
             held_bytes,
+            serving,
             no_route,
             connections,
             connection_limit_waits,
@@ -306,6 +318,7 @@ impl Metrics {
             response_timeouts: self.response_timeouts.get_or_create(&labels).clone(),
             held_memory_overflows: self.held_memory_overflows.get_or_create(&labels).clone(),
             held_bytes: self.held_bytes.get_or_create(&labels).clone(),
+            serving: self.serving.get_or_create(&labels).clone(),
         }
     }
 

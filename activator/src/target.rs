@@ -123,6 +123,10 @@ struct State {
     last_active: Option<Instant>,
     /// What the held requests' [`Charge`]s add up to.
     held_bytes: usize,
+    /// Serve mode as this replica sees the managed Service's slices (`crate::serving`).
+    serving: bool,
+    /// The pods' own in-flight gauge, summed, while this replica scrapes it (serve mode).
+    pod_in_flight: Option<u32>,
 }
 
 impl State {
@@ -384,6 +388,8 @@ impl Target {
                 meter: Meter::new(Instant::now()),
                 last_active: None,
                 held_bytes: 0,
+                serving: false,
+                pod_in_flight: None,
             }),
             wake,
             metrics,
@@ -525,6 +531,32 @@ impl Target {
         self.lock().ready.len()
     }
 
+    /// The ready endpoints known, sorted.
+    pub fn ready_addrs(&self) -> Vec<SocketAddr> {
+        self.lock().ready.clone()
+    }
+
+    /// Whether any request is held or forwarded here, or the pods' gauge says they serve one.
+    pub fn busy(&self) -> bool {
+        let state = self.lock();
+        !state.queue.is_empty()
+            || state.pods.iter().any(|p| p.in_flight > 0)
+            || state.pod_in_flight.is_some_and(|n| n > 0)
+    }
+
+    /// Sets serve mode as seen on the managed Service's slices (reported to the operator).
+    pub fn set_serving(&self, serving: bool) {
+        self.lock().serving = serving;
+        self.metrics.serving.set(i64::from(serving));
+    }
+
+    /// Sets the pods' in-flight gauge as last scraped (`None`: not scraped by this replica).
+    /// In a sample the target's concurrency and in-flight count are the larger of this
+    /// replica's own and the pods' (which include the requests this replica forwards).
+    pub fn set_pod_in_flight(&self, in_flight: Option<u32>) {
+        self.lock().pod_in_flight = in_flight;
+    }
+
     /// This second's statistics for the report, or `None` when the target has been idle for
     /// longer than `idle_after` (so idle targets cost nothing on the wire).
     pub fn sample(&self, now: Instant, idle_after: Duration) -> Option<TargetSample> {
@@ -532,20 +564,25 @@ impl Target {
         let sample = state.meter.take(now);
         // Counts on the wire are u32; queueDepth (at most 1,000,000) keeps them far below.
         let held = u32::try_from(state.queue.len()).unwrap_or(u32::MAX);
-        let in_flight = state.pods.iter().map(|p| p.in_flight).sum::<u32>();
+        let own = state.pods.iter().map(|p| p.in_flight).sum::<u32>();
+        let pods = state.pod_in_flight.unwrap_or(0);
+        let in_flight = own.max(pods);
         if held > 0 || in_flight > 0 {
             state.last_active = Some(now);
         }
-        let recent = state
-            .last_active
-            .is_some_and(|t| now.saturating_duration_since(t) <= idle_after);
+        // A target in serve mode is reported every second: the operator keeps it active.
+        let recent = state.serving
+            || state
+                .last_active
+                .is_some_and(|t| now.saturating_duration_since(t) <= idle_after);
         recent.then(|| TargetSample {
             target: self.key.clone(),
-            concurrency: sample.concurrency,
+            concurrency: sample.concurrency.max(f64::from(pods)),
             requests: sample.requests as f64,
             held,
             in_flight,
             ready: u32::try_from(state.ready.len()).unwrap_or(u32::MAX),
+            serving: state.serving,
         })
     }
 }

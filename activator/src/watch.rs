@@ -395,7 +395,8 @@ pub async fn run_with_endpoints(
     }
 }
 
-fn is_ready<K>(store: &Store<K>) -> bool
+/// Whether `store` has had its first full list.
+pub(crate) fn is_ready<K>(store: &Store<K>) -> bool
 where
     K: kube::Resource + Clone + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone,

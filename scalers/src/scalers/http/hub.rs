@@ -61,7 +61,8 @@ pub struct TargetSettings {
 pub struct Activity {
     /// Incremented by every `wake` line.
     pub wakes: u64,
-    /// Any held or in-flight request on any live replica.
+    /// Any held or in-flight request on any live replica, or serve mode (see
+    /// [`SERVE_DRAIN_SECONDS`]).
     pub active: bool,
 }
 
@@ -73,11 +74,19 @@ struct ReplicaView {
     ready: u32,
 }
 
+/// Seconds a target stays active after the last report of a replica that saw a managed
+/// Service lead to its pods (serve mode): the dataplane's propagation of the flip back to the
+/// activators, and requests sent to the pods meanwhile, finish before a scale to zero.
+pub const SERVE_DRAIN_SECONDS: u64 = 10;
+
 struct TargetState {
     settings: TargetSettings,
     scalers: usize,
     autoscaler: Autoscaler,
     replicas: HashMap<String, ReplicaView>,
+    /// Until when (exclusive, Unix seconds) the target counts as active because a replica
+    /// reported it served directly by its pods.
+    serving_until: u64,
     activity: watch::Sender<Activity>,
 }
 
@@ -88,6 +97,7 @@ impl TargetState {
             settings,
             scalers: 0,
             replicas: HashMap::new(),
+            serving_until: 0,
             activity: watch::channel(Activity::default()).0,
         }
     }
@@ -98,8 +108,11 @@ impl TargetState {
             .filter(move |r| r.last_seen + REPLICA_TTL_SECONDS >= now)
     }
 
+    /// Any held or in-flight request on a live replica, or a managed Service that led to the
+    /// pods within [`SERVE_DRAIN_SECONDS`]: the operator never scales a target to zero while
+    /// clients may reach its pods without the activators.
     fn active(&self, now: u64) -> bool {
-        self.live(now).any(|r| r.held > 0 || r.in_flight > 0)
+        now < self.serving_until || self.live(now).any(|r| r.held > 0 || r.in_flight > 0)
     }
 
     fn ready(&self, now: u64) -> u32 {
@@ -305,6 +318,9 @@ fn record(t: &mut TargetState, replica: &str, second: u64, sample: &TargetSample
             ready: sample.ready,
         },
     );
+    if sample.serving {
+        t.serving_until = t.serving_until.max(now + SERVE_DRAIN_SECONDS);
+    }
     // Evaluated on every sample, as Knative's decider ticks, so panic mode starts and is
     // extended even when nobody asks for the metric.
     let ready = t.ready(now);
@@ -424,6 +440,7 @@ mod tests {
                 held,
                 in_flight: 0,
                 ready,
+                serving: false,
             }],
         }
     }
@@ -562,5 +579,52 @@ mod tests {
             serve_reports(&hub, request).await.status(),
             StatusCode::METHOD_NOT_ALLOWED
         );
+    }
+
+    #[test]
+    fn a_target_served_by_its_pods_stays_active_until_the_flip_back_has_drained() {
+        let (clock, now) = clock();
+        let hub = ActivatorHub::new(clock);
+        hub.configure(&key(), TargetSettings::default());
+        let serving = |second: u64, serving: bool| Report::Sample {
+            replica: "a".into(),
+            second,
+            targets: vec![TargetSample {
+                target: key(),
+                concurrency: 0.0,
+                requests: 0.0,
+                held: 0,
+                in_flight: 0,
+                ready: 2,
+                serving,
+            }],
+        };
+        hub.apply(&serving(1_000, false));
+        assert!(!hub.observe(&key()).unwrap().1, "idle in proxy mode");
+        hub.apply(&serving(1_000, true));
+        assert!(
+            hub.observe(&key()).unwrap().1,
+            "serve mode: clients may bypass us"
+        );
+        // The flip back to proxy: still active for the drain, whoever reports.
+        now.store(1_001, Ordering::SeqCst);
+        hub.apply(&serving(1_001, false));
+        assert!(hub.observe(&key()).unwrap().1);
+        let drain = i64::try_from(SERVE_DRAIN_SECONDS).unwrap();
+        now.store(1_000 + drain - 1, Ordering::SeqCst);
+        assert!(hub.observe(&key()).unwrap().1);
+        now.store(1_000 + drain, Ordering::SeqCst);
+        hub.apply(&serving(1_000 + SERVE_DRAIN_SECONDS, false));
+        assert!(
+            !hub.observe(&key()).unwrap().1,
+            "drained: may scale to zero"
+        );
+        // An old activator's line without the field reads as proxy.
+        let old = r#"{"type":"sample","replica":"b","second":1,"targets":[{"target":{"namespace":"ns","name":"web","trigger":0},"concurrency":0.0,"requests":0.0,"held":0,"inFlight":0,"ready":1}]}"#;
+        let report: Report = serde_json::from_str(old).unwrap();
+        let Report::Sample { targets, .. } = report else {
+            panic!("a sample")
+        };
+        assert!(!targets[0].serving);
     }
 }

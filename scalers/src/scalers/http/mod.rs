@@ -62,6 +62,10 @@ const PANIC_THRESHOLD_PERCENTAGE: Param = Param::optional("panicThresholdPercent
     .default("200")
     .range(110.0, 1000.0);
 
+const POD_CONCURRENCY_METRIC: Param = Param::optional("podConcurrencyMetric");
+const POD_METRICS_PORT: Param = Param::optional("podMetricsPort").range(1.0, 65535.0);
+const POD_METRICS_PATH: Param = Param::optional("podMetricsPath").default("/metrics");
+
 /// The parameters of `http`.
 pub const PARAMS: &[Param] = &[
     HOSTS,
@@ -77,6 +81,9 @@ pub const PARAMS: &[Param] = &[
     STABLE_WINDOW,
     PANIC_WINDOW_PERCENTAGE,
     PANIC_THRESHOLD_PERCENTAGE,
+    POD_CONCURRENCY_METRIC,
+    POD_METRICS_PORT,
+    POD_METRICS_PATH,
 ];
 
 /// The largest `containerConcurrency`.
@@ -215,6 +222,38 @@ pub struct HttpTrigger {
     pub queue_depth: usize,
     /// Stable and panic windows.
     pub windows: WindowSettings,
+    /// The in-flight gauge every pod exposes, which lets the activators leave the request
+    /// path (serve mode, `docs/http.md`); `None`: the target stays in proxy mode.
+    pub pod_metric: Option<PodMetric>,
+}
+
+/// Where a pod of the target says how many requests it is serving: a Prometheus text gauge.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodMetric {
+    /// The gauge's name; every series of that name is summed.
+    pub name: String,
+    /// The port on the pod; `None`: the port the activators forward to.
+    pub port: Option<u16>,
+    /// The path (default `/metrics`).
+    pub path: String,
+}
+
+/// Whether `name` is a Prometheus metric name (`[a-zA-Z_:][a-zA-Z0-9_:]*`, at most 200
+/// characters here).
+fn metric_name_ok(name: &str) -> bool {
+    name.len() <= 200
+        && name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_' || c == ':')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+}
+
+/// Whether `path` can be sent as a request target as it is: starts with `/`, at most 256
+/// visible ASCII characters, no fragment.
+fn metrics_path_ok(path: &str) -> bool {
+    path.starts_with('/')
+        && path.len() <= 256
+        && path.bytes().all(|b| b.is_ascii_graphic() && b != b'#')
 }
 
 /// Whether `name` is a Service name (RFC 1035 label: lowercase letters, digits and `-`,
@@ -292,6 +331,7 @@ impl HttpTrigger {
             let response_header_timeout: GoDuration = p.get(&RESPONSE_HEADER_TIMEOUT)?;
             let stable_window: GoDuration = p.get(&STABLE_WINDOW)?;
             let queue_depth: u32 = p.get(&QUEUE_DEPTH)?;
+            let pod_metric = parse_pod_metric(p, metric)?;
             Ok(Self {
                 hosts,
                 path_prefixes,
@@ -307,6 +347,7 @@ impl HttpTrigger {
                     panic_window_percentage: p.get(&PANIC_WINDOW_PERCENTAGE)?,
                     panic_threshold_percentage: p.get(&PANIC_THRESHOLD_PERCENTAGE)?,
                 },
+                pod_metric,
             })
         })?)
     }
@@ -318,6 +359,40 @@ impl HttpTrigger {
             windows: self.windows,
         }
     }
+}
+
+/// `podConcurrencyMetric` and its port and path: only with `targetConcurrency` (a gauge of
+/// requests in flight says nothing of a request rate), and the port and path only with it.
+fn parse_pod_metric(
+    p: &MetadataParser<'_>,
+    metric: ScalingMetric,
+) -> Result<Option<PodMetric>, crate::MetadataError> {
+    let port: Option<u16> = p.get_opt(&POD_METRICS_PORT)?;
+    let Some(name) = p.get_opt::<String>(&POD_CONCURRENCY_METRIC)? else {
+        if port.is_some() || p.is_present(&POD_METRICS_PATH) {
+            return Err(p.rule(
+                "parameters \"podMetricsPort\" and \"podMetricsPath\" need \"podConcurrencyMetric\"",
+            ));
+        }
+        return Ok(None);
+    };
+    if !metric_name_ok(&name) {
+        return Err(p.rule(format!(
+            "parameter \"podConcurrencyMetric\": \"{name}\" is not a Prometheus metric name"
+        )));
+    }
+    if matches!(metric, ScalingMetric::RequestRate(_)) {
+        return Err(p.rule(
+            "parameter \"podConcurrencyMetric\" needs \"targetConcurrency\": a gauge of requests in flight cannot stand in for \"targetRequestRate\"",
+        ));
+    }
+    let path: String = p.get(&POD_METRICS_PATH)?;
+    if !metrics_path_ok(&path) {
+        return Err(p.rule(format!(
+            "parameter \"podMetricsPath\": \"{path}\" must start with \"/\" and be at most 256 visible characters without \"#\""
+        )));
+    }
+    Ok(Some(PodMetric { name, port, path }))
 }
 
 fn parse_port(p: &MetadataParser<'_>, found: Found<'_>) -> Result<PortRef, crate::MetadataError> {
@@ -395,7 +470,9 @@ impl Scaler for HttpScaler {
     }
 
     /// The stable-window value, or while panicking the panic value (never decreasing during
-    /// the panic). Active iff any activator replica holds or forwards a request.
+    /// the panic). Active iff any activator replica holds or forwards a request, or a managed
+    /// Service led clients straight to the pods within the last
+    /// [`hub::SERVE_DRAIN_SECONDS`] (serve mode).
     async fn metrics_and_activity(
         &self,
         metric_name: &str,
@@ -504,6 +581,66 @@ mod tests {
         assert_eq!(t.response_header_timeout, Duration::from_secs(60));
         assert_eq!(t.queue_depth, 10_000);
         assert_eq!(t.windows, WindowSettings::default());
+    }
+
+    #[test]
+    fn the_pod_gauge_of_serve_mode_is_read_and_checked() {
+        let t = HttpTrigger::parse(&ctx(&[
+            ("service", "web"),
+            ("podConcurrencyMetric", "http_requests_in_flight"),
+            ("podMetricsPort", "9090"),
+            ("podMetricsPath", "/stats?format=prometheus"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            t.pod_metric,
+            Some(PodMetric {
+                name: "http_requests_in_flight".into(),
+                port: Some(9090),
+                path: "/stats?format=prometheus".into(),
+            })
+        );
+        let t =
+            HttpTrigger::parse(&ctx(&[("service", "web"), ("podConcurrencyMetric", "g")])).unwrap();
+        assert_eq!(
+            t.pod_metric.map(|m| (m.port, m.path)),
+            Some((None, "/metrics".into()))
+        );
+        assert_eq!(
+            HttpTrigger::parse(&ctx(&[("service", "web")]))
+                .unwrap()
+                .pod_metric,
+            None
+        );
+        for (metadata, names) in [
+            (
+                &[("podConcurrencyMetric", "in flight")][..],
+                "podConcurrencyMetric",
+            ),
+            (
+                &[("podConcurrencyMetric", "g"), ("targetRequestRate", "5")][..],
+                "targetRequestRate",
+            ),
+            (&[("podMetricsPort", "9090")][..], "podMetricsPort"),
+            (&[("podMetricsPath", "/m")][..], "podMetricsPath"),
+            (
+                &[("podConcurrencyMetric", "g"), ("podMetricsPort", "70000")][..],
+                "podMetricsPort",
+            ),
+            (
+                &[("podConcurrencyMetric", "g"), ("podMetricsPath", "metrics")][..],
+                "podMetricsPath",
+            ),
+            (
+                &[("podConcurrencyMetric", "g"), ("podMetricsPath", "/a b")][..],
+                "podMetricsPath",
+            ),
+        ] {
+            let mut all = vec![("service", "web")];
+            all.extend_from_slice(metadata);
+            let error = HttpTrigger::parse(&ctx(&all)).unwrap_err().to_string();
+            assert!(error.contains(names), "{metadata:?}: {error}");
+        }
     }
 
     #[test]
@@ -690,6 +827,7 @@ mod tests {
                 held: 0,
                 in_flight: 3,
                 ready: 1,
+                serving: false,
             }],
         });
         let m = scaler.metrics_and_activity("s0-http-web").await.unwrap();

@@ -70,6 +70,11 @@ pub struct TargetSample {
     pub in_flight: u32,
     /// Ready endpoints of the target's Service as this replica sees them.
     pub ready: u32,
+    /// A Service the activators manage for this target leads to its pods (serve mode) as this
+    /// replica sees it: clients may be reaching the pods directly, so the target stays
+    /// active (`docs/http.md`, "Proxy and serve modes"). Absent means `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub serving: bool,
 }
 
 /// One line of the report stream.
@@ -140,6 +145,7 @@ mod tests {
                     held: 1,
                     in_flight: 2,
                     ready: 0,
+                    serving: false,
                 }],
             },
             Report::Bye {
