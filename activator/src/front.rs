@@ -33,7 +33,15 @@ use crate::limits::Limits;
 use crate::metrics::SharedMetrics;
 use crate::proxy::{self, Peer, Proxy, ProxyBody};
 use crate::target::{Admission, Charge};
+use crate::upstream::AppProtocol;
 use crate::{edge, wire};
+
+/// The pod's answer to a fast-path request: on a wire connection (HTTP/1.1 pods) or on the
+/// pod's HTTP/2 connection.
+enum Answer {
+    Wire(http::Response<crate::wire::WireBody>),
+    H2(http::Response<hyper::body::Incoming>),
+}
 
 /// Most header fields in a request head this path parses (hyper's default too).
 const MAX_HEADERS: usize = 100;
@@ -167,8 +175,15 @@ pub async fn serve<S: ClientStream>(
             Ok((target, lease)) => {
                 let pod = lease.addr();
                 let timeout = lease.response_timeout();
-                let exchange =
-                    tokio::time::timeout(timeout, lease.upstream().send_head(&head, &method));
+                let upstream = lease.upstream();
+                let exchange = tokio::time::timeout(timeout, async {
+                    // An HTTP/2 pod gets the same head as an HTTP/2 request.
+                    if upstream.protocol() == AppProtocol::H2c {
+                        upstream.send_head_h2(&head).await.map(Answer::H2)
+                    } else {
+                        upstream.send_head(&head, &method).await.map(Answer::Wire)
+                    }
+                });
                 match conn.unless_client_leaves(exchange, None).await {
                     // The client went away: dropping the exchange closes the pod's connection
                     // (the request is cancelled) and the lease frees the slot.
@@ -190,14 +205,25 @@ pub async fn serve<S: ClientStream>(
         conn.out.clear();
         let sent = match answered {
             Ok((response, lease)) => {
-                let (parts, body) = proxy::for_client(response, Version::HTTP_11);
+                let (parts, body) = match response {
+                    Answer::Wire(response) => {
+                        let (parts, body) = proxy::for_client(response, Version::HTTP_11);
+                        (
+                            parts,
+                            ProxyBody::wire(body, lease, limits.upstream_idle_timeout),
+                        )
+                    }
+                    Answer::H2(response) => {
+                        let (parts, body) = proxy::for_client(response, Version::HTTP_11);
+                        (
+                            parts,
+                            ProxyBody::upstream_h2(body, lease, limits.upstream_idle_timeout),
+                        )
+                    }
+                };
                 let framing = Framing::of(&method, parts.status, &parts.headers);
                 encode_response_head(&parts.headers, parts.status, framing, close, &mut conn.out);
-                conn.send_body(
-                    ProxyBody::wire(body, lease, limits.upstream_idle_timeout),
-                    framing,
-                )
-                .await
+                conn.send_body(body, framing).await
             }
             Err(error) => {
                 let (parts, body) = error.to_response().into_parts();

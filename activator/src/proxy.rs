@@ -15,6 +15,7 @@ use bytes::Bytes;
 use http::header::{self, Entry, HeaderMap, HeaderName, HeaderValue};
 use http::request::Parts;
 use http::{Request, Response, StatusCode, Uri, Version};
+use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
@@ -27,6 +28,7 @@ use crate::metrics::SharedMetrics;
 use crate::route::RouteTable;
 use crate::target::{Admission, Lease, Target};
 use crate::trust::TrustedProxies;
+use crate::upstream::AppProtocol;
 use crate::wire::{self, WireBody, WireError};
 
 /// The routing table the watcher swaps and the proxy reads.
@@ -174,6 +176,19 @@ impl ProxyBody {
                 body,
                 lease: Some(lease),
                 connection: Some(connection),
+            },
+            idle,
+        )
+    }
+
+    /// The pod's body on its HTTP/2 connection, which stays open for the other requests:
+    /// nothing to give back but the slot.
+    pub(crate) fn upstream_h2(body: Incoming, lease: Lease, idle: Duration) -> Self {
+        Self::of(
+            Kind::Upstream {
+                body,
+                lease: Some(lease),
+                connection: None,
             },
             idle,
         )
@@ -501,6 +516,35 @@ impl Proxy {
         let pod = lease.addr();
         let timeout = lease.response_timeout();
         let upgrade = is_upgrade(&request);
+        if lease.upstream().protocol() == AppProtocol::H2c {
+            // HTTP/2 to the pod, whatever the client speaks; no upgrade over it (a WebSocket
+            // needs an HTTP/1.1 port). `TE: trailers` goes through: gRPC needs it.
+            let trailers = request.headers().get_all(header::TE).iter().any(|v| {
+                v.to_str()
+                    .is_ok_and(|v| v.to_ascii_lowercase().contains("trailers"))
+            });
+            let (mut parts, body) = request.into_parts();
+            let client_version = parts.version;
+            prepare_request(&mut parts, peer, false);
+            if trailers {
+                parts
+                    .headers
+                    .insert(header::TE, HeaderValue::from_static("trailers"));
+            }
+            let sent = lease
+                .upstream()
+                .send_h2(Request::from_parts(parts, body.boxed_unsync()));
+            let response = tokio::time::timeout(timeout, sent)
+                .await
+                .map_err(|_| response_timeout(&target, timeout))?
+                .map_err(|e| upstream(&target, pod, e))?;
+            answered(&target, started);
+            let (parts, body) = for_client(response, client_version);
+            return Ok(Response::from_parts(
+                parts,
+                ProxyBody::upstream_h2(body, lease, self.limits.upstream_idle_timeout),
+            ));
+        }
         if !upgrade && request.body().is_end_stream() {
             // No body to stream: one write and reads, from this task (`crate::wire`).
             let (mut parts, _) = request.into_parts();

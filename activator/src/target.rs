@@ -23,7 +23,7 @@ use crate::balance::{PodSlot, Replicas, assign, pick};
 use crate::error::ProxyError;
 use crate::metrics::TargetMetrics;
 use crate::stats::Meter;
-use crate::upstream::Upstream;
+use crate::upstream::{AppProtocol, Upstream};
 
 /// The per-target settings from the `http` trigger.
 #[derive(Clone, Debug, PartialEq)]
@@ -127,6 +127,8 @@ struct State {
     serving: bool,
     /// The pods' own in-flight gauge, summed, while this replica scrapes it (serve mode).
     pod_in_flight: Option<u32>,
+    /// How the pods are spoken to (the Service port's `appProtocol`).
+    protocol: AppProtocol,
 }
 
 impl State {
@@ -173,14 +175,23 @@ impl State {
                     .map_or(0, |p| p.in_flight),
             })
             .collect();
-        // A pod that stays keeps its idle connections; a removed pod's close with it.
+        // A pod that stays keeps its idle connections (unless the protocol changed); a removed
+        // pod's close with it.
+        let protocol = self.protocol;
         self.upstreams = assigned
             .iter()
             .map(|&(addr, _)| {
-                old_upstreams.iter().find(|u| u.addr() == addr).map_or_else(
-                    || Arc::new(Upstream::with_max_idle(addr, max_idle)),
-                    Arc::clone,
-                )
+                old_upstreams
+                    .iter()
+                    .find(|u| u.addr() == addr && u.protocol() == protocol)
+                    .map_or_else(
+                        || {
+                            Arc::new(
+                                Upstream::with_max_idle(addr, max_idle).with_protocol(protocol),
+                            )
+                        },
+                        Arc::clone,
+                    )
             })
             .collect();
         self.dispatch();
@@ -390,6 +401,7 @@ impl Target {
                 held_bytes: 0,
                 serving: false,
                 pod_in_flight: None,
+                protocol: AppProtocol::Http1,
             }),
             wake,
             metrics,
@@ -496,6 +508,15 @@ impl Target {
         let mut state = self.lock();
         if state.ready != ready {
             state.ready = ready;
+            state.rebuild_pods();
+        }
+    }
+
+    /// Sets how the pods are spoken to; a change replaces every pod's connections.
+    pub fn set_protocol(&self, protocol: AppProtocol) {
+        let mut state = self.lock();
+        if state.protocol != protocol {
+            state.protocol = protocol;
             state.rebuild_pods();
         }
     }

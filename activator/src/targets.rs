@@ -186,6 +186,13 @@ impl Targets {
         }
     }
 
+    /// Sets how the pods of `key` are spoken to.
+    pub fn set_protocol(&self, key: &TargetKey, protocol: crate::upstream::AppProtocol) {
+        if let Some(target) = self.get(key) {
+            target.set_protocol(protocol);
+        }
+    }
+
     /// Sets this replica's place among the activators, for every target.
     pub fn set_replicas(&self, replicas: Replicas) {
         *self.replicas.lock().unwrap_or_else(PoisonError::into_inner) = replicas;

@@ -25,9 +25,11 @@ use std::time::Duration;
 
 use http::request::Parts;
 use http::{Method, Request, Response};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
-use hyper_util::rt::TokioIo;
+use hyper::client::conn::http2;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::time::Instant;
 
 use crate::edge;
@@ -57,6 +59,55 @@ pub enum UpstreamError {
     /// The HTTP exchange of a request without a body failed.
     #[error(transparent)]
     Wire(#[from] WireError),
+    /// A request head that cannot be sent as an HTTP/2 request.
+    #[error("the request head cannot be sent over HTTP/2")]
+    Head,
+}
+
+/// HTTP/2 carries what HTTP/1.1 says in its request line and Host header as pseudo-headers,
+/// and refuses connection-specific headers (RFC 9113 8.2.2): the URI is made absolute, and
+/// those headers removed (`TE` kept only as `trailers`, which gRPC needs).
+fn h2_parts(parts: &mut Parts, pod: SocketAddr) {
+    let authority = parts
+        .headers
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| h.parse::<http::uri::Authority>().ok())
+        .or_else(|| parts.uri.authority().cloned())
+        .or_else(|| pod.to_string().parse().ok());
+    let path = parts
+        .uri
+        .path_and_query()
+        .cloned()
+        .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
+    let mut uri = http::uri::Parts::default();
+    uri.scheme = Some(http::uri::Scheme::HTTP);
+    uri.authority = authority;
+    uri.path_and_query = Some(path);
+    if let Ok(uri) = http::Uri::from_parts(uri) {
+        parts.uri = uri;
+    }
+    parts.version = http::Version::HTTP_2;
+    let trailers = parts.headers.get_all(http::header::TE).iter().any(|v| {
+        v.to_str()
+            .is_ok_and(|v| v.to_ascii_lowercase().contains("trailers"))
+    });
+    for name in [
+        http::header::HOST,
+        http::header::CONNECTION,
+        http::header::TE,
+        http::header::TRANSFER_ENCODING,
+        http::header::UPGRADE,
+    ] {
+        parts.headers.remove(name);
+    }
+    parts.headers.remove("keep-alive");
+    parts.headers.remove("proxy-connection");
+    if trailers {
+        parts
+            .headers
+            .insert(http::header::TE, http::HeaderValue::from_static("trailers"));
+    }
 }
 
 thread_local! {
@@ -114,6 +165,31 @@ fn pop<C>(stack: &mut Vec<Kept<C>>, usable: impl Fn(&C) -> bool) -> Option<C> {
     None
 }
 
+/// How the activators speak to a target's pods, from the `appProtocol` of the Service port
+/// (as the EndpointSlices carry it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AppProtocol {
+    /// HTTP/1.1 (no `appProtocol`, `http`, `kubernetes.io/ws`, anything else).
+    #[default]
+    Http1,
+    /// HTTP/2 without TLS, prior knowledge (`kubernetes.io/h2c`, `h2c`, `grpc`): one
+    /// multiplexed connection per pod; gRPC needs it end to end.
+    H2c,
+}
+
+impl AppProtocol {
+    /// The protocol an `appProtocol` value asks for (case-insensitive).
+    pub fn of(app_protocol: Option<&str>) -> Self {
+        match app_protocol.map(str::to_ascii_lowercase).as_deref() {
+            Some("kubernetes.io/h2c" | "h2c" | "grpc") => Self::H2c,
+            _ => Self::Http1,
+        }
+    }
+}
+
+/// The body of a request sent to an HTTP/2 pod.
+pub type H2Body = http_body_util::combinators::UnsyncBoxBody<bytes::Bytes, hyper::Error>;
+
 /// The connections to one pod.
 pub struct Upstream {
     addr: SocketAddr,
@@ -121,6 +197,11 @@ pub struct Upstream {
     max_idle: usize,
     /// Idle connections, one set per proxy thread.
     idle: Mutex<Vec<Idle>>,
+    /// How the pod is spoken to.
+    protocol: AppProtocol,
+    /// The one HTTP/2 connection to the pod ([`AppProtocol::H2c`]), opened on first use and
+    /// again when it closes.
+    h2: tokio::sync::Mutex<Option<http2::SendRequest<H2Body>>>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -145,7 +226,90 @@ impl Upstream {
             addr,
             max_idle: usize::try_from(max_idle).unwrap_or(usize::MAX),
             idle: Mutex::new(Vec::new()),
+            protocol: AppProtocol::Http1,
+            h2: tokio::sync::Mutex::new(None),
         }
+    }
+
+    /// The same, speaking `protocol` to the pod.
+    pub fn with_protocol(mut self, protocol: AppProtocol) -> Self {
+        self.protocol = protocol;
+        self
+    }
+
+    /// How the pod is spoken to.
+    pub fn protocol(&self) -> AppProtocol {
+        self.protocol
+    }
+
+    /// The HTTP/2 connection to the pod, opened if there is none or it closed.
+    async fn h2_sender(&self) -> Result<http2::SendRequest<H2Body>, UpstreamError> {
+        let mut slot = self.h2.lock().await;
+        if let Some(sender) = slot.as_ref()
+            && !sender.is_closed()
+        {
+            return Ok(sender.clone());
+        }
+        let stream = tokio::time::timeout(CONNECT_TIMEOUT, edge::Stream::connect(self.addr))
+            .await
+            .map_err(|_| UpstreamError::ConnectTimeout(CONNECT_TIMEOUT))?
+            .map_err(UpstreamError::Connect)?;
+        let (sender, connection) = http2::Builder::new(TokioExecutor::new())
+            .timer(hyper_util::rt::TokioTimer::new())
+            .keep_alive_interval(Duration::from_secs(30))
+            .handshake(TokioIo::new(stream))
+            .await?;
+        tokio::spawn(async move {
+            // Ends when the pod closes the connection or the last sender is dropped; errors
+            // reach the requests that were on it.
+            let _ = connection.await;
+        });
+        *slot = Some(sender.clone());
+        Ok(sender)
+    }
+
+    /// Sends `request` to an HTTP/2 pod ([`AppProtocol::H2c`]): its URI is made absolute
+    /// (`http://` and the request's `Host`, else the pod's address) as HTTP/2 carries the
+    /// authority in the request, and connection-specific headers are left out.
+    ///
+    /// # Errors
+    /// [`UpstreamError`]: the pod cannot be reached or the exchange failed.
+    pub async fn send_h2(
+        &self,
+        request: Request<H2Body>,
+    ) -> Result<Response<Incoming>, UpstreamError> {
+        let (mut parts, body) = request.into_parts();
+        h2_parts(&mut parts, self.addr);
+        let request = Request::from_parts(parts, body);
+        let mut sender = self.h2_sender().await?;
+        sender.ready().await?;
+        Ok(sender.send_request(request).await?)
+    }
+
+    /// [`Upstream::send_h2`] for a bodiless request head already written out in HTTP/1.1
+    /// (the fast path's).
+    ///
+    /// # Errors
+    /// [`UpstreamError`]: the head does not parse, the pod cannot be reached or the exchange
+    /// failed.
+    pub async fn send_head_h2(&self, head: &[u8]) -> Result<Response<Incoming>, UpstreamError> {
+        let mut headers = [httparse::EMPTY_HEADER; 128];
+        let mut parsed = httparse::Request::new(&mut headers);
+        let complete = parsed.parse(head).map_err(|_| UpstreamError::Head)?;
+        if complete.is_partial() {
+            return Err(UpstreamError::Head);
+        }
+        let mut builder = Request::builder()
+            .method(parsed.method.unwrap_or("GET"))
+            .uri(parsed.path.unwrap_or("/"));
+        for h in parsed.headers.iter() {
+            builder = builder.header(h.name, h.value);
+        }
+        let empty = http_body_util::Empty::<bytes::Bytes>::new()
+            .map_err(|never| match never {})
+            .boxed_unsync();
+        let request = builder.body(empty).map_err(|_| UpstreamError::Head)?;
+        self.send_h2(request).await
     }
 
     /// The pod's address.

@@ -9,7 +9,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures::{FutureExt, StreamExt, TryStreamExt};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::discovery::v1::{EndpointPort, EndpointSlice};
 use keda_api::ScaledObject;
 use keda_scalers::ScalerContext;
 use keda_scalers::scalers::http::claims::{self, Claim, HostPolicy};
@@ -24,6 +24,7 @@ use crate::balance::Replicas;
 use crate::server::Readiness;
 use crate::supervise::panic_message;
 use crate::targets::{TargetConfig, Targets};
+use crate::upstream::AppProtocol;
 
 /// The label EndpointSlices carry naming their Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -160,26 +161,8 @@ pub fn ready_endpoints(
         {
             continue;
         }
-        let ports = slice.ports.as_deref().unwrap_or_default();
-        let by_name = |name: &str| {
-            ports
-                .iter()
-                .find(|p| p.name.as_deref() == Some(name))
-                .and_then(|p| p.port)
-        };
-        let only = || match ports {
-            [single] => single.port,
-            _ => None,
-        };
-        let number = match port {
-            PortRef::Only => only(),
-            PortRef::Name(name) => by_name(name),
-            PortRef::Number(n) => ports
-                .iter()
-                .find(|p| p.port == Some(i32::from(*n)))
-                .and_then(|p| p.port)
-                .or_else(only),
-        };
+        let number =
+            matched_port(slice.ports.as_deref().unwrap_or_default(), port).and_then(|p| p.port);
         let Some(number) = number.and_then(|n| u16::try_from(n).ok()) else {
             continue;
         };
@@ -215,6 +198,44 @@ pub fn ready_endpoints(
     ready.sort_unstable();
     ready.dedup();
     ready
+}
+
+/// The port of `ports` that `port` names: by name, else by number, else, when there is only
+/// one, that one.
+fn matched_port<'a>(ports: &'a [EndpointPort], port: &PortRef) -> Option<&'a EndpointPort> {
+    let only = || match ports {
+        [single] => Some(single),
+        _ => None,
+    };
+    match port {
+        PortRef::Only => only(),
+        PortRef::Name(name) => ports.iter().find(|p| p.name.as_deref() == Some(name)),
+        PortRef::Number(n) => ports
+            .iter()
+            .find(|p| p.port == Some(i32::from(*n)))
+            .or_else(only),
+    }
+}
+
+/// How the pods behind Service `namespace/service` on `port` are spoken to: the `appProtocol`
+/// of the matched port of its slices (the EndpointSlice controller copies the Service port's),
+/// the first slice that has the port deciding.
+pub fn app_protocol(
+    slices: &[Arc<EndpointSlice>],
+    namespace: &str,
+    service: &str,
+    port: &PortRef,
+) -> AppProtocol {
+    slices
+        .iter()
+        .filter(|s| {
+            s.namespace().as_deref() == Some(namespace)
+                && s.labels().get(SERVICE_NAME_LABEL).map(String::as_str) == Some(service)
+        })
+        .find_map(|s| matched_port(s.ports.as_deref().unwrap_or_default(), port))
+        .map_or(AppProtocol::Http1, |p| {
+            AppProtocol::of(p.app_protocol.as_deref())
+        })
 }
 
 /// This replica's place among the ready endpoints of its own Service.
@@ -278,7 +299,7 @@ impl Applier {
         }
         self.reported = errors;
         let slices = slices.state();
-        let ready: BTreeMap<TargetKey, Vec<SocketAddr>> = configs
+        let ready: BTreeMap<TargetKey, (Vec<SocketAddr>, AppProtocol)> = configs
             .iter()
             .map(|c| {
                 let addrs = ready_endpoints(
@@ -288,7 +309,13 @@ impl Applier {
                     &c.trigger.port,
                     self.sources,
                 );
-                (c.key.clone(), addrs)
+                let protocol = app_protocol(
+                    &slices,
+                    &c.key.namespace,
+                    &c.trigger.service,
+                    &c.trigger.port,
+                );
+                (c.key.clone(), (addrs, protocol))
             })
             .collect();
         if let Some(own) = &self.config.self_service {
@@ -296,7 +323,8 @@ impl Applier {
                 .set_replicas(replicas(&slices, own, self.config.pod_ip));
         }
         self.targets.apply(configs);
-        for (key, addrs) in ready {
+        for (key, (addrs, protocol)) in ready {
+            self.targets.set_protocol(&key, protocol);
             self.targets.set_ready(&key, addrs);
         }
     }
@@ -450,6 +478,55 @@ mod tests {
                 })
                 .collect(),
         })
+    }
+
+    #[test]
+    fn the_matched_ports_app_protocol_chooses_http2() {
+        let with_protocols = |protocols: &[(&str, i32, Option<&str>)]| {
+            let mut s = (*slice("shop", "web", &[], &[("10.0.0.1", Some(true))])).clone();
+            s.ports = Some(
+                protocols
+                    .iter()
+                    .map(|(name, port, app)| EndpointPort {
+                        name: Some(name.to_string()),
+                        port: Some(*port),
+                        app_protocol: app.map(str::to_string),
+                        ..EndpointPort::default()
+                    })
+                    .collect(),
+            );
+            vec![Arc::new(s)]
+        };
+        let slices = with_protocols(&[
+            ("http", 8080, None),
+            ("grpc", 9000, Some("kubernetes.io/h2c")),
+        ]);
+        let of = |port: PortRef| app_protocol(&slices, "shop", "web", &port);
+        assert_eq!(of(PortRef::Name("grpc".into())), AppProtocol::H2c);
+        assert_eq!(of(PortRef::Number(9000)), AppProtocol::H2c);
+        assert_eq!(of(PortRef::Name("http".into())), AppProtocol::Http1);
+        // Two ports and none named: nothing matches, HTTP/1.1.
+        assert_eq!(of(PortRef::Only), AppProtocol::Http1);
+        // Another Service's or namespace's slices say nothing.
+        assert_eq!(
+            app_protocol(&slices, "other", "web", &PortRef::Number(9000)),
+            AppProtocol::Http1
+        );
+        for (value, expected) in [
+            (Some("kubernetes.io/h2c"), AppProtocol::H2c),
+            (Some("H2C"), AppProtocol::H2c),
+            (Some("grpc"), AppProtocol::H2c),
+            (Some("kubernetes.io/ws"), AppProtocol::Http1),
+            (Some("http"), AppProtocol::Http1),
+            (None, AppProtocol::Http1),
+        ] {
+            let slices = with_protocols(&[("p", 1, value)]);
+            assert_eq!(
+                app_protocol(&slices, "shop", "web", &PortRef::Only),
+                expected,
+                "{value:?}"
+            );
+        }
     }
 
     #[test]
