@@ -33,7 +33,6 @@ use crate::limits::Limits;
 use crate::metrics::SharedMetrics;
 use crate::proxy::{self, Peer, Proxy, ProxyBody};
 use crate::target::{Admission, Charge};
-use crate::upstream::AppProtocol;
 use crate::{edge, wire};
 
 /// The pod's answer to a fast-path request: on a wire connection (HTTP/1.1 pods) or on the
@@ -178,7 +177,7 @@ pub async fn serve<S: ClientStream>(
                 let upstream = lease.upstream();
                 let exchange = tokio::time::timeout(timeout, async {
                     // An HTTP/2 pod gets the same head as an HTTP/2 request.
-                    if upstream.protocol() == AppProtocol::H2c {
+                    if upstream.protocol().is_http2_or_refused() {
                         upstream.send_head_h2(&head).await.map(Answer::H2)
                     } else {
                         upstream.send_head(&head, &method).await.map(Answer::Wire)

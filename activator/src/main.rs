@@ -191,6 +191,11 @@ struct Args {
         action = clap::ArgAction::Set
     )]
     manage_endpoints: bool,
+    /// PEM CA bundle the certificates of pods spoken to in HTTP/2 over TLS (Service port
+    /// `appProtocol: kubernetes.io/h2`) must chain to, for the name
+    /// `<service>.<namespace>.svc`. Without it such pods get no request (502).
+    #[arg(long, env = "KEDA_ACTIVATOR_POD_CA_FILE")]
+    pod_ca_file: Option<std::path::PathBuf>,
     /// Ready pods a target needs, for --serve-settle, to enter serve mode (1 to 10000).
     #[arg(long, env = "KEDA_ACTIVATOR_SERVE_ENTER_READY", default_value = "2", value_parser = clap::value_parser!(u16).range(1..=10000))]
     serve_enter_ready: u16,
@@ -205,6 +210,13 @@ struct Args {
     /// must come before a scale to zero (1s to 1h).
     #[arg(long, env = "KEDA_ACTIVATOR_SERVE_IDLE", default_value = "30s", value_parser = positive_duration)]
     serve_idle: Duration,
+}
+
+/// The client configuration for TLS pods from the CA bundle at `path`.
+fn pod_tls(path: &std::path::Path) -> anyhow::Result<rustls::ClientConfig> {
+    let pem = std::fs::read(path)
+        .with_context(|| format!("--pod-ca-file {}: cannot read the file", path.display()))?;
+    Ok(keda_activator::upstream::pod_tls_config(&pem)?)
 }
 
 /// The serve-mode policy of the flags, or which flag to fix.
@@ -318,6 +330,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
         upstream_idle_timeout: args.upstream_idle_timeout,
         memory_budget: args.memory_budget,
     };
+    if let Some(path) = &args.pod_ca_file {
+        targets.set_pod_tls(Arc::new(pod_tls(path)?));
+    }
     let proxy = Arc::new(
         Proxy::with_limits(targets.routes(), Arc::clone(&metrics), limits)
             .trusting(args.trusted_proxies.clone()),

@@ -28,7 +28,6 @@ use crate::metrics::SharedMetrics;
 use crate::route::RouteTable;
 use crate::target::{Admission, Lease, Target};
 use crate::trust::TrustedProxies;
-use crate::upstream::AppProtocol;
 use crate::wire::{self, WireBody, WireError};
 
 /// The routing table the watcher swaps and the proxy reads.
@@ -516,7 +515,7 @@ impl Proxy {
         let pod = lease.addr();
         let timeout = lease.response_timeout();
         let upgrade = is_upgrade(&request);
-        if lease.upstream().protocol() == AppProtocol::H2c {
+        if lease.upstream().protocol().is_http2_or_refused() {
             // HTTP/2 to the pod, whatever the client speaks; no upgrade over it (a WebSocket
             // needs an HTTP/1.1 port). `TE: trailers` goes through: gRPC needs it.
             let trailers = request.headers().get_all(header::TE).iter().any(|v| {

@@ -23,7 +23,7 @@ use crate::balance::{PodSlot, Replicas, assign, pick};
 use crate::error::ProxyError;
 use crate::metrics::TargetMetrics;
 use crate::stats::Meter;
-use crate::upstream::{AppProtocol, Upstream};
+use crate::upstream::{AppProtocol, PodTls, Upstream};
 
 /// The per-target settings from the `http` trigger.
 #[derive(Clone, Debug, PartialEq)]
@@ -129,6 +129,8 @@ struct State {
     pod_in_flight: Option<u32>,
     /// How the pods are spoken to (the Service port's `appProtocol`).
     protocol: AppProtocol,
+    /// How a TLS pod's certificate is checked.
+    tls: Option<PodTls>,
 }
 
 impl State {
@@ -178,6 +180,7 @@ impl State {
         // A pod that stays keeps its idle connections (unless the protocol changed); a removed
         // pod's close with it.
         let protocol = self.protocol;
+        let tls = self.tls.clone();
         self.upstreams = assigned
             .iter()
             .map(|&(addr, _)| {
@@ -187,7 +190,9 @@ impl State {
                     .map_or_else(
                         || {
                             Arc::new(
-                                Upstream::with_max_idle(addr, max_idle).with_protocol(protocol),
+                                Upstream::with_max_idle(addr, max_idle)
+                                    .with_protocol(protocol)
+                                    .with_tls(tls.clone()),
                             )
                         },
                         Arc::clone,
@@ -402,6 +407,7 @@ impl Target {
                 serving: false,
                 pod_in_flight: None,
                 protocol: AppProtocol::Http1,
+                tls: None,
             }),
             wake,
             metrics,
@@ -512,11 +518,20 @@ impl Target {
         }
     }
 
-    /// Sets how the pods are spoken to; a change replaces every pod's connections.
-    pub fn set_protocol(&self, protocol: AppProtocol) {
+    /// Sets how the pods are spoken to (and how a TLS pod is checked); a change replaces
+    /// every pod's connections.
+    pub fn set_protocol(&self, protocol: AppProtocol, tls: Option<PodTls>) {
         let mut state = self.lock();
-        if state.protocol != protocol {
+        let same_tls = match (&state.tls, &tls) {
+            (None, None) => true,
+            (Some(a), Some(b)) => {
+                Arc::ptr_eq(&a.config, &b.config) && a.server_name == b.server_name
+            }
+            _ => false,
+        };
+        if state.protocol != protocol || !same_tls {
             state.protocol = protocol;
+            state.tls = tls;
             state.rebuild_pods();
         }
     }

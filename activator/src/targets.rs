@@ -68,6 +68,9 @@ pub struct Targets {
     replicas: Mutex<Replicas>,
     /// The limits each target gets.
     limits: TargetLimits,
+    /// Trusts `--pod-ca-file` for pods spoken to in HTTP/2 over TLS; `None`: no such pod is
+    /// spoken to.
+    pod_tls: Mutex<Option<Arc<rustls::ClientConfig>>>,
 }
 
 impl std::fmt::Debug for Targets {
@@ -114,6 +117,7 @@ impl Targets {
             wake,
             metrics,
             replicas: Mutex::default(),
+            pod_tls: Mutex::default(),
             limits,
         })
     }
@@ -186,11 +190,37 @@ impl Targets {
         }
     }
 
-    /// Sets how the pods of `key` are spoken to.
+    /// Sets how the pods of `key` are spoken to. A TLS pod's certificate must be for
+    /// `<service>.<namespace>.svc`, the name of the trigger's Service.
     pub fn set_protocol(&self, key: &TargetKey, protocol: crate::upstream::AppProtocol) {
-        if let Some(target) = self.get(key) {
-            target.set_protocol(protocol);
-        }
+        let Some((target, config)) = self
+            .lock()
+            .get(key)
+            .map(|(t, c)| (Arc::clone(t), c.clone()))
+        else {
+            return;
+        };
+        let tls = self
+            .pod_tls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .and_then(|config_tls| {
+                let name = format!("{}.{}.svc", config.trigger.service, key.namespace);
+                rustls_pki_types::ServerName::try_from(name)
+                    .ok()
+                    .map(|server_name| crate::upstream::PodTls {
+                        config: config_tls,
+                        server_name,
+                    })
+            });
+        target.set_protocol(protocol, tls);
+    }
+
+    /// Trusts `config` (a CA bundle, ALPN `h2`) for pods spoken to in HTTP/2 over TLS, from
+    /// the next [`Targets::set_protocol`] on.
+    pub fn set_pod_tls(&self, config: Arc<rustls::ClientConfig>) {
+        *self.pod_tls.lock().unwrap_or_else(PoisonError::into_inner) = Some(config);
     }
 
     /// Sets this replica's place among the activators, for every target.

@@ -62,6 +62,18 @@ pub enum UpstreamError {
     /// A request head that cannot be sent as an HTTP/2 request.
     #[error("the request head cannot be sent over HTTP/2")]
     Head,
+    /// The pod speaks HTTP/2 over TLS and the activators have no CA to check it with.
+    #[error("the pod speaks TLS (appProtocol kubernetes.io/h2) and no --pod-ca-file is given")]
+    NoPodTls,
+    /// The TLS handshake failed (the pod's certificate is not trusted, or not for the name).
+    #[error("TLS with the pod failed: {0}")]
+    Tls(#[source] std::io::Error),
+    /// The pod's TLS did not agree on HTTP/2.
+    #[error("the pod's TLS did not agree on HTTP/2 (ALPN h2)")]
+    NoH2,
+    /// HTTP/1.1 over TLS is not spoken to pods.
+    #[error("TLS to pods is spoken in HTTP/2 only: mark the port appProtocol kubernetes.io/h2")]
+    Https,
 }
 
 /// HTTP/2 carries what HTTP/1.1 says in its request line and Host header as pseudo-headers,
@@ -175,6 +187,11 @@ pub enum AppProtocol {
     /// HTTP/2 without TLS, prior knowledge (`kubernetes.io/h2c`, `h2c`, `grpc`): one
     /// multiplexed connection per pod; gRPC needs it end to end.
     H2c,
+    /// HTTP/2 over TLS (`kubernetes.io/h2`, `h2`): as [`AppProtocol::H2c`], the pod's
+    /// certificate verified against `--pod-ca-file` for the name `<service>.<namespace>.svc`.
+    H2,
+    /// HTTP/1.1 over TLS (`https`, `kubernetes.io/wss`): not spoken; requests get 502.
+    Https,
 }
 
 impl AppProtocol {
@@ -182,9 +199,48 @@ impl AppProtocol {
     pub fn of(app_protocol: Option<&str>) -> Self {
         match app_protocol.map(str::to_ascii_lowercase).as_deref() {
             Some("kubernetes.io/h2c" | "h2c" | "grpc") => Self::H2c,
+            Some("kubernetes.io/h2" | "h2") => Self::H2,
+            Some("https" | "kubernetes.io/wss") => Self::Https,
             _ => Self::Http1,
         }
     }
+}
+
+impl AppProtocol {
+    /// Whether requests go out in HTTP/2 ([`Upstream::send_h2`]), or are refused (TLS with
+    /// HTTP/1.1): neither takes the HTTP/1.1 paths.
+    pub fn is_http2_or_refused(self) -> bool {
+        matches!(self, Self::H2c | Self::H2 | Self::Https)
+    }
+}
+
+/// What a TLS connection to a target's pods verifies: the CA bundle of `--pod-ca-file`, and
+/// the name the pods' certificate must carry (`<service>.<namespace>.svc`).
+#[derive(Clone, Debug)]
+pub struct PodTls {
+    /// Trusts the CA bundle, ALPN `h2`.
+    pub config: Arc<rustls::ClientConfig>,
+    /// The name checked.
+    pub server_name: rustls_pki_types::ServerName<'static>,
+}
+
+/// The client configuration for pods spoken to in HTTP/2 over TLS: trusts the CA bundle
+/// `ca_pem` (`--pod-ca-file`) and nothing else, offers ALPN `h2`.
+///
+/// # Errors
+/// The bundle holds no usable certificate (named as `--pod-ca-file`).
+pub fn pod_tls_config(ca_pem: &[u8]) -> Result<rustls::ClientConfig, keda_tls::TlsError> {
+    let roots = keda_tls::roots(ca_pem, "--pod-ca-file")?;
+    let mut config = rustls::ClientConfig::builder_with_provider(keda_tls::provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| keda_tls::TlsError::TrustAnchors {
+            what: "--pod-ca-file".to_string(),
+            reason: e.to_string(),
+        })?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(config)
 }
 
 /// The body of a request sent to an HTTP/2 pod.
@@ -202,6 +258,9 @@ pub struct Upstream {
     /// The one HTTP/2 connection to the pod ([`AppProtocol::H2c`]), opened on first use and
     /// again when it closes.
     h2: tokio::sync::Mutex<Option<http2::SendRequest<H2Body>>>,
+    /// For [`AppProtocol::H2`]: how the pod's certificate is checked; `None`: no
+    /// `--pod-ca-file`, nothing is sent.
+    tls: Option<PodTls>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -228,7 +287,14 @@ impl Upstream {
             idle: Mutex::new(Vec::new()),
             protocol: AppProtocol::Http1,
             h2: tokio::sync::Mutex::new(None),
+            tls: None,
         }
+    }
+
+    /// The same, verifying a TLS pod with `tls`.
+    pub fn with_tls(mut self, tls: Option<PodTls>) -> Self {
+        self.tls = tls;
+        self
     }
 
     /// The same, speaking `protocol` to the pod.
@@ -250,20 +316,47 @@ impl Upstream {
         {
             return Ok(sender.clone());
         }
+        let tls = match self.protocol {
+            AppProtocol::H2c => None,
+            AppProtocol::H2 => Some(self.tls.clone().ok_or(UpstreamError::NoPodTls)?),
+            AppProtocol::Http1 | AppProtocol::Https => return Err(UpstreamError::Https),
+        };
         let stream = tokio::time::timeout(CONNECT_TIMEOUT, edge::Stream::connect(self.addr))
             .await
             .map_err(|_| UpstreamError::ConnectTimeout(CONNECT_TIMEOUT))?
             .map_err(UpstreamError::Connect)?;
-        let (sender, connection) = http2::Builder::new(TokioExecutor::new())
+        let mut builder = http2::Builder::new(TokioExecutor::new());
+        builder
             .timer(hyper_util::rt::TokioTimer::new())
-            .keep_alive_interval(Duration::from_secs(30))
-            .handshake(TokioIo::new(stream))
-            .await?;
-        tokio::spawn(async move {
-            // Ends when the pod closes the connection or the last sender is dropped; errors
-            // reach the requests that were on it.
-            let _ = connection.await;
-        });
+            .keep_alive_interval(Duration::from_secs(30));
+        let sender = match tls {
+            None => {
+                let (sender, connection) = builder.handshake(TokioIo::new(stream)).await?;
+                tokio::spawn(async move {
+                    // Ends when the pod closes the connection or the last sender is dropped;
+                    // errors reach the requests that were on it.
+                    let _ = connection.await;
+                });
+                sender
+            }
+            Some(tls) => {
+                let stream = tokio::time::timeout(
+                    CONNECT_TIMEOUT,
+                    tokio_rustls::TlsConnector::from(tls.config).connect(tls.server_name, stream),
+                )
+                .await
+                .map_err(|_| UpstreamError::ConnectTimeout(CONNECT_TIMEOUT))?
+                .map_err(UpstreamError::Tls)?;
+                if stream.get_ref().1.alpn_protocol() != Some(b"h2") {
+                    return Err(UpstreamError::NoH2);
+                }
+                let (sender, connection) = builder.handshake(TokioIo::new(stream)).await?;
+                tokio::spawn(async move {
+                    let _ = connection.await;
+                });
+                sender
+            }
+        };
         *slot = Some(sender.clone());
         Ok(sender)
     }

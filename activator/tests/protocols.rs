@@ -13,6 +13,7 @@ mod common;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use common::{activator, config, within};
@@ -47,6 +48,11 @@ fn grpc_ok() -> HeaderMap {
 /// with `grpc-status: 0`; `/echo.Echo/Stream` echoes every data frame as it arrives, then
 /// `grpc-status: 0` once the client ends its stream.
 async fn h2c_pod() -> SocketAddr {
+    h2_pod(None).await
+}
+
+/// [`h2c_pod`], over TLS with `tls` (ALPN `h2`) when given.
+async fn h2_pod(tls: Option<Arc<rustls::ServerConfig>>) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("pod");
     let addr = listener.local_addr().expect("pod");
     tokio::spawn(async move {
@@ -54,6 +60,7 @@ async fn h2c_pod() -> SocketAddr {
             let Ok((stream, _)) = listener.accept().await else {
                 return;
             };
+            let tls = tls.clone();
             tokio::spawn(async move {
                 let service = service_fn(|req: Request<Incoming>| async move {
                     let version = req.version();
@@ -106,9 +113,23 @@ async fn h2c_pod() -> SocketAddr {
                     }
                     Ok::<_, Infallible>(response)
                 });
-                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
+                let builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+                match tls {
+                    None => {
+                        let _ = builder
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                    }
+                    Some(tls) => {
+                        let Ok(stream) = tokio_rustls::TlsAcceptor::from(tls).accept(stream).await
+                        else {
+                            return;
+                        };
+                        let _ = builder
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                    }
+                }
             });
         }
     });
@@ -288,6 +309,111 @@ async fn an_unanswerable_h2c_pod_is_a_502_not_a_hang() {
         10,
         "the answer",
         common::get(&client, act.addr, "gone.example.com", "/"),
+    )
+    .await;
+    assert_eq!(status, 502);
+}
+
+/// A pod serving HTTP/2 over TLS with a certificate for `hosts`, issued by `ca`.
+async fn tls_pod(ca: &keda_tls::pki::CertificateAuthority, hosts: &[&str]) -> SocketAddr {
+    let pair = ca.issue_server("pod", hosts).expect("pod certificate");
+    let key =
+        keda_tls::certified_key(pair.cert.as_bytes(), pair.key.as_bytes(), "pod").expect("pod key");
+    let mut config = rustls::ServerConfig::builder_with_provider(keda_tls::provider())
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(key)));
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    h2_pod(Some(Arc::new(config))).await
+}
+
+#[tokio::test]
+async fn grpc_held_at_zero_reaches_a_tls_pod_checked_for_its_service_name() {
+    let ca = keda_tls::pki::CertificateAuthority::new("pods").expect("CA");
+    let other_ca = keda_tls::pki::CertificateAuthority::new("elsewhere").expect("CA");
+    let act = activator().await;
+    act.targets.set_pod_tls(Arc::new(
+        keda_activator::upstream::pod_tls_config(ca.cert_pem().as_bytes()).expect("CA bundle"),
+    ));
+    let route = |name: &str, host: &str| {
+        let cfg = config(name, &[("hosts", host), ("service", name)]);
+        let key = cfg.key.clone();
+        act.targets.apply(vec![cfg]);
+        key
+    };
+    let unary = |host: &'static str| {
+        let addr = act.addr;
+        tokio::spawn(async move {
+            let mut client = h2_client(addr).await;
+            let body: Frames = StreamBody::new(
+                futures::stream::iter([Ok(Frame::data(grpc_message(b"secure")))]).boxed(),
+            );
+            let request = Request::post(format!("http://{host}/echo.Echo/Unary"))
+                .header(http::header::CONTENT_TYPE, "application/grpc")
+                .header("te", "trailers")
+                .body(body)
+                .expect("request");
+            let response = client.send_request(request).await.expect("response");
+            let status = response.status();
+            let collected = response.into_body().collect().await.expect("body");
+            let grpc_status = collected
+                .trailers()
+                .and_then(|t| t.get("grpc-status"))
+                .map(|v| v.to_str().expect("ascii").to_string());
+            (status, grpc_status, collected.to_bytes())
+        })
+    };
+
+    // Held at zero, then a pod whose certificate is for `secure.shop.svc`.
+    let key = route("secure", "secure.example.com");
+    let target = act.targets.get(&key).expect("target");
+    let call = unary("secure.example.com");
+    common::eventually("the call to be held", || target.held() == 1).await;
+    act.targets.set_protocol(&key, AppProtocol::H2);
+    act.targets
+        .set_ready(&key, vec![tls_pod(&ca, &["secure.shop.svc"]).await]);
+    let (status, grpc_status, body) = within(10, "the answer", call).await.expect("task");
+    assert_eq!(status, 200);
+    assert_eq!(grpc_status.as_deref(), Some("0"));
+    assert_eq!(body, grpc_message(b"secure"));
+
+    // A certificate for another name, or from another CA: 502, nothing sent.
+    for (name, pod) in [
+        ("wrongname", tls_pod(&ca, &["other.shop.svc"]).await),
+        ("wrongca", tls_pod(&other_ca, &["wrongca.shop.svc"]).await),
+    ] {
+        let host: &'static str = if name == "wrongname" {
+            "wrongname.example.com"
+        } else {
+            "wrongca.example.com"
+        };
+        let key = route(name, host);
+        act.targets.set_protocol(&key, AppProtocol::H2);
+        act.targets.set_ready(&key, vec![pod]);
+        let (status, _, _) = within(10, "the answer", unary(host)).await.expect("task");
+        assert_eq!(status, 502, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn without_a_pod_ca_a_tls_pod_gets_no_request() {
+    let ca = keda_tls::pki::CertificateAuthority::new("pods").expect("CA");
+    let act = activator().await;
+    let cfg = config(
+        "secure",
+        &[("hosts", "secure.example.com"), ("service", "secure")],
+    );
+    let key = cfg.key.clone();
+    act.targets.apply(vec![cfg]);
+    act.targets.set_protocol(&key, AppProtocol::H2);
+    act.targets
+        .set_ready(&key, vec![tls_pod(&ca, &["secure.shop.svc"]).await]);
+    let client = common::client();
+    let (status, _) = within(
+        10,
+        "the answer",
+        common::get(&client, act.addr, "secure.example.com", "/hello"),
     )
     .await;
     assert_eq!(status, 502);
