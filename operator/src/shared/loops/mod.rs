@@ -13,7 +13,7 @@
 
 mod ticks;
 
-pub use ticks::{IntervalTicks, ManualTicks, Ticker, Ticks};
+pub use ticks::{IntervalTicks, ManualTicks, Ticker, Ticks, start_offset};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -116,6 +116,11 @@ struct Inner<K: LoopKind> {
     registry: LoopRegistry<K::Key, K::Memory>,
     /// Loops started by a reconcile that has not finished, by UID ([`Loops::reconciled`]).
     first_poll_gates: Mutex<HashMap<String, Arc<Notify>>>,
+    /// UIDs whose loop has started in this process: only an object's first loop here is
+    /// spread ([`LoopTask::start_offset`]); a loop restarted by a change polls at once.
+    started: Mutex<std::collections::HashSet<String>>,
+    /// First loops spread so far ([`ticks::start_offset`]).
+    spread: std::sync::atomic::AtomicU64,
     kind: K,
 }
 
@@ -154,6 +159,8 @@ impl<K: LoopKind> Loops<K> {
                 events,
                 registry: LoopRegistry::new(shutdown, on_stop),
                 first_poll_gates: Mutex::default(),
+                started: Mutex::default(),
+                spread: std::sync::atomic::AtomicU64::new(0),
                 kind,
             }),
         }
@@ -364,6 +371,7 @@ impl<K: LoopKind> Loops<K> {
     pub async fn forget(&self, object: &K::Object) {
         let uid = object.uid().unwrap_or_default();
         self.inner.kind.forgotten(&uid);
+        lock(&self.inner.started).remove(&uid);
         if self.inner.registry.forget(&uid).await {
             self.scalers_stopped(object).await;
         }
@@ -372,6 +380,7 @@ impl<K: LoopKind> Loops<K> {
     /// [`forget`](Self::forget) of an object no longer there (no Event).
     async fn forget_uid(&self, uid: &str) {
         self.inner.kind.forgotten(uid);
+        lock(&self.inner.started).remove(uid);
         self.inner.registry.forget(uid).await;
     }
 
@@ -473,6 +482,24 @@ impl<K: LoopKind> LoopTask<K> {
             () = self.token.cancelled() => return,
             () = K::before_first_poll(&self.loops) => {}
         }
+        // An object that existed before this operator started is one of many loops starting
+        // together (a restart, a leader change): its first poll waits for its place in its
+        // interval, unless a push scaler says it is active. A new object polls at once.
+        if let Some(offset) = self.start_offset() {
+            let delay = ticker.delay_first(offset);
+            tokio::pin!(delay);
+            loop {
+                tokio::select! {
+                    () = self.token.cancelled() => return,
+                    () = &mut delay => break,
+                    active = push_rx.recv(), if push_open => match active {
+                        Some(true) => break,
+                        Some(false) => {}
+                        None => push_open = false,
+                    },
+                }
+            }
+        }
         loop {
             if self.superseded() {
                 self.retire();
@@ -509,6 +536,26 @@ impl<K: LoopKind> LoopTask<K> {
                 }
             }
         }
+    }
+
+    /// The wait before the first poll of an object created before this operator started
+    /// ([`ticks::start_offset`]), for its first loop in this process; `None` for a newer
+    /// object, or a loop restarted by a change of the object.
+    fn start_offset(&self) -> Option<Duration> {
+        if !lock(&self.loops.inner.started).insert(self.uid.clone()) {
+            return None;
+        }
+        let object = self.object()?;
+        let created = object.meta().creation_timestamp.as_ref()?.0;
+        if created >= self.loops.inner.config.operator_started_at {
+            return None;
+        }
+        let k = self
+            .loops
+            .inner
+            .spread
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Some(ticks::start_offset(k, K::polling_interval(&object)))
     }
 
     /// Runs every push scaler in a task of its own, sending activity to `push_tx`.

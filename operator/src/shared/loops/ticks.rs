@@ -16,6 +16,13 @@ pub trait Ticks: Send + Sync + 'static {
 pub trait Ticker: Send {
     /// Returns when the next poll is due, with how late it is against its schedule.
     async fn tick(&mut self) -> Duration;
+
+    /// Waits `offset` before the loop's first poll, and schedules the following polls from
+    /// then on (loops that start together are spread over their interval). Manual ticks do
+    /// not wait.
+    async fn delay_first(&mut self, offset: Duration) {
+        let _ = offset;
+    }
 }
 
 /// Real time: a poll every interval after the previous one started.
@@ -49,6 +56,25 @@ impl Ticker for IntervalTicker {
         let due = self.interval.tick().await;
         tokio::time::Instant::now().saturating_duration_since(due)
     }
+
+    async fn delay_first(&mut self, offset: Duration) {
+        tokio::time::sleep(offset).await;
+        // The next poll one interval after this first one.
+        self.interval.reset();
+        self.started = true;
+    }
+}
+
+/// Where in its polling interval the `k`-th loop (0, 1, ...) of many starting together (after
+/// a restart or a leader change) polls first: the fractional parts of `k` times the golden
+/// ratio, a sequence that fills the interval evenly whatever the count (any stretch of
+/// `1/interval` of it holds about `1/interval` of the loops, give or take one or two), so
+/// about `1/interval` of them poll in any second.
+pub fn start_offset(k: u64, interval: Duration) -> Duration {
+    const GOLDEN: f64 = 0.618_033_988_749_894_8;
+    #[allow(clippy::cast_precision_loss)]
+    let fraction = (k as f64 * GOLDEN).fract();
+    interval.mul_f64(fraction)
 }
 
 /// Ticks driven by the caller: every loop polls once more after each [`ManualTicks::tick`].
@@ -98,5 +124,30 @@ impl Ticker for ManualTicker {
             std::future::pending::<()>().await;
         }
         Duration::ZERO
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_offsets_fill_the_interval_evenly() {
+        let interval = Duration::from_secs(30);
+        for n in [1u64, 7, 30, 100, 1000, 100_000] {
+            let mut per_second = [0u64; 30];
+            for k in 0..n {
+                let offset = start_offset(k, interval);
+                assert!(offset < interval);
+                let second = usize::try_from(offset.as_secs()).unwrap();
+                per_second[second] += 1;
+            }
+            let most = *per_second.iter().max().unwrap();
+            // 1/interval of them per second, give or take the rounding of a few.
+            assert!(
+                most <= n.div_ceil(30) + 2,
+                "{n} loops: {most} in one second"
+            );
+        }
     }
 }

@@ -1,0 +1,182 @@
+//! Issue 25: no thundering herd after a restart or a leader change. Objects that existed
+//! before the operator started poll first at their place in their `pollingInterval`, so about
+//! 1/pollingInterval of them poll in any second; an object created afterwards, and a loop
+//! restarted by a change of its object, poll at once. Real interval ticks, memkube, the `dial`
+//! scaler (instant reads).
+
+mod common;
+mod scenarios;
+
+#[allow(dead_code)]
+#[path = "../../scalers/tests/common/mod.rs"]
+mod redis_common;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::dial::Dials;
+use jiff::{SignedDuration, Timestamp};
+use keda_api::ScaledObject;
+use keda_operator::resolve::WatchScope;
+use keda_operator::scale_loop::IntervalTicks;
+use keda_operator::scalers::ScalerEnv;
+use keda_operator::{ControllerConfig, ScaledObjectController};
+use keda_scalers::Clock;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use tokio_util::sync::CancellationToken;
+
+const OBJECTS: usize = 60;
+const INTERVAL_SECS: u64 = 3;
+
+fn object(name: &str) -> String {
+    format!(
+        r#"
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata:
+  name: {name}
+spec:
+  scaleTargetRef:
+    name: {name}
+  pollingInterval: {INTERVAL_SECS}
+  triggers:
+    - type: dial
+      metadata:
+        dial: {name}
+"#
+    )
+}
+
+/// Records when each object's poll counter first reaches `n`.
+fn first_polls(
+    loops: &keda_operator::ScaleLoops,
+    objects: &[ScaledObject],
+    n: u64,
+) -> Arc<Mutex<Vec<Instant>>> {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    for so in objects {
+        let mut rx = loops.polls(&so.uid().expect("uid"));
+        let seen = Arc::clone(&seen);
+        tokio::spawn(async move {
+            if rx.wait_for(|p| *p >= n).await.is_ok() {
+                seen.lock().expect("lock").push(Instant::now());
+            }
+        });
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loops_of_objects_older_than_the_operator_are_spread_over_their_interval() {
+    let dials = Dials::new();
+    let Some((_server, w)) = common::world::world(
+        "loops_of_objects_older_than_the_operator_are_spread_over_their_interval",
+        dials.registry(),
+    )
+    .await
+    else {
+        return;
+    };
+    let mut objects = Vec::new();
+    for i in 0..OBJECTS {
+        let name = format!("app-{i}");
+        w.deployment(&name, 1).await;
+        dials.set(&name, 1.0);
+        objects.push(w.create(&object(&name)).await);
+    }
+    // The operator starts after they exist: a restart, or a new leader.
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let config = ControllerConfig {
+        env: ScalerEnv {
+            pools: w.pools.clone(),
+            clock: Clock::system(),
+            registry: w.registry.clone(),
+            ..ScalerEnv::default()
+        },
+        ticks: Arc::new(IntervalTicks),
+        clock: Clock::system(),
+        operator_started_at: Some(Timestamp::now()),
+        persist_interval: SignedDuration::from_mins(5),
+        watch_scope: WatchScope::Namespaces(vec![w.namespace.clone()]),
+        retry_after_error: Duration::from_millis(200),
+        metrics: w.metrics.clone(),
+        ..ControllerConfig::default()
+    };
+    let controller = ScaledObjectController::new(w.client.clone(), config);
+    let loops = controller.loops();
+    let shutdown = CancellationToken::new();
+    let _stop = shutdown.clone().drop_guard();
+    let started = Instant::now();
+    let seen = first_polls(&loops, &objects, 1);
+    tokio::spawn(async move {
+        let _ = controller.run(shutdown).await;
+    });
+    let deadline = started + Duration::from_secs(INTERVAL_SECS + 10);
+    while seen.lock().expect("lock").len() < OBJECTS {
+        assert!(
+            Instant::now() < deadline,
+            "not every loop polled within its interval"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut times: Vec<Duration> = seen
+        .lock()
+        .expect("lock")
+        .iter()
+        .map(|t| t.duration_since(started))
+        .collect();
+    times.sort();
+    // Spread over the interval, not all at once (the reconcile of 60 objects itself takes a
+    // fraction of a second)...
+    let span = *times.last().expect("polls") - times[0];
+    assert!(
+        span >= Duration::from_secs(INTERVAL_SECS - 1),
+        "first polls within {span:?}: {times:?}"
+    );
+    // ... about 1/interval of them in any second (a sliding one-second window).
+    let per_second = OBJECTS.div_ceil(usize::try_from(INTERVAL_SECS).expect("small"));
+    let most = times
+        .iter()
+        .map(|start| {
+            times
+                .iter()
+                .filter(|t| **t >= *start && **t < *start + Duration::from_secs(1))
+                .count()
+        })
+        .max()
+        .unwrap_or(0);
+    assert!(
+        most <= per_second + per_second / 4,
+        "{most} first polls in one second, expected about {per_second}: {times:?}"
+    );
+
+    // A new object polls at once.
+    dials.set("late", 1.0);
+    w.deployment("late", 1).await;
+    let late = w.create(&object("late")).await;
+    let created = Instant::now();
+    let mut rx = loops.polls(&late.uid().expect("uid"));
+    tokio::time::timeout(Duration::from_secs(2), rx.wait_for(|p| *p >= 1))
+        .await
+        .expect("a new object polls at once")
+        .expect("poll counter");
+    assert!(created.elapsed() < Duration::from_secs(2));
+
+    // A changed object's new loop polls at once too (not at its place in the interval).
+    let so = &objects[1];
+    let before = *loops.polls(&so.uid().expect("uid")).borrow();
+    let api: Api<ScaledObject> = Api::namespaced(w.client.clone(), &w.namespace);
+    api.patch(
+        &so.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"spec": {"pollingInterval": 30}})),
+    )
+    .await
+    .expect("patch");
+    let mut rx = loops.polls(&so.uid().expect("uid"));
+    tokio::time::timeout(Duration::from_secs(2), rx.wait_for(|p| *p > before))
+        .await
+        .expect("a restarted loop polls at once")
+        .expect("poll counter");
+}
