@@ -3,8 +3,15 @@
 //! apply, and the API server refuses the loopback and link-local addresses memkube accepts
 //! (why the slice builder refuses them first).
 //!
-//! Not yet here (see docs/http.md, "Proxy and serve modes"): the request stream through the
-//! flips, which needs the activator and the workload running in the cluster.
+//! And the request stream of `activator/tests/scenarios/serve_stream.rs` through proxy ->
+//! serve -> proxy -> zero -> back, every request answered exactly once: the activator's watch
+//! and serve-mode task run in the test process against the real API server, the pod and the
+//! activator's proxy listen on this machine's non-loopback address (which the API server takes
+//! in EndpointSlices), and a stand-in for kube-proxy reads the managed slices before each
+//! request; no traffic goes through the cluster.
+
+#[path = "../../../activator/tests/scenarios/serve_stream.rs"]
+mod serve_stream;
 
 use std::time::{Duration, Instant};
 
@@ -132,6 +139,38 @@ async fn managed_slices_flip_on_a_real_api_server() {
         );
     }
 
+    namespaces
+        .delete(&namespace, &DeleteParams::default())
+        .await
+        .expect("namespace deleted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real cluster: KEDA_RS_E2E_KUBECONFIG"]
+async fn a_request_stream_through_the_flips_on_a_real_api_server() {
+    let client = cluster_client().await.expect("a cluster");
+    let namespace = format!("keda-rs-e2e-serve-stream-{}", std::process::id());
+    let namespaces = scenario_namespace(&client, &namespace).await;
+    // The ScaledObject's target, at zero (an admission webhook or an operator in the cluster
+    // finds it; nothing here scales it).
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(client.clone(), &namespace);
+    let deployment = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "shop"},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"app": "shop"}},
+            "template": {"metadata": {"labels": {"app": "shop"}},
+                         "spec": {"containers": [{"name": "shop", "image": "shop"}]}}
+        }
+    }))
+    .expect("a Deployment");
+    deployments
+        .create(&PostParams::default(), &deployment)
+        .await
+        .expect("Deployment created");
+    serve_stream::flips_with_a_request_stream(client.clone(), &namespace, &namespace).await;
     namespaces
         .delete(&namespace, &DeleteParams::default())
         .await

@@ -74,7 +74,8 @@ pub fn start_offset(k: u64, interval: Duration) -> Duration {
     const GOLDEN: f64 = 0.618_033_988_749_894_8;
     #[allow(clippy::cast_precision_loss)]
     let fraction = (k as f64 * GOLDEN).fract();
-    interval.mul_f64(fraction)
+    // `fraction` is in [0, 1): the product is within `interval`.
+    Duration::try_from_secs_f64(interval.as_secs_f64() * fraction).unwrap_or(Duration::ZERO)
 }
 
 /// Ticks driven by the caller: every loop polls once more after each [`ManualTicks::tick`].
