@@ -38,6 +38,7 @@
 
 mod cluster;
 mod procs;
+mod routes;
 mod wrk;
 
 use std::collections::BTreeMap;
@@ -66,6 +67,8 @@ struct Options {
     throughput: bool,
     cold_start: bool,
     compare: Option<PathBuf>,
+    routes: usize,
+    rate: u32,
 }
 
 impl Options {
@@ -79,6 +82,8 @@ impl Options {
             throughput: true,
             cold_start: true,
             compare: None,
+            routes: 200,
+            rate: 1000,
         };
         let mut args = args.peekable();
         while let Some(arg) = args.next() {
@@ -100,8 +105,10 @@ impl Options {
                 "--no-throughput" => options.throughput = false,
                 "--no-cold-start" => options.cold_start = false,
                 "--compare" => options.compare = Some(value("--compare")?.into()),
+                "--routes" => options.routes = value("--routes")?.parse()?,
+                "--rate" => options.rate = value("--rate")?.parse()?,
                 other => bail!(
-                    "unknown argument {other:?}; expected --seconds N, --rounds N, --connections A,B, --workers N, --cold-starts N, --no-throughput, --no-cold-start, --compare PATH"
+                    "unknown argument {other:?}; expected --seconds N, --rounds N, --connections A,B, --workers N, --cold-starts N, --no-throughput, --no-cold-start, --compare PATH, --routes N (0: none), --rate R"
                 ),
             }
         }
@@ -255,11 +262,59 @@ async fn run(options: Options) -> anyhow::Result<()> {
         }
         tokio::task::block_in_place(|| throughput(&options, &wrk, &targets, &backend, &log))?;
     }
+    if options.routes > 0 {
+        many_routes(&options, &cluster, listen, backend_addr).await?;
+    }
     println!("load average at end: {}", procs::load_average());
     drop(nginx);
     drop(baseline);
     drop(activator);
     drop(backend);
+    Ok(())
+}
+
+/// `--routes` ScaledObjects at `--rate` requests per second: the activator against the backend
+/// directly, `--rounds` rounds of `--seconds` each, alternating which goes first.
+async fn many_routes(
+    options: &Options,
+    cluster: &Cluster,
+    activator: SocketAddr,
+    backend: SocketAddr,
+) -> anyhow::Result<()> {
+    cluster.set_replicas(1).await?;
+    cluster.remove_endpoint().await?;
+    cluster.publish_endpoint(backend).await?;
+    routes::create(&cluster.client, options.routes).await?;
+    routes::wait_routed(activator, options.routes).await?;
+    println!(
+        "{} routes routed; {} requests/s over them, {} rounds of {} s",
+        options.routes, options.rate, options.rounds, options.seconds
+    );
+    let mut added = Vec::new();
+    for round in 0..options.rounds {
+        let order = if round % 2 == 0 {
+            [("direct", backend), ("activator", activator)]
+        } else {
+            [("activator", activator), ("direct", backend)]
+        };
+        let mut p99 = BTreeMap::new();
+        for (name, addr) in order {
+            let run = routes::fixed_rate(addr, options.routes, options.rate, options.seconds).await;
+            let (p50, q99, max) = (run.quantile(0.5), run.quantile(0.99), run.quantile(1.0));
+            println!(
+                "round {round} {name}: {} answered, {} errors, p50 {p50:?}, p99 {q99:?}, max {max:?}",
+                run.latencies.len(),
+                run.errors
+            );
+            p99.insert(name, q99);
+        }
+        added.push(p99["activator"].saturating_sub(p99["direct"]));
+    }
+    added.sort();
+    let median_added = added[added.len() / 2];
+    println!(
+        "routes: activator p99 added over direct, per round {added:?}, median {median_added:?} (goal <= 5 ms)"
+    );
     Ok(())
 }
 
