@@ -402,13 +402,18 @@ async fn run(args: Args) -> anyhow::Result<()> {
             Arc::clone(&metrics),
             stop_watching.clone(),
             {
-                let (targets, stop, client) =
-                    (Arc::clone(&targets), stop_watching.clone(), client.clone());
+                let (targets, stop, client, ready) = (
+                    Arc::clone(&targets),
+                    stop_watching.clone(),
+                    client.clone(),
+                    ready.clone(),
+                );
                 move || {
                     serving::run(
                         client.clone(),
                         config.clone(),
                         Arc::clone(&targets),
+                        ready.clone(),
                         stop.clone(),
                     )
                 }

@@ -88,7 +88,9 @@ pub enum ScrapeError {
 
 /// Runs until `cancel`: watches the opted-in Services, the managed slices and the activators'
 /// own Service, and once a second updates every target's reported mode and, on the writer,
-/// the slices and the pods' gauge.
+/// the slices and the pods' gauge. Nothing is decided before `routes_ready` (the routes watch
+/// has applied its first full lists): a restarted writer must not lead clients to activators
+/// that do not know the routes yet, nor judge targets it has not loaded.
 ///
 /// # Errors
 /// [`ServeRunError::Ended`]: the watch streams ended before `cancel`.
@@ -96,6 +98,7 @@ pub async fn run(
     client: Client,
     config: ServeConfig,
     targets: Arc<Targets>,
+    routes_ready: crate::server::Readiness,
     cancel: CancellationToken,
 ) -> Result<(), ServeRunError> {
     let (services_api, managed_api): (Api<Service>, Api<EndpointSlice>) = match &config.namespace {
@@ -163,7 +166,7 @@ pub async fn run(
                 None => return Err(ServeRunError::Ended),
             },
             _ = tick.tick() => {
-                if is_ready(&services) && is_ready(&managed) && is_ready(&own) {
+                if routes_ready.get() && is_ready(&services) && is_ready(&managed) && is_ready(&own) {
                     runner.step(&services, &managed, &own, Instant::now()).await;
                 }
             }
@@ -251,9 +254,13 @@ impl Runner {
             return;
         }
 
-        // The writer: scrape the gauges of the targets that have one.
+        // The writer: scrape the gauges of the targets a managed Service serves.
         let scrapes = futures::future::join_all(all.iter().map(|(target, config)| {
-            let metric = config.trigger.pod_metric.clone();
+            let metric = config
+                .trigger
+                .pod_metric
+                .clone()
+                .filter(|_| managed.iter().any(|m| m.target == config.key));
             let pods = target.ready_addrs();
             let timeout = self.config.scrape_timeout;
             async move {
@@ -347,8 +354,13 @@ impl Runner {
         self.modes.retain(|id, _| alive.contains(id));
         self.last_busy
             .retain(|key, _| managed.iter().any(|m| &m.target == key));
-        // Slices of a Service that no longer opts in (or no longer qualifies): removed, so no
-        // stale endpoint stays behind.
+        // Slices of a Service that is gone or no longer opts in: removed, so no stale endpoint
+        // stays behind. (A Service that still opts in but is refused, or whose ScaledObject is
+        // not loaded, keeps its slices: they are not ours to empty on a guess.)
+        let opted: HashSet<(String, String)> = opted_in
+            .iter()
+            .filter_map(|s| Some((s.namespace()?, s.name_any())))
+            .collect();
         for slice in slices.iter() {
             let (Some(ns), Some(service)) = (
                 slice.namespace(),
@@ -356,7 +368,8 @@ impl Runner {
             ) else {
                 continue;
             };
-            if alive.contains(&(ns.clone(), service.clone())) {
+            let id = (ns.clone(), service.clone());
+            if alive.contains(&id) || opted.contains(&id) {
                 continue;
             }
             let api: Api<EndpointSlice> = Api::namespaced(self.client.clone(), &ns);

@@ -251,6 +251,7 @@ pub async fn flips_with_a_request_stream(client: kube::Client, ns: &str, self_ns
         Duration::from_secs(5),
     ));
     let self_service = (self_ns.to_string(), "keda-activator".to_string());
+    let routes_ready = Readiness::default();
     tokio::spawn(watch::run(
         client.clone(),
         WatchConfig {
@@ -260,7 +261,7 @@ pub async fn flips_with_a_request_stream(client: kube::Client, ns: &str, self_ns
             ..WatchConfig::default()
         },
         Arc::clone(&targets),
-        Readiness::default(),
+        routes_ready.clone(),
         stop.clone(),
     ));
     tokio::spawn(serving::run(
@@ -279,6 +280,7 @@ pub async fn flips_with_a_request_stream(client: kube::Client, ns: &str, self_ns
             scrape_timeout: Duration::from_millis(500),
         },
         Arc::clone(&targets),
+        routes_ready,
         stop.clone(),
     ));
 
