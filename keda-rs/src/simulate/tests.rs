@@ -2,9 +2,10 @@
 
 use std::path::Path;
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 
 use super::*;
+use crate::hpa::HpaSettings;
 
 const START: &str = "2026-01-01T00:00:00Z";
 
