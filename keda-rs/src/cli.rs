@@ -59,6 +59,11 @@ pub struct SimulateArgs {
     /// by name or index).
     #[arg(long, value_name = "CSV")]
     pub values: PathBuf,
+    /// Another version of the objects (same namespace and name, or the only object of each
+    /// file): both replay the same history; figures side by side, one chart with both
+    /// timelines, the other version's `time,replicas` in `<namespace>-<name>.compare.csv`.
+    #[arg(long, value_name = "OTHER.yaml")]
+    pub compare: Option<PathBuf>,
     /// Where `<namespace>-<name>.csv`, `.svg` and `.png` are written.
     #[arg(long, default_value = "keda-rs-simulate")]
     pub out: PathBuf,
@@ -248,11 +253,51 @@ fn simulate(args: SimulateArgs) -> Result<(), CliError> {
         downscale_stabilization_seconds: i32::try_from(args.hpa_downscale_stabilization.as_secs())
             .unwrap_or(i32::MAX),
     };
-    for object in &objects {
-        let points = sim::parse_csv(&args.values, &csv, object)?;
-        let timeline = sim::simulate(object, &points, &hpa, args.replicas.max(0));
-        print!("{}", sim::render_summary(object, &timeline));
-        for path in sim::write_outputs(&args.out, object, &timeline)? {
+    let Some(other_path) = &args.compare else {
+        for object in &objects {
+            let points = sim::parse_csv(&args.values, &csv, object)?;
+            let timeline = sim::simulate(object, &points, &hpa, args.replicas.max(0));
+            print!("{}", sim::render_summary(object, &timeline));
+            for path in sim::write_outputs(&args.out, object, &timeline)? {
+                println!("  wrote {}", path.display());
+            }
+        }
+        return Ok(());
+    };
+    let other_yaml = sim::read_bounded(other_path)?;
+    let others = sim::parse_objects(other_path, &other_yaml)?;
+    let name_of = |p: &std::path::Path| {
+        p.file_name().map_or_else(
+            || p.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        )
+    };
+    let (mut first_name, mut other_name) = (name_of(&args.file), name_of(other_path));
+    if first_name == other_name {
+        // Two files of one name in different directories: the paths tell them apart.
+        (first_name, other_name) = (
+            args.file.display().to_string(),
+            other_path.display().to_string(),
+        );
+    }
+    for (a, b) in sim::pair_versions(objects, others, other_path)? {
+        let run = |object: &sim::SimObject| {
+            sim::parse_csv(&args.values, &csv, object)
+                .map(|points| sim::simulate(object, &points, &hpa, args.replicas.max(0)))
+        };
+        let (ta, tb) = (run(&a)?, run(&b)?);
+        let first = sim::Version {
+            name: &first_name,
+            object: &a,
+            timeline: &ta,
+        };
+        let second = sim::Version {
+            name: &other_name,
+            object: &b,
+            timeline: &tb,
+        };
+        print!("{}", sim::render_compare(first, second));
+        for path in sim::write_compare_outputs(&args.out, first, second)? {
             println!("  wrote {}", path.display());
         }
     }

@@ -39,7 +39,7 @@ pub mod report;
 
 pub use parse::{ACTIVATION_KEYS, MAX_HISTORY, TARGET_KEYS, parse_csv, parse_objects};
 pub use replay::simulate;
-pub use report::{render_summary, write_outputs};
+pub use report::{Version, render_compare, render_summary, write_compare_outputs, write_outputs};
 
 /// Largest input file read (CSV or YAML).
 pub const MAX_INPUT_BYTES: u64 = 512 * 1024 * 1024;
@@ -72,6 +72,12 @@ pub enum SimulateError {
         path: PathBuf,
         #[source]
         source: std::io::Error,
+    },
+    #[error("{path}: no ScaledObject {namespace}/{name} to compare with")]
+    NoCounterpart {
+        path: PathBuf,
+        namespace: String,
+        name: String,
     },
     #[error(transparent)]
     Chart(#[from] chart::ChartError),
@@ -136,6 +142,38 @@ pub struct Summary {
     pub longest_above_target_seconds: i64,
     /// Seconds from the first poll seeing the object active to replicas > 0, per activation.
     pub activation_delays: Vec<i64>,
+}
+
+/// Pairs every object of the first file with its version in the `--compare` file
+/// (`other_path`): the object of the same namespace and name or, when each file holds one
+/// object, that one whatever its name.
+///
+/// # Errors
+/// An object of the first file without a version in the other.
+pub fn pair_versions(
+    first: Vec<SimObject>,
+    mut other: Vec<SimObject>,
+    other_path: &Path,
+) -> Result<Vec<(SimObject, SimObject)>, SimulateError> {
+    if first.len() == 1 && other.len() == 1 {
+        return Ok(first.into_iter().zip(other).collect());
+    }
+    let mut pairs = Vec::new();
+    for object in first {
+        let Some(at) = other
+            .iter()
+            .position(|o| o.namespace == object.namespace && o.name == object.name)
+        else {
+            return Err(SimulateError::NoCounterpart {
+                path: other_path.to_path_buf(),
+                namespace: object.namespace,
+                name: object.name,
+            });
+        };
+        let version = other.swap_remove(at);
+        pairs.push((object, version));
+    }
+    Ok(pairs)
 }
 
 /// Reads a file of at most [`MAX_INPUT_BYTES`].
