@@ -56,9 +56,22 @@ pub struct SimulateArgs {
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
     /// The metric history: CSV with the header `time,trigger,value` (RFC 3339 time; trigger
-    /// by name or index).
-    #[arg(long, value_name = "CSV")]
-    pub values: PathBuf,
+    /// by name or index). With --prometheus, the history of the other triggers.
+    #[arg(long, value_name = "CSV", required_unless_present = "prometheus")]
+    pub values: Option<PathBuf>,
+    /// Read the history of `prometheus` triggers from this Prometheus: each trigger's own
+    /// query as a range query (/api/v1/query_range).
+    #[arg(long, value_name = "URL")]
+    pub prometheus: Option<String>,
+    /// With --prometheus: how far back the history goes (s, m, h, d, w: 7d, 36h).
+    #[arg(long, default_value = "7d", value_parser = crate::simulate::prometheus::parse_span)]
+    pub range: jiff::SignedDuration,
+    /// With --prometheus: the time between two samples.
+    #[arg(long, default_value = "30s", value_parser = crate::simulate::prometheus::parse_span)]
+    pub step: jiff::SignedDuration,
+    /// With --prometheus: when the history ends (RFC 3339) [default: now].
+    #[arg(long, value_name = "TIME")]
+    pub end: Option<jiff::Timestamp>,
     /// Another version of the objects (same namespace and name, or the only object of each
     /// file): both replay the same history; figures side by side, one chart with both
     /// timelines, the other version's `time,replicas` in `<namespace>-<name>.compare.csv`.
@@ -161,6 +174,8 @@ enum CliError {
     Signal(#[source] std::io::Error),
     #[error("cannot set up the terminal: {0}")]
     Terminal(#[source] std::io::Error),
+    #[error("{0}")]
+    Flag(String),
     #[error(transparent)]
     Dev(#[from] DevError),
     #[error(transparent)]
@@ -242,21 +257,98 @@ fn dev(args: DevArgs) -> Result<(), CliError> {
     Ok(())
 }
 
+/// Where a run's histories come from: the CSV, Prometheus, or both.
+struct Histories {
+    csv: Option<(PathBuf, String)>,
+    prometheus: Option<(
+        crate::simulate::prometheus::RangeSpec,
+        keda_scalers::http_client::HttpClient,
+        tokio::runtime::Runtime,
+    )>,
+}
+
+impl Histories {
+    fn of(args: &SimulateArgs) -> Result<Histories, CliError> {
+        use crate::simulate as sim;
+        let csv = match &args.values {
+            Some(path) => Some((path.clone(), sim::read_bounded(path)?)),
+            None => None,
+        };
+        let prometheus = match &args.prometheus {
+            None => None,
+            Some(url) => {
+                let spec = sim::prometheus::RangeSpec::ending(
+                    url,
+                    args.end.unwrap_or_else(jiff::Timestamp::now),
+                    args.range,
+                    args.step,
+                )
+                .map_err(CliError::Flag)?;
+                // The scalers' HTTP client builds rustls from the process-wide provider.
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(CliError::Runtime)?;
+                let client = runtime.block_on(async { sim::prometheus::client(&spec) })?;
+                Some((spec, client, runtime))
+            }
+        };
+        Ok(Histories { csv, prometheus })
+    }
+
+    /// The history of `object`; with --prometheus, also written to `<out>/<ns>-<name>.history.csv`.
+    fn points(
+        &self,
+        object: &crate::simulate::SimObject,
+        out: &std::path::Path,
+    ) -> Result<Vec<crate::simulate::Point>, CliError> {
+        use crate::simulate as sim;
+        let mut points = match &self.csv {
+            Some((path, text)) => sim::parse_csv(path, text, object)?,
+            None => Vec::new(),
+        };
+        if let Some((spec, client, runtime)) = &self.prometheus {
+            if self.csv.is_none()
+                && let Some(t) = object.triggers.iter().find(|t| t.prometheus.is_none())
+            {
+                return Err(sim::SimulateError::NoHistory {
+                    namespace: object.namespace.clone(),
+                    name: object.name.clone(),
+                    trigger: t.name.clone(),
+                    kind: t.kind.clone(),
+                }
+                .into());
+            }
+            let fetched = runtime.block_on(sim::prometheus::fetch(object, spec, client))?;
+            let path = sim::write_history(out, object, &fetched)?;
+            println!("  history: {}", path.display());
+            points.extend(fetched);
+            points.sort_by_key(|p| p.time);
+        }
+        Ok(points)
+    }
+}
+
 fn simulate(args: SimulateArgs) -> Result<(), CliError> {
     use crate::simulate as sim;
     let yaml = sim::read_bounded(&args.file)?;
     let objects = sim::parse_objects(&args.file, &yaml)?;
-    let csv = sim::read_bounded(&args.values)?;
+    let histories = Histories::of(&args)?;
     let hpa = HpaSettings {
         sync_period: args.hpa_sync_period,
         tolerance: args.hpa_tolerance,
         downscale_stabilization_seconds: i32::try_from(args.hpa_downscale_stabilization.as_secs())
             .unwrap_or(i32::MAX),
     };
+    let run = |object: &sim::SimObject| {
+        histories
+            .points(object, &args.out)
+            .map(|points| sim::simulate(object, &points, &hpa, args.replicas.max(0)))
+    };
     let Some(other_path) = &args.compare else {
         for object in &objects {
-            let points = sim::parse_csv(&args.values, &csv, object)?;
-            let timeline = sim::simulate(object, &points, &hpa, args.replicas.max(0));
+            let timeline = run(object)?;
             print!("{}", sim::render_summary(object, &timeline));
             for path in sim::write_outputs(&args.out, object, &timeline)? {
                 println!("  wrote {}", path.display());
@@ -281,10 +373,6 @@ fn simulate(args: SimulateArgs) -> Result<(), CliError> {
         );
     }
     for (a, b) in sim::pair_versions(objects, others, other_path)? {
-        let run = |object: &sim::SimObject| {
-            sim::parse_csv(&args.values, &csv, object)
-                .map(|points| sim::simulate(object, &points, &hpa, args.replicas.max(0)))
-        };
         let (ta, tb) = (run(&a)?, run(&b)?);
         let first = sim::Version {
             name: &first_name,

@@ -21,7 +21,8 @@
 
 //!
 //! The parts: [`parse`] (the ScaledObjects and the CSV history), [`replay`] (the replay),
-//! [`report`] (the figures, side by side with `--compare`, and the files).
+//! [`report`] (the figures, side by side with `--compare`, and the files), [`prometheus`] (the
+//! history of `prometheus` triggers as range queries).
 
 use std::path::{Path, PathBuf};
 
@@ -34,12 +35,15 @@ use crate::dev::chart::{self, Sample};
 use crate::hpa::algorithm::MetricTarget;
 
 pub mod parse;
+pub mod prometheus;
 pub mod replay;
 pub mod report;
 
 pub use parse::{ACTIVATION_KEYS, MAX_HISTORY, TARGET_KEYS, parse_csv, parse_objects};
 pub use replay::simulate;
-pub use report::{Version, render_compare, render_summary, write_compare_outputs, write_outputs};
+pub use report::{
+    Version, render_compare, render_summary, write_compare_outputs, write_history, write_outputs,
+};
 
 /// Largest input file read (CSV or YAML).
 pub const MAX_INPUT_BYTES: u64 = 512 * 1024 * 1024;
@@ -79,6 +83,17 @@ pub enum SimulateError {
         namespace: String,
         name: String,
     },
+    #[error("trigger {trigger}: {message}")]
+    Prometheus { trigger: String, message: String },
+    #[error(
+        "{namespace}/{name}: trigger {trigger} (type {kind}) has no history: give --values with its samples (only prometheus triggers are read from --prometheus)"
+    )]
+    NoHistory {
+        namespace: String,
+        name: String,
+        trigger: String,
+        kind: String,
+    },
     #[error(transparent)]
     Chart(#[from] chart::ChartError),
 }
@@ -88,8 +103,12 @@ pub enum SimulateError {
 pub struct SimTrigger {
     /// `name`, or `trigger<index>` when unnamed.
     pub name: String,
+    /// The trigger's `type`.
+    pub kind: String,
     pub target: MetricTarget,
     pub activation: f64,
+    /// For a `prometheus` trigger: its history is its own query as a range query.
+    pub prometheus: Option<prometheus::PromQuery>,
 }
 
 /// One ScaledObject, ready to simulate.

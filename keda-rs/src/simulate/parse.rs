@@ -116,10 +116,16 @@ pub fn parse_objects(path: &Path, text: &str) -> Result<Vec<SimObject>, Simulate
             } else {
                 t.name.clone()
             };
+            let prometheus = match t.type_.as_str() {
+                "prometheus" => Some(super::prometheus::PromQuery::of(t).map_err(at)?),
+                _ => None,
+            };
             triggers.push(SimTrigger {
                 name,
+                kind: t.type_.clone(),
                 target,
                 activation,
+                prometheus,
             });
         }
         let mut settings = ScalingSettings::with_defaults(TargetRef {

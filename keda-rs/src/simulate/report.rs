@@ -121,6 +121,36 @@ pub fn write_outputs(
     Ok(vec![csv_path, svg, png])
 }
 
+/// Writes `<namespace>-<name>.history.csv` (`time,trigger,value`, the trigger by name, a
+/// failed read as `error`): a history read from Prometheus, to replay later with `--values`.
+///
+/// # Errors
+/// A file that cannot be written.
+pub fn write_history(
+    dir: &Path,
+    object: &SimObject,
+    points: &[super::Point],
+) -> Result<PathBuf, SimulateError> {
+    create_dir(dir)?;
+    let path = dir.join(format!("{}-{}.history.csv", object.namespace, object.name));
+    let mut csv = String::from("time,trigger,value\n");
+    for p in points {
+        let trigger = object
+            .triggers
+            .get(p.trigger)
+            .map_or("", |t| t.name.as_str());
+        let _ = match p.value {
+            Some(v) => writeln!(csv, "{},{trigger},{v}", p.time),
+            None => writeln!(csv, "{},{trigger},error", p.time),
+        };
+    }
+    std::fs::write(&path, csv).map_err(|source| SimulateError::Write {
+        path: path.clone(),
+        source,
+    })?;
+    Ok(path)
+}
+
 /// The suffix of the compared version's `time,replicas` CSV.
 pub const COMPARE_SUFFIX: &str = "compare";
 
