@@ -27,6 +27,56 @@ pub struct Sample {
     pub activation: f64,
 }
 
+/// The most samples a chart draws per run (about two per pixel column): a longer timeline is
+/// thinned by [`thin`].
+pub const MAX_CHART_SAMPLES: usize = 2_400;
+
+/// `samples` (in time order) thinned to at most [`MAX_CHART_SAMPLES`]: the timeline is cut
+/// into equal buckets, and each keeps, in time order, its first sample and those with the
+/// fewest and most replicas and the lowest and highest metric value, so no scale event's
+/// extremes and no spike of the metric disappear from the picture.
+pub fn thin(samples: &[Sample]) -> Vec<Sample> {
+    if samples.len() <= MAX_CHART_SAMPLES {
+        return samples.to_vec();
+    }
+    let buckets = MAX_CHART_SAMPLES / 5;
+    let per = samples.len().div_ceil(buckets);
+    let mut out = Vec::with_capacity(MAX_CHART_SAMPLES);
+    for bucket in samples.chunks(per) {
+        let value = |s: &Sample| s.value.unwrap_or(0.0);
+        let pick = |better: &dyn Fn(&Sample, &Sample) -> bool| {
+            let mut best = 0;
+            for (i, s) in bucket.iter().enumerate() {
+                if better(s, &bucket[best]) {
+                    best = i;
+                }
+            }
+            best
+        };
+        let mut keep = [
+            0,
+            pick(&|a, b| a.replicas < b.replicas),
+            pick(&|a, b| a.replicas > b.replicas),
+            pick(&|a, b| value(a) < value(b)),
+            pick(&|a, b| value(a) > value(b)),
+        ];
+        keep.sort_unstable();
+        let mut last = None;
+        for i in keep {
+            if last != Some(i) {
+                out.push(bucket[i]);
+                last = Some(i);
+            }
+        }
+    }
+    if let (Some(end), Some(kept)) = (samples.last(), out.last())
+        && end.t > kept.t
+    {
+        out.push(*end);
+    }
+    out
+}
+
 /// Why a chart could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum ChartError {
@@ -649,6 +699,16 @@ pub fn write_chart_files(
 ) -> Result<(PathBuf, PathBuf), ChartError> {
     let svg_path = dir.join(format!("{stem}.svg"));
     let png_path = dir.join(format!("{stem}.png"));
+    let thinned: Vec<Vec<Sample>> = runs.iter().map(|r| thin(r.samples)).collect();
+    let runs: Vec<Run<'_>> = runs
+        .iter()
+        .zip(&thinned)
+        .map(|(r, samples)| Run {
+            name: r.name,
+            samples,
+        })
+        .collect();
+    let runs = &runs[..];
     std::fs::write(&svg_path, svg(title, runs)).map_err(|source| ChartError::Write {
         path: svg_path.clone(),
         source,
@@ -828,6 +888,29 @@ mod tests {
         }
         let pixels = decode(png_bytes("t", &runs).expect("encodes"));
         assert!(count(&pixels, (0, 0, 800, 420), OTHER_REPLICAS_COLOR) > 100);
+    }
+
+    #[test]
+    fn a_long_timeline_is_thinned_keeping_every_bucket_extreme() {
+        // A year of 15 s syncs, one spike of 9 replicas and one of the metric.
+        let mut long: Vec<Sample> = (0..2_102_400)
+            .map(|i| Sample {
+                t: f64::from(i) * 15.0,
+                replicas: 1,
+                value: Some(3.0),
+                target: Some(5.0),
+                activation: 1.0,
+            })
+            .collect();
+        long[1_000_001].replicas = 9;
+        long[2_000_003].value = Some(77.0);
+        let thinned = thin(&long);
+        assert!(thinned.len() <= MAX_CHART_SAMPLES, "{}", thinned.len());
+        assert!(thinned.windows(2).all(|w| w[0].t < w[1].t));
+        assert!(thinned.iter().any(|s| s.replicas == 9));
+        assert!(thinned.iter().any(|s| s.value == Some(77.0)));
+        assert_eq!(thinned.last().map(|s| s.t), long.last().map(|s| s.t));
+        assert_eq!(thin(&samples()), samples());
     }
 
     #[test]

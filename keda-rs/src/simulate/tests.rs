@@ -359,3 +359,33 @@ fn versions_pair_by_namespace_and_name_and_a_missing_one_is_named() {
         "o.yaml: no ScaledObject shop/api to compare with"
     );
 }
+
+#[test]
+fn the_fast_time_reader_agrees_with_jiff() {
+    for text in [
+        "1970-01-01T00:00:00Z",
+        "2024-02-29T23:59:59Z",
+        "2025-03-01T00:00:00Z",
+        "2000-12-31T12:34:56Z",
+        "1969-07-20T20:17:40Z",
+        "2100-02-28T01:02:03Z",
+    ] {
+        let csv = format!("time,trigger,value\n{text},0,1\n");
+        let o = object(ACTIVATION_AND_COOLDOWN);
+        let points = parse_csv(Path::new("v.csv"), &csv, &o).expect("valid");
+        assert_eq!(
+            points[0].time,
+            text.parse::<Timestamp>().expect("jiff"),
+            "{text}"
+        );
+    }
+    // Not a calendar date: refused as before, naming the line.
+    let o = object(ACTIVATION_AND_COOLDOWN);
+    let err = parse_csv(
+        Path::new("v.csv"),
+        "time,trigger,value\n2025-02-29T00:00:00Z,0,1\n",
+        &o,
+    )
+    .expect_err("no 29 February in 2025");
+    assert!(err.to_string().starts_with("v.csv:2: time:"), "{err}");
+}
