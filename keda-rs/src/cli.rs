@@ -124,6 +124,10 @@ pub struct DevArgs {
     /// Plain lines instead of the full-screen view, even on a terminal.
     #[arg(long)]
     pub plain: bool,
+    /// Record the session for `keda-rs simulate`: the triggers' values (`time,trigger,value`)
+    /// to FILE and the replica timeline (`time,replicas`) beside it, written at exit.
+    #[arg(long, value_name = "FILE.csv")]
+    pub record: Option<PathBuf>,
 }
 
 /// The longest duration a flag accepts.
@@ -232,6 +236,7 @@ fn dev(args: DevArgs) -> Result<(), CliError> {
         refresh: args.refresh,
         tty,
         activator_listen: args.activator_listen,
+        record: args.record,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -251,8 +256,11 @@ fn dev(args: DevArgs) -> Result<(), CliError> {
         drop(terminal);
         Ok::<_, CliError>(charts?)
     })?;
-    for (svg, png) in charts {
+    for (svg, png) in &charts.charts {
         println!("chart: {} {}", svg.display(), png.display());
+    }
+    for (values, replicas) in &charts.records {
+        println!("record: {} {}", values.display(), replicas.display());
     }
     Ok(())
 }
