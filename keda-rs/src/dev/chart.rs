@@ -300,6 +300,24 @@ fn chart_lines(runs: &[Run<'_>], frame: &Frame) -> Vec<Line> {
     out
 }
 
+/// `points` without the points in the middle of a horizontal or vertical run (a flat target, a
+/// replica count held for hours): the same picture in far fewer points.
+fn simplify(points: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
+    let mut out: Vec<(f64, f64)> = Vec::with_capacity(points.len());
+    for p in points {
+        if out.len() >= 2 {
+            let (a, b) = (out[out.len() - 2], out[out.len() - 1]);
+            #[allow(clippy::float_cmp, reason = "the same computed pixel, exactly")]
+            let straight = (a.1 == b.1 && b.1 == p.1) || (a.0 == b.0 && b.0 == p.0);
+            if straight {
+                out.pop();
+            }
+        }
+        out.push(p);
+    }
+    out
+}
+
 /// Where each legend entry goes (the swatch's left edge and the row's top), and the number of
 /// rows: entries left to right, a new row when the next would pass the right edge; the rows
 /// end 6 pixels above the bottom.
@@ -360,7 +378,10 @@ fn label(v: f64) -> String {
 
 /// The chart of `runs` (over the same history) as SVG text.
 pub fn svg(title: &str, runs: &[Run<'_>]) -> String {
-    let (frame, lines, legend) = layout(runs);
+    let (frame, mut lines, legend) = layout(runs);
+    for line in &mut lines {
+        line.points = simplify(std::mem::take(&mut line.points));
+    }
     let mut out = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{HEIGHT}\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"{LEFT}\" y=\"18\" font-size=\"14\" font-weight=\"bold\">{}</text>\n",
         escape(title)
@@ -911,6 +932,22 @@ mod tests {
         assert!(thinned.iter().any(|s| s.value == Some(77.0)));
         assert_eq!(thinned.last().map(|s| s.t), long.last().map(|s| s.t));
         assert_eq!(thin(&samples()), samples());
+    }
+
+    #[test]
+    fn runs_of_equal_x_or_y_keep_their_ends_only() {
+        let points = vec![
+            (0.0, 5.0),
+            (1.0, 5.0),
+            (2.0, 5.0),
+            (2.0, 3.0),
+            (2.0, 1.0),
+            (3.0, 2.0),
+        ];
+        assert_eq!(
+            simplify(points),
+            vec![(0.0, 5.0), (2.0, 5.0), (2.0, 1.0), (3.0, 2.0)]
+        );
     }
 
     #[test]
