@@ -44,8 +44,9 @@ pub enum Command {
     /// Why a ScaledObject has the replicas it has: its triggers' values, targets and activity,
     /// fallback, pause, cooldown and what the HPA computes, from the operator's live state.
     Explain(ExplainArgs),
-    /// Replay a metric history (CSV `time,trigger,value`) through the operator's scale
-    /// decision and the HPA: replica timeline, figures, charts. See docs/simulate.md.
+    /// Replay a metric history (CSV `time,trigger,value`, or Prometheus range queries) through
+    /// the operator's scale decision and the HPA: replica timeline, figures, charts;
+    /// `--compare` two versions. See docs/simulate.md.
     Simulate(SimulateArgs),
 }
 

@@ -376,3 +376,63 @@ fn a_trigger_prometheus_cannot_answer_needs_values() {
         "{stderr}"
     );
 }
+
+#[test]
+fn the_worked_example_of_the_docs_prints_and_draws_what_the_docs_show() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace")
+        .to_path_buf();
+    let docs = std::fs::read_to_string(root.join("docs/simulate.md")).expect("docs/simulate.md");
+    let example = |name: &str| {
+        root.join("examples/simulate")
+            .join(name)
+            .display()
+            .to_string()
+    };
+    let dir = scratch("docs");
+    let printed = simulate(
+        &dir,
+        &[&example("orders.yaml"), "--values", &example("orders.csv")],
+    );
+    let compared = simulate(
+        &dir,
+        &[
+            &example("orders.yaml"),
+            "--compare",
+            &example("orders-tuned.yaml"),
+            "--values",
+            &example("orders.csv"),
+            "--out",
+            "compare",
+        ],
+    );
+    for line in printed
+        .lines()
+        .chain(compared.lines().filter(|l| !l.contains("wrote ")))
+    {
+        assert!(
+            docs.lines().any(|d| d == line),
+            "docs/simulate.md does not show the line {line:?}; printed:\n{printed}{compared}"
+        );
+    }
+    for (chart, drawn) in [
+        (
+            "simulate-orders.svg",
+            dir.join("keda-rs-simulate/shop-orders.svg"),
+        ),
+        (
+            "simulate-orders-compare.svg",
+            dir.join("compare/shop-orders.svg"),
+        ),
+    ] {
+        let committed = std::fs::read_to_string(root.join("docs").join(chart)).expect(chart);
+        let drawn = std::fs::read_to_string(&drawn).expect("the chart drawn");
+        // The title names the files by name only, so the charts match wherever the repo is.
+        assert!(
+            committed == drawn,
+            "docs/{chart} is not the chart the example draws now: copy {}",
+            dir.display()
+        );
+    }
+}
