@@ -65,13 +65,23 @@ pub struct SimulateArgs {
     #[arg(long, value_name = "URL")]
     pub prometheus: Option<String>,
     /// With --prometheus: how far back the history goes (s, m, h, d, w: 7d, 36h).
-    #[arg(long, default_value = "7d", value_parser = crate::simulate::prometheus::parse_span)]
+    #[arg(
+        long,
+        default_value = "7d",
+        requires = "prometheus",
+        value_parser = crate::simulate::prometheus::parse_span
+    )]
     pub range: jiff::SignedDuration,
     /// With --prometheus: the time between two samples.
-    #[arg(long, default_value = "30s", value_parser = crate::simulate::prometheus::parse_span)]
+    #[arg(
+        long,
+        default_value = "30s",
+        requires = "prometheus",
+        value_parser = crate::simulate::prometheus::parse_span
+    )]
     pub step: jiff::SignedDuration,
     /// With --prometheus: when the history ends (RFC 3339) [default: now].
-    #[arg(long, value_name = "TIME")]
+    #[arg(long, value_name = "TIME", requires = "prometheus")]
     pub end: Option<jiff::Timestamp>,
     /// Another version of the objects (same namespace and name, or the only object of each
     /// file): both replay the same history; figures side by side, one chart with both
@@ -504,6 +514,35 @@ mod tests {
         assert!(args.files.is_empty());
         assert_eq!(args.hpa_sync_period, Duration::from_secs(15));
         assert_eq!(args.hpa_downscale_stabilization, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn simulate_needs_a_history_and_range_flags_need_prometheus() {
+        let cli = Cli::try_parse_from(["keda-rs", "simulate", "so.yaml", "--values", "v.csv"])
+            .expect("parses");
+        let Command::Simulate(args) = cli.command else {
+            panic!("simulate parses as simulate");
+        };
+        assert_eq!(args.range, jiff::SignedDuration::from_secs(7 * 86_400));
+        assert_eq!(args.step, jiff::SignedDuration::from_secs(30));
+        assert!(Cli::try_parse_from(["keda-rs", "simulate", "so.yaml"]).is_err());
+        for flag in [
+            ["--range", "1d"],
+            ["--step", "1m"],
+            ["--end", "2026-01-01T00:00:00Z"],
+        ] {
+            let mut argv = vec!["keda-rs", "simulate", "so.yaml", "--values", "v.csv"];
+            argv.extend(flag);
+            assert!(
+                Cli::try_parse_from(&argv).is_err(),
+                "{flag:?} without --prometheus"
+            );
+            argv.extend(["--prometheus", "http://127.0.0.1:9090"]);
+            assert!(
+                Cli::try_parse_from(&argv).is_ok(),
+                "{flag:?} with --prometheus"
+            );
+        }
     }
 
     #[test]
