@@ -44,8 +44,9 @@ pub enum Command {
     /// Why a ScaledObject has the replicas it has: its triggers' values, targets and activity,
     /// fallback, pause, cooldown and what the HPA computes, from the operator's live state.
     Explain(ExplainArgs),
-    /// Replay a metric history (CSV `time,trigger,value`) through the operator's scale
-    /// decision and the HPA: replica timeline, figures, charts. See docs/simulate.md.
+    /// Replay a metric history (CSV `time,trigger,value`, or Prometheus range queries) through
+    /// the operator's scale decision and the HPA: replica timeline, figures, charts;
+    /// `--compare` two versions. See docs/simulate.md.
     Simulate(SimulateArgs),
 }
 
@@ -56,9 +57,37 @@ pub struct SimulateArgs {
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
     /// The metric history: CSV with the header `time,trigger,value` (RFC 3339 time; trigger
-    /// by name or index).
-    #[arg(long, value_name = "CSV")]
-    pub values: PathBuf,
+    /// by name or index). With --prometheus, the history of the other triggers.
+    #[arg(long, value_name = "CSV", required_unless_present = "prometheus")]
+    pub values: Option<PathBuf>,
+    /// Read the history of `prometheus` triggers from this Prometheus: each trigger's own
+    /// query as a range query (/api/v1/query_range).
+    #[arg(long, value_name = "URL")]
+    pub prometheus: Option<String>,
+    /// With --prometheus: how far back the history goes (s, m, h, d, w: 7d, 36h).
+    #[arg(
+        long,
+        default_value = "7d",
+        requires = "prometheus",
+        value_parser = crate::simulate::prometheus::parse_span
+    )]
+    pub range: jiff::SignedDuration,
+    /// With --prometheus: the time between two samples.
+    #[arg(
+        long,
+        default_value = "30s",
+        requires = "prometheus",
+        value_parser = crate::simulate::prometheus::parse_span
+    )]
+    pub step: jiff::SignedDuration,
+    /// With --prometheus: when the history ends (RFC 3339) [default: now].
+    #[arg(long, value_name = "TIME", requires = "prometheus")]
+    pub end: Option<jiff::Timestamp>,
+    /// Another version of the objects (same namespace and name, or the only object of each
+    /// file): both replay the same history; figures side by side, one chart with both
+    /// timelines, the other version's `time,replicas` in `<namespace>-<name>.compare.csv`.
+    #[arg(long, value_name = "OTHER.yaml")]
+    pub compare: Option<PathBuf>,
     /// Where `<namespace>-<name>.csv`, `.svg` and `.png` are written.
     #[arg(long, default_value = "keda-rs-simulate")]
     pub out: PathBuf,
@@ -106,6 +135,10 @@ pub struct DevArgs {
     /// Plain lines instead of the full-screen view, even on a terminal.
     #[arg(long)]
     pub plain: bool,
+    /// Record the session for `keda-rs simulate`: the triggers' values (`time,trigger,value`)
+    /// to FILE and the replica timeline (`time,replicas`) beside it, written at exit.
+    #[arg(long, value_name = "FILE.csv")]
+    pub record: Option<PathBuf>,
 }
 
 /// The longest duration a flag accepts.
@@ -156,6 +189,8 @@ enum CliError {
     Signal(#[source] std::io::Error),
     #[error("cannot set up the terminal: {0}")]
     Terminal(#[source] std::io::Error),
+    #[error("{0}")]
+    Flag(String),
     #[error(transparent)]
     Dev(#[from] DevError),
     #[error(transparent)]
@@ -212,6 +247,7 @@ fn dev(args: DevArgs) -> Result<(), CliError> {
         refresh: args.refresh,
         tty,
         activator_listen: args.activator_listen,
+        record: args.record,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -231,28 +267,144 @@ fn dev(args: DevArgs) -> Result<(), CliError> {
         drop(terminal);
         Ok::<_, CliError>(charts?)
     })?;
-    for (svg, png) in charts {
+    for (svg, png) in &charts.charts {
         println!("chart: {} {}", svg.display(), png.display());
     }
+    for (values, replicas) in &charts.records {
+        println!("record: {} {}", values.display(), replicas.display());
+    }
     Ok(())
+}
+
+/// Where a run's histories come from: the CSV, Prometheus, or both.
+struct Histories {
+    csv: Option<(PathBuf, String)>,
+    prometheus: Option<(
+        crate::simulate::prometheus::RangeSpec,
+        keda_scalers::http_client::HttpClient,
+        tokio::runtime::Runtime,
+    )>,
+}
+
+impl Histories {
+    fn of(args: &SimulateArgs) -> Result<Histories, CliError> {
+        use crate::simulate as sim;
+        let csv = match &args.values {
+            Some(path) => Some((path.clone(), sim::read_bounded(path)?)),
+            None => None,
+        };
+        let prometheus = match &args.prometheus {
+            None => None,
+            Some(url) => {
+                let spec = sim::prometheus::RangeSpec::ending(
+                    url,
+                    args.end.unwrap_or_else(jiff::Timestamp::now),
+                    args.range,
+                    args.step,
+                )
+                .map_err(CliError::Flag)?;
+                // The scalers' HTTP client builds rustls from the process-wide provider.
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(CliError::Runtime)?;
+                let client = runtime.block_on(async { sim::prometheus::client(&spec) })?;
+                Some((spec, client, runtime))
+            }
+        };
+        Ok(Histories { csv, prometheus })
+    }
+
+    /// The history of `object`; with --prometheus, also written to `<out>/<ns>-<name>.history.csv`.
+    fn points(
+        &self,
+        object: &crate::simulate::SimObject,
+        out: &std::path::Path,
+    ) -> Result<Vec<crate::simulate::Point>, CliError> {
+        use crate::simulate as sim;
+        let mut points = match &self.csv {
+            Some((path, text)) => sim::parse_csv(path, text, object)?,
+            None => Vec::new(),
+        };
+        if let Some((spec, client, runtime)) = &self.prometheus {
+            if self.csv.is_none()
+                && let Some(t) = object.triggers.iter().find(|t| t.prometheus.is_none())
+            {
+                return Err(sim::SimulateError::NoHistory {
+                    namespace: object.namespace.clone(),
+                    name: object.name.clone(),
+                    trigger: t.name.clone(),
+                    kind: t.kind.clone(),
+                }
+                .into());
+            }
+            let fetched = runtime.block_on(sim::prometheus::fetch(object, spec, client))?;
+            let path = sim::write_history(out, object, &fetched)?;
+            println!("  history: {}", path.display());
+            points.extend(fetched);
+            points.sort_by_key(|p| p.time);
+        }
+        Ok(points)
+    }
 }
 
 fn simulate(args: SimulateArgs) -> Result<(), CliError> {
     use crate::simulate as sim;
     let yaml = sim::read_bounded(&args.file)?;
     let objects = sim::parse_objects(&args.file, &yaml)?;
-    let csv = sim::read_bounded(&args.values)?;
+    let histories = Histories::of(&args)?;
     let hpa = HpaSettings {
         sync_period: args.hpa_sync_period,
         tolerance: args.hpa_tolerance,
         downscale_stabilization_seconds: i32::try_from(args.hpa_downscale_stabilization.as_secs())
             .unwrap_or(i32::MAX),
     };
-    for object in &objects {
-        let points = sim::parse_csv(&args.values, &csv, object)?;
-        let timeline = sim::simulate(object, &points, &hpa, args.replicas.max(0));
-        print!("{}", sim::render_summary(object, &timeline));
-        for path in sim::write_outputs(&args.out, object, &timeline)? {
+    let run = |object: &sim::SimObject| {
+        histories
+            .points(object, &args.out)
+            .map(|points| sim::simulate(object, &points, &hpa, args.replicas.max(0)))
+    };
+    let Some(other_path) = &args.compare else {
+        for object in &objects {
+            let timeline = run(object)?;
+            print!("{}", sim::render_summary(object, &timeline));
+            for path in sim::write_outputs(&args.out, object, &timeline)? {
+                println!("  wrote {}", path.display());
+            }
+        }
+        return Ok(());
+    };
+    let other_yaml = sim::read_bounded(other_path)?;
+    let others = sim::parse_objects(other_path, &other_yaml)?;
+    let name_of = |p: &std::path::Path| {
+        p.file_name().map_or_else(
+            || p.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        )
+    };
+    let (mut first_name, mut other_name) = (name_of(&args.file), name_of(other_path));
+    if first_name == other_name {
+        // Two files of one name in different directories: the paths tell them apart.
+        (first_name, other_name) = (
+            args.file.display().to_string(),
+            other_path.display().to_string(),
+        );
+    }
+    for (a, b) in sim::pair_versions(objects, others, other_path)? {
+        let (ta, tb) = (run(&a)?, run(&b)?);
+        let first = sim::Version {
+            name: &first_name,
+            object: &a,
+            timeline: &ta,
+        };
+        let second = sim::Version {
+            name: &other_name,
+            object: &b,
+            timeline: &tb,
+        };
+        print!("{}", sim::render_compare(first, second));
+        for path in sim::write_compare_outputs(&args.out, first, second)? {
             println!("  wrote {}", path.display());
         }
     }
@@ -362,6 +514,35 @@ mod tests {
         assert!(args.files.is_empty());
         assert_eq!(args.hpa_sync_period, Duration::from_secs(15));
         assert_eq!(args.hpa_downscale_stabilization, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn simulate_needs_a_history_and_range_flags_need_prometheus() {
+        let cli = Cli::try_parse_from(["keda-rs", "simulate", "so.yaml", "--values", "v.csv"])
+            .expect("parses");
+        let Command::Simulate(args) = cli.command else {
+            panic!("simulate parses as simulate");
+        };
+        assert_eq!(args.range, jiff::SignedDuration::from_secs(7 * 86_400));
+        assert_eq!(args.step, jiff::SignedDuration::from_secs(30));
+        assert!(Cli::try_parse_from(["keda-rs", "simulate", "so.yaml"]).is_err());
+        for flag in [
+            ["--range", "1d"],
+            ["--step", "1m"],
+            ["--end", "2026-01-01T00:00:00Z"],
+        ] {
+            let mut argv = vec!["keda-rs", "simulate", "so.yaml", "--values", "v.csv"];
+            argv.extend(flag);
+            assert!(
+                Cli::try_parse_from(&argv).is_err(),
+                "{flag:?} without --prometheus"
+            );
+            argv.extend(["--prometheus", "http://127.0.0.1:9090"]);
+            assert!(
+                Cli::try_parse_from(&argv).is_ok(),
+                "{flag:?} with --prometheus"
+            );
+        }
     }
 
     #[test]

@@ -21,6 +21,7 @@
 pub mod apply;
 pub mod chart;
 pub mod http;
+pub mod record;
 pub mod state;
 pub mod view;
 pub mod workloads;
@@ -59,6 +60,17 @@ pub struct DevOptions {
     pub tty: bool,
     /// Where the activator listens.
     pub activator_listen: std::net::SocketAddr,
+    /// `--record FILE.csv`: where the session's values and replica timeline go ([`record`]).
+    pub record: Option<PathBuf>,
+}
+
+/// What `dev` wrote when it stopped.
+#[derive(Clone, Debug, Default)]
+pub struct DevOutput {
+    /// SVG and PNG chart per ScaledObject.
+    pub charts: Vec<(PathBuf, PathBuf)>,
+    /// With `--record`: the values and the replicas CSV per ScaledObject.
+    pub records: Vec<(PathBuf, PathBuf)>,
 }
 
 /// Why `dev` stopped with an error.
@@ -86,6 +98,12 @@ pub enum DevError {
     Http(#[from] http::HttpError),
     #[error(transparent)]
     Chart(#[from] chart::ChartError),
+    #[error("cannot write the record {path}: {source}")]
+    Record {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot write to standard output: {0}")]
     Stdout(#[source] std::io::Error),
 }
@@ -93,16 +111,13 @@ pub enum DevError {
 /// The kubeconfig's file name inside the output directory.
 pub const KUBECONFIG_FILE: &str = "kubeconfig";
 
-/// Runs `dev` until `shutdown` is cancelled, then writes the charts; returns their paths
-/// (SVG, PNG) per ScaledObject.
+/// Runs `dev` until `shutdown` is cancelled, then writes the charts (and the record); returns
+/// their paths.
 ///
 /// # Errors
 /// See [`DevError`]: start-up failures, a file that cannot be applied, a chart that cannot be
 /// written.
-pub async fn run(
-    options: DevOptions,
-    shutdown: CancellationToken,
-) -> Result<Vec<(PathBuf, PathBuf)>, DevError> {
+pub async fn run(options: DevOptions, shutdown: CancellationToken) -> Result<DevOutput, DevError> {
     std::fs::create_dir_all(&options.out_dir).map_err(|source| DevError::OutDir {
         path: options.out_dir.clone(),
         source,
@@ -173,6 +188,7 @@ pub async fn run(
     }
     header.extend(applied_lines);
 
+    let mut recorder = options.record.clone().map(record::Recorder::new);
     let started = std::time::Instant::now();
     let mut timelines: BTreeMap<(String, String), Vec<Sample>> = BTreeMap::new();
     let mut ticks = tokio::time::interval(options.refresh);
@@ -182,7 +198,11 @@ pub async fn run(
             _ = shutdown.cancelled() => break,
             _ = ticks.tick() => {}
         }
-        let views = state::gather(&client, &values, &observations, Timestamp::now()).await;
+        let now = Timestamp::now();
+        let views = state::gather(&client, &values, &observations, now).await;
+        if let Some(recorder) = &mut recorder {
+            recorder.sample(now, &views);
+        }
         let t = started.elapsed().as_secs_f64();
         for v in &views {
             timelines
@@ -205,8 +225,14 @@ pub async fn run(
             samples,
         )?);
     }
+    let records = match &recorder {
+        Some(r) => r
+            .write()
+            .map_err(|(path, source)| DevError::Record { path, source })?,
+        None => Vec::new(),
+    };
     drop(loopback);
-    Ok(charts)
+    Ok(DevOutput { charts, records })
 }
 
 /// Starts the ScaledObject and ScaledJob controllers; returns the scale loops the metric

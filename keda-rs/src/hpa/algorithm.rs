@@ -25,6 +25,12 @@ pub const DEFAULT_TOLERANCE: f64 = 0.1;
 /// (`--horizontal-pod-autoscaler-downscale-stabilization`).
 pub const DEFAULT_DOWNSCALE_STABILIZATION_SECS: i32 = 300;
 
+/// `now - window`: a time at or after it is at most `window` old (the earliest time there is
+/// when the subtraction leaves jiff's range).
+fn earliest(now: Timestamp, window: SignedDuration) -> Timestamp {
+    now.checked_sub(window).unwrap_or(Timestamp::MIN)
+}
+
 /// What a metric's value is compared with.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum MetricTarget {
@@ -384,7 +390,8 @@ impl HpaState {
             return;
         };
         let keep = seconds(rules.longest_period());
-        events.retain(|e| now.duration_since(e.at) <= keep);
+        let oldest = earliest(now, keep);
+        events.retain(|e| e.at >= oldest);
         events.push(ScaleEvent { at: now, change });
     }
 
@@ -401,12 +408,14 @@ impl HpaState {
         let down_cutoff = seconds(behavior.down.stabilization_window_seconds);
         let mut up = desired;
         let mut down = desired;
+        // `now - at < window` as `at > now - window`: one subtraction per sync, not per
+        // recommendation (a replay runs millions of syncs).
+        let (up_after, down_after) = (earliest(now, up_cutoff), earliest(now, down_cutoff));
         for rec in &self.recommendations {
-            let age = now.duration_since(rec.at);
-            if age < up_cutoff {
+            if rec.at > up_after {
                 up = up.min(rec.replicas);
             }
-            if age < down_cutoff {
+            if rec.at > down_after {
                 down = down.max(rec.replicas);
             }
         }
@@ -417,9 +426,8 @@ impl HpaState {
         if stabilized > down {
             stabilized = down;
         }
-        let keep = up_cutoff.max(down_cutoff);
-        self.recommendations
-            .retain(|r| now.duration_since(r.at) < keep);
+        let after = earliest(now, up_cutoff.max(down_cutoff));
+        self.recommendations.retain(|r| r.at > after);
         self.recommendations.push(Recommendation {
             at: now,
             replicas: desired,
@@ -538,15 +546,13 @@ impl HpaState {
     ) -> (i32, Reason) {
         // Unlike the behavior windows, a recommendation exactly `window` old still counts here
         // (Kubernetes drops only those before the cutoff).
-        let window = seconds(spec.downscale_stabilization_seconds);
+        let oldest = earliest(now, seconds(spec.downscale_stabilization_seconds));
+        self.recommendations.retain(|r| r.at >= oldest);
         let stabilized = self
             .recommendations
             .iter()
-            .filter(|r| now.duration_since(r.at) <= window)
             .map(|r| r.replicas)
             .fold(desired, i32::max);
-        self.recommendations
-            .retain(|r| now.duration_since(r.at) <= window);
         self.recommendations.push(Recommendation {
             at: now,
             replicas: desired,

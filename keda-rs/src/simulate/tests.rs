@@ -2,9 +2,10 @@
 
 use std::path::Path;
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 
 use super::*;
+use crate::hpa::HpaSettings;
 
 const START: &str = "2026-01-01T00:00:00Z";
 
@@ -289,4 +290,102 @@ fn a_paused_object_is_held_at_its_paused_replicas() {
     )
     .expect_err("not a count");
     assert!(err.to_string().contains("paused-replicas"), "{err}");
+}
+
+#[test]
+fn compare_replays_both_versions_over_one_history_side_by_side() {
+    let before = object(ACTIVATION_AND_COOLDOWN);
+    let after =
+        object(&ACTIVATION_AND_COOLDOWN.replace("cooldownPeriod: 60", "cooldownPeriod: 300"));
+    let pairs =
+        pair_versions(vec![before], vec![after], Path::new("after.yaml")).expect("one each");
+    let (a, b) = &pairs[0];
+    let rows = [(0, 4.0), (60, 30.0), (180, 0.0), (900, 0.0)];
+    let (ta, tb) = (run(a, &rows, 0), run(b, &rows, 0));
+    // The same activation; the longer cooldown holds the replicas until the poll of 480 s
+    // (the last active poll at 150 s + 300 s, strictly after).
+    assert_eq!(ta.changes, vec![(at(0), 0), (at(60), 3), (at(240), 0)]);
+    assert_eq!(tb.changes, vec![(at(0), 0), (at(60), 3), (at(480), 0)]);
+    let text = render_compare(
+        Version {
+            name: "before.yaml",
+            object: a,
+            timeline: &ta,
+        },
+        Version {
+            name: "after.yaml",
+            object: b,
+            timeline: &tb,
+        },
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[1].contains("before.yaml") && lines[1].contains("after.yaml"),
+        "{text}"
+    );
+    let hours = lines
+        .iter()
+        .find(|l| l.contains("replica-hours:"))
+        .expect("replica-hours");
+    // 3 replicas for 180 s and for 420 s.
+    let figures: Vec<&str> = hours.split_whitespace().skip(1).collect();
+    assert_eq!(figures, ["0.15", "0.35"], "{text}");
+    // Columns line up: the second column starts at the same place on every line.
+    let column = lines[1].find("after.yaml").expect("header");
+    assert_eq!(hours.find("0.35"), Some(column), "{text}");
+}
+
+#[test]
+fn versions_pair_by_namespace_and_name_and_a_missing_one_is_named() {
+    let a = object(ACTIVATION_AND_COOLDOWN);
+    let b = object(BEHAVIOR);
+    let pairs = pair_versions(
+        vec![a.clone(), b.clone()],
+        vec![b.clone(), a.clone()],
+        Path::new("o.yaml"),
+    )
+    .expect("both present");
+    assert_eq!(
+        pairs
+            .iter()
+            .map(|(x, y)| (x.name.as_str(), y.name.as_str()))
+            .collect::<Vec<_>>(),
+        [("orders", "orders"), ("api", "api")]
+    );
+    let err = pair_versions(vec![a.clone(), b], vec![a.clone(), a], Path::new("o.yaml"))
+        .expect_err("no shop/api in o.yaml");
+    assert_eq!(
+        err.to_string(),
+        "o.yaml: no ScaledObject shop/api to compare with"
+    );
+}
+
+#[test]
+fn the_fast_time_reader_agrees_with_jiff() {
+    for text in [
+        "1970-01-01T00:00:00Z",
+        "2024-02-29T23:59:59Z",
+        "2025-03-01T00:00:00Z",
+        "2000-12-31T12:34:56Z",
+        "1969-07-20T20:17:40Z",
+        "2100-02-28T01:02:03Z",
+    ] {
+        let csv = format!("time,trigger,value\n{text},0,1\n");
+        let o = object(ACTIVATION_AND_COOLDOWN);
+        let points = parse_csv(Path::new("v.csv"), &csv, &o).expect("valid");
+        assert_eq!(
+            points[0].time,
+            text.parse::<Timestamp>().expect("jiff"),
+            "{text}"
+        );
+    }
+    // Not a calendar date: refused as before, naming the line.
+    let o = object(ACTIVATION_AND_COOLDOWN);
+    let err = parse_csv(
+        Path::new("v.csv"),
+        "time,trigger,value\n2025-02-29T00:00:00Z,0,1\n",
+        &o,
+    )
+    .expect_err("no 29 February in 2025");
+    assert!(err.to_string().starts_with("v.csv:2: time:"), "{err}");
 }

@@ -110,6 +110,12 @@ impl Dev {
     /// Starts `keda-rs dev FILES` from the workspace root with a 1 s HPA sync period and the
     /// activator on a free port.
     pub async fn start(files: &[&str]) -> Dev {
+        Dev::start_with(files, &[]).await
+    }
+
+    /// [`Dev::start`] with more flags (a `--refresh` or `--hpa-sync-period` among them replaces
+    /// the default).
+    pub async fn start_with(files: &[&str], flags: &[&str]) -> Dev {
         let out = std::env::temp_dir().join(format!(
             "keda-rs-dev-test-{}-{}",
             std::process::id(),
@@ -123,7 +129,17 @@ impl Dev {
             .arg("dev")
             .arg("--out")
             .arg(&out)
-            .args(["--hpa-sync-period", "1s", "--refresh", "250ms"])
+            .args(if flags.contains(&"--hpa-sync-period") {
+                &[][..]
+            } else {
+                &["--hpa-sync-period", "1s"][..]
+            })
+            .args(if flags.contains(&"--refresh") {
+                &[][..]
+            } else {
+                &["--refresh", "250ms"][..]
+            })
+            .args(flags)
             .args(["--activator-listen", "127.0.0.1:0"])
             .args(files)
             .stdin(Stdio::piped())
