@@ -386,7 +386,8 @@ impl Harness {
 
 /// A Redis server of one test's own, on a free loopback port, stopped when dropped: tests that
 /// change server-wide settings (`notify-keyspace-events`) or kill clients use it, never the
-/// shared one.
+/// shared one. (Not every test binary that includes this module uses it.)
+#[allow(dead_code)]
 pub struct OwnRedis {
     /// `127.0.0.1:<port>`.
     pub address: String,
@@ -395,6 +396,7 @@ pub struct OwnRedis {
     _server: tokio::process::Child,
 }
 
+#[allow(dead_code)]
 impl OwnRedis {
     /// Sets `notify-keyspace-events` (the test's own server only).
     pub async fn set_notifications(&mut self, flags: &str) {
@@ -446,6 +448,7 @@ impl OwnRedis {
 
 /// Starts a Redis server of the test's own with `notify-keyspace-events` set to `flags`, or
 /// `None` (see [`service_or_skip`]) when `redis-server` is not installed.
+#[allow(dead_code)]
 pub async fn own_redis(test: &str, flags: &str) -> Option<OwnRedis> {
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
