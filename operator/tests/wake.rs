@@ -83,7 +83,11 @@ async fn an_lpush_scales_from_zero_without_a_poll_tick() {
         let _: () = r.connection.lpush(&list, "job").await.expect("LPUSH");
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(w.polls(&op, &so), 2, "a busy source is not read on every push");
+    assert_eq!(
+        w.polls(&op, &so),
+        2,
+        "a busy source is not read on every push"
+    );
     op.stop().await;
 }
 
@@ -150,7 +154,11 @@ async fn a_broken_subscription_catches_up_or_falls_back_to_polling() {
     );
     assert_eq!(r.subscribers().await, 0);
     w.poll_after(&op, &so, 30).await;
-    assert_eq!(w.replicas("fell-back").await, 1, "the poll scaled from zero");
+    assert_eq!(
+        w.replicas("fell-back").await,
+        1,
+        "the poll scaled from zero"
+    );
     op.stop().await;
 }
 
@@ -158,7 +166,16 @@ async fn a_broken_subscription_catches_up_or_falls_back_to_polling() {
 /// returns its unaligned output.
 async fn psql(sql: &str) -> String {
     let output = tokio::process::Command::new("psql")
-        .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "test", "-Atc", sql])
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "postgres",
+            "-d",
+            "test",
+            "-Atc",
+            sql,
+        ])
         .output()
         .await
         .expect("psql runs (scripts/services.sh installs it)");
@@ -197,19 +214,23 @@ async fn an_insert_and_notify_scales_from_zero_without_a_poll_tick() {
     w.polls_reach(&op, &so, 1).await;
     becomes_ready(&w, name).await;
     assert_eq!(w.replicas(name).await, 0);
-    let listening = format!(
-        "SELECT COUNT(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN \"{channel}\"%'"
-    );
+    let listening =
+        format!("SELECT COUNT(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN \"{channel}\"%'");
     let start = Instant::now();
     while psql(&listening).await != "1" {
-        assert!(start.elapsed() < Duration::from_secs(10), "the listening connection");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the listening connection"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
     // An INSERT alone wakes nothing: the next poll scales.
     psql(&format!("INSERT INTO \"{jobs}\" VALUES ('pending')")).await;
     assert!(
-        scaled_within(&w, name, Duration::from_millis(1500)).await.is_none(),
+        scaled_within(&w, name, Duration::from_millis(1500))
+            .await
+            .is_none(),
         "scaled with no NOTIFY and no tick"
     );
     w.poll_after(&op, &so, 30).await;
