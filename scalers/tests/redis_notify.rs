@@ -62,15 +62,27 @@ async fn a_thousand_triggers_on_one_server_hold_one_subscription_connection() {
         return;
     };
     let pools = ClientPools::new();
-    let lists: Vec<String> = (0..1000).map(|i| format!("{}-{i}", unique("many"))).collect();
+    let lists: Vec<String> = (0..1000)
+        .map(|i| format!("{}-{i}", unique("many")))
+        .collect();
     let mut scalers = Vec::new();
     for list in &lists {
         scalers.push(list_scaler(&r, &pools, list).await);
     }
-    assert_eq!(r.subscribers_become(1).await, 1, "one subscription connection");
+    assert_eq!(
+        r.subscribers_become(1).await,
+        1,
+        "one subscription connection"
+    );
     let mut first = scalers[0].scaler().wake().expect("a standalone list wakes");
-    let mut last = scalers[999].scaler().wake().expect("a standalone list wakes");
-    assert!(push_until_woken(&mut r, &lists[999], &mut last).await, "LPUSH woke its trigger");
+    let mut last = scalers[999]
+        .scaler()
+        .wake()
+        .expect("a standalone list wakes");
+    assert!(
+        push_until_woken(&mut r, &lists[999], &mut last).await,
+        "LPUSH woke its trigger"
+    );
     assert!(
         !woken(&mut first, Duration::from_millis(300)).await,
         "a push to another key woke a trigger"
@@ -80,8 +92,15 @@ async fn a_thousand_triggers_on_one_server_hold_one_subscription_connection() {
     for s in &scalers {
         s.scaler().close().await;
     }
-    assert_eq!(r.subscribers_become(0).await, 0, "the last close ends the subscription");
-    assert!(scalers[0].scaler().wake().is_none(), "a closed scaler has no wake-ups");
+    assert_eq!(
+        r.subscribers_become(0).await,
+        0,
+        "the last close ends the subscription"
+    );
+    assert!(
+        scalers[0].scaler().wake().is_none(),
+        "a closed scaler has no wake-ups"
+    );
 }
 
 #[tokio::test]
@@ -139,10 +158,17 @@ async fn no_subscription_is_held_where_the_server_does_not_notify() {
     let pools = ClientPools::new();
     let list = unique("off");
     let s = list_scaler(&r, &pools, &list).await;
-    let mut wake = s.scaler().wake().expect("the trigger still offers wake-ups");
+    let mut wake = s
+        .scaler()
+        .wake()
+        .expect("the trigger still offers wake-ups");
     // Give the subscriber time to read the setting and decide.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(r.subscribers().await, 0, "no subscription without notifications");
+    assert_eq!(
+        r.subscribers().await,
+        0,
+        "no subscription without notifications"
+    );
     let _: () = r.connection.lpush(&list, "job").await.expect("LPUSH");
     assert!(!woken(&mut wake, Duration::from_millis(500)).await);
     // The setting was read, never changed.
@@ -181,7 +207,10 @@ async fn a_killed_subscription_comes_back_and_wakes_its_triggers() {
         "the reconnect woke the trigger"
     );
     assert_eq!(r.subscribers_become(1).await, 1);
-    assert!(push_until_woken(&mut r, &list, &mut wake).await, "pushes wake again");
+    assert!(
+        push_until_woken(&mut r, &list, &mut wake).await,
+        "pushes wake again"
+    );
     s.scaler().close().await;
     assert_eq!(r.subscribers_become(0).await, 0);
 }

@@ -464,7 +464,8 @@ pub async fn own_redis(test: &str, flags: &str) -> Option<OwnRedis> {
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| e.to_string())?;
-        let client = redis::Client::open(format!("redis://{address}/")).map_err(|e| e.to_string())?;
+        let client =
+            redis::Client::open(format!("redis://{address}/")).map_err(|e| e.to_string())?;
         loop {
             if let Ok(connection) = client.get_multiplexed_async_connection().await {
                 return Ok::<_, String>((server, connection));

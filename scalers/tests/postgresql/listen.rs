@@ -94,7 +94,10 @@ async fn a_notify_wakes_the_triggers_listening_on_its_channel_over_one_connectio
     let mut last = on_jobs[9].scaler().wake().expect("listenChannel wakes");
     let mut elsewhere = other.scaler().wake().expect("listenChannel wakes");
     assert!(notify_until_woken(&db, &name, "jobs", &mut first).await);
-    assert!(woken(&mut last, Duration::from_secs(1)).await, "every trigger on the channel");
+    assert!(
+        woken(&mut last, Duration::from_secs(1)).await,
+        "every trigger on the channel"
+    );
     assert!(
         !woken(&mut elsewhere, Duration::from_millis(300)).await,
         "a NOTIFY on another channel woke a trigger"
@@ -102,7 +105,11 @@ async fn a_notify_wakes_the_triggers_listening_on_its_channel_over_one_connectio
     for s in on_jobs.iter().chain([&other]) {
         s.scaler().close().await;
     }
-    assert_eq!(connections_become(&db, &app, 0).await, 0, "closed with the last trigger");
+    assert_eq!(
+        connections_become(&db, &app, 0).await,
+        0,
+        "closed with the last trigger"
+    );
     drop_table(&db, &name).await;
 }
 
@@ -133,7 +140,10 @@ async fn a_listening_connection_terminated_on_the_server_comes_back_and_wakes() 
         woken(&mut wake, Duration::from_secs(5)).await,
         "the reconnect woke the trigger"
     );
-    assert!(notify_until_woken(&db, &name, "kill", &mut wake).await, "NOTIFY wakes again");
+    assert!(
+        notify_until_woken(&db, &name, "kill", &mut wake).await,
+        "NOTIFY wakes again"
+    );
     s.scaler().close().await;
     drop_table(&db, &name).await;
 }

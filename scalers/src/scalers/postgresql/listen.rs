@@ -19,8 +19,8 @@ use tokio_postgres::AsyncMessage;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::debug;
 
-use super::PgSettings;
 use super::super::sql::CONNECT_TIMEOUT;
+use super::PgSettings;
 use crate::context::ScalerContext;
 use crate::metadata::Param;
 use crate::pool::Lease;
@@ -183,7 +183,10 @@ async fn run(
                 }
             }
         }
-        debug!(?backoff, "postgresql listening connection lost; polling until it is back");
+        debug!(
+            ?backoff,
+            "postgresql listening connection lost; polling until it is back"
+        );
         let wait = backoff;
         backoff = (backoff * 2).min(MAX_BACKOFF);
         tokio::select! {
@@ -220,7 +223,10 @@ async fn session(
     });
     let _driver = AbortOnDrop(driver);
     let names: Vec<String> = lock(channels).keys().cloned().collect();
-    let listen: String = names.iter().map(|n| format!("LISTEN {};", quoted(n))).collect();
+    let listen: String = names
+        .iter()
+        .map(|n| format!("LISTEN {};", quoted(n)))
+        .collect();
     if !names.is_empty()
         && !matches!(
             timeout(RESPONSE_TIMEOUT, client.batch_execute(&listen)).await,

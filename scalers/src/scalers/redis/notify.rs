@@ -88,19 +88,19 @@ impl Subscriber {
     fn register(&self, channel: &str) -> Wake {
         let wake = {
             let mut channels = lock(&self.channels);
-            let entry = channels.entry(channel.to_string()).or_insert_with(|| Channel {
-                sender: WakeSender::new(),
-                users: 0,
-            });
+            let entry = channels
+                .entry(channel.to_string())
+                .or_insert_with(|| Channel {
+                    sender: WakeSender::new(),
+                    users: 0,
+                });
             entry.users += 1;
             entry.sender.subscribe()
         };
         // The task subscribes to every registered channel when it (re)connects; this covers
         // a channel registered while it is connected. A closed task is gone with the pool
         // entry, which this registration's lease keeps, so the send cannot fail here.
-        let _ = self
-            .commands
-            .send(Command::Subscribe(channel.to_string()));
+        let _ = self.commands.send(Command::Subscribe(channel.to_string()));
         wake
     }
 
@@ -166,7 +166,9 @@ pub async fn register(
     let pool = ctx.clients.pool::<SubscriberKey, Subscriber>();
     // Starting only spawns the task: building a scaler never waits for the subscription.
     let lease = pool
-        .get_or_connect(pool_key.clone(), || async { Subscriber::start(&pool_key.0) })
+        .get_or_connect(pool_key.clone(), || async {
+            Subscriber::start(&pool_key.0)
+        })
         .await
         .ok()?;
     let channel = format!("__keyspace@{}__:{key}", settings.database);
@@ -204,7 +206,10 @@ enum Notifications {
 /// Whether `flags` (the value of `notify-keyspace-events`) sends the keyspace events of lists,
 /// sets, hashes, sorted sets or streams.
 fn keyspace_events_on(flags: &str) -> bool {
-    flags.contains('K') && flags.chars().any(|c| matches!(c, 'A' | 'l' | 't' | 's' | 'h' | 'z'))
+    flags.contains('K')
+        && flags
+            .chars()
+            .any(|c| matches!(c, 'A' | 'l' | 't' | 's' | 'h' | 'z'))
 }
 
 async fn detect(client: &Client) -> Notifications {
@@ -259,7 +264,10 @@ async fn run(
                     reconnect = true;
                     backoff = MIN_BACKOFF;
                 }
-                debug!(?backoff, "redis keyspace subscription lost; polling until it is back");
+                debug!(
+                    ?backoff,
+                    "redis keyspace subscription lost; polling until it is back"
+                );
                 let wait = backoff;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
                 wait
@@ -288,7 +296,12 @@ async fn session(
     };
     let (mut sink, mut stream) = pubsub.split();
     let names: Vec<String> = lock(channels).keys().cloned().collect();
-    if !names.is_empty() && !matches!(timeout(RESPONSE_TIMEOUT, sink.subscribe(&names)).await, Ok(Ok(()))) {
+    if !names.is_empty()
+        && !matches!(
+            timeout(RESPONSE_TIMEOUT, sink.subscribe(&names)).await,
+            Ok(Ok(()))
+        )
+    {
         return lost;
     }
     if reconnect {
