@@ -147,9 +147,12 @@ fn object(name: &str, interval: u64, trigger: &str) -> anyhow::Result<ScaledObje
     Ok(serde_yaml::from_str(&yaml)?)
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
-    sorted[i]
+/// The `permille`th per-mille of `sorted` (nearest rank).
+fn percentile(sorted: &[Duration], permille: usize) -> Duration {
+    let rank = (sorted.len() * permille)
+        .div_ceil(1000)
+        .clamp(1, sorted.len());
+    sorted[rank - 1]
 }
 
 fn ms(d: Duration) -> String {
@@ -268,7 +271,7 @@ async fn main() -> anyhow::Result<()> {
     let spread = Duration::from_secs(a.interval);
     let mut sends = Vec::new();
     for (source, on, i, name, key) in runs.iter().cloned() {
-        let at = start + spread.mul_f64(i as f64 / a.events as f64);
+        let at = start + spread * u32::try_from(i)? / u32::try_from(a.events)?;
         let mut redis = if on {
             on_redis.clone()
         } else {
@@ -352,7 +355,7 @@ async fn main() -> anyhow::Result<()> {
                 );
                 continue;
             }
-            p50s[slot] = percentile(&latencies, 0.50);
+            p50s[slot] = percentile(&latencies, 500);
             let ratio = if on {
                 String::new()
             } else if p50s[0] > Duration::ZERO {
@@ -365,7 +368,7 @@ async fn main() -> anyhow::Result<()> {
                 source.label(),
                 if on { "on" } else { "off" },
                 ms(p50s[slot]),
-                ms(percentile(&latencies, 0.99)),
+                ms(percentile(&latencies, 990)),
                 ms(*latencies.last().unwrap_or(&Duration::ZERO)),
             );
         }
