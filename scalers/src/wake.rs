@@ -45,16 +45,6 @@ impl WakeSender {
     pub fn subscribe(&self) -> Wake {
         Wake {
             rx: self.tx.subscribe(),
-            _holds: None,
-        }
-    }
-
-    /// A receiver that also keeps `holds` alive (the registration that makes the source watch
-    /// for this receiver; dropping the last receiver ends the registration).
-    pub fn subscribe_holding(&self, holds: Arc<dyn Send + Sync>) -> Wake {
-        Wake {
-            rx: self.tx.subscribe(),
-            _holds: Some(holds),
         }
     }
 
@@ -68,7 +58,6 @@ impl WakeSender {
 #[derive(Clone)]
 pub struct Wake {
     rx: watch::Receiver<u64>,
-    _holds: Option<Arc<dyn Send + Sync>>,
 }
 
 impl std::fmt::Debug for Wake {
