@@ -32,6 +32,7 @@ pub mod scaler;
 pub mod scalers;
 pub mod secret;
 pub mod tls;
+pub mod wake;
 
 pub use context::{Clock, OperatorIdentityGrant, ProcessEnv, ScalableKind, ScalerContext};
 pub use error::{MetadataError, MetadataErrorKind, ScalerError, Source, TriggerId};
@@ -39,6 +40,7 @@ pub use metadata::{MetadataParser, Param};
 pub use registry::{Registry, ScalerFactory};
 pub use scaler::{BuiltScaler, MetricValue, MetricsAndActivity, PushScaler, Scaler};
 pub use secret::Secret;
+pub use wake::{Wake, WakeSender};
 
 /// `docs/writing-a-scaler.md`, included so its example is compiled and run as a doctest.
 #[cfg(doctest)]

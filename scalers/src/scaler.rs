@@ -89,6 +89,14 @@ pub trait Scaler: Send + Sync {
     /// the same resources, so calling `close` is a courtesy that makes the moment explicit.
     /// Must not block on the network for long: the operator calls it when it replaces scalers.
     async fn close(&self);
+
+    /// Where the source tells us early that something may have arrived, if it can
+    /// ([`crate::wake`]): each wake makes the owning loop read
+    /// [`metrics_and_activity`](Self::metrics_and_activity) at once instead of at its next
+    /// poll. `None` (the default): polled only. Called once per loop start; never blocks.
+    fn wake(&self) -> Option<crate::wake::Wake> {
+        None
+    }
 }
 
 /// A scaler that can also tell the operator at once when its source becomes active, instead of

@@ -17,6 +17,7 @@ use crate::remote::Failure;
 use crate::scaler::{BuiltScaler, MetricsAndActivity, Scaler};
 use crate::scalers::rabbitmq::url::anonymize;
 use crate::secret::Secret;
+use crate::wake::Wake;
 
 /// Bound of opening a connection (and of waiting for a free pooled one).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -146,7 +147,17 @@ pub trait SqlDatabase: Clone + Send + Sync + Sized + 'static {
         query: &str,
         timeout: Duration,
     ) -> impl Future<Output = Result<Answer, QueryFailure>> + Send;
+
+    /// The trigger's wake-ups ([`crate::wake`]) and the registration that keeps them, when its
+    /// settings ask for them (PostgreSQL's `listenChannel`). Never blocks on the network.
+    /// Default: none (polled only).
+    fn wake(&self, _ctx: &ScalerContext) -> impl Future<Output = Option<WakeHandle>> + Send {
+        async { None }
+    }
 }
+
+/// A trigger's wake-ups and what keeps them coming (dropped at `close`).
+pub type WakeHandle = (Wake, Box<dyn Send + Sync>);
 
 /// A parsed SQL trigger.
 #[derive(Clone, Debug)]
@@ -174,6 +185,8 @@ pub struct SqlScaler<D: SqlDatabase> {
     trigger: TriggerId,
     pool: Held<Secret, D::Pool>,
     query_timeout: Duration,
+    /// The wake-ups, until `close`.
+    wake: std::sync::Mutex<Option<WakeHandle>>,
 }
 
 impl<D: SqlDatabase> SqlScaler<D> {
@@ -195,11 +208,13 @@ impl<D: SqlDatabase> SqlScaler<D> {
                 target: format!("{} ({})", database.server(), config.connection_params),
                 source: e,
             })?;
+        let wake = config.database.wake(ctx).await;
         Ok(Self {
             trigger: ctx.trigger_id(),
             pool: Held::new(lease),
             config,
             query_timeout: QUERY_TIMEOUT,
+            wake: std::sync::Mutex::new(wake),
         })
     }
 
@@ -264,6 +279,20 @@ impl<D: SqlDatabase> Scaler for SqlScaler<D> {
 
     async fn close(&self) {
         self.pool.release();
+        let wake = self
+            .wake
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        drop(wake);
+    }
+
+    fn wake(&self) -> Option<Wake> {
+        self.wake
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .map(|(wake, _)| wake.clone())
     }
 }
 

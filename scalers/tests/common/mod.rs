@@ -383,3 +383,100 @@ impl Harness {
         }
     }
 }
+
+/// A Redis server of one test's own, on a free loopback port, stopped when dropped: tests that
+/// change server-wide settings (`notify-keyspace-events`) or kill clients use it, never the
+/// shared one. (Not every test binary that includes this module uses it.)
+#[allow(dead_code)]
+pub struct OwnRedis {
+    /// `127.0.0.1:<port>`.
+    pub address: String,
+    /// A connection for driving the source and inspecting the server.
+    pub connection: redis::aio::MultiplexedConnection,
+    _server: tokio::process::Child,
+}
+
+#[allow(dead_code)]
+impl OwnRedis {
+    /// Sets `notify-keyspace-events` (the test's own server only).
+    pub async fn set_notifications(&mut self, flags: &str) {
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("notify-keyspace-events")
+            .arg(flags)
+            .query_async(&mut self.connection)
+            .await
+            .expect("CONFIG SET");
+    }
+
+    /// Pub/Sub connections the server holds (`CLIENT LIST TYPE pubsub`).
+    pub async fn subscribers(&mut self) -> usize {
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .arg("TYPE")
+            .arg("pubsub")
+            .query_async(&mut self.connection)
+            .await
+            .expect("CLIENT LIST");
+        list.lines().filter(|l| !l.trim().is_empty()).count()
+    }
+
+    /// Waits (at most 10 s) until the server holds `n` Pub/Sub connections; returns the count.
+    pub async fn subscribers_become(&mut self, n: usize) -> usize {
+        let mut seen = self.subscribers().await;
+        for _ in 0..100 {
+            if seen == n {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            seen = self.subscribers().await;
+        }
+        seen
+    }
+
+    /// Kills every Pub/Sub connection (`CLIENT KILL TYPE pubsub`); returns how many.
+    pub async fn kill_subscribers(&mut self) -> usize {
+        redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("pubsub")
+            .query_async(&mut self.connection)
+            .await
+            .expect("CLIENT KILL")
+    }
+}
+
+/// Starts a Redis server of the test's own with `notify-keyspace-events` set to `flags`, or
+/// `None` (see [`service_or_skip`]) when `redis-server` is not installed.
+#[allow(dead_code)]
+pub async fn own_redis(test: &str, flags: &str) -> Option<OwnRedis> {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    let address = format!("127.0.0.1:{port}");
+    let attempt = async {
+        let server = tokio::process::Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--save", "", "--appendonly", "no"])
+            .args(["--notify-keyspace-events", flags])
+            .stdout(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        let client =
+            redis::Client::open(format!("redis://{address}/")).map_err(|e| e.to_string())?;
+        loop {
+            if let Ok(connection) = client.get_multiplexed_async_connection().await {
+                return Ok::<_, String>((server, connection));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    let (server, connection) = service_or_skip(test, "redis-server", attempt).await?;
+    Some(OwnRedis {
+        address,
+        connection,
+        _server: server,
+    })
+}

@@ -13,6 +13,7 @@ use tokio_postgres::NoTls;
 
 use crate::common::{self, Setup, conformance, unique};
 
+mod listen;
 mod own;
 
 const SERVER: &str = "host=127.0.0.1 port=5432 user=postgres dbname=test";

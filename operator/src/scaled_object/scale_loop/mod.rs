@@ -158,6 +158,16 @@ impl LoopKind for ScaledObjects {
     fn forgotten(&self, uid: &str) {
         lock(&self.written).remove(uid);
     }
+
+    /// A wake-up polls at once while the last poll found every trigger inactive (or none ran
+    /// yet): that is when an early read can scale from zero (or from idle). While the source is
+    /// active the loop keeps its `pollingInterval`, however busy the source.
+    fn wake_wanted(task: &Task) -> bool {
+        lock(&task.memory)
+            .last_poll
+            .as_ref()
+            .is_none_or(|p| !p.result.summary.active)
+    }
 }
 
 /// The loop of one ScaledObject.

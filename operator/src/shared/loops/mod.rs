@@ -25,7 +25,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
-use tracing::info;
+use tracing::{debug, info};
 
 use crate::process::telemetry::{Metrics, ResourceKind};
 use crate::shared::error::Error;
@@ -105,6 +105,14 @@ pub trait LoopKind: Send + Sync + Sized + 'static {
 
     /// The object of `uid` was forgotten (deleted): drop what the kind keeps about it.
     fn forgotten(&self, _uid: &str) {}
+
+    /// Whether a wake-up of one of the loop's scalers ([`keda_scalers::wake`]) polls now.
+    /// Default: never (polled at `pollingInterval` only). A kind that answers `true` only while
+    /// an early read can change what it does keeps a busy source from being read on every
+    /// notification.
+    fn wake_wanted(_task: &LoopTask<Self>) -> bool {
+        false
+    }
 }
 
 struct Inner<K: LoopKind> {
@@ -474,6 +482,10 @@ impl<K: LoopKind> LoopTask<K> {
         self.start_push_scalers(&push_tx);
         drop(push_tx);
         let mut push_open = true;
+        let (wake_tx, mut wake_rx) = mpsc::channel::<()>(1);
+        self.start_wakes(&wake_tx);
+        drop(wake_tx);
+        let mut wake_open = true;
         tokio::select! {
             () = self.token.cancelled() => return,
             _ = tokio::time::timeout(FIRST_POLL_GATE, self.first_poll.notified()) => {}
@@ -484,7 +496,8 @@ impl<K: LoopKind> LoopTask<K> {
         }
         // An object that existed before this operator started is one of many loops starting
         // together (a restart, a leader change): its first poll waits for its place in its
-        // interval, unless a push scaler says it is active. A new object polls at once.
+        // interval, unless a push scaler says it is active or its source says something
+        // arrived (a wake-up). A new object polls at once.
         if let Some(offset) = self.start_offset() {
             let delay = ticker.delay_first(offset);
             tokio::pin!(delay);
@@ -492,6 +505,10 @@ impl<K: LoopKind> LoopTask<K> {
                 tokio::select! {
                     () = self.token.cancelled() => return,
                     () = &mut delay => break,
+                    woken = wake_rx.recv(), if wake_open => match woken {
+                        Some(()) => break,
+                        None => wake_open = false,
+                    },
                     active = push_rx.recv(), if push_open => match active {
                         Some(true) => break,
                         Some(false) => {}
@@ -528,6 +545,15 @@ impl<K: LoopKind> LoopTask<K> {
                         break;
                     }
                     () = self.push_panicked.notified() => break,
+                    woken = wake_rx.recv(), if wake_open => match woken {
+                        Some(()) if K::wake_wanted(&self) => {
+                            let (namespace, name) = self.names();
+                            debug!(namespace, name, kind = K::KIND.kind(), "woken by the source");
+                            break;
+                        }
+                        Some(()) => {}
+                        None => wake_open = false,
+                    },
                     active = push_rx.recv(), if push_open => match active {
                         Some(true) => break,
                         Some(false) => {}
@@ -556,6 +582,32 @@ impl<K: LoopKind> LoopTask<K> {
             .spread
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Some(ticks::start_offset(k, K::polling_interval(&object)))
+    }
+
+    /// Forwards the wake-ups of every scaler that has them ([`keda_scalers::Scaler::wake`]) to
+    /// `wake_tx`, one task per scaler, until the loop stops. A full channel already holds a
+    /// wake-up the loop has not taken: the next one is dropped, as the poll it asks for is due.
+    fn start_wakes(&self, wake_tx: &mpsc::Sender<()>) {
+        for t in &self.scalers.triggers {
+            let Some(mut wake) = t.scaler.scaler().wake() else {
+                continue;
+            };
+            let token = self.token.child_token();
+            let tx = wake_tx.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        () = token.cancelled() => return,
+                        woken = wake.woken() => {
+                            if !woken || tx.is_closed() {
+                                return;
+                            }
+                            let _ = tx.try_send(());
+                        }
+                    }
+                }
+            });
+        }
     }
 
     /// Runs every push scaler in a task of its own, sending activity to `push_tx`.

@@ -6,6 +6,7 @@
 //! [`DEFAULT_POOL_SIZE`], or the string's `pool_max_conns`), opened on demand.
 
 pub mod conninfo;
+pub mod listen;
 pub mod tls;
 
 use std::future::Future;
@@ -55,6 +56,7 @@ pub const PARAMS: &[Param] = &[
     QUERY,
     TARGET_QUERY_VALUE,
     ACTIVATION_TARGET_QUERY_VALUE,
+    listen::LISTEN_CHANNEL,
 ];
 
 /// Keys tokio-postgres reads itself.
@@ -124,6 +126,8 @@ pub struct PgSettings {
     pub pool_size: usize,
     /// `PostgreSQL at <hosts>:<port>/<dbname>`, for messages (no user, no password).
     pub server: String,
+    /// `listenChannel` (keda-rs): a `NOTIFY` on it wakes the trigger ([`listen`]).
+    pub listen: Option<String>,
 }
 
 impl PgSettings {
@@ -201,6 +205,7 @@ impl PgSettings {
             files: crate::files::TriggerFiles::default(),
             pool_size,
             server,
+            listen: None,
         })
     }
 
@@ -319,6 +324,15 @@ impl SqlDatabase for PgSettings {
             Ok(SqlQueryConfig {
                 database: PgSettings {
                     files: ctx.trigger_files.clone(),
+                    listen: match p.get_opt::<String>(&listen::LISTEN_CHANNEL)? {
+                        Some(c) if !listen::valid_channel(&c) => {
+                            return Err(p.rule(format!(
+                                "parameter \"listenChannel\" must be 1 to {} bytes",
+                                listen::MAX_CHANNEL_BYTES
+                            )));
+                        }
+                        channel => channel,
+                    },
                     ..PgSettings::new(info)
                         .map_err(|why| p.rule(format!("{origin}: {why}")))?
                 },
@@ -350,6 +364,12 @@ impl SqlDatabase for PgSettings {
 
     fn connect(&self) -> impl Future<Output = Result<PgPool, Failure>> + Send {
         self.open()
+    }
+
+    async fn wake(&self, ctx: &ScalerContext) -> Option<sql::WakeHandle> {
+        let channel = self.listen.as_deref()?;
+        let (wake, registration) = listen::register(ctx, self, channel).await;
+        Some((wake, Box::new(registration)))
     }
 
     async fn query(pool: &PgPool, query: &str, timeout: Duration) -> Result<Answer, QueryFailure> {

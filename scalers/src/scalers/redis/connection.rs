@@ -20,8 +20,8 @@ use crate::remote::Classify;
 use crate::secret::Secret;
 
 /// go-redis' defaults, which KEDA uses.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(3);
+pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub(super) const RESPONSE_TIMEOUT: Duration = Duration::from_secs(3);
 
 pub(super) const ADDRESS: Param = Param::optional("address")
     .aliases(&["addresses"])
@@ -246,16 +246,21 @@ impl RedisSettings {
         })
     }
 
+    /// The client of a standalone server (the first node), not connected yet.
+    pub(super) fn standalone_client(&self) -> RedisResult<Client> {
+        let (host, port) = self.nodes.first().cloned().unwrap_or_default();
+        let info = self.redis_info(self.addr(&host, port))?;
+        match self.certificates() {
+            Some(certs) => Client::build_with_tls(info, certs),
+            None => Client::open(info),
+        }
+    }
+
     /// Connects. Called by the pool only when no client for these settings exists.
     pub(super) async fn connect(&self) -> RedisResult<RedisClient> {
         match self.topology {
             Topology::Standalone => {
-                let (host, port) = self.nodes.first().cloned().unwrap_or_default();
-                let info = self.redis_info(self.addr(&host, port))?;
-                let client = match self.certificates() {
-                    Some(certs) => Client::build_with_tls(info, certs)?,
-                    None => Client::open(info)?,
-                };
+                let client = self.standalone_client()?;
                 // Few, short retries (as go-redis: 3): a failed build is retried at the next
                 // poll anyway, and the error should reach the user's condition quickly.
                 let config = ConnectionManagerConfig::new()

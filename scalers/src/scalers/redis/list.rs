@@ -5,6 +5,7 @@ use async_trait::async_trait;
 use k8s_openapi::api::autoscaling::v2::MetricSpec;
 
 use super::connection::{self, Held, RedisSettings, Topology};
+use super::notify;
 use crate::context::ScalerContext;
 use crate::error::{ScalerError, TriggerId};
 use crate::metadata::Param;
@@ -74,6 +75,8 @@ pub struct RedisListScaler {
     config: RedisListConfig,
     trigger: TriggerId,
     client: Held,
+    /// Keyspace notifications of the list's key, until `close`.
+    notify: std::sync::Mutex<Option<notify::Registration>>,
 }
 
 impl RedisListScaler {
@@ -84,10 +87,12 @@ impl RedisListScaler {
     pub async fn build(ctx: &ScalerContext, topology: Topology) -> Result<Self, ScalerError> {
         let config = RedisListConfig::parse(ctx, topology)?;
         let lease = connection::lease(ctx, &config.connection).await?;
+        let notify = notify::register(ctx, &config.connection, &config.list_name).await;
         Ok(Self {
             config,
             trigger: ctx.trigger_id(),
             client: Held::new(lease),
+            notify: std::sync::Mutex::new(notify),
         })
     }
 
@@ -160,6 +165,11 @@ impl Scaler for RedisListScaler {
 
     async fn close(&self) {
         self.client.release();
+        notify::release(&self.notify);
+    }
+
+    fn wake(&self) -> Option<crate::wake::Wake> {
+        notify::wake_of(&self.notify)
     }
 }
 

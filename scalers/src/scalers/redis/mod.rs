@@ -4,6 +4,7 @@
 
 pub mod connection;
 pub mod list;
+pub mod notify;
 pub mod streams;
 
 use crate::metadata::Param;

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use k8s_openapi::api::autoscaling::v2::MetricSpec;
 
 use super::connection::{self, Held, RedisClient, RedisSettings, Topology};
+use super::notify;
 use crate::context::ScalerContext;
 use crate::error::{ScalerError, TriggerId};
 use crate::metadata::Param;
@@ -109,6 +110,8 @@ pub struct RedisStreamsScaler {
     config: RedisStreamsConfig,
     trigger: TriggerId,
     client: Held,
+    /// Keyspace notifications of the stream's key (`XADD`), until `close`.
+    notify: std::sync::Mutex<Option<notify::Registration>>,
 }
 
 impl RedisStreamsScaler {
@@ -119,10 +122,12 @@ impl RedisStreamsScaler {
     pub async fn build(ctx: &ScalerContext, topology: Topology) -> Result<Self, ScalerError> {
         let config = RedisStreamsConfig::parse(ctx, topology)?;
         let lease = connection::lease(ctx, &config.connection).await?;
+        let notify = notify::register(ctx, &config.connection, &config.stream).await;
         Ok(Self {
             config,
             trigger: ctx.trigger_id(),
             client: Held::new(lease),
+            notify: std::sync::Mutex::new(notify),
         })
     }
 
@@ -257,6 +262,11 @@ impl Scaler for RedisStreamsScaler {
 
     async fn close(&self) {
         self.client.release();
+        notify::release(&self.notify);
+    }
+
+    fn wake(&self) -> Option<crate::wake::Wake> {
+        notify::wake_of(&self.notify)
     }
 }
 

@@ -1,0 +1,366 @@
+//! Keyspace notifications: the early wake-up of the Redis list and stream scalers
+//! ([`crate::wake`]).
+//!
+//! One subscription connection per server and credentials (the pool key is the connection
+//! settings without the database, as Pub/Sub is not per database), however many triggers watch
+//! keys on it: each trigger registers the channel `__keyspace@<db>__:<key>` of its key, the
+//! connection subscribes to each channel once (reference-counted) and wakes the triggers of a
+//! channel on each message. Exact `SUBSCRIBE`, never a pattern: a key with glob characters
+//! matches only itself, and the server sends only the watched keys' events.
+//!
+//! The server's `notify-keyspace-events` is read (`CONFIG GET`), never changed. Without keyspace
+//! events (`K` and one of `A`, `l`, `t`) no subscription connection is held and the setting is
+//! read again every [`RECHECK`]. Where `CONFIG GET` is refused (a managed Redis that renames
+//! `CONFIG`), the connection subscribes anyway: a server that does not notify costs one idle
+//! connection. A lost connection is re-established with backoff; after a reconnect every
+//! registered trigger is woken once (something may have arrived unseen). Meanwhile, and
+//! whenever notifications are off, the loops poll at `pollingInterval` as always.
+//!
+//! Only standalone servers notify here: a cluster notifies per node and a sentinel's master
+//! moves; both poll.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use futures::StreamExt;
+use redis::Client;
+use tokio::sync::mpsc;
+use tokio::time::timeout;
+use tokio_util::sync::{CancellationToken, DropGuard};
+use tracing::debug;
+
+use super::connection::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT, RedisSettings, Topology};
+use crate::context::ScalerContext;
+use crate::pool::Lease;
+use crate::wake::{Wake, WakeSender};
+
+/// How often a server without keyspace notifications is asked again.
+pub const RECHECK: Duration = Duration::from_secs(30);
+/// How often the subscription connection is pinged (a half-open connection is noticed within
+/// this plus the response timeout).
+const PING_EVERY: Duration = Duration::from_secs(15);
+const MIN_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// The pool key: a server and credentials (the database is not part of it).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct SubscriberKey(RedisSettings);
+
+enum Command {
+    Subscribe(String),
+    Unsubscribe(String),
+}
+
+struct Channel {
+    sender: WakeSender,
+    users: usize,
+}
+
+type Channels = Arc<Mutex<HashMap<String, Channel>>>;
+
+fn lock(channels: &Channels) -> MutexGuard<'_, HashMap<String, Channel>> {
+    channels.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The shared subscription of one server: a background task, stopped when the last
+/// registration goes.
+pub struct Subscriber {
+    channels: Channels,
+    commands: mpsc::UnboundedSender<Command>,
+    _stop: DropGuard,
+}
+
+impl Subscriber {
+    fn start(settings: &RedisSettings) -> redis::RedisResult<Self> {
+        let client = settings.standalone_client()?;
+        let channels = Channels::default();
+        let (commands, rx) = mpsc::unbounded_channel();
+        let stop = CancellationToken::new();
+        tokio::spawn(run(client, channels.clone(), rx, stop.clone()));
+        Ok(Self {
+            channels,
+            commands,
+            _stop: stop.drop_guard(),
+        })
+    }
+
+    fn register(&self, channel: &str) -> Wake {
+        let wake = {
+            let mut channels = lock(&self.channels);
+            let entry = channels
+                .entry(channel.to_string())
+                .or_insert_with(|| Channel {
+                    sender: WakeSender::new(),
+                    users: 0,
+                });
+            entry.users += 1;
+            entry.sender.subscribe()
+        };
+        // The task subscribes to every registered channel when it (re)connects; this covers
+        // a channel registered while it is connected. A closed task is gone with the pool
+        // entry, which this registration's lease keeps, so the send cannot fail here.
+        let _ = self.commands.send(Command::Subscribe(channel.to_string()));
+        wake
+    }
+
+    fn unregister(&self, channel: &str) {
+        let last = {
+            let mut channels = lock(&self.channels);
+            match channels.get_mut(channel) {
+                Some(c) if c.users > 1 => {
+                    c.users -= 1;
+                    false
+                }
+                Some(_) => {
+                    channels.remove(channel);
+                    true
+                }
+                None => false,
+            }
+        };
+        if last {
+            let _ = self
+                .commands
+                .send(Command::Unsubscribe(channel.to_string()));
+        }
+    }
+}
+
+/// One trigger's registration: its key's channel on the shared subscription. Dropping it
+/// unregisters (and releases the subscription when it was the last).
+pub struct Registration {
+    lease: Lease<SubscriberKey, Subscriber>,
+    channel: String,
+    wake: Wake,
+}
+
+impl Registration {
+    /// The trigger's wake-ups.
+    pub fn wake(&self) -> Wake {
+        self.wake.clone()
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.lease.unregister(&self.channel);
+    }
+}
+
+/// Registers `key` (in the settings' database) for keyspace notifications on the shared
+/// subscription of the server. `None` where the topology does not notify here (cluster,
+/// sentinel) or the client cannot be built (the poll reports that error).
+pub async fn register(
+    ctx: &ScalerContext,
+    settings: &RedisSettings,
+    key: &str,
+) -> Option<Registration> {
+    if settings.topology != Topology::Standalone {
+        return None;
+    }
+    let pool_key = SubscriberKey(RedisSettings {
+        database: 0,
+        ..settings.clone()
+    });
+    let pool = ctx.clients.pool::<SubscriberKey, Subscriber>();
+    // Starting only spawns the task: building a scaler never waits for the subscription.
+    let lease = pool
+        .get_or_connect(pool_key.clone(), || async {
+            Subscriber::start(&pool_key.0)
+        })
+        .await
+        .ok()?;
+    let channel = format!("__keyspace@{}__:{key}", settings.database);
+    let wake = lease.register(&channel);
+    Some(Registration {
+        lease,
+        channel,
+        wake,
+    })
+}
+
+/// The wake-ups of a scaler's registration, while it holds one.
+pub(super) fn wake_of(held: &Mutex<Option<Registration>>) -> Option<Wake> {
+    held.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .as_ref()
+        .map(Registration::wake)
+}
+
+/// Drops a scaler's registration (its `close`).
+pub(super) fn release(held: &Mutex<Option<Registration>>) {
+    let registration = held.lock().unwrap_or_else(PoisonError::into_inner).take();
+    drop(registration);
+}
+
+/// What `notify-keyspace-events` says.
+#[derive(Debug, PartialEq, Eq)]
+enum Notifications {
+    On,
+    Off,
+    /// `CONFIG GET` refused or unreadable.
+    Unknown,
+}
+
+/// Whether `flags` (the value of `notify-keyspace-events`) sends the keyspace events of lists,
+/// sets, hashes, sorted sets or streams.
+fn keyspace_events_on(flags: &str) -> bool {
+    flags.contains('K')
+        && flags
+            .chars()
+            .any(|c| matches!(c, 'A' | 'l' | 't' | 's' | 'h' | 'z'))
+}
+
+async fn detect(client: &Client) -> Notifications {
+    let read = async {
+        let mut c = client.get_multiplexed_async_connection().await?;
+        redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("notify-keyspace-events")
+            .query_async::<Vec<String>>(&mut c)
+            .await
+    };
+    match timeout(CONNECT_TIMEOUT + RESPONSE_TIMEOUT, read).await {
+        Ok(Ok(reply)) => match reply.get(1) {
+            Some(flags) if keyspace_events_on(flags) => Notifications::On,
+            Some(_) => Notifications::Off,
+            None => Notifications::Unknown,
+        },
+        _ => Notifications::Unknown,
+    }
+}
+
+enum Ended {
+    /// The server sends no keyspace events.
+    Off,
+    /// The connection failed or was lost; `subscribed` says whether it had subscribed.
+    Lost { subscribed: bool },
+    /// Every registration is gone.
+    Closed,
+}
+
+async fn run(
+    client: Client,
+    channels: Channels,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+    stop: CancellationToken,
+) {
+    let mut backoff = MIN_BACKOFF;
+    let mut reconnect = false;
+    loop {
+        let ended = tokio::select! {
+            () = stop.cancelled() => return,
+            ended = session(&client, &channels, &mut commands, reconnect) => ended,
+        };
+        let wait = match ended {
+            Ended::Closed => return,
+            Ended::Off => {
+                debug!("redis keyspace notifications are off; polling only");
+                RECHECK
+            }
+            Ended::Lost { subscribed } => {
+                if subscribed {
+                    reconnect = true;
+                    backoff = MIN_BACKOFF;
+                }
+                debug!(
+                    ?backoff,
+                    "redis keyspace subscription lost; polling until it is back"
+                );
+                let wait = backoff;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                wait
+            }
+        };
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+/// One subscription connection, until it ends.
+async fn session(
+    client: &Client,
+    channels: &Channels,
+    commands: &mut mpsc::UnboundedReceiver<Command>,
+    reconnect: bool,
+) -> Ended {
+    if detect(client).await == Notifications::Off {
+        return Ended::Off;
+    }
+    let lost = Ended::Lost { subscribed: false };
+    let Ok(Ok(pubsub)) = timeout(CONNECT_TIMEOUT, client.get_async_pubsub()).await else {
+        return lost;
+    };
+    let (mut sink, mut stream) = pubsub.split();
+    let names: Vec<String> = lock(channels).keys().cloned().collect();
+    if !names.is_empty()
+        && !matches!(
+            timeout(RESPONSE_TIMEOUT, sink.subscribe(&names)).await,
+            Ok(Ok(()))
+        )
+    {
+        return lost;
+    }
+    if reconnect {
+        // Something may have arrived while the connection was down.
+        for c in lock(channels).values() {
+            c.sender.wake();
+        }
+    }
+    let mut ping = tokio::time::interval(PING_EVERY);
+    ping.reset();
+    let lost = Ended::Lost { subscribed: true };
+    loop {
+        tokio::select! {
+            command = commands.recv() => {
+                let done = match command {
+                    None => return Ended::Closed,
+                    Some(Command::Subscribe(name)) => {
+                        timeout(RESPONSE_TIMEOUT, sink.subscribe(&name)).await
+                    }
+                    // Registered again meanwhile: stay subscribed.
+                    Some(Command::Unsubscribe(name)) if lock(channels).contains_key(&name) => continue,
+                    Some(Command::Unsubscribe(name)) => {
+                        timeout(RESPONSE_TIMEOUT, sink.unsubscribe(&name)).await
+                    }
+                };
+                if !matches!(done, Ok(Ok(()))) {
+                    return lost;
+                }
+            }
+            message = stream.next() => {
+                let Some(message) = message else { return lost };
+                // Only the channel name is looked at (it is one we subscribed to); the
+                // event itself is not needed: the woken loop reads the real value.
+                if let Some(c) = lock(channels).get(message.get_channel_name()) {
+                    c.sender.wake();
+                }
+            }
+            _ = ping.tick() => {
+                if !matches!(timeout(RESPONSE_TIMEOUT, sink.ping::<redis::Value>()).await, Ok(Ok(_))) {
+                    return lost;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keyspace_events_need_k_and_a_class_of_ours() {
+        assert!(keyspace_events_on("Kl"));
+        assert!(keyspace_events_on("KA"));
+        assert!(keyspace_events_on("Kt"));
+        assert!(keyspace_events_on("AKE"));
+        assert!(!keyspace_events_on(""));
+        assert!(!keyspace_events_on("El"));
+        assert!(!keyspace_events_on("Kx"));
+        assert!(!keyspace_events_on("Kg$"));
+    }
+}

@@ -1,0 +1,100 @@
+//! Wake-ups: how a scaler whose source can notify tells the operator "something arrived, read
+//! me now" without waiting for the next poll.
+//!
+//! A notification carries no value: the loop it wakes reads the real value through
+//! [`crate::Scaler::metrics_and_activity`] and decides exactly as a poll would, only earlier.
+//! Notifications are therefore allowed to be lost, duplicated or spurious: the polls go on at
+//! `pollingInterval` whatever happens to the notification path, so a broken path degrades to
+//! polling and never leaves an object stuck.
+//!
+//! A notification source (one subscription per server and credentials, shared by every trigger
+//! on it) holds one [`WakeSender`] per thing it watches (a Redis key, a PostgreSQL channel) and
+//! hands out [`Wake`] receivers. Bursts coalesce: however many notifications arrive while a
+//! loop is busy, it is woken once.
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+/// The sending side: the notification source calls [`wake`](Self::wake) on every notification.
+#[derive(Clone, Debug)]
+pub struct WakeSender {
+    tx: Arc<watch::Sender<u64>>,
+}
+
+impl Default for WakeSender {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl WakeSender {
+    /// A sender with no receiver yet.
+    pub fn new() -> Self {
+        Self {
+            tx: Arc::new(watch::channel(0).0),
+        }
+    }
+
+    /// Wakes every receiver once (coalesced with wakes they have not seen yet).
+    pub fn wake(&self) {
+        self.tx.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// A receiver that sees only wakes sent after this call.
+    pub fn subscribe(&self) -> Wake {
+        Wake {
+            rx: self.tx.subscribe(),
+        }
+    }
+
+    /// How many receivers exist.
+    pub fn receivers(&self) -> usize {
+        self.tx.receiver_count()
+    }
+}
+
+/// The receiving side, handed to the operator by [`crate::Scaler::wake`].
+#[derive(Clone)]
+pub struct Wake {
+    rx: watch::Receiver<u64>,
+}
+
+impl std::fmt::Debug for Wake {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wake").finish_non_exhaustive()
+    }
+}
+
+impl Wake {
+    /// Waits for the next wake. `false` when the source is gone for good (the scaler was
+    /// closed): the caller stops waiting on it and keeps polling.
+    ///
+    /// Cancellation-safe.
+    pub async fn woken(&mut self) -> bool {
+        self.rx.changed().await.is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn wakes_coalesce_and_end_with_the_source() {
+        let tx = WakeSender::new();
+        let mut rx = tx.subscribe();
+        tx.wake();
+        tx.wake();
+        assert!(rx.woken().await);
+        // The two wakes came as one.
+        let again = tokio::time::timeout(Duration::from_millis(50), rx.woken()).await;
+        assert!(again.is_err(), "a second wake was seen for one burst");
+        tx.wake();
+        assert!(rx.woken().await);
+        drop(tx);
+        assert!(!rx.woken().await);
+    }
+}
