@@ -293,11 +293,16 @@ impl Cluster {
     pub async fn publish_endpoint(&self, pod: SocketAddr) -> anyhow::Result<()> {
         let slice: EndpointSlice = serde_json::from_value(json!({
             "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            // As the EndpointSlice controller writes it: the activator takes endpoints only
+            // from its slices, pods of the Service's namespace (docs/http.md).
             "metadata": {"name": format!("{NAME}-1"), "namespace": NAMESPACE,
-                         "labels": {"kubernetes.io/service-name": NAME}},
+                         "labels": {"kubernetes.io/service-name": NAME,
+                                    "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"}},
             "addressType": "IPv4",
             "ports": [{"name": "http", "port": pod.port(), "protocol": "TCP"}],
-            "endpoints": [{"addresses": [pod.ip().to_string()], "conditions": {"ready": true}}]
+            "endpoints": [{"addresses": [pod.ip().to_string()], "conditions": {"ready": true},
+                           "targetRef": {"kind": "Pod", "namespace": NAMESPACE,
+                                         "name": format!("{NAME}-pod-{}", pod.port())}}]
         }))?;
         Api::<EndpointSlice>::namespaced(self.client.clone(), NAMESPACE)
             .create(&PostParams::default(), &slice)

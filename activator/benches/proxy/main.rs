@@ -262,8 +262,12 @@ async fn run(options: Options) -> anyhow::Result<()> {
         }
         tokio::task::block_in_place(|| throughput(&options, &wrk, &targets, &backend, &log))?;
     }
-    if options.routes > 0 {
-        many_routes(&options, &cluster, listen, backend_addr).await?;
+    if options.routes > 0
+        && let Err(error) = many_routes(&options, &cluster, listen, backend_addr).await
+    {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let tail = &text[text.len().saturating_sub(4000)..];
+        bail!("{error:#}\nthe activator's log ends with:\n{tail}");
     }
     println!("load average at end: {}", procs::load_average());
     drop(nginx);

@@ -80,11 +80,15 @@ pub async fn wait_routed(addr: SocketAddr, n: usize) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
     for i in 0..n {
         loop {
-            if matches!(get(&client, addr, &host(i)).await, Ok(200)) {
+            let answer = get(&client, addr, &host(i)).await;
+            if matches!(answer, Ok(200)) {
                 break;
             }
             if Instant::now() > deadline {
-                anyhow::bail!("route {} is not answered 200 within 60 s", host(i));
+                anyhow::bail!(
+                    "route {} is not answered 200 within 60 s (last: {answer:?})",
+                    host(i)
+                );
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
