@@ -154,6 +154,11 @@ def parser_seeds():
         [("count", answer("splunk", "doc-export.json"))],
         [("", answer("solr", "doc-select.json"))],
         [("", answer("couchdb", "doc-find.json"))],
+        [],  # aws-kinesis-stream summary: no recorded answers yet
+        [],  # aws-dynamodb-streams: no recorded answers yet
+        [],  # solace-event-queue: no recorded answers yet
+        [("chrome", answer("selenium-grid", "doc-graphql.json")),
+         ("firefox", answer("selenium-grid", "doc-graphql.json"))],
     ]
 
 

@@ -1,6 +1,6 @@
 //! The triggers of issue 24 (`loki`, `influxdb`, ..., `forgejo-runner`, `aws-kinesis-stream`,
 //! `aws-dynamodb-streams`, `kubernetes-resource`, `datadog`, `new-relic`, `dynatrace`, `splunk`,
-//! `solr`, `couchdb`, `solace-event-queue`) through the operator on
+//! `solr`, `couchdb`, `solace-event-queue`, `selenium-grid`) through the operator on
 //! memkube: each scales its target 0 -> 1 when its source's value rises above the activation
 //! threshold, and bad input is `Ready=False` with a message naming the trigger and the
 //! parameter. The sources are the tests' loopback server (`common/source.rs`) answering each
@@ -1006,6 +1006,56 @@ async fn couchdb_scales_from_zero_and_bad_input_is_not_ready_naming_the_paramete
         "type: couchdb\n      metadata:\n        dbName: animals\n        query: '{}'\n      authenticationRef:\n        name: couchdb",
         "ScaledObjectCheckFailed",
         &["(couchdb)", "queryValue"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// A Selenium Grid GraphQL answer with `queued` chrome session requests and no nodes
+/// (https://www.selenium.dev/documentation/grid/advanced_features/graphql_support/).
+fn selenium_queue(queued: usize) -> String {
+    let requests = vec![r#"{\"browserName\":\"chrome\",\"platformName\":\"linux\"}"#; queued];
+    let requests: Vec<String> = requests.iter().map(|r| format!("\"{r}\"")).collect();
+    format!(
+        r#"{{"data":{{"grid":{{"sessionCount":0,"maxSession":0,"totalSlots":0}},"nodesInfo":{{"nodes":[]}},"sessionsInfo":{{"sessionQueueRequests":[{}]}}}}}}"#,
+        requests.join(",")
+    )
+}
+
+#[tokio::test]
+async fn selenium_grid_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("selenium-grid triggers").await else {
+        return;
+    };
+    let grid = Source::start().await;
+    let path = "graphql";
+    grid.set_body(path, &selenium_queue(0));
+    let url = grid.url(path);
+    let trigger = format!(
+        "type: selenium-grid\n      metadata:\n        url: {url}\n        browserName: chrome\n        platformName: linux"
+    );
+    zero_to_one(&w, "selenium", &trigger, || {
+        grid.set_body(path, &selenium_queue(2));
+    })
+    .await;
+    assert!(grid.requests(path) > 0);
+
+    let op = w.start_operator();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "selenium-url",
+        "type: selenium-grid\n      metadata:\n        browserName: chrome",
+        "ScaledObjectCheckFailed",
+        &["(selenium-grid)", "url"],
+    )
+    .await;
+    refused(
+        &w,
+        "selenium-capabilities",
+        &format!("type: selenium-grid\n      metadata:\n        url: {url}\n        capabilities: \"not json\""),
+        "ScaledObjectCheckFailed",
+        &["(selenium-grid)", "capabilities"],
     )
     .await;
     op.stop().await;

@@ -57,6 +57,7 @@ const BUILTIN_TYPES: &[&str] = &[
     "redis-sentinel",
     "redis-sentinel-streams",
     "redis-streams",
+    "selenium-grid",
     "solace-event-queue",
     "solr",
     "splunk",

@@ -34,6 +34,7 @@ pub mod rabbitmq;
 pub mod redis;
 pub mod resource;
 pub mod search;
+pub mod selenium_grid;
 pub mod solace;
 pub mod solr;
 pub mod splunk;
@@ -248,6 +249,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "redis-streams",
         Declared::new(streams::build_redis_streams, STREAMS_PARAMS)
             .with_check(|ctx| RedisStreamsConfig::parse(ctx, Topology::Standalone).map(drop)),
+    );
+    registry.register(
+        "selenium-grid",
+        crate::pooled::declare::<selenium_grid::SeleniumGridConfig>(selenium_grid::PARAMS),
     );
     registry.register(
         "solr",
