@@ -159,6 +159,8 @@ def parser_seeds():
         [],  # solace-event-queue: no recorded answers yet
         [("chrome", answer("selenium-grid", "doc-graphql.json")),
          ("firefox", answer("selenium-grid", "doc-graphql.json"))],
+        [("", answer("artemis-queue", "doc-read.json")),
+         ("", answer("artemis-queue", "doc-not-found.json"))],
     ]
 
 

@@ -352,6 +352,11 @@ const PARSERS: &[Parser] = &[
             ok(session_count(body, &matcher))
         },
     },
+    Parser {
+        name: "artemis-queue jolokia read",
+        no_echo: true,
+        run: |_, body, _| ok(keda_scalers::scalers::artemis::message_count(body)),
+    },
 ];
 
 fn runtime() -> &'static tokio::runtime::Runtime {

@@ -1,6 +1,6 @@
 //! The triggers of issue 24 (`loki`, `influxdb`, ..., `forgejo-runner`, `aws-kinesis-stream`,
 //! `aws-dynamodb-streams`, `kubernetes-resource`, `datadog`, `new-relic`, `dynatrace`, `splunk`,
-//! `solr`, `couchdb`, `solace-event-queue`, `selenium-grid`) through the operator on
+//! `solr`, `couchdb`, `solace-event-queue`, `selenium-grid`, `artemis-queue`) through the operator on
 //! memkube: each scales its target 0 -> 1 when its source's value rises above the activation
 //! threshold, and bad input is `Ready=False` with a message naming the trigger and the
 //! parameter. The sources are the tests' loopback server (`common/source.rs`) answering each
@@ -1056,6 +1056,60 @@ async fn selenium_grid_scales_from_zero_and_bad_input_is_not_ready_naming_the_pa
         &format!("type: selenium-grid\n      metadata:\n        url: {url}\n        capabilities: \"not json\""),
         "ScaledObjectCheckFailed",
         &["(selenium-grid)", "capabilities"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// A Jolokia read answer of an Artemis queue's MessageCount
+/// (https://jolokia.org/reference/html/manual/jolokia_protocol.html#read).
+fn artemis_count(n: u64) -> String {
+    format!(
+        r#"{{"request":{{"mbean":"org.apache.activemq.artemis:broker=\"b\",component=addresses,address=\"jobs\",subcomponent=queues,routing-type=\"anycast\",queue=\"jobs\"","attribute":"MessageCount","type":"read"}},"value":{n},"timestamp":1700000000,"status":200}}"#
+    )
+}
+
+#[tokio::test]
+async fn artemis_queue_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("artemis-queue triggers").await else {
+        return;
+    };
+    let artemis = Source::start().await;
+    let path = "console/jolokia/read/org.apache.activemq.artemis:broker=%22b%22,component=addresses,address=%22jobs%22,subcomponent=queues,routing-type=%22anycast%22,queue=%22jobs%22/MessageCount";
+    artemis.set_body(path, &artemis_count(0));
+    secret_auth(
+        &w,
+        "artemis",
+        &[("username", "admin"), ("password", "art3mis")],
+    )
+    .await;
+    let endpoint = artemis.url("");
+    let endpoint = endpoint.trim_start_matches("http://").trim_end_matches('/');
+    let trigger = format!(
+        "type: artemis-queue\n      metadata:\n        managementEndpoint: {endpoint}\n        queueName: jobs\n        brokerName: b\n        brokerAddress: jobs\n        activationQueueLength: \"1\"\n      authenticationRef:\n        name: artemis"
+    );
+    zero_to_one_resolving(&w, "artemis", &trigger, async {
+        artemis.set_body(path, &artemis_count(4));
+    })
+    .await;
+    assert!(artemis.requests(path) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "artemis-broker",
+        &format!("type: artemis-queue\n      metadata:\n        managementEndpoint: {endpoint}\n        queueName: jobs\n        brokerAddress: jobs\n      authenticationRef:\n        name: artemis"),
+        "ScaledObjectCheckFailed",
+        &["(artemis-queue)", "brokerName"],
+    )
+    .await;
+    refused(
+        &w,
+        "artemis-password",
+        &format!("type: artemis-queue\n      metadata:\n        managementEndpoint: {endpoint}\n        queueName: jobs\n        brokerName: b\n        brokerAddress: jobs\n        username: admin"),
+        "ScaledObjectCheckFailed",
+        &["(artemis-queue)", "password"],
     )
     .await;
     op.stop().await;

@@ -1,6 +1,7 @@
 //! The built-in scalers, one module per source.
 
 pub mod activemq;
+pub mod artemis;
 pub mod aws_cloudwatch;
 pub mod aws_dynamodb;
 pub mod aws_dynamodb_streams;
@@ -55,6 +56,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "activemq",
         Declared::new(activemq::build, activemq::PARAMS)
             .with_check(|ctx| activemq::ActiveMqConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "artemis-queue",
+        crate::pooled::declare::<artemis::ArtemisConfig>(artemis::PARAMS),
     );
     registry.register(
         "aws-cloudwatch",
