@@ -161,6 +161,8 @@ def parser_seeds():
          ("firefox", answer("selenium-grid", "doc-graphql.json"))],
         [("", answer("artemis-queue", "doc-read.json")),
          ("", answer("artemis-queue", "doc-not-found.json"))],
+        [("example_topic,example_channel", answer("nsq", "doc-stats.json")),
+         ("example_topic,example_channel", answer("nsq", "doc-lookup.json"))],
     ]
 
 

@@ -357,6 +357,18 @@ const PARSERS: &[Parser] = &[
         no_echo: true,
         run: |_, body, _| ok(keda_scalers::scalers::artemis::message_count(body)),
     },
+    Parser {
+        name: "nsq lookup and stats",
+        no_echo: true,
+        run: |param, body, flag| {
+            use keda_scalers::scalers::nsq::{depth, producers};
+            if flag {
+                return ok(producers(body));
+            }
+            let (topic, channel) = param.split_once(',').unwrap_or((param, ""));
+            ok(depth(body, topic, channel))
+        },
+    },
 ];
 
 fn runtime() -> &'static tokio::runtime::Runtime {

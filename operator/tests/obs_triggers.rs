@@ -1,6 +1,6 @@
 //! The triggers of issue 24 (`loki`, `influxdb`, ..., `forgejo-runner`, `aws-kinesis-stream`,
 //! `aws-dynamodb-streams`, `kubernetes-resource`, `datadog`, `new-relic`, `dynatrace`, `splunk`,
-//! `solr`, `couchdb`, `solace-event-queue`, `selenium-grid`, `artemis-queue`) through the operator on
+//! `solr`, `couchdb`, `solace-event-queue`, `selenium-grid`, `artemis-queue`, `nsq`) through the operator on
 //! memkube: each scales its target 0 -> 1 when its source's value rises above the activation
 //! threshold, and bad input is `Ready=False` with a message naming the trigger and the
 //! parameter. The sources are the tests' loopback server (`common/source.rs`) answering each
@@ -1110,6 +1110,65 @@ async fn artemis_queue_scales_from_zero_and_bad_input_is_not_ready_naming_the_pa
         &format!("type: artemis-queue\n      metadata:\n        managementEndpoint: {endpoint}\n        queueName: jobs\n        brokerName: b\n        brokerAddress: jobs\n        username: admin"),
         "ScaledObjectCheckFailed",
         &["(artemis-queue)", "password"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// An nsqd `/stats?format=json` answer with `depth` messages in channel `workers` of topic
+/// `orders` (https://nsq.io/components/nsqd.html#get-stats).
+fn nsq_stats(depth: u64) -> String {
+    format!(
+        r#"{{"version":"1.3.0","health":"OK","start_time":1700000000,"topics":[{{"topic_name":"orders","depth":0,"channels":[{{"channel_name":"workers","depth":{depth},"paused":false}}]}}]}}"#
+    )
+}
+
+#[tokio::test]
+async fn nsq_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("nsq triggers").await else {
+        return;
+    };
+    // One loopback source plays nsqlookupd (GET /lookup,
+    // https://nsq.io/components/nsqlookupd.html#get-lookup) and the one nsqd it lists.
+    let nsq = Source::start().await;
+    let address = nsq.url("");
+    let address = address
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let port = address.rsplit_once(':').map(|(_, p)| p).unwrap_or_default();
+    nsq.set_body(
+        "lookup",
+        &format!(
+            r#"{{"channels":["workers"],"producers":[{{"broadcast_address":"127.0.0.1","tcp_port":4150,"http_port":{port},"version":"1.3.0"}}]}}"#
+        ),
+    );
+    nsq.set_body("stats", &nsq_stats(0));
+    let trigger = format!(
+        "type: nsq\n      metadata:\n        nsqLookupdHTTPAddresses: {address}\n        topic: orders\n        channel: workers\n        depthThreshold: \"5\""
+    );
+    zero_to_one(&w, "nsq", &trigger, || {
+        nsq.set_body("stats", &nsq_stats(3));
+    })
+    .await;
+    assert!(nsq.requests("lookup") > 0 && nsq.requests("stats") > 0);
+
+    let op = w.start_operator();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "nsq-depth",
+        &format!("type: nsq\n      metadata:\n        nsqLookupdHTTPAddresses: {address}\n        topic: orders\n        channel: workers\n        depthThreshold: \"0\""),
+        "ScaledObjectCheckFailed",
+        &["(nsq)", "depthThreshold"],
+    )
+    .await;
+    refused(
+        &w,
+        "nsq-channel",
+        &format!("type: nsq\n      metadata:\n        nsqLookupdHTTPAddresses: {address}\n        topic: orders"),
+        "ScaledObjectCheckFailed",
+        &["(nsq)", "channel"],
     )
     .await;
     op.stop().await;

@@ -48,6 +48,7 @@ const BUILTIN_TYPES: &[&str] = &[
     "mysql",
     "nats-jetstream",
     "new-relic",
+    "nsq",
     "opensearch",
     "postgresql",
     "prometheus",

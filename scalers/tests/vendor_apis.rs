@@ -20,6 +20,8 @@ mod datadog;
 mod dynatrace;
 #[path = "vendor_apis/new_relic.rs"]
 mod new_relic;
+#[path = "vendor_apis/nsq.rs"]
+mod nsq;
 #[path = "vendor_apis/selenium_grid.rs"]
 mod selenium_grid;
 #[path = "vendor_apis/solr.rs"]

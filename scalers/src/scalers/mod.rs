@@ -28,6 +28,7 @@ pub mod metrics_api;
 pub mod mysql;
 pub mod nats_jetstream;
 pub mod new_relic;
+pub mod nsq;
 pub mod opensearch;
 pub mod postgresql;
 pub mod prometheus;
@@ -206,6 +207,7 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "new-relic",
         crate::pooled::declare::<new_relic::NewRelicConfig>(new_relic::PARAMS),
     );
+    registry.register("nsq", crate::pooled::declare::<nsq::NsqConfig>(nsq::PARAMS));
     registry.register(
         "opensearch",
         Declared::new(opensearch::build, opensearch::PARAMS)
