@@ -163,6 +163,7 @@ def parser_seeds():
          ("", answer("artemis-queue", "doc-not-found.json"))],
         [("example_topic,example_channel", answer("nsq", "doc-stats.json")),
          ("example_topic,example_channel", answer("nsq", "doc-lookup.json"))],
+        [("sub1", answer("pulsar", "doc-stats.json")), ("sub2", answer("pulsar", "doc-stats.json"))],
     ]
 
 

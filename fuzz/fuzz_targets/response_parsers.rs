@@ -369,6 +369,11 @@ const PARSERS: &[Parser] = &[
             ok(depth(body, topic, channel))
         },
     },
+    Parser {
+        name: "pulsar topic stats",
+        no_echo: true,
+        run: |param, body, _| ok(keda_scalers::scalers::pulsar::msg_backlog(body, param)),
+    },
 ];
 
 fn runtime() -> &'static tokio::runtime::Runtime {

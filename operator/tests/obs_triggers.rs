@@ -1,10 +1,10 @@
 //! The triggers of issue 24 (`loki`, `influxdb`, ..., `forgejo-runner`, `aws-kinesis-stream`,
 //! `aws-dynamodb-streams`, `kubernetes-resource`, `datadog`, `new-relic`, `dynatrace`, `splunk`,
-//! `solr`, `couchdb`, `solace-event-queue`, `selenium-grid`, `artemis-queue`, `nsq`) through the operator on
-//! memkube: each scales its target 0 -> 1 when its source's value rises above the activation
-//! threshold, and bad input is `Ready=False` with a message naming the trigger and the
-//! parameter. The sources are the tests' loopback server (`common/source.rs`) answering each
-//! API's documented shape at the API's path; the scalers' own tests check the requests.
+//! `solr`, `couchdb`, `solace-event-queue`, `selenium-grid`, `artemis-queue`, `nsq`, `pulsar`)
+//! through the operator on memkube: each scales its target 0 -> 1 when its source's value rises
+//! above the activation threshold, and bad input is `Ready=False` with a message naming the trigger
+//! and the parameter. The sources are the tests' loopback server (`common/source.rs`) answering
+//! each API's documented shape at the API's path; the scalers' own tests check the requests.
 
 mod common;
 mod scenarios;
@@ -1169,6 +1169,55 @@ async fn nsq_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() 
         &format!("type: nsq\n      metadata:\n        nsqLookupdHTTPAddresses: {address}\n        topic: orders"),
         "ScaledObjectCheckFailed",
         &["(nsq)", "channel"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// A Pulsar `TopicStats` answer with `backlog` messages in subscription `workers`
+/// (https://pulsar.apache.org/admin-rest-api/#operation/PersistentTopics_getStats).
+fn pulsar_stats(backlog: u64) -> String {
+    format!(
+        r#"{{"msgRateIn":0.0,"msgInCounter":10,"publishers":[],"subscriptions":{{"workers":{{"msgRateOut":0.0,"msgBacklog":{backlog},"type":"Shared","consumers":[]}}}},"replication":{{}},"deduplicationStatus":"Disabled"}}"#
+    )
+}
+
+#[tokio::test]
+async fn pulsar_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("pulsar triggers").await else {
+        return;
+    };
+    let pulsar = Source::start().await;
+    let path = "admin/v2/persistent/public/default/jobs/stats";
+    pulsar.set_body(path, &pulsar_stats(0));
+    secret_auth(&w, "pulsar", &[("bearerToken", "puls4r")]).await;
+    let admin = pulsar.url("");
+    let admin = admin.trim_end_matches('/');
+    let trigger = format!(
+        "type: pulsar\n      metadata:\n        adminURL: {admin}\n        topic: persistent://public/default/jobs\n        subscription: workers\n        authModes: bearer\n      authenticationRef:\n        name: pulsar"
+    );
+    zero_to_one_resolving(&w, "pulsar", &trigger, async {
+        pulsar.set_body(path, &pulsar_stats(3));
+    })
+    .await;
+    assert!(pulsar.requests(path) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "pulsar-subscription",
+        &format!("type: pulsar\n      metadata:\n        adminURL: {admin}\n        topic: persistent://public/default/jobs"),
+        "ScaledObjectCheckFailed",
+        &["(pulsar)", "subscription"],
+    )
+    .await;
+    refused(
+        &w,
+        "pulsar-token",
+        &format!("type: pulsar\n      metadata:\n        adminURL: {admin}\n        topic: persistent://public/default/jobs\n        subscription: workers\n        authModes: bearer"),
+        "ScaledObjectCheckFailed",
+        &["(pulsar)", "bearerToken"],
     )
     .await;
     op.stop().await;

@@ -52,6 +52,7 @@ const BUILTIN_TYPES: &[&str] = &[
     "opensearch",
     "postgresql",
     "prometheus",
+    "pulsar",
     "rabbitmq",
     "redis",
     "redis-cluster",

@@ -22,6 +22,8 @@ mod dynatrace;
 mod new_relic;
 #[path = "vendor_apis/nsq.rs"]
 mod nsq;
+#[path = "vendor_apis/pulsar.rs"]
+mod pulsar;
 #[path = "vendor_apis/selenium_grid.rs"]
 mod selenium_grid;
 #[path = "vendor_apis/solr.rs"]

@@ -32,6 +32,7 @@ pub mod nsq;
 pub mod opensearch;
 pub mod postgresql;
 pub mod prometheus;
+pub mod pulsar;
 pub mod rabbitmq;
 pub mod redis;
 pub mod resource;
@@ -221,6 +222,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     registry.register(
         "prometheus",
         crate::pooled::declare::<prometheus::PrometheusConfig>(prometheus::PARAMS),
+    );
+    registry.register(
+        "pulsar",
+        crate::pooled::declare::<pulsar::PulsarConfig>(pulsar::PARAMS),
     );
     registry.register(
         "rabbitmq",
