@@ -164,6 +164,7 @@ def parser_seeds():
         [("example_topic,example_channel", answer("nsq", "doc-stats.json")),
          ("example_topic,example_channel", answer("nsq", "doc-lookup.json"))],
         [("sub1", answer("pulsar", "doc-stats.json")), ("sub2", answer("pulsar", "doc-stats.json"))],
+        [("", answer("arangodb", "doc-cursor.json"))],
     ]
 
 

@@ -374,6 +374,11 @@ const PARSERS: &[Parser] = &[
         no_echo: true,
         run: |param, body, _| ok(keda_scalers::scalers::pulsar::msg_backlog(body, param)),
     },
+    Parser {
+        name: "arangodb cursor",
+        no_echo: true,
+        run: |_, body, _| ok(keda_scalers::scalers::arangodb::cursor_value(body)),
+    },
 ];
 
 fn runtime() -> &'static tokio::runtime::Runtime {

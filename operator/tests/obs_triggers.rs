@@ -1,10 +1,11 @@
 //! The triggers of issue 24 (`loki`, `influxdb`, ..., `forgejo-runner`, `aws-kinesis-stream`,
 //! `aws-dynamodb-streams`, `kubernetes-resource`, `datadog`, `new-relic`, `dynatrace`, `splunk`,
-//! `solr`, `couchdb`, `solace-event-queue`, `selenium-grid`, `artemis-queue`, `nsq`, `pulsar`)
-//! through the operator on memkube: each scales its target 0 -> 1 when its source's value rises
-//! above the activation threshold, and bad input is `Ready=False` with a message naming the trigger
-//! and the parameter. The sources are the tests' loopback server (`common/source.rs`) answering
-//! each API's documented shape at the API's path; the scalers' own tests check the requests.
+//! `solr`, `couchdb`, `solace-event-queue`, `selenium-grid`, `artemis-queue`, `nsq`, `pulsar`,
+//! `arangodb`) through the operator on memkube: each scales its target 0 -> 1 when its source's
+//! value rises above the activation threshold, and bad input is `Ready=False` with a message naming
+//! the trigger and the parameter. The sources are the tests' loopback server (`common/source.rs`)
+//! answering each API's documented shape at the API's path; the scalers' own tests check the
+//! requests.
 
 mod common;
 mod scenarios;
@@ -1218,6 +1219,62 @@ async fn pulsar_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter
         &format!("type: pulsar\n      metadata:\n        adminURL: {admin}\n        topic: persistent://public/default/jobs\n        subscription: workers\n        authModes: bearer"),
         "ScaledObjectCheckFailed",
         &["(pulsar)", "bearerToken"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// An ArangoDB cursor answer with one document `{"value": n}`
+/// (https://docs.arangodb.com/stable/develop/http-api/queries/aql-queries/#create-a-cursor).
+fn arangodb_cursor(n: u64) -> String {
+    format!(
+        r#"{{"result":[{{"value":{n}}}],"hasMore":false,"count":1,"cached":false,"extra":{{}},"error":false,"code":201}}"#
+    )
+}
+
+#[tokio::test]
+async fn arangodb_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("arangodb triggers").await else {
+        return;
+    };
+    let arango = Source::start().await;
+    arango.set_body(
+        "_db/jobs/_api/database/current",
+        r#"{"error":false,"code":200,"result":{"name":"jobs","id":"1","isSystem":false}}"#,
+    );
+    arango.set_body(
+        "_db/jobs/_api/collection/tasks",
+        r#"{"error":false,"code":200,"id":"2","name":"tasks","status":3,"type":2}"#,
+    );
+    let cursor = "_db/jobs/_api/cursor";
+    arango.set_body(cursor, &arangodb_cursor(0));
+    let endpoint = arango.url("");
+    let endpoint = endpoint.trim_end_matches('/');
+    let trigger = format!(
+        "type: arangodb\n      metadata:\n        endpoints: {endpoint}\n        dbName: jobs\n        collection: tasks\n        query: \"RETURN {{value: 1}}\"\n        queryValue: \"5\""
+    );
+    zero_to_one(&w, "arangodb", &trigger, || {
+        arango.set_body(cursor, &arangodb_cursor(2));
+    })
+    .await;
+    assert!(arango.requests(cursor) > 0);
+
+    let op = w.start_operator();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "arangodb-query-value",
+        &format!("type: arangodb\n      metadata:\n        endpoints: {endpoint}\n        dbName: jobs\n        collection: tasks\n        query: \"RETURN 1\""),
+        "ScaledObjectCheckFailed",
+        &["(arangodb)", "queryValue"],
+    )
+    .await;
+    refused(
+        &w,
+        "arangodb-collection",
+        &format!("type: arangodb\n      metadata:\n        endpoints: {endpoint}\n        dbName: jobs\n        query: \"RETURN 1\"\n        queryValue: \"5\""),
+        "ScaledObjectCheckFailed",
+        &["(arangodb)", "collection"],
     )
     .await;
     op.stop().await;

@@ -10,6 +10,8 @@ mod common;
 #[path = "common/http.rs"]
 mod http_server;
 
+#[path = "vendor_apis/arangodb.rs"]
+mod arangodb;
 #[path = "vendor_apis/artemis.rs"]
 mod artemis;
 #[path = "vendor_apis/couchdb.rs"]

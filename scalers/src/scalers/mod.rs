@@ -1,6 +1,7 @@
 //! The built-in scalers, one module per source.
 
 pub mod activemq;
+pub mod arangodb;
 pub mod artemis;
 pub mod aws_cloudwatch;
 pub mod aws_dynamodb;
@@ -58,6 +59,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "activemq",
         Declared::new(activemq::build, activemq::PARAMS)
             .with_check(|ctx| activemq::ActiveMqConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "arangodb",
+        crate::pooled::declare::<arangodb::ArangoDbConfig>(arangodb::PARAMS),
     );
     registry.register(
         "artemis-queue",
