@@ -154,6 +154,17 @@ def parser_seeds():
         [("count", answer("splunk", "doc-export.json"))],
         [("", answer("solr", "doc-select.json"))],
         [("", answer("couchdb", "doc-find.json"))],
+        [],  # aws-kinesis-stream summary: no recorded answers yet
+        [],  # aws-dynamodb-streams: no recorded answers yet
+        [],  # solace-event-queue: no recorded answers yet
+        [("chrome", answer("selenium-grid", "doc-graphql.json")),
+         ("firefox", answer("selenium-grid", "doc-graphql.json"))],
+        [("", answer("artemis-queue", "doc-read.json")),
+         ("", answer("artemis-queue", "doc-not-found.json"))],
+        [("example_topic,example_channel", answer("nsq", "doc-stats.json")),
+         ("example_topic,example_channel", answer("nsq", "doc-lookup.json"))],
+        [("sub1", answer("pulsar", "doc-stats.json")), ("sub2", answer("pulsar", "doc-stats.json"))],
+        [("", answer("arangodb", "doc-cursor.json"))],
     ]
 
 

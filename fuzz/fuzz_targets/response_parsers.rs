@@ -331,6 +331,54 @@ const PARSERS: &[Parser] = &[
             ok(keda_scalers::scalers::solace::queue_figures(body))
         },
     },
+    Parser {
+        name: "selenium-grid graphql",
+        no_echo: true,
+        run: |param, body, flag| {
+            use keda_scalers::scalers::selenium_grid::{Matcher, session_count};
+            let mut capabilities = serde_json::Map::new();
+            if flag {
+                capabilities.insert("se:downloadsEnabled".into(), true.into());
+                capabilities.insert("myApp:scope".into(), "internal".into());
+            }
+            let matcher = Matcher {
+                browser_name: param.into(),
+                session_browser_name: param.into(),
+                browser_version: if flag { "91.0".into() } else { String::new() },
+                platform_name: "linux".into(),
+                node_max_sessions: if flag { 3 } else { 1 },
+                capabilities,
+            };
+            ok(session_count(body, &matcher))
+        },
+    },
+    Parser {
+        name: "artemis-queue jolokia read",
+        no_echo: true,
+        run: |_, body, _| ok(keda_scalers::scalers::artemis::message_count(body)),
+    },
+    Parser {
+        name: "nsq lookup and stats",
+        no_echo: true,
+        run: |param, body, flag| {
+            use keda_scalers::scalers::nsq::{depth, producers};
+            if flag {
+                return ok(producers(body));
+            }
+            let (topic, channel) = param.split_once(',').unwrap_or((param, ""));
+            ok(depth(body, topic, channel))
+        },
+    },
+    Parser {
+        name: "pulsar topic stats",
+        no_echo: true,
+        run: |param, body, _| ok(keda_scalers::scalers::pulsar::msg_backlog(body, param)),
+    },
+    Parser {
+        name: "arangodb cursor",
+        no_echo: true,
+        run: |_, body, _| ok(keda_scalers::scalers::arangodb::cursor_value(body)),
+    },
 ];
 
 fn runtime() -> &'static tokio::runtime::Runtime {

@@ -1,10 +1,11 @@
 //! The triggers of issue 24 (`loki`, `influxdb`, ..., `forgejo-runner`, `aws-kinesis-stream`,
 //! `aws-dynamodb-streams`, `kubernetes-resource`, `datadog`, `new-relic`, `dynatrace`, `splunk`,
-//! `solr`, `couchdb`, `solace-event-queue`) through the operator on
-//! memkube: each scales its target 0 -> 1 when its source's value rises above the activation
-//! threshold, and bad input is `Ready=False` with a message naming the trigger and the
-//! parameter. The sources are the tests' loopback server (`common/source.rs`) answering each
-//! API's documented shape at the API's path; the scalers' own tests check the requests.
+//! `solr`, `couchdb`, `solace-event-queue`, `selenium-grid`, `artemis-queue`, `nsq`, `pulsar`,
+//! `arangodb`) through the operator on memkube: each scales its target 0 -> 1 when its source's
+//! value rises above the activation threshold, and bad input is `Ready=False` with a message naming
+//! the trigger and the parameter. The sources are the tests' loopback server (`common/source.rs`)
+//! answering each API's documented shape at the API's path; the scalers' own tests check the
+//! requests.
 
 mod common;
 mod scenarios;
@@ -1006,6 +1007,274 @@ async fn couchdb_scales_from_zero_and_bad_input_is_not_ready_naming_the_paramete
         "type: couchdb\n      metadata:\n        dbName: animals\n        query: '{}'\n      authenticationRef:\n        name: couchdb",
         "ScaledObjectCheckFailed",
         &["(couchdb)", "queryValue"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// A Selenium Grid GraphQL answer with `queued` chrome session requests and no nodes
+/// (https://www.selenium.dev/documentation/grid/advanced_features/graphql_support/).
+fn selenium_queue(queued: usize) -> String {
+    let requests = vec![r#"{\"browserName\":\"chrome\",\"platformName\":\"linux\"}"#; queued];
+    let requests: Vec<String> = requests.iter().map(|r| format!("\"{r}\"")).collect();
+    format!(
+        r#"{{"data":{{"grid":{{"sessionCount":0,"maxSession":0,"totalSlots":0}},"nodesInfo":{{"nodes":[]}},"sessionsInfo":{{"sessionQueueRequests":[{}]}}}}}}"#,
+        requests.join(",")
+    )
+}
+
+#[tokio::test]
+async fn selenium_grid_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("selenium-grid triggers").await else {
+        return;
+    };
+    let grid = Source::start().await;
+    let path = "graphql";
+    grid.set_body(path, &selenium_queue(0));
+    let url = grid.url(path);
+    let trigger = format!(
+        "type: selenium-grid\n      metadata:\n        url: {url}\n        browserName: chrome\n        platformName: linux"
+    );
+    zero_to_one(&w, "selenium", &trigger, || {
+        grid.set_body(path, &selenium_queue(2));
+    })
+    .await;
+    assert!(grid.requests(path) > 0);
+
+    let op = w.start_operator();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "selenium-url",
+        "type: selenium-grid\n      metadata:\n        browserName: chrome",
+        "ScaledObjectCheckFailed",
+        &["(selenium-grid)", "url"],
+    )
+    .await;
+    refused(
+        &w,
+        "selenium-capabilities",
+        &format!("type: selenium-grid\n      metadata:\n        url: {url}\n        capabilities: \"not json\""),
+        "ScaledObjectCheckFailed",
+        &["(selenium-grid)", "capabilities"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// A Jolokia read answer of an Artemis queue's MessageCount
+/// (https://jolokia.org/reference/html/manual/jolokia_protocol.html#read).
+fn artemis_count(n: u64) -> String {
+    format!(
+        r#"{{"request":{{"mbean":"org.apache.activemq.artemis:broker=\"b\",component=addresses,address=\"jobs\",subcomponent=queues,routing-type=\"anycast\",queue=\"jobs\"","attribute":"MessageCount","type":"read"}},"value":{n},"timestamp":1700000000,"status":200}}"#
+    )
+}
+
+#[tokio::test]
+async fn artemis_queue_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("artemis-queue triggers").await else {
+        return;
+    };
+    let artemis = Source::start().await;
+    let path = "console/jolokia/read/org.apache.activemq.artemis:broker=%22b%22,component=addresses,address=%22jobs%22,subcomponent=queues,routing-type=%22anycast%22,queue=%22jobs%22/MessageCount";
+    artemis.set_body(path, &artemis_count(0));
+    secret_auth(
+        &w,
+        "artemis",
+        &[("username", "admin"), ("password", "art3mis")],
+    )
+    .await;
+    let endpoint = artemis.url("");
+    let endpoint = endpoint.trim_start_matches("http://").trim_end_matches('/');
+    let trigger = format!(
+        "type: artemis-queue\n      metadata:\n        managementEndpoint: {endpoint}\n        queueName: jobs\n        brokerName: b\n        brokerAddress: jobs\n        activationQueueLength: \"1\"\n      authenticationRef:\n        name: artemis"
+    );
+    zero_to_one_resolving(&w, "artemis", &trigger, async {
+        artemis.set_body(path, &artemis_count(4));
+    })
+    .await;
+    assert!(artemis.requests(path) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "artemis-broker",
+        &format!("type: artemis-queue\n      metadata:\n        managementEndpoint: {endpoint}\n        queueName: jobs\n        brokerAddress: jobs\n      authenticationRef:\n        name: artemis"),
+        "ScaledObjectCheckFailed",
+        &["(artemis-queue)", "brokerName"],
+    )
+    .await;
+    refused(
+        &w,
+        "artemis-password",
+        &format!("type: artemis-queue\n      metadata:\n        managementEndpoint: {endpoint}\n        queueName: jobs\n        brokerName: b\n        brokerAddress: jobs\n        username: admin"),
+        "ScaledObjectCheckFailed",
+        &["(artemis-queue)", "password"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// An nsqd `/stats?format=json` answer with `depth` messages in channel `workers` of topic
+/// `orders` (https://nsq.io/components/nsqd.html#get-stats).
+fn nsq_stats(depth: u64) -> String {
+    format!(
+        r#"{{"version":"1.3.0","health":"OK","start_time":1700000000,"topics":[{{"topic_name":"orders","depth":0,"channels":[{{"channel_name":"workers","depth":{depth},"paused":false}}]}}]}}"#
+    )
+}
+
+#[tokio::test]
+async fn nsq_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("nsq triggers").await else {
+        return;
+    };
+    // One loopback source plays nsqlookupd (GET /lookup,
+    // https://nsq.io/components/nsqlookupd.html#get-lookup) and the one nsqd it lists.
+    let nsq = Source::start().await;
+    let address = nsq.url("");
+    let address = address
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let port = address.rsplit_once(':').map(|(_, p)| p).unwrap_or_default();
+    nsq.set_body(
+        "lookup",
+        &format!(
+            r#"{{"channels":["workers"],"producers":[{{"broadcast_address":"127.0.0.1","tcp_port":4150,"http_port":{port},"version":"1.3.0"}}]}}"#
+        ),
+    );
+    nsq.set_body("stats", &nsq_stats(0));
+    let trigger = format!(
+        "type: nsq\n      metadata:\n        nsqLookupdHTTPAddresses: {address}\n        topic: orders\n        channel: workers\n        depthThreshold: \"5\""
+    );
+    zero_to_one(&w, "nsq", &trigger, || {
+        nsq.set_body("stats", &nsq_stats(3));
+    })
+    .await;
+    assert!(nsq.requests("lookup") > 0 && nsq.requests("stats") > 0);
+
+    let op = w.start_operator();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "nsq-depth",
+        &format!("type: nsq\n      metadata:\n        nsqLookupdHTTPAddresses: {address}\n        topic: orders\n        channel: workers\n        depthThreshold: \"0\""),
+        "ScaledObjectCheckFailed",
+        &["(nsq)", "depthThreshold"],
+    )
+    .await;
+    refused(
+        &w,
+        "nsq-channel",
+        &format!("type: nsq\n      metadata:\n        nsqLookupdHTTPAddresses: {address}\n        topic: orders"),
+        "ScaledObjectCheckFailed",
+        &["(nsq)", "channel"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// A Pulsar `TopicStats` answer with `backlog` messages in subscription `workers`
+/// (https://pulsar.apache.org/admin-rest-api/#operation/PersistentTopics_getStats).
+fn pulsar_stats(backlog: u64) -> String {
+    format!(
+        r#"{{"msgRateIn":0.0,"msgInCounter":10,"publishers":[],"subscriptions":{{"workers":{{"msgRateOut":0.0,"msgBacklog":{backlog},"type":"Shared","consumers":[]}}}},"replication":{{}},"deduplicationStatus":"Disabled"}}"#
+    )
+}
+
+#[tokio::test]
+async fn pulsar_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("pulsar triggers").await else {
+        return;
+    };
+    let pulsar = Source::start().await;
+    let path = "admin/v2/persistent/public/default/jobs/stats";
+    pulsar.set_body(path, &pulsar_stats(0));
+    secret_auth(&w, "pulsar", &[("bearerToken", "puls4r")]).await;
+    let admin = pulsar.url("");
+    let admin = admin.trim_end_matches('/');
+    let trigger = format!(
+        "type: pulsar\n      metadata:\n        adminURL: {admin}\n        topic: persistent://public/default/jobs\n        subscription: workers\n        authModes: bearer\n      authenticationRef:\n        name: pulsar"
+    );
+    zero_to_one_resolving(&w, "pulsar", &trigger, async {
+        pulsar.set_body(path, &pulsar_stats(3));
+    })
+    .await;
+    assert!(pulsar.requests(path) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "pulsar-subscription",
+        &format!("type: pulsar\n      metadata:\n        adminURL: {admin}\n        topic: persistent://public/default/jobs"),
+        "ScaledObjectCheckFailed",
+        &["(pulsar)", "subscription"],
+    )
+    .await;
+    refused(
+        &w,
+        "pulsar-token",
+        &format!("type: pulsar\n      metadata:\n        adminURL: {admin}\n        topic: persistent://public/default/jobs\n        subscription: workers\n        authModes: bearer"),
+        "ScaledObjectCheckFailed",
+        &["(pulsar)", "bearerToken"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// An ArangoDB cursor answer with one document `{"value": n}`
+/// (https://docs.arangodb.com/stable/develop/http-api/queries/aql-queries/#create-a-cursor).
+fn arangodb_cursor(n: u64) -> String {
+    format!(
+        r#"{{"result":[{{"value":{n}}}],"hasMore":false,"count":1,"cached":false,"extra":{{}},"error":false,"code":201}}"#
+    )
+}
+
+#[tokio::test]
+async fn arangodb_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("arangodb triggers").await else {
+        return;
+    };
+    let arango = Source::start().await;
+    arango.set_body(
+        "_db/jobs/_api/database/current",
+        r#"{"error":false,"code":200,"result":{"name":"jobs","id":"1","isSystem":false}}"#,
+    );
+    arango.set_body(
+        "_db/jobs/_api/collection/tasks",
+        r#"{"error":false,"code":200,"id":"2","name":"tasks","status":3,"type":2}"#,
+    );
+    let cursor = "_db/jobs/_api/cursor";
+    arango.set_body(cursor, &arangodb_cursor(0));
+    let endpoint = arango.url("");
+    let endpoint = endpoint.trim_end_matches('/');
+    let trigger = format!(
+        "type: arangodb\n      metadata:\n        endpoints: {endpoint}\n        dbName: jobs\n        collection: tasks\n        query: \"RETURN {{value: 1}}\"\n        queryValue: \"5\""
+    );
+    zero_to_one(&w, "arangodb", &trigger, || {
+        arango.set_body(cursor, &arangodb_cursor(2));
+    })
+    .await;
+    assert!(arango.requests(cursor) > 0);
+
+    let op = w.start_operator();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "arangodb-query-value",
+        &format!("type: arangodb\n      metadata:\n        endpoints: {endpoint}\n        dbName: jobs\n        collection: tasks\n        query: \"RETURN 1\""),
+        "ScaledObjectCheckFailed",
+        &["(arangodb)", "queryValue"],
+    )
+    .await;
+    refused(
+        &w,
+        "arangodb-collection",
+        &format!("type: arangodb\n      metadata:\n        endpoints: {endpoint}\n        dbName: jobs\n        query: \"RETURN 1\"\n        queryValue: \"5\""),
+        "ScaledObjectCheckFailed",
+        &["(arangodb)", "collection"],
     )
     .await;
     op.stop().await;

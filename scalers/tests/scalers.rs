@@ -18,6 +18,8 @@ use redis::AsyncCommands;
 /// Every built-in trigger type, sorted.
 const BUILTIN_TYPES: &[&str] = &[
     "activemq",
+    "arangodb",
+    "artemis-queue",
     "aws-cloudwatch",
     "aws-dynamodb",
     "aws-dynamodb-streams",
@@ -47,9 +49,11 @@ const BUILTIN_TYPES: &[&str] = &[
     "mysql",
     "nats-jetstream",
     "new-relic",
+    "nsq",
     "opensearch",
     "postgresql",
     "prometheus",
+    "pulsar",
     "rabbitmq",
     "redis",
     "redis-cluster",
@@ -57,6 +61,7 @@ const BUILTIN_TYPES: &[&str] = &[
     "redis-sentinel",
     "redis-sentinel-streams",
     "redis-streams",
+    "selenium-grid",
     "solace-event-queue",
     "solr",
     "splunk",

@@ -10,6 +10,10 @@ mod common;
 #[path = "common/http.rs"]
 mod http_server;
 
+#[path = "vendor_apis/arangodb.rs"]
+mod arangodb;
+#[path = "vendor_apis/artemis.rs"]
+mod artemis;
 #[path = "vendor_apis/couchdb.rs"]
 mod couchdb;
 #[path = "vendor_apis/datadog.rs"]
@@ -18,6 +22,12 @@ mod datadog;
 mod dynatrace;
 #[path = "vendor_apis/new_relic.rs"]
 mod new_relic;
+#[path = "vendor_apis/nsq.rs"]
+mod nsq;
+#[path = "vendor_apis/pulsar.rs"]
+mod pulsar;
+#[path = "vendor_apis/selenium_grid.rs"]
+mod selenium_grid;
 #[path = "vendor_apis/solr.rs"]
 mod solr;
 #[path = "vendor_apis/splunk.rs"]

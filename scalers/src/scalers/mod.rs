@@ -1,6 +1,8 @@
 //! The built-in scalers, one module per source.
 
 pub mod activemq;
+pub mod arangodb;
+pub mod artemis;
 pub mod aws_cloudwatch;
 pub mod aws_dynamodb;
 pub mod aws_dynamodb_streams;
@@ -27,13 +29,16 @@ pub mod metrics_api;
 pub mod mysql;
 pub mod nats_jetstream;
 pub mod new_relic;
+pub mod nsq;
 pub mod opensearch;
 pub mod postgresql;
 pub mod prometheus;
+pub mod pulsar;
 pub mod rabbitmq;
 pub mod redis;
 pub mod resource;
 pub mod search;
+pub mod selenium_grid;
 pub mod solace;
 pub mod solr;
 pub mod splunk;
@@ -54,6 +59,14 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "activemq",
         Declared::new(activemq::build, activemq::PARAMS)
             .with_check(|ctx| activemq::ActiveMqConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "arangodb",
+        crate::pooled::declare::<arangodb::ArangoDbConfig>(arangodb::PARAMS),
+    );
+    registry.register(
+        "artemis-queue",
+        crate::pooled::declare::<artemis::ArtemisConfig>(artemis::PARAMS),
     );
     registry.register(
         "aws-cloudwatch",
@@ -200,6 +213,7 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "new-relic",
         crate::pooled::declare::<new_relic::NewRelicConfig>(new_relic::PARAMS),
     );
+    registry.register("nsq", crate::pooled::declare::<nsq::NsqConfig>(nsq::PARAMS));
     registry.register(
         "opensearch",
         Declared::new(opensearch::build, opensearch::PARAMS)
@@ -213,6 +227,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     registry.register(
         "prometheus",
         crate::pooled::declare::<prometheus::PrometheusConfig>(prometheus::PARAMS),
+    );
+    registry.register(
+        "pulsar",
+        crate::pooled::declare::<pulsar::PulsarConfig>(pulsar::PARAMS),
     );
     registry.register(
         "rabbitmq",
@@ -248,6 +266,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "redis-streams",
         Declared::new(streams::build_redis_streams, STREAMS_PARAMS)
             .with_check(|ctx| RedisStreamsConfig::parse(ctx, Topology::Standalone).map(drop)),
+    );
+    registry.register(
+        "selenium-grid",
+        crate::pooled::declare::<selenium_grid::SeleniumGridConfig>(selenium_grid::PARAMS),
     );
     registry.register(
         "solr",
