@@ -12,7 +12,8 @@
 //! hands out [`Wake`] receivers. Bursts coalesce: however many notifications arrive while a
 //! loop is busy, it is woken once.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::watch;
 
@@ -76,6 +77,69 @@ impl Wake {
     }
 }
 
+/// The named things one notification connection watches (Redis channels, PostgreSQL
+/// `LISTEN` channels), each with its [`WakeSender`] and the count of triggers using it. Cheap
+/// to clone; clones share. The connection's task reads it to (re)subscribe and to wake; the
+/// triggers register and unregister.
+#[derive(Clone, Default)]
+pub struct WakeChannels(Arc<Mutex<HashMap<String, (WakeSender, usize)>>>);
+
+impl WakeChannels {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, (WakeSender, usize)>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// One more trigger uses `name`: its receiver.
+    pub fn register(&self, name: &str) -> Wake {
+        let mut channels = self.lock();
+        let (sender, users) = channels
+            .entry(name.to_string())
+            .or_insert_with(|| (WakeSender::new(), 0));
+        *users += 1;
+        sender.subscribe()
+    }
+
+    /// One trigger less uses `name`; `true` when it was the last (stop watching it).
+    pub fn unregister(&self, name: &str) -> bool {
+        let mut channels = self.lock();
+        match channels.get_mut(name) {
+            Some((_, users)) if *users > 1 => {
+                *users -= 1;
+                false
+            }
+            Some(_) => {
+                channels.remove(name);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether any trigger uses `name`.
+    pub fn contains(&self, name: &str) -> bool {
+        self.lock().contains_key(name)
+    }
+
+    /// Every name in use.
+    pub fn names(&self) -> Vec<String> {
+        self.lock().keys().cloned().collect()
+    }
+
+    /// Wakes the triggers of `name`, if any.
+    pub fn wake(&self, name: &str) {
+        if let Some((sender, _)) = self.lock().get(name) {
+            sender.wake();
+        }
+    }
+
+    /// Wakes every trigger (after a reconnect: something may have arrived meanwhile).
+    pub fn wake_all(&self) {
+        for (sender, _) in self.lock().values() {
+            sender.wake();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -96,5 +160,26 @@ mod tests {
         assert!(rx.woken().await);
         drop(tx);
         assert!(!rx.woken().await);
+    }
+
+    #[tokio::test]
+    async fn channels_count_their_users_and_wake_by_name() {
+        let channels = WakeChannels::default();
+        let mut a1 = channels.register("a");
+        let _a2 = channels.register("a");
+        let mut b = channels.register("b");
+        let mut names = channels.names();
+        names.sort();
+        assert_eq!(names, ["a", "b"]);
+        channels.wake("a");
+        assert!(a1.woken().await);
+        let quiet = tokio::time::timeout(Duration::from_millis(50), b.woken()).await;
+        assert!(quiet.is_err(), "b was woken by a's notification");
+        channels.wake_all();
+        assert!(b.woken().await);
+        assert!(!channels.unregister("a"), "a has another user");
+        assert!(channels.unregister("a"), "the last user of a");
+        assert!(!channels.contains("a"));
+        assert!(!channels.unregister("a"));
     }
 }

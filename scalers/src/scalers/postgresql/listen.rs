@@ -8,8 +8,6 @@
 //! backoff; after a reconnect every registered trigger is woken once (a `NOTIFY` sent while it
 //! was down is lost). Throughout, the trigger is polled at `pollingInterval` as always.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -25,7 +23,7 @@ use crate::context::ScalerContext;
 use crate::metadata::Param;
 use crate::pool::Lease;
 use crate::secret::Secret;
-use crate::wake::{Wake, WakeSender};
+use crate::wake::{Wake, WakeChannels};
 
 /// `listenChannel`: the channel to `LISTEN` on (keda-rs only).
 pub const LISTEN_CHANNEL: Param = Param::optional("listenChannel");
@@ -48,16 +46,7 @@ enum Command {
     Unlisten(String),
 }
 
-struct Channel {
-    sender: WakeSender,
-    users: usize,
-}
-
-type Channels = Arc<Mutex<HashMap<String, Channel>>>;
-
-fn lock(channels: &Channels) -> MutexGuard<'_, HashMap<String, Channel>> {
-    channels.lock().unwrap_or_else(PoisonError::into_inner)
-}
+type Channels = WakeChannels;
 
 /// The shared listening connection of one connection string.
 pub struct Listener {
@@ -80,37 +69,13 @@ impl Listener {
     }
 
     fn register(&self, channel: &str) -> Wake {
-        let wake = {
-            let mut channels = lock(&self.channels);
-            let entry = channels
-                .entry(channel.to_string())
-                .or_insert_with(|| Channel {
-                    sender: WakeSender::new(),
-                    users: 0,
-                });
-            entry.users += 1;
-            entry.sender.subscribe()
-        };
+        let wake = self.channels.register(channel);
         let _ = self.commands.send(Command::Listen(channel.to_string()));
         wake
     }
 
     fn unregister(&self, channel: &str) {
-        let last = {
-            let mut channels = lock(&self.channels);
-            match channels.get_mut(channel) {
-                Some(c) if c.users > 1 => {
-                    c.users -= 1;
-                    false
-                }
-                Some(_) => {
-                    channels.remove(channel);
-                    true
-                }
-                None => false,
-            }
-        };
-        if last {
+        if self.channels.unregister(channel) {
             let _ = self.commands.send(Command::Unlisten(channel.to_string()));
         }
     }
@@ -222,7 +187,7 @@ async fn session(
         }
     });
     let _driver = AbortOnDrop(driver);
-    let names: Vec<String> = lock(channels).keys().cloned().collect();
+    let names: Vec<String> = channels.names();
     let listen: String = names
         .iter()
         .map(|n| format!("LISTEN {};", quoted(n)))
@@ -236,9 +201,7 @@ async fn session(
         return Some(false);
     }
     if reconnect {
-        for c in lock(channels).values() {
-            c.sender.wake();
-        }
+        channels.wake_all();
     }
     let mut ping = tokio::time::interval(PING_EVERY);
     ping.reset();
@@ -247,14 +210,12 @@ async fn session(
             command = commands.recv() => match command {
                 None => return None,
                 Some(Command::Listen(name)) => format!("LISTEN {};", quoted(&name)),
-                Some(Command::Unlisten(name)) if lock(channels).contains_key(&name) => continue,
+                Some(Command::Unlisten(name)) if channels.contains(&name) => continue,
                 Some(Command::Unlisten(name)) => format!("UNLISTEN {};", quoted(&name)),
             },
             notification = notifications.recv() => {
                 let Some(name) = notification else { return Some(true) };
-                if let Some(c) = lock(channels).get(&name) {
-                    c.sender.wake();
-                }
+                channels.wake(&name);
                 continue;
             }
             _ = ping.tick() => "SELECT 1".to_string(),

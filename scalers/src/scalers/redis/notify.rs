@@ -19,8 +19,7 @@
 //! Only standalone servers notify here: a cluster notifies per node and a sentinel's master
 //! moves; both poll.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -33,7 +32,7 @@ use tracing::debug;
 use super::connection::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT, RedisSettings, Topology};
 use crate::context::ScalerContext;
 use crate::pool::Lease;
-use crate::wake::{Wake, WakeSender};
+use crate::wake::{Wake, WakeChannels};
 
 /// How often a server without keyspace notifications is asked again.
 pub const RECHECK: Duration = Duration::from_secs(30);
@@ -52,16 +51,7 @@ enum Command {
     Unsubscribe(String),
 }
 
-struct Channel {
-    sender: WakeSender,
-    users: usize,
-}
-
-type Channels = Arc<Mutex<HashMap<String, Channel>>>;
-
-fn lock(channels: &Channels) -> MutexGuard<'_, HashMap<String, Channel>> {
-    channels.lock().unwrap_or_else(PoisonError::into_inner)
-}
+type Channels = WakeChannels;
 
 /// The shared subscription of one server: a background task, stopped when the last
 /// registration goes.
@@ -86,17 +76,7 @@ impl Subscriber {
     }
 
     fn register(&self, channel: &str) -> Wake {
-        let wake = {
-            let mut channels = lock(&self.channels);
-            let entry = channels
-                .entry(channel.to_string())
-                .or_insert_with(|| Channel {
-                    sender: WakeSender::new(),
-                    users: 0,
-                });
-            entry.users += 1;
-            entry.sender.subscribe()
-        };
+        let wake = self.channels.register(channel);
         // The task subscribes to every registered channel when it (re)connects; this covers
         // a channel registered while it is connected. A closed task is gone with the pool
         // entry, which this registration's lease keeps, so the send cannot fail here.
@@ -105,21 +85,7 @@ impl Subscriber {
     }
 
     fn unregister(&self, channel: &str) {
-        let last = {
-            let mut channels = lock(&self.channels);
-            match channels.get_mut(channel) {
-                Some(c) if c.users > 1 => {
-                    c.users -= 1;
-                    false
-                }
-                Some(_) => {
-                    channels.remove(channel);
-                    true
-                }
-                None => false,
-            }
-        };
-        if last {
+        if self.channels.unregister(channel) {
             let _ = self
                 .commands
                 .send(Command::Unsubscribe(channel.to_string()));
@@ -295,7 +261,7 @@ async fn session(
         return lost;
     };
     let (mut sink, mut stream) = pubsub.split();
-    let names: Vec<String> = lock(channels).keys().cloned().collect();
+    let names: Vec<String> = channels.names();
     if !names.is_empty()
         && !matches!(
             timeout(RESPONSE_TIMEOUT, sink.subscribe(&names)).await,
@@ -306,9 +272,7 @@ async fn session(
     }
     if reconnect {
         // Something may have arrived while the connection was down.
-        for c in lock(channels).values() {
-            c.sender.wake();
-        }
+        channels.wake_all();
     }
     let mut ping = tokio::time::interval(PING_EVERY);
     ping.reset();
@@ -322,7 +286,7 @@ async fn session(
                         timeout(RESPONSE_TIMEOUT, sink.subscribe(&name)).await
                     }
                     // Registered again meanwhile: stay subscribed.
-                    Some(Command::Unsubscribe(name)) if lock(channels).contains_key(&name) => continue,
+                    Some(Command::Unsubscribe(name)) if channels.contains(&name) => continue,
                     Some(Command::Unsubscribe(name)) => {
                         timeout(RESPONSE_TIMEOUT, sink.unsubscribe(&name)).await
                     }
@@ -335,9 +299,7 @@ async fn session(
                 let Some(message) = message else { return lost };
                 // Only the channel name is looked at (it is one we subscribed to); the
                 // event itself is not needed: the woken loop reads the real value.
-                if let Some(c) = lock(channels).get(message.get_channel_name()) {
-                    c.sender.wake();
-                }
+                channels.wake(message.get_channel_name());
             }
             _ = ping.tick() => {
                 if !matches!(timeout(RESPONSE_TIMEOUT, sink.ping::<redis::Value>()).await, Ok(Ok(_))) {
