@@ -15,7 +15,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 /// The sending side: the notification source calls [`wake`](Self::wake) on every notification.
 #[derive(Clone, Debug)]
@@ -136,6 +137,64 @@ impl WakeChannels {
     pub fn wake_all(&self) {
         for (sender, _) in self.lock().values() {
             sender.wake();
+        }
+    }
+}
+
+/// What a notification source's connection task is told: start or stop watching a name.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Watch {
+    /// A trigger registered the name (sent for every registration; the task may already
+    /// watch it).
+    Add(String),
+    /// The last trigger of the name is gone (the task checks [`WakeChannels::contains`], as
+    /// one may have registered again meanwhile).
+    Remove(String),
+}
+
+/// One shared notification connection (a Redis subscription, a PostgreSQL listener): its
+/// channels, the commands to its background task, and the task's stop (when the last lease of
+/// the source goes, the source is dropped and the task stops).
+pub struct WakeSource {
+    channels: WakeChannels,
+    commands: mpsc::UnboundedSender<Watch>,
+    _stop: DropGuard,
+}
+
+impl WakeSource {
+    /// Spawns `task` with the channels, the command queue and the stop token. The task
+    /// (re)subscribes to [`WakeChannels::names`] whenever it (re)connects and follows the
+    /// commands while connected.
+    pub fn start<F, Fut>(task: F) -> Self
+    where
+        F: FnOnce(WakeChannels, mpsc::UnboundedReceiver<Watch>, CancellationToken) -> Fut,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let channels = WakeChannels::default();
+        let (commands, rx) = mpsc::unbounded_channel();
+        let stop = CancellationToken::new();
+        tokio::spawn(task(channels.clone(), rx, stop.clone()));
+        Self {
+            channels,
+            commands,
+            _stop: stop.drop_guard(),
+        }
+    }
+
+    /// One more trigger watches `name`: its receiver.
+    pub fn register(&self, name: &str) -> Wake {
+        let wake = self.channels.register(name);
+        // The task subscribes to every registered name when it (re)connects; this covers a
+        // name registered while it is connected. The task lives as long as this source, so the
+        // send cannot fail while a registration holds the source.
+        let _ = self.commands.send(Watch::Add(name.to_string()));
+        wake
+    }
+
+    /// One trigger of `name` is gone; the last one stops the watch.
+    pub fn unregister(&self, name: &str) {
+        if self.channels.unregister(name) {
+            let _ = self.commands.send(Watch::Remove(name.to_string()));
         }
     }
 }

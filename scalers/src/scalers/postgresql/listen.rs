@@ -14,7 +14,7 @@ use futures::StreamExt;
 use tokio::sync::mpsc;
 use tokio::time::timeout;
 use tokio_postgres::AsyncMessage;
-use tokio_util::sync::{CancellationToken, DropGuard};
+use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use super::super::sql::CONNECT_TIMEOUT;
@@ -23,7 +23,7 @@ use crate::context::ScalerContext;
 use crate::metadata::Param;
 use crate::pool::Lease;
 use crate::secret::Secret;
-use crate::wake::{Wake, WakeChannels};
+use crate::wake::{Wake, WakeChannels, WakeSource, Watch};
 
 /// `listenChannel`: the channel to `LISTEN` on (keda-rs only).
 pub const LISTEN_CHANNEL: Param = Param::optional("listenChannel");
@@ -41,44 +41,12 @@ const PENDING: usize = 1024;
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct ListenerKey(Secret);
 
-enum Command {
-    Listen(String),
-    Unlisten(String),
-}
-
-type Channels = WakeChannels;
-
 /// The shared listening connection of one connection string.
-pub struct Listener {
-    channels: Channels,
-    commands: mpsc::UnboundedSender<Command>,
-    _stop: DropGuard,
-}
+type Listener = WakeSource;
 
-impl Listener {
-    fn start(settings: &PgSettings) -> Self {
-        let channels = Channels::default();
-        let (commands, rx) = mpsc::unbounded_channel();
-        let stop = CancellationToken::new();
-        tokio::spawn(run(settings.clone(), channels.clone(), rx, stop.clone()));
-        Self {
-            channels,
-            commands,
-            _stop: stop.drop_guard(),
-        }
-    }
-
-    fn register(&self, channel: &str) -> Wake {
-        let wake = self.channels.register(channel);
-        let _ = self.commands.send(Command::Listen(channel.to_string()));
-        wake
-    }
-
-    fn unregister(&self, channel: &str) {
-        if self.channels.unregister(channel) {
-            let _ = self.commands.send(Command::Unlisten(channel.to_string()));
-        }
-    }
+fn start_listener(settings: &PgSettings) -> Listener {
+    let settings = settings.clone();
+    WakeSource::start(move |channels, commands, stop| run(settings, channels, commands, stop))
 }
 
 /// One trigger's registration; dropping it unregisters.
@@ -102,7 +70,7 @@ pub async fn register(
     let pool = ctx.clients.pool::<ListenerKey, Listener>();
     let lease = pool
         .get_or_connect(ListenerKey(settings.info.clone()), || async {
-            Ok::<_, std::convert::Infallible>(Listener::start(settings))
+            Ok::<_, std::convert::Infallible>(start_listener(settings))
         })
         .await
         .unwrap_or_else(|never| match never {});
@@ -128,8 +96,8 @@ pub fn valid_channel(channel: &str) -> bool {
 
 async fn run(
     settings: PgSettings,
-    channels: Channels,
-    mut commands: mpsc::UnboundedReceiver<Command>,
+    channels: WakeChannels,
+    mut commands: mpsc::UnboundedReceiver<Watch>,
     stop: CancellationToken,
 ) {
     let mut backoff = MIN_BACKOFF;
@@ -165,8 +133,8 @@ async fn run(
 /// registration is gone (`None`).
 async fn session(
     settings: &PgSettings,
-    channels: &Channels,
-    commands: &mut mpsc::UnboundedReceiver<Command>,
+    channels: &WakeChannels,
+    commands: &mut mpsc::UnboundedReceiver<Watch>,
     reconnect: bool,
 ) -> Option<bool> {
     let Ok(tls) = settings.tls().await else {
@@ -209,9 +177,9 @@ async fn session(
         let sql = tokio::select! {
             command = commands.recv() => match command {
                 None => return None,
-                Some(Command::Listen(name)) => format!("LISTEN {};", quoted(&name)),
-                Some(Command::Unlisten(name)) if channels.contains(&name) => continue,
-                Some(Command::Unlisten(name)) => format!("UNLISTEN {};", quoted(&name)),
+                Some(Watch::Add(name)) => format!("LISTEN {};", quoted(&name)),
+                Some(Watch::Remove(name)) if channels.contains(&name) => continue,
+                Some(Watch::Remove(name)) => format!("UNLISTEN {};", quoted(&name)),
             },
             notification = notifications.recv() => {
                 let Some(name) = notification else { return Some(true) };

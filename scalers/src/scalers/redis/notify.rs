@@ -26,13 +26,13 @@ use futures::StreamExt;
 use redis::Client;
 use tokio::sync::mpsc;
 use tokio::time::timeout;
-use tokio_util::sync::{CancellationToken, DropGuard};
+use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use super::connection::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT, RedisSettings, Topology};
 use crate::context::ScalerContext;
 use crate::pool::Lease;
-use crate::wake::{Wake, WakeChannels};
+use crate::wake::{Wake, WakeChannels, WakeSource, Watch};
 
 /// How often a server without keyspace notifications is asked again.
 pub const RECHECK: Duration = Duration::from_secs(30);
@@ -46,51 +46,15 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct SubscriberKey(RedisSettings);
 
-enum Command {
-    Subscribe(String),
-    Unsubscribe(String),
-}
-
-type Channels = WakeChannels;
-
 /// The shared subscription of one server: a background task, stopped when the last
 /// registration goes.
-pub struct Subscriber {
-    channels: Channels,
-    commands: mpsc::UnboundedSender<Command>,
-    _stop: DropGuard,
-}
+type Subscriber = WakeSource;
 
-impl Subscriber {
-    fn start(settings: &RedisSettings) -> redis::RedisResult<Self> {
-        let client = settings.standalone_client()?;
-        let channels = Channels::default();
-        let (commands, rx) = mpsc::unbounded_channel();
-        let stop = CancellationToken::new();
-        tokio::spawn(run(client, channels.clone(), rx, stop.clone()));
-        Ok(Self {
-            channels,
-            commands,
-            _stop: stop.drop_guard(),
-        })
-    }
-
-    fn register(&self, channel: &str) -> Wake {
-        let wake = self.channels.register(channel);
-        // The task subscribes to every registered channel when it (re)connects; this covers
-        // a channel registered while it is connected. A closed task is gone with the pool
-        // entry, which this registration's lease keeps, so the send cannot fail here.
-        let _ = self.commands.send(Command::Subscribe(channel.to_string()));
-        wake
-    }
-
-    fn unregister(&self, channel: &str) {
-        if self.channels.unregister(channel) {
-            let _ = self
-                .commands
-                .send(Command::Unsubscribe(channel.to_string()));
-        }
-    }
+fn start_subscriber(settings: &RedisSettings) -> redis::RedisResult<Subscriber> {
+    let client = settings.standalone_client()?;
+    Ok(WakeSource::start(move |channels, commands, stop| {
+        run(client, channels, commands, stop)
+    }))
 }
 
 /// One trigger's registration: its key's channel on the shared subscription. Dropping it
@@ -132,9 +96,7 @@ pub async fn register(
     let pool = ctx.clients.pool::<SubscriberKey, Subscriber>();
     // Starting only spawns the task: building a scaler never waits for the subscription.
     let lease = pool
-        .get_or_connect(pool_key.clone(), || async {
-            Subscriber::start(&pool_key.0)
-        })
+        .get_or_connect(pool_key.clone(), || async { start_subscriber(&pool_key.0) })
         .await
         .ok()?;
     let channel = format!("__keyspace@{}__:{key}", settings.database);
@@ -208,8 +170,8 @@ enum Ended {
 
 async fn run(
     client: Client,
-    channels: Channels,
-    mut commands: mpsc::UnboundedReceiver<Command>,
+    channels: WakeChannels,
+    mut commands: mpsc::UnboundedReceiver<Watch>,
     stop: CancellationToken,
 ) {
     let mut backoff = MIN_BACKOFF;
@@ -249,8 +211,8 @@ async fn run(
 /// One subscription connection, until it ends.
 async fn session(
     client: &Client,
-    channels: &Channels,
-    commands: &mut mpsc::UnboundedReceiver<Command>,
+    channels: &WakeChannels,
+    commands: &mut mpsc::UnboundedReceiver<Watch>,
     reconnect: bool,
 ) -> Ended {
     if detect(client).await == Notifications::Off {
@@ -282,12 +244,12 @@ async fn session(
             command = commands.recv() => {
                 let done = match command {
                     None => return Ended::Closed,
-                    Some(Command::Subscribe(name)) => {
+                    Some(Watch::Add(name)) => {
                         timeout(RESPONSE_TIMEOUT, sink.subscribe(&name)).await
                     }
                     // Registered again meanwhile: stay subscribed.
-                    Some(Command::Unsubscribe(name)) if channels.contains(&name) => continue,
-                    Some(Command::Unsubscribe(name)) => {
+                    Some(Watch::Remove(name)) if channels.contains(&name) => continue,
+                    Some(Watch::Remove(name)) => {
                         timeout(RESPONSE_TIMEOUT, sink.unsubscribe(&name)).await
                     }
                 };
