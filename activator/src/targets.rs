@@ -200,11 +200,16 @@ impl Targets {
         else {
             return;
         };
-        let tls = self
-            .pod_tls
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        // Only a TLS pod needs the name and the CA (this runs for every target on every watch
+        // change).
+        let tls = (protocol == crate::upstream::AppProtocol::H2)
+            .then(|| {
+                self.pod_tls
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone()
+            })
+            .flatten()
             .and_then(|config_tls| {
                 let name = format!("{}.{}.svc", config.trigger.service, key.namespace);
                 rustls_pki_types::ServerName::try_from(name)

@@ -319,7 +319,7 @@ fn record(t: &mut TargetState, replica: &str, second: u64, sample: &TargetSample
         },
     );
     if sample.serving {
-        t.serving_until = t.serving_until.max(now + SERVE_DRAIN_SECONDS);
+        t.serving_until = t.serving_until.max(now.saturating_add(SERVE_DRAIN_SECONDS));
     }
     // Evaluated on every sample, as Knative's decider ticks, so panic mode starts and is
     // extended even when nobody asks for the metric.
