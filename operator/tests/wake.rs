@@ -4,7 +4,9 @@
 //! them) well under a second; where notifications are off, or the subscription breaks on a
 //! server that stopped notifying, the object scales at the next poll as before. PostgreSQL's
 //! `listenChannel` likewise: `INSERT` + `NOTIFY` scales from zero with no tick, an `INSERT`
-//! without a `NOTIFY` at the next poll.
+//! without a `NOTIFY` at the next poll. Redis streams on a server without keyspace
+//! notifications: an `XADD` scales from zero through the blocking `XREAD` with no tick; where
+//! the server refuses that read (an ACL without `XREAD`), at the next poll.
 
 mod common;
 mod scenarios;
@@ -159,6 +161,82 @@ async fn a_broken_subscription_catches_up_or_falls_back_to_polling() {
         1,
         "the poll scaled from zero"
     );
+    op.stop().await;
+}
+
+/// A ScaledObject `name` on Deployment `name`, 0 <-> 1, polled every 30 s, on `stream` of `r`.
+fn stream_object(name: &str, r: &OwnRedis, stream: &str) -> String {
+    format!(
+        "apiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nmetadata:\n  name: {name}\nspec:\n  \
+         scaleTargetRef:\n    name: {name}\n  pollingInterval: 30\n  minReplicaCount: 0\n  \
+         maxReplicaCount: 10\n  triggers:\n    - type: redis-streams\n      metadata:\n        \
+         address: {}\n        stream: {stream}\n        streamLength: \"5\"\n",
+        r.address
+    )
+}
+
+const XREAD: &str = "keda-rs-xread";
+
+#[tokio::test]
+async fn an_xadd_scales_from_zero_through_the_blocking_read_or_falls_back_to_polling() {
+    let test = "wake xread";
+    let Some(mut r) = own_redis(test, "").await else {
+        return;
+    };
+    let Some((_server, w)) = world(test).await else {
+        return;
+    };
+    let stream = unique("wake-stream");
+    let name = "read";
+    w.deployment(name, 0).await;
+    let op = w.start_operator();
+    let so = w.create(&stream_object(name, &r, &stream)).await;
+    w.polls_reach(&op, &so, 1).await;
+    becomes_ready(&w, name).await;
+    assert_eq!(r.named_become(XREAD, 1).await, 1, "the blocking read is up");
+    assert_eq!(r.subscribers().await, 0, "no keyspace subscription");
+    let _: String = r
+        .connection
+        .xadd(&stream, "*", &[("job", "1")])
+        .await
+        .expect("XADD");
+    let took = scaled_within(&w, name, Duration::from_secs(5))
+        .await
+        .expect("the XADD scaled from zero with no tick");
+    assert!(took < Duration::from_secs(2), "activation took {took:?}");
+    assert_eq!(w.polls(&op, &so), 2, "one early read, no tick");
+
+    // Back to zero through the cooldown; then the server refuses XREAD to this user: the
+    // blocking read breaks, and the object scales at its next poll.
+    let _: i64 = redis::cmd("DEL")
+        .arg(&stream)
+        .query_async(&mut r.connection)
+        .await
+        .expect("DEL");
+    w.poll_after(&op, &so, 301).await;
+    assert_eq!(w.replicas(name).await, 0, "the cooldown scaled to zero");
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("default")
+        .arg("-xread")
+        .query_async(&mut r.connection)
+        .await
+        .expect("ACL SETUSER");
+    // Let the read in flight end (it blocks at most a second) and fail.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let _: String = r
+        .connection
+        .xadd(&stream, "*", &[("job", "1")])
+        .await
+        .expect("XADD");
+    assert!(
+        scaled_within(&w, name, Duration::from_millis(1500))
+            .await
+            .is_none(),
+        "scaled with XREAD refused and no tick"
+    );
+    w.poll_after(&op, &so, 30).await;
+    assert_eq!(w.replicas(name).await, 1, "the poll scaled from zero");
     op.stop().await;
 }
 

@@ -46,7 +46,7 @@ impl WakeSender {
     /// A receiver that sees only wakes sent after this call.
     pub fn subscribe(&self) -> Wake {
         Wake {
-            rx: self.tx.subscribe(),
+            rx: vec![self.tx.subscribe()],
         }
     }
 
@@ -56,10 +56,12 @@ impl WakeSender {
     }
 }
 
-/// The receiving side, handed to the operator by [`crate::Scaler::wake`].
+/// The receiving side, handed to the operator by [`crate::Scaler::wake`]. One trigger may
+/// have several sources (a Redis stream: keyspace notifications and `XREAD BLOCK`):
+/// [`Wake::merge`] joins them.
 #[derive(Clone)]
 pub struct Wake {
-    rx: watch::Receiver<u64>,
+    rx: Vec<watch::Receiver<u64>>,
 }
 
 impl std::fmt::Debug for Wake {
@@ -74,7 +76,36 @@ impl Wake {
     ///
     /// Cancellation-safe.
     pub async fn woken(&mut self) -> bool {
-        self.rx.changed().await.is_ok()
+        loop {
+            if self.rx.is_empty() {
+                return false;
+            }
+            let (woken, index) = {
+                let waits = self.rx.iter_mut().map(|rx| Box::pin(rx.changed()));
+                let (result, index, _rest) = futures::future::select_all(waits).await;
+                (result.is_ok(), index)
+            };
+            if woken {
+                return true;
+            }
+            // That source is gone; the others may still wake.
+            self.rx.swap_remove(index);
+        }
+    }
+
+    /// The wake-ups of both: woken when either is; gone when both are.
+    #[must_use]
+    pub fn merge(mut self, other: Wake) -> Wake {
+        self.rx.extend(other.rx);
+        self
+    }
+
+    /// [`merge`](Self::merge) of whichever of `a` and `b` exist.
+    pub fn either(a: Option<Wake>, b: Option<Wake>) -> Option<Wake> {
+        match (a, b) {
+            (Some(a), Some(b)) => Some(a.merge(b)),
+            (a, b) => a.or(b),
+        }
     }
 }
 
@@ -219,6 +250,20 @@ mod tests {
         assert!(rx.woken().await);
         drop(tx);
         assert!(!rx.woken().await);
+    }
+
+    #[tokio::test]
+    async fn a_merged_wake_fires_for_either_source_and_ends_with_both() {
+        let (a, b) = (WakeSender::new(), WakeSender::new());
+        let mut both = a.subscribe().merge(b.subscribe());
+        b.wake();
+        assert!(both.woken().await);
+        drop(b);
+        a.wake();
+        assert!(both.woken().await, "a still wakes after b is gone");
+        drop(a);
+        assert!(!both.woken().await);
+        assert!(Wake::either(None, None).is_none());
     }
 
     #[tokio::test]

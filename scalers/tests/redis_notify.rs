@@ -2,7 +2,10 @@
 //! servers of the tests' own (`redis-server` on a free loopback port, so the server-wide
 //! `notify-keyspace-events` and `CLIENT KILL` touch nobody else): one subscription connection
 //! for a thousand triggers, a wake on `LPUSH` and `XADD`, none where the server does not
-//! notify, and a subscription that comes back after it was killed.
+//! notify, and a subscription that comes back after it was killed. Streams on servers without
+//! keyspace notifications: one blocking `XREAD` connection for all of them, a wake on `XADD`,
+//! a catch-up after the connection was killed, and a key of another type that does not stop the
+//! others.
 
 #[allow(dead_code)]
 mod common;
@@ -147,6 +150,148 @@ async fn a_stream_entry_wakes_the_streams_trigger() {
         }
     }
     assert!(fired, "XADD woke the streams trigger");
+    assert_eq!(
+        r.named(XREAD).await.len(),
+        0,
+        "no blocking read where keyspace notifications wake"
+    );
+    s.scaler().close().await;
+}
+
+const XREAD: &str = "keda-rs-xread";
+
+async fn stream_scaler(r: &OwnRedis, pools: &ClientPools, stream: &str) -> BuiltScaler {
+    build(
+        &Registry::builtin(),
+        pools,
+        "redis-streams",
+        &[("address", &r.address), ("stream", stream)],
+    )
+    .await
+}
+
+async fn xadd(r: &mut OwnRedis, stream: &str) {
+    let _: String = r
+        .connection
+        .xadd(stream, "*", &[("job", "1")])
+        .await
+        .expect("XADD");
+}
+
+#[tokio::test]
+async fn without_notifications_one_blocking_read_wakes_every_stream_trigger() {
+    let Some(mut r) = own_redis("redis xread", "").await else {
+        return;
+    };
+    let pools = ClientPools::new();
+    let streams: Vec<String> = (0..200).map(|i| format!("{}-{i}", unique("xs"))).collect();
+    let mut scalers = Vec::new();
+    for stream in &streams {
+        scalers.push(stream_scaler(&r, &pools, stream).await);
+    }
+    assert_eq!(r.named_become(XREAD, 1).await, 1, "one blocking connection");
+    assert_eq!(r.subscribers().await, 0, "no keyspace subscription");
+    let mut first = scalers[0]
+        .scaler()
+        .wake()
+        .expect("a standalone stream wakes");
+    let mut last = scalers[199]
+        .scaler()
+        .wake()
+        .expect("a standalone stream wakes");
+    // One XADD, no retries: the stream is read from the newest id at its build, so an entry
+    // added before the blocking read took the stream in is answered all the same.
+    xadd(&mut r, &streams[199]).await;
+    assert!(
+        woken(&mut last, Duration::from_secs(3)).await,
+        "XADD woke its trigger"
+    );
+    assert!(
+        !woken(&mut first, Duration::from_millis(300)).await,
+        "an entry in another stream woke a trigger"
+    );
+    // A burst wakes a few times at most (each answer jumps to the newest entry), then the
+    // read is quiet.
+    for _ in 0..50 {
+        xadd(&mut r, &streams[0]).await;
+    }
+    assert!(woken(&mut first, Duration::from_secs(3)).await);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A wake from the middle of the burst may still be pending (wakes coalesce): take it.
+    let _ = woken(&mut first, Duration::from_millis(50)).await;
+    assert!(
+        !woken(&mut first, Duration::from_millis(1500)).await,
+        "the burst kept waking after it ended"
+    );
+    let read = scalers[0]
+        .scaler()
+        .metrics_and_activity(&format!("s0-redis-streams-{}", streams[0]))
+        .await
+        .expect("reads");
+    assert_eq!(read.values[0].value, 50.0, "the poll reads the real length");
+    assert_eq!(r.named(XREAD).await.len(), 1);
+    for s in &scalers {
+        s.scaler().close().await;
+    }
+    assert_eq!(
+        r.named_become(XREAD, 0).await,
+        0,
+        "the last close ends the blocking read"
+    );
+}
+
+#[tokio::test]
+async fn a_killed_blocking_read_comes_back_and_answers_what_came_meanwhile() {
+    let Some(mut r) = own_redis("redis xread killed", "").await else {
+        return;
+    };
+    let pools = ClientPools::new();
+    let stream = unique("xkilled");
+    let s = stream_scaler(&r, &pools, &stream).await;
+    let mut wake = s.scaler().wake().expect("wakes");
+    assert_eq!(r.named_become(XREAD, 1).await, 1);
+    xadd(&mut r, &stream).await;
+    assert!(woken(&mut wake, Duration::from_secs(3)).await);
+    assert_eq!(r.kill_named(XREAD).await, 1);
+    // Added while the connection is down: the first read after the reconnect answers it.
+    xadd(&mut r, &stream).await;
+    assert!(
+        woken(&mut wake, Duration::from_secs(5)).await,
+        "the entry added while the read was down woke the trigger"
+    );
+    assert_eq!(r.named_become(XREAD, 1).await, 1, "back");
+    xadd(&mut r, &stream).await;
+    assert!(
+        woken(&mut wake, Duration::from_secs(3)).await,
+        "XADD wakes again"
+    );
+    s.scaler().close().await;
+    assert_eq!(r.named_become(XREAD, 0).await, 0);
+}
+
+#[tokio::test]
+async fn a_key_of_another_type_does_not_stop_the_other_streams_waking() {
+    let Some(mut r) = own_redis("redis xread wrongtype", "").await else {
+        return;
+    };
+    let pools = ClientPools::new();
+    let (list, stream) = (unique("xlist"), unique("xstream"));
+    let _: () = r.connection.lpush(&list, "job").await.expect("LPUSH");
+    // A tenant's stream trigger on a list: its polls fail; the shared read leaves it out.
+    let wrong = stream_scaler(&r, &pools, &list).await;
+    let s = stream_scaler(&r, &pools, &stream).await;
+    let mut wake = s.scaler().wake().expect("wakes");
+    assert_eq!(r.named_become(XREAD, 1).await, 1);
+    let mut fired = false;
+    for _ in 0..30 {
+        xadd(&mut r, &stream).await;
+        if woken(&mut wake, Duration::from_millis(200)).await {
+            fired = true;
+            break;
+        }
+    }
+    assert!(fired, "XADD woke the stream's trigger beside a list key");
+    wrong.scaler().close().await;
     s.scaler().close().await;
 }
 

@@ -434,6 +434,51 @@ impl OwnRedis {
         seen
     }
 
+    /// The ids of the connections named `name` (`CLIENT SETNAME`).
+    pub async fn named(&mut self, name: &str) -> Vec<String> {
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query_async(&mut self.connection)
+            .await
+            .expect("CLIENT LIST");
+        let wanted = format!("name={name}");
+        list.lines()
+            .filter(|l| l.split(' ').any(|field| field == wanted))
+            .filter_map(|l| l.split(' ').find_map(|f| f.strip_prefix("id=")))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Waits (at most 10 s) until the server holds `n` connections named `name`; returns the
+    /// count.
+    pub async fn named_become(&mut self, name: &str, n: usize) -> usize {
+        let mut seen = self.named(name).await.len();
+        for _ in 0..100 {
+            if seen == n {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            seen = self.named(name).await.len();
+        }
+        seen
+    }
+
+    /// Kills the connections named `name`; returns how many.
+    pub async fn kill_named(&mut self, name: &str) -> usize {
+        let mut killed = 0;
+        for id in self.named(name).await {
+            let n: usize = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("ID")
+                .arg(&id)
+                .query_async(&mut self.connection)
+                .await
+                .expect("CLIENT KILL ID");
+            killed += n;
+        }
+        killed
+    }
+
     /// Kills every Pub/Sub connection (`CLIENT KILL TYPE pubsub`); returns how many.
     pub async fn kill_subscribers(&mut self) -> usize {
         redis::cmd("CLIENT")

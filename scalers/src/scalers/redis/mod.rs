@@ -6,6 +6,7 @@ pub mod connection;
 pub mod list;
 pub mod notify;
 pub mod streams;
+pub mod xread;
 
 use crate::metadata::Param;
 

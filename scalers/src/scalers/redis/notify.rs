@@ -124,7 +124,7 @@ pub(super) fn release(held: &Mutex<Option<Registration>>) {
 
 /// What `notify-keyspace-events` says.
 #[derive(Debug, PartialEq, Eq)]
-enum Notifications {
+pub(super) enum Notifications {
     On,
     Off,
     /// `CONFIG GET` refused or unreadable.
@@ -133,7 +133,7 @@ enum Notifications {
 
 /// Whether `flags` (the value of `notify-keyspace-events`) sends the keyspace events of lists,
 /// sets, hashes, sorted sets or streams.
-fn keyspace_events_on(flags: &str) -> bool {
+pub(super) fn keyspace_events_on(flags: &str) -> bool {
     flags.contains('K')
         && flags
             .chars()

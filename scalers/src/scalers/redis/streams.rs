@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use k8s_openapi::api::autoscaling::v2::MetricSpec;
 
 use super::connection::{self, Held, RedisClient, RedisSettings, Topology};
-use super::notify;
+use super::{notify, xread};
 use crate::context::ScalerContext;
 use crate::error::{ScalerError, TriggerId};
 use crate::metadata::Param;
@@ -112,6 +112,9 @@ pub struct RedisStreamsScaler {
     client: Held,
     /// Keyspace notifications of the stream's key (`XADD`), until `close`.
     notify: std::sync::Mutex<Option<notify::Registration>>,
+    /// The blocking `XREAD` of the stream (servers without keyspace notifications), until
+    /// `close`.
+    xread: std::sync::Mutex<Option<xread::Registration>>,
 }
 
 impl RedisStreamsScaler {
@@ -123,11 +126,20 @@ impl RedisStreamsScaler {
         let config = RedisStreamsConfig::parse(ctx, topology)?;
         let lease = connection::lease(ctx, &config.connection).await?;
         let notify = notify::register(ctx, &config.connection, &config.stream).await;
+        let client = Held::new(lease);
+        let xread = xread::register(
+            ctx,
+            &config.connection,
+            &config.stream,
+            client.client().as_ref(),
+        )
+        .await;
         Ok(Self {
             config,
             trigger: ctx.trigger_id(),
-            client: Held::new(lease),
+            client,
             notify: std::sync::Mutex::new(notify),
+            xread: std::sync::Mutex::new(xread),
         })
     }
 
@@ -263,10 +275,22 @@ impl Scaler for RedisStreamsScaler {
     async fn close(&self) {
         self.client.release();
         notify::release(&self.notify);
+        let xread = self
+            .xread
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        drop(xread);
     }
 
     fn wake(&self) -> Option<crate::wake::Wake> {
-        notify::wake_of(&self.notify)
+        let xread = self
+            .xread
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .map(xread::Registration::wake);
+        crate::wake::Wake::either(notify::wake_of(&self.notify), xread)
     }
 }
 
