@@ -164,6 +164,65 @@ async fn a_broken_subscription_catches_up_or_falls_back_to_polling() {
     op.stop().await;
 }
 
+#[tokio::test]
+async fn a_thousand_scaled_objects_on_one_redis_hold_one_subscription_connection() {
+    let test = "wake thousand";
+    let Some(mut r) = own_redis(test, "Kl").await else {
+        return;
+    };
+    let Some((_server, w)) = world(test).await else {
+        return;
+    };
+    let op = w.start_operator();
+    let prefix = unique("many");
+    let mut objects = Vec::new();
+    for i in 0..1000 {
+        let name = format!("many-{i}");
+        w.deployment(&name, 0).await;
+        objects.push(w.create(&object(&name, &r, &format!("{prefix}-{i}"))).await);
+    }
+    for so in &objects {
+        w.polls_reach(&op, so, 1).await;
+    }
+    assert_eq!(
+        r.subscribers_become(1).await,
+        1,
+        "one subscription connection for 1,000 ScaledObjects"
+    );
+    // Every object's key is watched on it.
+    let mut watched = 0;
+    for _ in 0..100 {
+        let channels: Vec<String> = redis::cmd("PUBSUB")
+            .arg("CHANNELS")
+            .arg(format!("__keyspace@0__:{prefix}-*"))
+            .query_async(&mut r.connection)
+            .await
+            .expect("PUBSUB CHANNELS");
+        watched = channels.len();
+        if watched == 1000 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(watched, 1000, "every object's list is subscribed");
+    // And the one connection wakes the right object.
+    let _: () = r
+        .connection
+        .lpush(format!("{prefix}-999"), "job")
+        .await
+        .expect("LPUSH");
+    scaled_within(&w, "many-999", Duration::from_secs(5))
+        .await
+        .expect("the push scaled the last object from zero with no tick");
+    assert_eq!(
+        w.replicas("many-0").await,
+        0,
+        "another object stayed at zero"
+    );
+    assert_eq!(r.subscribers().await, 1);
+    op.stop().await;
+}
+
 /// A ScaledObject `name` on Deployment `name`, 0 <-> 1, polled every 30 s, on `stream` of `r`.
 fn stream_object(name: &str, r: &OwnRedis, stream: &str) -> String {
     format!(
