@@ -12,7 +12,8 @@
 //! 127.0.0.1:5432. For each source (`LPUSH` on a `redis` list, `XADD` on a `redis-streams`
 //! stream, `INSERT` + `NOTIFY` on a `postgresql` trigger with `listenChannel`) and each mode
 //! (notifications on, off: the Redis server without keyspace events, the PostgreSQL trigger
-//! without `listenChannel`) it creates `--events` ScaledObjects at zero, each on a key (table
+//! without `listenChannel`; for `XADD` "off" is the blocking `XREAD` path that wakes
+//! `redis-streams` where the server has no keyspace events) it creates `--events` ScaledObjects at zero, each on a key (table
 //! rows) of its own, all polled every `--interval` seconds; then it sends one event per object,
 //! spread evenly over one interval (so the events fall at every phase of the poll ticks), and
 //! times each from the event's command returning to the watch showing the Deployment at 1
