@@ -175,10 +175,12 @@ async fn reconcile_object<C: Reconciler>(
     // fenced); a change of ownership reconciles every object again.
     let shards = ctx.shards();
     if !shards.owns(&namespace, &name) {
-        return Ok(match ctx.let_go(&object, shards.linger()).await {
-            Some(again) => Action::requeue(again),
-            None => Action::await_change(),
-        });
+        // Looked at again after the linger even without a change of ownership: a bulk
+        // reconcile that did not reach an object (it was queued behind a running one) cannot
+        // leave it without an owner for longer than that.
+        let linger = shards.linger();
+        let again = ctx.let_go(&object, linger).await.unwrap_or(linger);
+        return Ok(Action::requeue(again.max(Duration::from_secs(1))));
     }
     ctx.owned(&object.uid().unwrap_or_default());
     let kind = C::KIND.custom_resource();
