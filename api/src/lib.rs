@@ -25,6 +25,7 @@ pub mod metric_name;
 pub mod num;
 pub mod scaled_job;
 pub mod scaled_object;
+pub mod shards;
 pub mod trigger;
 pub mod trigger_authentication;
 pub mod validation;

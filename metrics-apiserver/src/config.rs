@@ -107,6 +107,12 @@ pub struct Args {
     #[arg(long)]
     pub metrics_service_server_name: Option<String>,
 
+    /// The operator runs with `--shards=auto`: send each metric read to the replica that owns
+    /// the object, found from the operator's shard Leases in `--certs-namespace` (the
+    /// operator's namespace); `--metrics-service-address` is asked when no replica can answer.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_value_t = false, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub operator_shards: bool,
+
     /// The namespace of Secret keda-rs-metrics-apiserver-certs (created by the operator),
     /// whose certificate is used when none of the three files below exists.
     #[arg(long, env = "POD_NAMESPACE", default_value = "keda")]

@@ -19,6 +19,7 @@ pub mod keda_flags;
 pub mod metrics;
 pub mod operator_client;
 pub mod selector;
+pub mod shard_router;
 pub mod start;
 pub mod tls;
 

@@ -343,20 +343,38 @@ pub async fn run(args: Args, cancel: CancellationToken) -> Result<(), StartError
     });
     let server_name = ServerName::try_from(server_name.clone())
         .map_err(|_| StartError::ServerName(server_name))?;
-    let operator = Arc::new(OperatorClient::new(OperatorClientConfig {
+    let operator_config = OperatorClientConfig {
         address: args.metrics_service_address.clone(),
         server_name,
         tls: Arc::new(client_tls),
         connect_timeout: args.metrics_service_connect_timeout,
         request_timeout: args.metrics_service_timeout,
-    }));
+    };
+    let operator = Arc::new(OperatorClient::new(operator_config.clone()));
     operator.keep_warm(cancel.clone());
+    let source: Arc<dyn crate::operator_client::MetricSource> = if args.operator_shards {
+        let client = kube_client(args.kubeconfig.as_deref(), "--kubeconfig", None).await?;
+        let router = Arc::new(crate::shard_router::ShardRouter::new(
+            client,
+            crate::shard_router::ShardRouterConfig {
+                namespace: args.certs_namespace.clone(),
+                ..crate::shard_router::ShardRouterConfig::default()
+            },
+            operator_config,
+            operator,
+        ));
+        router.follow(cancel.clone());
+        info!(namespace = %args.certs_namespace, "routing metric reads to the operator replica that owns each object (--operator-shards)");
+        router
+    } else {
+        operator
+    };
 
     let metrics = Arc::new(Metrics::new());
     let state = AppState {
         authenticator,
         authorizer,
-        source: operator,
+        source,
         metrics: Arc::clone(&metrics),
     };
     let secure_address = SocketAddr::new(args.bind_address, args.secure_port);

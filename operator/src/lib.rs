@@ -26,12 +26,12 @@ pub mod shared;
 
 // The flat paths of before the folders (`keda_operator::hpa`, ...), for the binary, the tests and
 // the benches; inside the crate every path names its folder.
-pub use process::{config, leader, run, telemetry};
+pub use process::{config, leader, run, shards, telemetry};
 pub use scaled_object::{controller, hpa, routes, scale_loop, settings, snapshot, target};
 pub use serve::{admin, cloud_events, explain, metrics_service};
 pub use shared::{
-    auth_events, cluster_view, error, events, isolation, loops, recording, resolve, scalers,
-    status, unexpected_params, watch,
+    auth_events, cluster_view, error, events, isolation, loops, ownership, recording, resolve,
+    scalers, status, unexpected_params, watch,
 };
 
 pub use controller::{ControllerConfig, ScaledObjectController, run_scaled_object_controller};

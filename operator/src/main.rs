@@ -18,6 +18,7 @@ use keda_operator::metrics_service::{
     CurrentLoops, MetricsService, MetricsServiceOptions, serve_on, serve_with_secrets,
 };
 use keda_operator::run::{FnTask, LeaderTask, RunError, Runtime, TaskError, run};
+use keda_operator::shards::Membership;
 use keda_operator::telemetry::{LoggingError, Metrics, init_logging, otel};
 use keda_operator::{ControllerConfig, ScaledObjectController};
 use keda_scalers::Clock;
@@ -122,6 +123,7 @@ async fn operate(settings: &Settings) -> Result<(), MainError> {
     let (lease_qps, lease_burst) = settings
         .leader_election
         .as_ref()
+        .or(settings.shards.as_ref().map(|s| &s.lease))
         .map_or((1.0, 1), LeaseConfig::client_budget);
     let lease_client = build_client(config.clone(), lease_qps, lease_burst, &metrics)?;
     let explain_client = build_client(config.clone(), 0.0, 0, &metrics)?;
@@ -159,9 +161,23 @@ async fn operate(settings: &Settings) -> Result<(), MainError> {
         })
         .map(|exporter| tokio::spawn(otel::run(metrics.clone(), exporter, shutdown.clone())));
 
+    // --shards=auto: the membership (its own client: the Lease's) decides what this replica
+    // owns; the controllers, loops and services ask it before every write.
+    let membership = match &settings.shards {
+        Some(shards) => Some(
+            Membership::new(lease_client.clone(), shards.clone())
+                .map_err(RunError::from)?
+                .with_metrics(metrics.clone()),
+        ),
+        None => None,
+    };
     let pools = ClientPools::new();
     let mut controller = ControllerConfig {
         events_client: Some(events_client),
+        shards: membership
+            .as_ref()
+            .map(Membership::shards)
+            .unwrap_or_default(),
         ..ControllerConfig::from_settings(settings, metrics.clone(), pools.clone())
     };
     // One pod and one EndpointSlice watch for both controllers, started on first use.
@@ -201,7 +217,10 @@ async fn operate(settings: &Settings) -> Result<(), MainError> {
             metrics.clone(),
         ));
     }
-    let runtime = Runtime::new(lease_client, metrics);
+    let runtime = Runtime {
+        membership,
+        ..Runtime::new(lease_client, metrics)
+    };
     let result = run(settings, runtime, tasks, shutdown.clone()).await;
     if let Some(otel) = otel {
         // The last export, bounded by OTEL_METRIC_EXPORT_TIMEOUT and 5 s.

@@ -5,4 +5,5 @@
 pub mod config;
 pub mod leader;
 pub mod run;
+pub mod shards;
 pub mod telemetry;

@@ -21,6 +21,7 @@ pub mod events;
 pub mod isolation;
 pub(crate) mod loop_registry;
 pub mod loops;
+pub mod ownership;
 pub(crate) mod reconciler;
 pub mod recording;
 pub mod resolve;

@@ -47,8 +47,12 @@ pub struct Settings {
     pub metrics_service_tls: crate::serve::metrics_service::TlsFiles,
     /// How often those files are checked for changes.
     pub cert_reload_interval: Duration,
-    /// The Lease to compete for; `None` when leader election is off (this process leads).
+    /// The Lease to compete for; `None` when leader election is off (this process leads) or
+    /// shards are on.
     pub leader_election: Option<LeaseConfig>,
+    /// `--shards=auto`: this replica's shard Lease (name, namespace, identity, the leader
+    /// election durations) and the metric service address it advertises; `None`: off.
+    pub shards: Option<crate::process::shards::ShardConfig>,
     pub kube_api_qps: f32,
     pub kube_api_burst: u32,
     /// The explain endpoint's review budget (`--explain-kube-api-qps`,
@@ -236,7 +240,8 @@ impl Settings {
                     .filter(|ns| !ns.is_empty())
             })
             .unwrap_or_else(|| pod_namespace.clone());
-        let leader_election = if flags.leader_elect {
+        let shards_on = flags.shards == "auto";
+        let leader_election = if flags.leader_elect || shards_on {
             let identity = present(ENV_POD_NAME).unwrap_or_else(|| default_identity(env));
             let lease = LeaseConfig {
                 lease_duration: duration(env, ENV_LEASE_DURATION)?
@@ -254,6 +259,29 @@ impl Settings {
             Some(lease)
         } else {
             None
+        };
+        // Shards replace the election: every replica works, on its own objects.
+        let (leader_election, shards) = match leader_election {
+            Some(lease) if shards_on => {
+                let address = flags.shard_address.clone().or_else(|| {
+                    let addr = flags.metrics_service_bind_address.0?;
+                    match present(ENV_POD_IP) {
+                        Some(ip) => {
+                            Some(SocketAddr::new(ip.parse().ok()?, addr.port()).to_string())
+                        }
+                        None => (!addr.ip().is_unspecified()).then(|| addr.to_string()),
+                    }
+                });
+                let lease = LeaseConfig {
+                    name: keda_api::shards::lease_name(&lease.identity),
+                    ..lease
+                };
+                (
+                    None,
+                    Some(crate::process::shards::ShardConfig { lease, address }),
+                )
+            }
+            other => (other, None),
         };
         let any_host = flags.http_any_host
             || match present(ENV_HTTP_ANY_HOST) {
@@ -310,6 +338,7 @@ impl Settings {
             },
             cert_reload_interval: flags.cert_reload_interval,
             leader_election,
+            shards,
             kube_api_qps: flags.kube_api_qps,
             kube_api_burst: flags.kube_api_burst,
             explain_review_budget: crate::serve::explain::auth::ReviewBudget {

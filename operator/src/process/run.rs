@@ -100,7 +100,6 @@ pub enum RunError {
 }
 
 /// What [`run`] needs besides the component list.
-#[derive(Clone)]
 pub struct Runtime {
     /// The leader election's client: its own, with its own budget
     /// ([`crate::process::leader::LeaseConfig::client_budget`]), never the controllers', so no other
@@ -109,6 +108,9 @@ pub struct Runtime {
     pub metrics: Metrics,
     /// `/readyz`'s gates; components may register their own (for example "caches synced").
     pub readiness: Readiness,
+    /// `--shards=auto`: this replica's shard membership, run instead of leader election (every
+    /// replica runs the components; each writes only for the objects it owns).
+    pub membership: Option<crate::process::shards::Membership>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -127,6 +129,7 @@ impl Runtime {
             lease_client,
             metrics,
             readiness: Readiness::new(),
+            membership: None,
         }
     }
 }
@@ -146,6 +149,7 @@ pub async fn run(
         lease_client,
         metrics,
         readiness,
+        membership,
     } = runtime;
     let election_gate = readiness.gate("leader-election");
 
@@ -181,13 +185,21 @@ pub async fn run(
     }
 
     let election_stop = CancellationToken::new();
-    let (role, election) = match elector {
-        Some(elector) => {
+    let (role, election) = match (elector, membership) {
+        (_, Some(membership)) => {
+            info!("shards are on (--shards=auto): this replica works on the objects it owns");
+            let stop = election_stop.clone();
+            (
+                leader::always_leader(),
+                Some(tokio::spawn(membership.run(stop))),
+            )
+        }
+        (Some(elector), None) => {
             let role = elector.subscribe();
             let stop = election_stop.clone();
             (role, Some(tokio::spawn(elector.run(stop))))
         }
-        None => {
+        (None, None) => {
             info!("leader election is off (--leader-elect=false): this replica leads");
             (leader::always_leader(), None)
         }

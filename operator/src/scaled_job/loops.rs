@@ -421,7 +421,8 @@ impl Task {
             create = n,
             "job poll"
         );
-        if n > 0 {
+        // Shards: ownership is checked again right before the Jobs are created.
+        if n > 0 && self.loops.config().shards.owns(&ns, &name) {
             let api: Api<Job> = Api::namespaced(self.loops.client().clone(), &ns);
             let job = job_for(sj);
             let mut created = 0;

@@ -263,6 +263,7 @@ impl ScaledJobController {
                 reporter: config.reporter.clone(),
                 events_client: config.events_client.clone(),
                 metrics: config.metrics.clone(),
+                shards: config.shards.clone(),
             },
         );
         ScaledJobController {
@@ -309,7 +310,9 @@ impl ScaledJobController {
         });
         info!(namespaces = ?scope, "ScaledJob controller started");
         let controller = Controller::for_stream(objects, self.store.clone())
-            .reconcile_on(rebuilds(&self.resolver, self.loops.clone()));
+            .reconcile_on(rebuilds(&self.resolver, self.loops.clone()))
+            // Shards: objects gained are taken, objects lost let go.
+            .reconcile_all_on(self.config.shards.changes());
         // A reconcile waits for the Job and pod caches, which never list without RBAC for
         // them: running reconciles get a grace period at shutdown, no more.
         let config = RunConfig {
@@ -377,6 +380,18 @@ impl Reconciler for Context {
 
     fn reconciled(&self, uid: &str) {
         self.loops.reconciled(uid);
+    }
+
+    fn shards(&self) -> &crate::shared::ownership::Shards {
+        &self.loops.config().shards
+    }
+
+    async fn let_go(&self, sj: &ScaledJob, linger: Duration) -> Option<Duration> {
+        self.loops.let_go(sj, linger).await
+    }
+
+    fn owned(&self, uid: &str) {
+        self.loops.owned(uid);
     }
 
     fn retry_after_error(&self) -> Duration {

@@ -114,6 +114,9 @@ pub struct ControllerConfig {
     /// names (`--allow-hpa-ownership-transfer`; KEDA always honours it). Off: keda-rs writes
     /// only the HPAs it owns ([`crate::scaled_object::hpa::ownership`]).
     pub allow_hpa_ownership_transfer: bool,
+    /// Which objects this replica writes for ([`crate::shared::ownership`]): all without
+    /// shards (the default), the ring's share with `--shards=auto`.
+    pub shards: crate::shared::ownership::Shards,
 }
 
 impl ControllerConfig {
@@ -182,6 +185,7 @@ impl Default for ControllerConfig {
             http_host_policy: HostPolicy::allow_all(),
             cloud_events: CloudEvents::default(),
             allow_hpa_ownership_transfer: false,
+            shards: crate::shared::ownership::Shards::All,
         }
     }
 }
@@ -255,6 +259,7 @@ impl ScaledObjectController {
                 reporter: config.reporter.clone(),
                 events_client: config.events_client.clone(),
                 metrics: config.metrics.clone(),
+                shards: config.shards.clone(),
             },
         );
         let routes = RouteClaims::new(store.clone(), config.http_host_policy.clone());
@@ -344,7 +349,9 @@ impl ScaledObjectController {
             .owns_stream(hpas)
             .reconcile_on(rebuilds(&self.resolver, self.loops.clone()))
             // An object whose route was refused or freed says so at once.
-            .reconcile_on(self.routes.changes());
+            .reconcile_on(self.routes.changes())
+            // Shards: objects gained are taken, objects lost let go.
+            .reconcile_all_on(self.config.shards.changes());
         let config = RunConfig {
             concurrency: self.config.max_concurrent_reconciles,
             shutdown_grace: None,
@@ -446,6 +453,18 @@ impl Reconciler for Context {
 
     fn reconciled(&self, uid: &str) {
         self.loops.reconciled(uid);
+    }
+
+    fn shards(&self) -> &crate::shared::ownership::Shards {
+        &self.loops.config().shards
+    }
+
+    async fn let_go(&self, so: &ScaledObject, linger: Duration) -> Option<Duration> {
+        self.loops.let_go(so, linger).await
+    }
+
+    fn owned(&self, uid: &str) {
+        self.loops.owned(uid);
     }
 
     fn retry_after_error(&self) -> Duration {

@@ -43,6 +43,7 @@ use tracing::{debug, warn};
 
 use crate::scaled_object::controller::ControllerConfig;
 use crate::shared::events::Events;
+use crate::shared::ownership::Shards;
 use crate::shared::resolve::WatchScope;
 
 /// KEDA's `eventreason.TriggerAuthenticationAdded`.
@@ -136,7 +137,7 @@ pub async fn run(client: Client, config: ControllerConfig, cancel: CancellationT
             namespace,
             client.clone(),
             watch.clone(),
-            events.clone(),
+            (events.clone(), config.shards.clone()),
             cancel.clone(),
         ));
     }
@@ -144,7 +145,7 @@ pub async fn run(client: Client, config: ControllerConfig, cancel: CancellationT
         String::new(),
         client,
         watch,
-        events,
+        (events, config.shards.clone()),
         cancel.clone(),
     ));
     while tasks.join_next().await.is_some() {}
@@ -168,9 +169,13 @@ async fn follow<K: AuthKind>(
     namespace: String,
     client: Client,
     watch: watcher::Config,
-    events: Events,
+    (events, shards): (Events, Shards),
     cancel: CancellationToken,
 ) {
+    let events = Owned {
+        events: &events,
+        shards: &shards,
+    };
     let mut seen: HashMap<Key, Seen> = HashMap::new();
     let mut relisted: HashSet<Key> = HashSet::new();
     // Metadata only: the generation is all that is compared.
@@ -186,14 +191,14 @@ async fn follow<K: AuthKind>(
             Some(Ok(Event::Init)) => relisted.clear(),
             Some(Ok(Event::InitApply(object))) => {
                 relisted.insert(key_of(&object));
-                applied(&client, &events, &mut seen, object).await;
+                applied(&client, events, &mut seen, object).await;
             }
             Some(Ok(Event::Apply(object))) => {
-                applied(&client, &events, &mut seen, object).await;
+                applied(&client, events, &mut seen, object).await;
             }
             Some(Ok(Event::Delete(object))) => {
                 let key = key_of(&object);
-                gone::<K>(&client, &events, &mut seen, &key, Some(&object)).await;
+                gone::<K>(&client, events, &mut seen, &key, Some(&object)).await;
             }
             Some(Ok(Event::InitDone)) => {
                 // Objects deleted while the watch was down are missing from the new list.
@@ -203,7 +208,7 @@ async fn follow<K: AuthKind>(
                     .cloned()
                     .collect();
                 for key in missing {
-                    gone::<K>(&client, &events, &mut seen, &key, None).await;
+                    gone::<K>(&client, events, &mut seen, &key, None).await;
                 }
             }
             Some(Err(error)) => {
@@ -213,14 +218,31 @@ async fn follow<K: AuthKind>(
     }
 }
 
+/// The Events of this replica, and what it owns: with shards, the Events of a
+/// (Cluster)TriggerAuthentication are published (and KEDA's finalizer removed) by the replica
+/// the ring gives its namespace/name, so each is published once.
+#[derive(Clone, Copy)]
+struct Owned<'a> {
+    events: &'a Events,
+    shards: &'a Shards,
+}
+
+impl Owned<'_> {
+    fn mine(&self, key: &Key) -> bool {
+        self.shards.owns(&key.0, &key.1)
+    }
+}
+
 /// An object was listed or changed.
 async fn applied<K: AuthKind>(
     client: &Client,
-    events: &Events,
+    owned: Owned<'_>,
     seen: &mut HashMap<Key, Seen>,
     object: PartialObjectMeta<K>,
 ) {
     let key = key_of(&object);
+    let mine = owned.mine(&key);
+    let events = owned.events;
     let uid = object.metadata.uid.clone();
     let generation = object.metadata.generation.unwrap_or(0);
     if object.metadata.deletion_timestamp.is_some() {
@@ -229,6 +251,10 @@ async fn applied<K: AuthKind>(
             generation,
             deleting: false,
         });
+        if !mine {
+            entry.deleting = true;
+            return;
+        }
         if !entry.deleting {
             entry.deleting = true;
             events
@@ -253,6 +279,9 @@ async fn applied<K: AuthKind>(
             deleting: false,
         },
     );
+    if !mine {
+        return;
+    }
     if generation == 1 {
         events
             .publish_on(&object, false, K::ADDED, K::ADDED_NOTE.to_string())
@@ -268,7 +297,7 @@ async fn applied<K: AuthKind>(
 /// still exists and nothing is published).
 async fn gone<K: AuthKind>(
     client: &Client,
-    events: &Events,
+    owned: Owned<'_>,
     seen: &mut HashMap<Key, Seen>,
     key: &Key,
     last: Option<&PartialObjectMeta<K>>,
@@ -276,9 +305,10 @@ async fn gone<K: AuthKind>(
     let Some(entry) = seen.remove(key) else {
         return;
     };
-    if entry.deleting {
+    if entry.deleting || !owned.mine(key) {
         return;
     }
+    let events = owned.events;
     match K::api(client, &key.0).get_metadata_opt(&key.1).await {
         Ok(Some(current)) if current.metadata.uid == entry.uid => {
             debug!(kind = %K::kind(&()), namespace = key.0, name = key.1, "left the label selector");

@@ -122,6 +122,20 @@ pub(crate) trait Reconciler: Send + Sync + 'static {
 
     /// The delay before a failed reconcile is retried.
     fn retry_after_error(&self) -> Duration;
+
+    /// Which objects this replica writes for.
+    fn shards(&self) -> &crate::shared::ownership::Shards;
+
+    /// Lets go of an object owned by another replica ([`crate::shared::loops::Loops::let_go`]):
+    /// when to look again.
+    fn let_go(
+        &self,
+        object: &Self::Object,
+        linger: Duration,
+    ) -> impl Future<Output = Option<Duration>> + Send;
+
+    /// The object of `uid` is owned here.
+    fn owned(&self, uid: &str);
 }
 
 /// One reconcile, isolated: a panic anywhere in it becomes this object's `Ready=False
@@ -157,6 +171,18 @@ async fn reconcile_object<C: Reconciler>(
 ) -> Result<Action, C::Error> {
     let namespace = object.namespace().unwrap_or_default();
     let name = object.name_any();
+    // Shards: nothing is written for an object another replica owns (or while this one is
+    // fenced); a change of ownership reconciles every object again.
+    let shards = ctx.shards();
+    if !shards.owns(&namespace, &name) {
+        // Looked at again after the linger even without a change of ownership: a bulk
+        // reconcile that did not reach an object (it was queued behind a running one) cannot
+        // leave it without an owner for longer than that.
+        let linger = shards.linger();
+        let again = ctx.let_go(&object, linger).await.unwrap_or(linger);
+        return Ok(Action::requeue(again.max(Duration::from_secs(1))));
+    }
+    ctx.owned(&object.uid().unwrap_or_default());
     let kind = C::KIND.custom_resource();
     // Counted at every reconcile of a live object, whatever the reconcile then finds (paused,
     // failing): KEDA's updatePromMetrics runs first.

@@ -25,6 +25,24 @@ pub(crate) struct RequestInfo {
     pub name: Option<String>,
 }
 
+/// One write request as the server received it, with who sent it: kept by
+/// [`MemKube::record_writes`](crate::MemKube::record_writes), as an audit log keeps the user of
+/// each request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteRecord {
+    /// Create, update, patch, delete.
+    pub verb: Verb,
+    /// The plural, with `/status` or `/scale` for subresources: `deployments/scale`.
+    pub resource: String,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    /// Who sent it: the bearer token of the request (memkube authenticates nobody, so the token
+    /// names the client as a test chose it), else its `User-Agent`, else empty.
+    pub writer: String,
+    /// When the server received it.
+    pub at: std::time::Instant,
+}
+
 /// Makes matching requests fail with `code` (answered as a `Status` with the matching reason).
 ///
 /// Every set field must match; an unset field matches anything. `resource` matches the plural

@@ -290,6 +290,7 @@ impl Inner {
             name: path.name.clone(),
         };
         self.count(&info);
+        self.log_write(&info, headers);
         if let Some(error) = self.inject(&info) {
             return Err(error);
         }

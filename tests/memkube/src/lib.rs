@@ -62,7 +62,7 @@ mod view;
 mod watch;
 
 pub use error::ApiError;
-pub use faults::{FailureRule, RequestCounts, Verb};
+pub use faults::{FailureRule, RequestCounts, Verb, WriteRecord};
 pub use server::{AccessPolicy, Error, MemKube, MemKubeBuilder, TokenPolicy};
 pub use service::{Loopback, MemKubeService, ResponseBody};
 pub use token::IssuedToken;

@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
-use crate::faults::{FailureRule, Faults, RequestCounts, RequestInfo};
+use crate::faults::{FailureRule, Faults, RequestCounts, RequestInfo, Verb};
 use crate::service::{Loopback, MemKubeService};
 use crate::store::State;
 
@@ -102,6 +102,7 @@ impl MemKubeBuilder {
                 ..Default::default()
             })),
             tokens: Mutex::new(Vec::new()),
+            writes: Mutex::new(None),
             closer,
             bookmark_interval: self.bookmark_interval,
         });
@@ -118,6 +119,8 @@ pub(crate) struct Inner {
     token_policy: RwLock<TokenPolicy>,
     /// Tokens issued through `serviceaccounts/{name}/token`, in order.
     tokens: Mutex<Vec<crate::token::IssuedToken>>,
+    /// Every write with its writer, once [`MemKube::record_writes`] turned the log on.
+    writes: Mutex<Option<Vec<crate::faults::WriteRecord>>>,
     pub(crate) closer: tokio::sync::watch::Sender<u64>,
     pub(crate) bookmark_interval: Duration,
 }
@@ -132,6 +135,35 @@ impl Inner {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .record(info);
+    }
+
+    /// Logs `info` with its writer when it is a write and the log is on.
+    pub(crate) fn log_write(&self, info: &RequestInfo, headers: &http::HeaderMap) {
+        if matches!(info.verb, Verb::Get | Verb::List | Verb::Watch) {
+            return;
+        }
+        let mut writes = self.writes.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(log) = writes.as_mut() else {
+            return;
+        };
+        let header = |name: http::header::HeaderName| {
+            headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let writer = header(http::header::AUTHORIZATION)
+            .and_then(|v| v.strip_prefix("Bearer ").map(str::to_string))
+            .or_else(|| header(http::header::USER_AGENT))
+            .unwrap_or_default();
+        log.push(crate::faults::WriteRecord {
+            verb: info.verb,
+            resource: info.resource.clone(),
+            namespace: info.namespace.clone(),
+            name: info.name.clone(),
+            writer,
+            at: std::time::Instant::now(),
+        });
     }
 
     pub(crate) fn inject(&self, info: &RequestInfo) -> Option<ApiError> {
@@ -412,6 +444,28 @@ impl MemKube {
             .token_policy
             .write()
             .unwrap_or_else(PoisonError::into_inner) = Arc::new(policy);
+    }
+
+    /// Starts (or restarts, empty) the log of write requests (create, update, patch, delete,
+    /// of any resource and subresource) with their writer: see [`writes`](Self::writes). Off
+    /// by default, so long benchmarks keep no log.
+    pub fn record_writes(&self) {
+        *self
+            .inner
+            .writes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(Vec::new());
+    }
+
+    /// The writes logged since [`record_writes`](Self::record_writes), oldest first (empty when
+    /// the log is off). Failed writes are included: a request counts as sent by its writer.
+    pub fn writes(&self) -> Vec<crate::faults::WriteRecord> {
+        self.inner
+            .writes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .unwrap_or_default()
     }
 
     /// The tokens issued through `serviceaccounts/{name}/token` (TokenRequest), oldest first.

@@ -16,6 +16,9 @@ pub const DEFAULT_LEADER_ELECTION_ID: &str = "operator.keda.sh";
 pub const ENV_WATCH_NAMESPACE: &str = "WATCH_NAMESPACE";
 pub const ENV_POD_NAMESPACE: &str = "POD_NAMESPACE";
 pub const ENV_POD_NAME: &str = "POD_NAME";
+/// The pod's IP (downward API): with `--shards=auto`, the host of the advertised metric
+/// service address.
+pub const ENV_POD_IP: &str = "POD_IP";
 pub const ENV_CLUSTER_OBJECT_NAMESPACE: &str = "KEDA_CLUSTER_OBJECT_NAMESPACE";
 pub const ENV_LEASE_DURATION: &str = "KEDA_OPERATOR_LEADER_ELECTION_LEASE_DURATION";
 pub const ENV_RENEW_DEADLINE: &str = "KEDA_OPERATOR_LEADER_ELECTION_RENEW_DEADLINE";
@@ -54,7 +57,8 @@ pub(super) const ENV_HELP: &str = "\
 Environment:
   WATCH_NAMESPACE                                Namespaces to watch, comma separated; empty or unset: all namespaces
   POD_NAMESPACE                                  Namespace of the leader election Lease and the certificate Secrets [default: keda]
-  POD_NAME                                       Leader election identity [default: <hostname>_<pid>]
+  POD_NAME                                       Leader election (and shard) identity [default: <hostname>_<pid>]
+  POD_IP                                         With --shards=auto: host of the metric service address on the shard Lease
   KEDA_CLUSTER_OBJECT_NAMESPACE                  Namespace of Secrets referenced by ClusterTriggerAuthentications
                                                  [default: the service account's namespace, else POD_NAMESPACE]
   KEDA_OPERATOR_LEADER_ELECTION_LEASE_DURATION   How long a standby waits for a silent leader (Go duration) [default: 15s]

@@ -96,6 +96,16 @@ pub struct Flags {
     /// Name of the leader election Lease.
     #[arg(long, value_name = "NAME", default_value = DEFAULT_LEADER_ELECTION_ID)]
     pub leader_election_id: String,
+    /// `auto`: every replica works, each on the objects a consistent-hash ring of the live
+    /// replicas gives it (one Lease per replica, `keda-rs-operator-shard-<POD_NAME>`, renewed with
+    /// the leader election durations); replaces leader election. `off` (default): one leader.
+    #[arg(long, value_name = "MODE", default_value = "off", value_parser = ["off", "auto"])]
+    pub shards: String,
+    /// `host:port` the metrics-apiserver reaches this replica's metric service at, written on
+    /// its shard Lease (default: `$POD_IP` and the metric service port, else the metric
+    /// service's bind address when it is not a wildcard).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub shard_address: Option<String>,
     /// Kubernetes API requests per second, client side (0 or less: unlimited; otherwise 0.01
     /// to 1000000).
     #[arg(long, value_name = "QPS", default_value_t = 20.0, value_parser = qps, allow_negative_numbers = true)]

@@ -533,7 +533,10 @@ impl Task {
         let decision = decide(&settings, &observed, &result.summary);
         let mut new_last_active = decision.last_active_time;
         let mut scale_error = None;
-        if let Some(write) = &decision.scale {
+        // Shards: ownership is checked again right before the write (the poll may have taken
+        // long enough for a fence or a move to happen since it began).
+        let owned = config.shards.owns(&namespace, &name);
+        if let Some(write) = decision.scale.as_ref().filter(|_| owned) {
             match self.key.target.set_replicas(loops.client(), write.to).await {
                 Ok(()) => {
                     info!(namespace, name, from = write.from, to = write.to, kind = ?write.kind, "scaled target");

@@ -87,6 +87,23 @@ pub struct Explanation {
     pub scaling_modifiers: Option<ModifiersState>,
     /// What the HPA computes from the metrics.
     pub hpa: HpaState,
+    /// With shards (`--shards=auto`): which replica owns the object and which answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardState>,
+}
+
+/// Which operator replica owns the object (shards only).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShardState {
+    /// The replica the ring of live shard Leases gives the object.
+    pub owner: Option<String>,
+    /// The replica that answered.
+    pub answered_by: String,
+    /// Live replicas, as the answering one sees them.
+    pub members: usize,
+    /// Whether the answering replica writes for the object now.
+    pub owned_here: bool,
 }
 
 /// Replica counts.

@@ -35,7 +35,7 @@ mod document;
 
 pub use document::{
     Activation, Cooldown, EXPLAIN_VERSION, Explanation, FallbackState, HPA_TOLERANCE, HpaState,
-    ModifiersState, ObjectState, PauseState, Replicas, ScaleWriteState, TriggerState,
+    ModifiersState, ObjectState, PauseState, Replicas, ScaleWriteState, ShardState, TriggerState,
 };
 
 /// What one External metric makes the HPA compute, given the current replicas:
@@ -288,6 +288,7 @@ pub fn scaled_object(
         triggers,
         scaling_modifiers,
         hpa,
+        shard: None,
     };
     let (state, reason) = why(&explanation, snapshot, annotations);
     explanation.state = state;

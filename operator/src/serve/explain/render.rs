@@ -61,6 +61,24 @@ pub fn text(e: &Explanation) -> String {
             human_duration(i64::from(e.polling_interval_seconds))
         ),
     );
+    if let Some(shard) = &e.shard {
+        line(
+            &mut out,
+            0,
+            "Shard",
+            &format!(
+                "owned by {} ({} of {} live replicas answered{})",
+                shard.owner.as_deref().unwrap_or("no live replica"),
+                shard.answered_by,
+                shard.members,
+                if shard.owned_here {
+                    ""
+                } else {
+                    "; it no longer owns the object"
+                }
+            ),
+        );
+    }
     line(&mut out, 0, "Pause", &pause(e));
     let c = &e.cooldown;
     let mut cooldown = format!(

@@ -92,12 +92,34 @@ impl Explainer for ScaleLoops {
         namespace: &str,
         name: &str,
     ) -> Result<Explanation, ExplainError> {
+        let shards = &self.config().shards;
+        let info = shards.owner_info(namespace, name);
         match kind {
-            ObjectKind::ScaledObject => super::of_last_poll(self.last_poll(namespace, name)).ok_or_else(|| {
-                ExplainError::NotFound(format!(
-                    "ScaledObject {namespace}/{name} is not known to the operator (not found, or in a namespace it does not watch)"
-                ))
-            }),
+            ObjectKind::ScaledObject => {
+                match super::of_last_poll(self.last_poll(namespace, name)) {
+                    Some(mut explanation) => {
+                        if let Some(me) = info.me {
+                            explanation.shard = Some(super::document::ShardState {
+                                owner: info.owner,
+                                answered_by: me,
+                                members: info.members,
+                                owned_here: info.owned_here,
+                            });
+                        }
+                        Ok(explanation)
+                    }
+                    None => match (info.me, info.owner) {
+                        (Some(me), Some(owner)) if owner != me => {
+                            Err(ExplainError::NotFound(format!(
+                                "ScaledObject {namespace}/{name} is owned by operator replica {owner}; this is replica {me} (shards: ask {owner}, for example with --operator-url)"
+                            )))
+                        }
+                        _ => Err(ExplainError::NotFound(format!(
+                            "ScaledObject {namespace}/{name} is not known to the operator (not found, or in a namespace it does not watch)"
+                        ))),
+                    },
+                }
+            }
             ObjectKind::ScaledJob => Err(ExplainError::NotFound(
                 "explain answers for ScaledObjects only".to_string(),
             )),

@@ -57,6 +57,9 @@ pub struct LoopConfig {
     pub events_client: Option<Client>,
     /// Where the Prometheus metrics are recorded.
     pub metrics: Metrics,
+    /// Which objects this replica writes for: a loop polls (and so writes) only while its
+    /// object is owned here ([`crate::shared::ownership`]).
+    pub shards: crate::shared::ownership::Shards,
 }
 
 /// How long a new loop waits for the reconcile that started it before it polls anyway.
@@ -129,6 +132,8 @@ struct Inner<K: LoopKind> {
     started: Mutex<std::collections::HashSet<String>>,
     /// First loops spread so far ([`ticks::start_offset`]).
     spread: std::sync::atomic::AtomicU64,
+    /// Objects this replica no longer owns whose loops still run, by UID: since when.
+    lost: Mutex<HashMap<String, tokio::time::Instant>>,
     kind: K,
 }
 
@@ -169,6 +174,7 @@ impl<K: LoopKind> Loops<K> {
                 first_poll_gates: Mutex::default(),
                 started: Mutex::default(),
                 spread: std::sync::atomic::AtomicU64::new(0),
+                lost: Mutex::default(),
                 kind,
             }),
         }
@@ -292,6 +298,7 @@ impl<K: LoopKind> Loops<K> {
                 ?interval,
                 "loop started"
             );
+            self.publish_owned().await;
         }
         Ok((scalers, started))
     }
@@ -402,6 +409,53 @@ impl<K: LoopKind> Loops<K> {
                 crate::shared::events::SCALERS_STOPPED_NOTE.to_string(),
             )
             .await;
+    }
+
+    /// Lets go of `object`, which this replica does not own (shards): its loop, if one runs,
+    /// keeps serving metric reads without polling (so without writing) for `linger`, so the new
+    /// owner has started before it stops; then it stops (no Event: the object is not this
+    /// replica's to write to). Returns when to look again, `None` when no loop runs any more.
+    pub(crate) async fn let_go(&self, object: &K::Object, linger: Duration) -> Option<Duration> {
+        let uid = object.uid().unwrap_or_default();
+        let namespace = object.namespace().unwrap_or_default();
+        let name = object.name_any();
+        if !self.inner.registry.is_running(&namespace, &name).await {
+            lock(&self.inner.lost).remove(&uid);
+            return None;
+        }
+        let now = tokio::time::Instant::now();
+        let since = *lock(&self.inner.lost).entry(uid.clone()).or_insert(now);
+        let left = linger.saturating_sub(now.saturating_duration_since(since));
+        if !left.is_zero() {
+            return Some(left);
+        }
+        lock(&self.inner.lost).remove(&uid);
+        if self.inner.registry.stop(&uid).await {
+            info!(
+                namespace,
+                name,
+                kind = K::KIND.kind(),
+                "shards: loop stopped, the object belongs to another replica"
+            );
+        }
+        self.publish_owned().await;
+        None
+    }
+
+    /// `uid` is owned here (again): it is not being let go.
+    pub(crate) fn owned(&self, uid: &str) {
+        lock(&self.inner.lost).remove(uid);
+    }
+
+    /// `keda_rs_shard_owned_objects` of this kind's loops (shards only).
+    pub(crate) async fn publish_owned(&self) {
+        if let crate::shared::ownership::Shards::Leased(view) = &self.inner.config.shards {
+            let me = view.borrow().me.clone();
+            let running = self.inner.registry.len().await;
+            let lingering = lock(&self.inner.lost).len();
+            self.metrics()
+                .set_shard_owned(&me, running.saturating_sub(lingering));
+        }
     }
 
     /// Stops every loop and the kind's caches (shutdown). Targets keep their replicas, Jobs
@@ -697,6 +751,13 @@ impl<K: LoopKind> LoopTask<K> {
     /// [`LoopKind::poll_panicked`]), and ends only this poll; the loop keeps its schedule, and
     /// the next good poll makes the object Ready again.
     async fn poll_isolated(&self) {
+        let (namespace, name) = self.names();
+        if !self.loops.config().shards.owns(namespace, name) {
+            // Another replica owns the object now (or this one is fenced): no poll, so no
+            // write; the loop still serves metric reads until it is let go.
+            debug!(namespace, name, "shards: not owned here; poll skipped");
+            return;
+        }
         let Err(panic) = catch_panic(K::poll(self)).await else {
             return;
         };

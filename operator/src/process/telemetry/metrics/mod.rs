@@ -25,6 +25,7 @@ mod labels;
 mod objects;
 mod scalers;
 mod service;
+mod shards;
 
 pub use labels::{BuildInfo, CustomResourceKind, ResourceKind, ScalerLabels};
 use labels::{
@@ -121,6 +122,8 @@ struct Inner {
     /// `--enable-high-cardinality-metrics-labels`: the HTTP duration histogram gets every
     /// label of the request counter.
     high_cardinality: AtomicBool,
+    /// The `keda_rs_shard_*` families, registered on first use (only with `--shards=auto`).
+    shards: std::sync::OnceLock<shards::ShardFamilies>,
 }
 
 /// A custom resource counted in `keda_resource_registered_total`.
@@ -365,6 +368,7 @@ impl Metrics {
                 recorded: Mutex::new(HashMap::new()),
                 registered: Mutex::new(HashMap::new()),
                 high_cardinality: AtomicBool::new(false),
+                shards: std::sync::OnceLock::new(),
             }),
         }
     }
