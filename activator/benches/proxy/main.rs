@@ -38,6 +38,7 @@
 
 mod cluster;
 mod procs;
+mod queue_proxy;
 mod routes;
 mod wrk;
 
@@ -69,6 +70,17 @@ struct Options {
     compare: Option<PathBuf>,
     routes: usize,
     rate: u32,
+    queue_proxy: QueueProxyChoice,
+}
+
+/// Whether Knative's queue-proxy is a target.
+enum QueueProxyChoice {
+    /// When `scripts/build-queue-proxy.sh` has built it at [`queue_proxy::default_path`].
+    IfBuilt,
+    /// `--queue-proxy <path>`: required.
+    Binary(PathBuf),
+    /// `--no-queue-proxy`.
+    Off,
 }
 
 impl Options {
@@ -84,6 +96,7 @@ impl Options {
             compare: None,
             routes: 200,
             rate: 1000,
+            queue_proxy: QueueProxyChoice::IfBuilt,
         };
         let mut args = args.peekable();
         while let Some(arg) = args.next() {
@@ -107,8 +120,12 @@ impl Options {
                 "--compare" => options.compare = Some(value("--compare")?.into()),
                 "--routes" => options.routes = value("--routes")?.parse()?,
                 "--rate" => options.rate = value("--rate")?.parse()?,
+                "--queue-proxy" => {
+                    options.queue_proxy = QueueProxyChoice::Binary(value("--queue-proxy")?.into());
+                }
+                "--no-queue-proxy" => options.queue_proxy = QueueProxyChoice::Off,
                 other => bail!(
-                    "unknown argument {other:?}; expected --seconds N, --rounds N, --connections A,B, --workers N, --cold-starts N, --no-throughput, --no-cold-start, --compare PATH, --routes N (0: none), --rate R"
+                    "unknown argument {other:?}; expected --seconds N, --rounds N, --connections A,B, --workers N, --cold-starts N, --no-throughput, --no-cold-start, --compare PATH, --routes N (0: none), --rate R, --queue-proxy PATH, --no-queue-proxy"
                 ),
             }
         }
@@ -122,6 +139,9 @@ impl Options {
 fn main() -> ExitCode {
     if std::env::var_os(procs::BACKEND_ENV).is_some() {
         return procs::run_backend();
+    }
+    if let Ok(spec) = std::env::var(procs::GET_ENV) {
+        return procs::run_get(&spec);
     }
     let result = Options::parse(std::env::args().skip(1)).and_then(|options| {
         tokio::runtime::Builder::new_multi_thread()
@@ -223,6 +243,11 @@ async fn run(options: Options) -> anyhow::Result<()> {
         activator.pid(),
         nginx.pid()
     );
+    let queue_proxy = if options.throughput {
+        start_queue_proxy(&options.queue_proxy, workers, &dir.0)?
+    } else {
+        None
+    };
 
     if options.cold_start {
         cold_starts(&mut cluster, listen, options.cold_starts).await?;
@@ -233,23 +258,40 @@ async fn run(options: Options) -> anyhow::Result<()> {
                 name: "direct",
                 addr: backend_addr,
                 pids: Vec::new(),
+                backend: backend.pid(),
+                netns: None,
             },
             Target {
                 name: "activator",
                 addr: listen,
                 pids: vec![activator.pid()],
+                backend: backend.pid(),
+                netns: None,
             },
             Target {
                 name: "nginx",
                 addr: nginx_addr,
                 pids: procs::family(nginx.pid()),
+                backend: backend.pid(),
+                netns: None,
             },
         ];
+        if let Some(qp) = &queue_proxy {
+            targets.push(Target {
+                name: QUEUE_PROXY,
+                addr: qp.addr,
+                pids: vec![qp.proc.pid()],
+                backend: qp.backend.pid(),
+                netns: Some(qp.netns.clone()),
+            });
+        }
         if let Some((proc, addr)) = &baseline {
             targets.push(Target {
                 name: "baseline",
                 addr: *addr,
                 pids: vec![proc.pid()],
+                backend: backend.pid(),
+                netns: None,
             });
         }
         cluster.set_replicas(1).await?;
@@ -260,7 +302,7 @@ async fn run(options: Options) -> anyhow::Result<()> {
         if let Some((_, addr)) = &baseline {
             wait_answered(*addr).await?;
         }
-        tokio::task::block_in_place(|| throughput(&options, &wrk, &targets, &backend, &log))?;
+        tokio::task::block_in_place(|| throughput(&options, &wrk, &targets, &log))?;
     }
     if options.routes > 0
         && let Err(error) = many_routes(&options, &cluster, listen, backend_addr).await
@@ -270,6 +312,7 @@ async fn run(options: Options) -> anyhow::Result<()> {
         bail!("{error:#}\nthe activator's log ends with:\n{tail}");
     }
     println!("load average at end: {}", procs::load_average());
+    drop(queue_proxy);
     drop(nginx);
     drop(baseline);
     drop(activator);
@@ -320,6 +363,57 @@ async fn many_routes(
         "routes: activator p99 added over direct, per round {added:?}, median {median_added:?} (goal <= 5 ms)"
     );
     Ok(())
+}
+
+/// Starts Knative's queue-proxy when it is asked for or built; `None` (with a hint) when it is
+/// not built at the default path.
+fn start_queue_proxy(
+    choice: &QueueProxyChoice,
+    workers: usize,
+    dir: &Path,
+) -> anyhow::Result<Option<queue_proxy::QueueProxy>> {
+    let binary = match choice {
+        QueueProxyChoice::Off => return Ok(None),
+        QueueProxyChoice::Binary(path) => path.clone(),
+        QueueProxyChoice::IfBuilt => match queue_proxy::default_path() {
+            Some(path) if path.is_file() => path,
+            path => {
+                println!(
+                    "queue-proxy: not measured: no binary at {} (scripts/build-queue-proxy.sh builds Knative's queue-proxy there; --queue-proxy PATH names another)",
+                    path.map_or_else(
+                        || "<target dir>/queue-proxy/queue".into(),
+                        |p| p.display().to_string()
+                    )
+                );
+                return Ok(None);
+            }
+        },
+    };
+    let qp = tokio::task::block_in_place(|| {
+        queue_proxy::spawn(
+            &binary,
+            workers,
+            cluster::CONTAINER_CONCURRENCY,
+            HOST,
+            &dir.join("queue-proxy.log"),
+        )
+    })
+    .with_context(|| {
+        format!(
+            "starting queue-proxy {} (--no-queue-proxy leaves it out)",
+            binary.display()
+        )
+    })?;
+    println!(
+        "queue-proxy {} at {} in the network namespace {} (pid {}, GOMAXPROCS {workers}, containerConcurrency {}), its own backend (pid {})",
+        binary.display(),
+        qp.addr,
+        qp.netns.display(),
+        qp.proc.pid(),
+        cluster::CONTAINER_CONCURRENCY,
+        qp.backend.pid()
+    );
+    Ok(Some(qp))
 }
 
 /// Waits until a request through the activator gets the backend's answer.
@@ -490,11 +584,18 @@ impl Drop for AbortOnDrop {
 // ---------------------------------------------------------------------------------------------
 // Throughput
 
+/// The name of Knative's queue-proxy among the targets.
+const QUEUE_PROXY: &str = "queue-proxy";
+
 struct Target {
     name: &'static str,
     addr: SocketAddr,
     /// The proxy's processes (none for direct).
     pids: Vec<u32>,
+    /// The backend behind it.
+    backend: u32,
+    /// The network namespace wrk runs in to reach it (queue-proxy's pod), if not this one.
+    netns: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy)]
@@ -510,13 +611,8 @@ struct Run {
     peak_rss_kib: u64,
 }
 
-fn measure(
-    wrk: &Path,
-    target: &Target,
-    backend: u32,
-    connections: u32,
-    seconds: u64,
-) -> anyhow::Result<Run> {
+fn measure(wrk: &Path, target: &Target, connections: u32, seconds: u64) -> anyhow::Result<Run> {
+    let backend = target.backend;
     let tick_us = 1e6 / procs::ticks_per_second();
     let stop = Arc::new(AtomicBool::new(false));
     let peak = Arc::new(AtomicU64::new(procs::rss_kib(&target.pids)));
@@ -531,7 +627,14 @@ fn measure(
     };
     let proxy_before = procs::cpu_ticks(&target.pids);
     let backend_before = procs::cpu_ticks(&[backend]);
-    let report = wrk::run(wrk, target.addr, HOST, connections, seconds);
+    let report = wrk::run(
+        wrk,
+        target.netns.as_deref(),
+        target.addr,
+        HOST,
+        connections,
+        seconds,
+    );
     let proxy_after = procs::cpu_ticks(&target.pids);
     let backend_after = procs::cpu_ticks(&[backend]);
     stop.store(true, Ordering::Relaxed);
@@ -559,7 +662,6 @@ fn throughput(
     options: &Options,
     wrk: &Path,
     targets: &[Target],
-    backend: &Proc,
     activator_log: &Path,
 ) -> anyhow::Result<()> {
     let idle_before: Vec<u64> = targets.iter().map(|t| procs::rss_kib(&t.pids)).collect();
@@ -576,15 +678,14 @@ fn throughput(
     );
     // Warm-up: connections pooled, caches and allocators settled.
     for target in targets {
-        measure(wrk, target, backend.pid(), 64, 2)
-            .with_context(|| format!("warming up {}", target.name))?;
+        measure(wrk, target, 64, 2).with_context(|| format!("warming up {}", target.name))?;
     }
     let mut runs: BTreeMap<(u32, &str), Vec<Run>> = BTreeMap::new();
     for round in 0..options.rounds as usize {
         for &connections in &options.connections {
             for k in 0..targets.len() {
                 let target = &targets[(round + k) % targets.len()];
-                let run = measure(wrk, target, backend.pid(), connections, options.seconds)
+                let run = measure(wrk, target, connections, options.seconds)
                     .with_context(|| format!("{} at {connections} connections", target.name))?;
                 println!(
                     "  round {round} c={connections:<3} {:<9} {:>9.0} req/s  p50 {:>7.3} ms  p99 {:>7.3} ms  proxy CPU {:>6.1} us/req (user {:>4.1})  backend CPU {:>5.1} us/req  peak RSS {:>6.1} MiB  errors {}",
@@ -634,11 +735,17 @@ fn throughput(
         let baseline = runs
             .contains_key(&(connections, "baseline"))
             .then(|| row("baseline"));
+        let queue_proxy = runs
+            .contains_key(&(connections, QUEUE_PROXY))
+            .then(|| row(QUEUE_PROXY));
         let mut rows = vec![
             ("direct", &direct),
             ("activator", &activator),
             ("nginx", &nginx),
         ];
+        if let Some(q) = &queue_proxy {
+            rows.push((QUEUE_PROXY, q));
+        }
         if let Some(b) = &baseline {
             rows.push(("baseline", b));
         }
@@ -660,11 +767,8 @@ fn throughput(
         }
         // Ratios are taken round by round (the two runs of a pair ran minutes apart at most)
         // and then their median, so a change of the machine's load between rounds cancels.
-        let paired = |a: &str, b: &str, f: fn(&Run) -> f64| -> String {
-            let (Some(ra), Some(rb)) = (runs.get(&(connections, a)), runs.get(&(connections, b)))
-            else {
-                return String::new();
-            };
+        let ratio = |a: &str, b: &str, f: fn(&Run) -> f64| -> Option<f64> {
+            let (ra, rb) = (runs.get(&(connections, a))?, runs.get(&(connections, b))?);
             let r = median(
                 &mut ra
                     .iter()
@@ -672,11 +776,10 @@ fn throughput(
                     .map(|(x, y)| f(x) / f(y))
                     .collect::<Vec<_>>(),
             );
-            if r.is_finite() {
-                format!("{r:.2}x")
-            } else {
-                String::new()
-            }
+            r.is_finite().then_some(r)
+        };
+        let paired = |a: &str, b: &str, f: fn(&Run) -> f64| -> String {
+            ratio(a, b, f).map_or_else(String::new, |r| format!("{r:.2}x"))
         };
         // The run-to-run noise: the lowest and highest per-round ratio.
         let spread = |a: &str, b: &str, f: fn(&Run) -> f64| -> String {
@@ -703,6 +806,11 @@ fn throughput(
             ("nginx", "direct"),
             ("activator", "nginx"),
         ];
+        if queue_proxy.is_some() {
+            pairs.insert(2, (QUEUE_PROXY, "direct"));
+            pairs.push(("activator", QUEUE_PROXY));
+            pairs.push(("nginx", QUEUE_PROXY));
+        }
         if baseline.is_some() {
             pairs.push(("activator", "baseline"));
         }
@@ -730,6 +838,35 @@ fn throughput(
                 spread(a, b, |r| r.peak_rss_kib as f64),
             );
         }
+        // Issue 28's goals for the activator, from the same ratios.
+        let goal = |what: &str, value: Option<f64>, met: fn(f64) -> bool| match value {
+            Some(v) => println!(
+                "- {what}: {v:.2}x, {}",
+                if met(v) { "met" } else { "not met" }
+            ),
+            None => println!("- {what}: not measured"),
+        };
+        println!("\nissue 28 goals at {connections} connections (medians of per-round ratios):");
+        goal(
+            "throughput >= 1.2x nginx",
+            ratio("activator", "nginx", |r| r.report.per_second),
+            |v| v >= 1.2,
+        );
+        goal(
+            "CPU per request <= 0.8x nginx",
+            ratio("activator", "nginx", |r| r.proxy_cpu_us),
+            |v| v <= 0.8,
+        );
+        goal(
+            "p99 <= nginx",
+            ratio("activator", "nginx", |r| r.report.p99_us),
+            |v| v <= 1.0,
+        );
+        goal(
+            "throughput >= 4x queue-proxy",
+            ratio("activator", QUEUE_PROXY, |r| r.report.per_second),
+            |v| v >= 4.0,
+        );
     }
     println!("\n| idle RSS | before the load | after the load |");
     println!("|---|---|---|");

@@ -24,6 +24,10 @@ pub struct Proc {
 }
 
 impl Proc {
+    pub fn new(name: &'static str, child: Child, grace: Duration) -> Self {
+        Self { name, child, grace }
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
@@ -156,7 +160,117 @@ pub fn run_backend() -> std::process::ExitCode {
 /// Starts the backend (this binary again, in backend mode) and returns its address.
 pub fn spawn_backend() -> anyhow::Result<(Proc, SocketAddr)> {
     let exe = std::env::current_exe().context("locating the bench binary")?;
-    let mut child = Command::new(exe)
+    start_backend(Command::new(exe))
+}
+
+/// Starts a backend in a network namespace of its own, with only its loopback up: the "pod"
+/// whose network namespace queue-proxy joins, as the queue-proxy and user containers of a
+/// Knative pod share one. Its address is on that namespace's loopback; the namespace is
+/// `/proc/<pid>/ns/net` and lives as long as the backend. Needs `unshare` (util-linux) and
+/// the right to create a network namespace (root, or CAP_SYS_ADMIN).
+pub fn spawn_pod_backend() -> anyhow::Result<(Proc, SocketAddr, PathBuf)> {
+    let exe = std::env::current_exe().context("locating the bench binary")?;
+    let unshare = find_program("unshare").context("unshare (util-linux) is not installed")?;
+    let mut command = Command::new(unshare);
+    command
+        .args([
+            "--net",
+            "--",
+            "sh",
+            "-c",
+            "ip link set lo up && exec \"$0\"",
+        ])
+        .arg(exe);
+    let (proc, addr) = start_backend(command).context(
+        "starting the backend in a network namespace of its own (unshare --net; needs root)",
+    )?;
+    let netns = PathBuf::from(format!("/proc/{}/ns/net", proc.pid()));
+    Ok((proc, addr, netns))
+}
+
+/// `program` run in the network namespace `netns` (through `nsenter`, which executes it in
+/// place: the process's pid is the program's), or as is without one.
+pub fn command_in(netns: Option<&Path>, program: &Path) -> Command {
+    match netns {
+        Some(netns) => {
+            let mut command = Command::new(find_program("nsenter").unwrap_or("nsenter".into()));
+            command
+                .arg(format!("--net={}", netns.display()))
+                .arg(program);
+            command
+        }
+        None => Command::new(program),
+    }
+}
+
+/// When set (`<address> <host> <path>`), the bench binary makes one [`http_get`] and prints the
+/// status on the first line and the body after it (run in a network namespace by
+/// [`http_get_in`]).
+pub const GET_ENV: &str = "KEDA_RS_ACTBENCH_GET";
+
+/// [`http_get`] from inside the network namespace `netns` (this binary again, in GET mode,
+/// under `nsenter`); from here without one.
+pub fn http_get_in(
+    netns: Option<&Path>,
+    addr: SocketAddr,
+    host: &str,
+    path: &str,
+) -> anyhow::Result<(u16, Vec<u8>)> {
+    let Some(netns) = netns else {
+        return http_get(addr, host, path);
+    };
+    let exe = std::env::current_exe().context("locating the bench binary")?;
+    let output = command_in(Some(netns), &exe)
+        .env(GET_ENV, format!("{addr} {host} {path}"))
+        .stdin(Stdio::null())
+        .output()
+        .context("running a GET in the pod's network namespace")?;
+    if !output.status.success() {
+        bail!(
+            "GET {addr}{path} in {}: {}",
+            netns.display(),
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    let newline = output
+        .stdout
+        .iter()
+        .position(|b| *b == b'\n')
+        .context("no status line")?;
+    let status = std::str::from_utf8(&output.stdout[..newline])?
+        .trim()
+        .parse()?;
+    Ok((status, output.stdout[newline + 1..].to_vec()))
+}
+
+/// The GET mode of the bench binary (see [`GET_ENV`]).
+pub fn run_get(spec: &str) -> std::process::ExitCode {
+    let mut words = spec.split(' ');
+    let (Some(addr), Some(host), Some(path)) = (
+        words.next().and_then(|a| a.parse().ok()),
+        words.next(),
+        words.next(),
+    ) else {
+        eprintln!("{GET_ENV} must be `<address> <host> <path>`, not {spec:?}");
+        return std::process::ExitCode::FAILURE;
+    };
+    match http_get(addr, host, path) {
+        Ok((status, body)) => {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{status}");
+            let _ = out.write_all(&body);
+            let _ = out.flush();
+            std::process::ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("{error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn start_backend(mut command: Command) -> anyhow::Result<(Proc, SocketAddr)> {
+    let mut child = command
         .env(BACKEND_ENV, "1")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -2,7 +2,6 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Command;
 
 use anyhow::{Context, bail};
 
@@ -19,14 +18,16 @@ pub struct WrkReport {
 
 /// `wrk -t1 -c<connections> -d<seconds>s --latency` against `http://<addr>/` with `Host: <host>`
 /// (HTTP/1.1, keep-alive).
+/// Runs in the network namespace `netns` when given (through `nsenter`).
 pub fn run(
     wrk: &Path,
+    netns: Option<&Path>,
     addr: SocketAddr,
     host: &str,
     connections: u32,
     seconds: u64,
 ) -> anyhow::Result<WrkReport> {
-    let output = Command::new(wrk)
+    let output = crate::procs::command_in(netns, wrk)
         .args([
             "-t1".to_string(),
             format!("-c{connections}"),
