@@ -1438,7 +1438,7 @@ async fn solarwinds_scales_from_zero_and_bad_input_is_not_ready_naming_the_param
     refused(
         &w,
         "solarwinds-host",
-        &format!("type: solarwinds\n      metadata:\n        host: invalid-url\n        metricName: jobs.queued\n        aggregation: MAX\n        intervalS: \"60\"\n        targetValue: \"5\""),
+        "type: solarwinds\n      metadata:\n        host: invalid-url\n        metricName: jobs.queued\n        aggregation: MAX\n        intervalS: \"60\"\n        targetValue: \"5\"",
         "ScaledObjectCheckFailed",
         &["(solarwinds)", "host"],
     )

@@ -16,19 +16,15 @@
 //! "expires_at"}`), whose signature the fake verifies with the App's public key.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use http::StatusCode;
-use http_body_util::Full;
-use hyper::body::{Bytes, Incoming};
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 
 use crate::common::{Harness, Setup, conformance};
+use crate::with_headers::{Answer, Fake, Request};
 
 const TOKEN: &str = "ghp_fakeT0ken";
 const APP_TOKEN: &str = "ghs_inst4llation";
@@ -59,8 +55,6 @@ type Shared = Arc<Mutex<GitHub>>;
 fn json(status: StatusCode, body: String, headers: Vec<(&'static str, String)>) -> Answer {
     (status, headers, body)
 }
-
-type Answer = (StatusCode, Vec<(&'static str, String)>, String);
 
 fn now() -> i64 {
     jiff::Timestamp::now().as_second()
@@ -257,51 +251,9 @@ fn answer(gh: &Shared, method: &str, uri: &str, headers: &http::HeaderMap) -> An
     json(StatusCode::OK, body, headers)
 }
 
-async fn start(gh: Shared) -> (SocketAddr, tokio::task::JoinHandle<()>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let task = tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            let gh = gh.clone();
-            tokio::spawn(async move {
-                let service = service_fn(move |request: hyper::Request<Incoming>| {
-                    let gh = gh.clone();
-                    async move {
-                        let (status, headers, body) = answer(
-                            &gh,
-                            request.method().as_str(),
-                            &request
-                                .uri()
-                                .path_and_query()
-                                .map(|p| p.to_string())
-                                .unwrap_or_default(),
-                            request.headers(),
-                        );
-                        let mut response = hyper::Response::builder()
-                            .status(status)
-                            .header("content-type", "application/json; charset=utf-8");
-                        for (name, value) in headers {
-                            response = response.header(name, value);
-                        }
-                        Ok::<_, Infallible>(
-                            response
-                                .body(Full::new(Bytes::from(body)))
-                                .expect("response"),
-                        )
-                    }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    (addr, task)
+async fn start(gh: Shared) -> (SocketAddr, Fake) {
+    let fake = Fake::start(move |r: &Request| answer(&gh, &r.method, &r.uri, &r.headers)).await;
+    (fake.addr, fake)
 }
 
 async fn harness(addr: SocketAddr, metadata: &[(&str, &str)], auth: &[(&str, &str)]) -> Harness {

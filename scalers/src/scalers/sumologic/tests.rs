@@ -1,6 +1,9 @@
 use super::*;
 use crate::context::test_context;
 
+/// (metadata, TriggerAuthentication parameters, what the error names).
+type Case<'a> = (&'a [(&'a str, &'a str)], &'a [(&'a str, &'a str)], &'a str);
+
 const AUTH_PARAMS: &[(&str, &str)] =
     &[("accessID", "fakeAccessID"), ("accessKey", "fakeAccessKey")];
 
@@ -80,7 +83,7 @@ fn keda_s_metadata_cases() {
     assert_eq!(queries.len(), 3);
 
     let host = ("host", "https://api.sumologic.com");
-    let failing: &[(&[(&str, &str)], &[(&str, &str)], &str)] = &[
+    let failing: &[Case<'_>] = &[
         (&[("query", "fakeQuery")], AUTH_PARAMS, "\"host\""),
         (LOGS, &[("accessKey", "k")], "\"accessID\""),
         (LOGS, &[("accessID", "i")], "\"accessKey\""),
