@@ -272,25 +272,31 @@ async fn harness(addr: SocketAddr, metadata: &[(&str, &str)], auth: &[(&str, &st
 }
 
 fn world() -> Shared {
-    let mut gh = GitHub::default();
     // 35 repositories: two pages (30 + 5); "gone" answers 404 for its runs.
-    gh.repos = (0..33).map(|i| format!("repo{i:02}")).collect();
-    gh.repos.extend(["api".to_string(), "gone".to_string()]);
-    gh.runs = vec![
-        ("api".into(), 11, "queued"),
-        ("repo31".into(), 12, "in_progress"),
-        ("repo02".into(), 13, "completed"),
-    ];
-    gh.jobs.insert(
-        11,
-        vec![
-            ("queued", vec!["self-hosted", "linux", "golang"]),
-            ("queued", vec!["windows"]),
-            ("completed", vec!["golang"]),
+    let mut repos: Vec<String> = (0..33).map(|i| format!("repo{i:02}")).collect();
+    repos.extend(["api".to_string(), "gone".to_string()]);
+    let jobs = HashMap::from([
+        (
+            11,
+            vec![
+                ("queued", vec!["self-hosted", "linux", "golang"]),
+                ("queued", vec!["windows"]),
+                ("completed", vec!["golang"]),
+            ],
+        ),
+        (12, vec![("in_progress", vec!["GPU"])]),
+        (13, vec![("queued", vec!["golang"])]),
+    ]);
+    let gh = GitHub {
+        repos,
+        runs: vec![
+            ("api".into(), 11, "queued"),
+            ("repo31".into(), 12, "in_progress"),
+            ("repo02".into(), 13, "completed"),
         ],
-    );
-    gh.jobs.insert(12, vec![("in_progress", vec!["GPU"])]);
-    gh.jobs.insert(13, vec![("queued", vec!["golang"])]);
+        jobs,
+        ..GitHub::default()
+    };
     Arc::new(Mutex::new(gh))
 }
 

@@ -21,7 +21,7 @@ fn events(values: &[f64]) -> String {
     for (i, v) in values.iter().enumerate() {
         out.push_str(&format!(
             "event: data\ndata: {{\ndata:   \"data\" : [ {{\ndata:     \"tsId\" : \"AAAAAKDQ3RA\",\ndata:     \"value\" : {v}\ndata:   }} ],\ndata:   \"logicalTimestampMs\" : {}\ndata: }}\n\n",
-            1_700_000_000_000_i64 + 1000 * i as i64
+            1_700_000_000_000_u64 + 1000 * i as u64
         ));
     }
     out.push_str("event: control-message\ndata: {\"event\":\"END_OF_CHANNEL\",\"timestampMs\":1700000060000}\n\n");

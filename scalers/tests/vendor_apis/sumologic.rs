@@ -101,7 +101,7 @@ fn answer(sumo: &Arc<Mutex<Sumo>>, r: &Request) -> Answer {
             ok(
                 serde_json::json!({"queryResult": [{"rowId": "A", "timeSeriesList": {
                 "timeSeries": [{"metricDefinition": {"metric": "jobs_queued"},
-                    "points": {"timestamps": (0..n).map(|i| 1_700_000_000_000_i64 + 60_000 * i as i64).collect::<Vec<_>>(),
+                    "points": {"timestamps": (0..n).map(|i| 1_700_000_000_000_u64 + 60_000 * i as u64).collect::<Vec<_>>(),
                                "values": sumo.values}}],
                 "unit": ""}}], "errors": null}),
             )
