@@ -165,6 +165,16 @@ def parser_seeds():
          ("example_topic,example_channel", answer("nsq", "doc-lookup.json"))],
         [("sub1", answer("pulsar", "doc-stats.json")), ("sub2", answer("pulsar", "doc-stats.json"))],
         [("", answer("arangodb", "doc-cursor.json"))],
+        [("golang,gpu", answer("github-runner", "doc-jobs.json")),
+         ("", answer("github-runner", "doc-runs.json")),
+         ("", answer("github-runner", "doc-repos.json")),
+         ("", answer("github-runner", "doc-installation-token.json"))],
+        [("A", answer("sumologic", "doc-metrics-query.json")),
+         ("_count", answer("sumologic", "doc-records.json")),
+         ("", answer("sumologic", "doc-job-status.json"))],
+        [("", answer("solarwinds", "doc-measurements.json"))],
+        [("", answer("splunk-observability", "doc-execute.txt"))],
+        [("", answer("datadog-cluster-agent", "doc-external-metric-value-list.json"))],
     ]
 
 

@@ -379,6 +379,71 @@ const PARSERS: &[Parser] = &[
         no_echo: true,
         run: |_, body, _| ok(keda_scalers::scalers::arangodb::cursor_value(body)),
     },
+    Parser {
+        name: "github-runner repositories, runs, jobs and installation token",
+        no_echo: true,
+        run: |param, body, flag| {
+            use keda_scalers::scalers::github_runner::{
+                LabelMatch, installation_token, live_runs, matching_jobs, repo_names,
+            };
+            let _ = installation_token(body);
+            if flag {
+                let _ = repo_names(body);
+                return ok(live_runs(body));
+            }
+            let labels = LabelMatch {
+                runner_labels: param.split(',').map(str::to_string).collect(),
+                no_default_labels: param.len() % 2 == 1,
+                match_unlabeled: param.is_empty(),
+            };
+            ok(matching_jobs(body, &labels))
+        },
+    },
+    Parser {
+        name: "sumologic metrics query and search job",
+        no_echo: true,
+        run: |param, body, flag| {
+            use keda_scalers::scalers::sumologic::{
+                Aggregator, aggregate, job_id, job_state, metrics_values, record_values,
+            };
+            let _ = job_id(body);
+            let _ = job_state(body);
+            if flag {
+                return ok(record_values(body, param));
+            }
+            let values = metrics_values(body, param)?;
+            let aggregator = Aggregator::from_name(param).unwrap_or(Aggregator::Avg);
+            ok(aggregate(&values, aggregator))
+        },
+    },
+    Parser {
+        name: "solarwinds measurements",
+        no_echo: true,
+        run: |_, body, _| ok(keda_scalers::scalers::solarwinds::first_measurement(body)),
+    },
+    Parser {
+        name: "splunk-observability signalflow events",
+        no_echo: true,
+        run: |_, body, flag| {
+            use keda_scalers::scalers::splunk_observability::{
+                Aggregator, aggregate, stream_values,
+            };
+            let values = stream_values(body)?;
+            ok(aggregate(
+                &values,
+                if flag {
+                    Aggregator::Max
+                } else {
+                    Aggregator::Avg
+                },
+            ))
+        },
+    },
+    Parser {
+        name: "datadog cluster agent external metric value list",
+        no_echo: true,
+        run: |_, body, _| ok(keda_scalers::scalers::datadog::response::cluster_agent_value(body)),
+    },
 ];
 
 fn runtime() -> &'static tokio::runtime::Runtime {

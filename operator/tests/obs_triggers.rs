@@ -1279,3 +1279,287 @@ async fn arangodb_scales_from_zero_and_bad_input_is_not_ready_naming_the_paramet
     .await;
     op.stop().await;
 }
+
+// Issue 24, batch A (github-runner, ...): the same checks, one test per type.
+
+/// A GitHub workflow runs answer with one queued run of repository `api`
+/// (https://docs.github.com/en/rest/actions/workflow-runs#list-workflow-runs-for-a-repository).
+const GITHUB_RUNS: &str = r#"{"total_count":1,"workflow_runs":[{"id":11,"name":"Build","status":"queued","conclusion":null,"repository":{"id":1,"name":"api","full_name":"my-org/api"}}]}"#;
+
+/// A GitHub jobs answer with `queued` queued jobs labelled `golang`
+/// (https://docs.github.com/en/rest/actions/workflow-jobs#list-jobs-for-a-workflow-run).
+fn github_jobs(queued: usize) -> String {
+    let jobs: Vec<String> = (0..queued)
+        .map(|i| {
+            format!(
+                r#"{{"id":{i},"run_id":11,"status":"queued","labels":["self-hosted","golang"]}}"#
+            )
+        })
+        .collect();
+    format!(r#"{{"total_count":{queued},"jobs":[{}]}}"#, jobs.join(","))
+}
+
+#[tokio::test]
+async fn github_runner_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("github-runner triggers").await else {
+        return;
+    };
+    let github = Source::start().await;
+    // The fake answers by path: `?status=queued` and `?status=in_progress` both list run 11.
+    let runs = "repos/my-org/api/actions/runs";
+    let jobs = "repos/my-org/api/actions/runs/11/jobs";
+    github.set_body(runs, GITHUB_RUNS);
+    github.set_body(jobs, &github_jobs(0));
+    secret_auth(&w, "github", &[("personalAccessToken", "ghp_t0ken")]).await;
+    let api = github.url("");
+    let api = api.trim_end_matches('/');
+    let trigger = format!(
+        "type: github-runner\n      metadata:\n        githubApiURL: {api}\n        owner: my-org\n        runnerScope: org\n        repos: api\n        labels: golang\n      authenticationRef:\n        name: github"
+    );
+    zero_to_one_resolving(&w, "github-runner", &trigger, async {
+        github.set_body(jobs, &github_jobs(1));
+    })
+    .await;
+    assert!(github.requests(jobs) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "github-runner-scope",
+        &format!("type: github-runner\n      metadata:\n        githubApiURL: {api}\n        owner: my-org\n      authenticationRef:\n        name: github"),
+        "ScaledObjectCheckFailed",
+        &["(github-runner)", "runnerScope"],
+    )
+    .await;
+    refused(
+        &w,
+        "github-runner-token",
+        &format!("type: github-runner\n      metadata:\n        githubApiURL: {api}\n        owner: my-org\n        runnerScope: org"),
+        "ScaledObjectCheckFailed",
+        &["(github-runner)", "personalAccessToken"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// A Sumo Logic metrics query answer of one series whose last value is `value`
+/// (https://api.sumologic.com/docs/#operation/runMetricsQueries).
+fn sumologic_series(value: f64) -> String {
+    format!(
+        r#"{{"queryResult":[{{"rowId":"A","timeSeriesList":{{"timeSeries":[{{"metricDefinition":{{"metric":"jobs_queued"}},"points":{{"timestamps":[1700000000000,1700000060000],"values":[0.0,{value}]}}}}],"unit":""}}}}],"errors":null}}"#
+    )
+}
+
+#[tokio::test]
+async fn sumologic_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("sumologic triggers").await else {
+        return;
+    };
+    let sumo = Source::start().await;
+    let path = "api/v1/metricsQueries";
+    sumo.set_body(path, &sumologic_series(0.0));
+    secret_auth(
+        &w,
+        "sumo",
+        &[("accessID", "suAccess"), ("accessKey", "suKey")],
+    )
+    .await;
+    let host = sumo.url("");
+    let host = host.trim_end_matches('/');
+    let trigger = format!(
+        "type: sumologic\n      metadata:\n        host: {host}\n        queryType: metrics\n        query: metric=jobs_queued\n        quantization: 60s\n        timerange: 5m\n        queryAggregator: Latest\n        threshold: \"5\"\n      authenticationRef:\n        name: sumo"
+    );
+    zero_to_one_resolving(&w, "sumologic", &trigger, async {
+        sumo.set_body(path, &sumologic_series(3.0));
+    })
+    .await;
+    assert!(sumo.requests(path) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "sumologic-quantization",
+        &format!("type: sumologic\n      metadata:\n        host: {host}\n        queryType: metrics\n        query: metric=jobs_queued\n        timerange: 5m\n        threshold: \"5\"\n      authenticationRef:\n        name: sumo"),
+        "ScaledObjectCheckFailed",
+        &["(sumologic)", "quantization"],
+    )
+    .await;
+    refused(
+        &w,
+        "sumologic-access-key",
+        &format!("type: sumologic\n      metadata:\n        host: {host}\n        queryType: metrics\n        query: metric=jobs_queued\n        quantization: 60s\n        timerange: 5m\n        threshold: \"5\""),
+        "ScaledObjectCheckFailed",
+        &["(sumologic)", "accessID"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// A SolarWinds Observability measurements answer whose one value is `value`
+/// (https://api.solarwinds.com/, operation listMetricMeasurements).
+fn solarwinds_measurements(value: f64) -> String {
+    format!(
+        r#"{{"groupings":[{{"attributes":[],"measurements":[{{"time":"2026-01-01T12:00:00Z","value":{value}}}]}}],"bucketSizeInSeconds":60,"pageInfo":{{}}}}"#
+    )
+}
+
+#[tokio::test]
+async fn solarwinds_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("solarwinds triggers").await else {
+        return;
+    };
+    let swo = Source::start().await;
+    let path = "v1/metrics/jobs.queued/measurements";
+    swo.set_body(path, &solarwinds_measurements(0.0));
+    secret_auth(&w, "swo", &[("apiToken", "sw0-token")]).await;
+    let host = swo.url("");
+    let host = host.trim_end_matches('/');
+    let trigger = format!(
+        "type: solarwinds\n      metadata:\n        host: {host}\n        metricName: jobs.queued\n        aggregation: MAX\n        intervalS: \"60\"\n        targetValue: \"5\"\n      authenticationRef:\n        name: swo"
+    );
+    zero_to_one_resolving(&w, "solarwinds", &trigger, async {
+        swo.set_body(path, &solarwinds_measurements(2.0));
+    })
+    .await;
+    assert!(swo.requests(path) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "solarwinds-aggregation",
+        &format!("type: solarwinds\n      metadata:\n        host: {host}\n        metricName: jobs.queued\n        aggregation: MEDIAN\n        intervalS: \"60\"\n        targetValue: \"5\""),
+        "ScaledObjectCheckFailed",
+        &["(solarwinds)", "aggregation"],
+    )
+    .await;
+    refused(
+        &w,
+        "solarwinds-host",
+        "type: solarwinds\n      metadata:\n        host: invalid-url\n        metricName: jobs.queued\n        aggregation: MAX\n        intervalS: \"60\"\n        targetValue: \"5\"",
+        "ScaledObjectCheckFailed",
+        &["(solarwinds)", "host"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// A SignalFlow execute answer (Server-Sent Events) with one data point of `value`
+/// (https://dev.splunk.com/observability/reference/api/signalflow/latest).
+fn signalflow_events(value: f64) -> String {
+    format!(
+        "event: control-message\ndata: {{\"event\":\"STREAM_START\"}}\n\nevent: data\ndata: {{\"data\":[{{\"tsId\":\"AAAAAKDQ3RA\",\"value\":{value}}}],\"logicalTimestampMs\":1700000000000}}\n\nevent: control-message\ndata: {{\"event\":\"END_OF_CHANNEL\"}}\n\n"
+    )
+}
+
+#[tokio::test]
+async fn splunk_observability_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    use keda_scalers::scalers::splunk_observability as o11y;
+    let signalflow = Source::start().await;
+    let fake = url::Url::parse(&signalflow.url("")).expect("fake URL");
+    let endpoints =
+        keda_scalers::http_client::VendorEndpoints::default().with("stream.us1.signalfx.com", fake);
+    let mut registry = keda_scalers::Registry::builtin();
+    registry.register(
+        "splunk-observability",
+        redirected::<o11y::SplunkObservabilityConfig>(endpoints, o11y::PARAMS),
+    );
+    let Some((_server, w)) = world("splunk-observability triggers", registry).await else {
+        return;
+    };
+    let path = "v2/signalflow/execute";
+    signalflow.set_body(path, &signalflow_events(0.0));
+    secret_auth(
+        &w,
+        "o11y",
+        &[("accessToken", "sfx-t0ken"), ("realm", "us1")],
+    )
+    .await;
+    let trigger = "type: splunk-observability\n      metadata:\n        query: data('jobs.queued').sum().publish()\n        duration: \"60\"\n        queryAggregator: max\n        targetValue: \"5\"\n        activationTargetValue: \"1\"\n      authenticationRef:\n        name: o11y";
+    zero_to_one_resolving(&w, "splunk-o11y", trigger, async {
+        signalflow.set_body(path, &signalflow_events(3.0));
+    })
+    .await;
+    assert!(signalflow.requests(path) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "splunk-o11y-duration",
+        "type: splunk-observability\n      metadata:\n        query: data('jobs.queued').sum().publish()\n        queryAggregator: max\n        targetValue: \"5\"\n        activationTargetValue: \"1\"\n      authenticationRef:\n        name: o11y",
+        "ScaledObjectCheckFailed",
+        &["(splunk-observability)", "duration"],
+    )
+    .await;
+    refused(
+        &w,
+        "splunk-o11y-token",
+        "type: splunk-observability\n      metadata:\n        query: data('jobs.queued').sum().publish()\n        duration: \"60\"\n        queryAggregator: max\n        targetValue: \"5\"\n        activationTargetValue: \"1\"",
+        "ScaledObjectCheckFailed",
+        &["(splunk-observability)", "accessToken"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// The Datadog Cluster Agent's `ExternalMetricValueList` for `datadogmetric@default:jobs`
+/// (https://docs.datadoghq.com/containers/cluster_agent/external_metrics/).
+fn cluster_agent_value(value: &str) -> String {
+    format!(
+        r#"{{"kind":"ExternalMetricValueList","apiVersion":"external.metrics.k8s.io/v1beta1","metadata":{{}},"items":[{{"metricName":"datadogmetric@default:jobs","metricLabels":null,"timestamp":"2026-01-01T00:00:00Z","value":"{value}"}}]}}"#
+    )
+}
+
+#[tokio::test]
+async fn datadog_cluster_agent_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let agent = Source::start().await;
+    let fake = url::Url::parse(&agent.url("")).expect("fake URL");
+    let Some((_server, w)) = world(
+        "datadog cluster agent triggers",
+        vendor_registry("datadog-cluster-agent-metrics-api.datadog", fake),
+    )
+    .await
+    else {
+        return;
+    };
+    let path = "apis/external.metrics.k8s.io/v1beta1/namespaces/default/datadogmetric@default:jobs";
+    agent.set_body(path, &cluster_agent_value("0"));
+    secret_auth(
+        &w,
+        "dca",
+        &[
+            ("datadogNamespace", "datadog"),
+            ("datadogMetricsService", "datadog-cluster-agent-metrics-api"),
+        ],
+    )
+    .await;
+    let trigger = "type: datadog\n      metadata:\n        useClusterAgentProxy: \"true\"\n        datadogMetricName: jobs\n        datadogMetricNamespace: default\n        targetValue: \"2\"\n      authenticationRef:\n        name: dca";
+    zero_to_one_resolving(&w, "datadog-dca", trigger, async {
+        agent.set_body(path, &cluster_agent_value("1500m"));
+    })
+    .await;
+    assert!(agent.requests(path) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "datadog-dca-metric",
+        "type: datadog\n      metadata:\n        useClusterAgentProxy: \"true\"\n        datadogMetricNamespace: default\n        targetValue: \"2\"\n      authenticationRef:\n        name: dca",
+        "ScaledObjectCheckFailed",
+        &["(datadog)", "datadogMetricName"],
+    )
+    .await;
+    refused(
+        &w,
+        "datadog-dca-service",
+        "type: datadog\n      metadata:\n        useClusterAgentProxy: \"true\"\n        datadogMetricName: jobs\n        datadogMetricNamespace: default\n        targetValue: \"2\"",
+        "ScaledObjectCheckFailed",
+        &["(datadog)", "datadogMetricsService"],
+    )
+    .await;
+    op.stop().await;
+}

@@ -188,10 +188,36 @@ impl HttpClient {
     async fn send(
         &self,
         method: http::Method,
-        mut url: url::Url,
+        url: url::Url,
         headers: &HeaderMap,
         body: Option<Bytes>,
     ) -> Result<Bytes, HttpGetError> {
+        let answer = self.exchange(method, url, headers, body).await?;
+        if !answer.status.is_success() {
+            let content_type = answer.content_type();
+            return Err(HttpGetError::Status {
+                status: answer.status,
+                content_type,
+                body: answer.body,
+            });
+        }
+        Ok(answer.body)
+    }
+
+    /// Sends one request as [`HttpClient::get`] and [`HttpClient::post`] do (same
+    /// authentication, turn, timeout and body bound) and returns the answer whatever its
+    /// status, with its headers: for APIs whose headers say how to go on (GitHub's rate limit,
+    /// `ETag`, `304 Not Modified`).
+    ///
+    /// # Errors
+    /// As [`HttpClient::get`], except that a status other than 2xx is an answer, not an error.
+    pub async fn exchange(
+        &self,
+        method: http::Method,
+        mut url: url::Url,
+        headers: &HeaderMap,
+        body: Option<Bytes>,
+    ) -> Result<HttpAnswer, HttpGetError> {
         // The permit is held until the body is read: the connection is busy until then.
         let _turn = tokio::time::timeout(self.timeout, self.in_flight.acquire())
             .await
@@ -214,11 +240,7 @@ impl HttpClient {
             }
         })?;
         let status = response.status();
-        let content_type = response
-            .headers()
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
+        let response_headers = response.headers().clone();
         let mut body = Vec::new();
         loop {
             match response.chunk().await {
@@ -239,14 +261,47 @@ impl HttpClient {
                 Err(_) => break,
             }
         }
-        if !status.is_success() {
-            return Err(HttpGetError::Status {
-                status,
-                content_type,
-                body: Bytes::from(body),
-            });
+        Ok(HttpAnswer {
+            status,
+            headers: response_headers,
+            body: Bytes::from(body),
+        })
+    }
+}
+
+/// An answer of [`HttpClient::exchange`], whatever its status.
+#[derive(Clone, Debug)]
+pub struct HttpAnswer {
+    /// The status.
+    pub status: StatusCode,
+    /// The response headers.
+    pub headers: HeaderMap,
+    /// The body (at most [`MAX_BODY_BYTES`]).
+    pub body: Bytes,
+}
+
+impl HttpAnswer {
+    /// The `Content-Type`, as sent.
+    pub fn content_type(&self) -> Option<String> {
+        self.header(http::header::CONTENT_TYPE.as_str())
+    }
+
+    /// Header `name` as text, when it is valid text.
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    }
+
+    /// A non-2xx answer as the error [`HttpClient::get`] would have returned.
+    pub fn into_status_error(self) -> HttpGetError {
+        let content_type = self.content_type();
+        HttpGetError::Status {
+            status: self.status,
+            content_type,
+            body: self.body,
         }
-        Ok(Bytes::from(body))
     }
 }
 

@@ -38,6 +38,7 @@ const BUILTIN_TYPES: &[&str] = &[
     "external",
     "external-push",
     "forgejo-runner",
+    "github-runner",
     "http",
     "influxdb",
     "kafka",
@@ -63,8 +64,11 @@ const BUILTIN_TYPES: &[&str] = &[
     "redis-streams",
     "selenium-grid",
     "solace-event-queue",
+    "solarwinds",
     "solr",
     "splunk",
+    "splunk-observability",
+    "sumologic",
 ];
 
 #[test]
@@ -80,6 +84,26 @@ fn every_builtin_type_is_documented_with_an_example_that_parses() {
         let (trigger, _) = common::documented_trigger(t);
         assert_eq!(trigger.type_, t);
     }
+}
+
+/// docs/scalers/README.md lists exactly the registered types, each linked to its page.
+#[test]
+fn the_scalers_readme_lists_every_registered_type() {
+    let readme = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/scalers/README.md"),
+    )
+    .expect("docs/scalers/README.md");
+    let listed: Vec<&str> = readme
+        .lines()
+        .filter_map(|line| line.strip_prefix("| [`"))
+        .filter_map(|rest| rest.split_once('`'))
+        .map(|(name, rest)| {
+            assert!(rest.starts_with(&format!("]({name}.md)")), "{name}: {rest}");
+            name
+        })
+        .collect();
+    let registry = Registry::builtin();
+    assert_eq!(listed, registry.types().collect::<Vec<_>>());
 }
 
 #[test]

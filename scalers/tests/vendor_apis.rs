@@ -18,8 +18,12 @@ mod artemis;
 mod couchdb;
 #[path = "vendor_apis/datadog.rs"]
 mod datadog;
+#[path = "vendor_apis/datadog_cluster_agent.rs"]
+mod datadog_cluster_agent;
 #[path = "vendor_apis/dynatrace.rs"]
 mod dynatrace;
+#[path = "vendor_apis/github_runner.rs"]
+mod github_runner;
 #[path = "vendor_apis/new_relic.rs"]
 mod new_relic;
 #[path = "vendor_apis/nsq.rs"]
@@ -28,7 +32,15 @@ mod nsq;
 mod pulsar;
 #[path = "vendor_apis/selenium_grid.rs"]
 mod selenium_grid;
+#[path = "vendor_apis/solarwinds.rs"]
+mod solarwinds;
 #[path = "vendor_apis/solr.rs"]
 mod solr;
 #[path = "vendor_apis/splunk.rs"]
 mod splunk;
+#[path = "vendor_apis/splunk_observability.rs"]
+mod splunk_observability;
+#[path = "vendor_apis/sumologic.rs"]
+mod sumologic;
+#[path = "vendor_apis/with_headers.rs"]
+mod with_headers;

@@ -19,6 +19,7 @@ pub mod elasticsearch;
 pub mod etcd;
 pub mod external;
 pub mod forgejo_runner;
+pub mod github_runner;
 pub mod http;
 pub mod influxdb;
 pub mod kafka;
@@ -40,9 +41,12 @@ pub mod resource;
 pub mod search;
 pub mod selenium_grid;
 pub mod solace;
+pub mod solarwinds;
 pub mod solr;
 pub mod splunk;
+pub mod splunk_observability;
 pub mod sql;
+pub mod sumologic;
 
 use self::sql::SqlDatabase;
 use crate::registry::{Declared, Registry};
@@ -153,6 +157,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     registry.register(
         "forgejo-runner",
         crate::pooled::declare::<forgejo_runner::ForgejoRunnerConfig>(forgejo_runner::PARAMS),
+    );
+    registry.register(
+        "github-runner",
+        crate::pooled::declare::<github_runner::GithubRunnerConfig>(github_runner::PARAMS),
     );
     registry.register(
         "http",
@@ -272,11 +280,25 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         crate::pooled::declare::<selenium_grid::SeleniumGridConfig>(selenium_grid::PARAMS),
     );
     registry.register(
+        "solarwinds",
+        crate::pooled::declare::<solarwinds::SolarWindsConfig>(solarwinds::PARAMS),
+    );
+    registry.register(
         "solr",
         crate::pooled::declare::<solr::SolrConfig>(solr::PARAMS),
     );
     registry.register(
         "splunk",
         crate::pooled::declare::<splunk::SplunkConfig>(splunk::PARAMS),
+    );
+    registry.register(
+        "splunk-observability",
+        crate::pooled::declare::<splunk_observability::SplunkObservabilityConfig>(
+            splunk_observability::PARAMS,
+        ),
+    );
+    registry.register(
+        "sumologic",
+        crate::pooled::declare::<sumologic::SumologicConfig>(sumologic::PARAMS),
     );
 }

@@ -1,6 +1,7 @@
 //! `datadog`: scales on the value of a Datadog metrics query (API mode, `GET
-//! https://api.<datadogSite>/api/v1/query`). Compatible with KEDA's `datadog` trigger
-//! (`pkg/scalers/datadog_scaler.go`) without `useClusterAgentProxy`.
+//! https://api.<datadogSite>/api/v1/query`), or on a `DatadogMetric` the Datadog Cluster Agent
+//! serves (`useClusterAgentProxy: true`, `GET https://<datadogMetricsService>.<datadogNamespace>:<port>/apis/external.metrics.k8s.io/v1beta1/namespaces/<ns>/datadogmetric@<ns>:<name>`).
+//! Compatible with KEDA's `datadog` trigger (`pkg/scalers/datadog_scaler.go`).
 //!
 //! The keys come from the TriggerAuthentication only (`apiKey`, `appKey`, `datadogSite`), as
 //! in KEDA. The host is Datadog's own: `datadogSite` must be one of Datadog's sites (the Go
@@ -50,6 +51,18 @@ const METRIC_UNAVAILABLE_VALUE: Param = Param::optional("metricUnavailableValue"
 const TARGET_VALUE: Param = Param::optional("targetValue").aliases(&["queryValue"]);
 const TIMEOUT: Param = Param::optional("timeout").range(0.0, MAX_TIMEOUT_MS);
 const TYPE: Param = Param::optional("type");
+const DATADOG_NAMESPACE: Param = Param::optional("datadogNamespace").order(AUTH);
+const DATADOG_METRICS_SERVICE: Param = Param::optional("datadogMetricsService").order(AUTH);
+const DATADOG_METRICS_SERVICE_PORT: Param = Param::optional("datadogMetricsServicePort")
+    .order(AUTH)
+    .default("8443")
+    .range(1.0, 65535.0);
+const UNSAFE_SSL: Param = Param::optional("unsafeSsl").order(AUTH).default("false");
+const AUTH_MODE: Param = Param::optional("authMode").order(AUTH);
+const TOKEN: Param = Param::optional("token").order(AUTH).secret();
+const DATADOG_METRIC_NAME: Param = Param::optional("datadogMetricName");
+const DATADOG_METRIC_NAMESPACE: Param = Param::optional("datadogMetricNamespace");
+const ACTIVATION_TARGET_VALUE: Param = Param::optional("activationTargetValue").default("0");
 
 /// The parameters of `datadog`.
 pub const PARAMS: &[Param] = &[
@@ -68,6 +81,15 @@ pub const PARAMS: &[Param] = &[
     TARGET_VALUE,
     TIMEOUT,
     TYPE,
+    DATADOG_NAMESPACE,
+    DATADOG_METRICS_SERVICE,
+    DATADOG_METRICS_SERVICE_PORT,
+    UNSAFE_SSL,
+    AUTH_MODE,
+    TOKEN,
+    DATADOG_METRIC_NAME,
+    DATADOG_METRIC_NAMESPACE,
+    ACTIVATION_TARGET_VALUE,
 ];
 
 /// The sites of Datadog's API client (`site` of its server `https://{subdomain}.{site}`).
@@ -105,10 +127,14 @@ pub struct DatadogConfig {
     pub target: f64,
     /// Active iff the value is above this (`activationQueryValue`).
     pub activation: f64,
-    /// `s<index>-datadog-<metric of the query>`.
+    /// `s<index>-datadog-<metric of the query>`, or in Cluster Agent mode KEDA's
+    /// `datadogmetric@<datadogMetricNamespace>:<datadogMetricName>`.
     pub metric_name: String,
     /// AverageValue or Value.
     pub metric_type: MetricTargetType,
+    /// `useClusterAgentProxy: true`: the `endpoint` is the `DatadogMetric`'s URL on the
+    /// Cluster Agent, whose answer is an `ExternalMetricValueList`.
+    pub cluster_agent: bool,
 }
 
 /// Whether `query` has a scope in braces on one line (KEDA's `.*\{.*\}.*`).
@@ -122,8 +148,7 @@ impl DatadogConfig {
     /// Parses the trigger.
     ///
     /// # Errors
-    /// What KEDA refuses: a malformed value, `useClusterAgentProxy: true` (not supported here),
-    /// `appKey` or `apiKey` missing, no `targetValue` (unless the trigger feeds
+    /// What KEDA refuses: a malformed value; in API mode `appKey` or `apiKey` missing, no `targetValue` (unless the trigger feeds
     /// `scalingModifiers`), `type` with `metricType` or other than `average`/`global`, no
     /// `query` or one without a scope in braces.
     pub fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
@@ -150,28 +175,6 @@ impl DatadogConfig {
                     "parameter \"query\" is malformed: missing query scope (a filter in braces, e.g. {*} or {env:prod})",
                 ));
             }
-            if p.get::<bool>(&USE_CLUSTER_AGENT_PROXY)? {
-                return Err(p.rule(
-                    "parameter \"useClusterAgentProxy\": the Datadog Cluster Agent mode is not supported yet; query the Datadog API (apiKey, appKey) instead",
-                ));
-            }
-            let app_key: Option<Secret> = p.get_opt(&APP_KEY)?;
-            let api_key: Option<Secret> = p.get_opt(&API_KEY)?;
-            let (Some(app_key), Some(api_key)) = (app_key, api_key) else {
-                let missing = if p.is_present(&APP_KEY) { "apiKey" } else { "appKey" };
-                return Err(p.rule(format!(
-                    "parameter \"{missing}\" is missing: the Datadog API mode needs apiKey and appKey from the TriggerAuthentication"
-                )));
-            };
-            let target = match target {
-                Some(target) if target != -1.0 => target,
-                _ if ctx.as_metric_source => 0.0,
-                _ => {
-                    return Err(p.rule(
-                        "no parameter \"targetValue\" (or \"queryValue\") given",
-                    ));
-                }
-            };
             let metric_type = match p.get_opt::<String>(&TYPE)? {
                 Some(_) if ctx.metric_type.is_some() => {
                     return Err(p.rule(
@@ -186,6 +189,25 @@ impl DatadogConfig {
                     }
                 },
                 None => ctx.external_metric_type()?,
+            };
+            let target = match target {
+                Some(target) if target != -1.0 => Some(target),
+                _ if ctx.as_metric_source => Some(0.0),
+                _ => None,
+            };
+            if p.get::<bool>(&USE_CLUSTER_AGENT_PROXY)? {
+                return cluster_agent(ctx, p, target, metric_type, timeout, fill_value);
+            }
+            let app_key: Option<Secret> = p.get_opt(&APP_KEY)?;
+            let api_key: Option<Secret> = p.get_opt(&API_KEY)?;
+            let (Some(app_key), Some(api_key)) = (app_key, api_key) else {
+                let missing = if p.is_present(&APP_KEY) { "apiKey" } else { "appKey" };
+                return Err(p.rule(format!(
+                    "parameter \"{missing}\" is missing: the Datadog API mode needs apiKey and appKey from the TriggerAuthentication"
+                )));
+            };
+            let Some(target) = target else {
+                return Err(p.rule("no parameter \"targetValue\" (or \"queryValue\") given"));
             };
             let Some(query) = query else {
                 return Err(p.rule("missing parameter \"query\""));
@@ -207,9 +229,127 @@ impl DatadogConfig {
                 activation,
                 metric_name,
                 metric_type,
+                cluster_agent: false,
             })
         })?)
     }
+}
+
+/// A DNS label (a Service or namespace name): nothing that could leave the host name.
+fn is_dns_label(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+/// KEDA's `validateClusterAgentMetadata`: the Cluster Agent's metrics Service, the
+/// `DatadogMetric`, the target; bearer authentication with `authMode: bearer`.
+fn cluster_agent(
+    ctx: &ScalerContext,
+    p: &crate::metadata::MetadataParser<'_>,
+    target: Option<f64>,
+    metric_type: MetricTargetType,
+    timeout: Option<KedaDuration>,
+    fill_value: Option<f64>,
+) -> Result<DatadogConfig, MetadataError> {
+    let service: Option<String> = p.get_opt(&DATADOG_METRICS_SERVICE)?;
+    let metric: Option<String> = p.get_opt(&DATADOG_METRIC_NAME)?;
+    let namespace: Option<String> = p.get_opt(&DATADOG_NAMESPACE)?;
+    let metric_namespace: Option<String> = p.get_opt(&DATADOG_METRIC_NAMESPACE)?;
+    let port: u16 = p.get(&DATADOG_METRICS_SERVICE_PORT)?;
+    let unsafe_ssl: bool = p.get(&UNSAFE_SSL)?;
+    let activation: f64 = p.get(&ACTIVATION_TARGET_VALUE)?;
+    let auth_mode: Option<String> = p.get_opt(&AUTH_MODE)?;
+    let token: Option<Secret> = p.get_opt(&TOKEN)?;
+    let missing = |name: &str| {
+        p.rule(format!(
+            "parameter \"{name}\" is required with useClusterAgentProxy"
+        ))
+    };
+    let service = service.ok_or_else(|| missing(DATADOG_METRICS_SERVICE.name))?;
+    let metric = metric.ok_or_else(|| missing(DATADOG_METRIC_NAME.name))?;
+    let namespace = namespace.ok_or_else(|| missing(DATADOG_NAMESPACE.name))?;
+    let metric_namespace =
+        metric_namespace.ok_or_else(|| missing(DATADOG_METRIC_NAMESPACE.name))?;
+    let target =
+        target.ok_or_else(|| p.rule("no parameter \"targetValue\" (or \"queryValue\") given"))?;
+    let bearer = match auth_mode.as_deref().map(str::trim) {
+        None => None,
+        Some("bearer") => Some(
+            token.ok_or_else(|| p.rule("parameter \"token\" is required with authMode bearer"))?,
+        ),
+        Some(other) => {
+            return Err(p.rule(format!(
+                "parameter \"authMode\": {other:?} is not supported (only bearer)"
+            )));
+        }
+    };
+    for (param, value) in [
+        (&DATADOG_METRICS_SERVICE, &service),
+        (&DATADOG_NAMESPACE, &namespace),
+    ] {
+        if !is_dns_label(value) {
+            return Err(p.rule(format!(
+                "parameter \"{}\" must be a Kubernetes name (lowercase letters, digits, -)",
+                param.name
+            )));
+        }
+    }
+    let hpa_metric_name = format!("datadogmetric@{metric_namespace}:{metric}");
+    let mut url = url::Url::parse(&format!("https://{service}.{namespace}:{port}"))
+        .map_err(|e| p.rule(format!("the Cluster Agent address is not a URL ({e})")))?;
+    if let Ok(mut path) = url.path_segments_mut() {
+        path.clear().extend([
+            "apis",
+            "external.metrics.k8s.io",
+            "v1beta1",
+            "namespaces",
+            &metric_namespace,
+            &hpa_metric_name,
+        ]);
+    }
+    // Only the process can move this host (tests); a namespace cannot.
+    let url = ctx.vendor_endpoints.redirect(url);
+    let auth = HttpAuth {
+        modes: if bearer.is_some() {
+            vec![AuthMode::Bearer]
+        } else {
+            Vec::new()
+        },
+        bearer,
+        tls: crate::tls::TlsSettings {
+            insecure: unsafe_ssl,
+            ..Default::default()
+        },
+        ..HttpAuth::default()
+    };
+    let timeout = match timeout {
+        Some(KedaDuration(t)) if t > Duration::ZERO => t,
+        _ => ctx.global_http_timeout,
+    };
+    let key = HttpClientKey {
+        origin: http_client::origin(&url),
+        auth,
+        timeout,
+    };
+    Ok(DatadogConfig {
+        endpoint: Ok((url, key)),
+        query: String::new(),
+        age: 0,
+        time_window_offset: 0,
+        reading: Reading {
+            aggregator: Aggregator::None,
+            last_available_point_offset: 0,
+            fill_value,
+        },
+        target,
+        activation,
+        metric_name: hpa_metric_name,
+        metric_type,
+        cluster_agent: true,
+    })
 }
 
 /// The query URL on `site` (through the process' vendor endpoints) and the client key.
@@ -281,6 +421,9 @@ impl HttpApi for DatadogConfig {
         static NO_HEADERS: std::sync::LazyLock<HeaderMap> =
             std::sync::LazyLock::new(HeaderMap::new);
         let (url, _) = self.endpoint.as_ref().map_err(Clone::clone)?;
+        if self.cluster_agent {
+            return Ok(ApiRequest::get(url.clone(), &NO_HEADERS));
+        }
         let to = now.as_second().saturating_sub(self.time_window_offset);
         let from = to.saturating_sub(self.age);
         let mut url = url.clone();
@@ -292,6 +435,13 @@ impl HttpApi for DatadogConfig {
     }
 
     fn operation(&self, request: &ApiRequest<'_>) -> String {
+        if self.cluster_agent {
+            return format!(
+                "Datadog Cluster Agent metric {} on {}",
+                self.metric_name,
+                describe_url(&request.url)
+            );
+        }
         format!(
             "datadog query `{}` on {}",
             self.query,
@@ -318,7 +468,11 @@ impl HttpApi for DatadogConfig {
     }
 
     fn read(&self, body: &[u8], metric_name: &str) -> Result<MetricsAndActivity, String> {
-        let value = response::query_value(body, &self.reading)?;
+        let value = if self.cluster_agent {
+            response::cluster_agent_value(body)?
+        } else {
+            response::query_value(body, &self.reading)?
+        };
         Ok(MetricsAndActivity::single(
             metric_name,
             value,
@@ -436,7 +590,7 @@ mod tests {
             (
                 &[q, ("targetValue", "2"), ("useClusterAgentProxy", "true")],
                 KEYS,
-                "\"useClusterAgentProxy\"",
+                "\"datadogMetricsService\"",
             ),
             (
                 &[q, ("targetValue", "2"), ("timeout", "soon")],
@@ -505,5 +659,107 @@ mod tests {
         let (url, key) = config.endpoint.unwrap();
         assert_eq!(url.as_str(), "http://127.0.0.1:4567/api/v1/query");
         assert_eq!(key.origin, "http://127.0.0.1:4567");
+    }
+
+    const AGENT: &[(&str, &str)] = &[
+        ("useClusterAgentProxy", "true"),
+        ("datadogMetricName", "nginx-hits"),
+        ("datadogMetricNamespace", "default"),
+        ("targetValue", "2"),
+        ("activationTargetValue", "1"),
+    ];
+    const AGENT_AUTH: &[(&str, &str)] = &[
+        ("datadogNamespace", "datadog"),
+        ("datadogMetricsService", "datadog-cluster-agent-metrics-api"),
+        ("authMode", "bearer"),
+        ("token", "t0ken"),
+        ("unsafeSsl", "true"),
+    ];
+
+    /// KEDA's `testDatadogClusterAgentMetadata` (`pkg/scalers/datadog_scaler_test.go`): the
+    /// metric name, the URL, bearer authentication and the refusals, in KEDA's order.
+    #[test]
+    fn the_cluster_agent_mode_reads_the_datadog_metric() {
+        let config = DatadogConfig::parse(&ctx(AGENT, AGENT_AUTH)).expect("valid");
+        assert!(config.cluster_agent);
+        assert_eq!(config.metric_name, "datadogmetric@default:nginx-hits");
+        assert_eq!((config.target, config.activation), (2.0, 1.0));
+        let (url, key) = config.endpoint.as_ref().expect("usable");
+        assert_eq!(
+            url.as_str(),
+            "https://datadog-cluster-agent-metrics-api.datadog:8443/apis/external.metrics.k8s.io/v1beta1/namespaces/default/datadogmetric@default:nginx-hits"
+        );
+        assert!(key.auth.bearer.is_some() && key.auth.tls.insecure);
+        let rows: &[(&str, &str)] = &[
+            ("datadogMetricsService", "\"datadogMetricsService\""),
+            ("datadogNamespace", "\"datadogNamespace\""),
+            ("token", "\"token\""),
+        ];
+        for (drop, named) in rows {
+            let auth: Vec<_> = AGENT_AUTH
+                .iter()
+                .copied()
+                .filter(|(k, _)| k != drop)
+                .collect();
+            let err = DatadogConfig::parse(&ctx(AGENT, &auth))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(named), "{err}");
+        }
+        for (drop, named) in [
+            ("datadogMetricName", "\"datadogMetricName\""),
+            ("datadogMetricNamespace", "\"datadogMetricNamespace\""),
+            ("targetValue", "\"targetValue\""),
+        ] {
+            let meta: Vec<_> = AGENT.iter().copied().filter(|(k, _)| *k != drop).collect();
+            let err = DatadogConfig::parse(&ctx(&meta, AGENT_AUTH))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(named), "{err}");
+        }
+        let mut basic = AGENT_AUTH.to_vec();
+        basic.retain(|(k, _)| *k != "authMode");
+        basic.push(("authMode", "basic"));
+        let err = DatadogConfig::parse(&ctx(AGENT, &basic))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("\"authMode\""), "{err}");
+        let mut evil = AGENT_AUTH.to_vec();
+        evil.retain(|(k, _)| *k != "datadogNamespace");
+        evil.push(("datadogNamespace", "evil.example.com/x?"));
+        let err = DatadogConfig::parse(&ctx(AGENT, &evil))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("\"datadogNamespace\""), "{err}");
+    }
+
+    #[test]
+    fn the_cluster_agent_answer_is_an_external_metric_value_list() {
+        let list = |value: &str| {
+            format!(
+                r#"{{"kind":"ExternalMetricValueList","apiVersion":"external.metrics.k8s.io/v1beta1","metadata":{{}},"items":[{{"metricName":"datadogmetric@default:nginx-hits","metricLabels":null,"timestamp":"2026-01-01T00:00:00Z","value":{value}}}]}}"#
+            )
+        };
+        assert_eq!(
+            response::cluster_agent_value(list("\"12\"").as_bytes()),
+            Ok(12.0)
+        );
+        assert_eq!(
+            response::cluster_agent_value(list("\"1500m\"").as_bytes()),
+            Ok(1.5)
+        );
+        assert_eq!(
+            response::cluster_agent_value(list("3.5").as_bytes()),
+            Ok(3.5)
+        );
+        for bad in [
+            list("\"SECRETSECRET\""),
+            list("true"),
+            r#"{"items":[]}"#.into(),
+            "SECRETSECRET".into(),
+        ] {
+            let err = response::cluster_agent_value(bad.as_bytes()).unwrap_err();
+            assert!(!err.contains("SECRETSECRET"), "{err}");
+        }
     }
 }

@@ -119,6 +119,44 @@ pub fn query_value(body: &[u8], reading: &Reading) -> Result<f64, String> {
     }
 }
 
+/// The value of the Cluster Agent's answer (an `external.metrics.k8s.io/v1beta1`
+/// `ExternalMetricValueList`): `items[0].value`, a Kubernetes quantity (`"12"`, `"1500m"`) or a
+/// number, as KEDA reads it.
+///
+/// # Errors
+/// Not that shape, no item, or a value that is no quantity. Messages never quote the answer.
+pub fn cluster_agent_value(body: &[u8]) -> Result<f64, String> {
+    #[derive(serde::Deserialize)]
+    struct List {
+        #[serde(default)]
+        items: Vec<Item>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Item {
+        value: Option<serde_json::Value>,
+    }
+    let list: List = serde_json::from_slice(body).map_err(|e| {
+        format!(
+            "the Cluster Agent answer is not an ExternalMetricValueList: {}",
+            crate::remote::json_error(&e)
+        )
+    })?;
+    let value = list
+        .items
+        .into_iter()
+        .next()
+        .and_then(|item| item.value)
+        .ok_or_else(|| "the Cluster Agent answer has no item with a value".to_string())?;
+    let number = match &value {
+        serde_json::Value::Number(n) => n.as_f64(),
+        serde_json::Value::String(q) => crate::metric::parse_quantity(q),
+        _ => None,
+    };
+    number.filter(|v| v.is_finite()).ok_or_else(|| {
+        "the Cluster Agent's metric value is neither a number nor a quantity".to_string()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
