@@ -20,6 +20,8 @@ mod couchdb;
 mod datadog;
 #[path = "vendor_apis/dynatrace.rs"]
 mod dynatrace;
+#[path = "vendor_apis/gcp.rs"]
+mod gcp;
 #[path = "vendor_apis/new_relic.rs"]
 mod new_relic;
 #[path = "vendor_apis/nsq.rs"]

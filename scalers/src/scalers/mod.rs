@@ -19,6 +19,9 @@ pub mod elasticsearch;
 pub mod etcd;
 pub mod external;
 pub mod forgejo_runner;
+pub mod gcp_cloudtasks;
+pub mod gcp_pubsub;
+pub mod gcp_stackdriver;
 pub mod http;
 pub mod influxdb;
 pub mod kafka;
@@ -153,6 +156,18 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     registry.register(
         "forgejo-runner",
         crate::pooled::declare::<forgejo_runner::ForgejoRunnerConfig>(forgejo_runner::PARAMS),
+    );
+    registry.register(
+        "gcp-cloudtasks",
+        crate::pooled::declare::<gcp_cloudtasks::CloudTasksConfig>(gcp_cloudtasks::PARAMS),
+    );
+    registry.register(
+        "gcp-pubsub",
+        crate::pooled::declare::<gcp_pubsub::PubSubConfig>(gcp_pubsub::PARAMS),
+    );
+    registry.register(
+        "gcp-stackdriver",
+        crate::pooled::declare::<gcp_stackdriver::StackdriverConfig>(gcp_stackdriver::PARAMS),
     );
     registry.register(
         "http",
