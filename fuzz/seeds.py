@@ -165,6 +165,8 @@ def parser_seeds():
          ("example_topic,example_channel", answer("nsq", "doc-lookup.json"))],
         [("sub1", answer("pulsar", "doc-stats.json")), ("sub2", answer("pulsar", "doc-stats.json"))],
         [("", answer("arangodb", "doc-cursor.json"))],
+        [("", answer("gcp-monitoring", name))
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "gcp-monitoring")))],
     ]
 
 

@@ -307,6 +307,27 @@ impl GcpClient {
         url: url::Url,
         body: Option<Bytes>,
     ) -> Result<Bytes, ScalerError> {
+        match self.call_or_missing(read, operation, url, body).await? {
+            Some(body) => Ok(body),
+            None => Err(ScalerError::Query {
+                trigger: read.trigger.clone(),
+                operation: operation.to_string(),
+                source: Failure::status(404, None, &[]),
+            }),
+        }
+    }
+
+    /// As [`GcpClient::call`], with a 404 answer as `None` (a bucket that does not exist).
+    ///
+    /// # Errors
+    /// As [`GcpClient::call`], but for 404.
+    pub async fn call_or_missing(
+        &self,
+        read: ReadCtx<'_>,
+        operation: &str,
+        url: url::Url,
+        body: Option<Bytes>,
+    ) -> Result<Option<Bytes>, ScalerError> {
         let token = self.token(read).await?;
         let mut headers = HeaderMap::new();
         headers.insert(AUTHORIZATION, token);
@@ -317,19 +338,23 @@ impl GcpClient {
                 self.api.post(url, &headers, body).await
             }
         };
-        answer.map_err(|e| {
-            if matches!(&e, HttpGetError::Status { status, .. } if status.as_u16() == 401) {
-                // A token the API refuses is not asked for again.
-                if let Ok(mut cached) = self.token.try_lock() {
-                    *cached = None;
+        match answer {
+            Ok(body) => Ok(Some(body)),
+            Err(HttpGetError::Status { status, .. }) if status.as_u16() == 404 => Ok(None),
+            Err(e) => {
+                if matches!(&e, HttpGetError::Status { status, .. } if status.as_u16() == 401) {
+                    // A token the API refuses is not asked for again.
+                    if let Ok(mut cached) = self.token.try_lock() {
+                        *cached = None;
+                    }
                 }
+                Err(ScalerError::Query {
+                    trigger: read.trigger.clone(),
+                    operation: operation.to_string(),
+                    source: google_failure(&e),
+                })
             }
-            ScalerError::Query {
-                trigger: read.trigger.clone(),
-                operation: operation.to_string(),
-                source: google_failure(&e),
-            }
-        })
+        }
     }
 
     /// The cached token while it has more than 10 s left, else a new one.

@@ -22,6 +22,7 @@ pub mod forgejo_runner;
 pub mod gcp_cloudtasks;
 pub mod gcp_pubsub;
 pub mod gcp_stackdriver;
+pub mod gcp_storage;
 pub mod http;
 pub mod influxdb;
 pub mod kafka;
@@ -168,6 +169,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     registry.register(
         "gcp-stackdriver",
         crate::pooled::declare::<gcp_stackdriver::StackdriverConfig>(gcp_stackdriver::PARAMS),
+    );
+    registry.register(
+        "gcp-storage",
+        crate::pooled::declare::<gcp_storage::StorageConfig>(gcp_storage::PARAMS),
     );
     registry.register(
         "http",

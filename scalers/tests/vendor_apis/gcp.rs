@@ -1,6 +1,7 @@
-//! `gcp-pubsub`, `gcp-stackdriver` and `gcp-cloudtasks` against fakes of Google's OAuth 2.0
-//! token endpoint and Cloud Monitoring's v3 REST API, on one loopback server that the process's
-//! vendor endpoints put in place of `oauth2.googleapis.com` and `monitoring.googleapis.com`.
+//! `gcp-pubsub`, `gcp-stackdriver`, `gcp-cloudtasks` and `gcp-storage` against fakes of Google's
+//! OAuth 2.0 token endpoint, Cloud Monitoring's v3 REST API and Cloud Storage's JSON API, on one
+//! loopback server that the process's vendor endpoints put in place of `oauth2.googleapis.com`,
+//! `monitoring.googleapis.com` and `storage.googleapis.com`.
 //!
 //! - Token endpoint, following
 //!   <https://developers.google.com/identity/protocols/oauth2/service-account#httprest> and
@@ -18,6 +19,10 @@
 //!   `nextPageToken` paging); `POST /v3/projects/{p}/timeSeries:query` with `{"query",
 //!   "pageSize"}` answers `QueryTimeSeriesResponse` (`timeSeriesData[].pointData[].values[]`);
 //!   errors in Google's JSON error shape (<https://cloud.google.com/apis/design/errors>).
+//! - Cloud Storage, following <https://cloud.google.com/storage/docs/json_api/v1/objects/list>:
+//!   `GET /storage/v1/b/{bucket}/o` with `prefix`, `delimiter`, `fields`, `pageToken`; answers
+//!   `{"items":[{"name","size":"<uint64 as string>"}],"prefixes","nextPageToken"}`; an unknown
+//!   bucket is 404 `NOT_FOUND`.
 
 use std::sync::{Arc, Mutex};
 
@@ -136,10 +141,11 @@ fn bad_assertion(assertion: &str, public: &[u8], audience: &str) -> Option<&'sta
         return Some("Invalid JWT: issuer or audience");
     }
     let scopes = claims["scope"].as_str().unwrap_or_default();
-    if !scopes
-        .split(' ')
-        .any(|s| s == "https://www.googleapis.com/auth/monitoring.read")
-    {
+    // Cloud Monitoring's read scope, or Cloud Storage's.
+    if !scopes.split(' ').any(|s| {
+        s == "https://www.googleapis.com/auth/monitoring.read"
+            || s == "https://www.googleapis.com/auth/devstorage.full_control"
+    }) {
         return Some("Invalid scope");
     }
     let (Some(iat), Some(exp)) = (claims["iat"].as_i64(), claims["exp"].as_i64()) else {
@@ -225,6 +231,22 @@ fn google(state: State, public: Vec<u8>, audience: String) -> crate::http_server
                 None => google_error(StatusCode::BAD_REQUEST, "INVALID_ARGUMENT", "bad page"),
             };
         }
+        if r.method == "GET" && path.starts_with("/storage/v1/b/") && path.ends_with("/o") {
+            // https://cloud.google.com/storage/docs/json_api/v1/objects/list
+            if path != "/storage/v1/b/my-bucket/o" {
+                return google_error(
+                    StatusCode::NOT_FOUND,
+                    "NOT_FOUND",
+                    "The specified bucket does not exist.",
+                );
+            }
+            assert_eq!(r.query("projection").as_deref(), Some("full"));
+            let token = r.query("pageToken").unwrap_or_default();
+            return match s.pages.iter().find(|(t, _)| *t == token) {
+                Some((_, page)) => (StatusCode::OK, "application/json", page.clone()),
+                None => google_error(StatusCode::BAD_REQUEST, "INVALID_ARGUMENT", "bad page"),
+            };
+        }
         if r.method == "POST" && path.ends_with("/timeSeries:query") {
             let body: serde_json::Value = serde_json::from_str(&r.body).expect("JSON body");
             assert_eq!(body["pageSize"], 1);
@@ -262,7 +284,8 @@ impl Google {
         let fake = url::Url::parse(&self.server.url("/")).expect("fake URL");
         VendorEndpoints::default()
             .with("oauth2.googleapis.com", fake.clone())
-            .with("monitoring.googleapis.com", fake)
+            .with("monitoring.googleapis.com", fake.clone())
+            .with("storage.googleapis.com", fake)
     }
 
     async fn harness(&self, trigger_type: &str, metadata: &[(&str, &str)]) -> Harness {
@@ -640,4 +663,104 @@ async fn cloudtasks_reads_the_queue_depth() {
     g.pages(&[("", &list_answer(r#"{"value":{"int64Value":"0"}}"#))]);
     h.expect(0.0, false).await;
     h.close().await;
+}
+
+fn objects(sizes: &[u64], next: Option<&str>) -> String {
+    let items: Vec<serde_json::Value> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, size)| serde_json::json!({"name": format!("in/o{i}"), "size": size.to_string()}))
+        .collect();
+    let mut page =
+        serde_json::json!({"kind": "storage#objects", "prefixes": ["in/sub/"], "items": items});
+    if let Some(next) = next {
+        page["nextPageToken"] = next.into();
+    }
+    page.to_string()
+}
+
+#[tokio::test]
+async fn storage_counts_non_empty_objects_over_pages_up_to_the_limit() {
+    let g = start().await;
+    // Two pages: 3 objects (one empty, a folder placeholder) then 2.
+    g.pages(&[
+        ("", &objects(&[10, 0, 5], Some("p2"))),
+        ("p2", &objects(&[1, 7], None)),
+    ]);
+    let h = g.harness("gcp-storage", &[]).await;
+    assert_eq!(h.metric_name, "s0-gcp-storage-my-bucket");
+    h.expect(4.0, true).await;
+    let requests = g.api_requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    let r = &requests[0];
+    assert!(r.uri.starts_with("/storage/v1/b/my-bucket/o?"), "{}", r.uri);
+    assert_eq!(r.query("prefix").as_deref(), Some("input/"));
+    assert_eq!(r.query("versions").as_deref(), Some("false"));
+    assert!(r.query("fields").is_some_and(|f| f.contains("size")));
+    assert_eq!(requests[1].query("pageToken").as_deref(), Some("p2"));
+    let token = g
+        .server
+        .requests()
+        .into_iter()
+        .find(|r| r.uri == "/token")
+        .expect("a token request");
+    assert!(token.body.contains("assertion="));
+
+    // maxBucketItemsToScan 2: the first page is enough.
+    let limited = g
+        .harness("gcp-storage", &[("maxBucketItemsToScan", "2")])
+        .await;
+    let before = g.api_requests().len();
+    limited.expect(2.0, true).await;
+    assert_eq!(g.api_requests().len(), before + 1);
+    limited.close().await;
+    // At or below activationTargetObjectCount (the example's 0): an empty bucket is inactive.
+    g.pages(&[("", r#"{"kind":"storage#objects"}"#)]);
+    h.expect(0.0, false).await;
+    h.close().await;
+
+    // A bucket that does not exist counts 0, as in KEDA.
+    let missing = g
+        .harness("gcp-storage", &[("bucketName", "no-such-bucket")])
+        .await;
+    missing.expect(0.0, false).await;
+    // Other refusals are errors naming Google's status.
+    g.state.lock().expect("fake").reply = Some((
+        StatusCode::FORBIDDEN,
+        r#"{"error":{"code":403,"message":"keda@ does not have storage.objects.list access","status":"PERMISSION_DENIED"}}"#.into(),
+    ));
+    let text = missing.expect_error().await.to_string();
+    assert!(
+        text.contains("PERMISSION_DENIED") && !text.contains("storage.objects.list access"),
+        "{text}"
+    );
+    missing.close().await;
+}
+
+#[test]
+fn every_documented_example_parses_with_its_defaults_documented() {
+    let registry = keda_scalers::Registry::builtin();
+    for trigger_type in [
+        "gcp-cloudtasks",
+        "gcp-pubsub",
+        "gcp-stackdriver",
+        "gcp-storage",
+    ] {
+        crate::common::assert_defaults_documented(&registry, trigger_type);
+        let examples = crate::common::documented_examples(trigger_type);
+        assert!(!examples.is_empty(), "{trigger_type}");
+        for (trigger, index, auth) in examples {
+            assert_eq!(auth, ["GoogleApplicationCredentials"], "{trigger_type}");
+            let mut ctx = keda_scalers::ScalerContext::from_trigger(&trigger, index);
+            ctx.auth_params.insert(
+                "GoogleApplicationCredentials".into(),
+                keda_scalers::Secret::new("{}"),
+            );
+            let checked = registry.check(&ctx).expect("a parse-only check");
+            assert!(
+                checked.is_ok(),
+                "docs/scalers/{trigger_type}.md: {checked:?}"
+            );
+        }
+    }
 }
