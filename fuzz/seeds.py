@@ -175,6 +175,8 @@ def parser_seeds():
         [("", answer("solarwinds", "doc-measurements.json"))],
         [("", answer("splunk-observability", "doc-execute.txt"))],
         [("", answer("datadog-cluster-agent", "doc-external-metric-value-list.json"))],
+        [("", answer("gcp-monitoring", name))
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "gcp-monitoring")))],
     ]
 
 

@@ -444,6 +444,17 @@ const PARSERS: &[Parser] = &[
         no_echo: true,
         run: |_, body, _| ok(keda_scalers::scalers::datadog::response::cluster_agent_value(body)),
     },
+    Parser {
+        name: "gcp cloud monitoring timeSeries list and query",
+        no_echo: true,
+        run: |_, body, flag| {
+            use keda_scalers::gcp::monitoring::{list_page, query_answer};
+            if flag {
+                return ok(query_answer(body));
+            }
+            ok(list_page(body))
+        },
+    },
 ];
 
 fn runtime() -> &'static tokio::runtime::Runtime {

@@ -1,7 +1,9 @@
 //! The triggers of issue 24 (`loki`, `influxdb`, ..., `forgejo-runner`, `aws-kinesis-stream`,
 //! `aws-dynamodb-streams`, `kubernetes-resource`, `datadog`, `new-relic`, `dynatrace`, `splunk`,
 //! `solr`, `couchdb`, `solace-event-queue`, `selenium-grid`, `artemis-queue`, `nsq`, `pulsar`,
-//! `arangodb`) through the operator on memkube: each scales its target 0 -> 1 when its source's
+//! `arangodb`, `github-runner`, `sumologic`, `solarwinds`, `splunk-observability`, `gcp-pubsub`,
+//! `gcp-stackdriver`, `gcp-cloudtasks`, `gcp-storage`) through the operator on memkube: each
+//! scales its target 0 -> 1 when its source's
 //! value rises above the activation threshold, and bad input is `Ready=False` with a message naming
 //! the trigger and the parameter. The sources are the tests' loopback server (`common/source.rs`)
 //! answering each API's documented shape at the API's path; the scalers' own tests check the
@@ -1559,6 +1561,180 @@ async fn datadog_cluster_agent_scales_from_zero_and_bad_input_is_not_ready_namin
         "type: datadog\n      metadata:\n        useClusterAgentProxy: \"true\"\n        datadogMetricName: jobs\n        datadogMetricNamespace: default\n        targetValue: \"2\"",
         "ScaledObjectCheckFailed",
         &["(datadog)", "datadogMetricsService"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// The built-in registry with the `gcp-*` types reaching Google's token endpoint and Cloud
+/// Monitoring at `fake`.
+fn gcp_registry(fake: url::Url) -> keda_scalers::Registry {
+    use keda_scalers::scalers::{gcp_cloudtasks, gcp_pubsub, gcp_stackdriver, gcp_storage};
+    let endpoints = keda_scalers::http_client::VendorEndpoints::default()
+        .with("oauth2.googleapis.com", fake.clone())
+        .with("monitoring.googleapis.com", fake.clone())
+        .with("storage.googleapis.com", fake);
+    let mut registry = keda_scalers::Registry::builtin();
+    registry.register(
+        "gcp-cloudtasks",
+        redirected::<gcp_cloudtasks::CloudTasksConfig>(endpoints.clone(), gcp_cloudtasks::PARAMS),
+    );
+    registry.register(
+        "gcp-pubsub",
+        redirected::<gcp_pubsub::PubSubConfig>(endpoints.clone(), gcp_pubsub::PARAMS),
+    );
+    registry.register(
+        "gcp-stackdriver",
+        redirected::<gcp_stackdriver::StackdriverConfig>(
+            endpoints.clone(),
+            gcp_stackdriver::PARAMS,
+        ),
+    );
+    registry.register(
+        "gcp-storage",
+        redirected::<gcp_storage::StorageConfig>(endpoints, gcp_storage::PARAMS),
+    );
+    registry
+}
+
+/// A service account key JSON with a fresh RSA key (made by the `openssl` command line).
+fn gcp_key_json() -> String {
+    let output = std::process::Command::new("openssl")
+        .args([
+            "genpkey",
+            "-algorithm",
+            "RSA",
+            "-pkeyopt",
+            "rsa_keygen_bits:2048",
+        ])
+        .output()
+        .expect("the openssl command line (Debian package openssl) is installed");
+    assert!(output.status.success(), "openssl genpkey failed");
+    serde_json::json!({
+        "type": "service_account",
+        "project_id": "my-project",
+        "private_key_id": "k1",
+        "private_key": String::from_utf8(output.stdout).expect("PEM"),
+        "client_email": "keda@my-project.iam.gserviceaccount.com",
+        "token_uri": "https://oauth2.googleapis.com/token",
+    })
+    .to_string()
+}
+
+/// A Cloud Monitoring `timeSeries.query` answer whose first value is `value`
+/// (https://cloud.google.com/monitoring/api/ref_v3/rest/v3/projects.timeSeries/query).
+fn gcp_query(value: u64) -> String {
+    format!(
+        r#"{{"timeSeriesDescriptor":{{}},"timeSeriesData":[{{"labelValues":[],"pointData":[{{"values":[{{"int64Value":"{value}"}}],"timeInterval":{{}}}}]}}]}}"#
+    )
+}
+
+/// A Cloud Monitoring `timeSeries.list` answer whose first point is `value`
+/// (https://cloud.google.com/monitoring/api/ref_v3/rest/v3/projects.timeSeries/list).
+fn gcp_list(value: u64) -> String {
+    format!(r#"{{"timeSeries":[{{"points":[{{"value":{{"int64Value":"{value}"}}}}]}}]}}"#)
+}
+
+#[tokio::test]
+async fn gcp_triggers_scale_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let google = Source::start().await;
+    let fake = url::Url::parse(&google.url("")).expect("fake URL");
+    let Some((_server, w)) = world("gcp triggers", gcp_registry(fake)).await else {
+        return;
+    };
+    google.set_body(
+        "token",
+        r#"{"access_token":"ya29.t","expires_in":3599,"token_type":"Bearer"}"#,
+    );
+    let (query, list) = (
+        "v3/projects/my-project/timeSeries:query",
+        "v3/projects/my-project/timeSeries",
+    );
+    google.set_body(query, &gcp_query(0));
+    google.set_body(list, &gcp_list(0));
+    secret_auth(
+        &w,
+        "gcp",
+        &[("GoogleApplicationCredentials", &gcp_key_json())],
+    )
+    .await;
+    let auth = "\n      authenticationRef:\n        name: gcp";
+    zero_to_one_resolving(
+        &w,
+        "pubsub",
+        &format!("type: gcp-pubsub\n      metadata:\n        subscriptionName: orders\n        value: \"5\"{auth}"),
+        async {
+            google.set_body(query, &gcp_query(3));
+        },
+    )
+    .await;
+    assert!(google.requests(query) > 0 && google.requests("token") > 0);
+    zero_to_one_resolving(
+        &w,
+        "cloudtasks",
+        &format!("type: gcp-cloudtasks\n      metadata:\n        projectID: my-project\n        queueName: q\n        activationValue: \"4\"{auth}"),
+        async {
+            google.set_body(list, &gcp_list(5));
+        },
+    )
+    .await;
+    google.set_body(list, &gcp_list(0));
+    zero_to_one_resolving(
+        &w,
+        "stackdriver",
+        &format!("type: gcp-stackdriver\n      metadata:\n        projectId: my-project\n        filter: metric.type=\"x\"{auth}"),
+        async {
+            google.set_body(list, &gcp_list(2));
+        },
+    )
+    .await;
+
+    let objects = "storage/v1/b/my-bucket/o";
+    google.set_body(objects, r#"{"kind":"storage#objects"}"#);
+    zero_to_one_resolving(
+        &w,
+        "storage",
+        &format!("type: gcp-storage\n      metadata:\n        bucketName: my-bucket{auth}"),
+        async {
+            google.set_body(
+                objects,
+                r#"{"kind":"storage#objects","items":[{"name":"a","size":"12"}]}"#,
+            );
+        },
+    )
+    .await;
+    assert!(google.requests(objects) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "pubsub-name",
+        &format!("type: gcp-pubsub\n      metadata:\n        value: \"5\"{auth}"),
+        "ScaledObjectCheckFailed",
+        &["(gcp-pubsub)", "exactly one of subscription or topic name"],
+    )
+    .await;
+    refused(
+        &w,
+        "stackdriver-project",
+        &format!("type: gcp-stackdriver\n      metadata:\n        filter: metric.type=\"x\"{auth}"),
+        "ScaledObjectCheckFailed",
+        &["(gcp-stackdriver)", "projectId"],
+    )
+    .await;
+    secret_auth(
+        &w,
+        "gcp-bad",
+        &[("GoogleApplicationCredentials", "{not json")],
+    )
+    .await;
+    refused(
+        &w,
+        "cloudtasks-key",
+        "type: gcp-cloudtasks\n      metadata:\n        projectID: my-project\n        queueName: q\n      authenticationRef:\n        name: gcp-bad",
+        "ScaledObjectCheckFailed",
+        &["(gcp-cloudtasks)", "GoogleApplicationCredentials", "not JSON"],
     )
     .await;
     op.stop().await;

@@ -18,6 +18,7 @@ pub mod files;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod gcp;
 pub mod http_client;
 pub mod metadata;
 pub mod metric;

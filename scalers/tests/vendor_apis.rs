@@ -22,6 +22,8 @@ mod datadog;
 mod datadog_cluster_agent;
 #[path = "vendor_apis/dynatrace.rs"]
 mod dynatrace;
+#[path = "vendor_apis/gcp.rs"]
+mod gcp;
 #[path = "vendor_apis/github_runner.rs"]
 mod github_runner;
 #[path = "vendor_apis/new_relic.rs"]

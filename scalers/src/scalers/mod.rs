@@ -19,6 +19,10 @@ pub mod elasticsearch;
 pub mod etcd;
 pub mod external;
 pub mod forgejo_runner;
+pub mod gcp_cloudtasks;
+pub mod gcp_pubsub;
+pub mod gcp_stackdriver;
+pub mod gcp_storage;
 pub mod github_runner;
 pub mod http;
 pub mod influxdb;
@@ -161,6 +165,22 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     registry.register(
         "github-runner",
         crate::pooled::declare::<github_runner::GithubRunnerConfig>(github_runner::PARAMS),
+    );
+    registry.register(
+        "gcp-cloudtasks",
+        crate::pooled::declare::<gcp_cloudtasks::CloudTasksConfig>(gcp_cloudtasks::PARAMS),
+    );
+    registry.register(
+        "gcp-pubsub",
+        crate::pooled::declare::<gcp_pubsub::PubSubConfig>(gcp_pubsub::PARAMS),
+    );
+    registry.register(
+        "gcp-stackdriver",
+        crate::pooled::declare::<gcp_stackdriver::StackdriverConfig>(gcp_stackdriver::PARAMS),
+    );
+    registry.register(
+        "gcp-storage",
+        crate::pooled::declare::<gcp_storage::StorageConfig>(gcp_storage::PARAMS),
     );
     registry.register(
         "http",
