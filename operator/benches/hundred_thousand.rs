@@ -48,11 +48,9 @@ use redis::AsyncCommands;
 use tokio::process::{Child, Command};
 use tokio_util::sync::CancellationToken;
 
-#[allow(dead_code)]
 #[path = "../tests/common/binary.rs"]
 mod binary;
 
-#[allow(dead_code)]
 #[path = "../tests/common/aggregator.rs"]
 mod aggregator;
 
