@@ -58,7 +58,10 @@ mod aggregator;
 #[path = "../tests/common/source.rs"]
 mod source;
 
+mod common;
+
 use binary::{BINARY, Cluster};
+use common::{ms, percentile, rss_mib, samples, throttled};
 use source::Source;
 
 const POLLING_SECS: u64 = 30;
@@ -157,19 +160,6 @@ fn free_addr() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], aggregator::free_port()))
 }
 
-/// `VmRSS` and `VmHWM` of `pid`, in MiB.
-fn rss_mib(pid: u32) -> (f64, f64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |key: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
-            .map_or(0.0, |kib| kib / 1024.0)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
-
 /// User + system CPU seconds `pid` has used (`/proc/<pid>/stat` fields 14 and 15, in clock
 /// ticks of 1/100 s, the value Linux reports on every architecture it runs on here).
 fn cpu_secs(pid: u32) -> f64 {
@@ -189,44 +179,12 @@ fn cpu_secs(pid: u32) -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = usize::try_from(keda_api::num::f64_to_u64_saturating(
-        ((p / 100.0) * sorted.len() as f64).ceil(),
-    ))
-    .unwrap_or(usize::MAX);
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-fn ms(secs: f64) -> String {
-    format!("{:.2} ms", secs * 1000.0)
-}
-
 fn namespace(i: usize) -> String {
     format!("bench-{}", i % NAMESPACES)
 }
 
 fn list_name(run: u32, i: usize) -> String {
     format!("keda-rs-scale-{run}-{i}")
-}
-
-fn deployment(i: usize) -> serde_json::Value {
-    let name = format!("worker-{i}");
-    serde_json::json!({
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": { "name": name, "namespace": namespace(i) },
-        "spec": {
-            "replicas": 0,
-            "selector": { "matchLabels": { "app": name } },
-            "template": {
-                "metadata": { "labels": { "app": name } },
-                "spec": { "containers": [{ "name": "app", "image": "registry.k8s.io/pause:3.9" }] }
-            }
-        }
-    })
 }
 
 /// ScaledObject `so-<i>`: redis, metrics-api or cron by `i % 3`.
@@ -318,21 +276,6 @@ async fn scrape(addr: SocketAddr) -> anyhow::Result<String> {
     );
     let body = response.into_body().collect().await?.to_bytes();
     Ok(String::from_utf8_lossy(&body).into_owned())
-}
-
-/// Values of the samples named exactly `name` (any labels).
-fn samples<'a>(text: &'a str, name: &'a str) -> impl Iterator<Item = f64> + 'a {
-    text.lines().filter_map(move |line| {
-        let rest = line.strip_prefix(name)?;
-        if !(rest.starts_with('{') || rest.starts_with(' ')) {
-            return None;
-        }
-        rest.rsplit(' ').next()?.parse().ok()
-    })
-}
-
-fn throttled(text: &str) -> f64 {
-    samples(text, "rest_client_rate_limiter_throttled_requests_total").sum()
 }
 
 /// The operator process, killed when dropped.
@@ -567,7 +510,7 @@ async fn run_population(
     }
     let seeding = Instant::now();
     for i in 0..population.objects {
-        server.seed(&deployment(i))?;
+        server.seed(&common::deployment(&format!("worker-{i}"), &namespace(i)))?;
         server.seed(&scaled_object(run, i, &load_url))?;
     }
     for i in 0..population.jobs {

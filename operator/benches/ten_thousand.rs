@@ -33,11 +33,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, stream};
-use k8s_openapi::api::apps::v1::Deployment;
 use keda_api::ScaledObject;
 use kube::api::{Api, PostParams};
 use memkube::MemKube;
 use redis::AsyncCommands;
+
+mod common;
+
+use common::{ms, percentile, rss_mib, samples, throttled};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_keda-operator");
 const NAMESPACE: &str = "bench";
@@ -215,49 +218,6 @@ async fn scrape(addr: SocketAddr) -> anyhow::Result<String> {
     Ok(body)
 }
 
-/// Values of the samples named exactly `name` (any labels).
-fn samples<'a>(text: &'a str, name: &'a str) -> impl Iterator<Item = f64> + 'a {
-    text.lines().filter_map(move |line| {
-        let rest = line.strip_prefix(name)?;
-        if !(rest.starts_with('{') || rest.starts_with(' ')) {
-            return None;
-        }
-        rest.rsplit(' ').next()?.parse().ok()
-    })
-}
-
-fn throttled(text: &str) -> f64 {
-    samples(text, "rest_client_rate_limiter_throttled_requests_total").sum()
-}
-
-/// `VmRSS` and `VmHWM` of `pid`, in MiB.
-fn rss_mib(pid: u32) -> (f64, f64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |key: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
-            .map_or(0.0, |kib| kib / 1024.0)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = usize::try_from(keda_api::num::f64_to_u64_saturating(
-        ((p / 100.0) * sorted.len() as f64).ceil(),
-    ))
-    .unwrap_or(usize::MAX);
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-fn ms(secs: f64) -> String {
-    format!("{:.2} ms", secs * 1000.0)
-}
-
 fn ratio(a: f64, b: f64) -> String {
     if b > 0.0 {
         format!("{:.2}x", a / b)
@@ -268,23 +228,6 @@ fn ratio(a: f64, b: f64) -> String {
 
 fn list_name(run: u32, i: usize) -> String {
     format!("keda-rs-bench-{run}-{i}")
-}
-
-fn deployment(i: usize) -> anyhow::Result<Deployment> {
-    let name = format!("worker-{i}");
-    Ok(serde_json::from_value(serde_json::json!({
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": { "name": name, "namespace": NAMESPACE },
-        "spec": {
-            "replicas": 0,
-            "selector": { "matchLabels": { "app": name } },
-            "template": {
-                "metadata": { "labels": { "app": name } },
-                "spec": { "containers": [{ "name": "app", "image": "registry.k8s.io/pause:3.9" }] }
-            }
-        }
-    }))?)
 }
 
 fn scaled_object(run: u32, i: usize) -> anyhow::Result<ScaledObject> {
@@ -394,7 +337,7 @@ async fn main() -> anyhow::Result<()> {
     server.load_crds_from_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/crd"))?;
     server.create_namespace(NAMESPACE)?;
     for i in 0..args.objects {
-        server.seed(&deployment(i)?)?;
+        server.seed(&common::deployment(&format!("worker-{i}"), NAMESPACE))?;
     }
     let loopback = server.serve_loopback().await?;
     let dir = std::env::temp_dir().join(format!("keda-rs-opbench-{run}"));
