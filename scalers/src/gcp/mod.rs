@@ -268,6 +268,20 @@ pub struct GcpKey {
     pub timeout: Duration,
 }
 
+impl GcpKey {
+    /// The key of a client of the API at `api` with `key`, asking for `scopes`, its requests
+    /// bounded by the trigger's HTTP timeout.
+    #[must_use]
+    pub fn new(ctx: &ScalerContext, api: &url::Url, key: KeySource, scopes: &[&str]) -> Self {
+        GcpKey {
+            api: api.clone(),
+            key,
+            scopes: scopes.join(" "),
+            timeout: ctx.global_http_timeout,
+        }
+    }
+}
+
 /// A cached access token.
 struct CachedToken {
     header: HeaderValue,

@@ -101,12 +101,7 @@ impl CloudTasksConfig {
                 activation,
                 filter_minutes,
                 target_type,
-                key: GcpKey {
-                    api: base.clone(),
-                    key,
-                    scopes: gcp::MONITORING_SCOPES.join(" "),
-                    timeout: ctx.global_http_timeout,
-                },
+                key: GcpKey::new(ctx, &base, key, gcp::MONITORING_SCOPES),
                 base,
             })
         })?)

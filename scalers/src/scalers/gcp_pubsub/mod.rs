@@ -164,12 +164,7 @@ impl PubSubConfig {
                 value,
                 activation,
                 target_type,
-                key: GcpKey {
-                    api: base.clone(),
-                    key,
-                    scopes: gcp::MONITORING_SCOPES.join(" "),
-                    timeout: ctx.global_http_timeout,
-                },
+                key: GcpKey::new(ctx, &base, key, gcp::MONITORING_SCOPES),
                 base,
                 trigger: ctx.trigger_id(),
             })

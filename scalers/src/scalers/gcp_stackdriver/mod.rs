@@ -115,12 +115,7 @@ impl StackdriverConfig {
                 filter_minutes,
                 aggregation,
                 target_type,
-                key: GcpKey {
-                    api: base.clone(),
-                    key,
-                    scopes: gcp::MONITORING_SCOPES.join(" "),
-                    timeout: ctx.global_http_timeout,
-                },
+                key: GcpKey::new(ctx, &base, key, gcp::MONITORING_SCOPES),
                 base,
             })
         })?)

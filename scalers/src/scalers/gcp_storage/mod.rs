@@ -119,12 +119,7 @@ impl StorageConfig {
                 delimiter,
                 prefix,
                 target_type,
-                key: GcpKey {
-                    api: base.clone(),
-                    key,
-                    scopes: SCOPES.join(" "),
-                    timeout: ctx.global_http_timeout,
-                },
+                key: GcpKey::new(ctx, &base, key, SCOPES),
                 base,
             })
         })?)
