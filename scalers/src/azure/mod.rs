@@ -11,6 +11,7 @@
 //! identity in KEDA; they are parsed and checked as KEDA does so that the same YAML gives the
 //! same errors.
 
+pub mod aad;
 pub mod client;
 pub mod shared_key;
 
