@@ -8,7 +8,11 @@ pub mod aws_dynamodb;
 pub mod aws_dynamodb_streams;
 pub mod aws_kinesis_stream;
 pub mod aws_sqs_queue;
+pub mod azure_app_insights;
 pub mod azure_blob;
+pub mod azure_data_explorer;
+pub mod azure_log_analytics;
+pub mod azure_monitor;
 pub mod azure_queue;
 pub mod beanstalkd;
 pub mod couchdb;
@@ -102,9 +106,31 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
             .with_check(|ctx| aws_sqs_queue::SqsConfig::parse(ctx).map(drop)),
     );
     registry.register(
+        "azure-app-insights",
+        crate::pooled::declare::<azure_app_insights::AppInsightsConfig>(
+            azure_app_insights::PARAMS,
+        ),
+    );
+    registry.register(
         "azure-blob",
         Declared::new(azure_blob::build, azure_blob::PARAMS)
             .with_check(|ctx| azure_blob::AzureBlobConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "azure-data-explorer",
+        crate::pooled::declare::<azure_data_explorer::DataExplorerConfig>(
+            azure_data_explorer::PARAMS,
+        ),
+    );
+    registry.register(
+        "azure-log-analytics",
+        crate::pooled::declare::<azure_log_analytics::LogAnalyticsConfig>(
+            azure_log_analytics::PARAMS,
+        ),
+    );
+    registry.register(
+        "azure-monitor",
+        crate::pooled::declare::<azure_monitor::AzureMonitorConfig>(azure_monitor::PARAMS),
     );
     registry.register(
         "azure-queue",
