@@ -2,7 +2,8 @@
 //! `aws-dynamodb-streams`, `kubernetes-resource`, `datadog`, `new-relic`, `dynatrace`, `splunk`,
 //! `solr`, `couchdb`, `solace-event-queue`, `selenium-grid`, `artemis-queue`, `nsq`, `pulsar`,
 //! `arangodb`, `github-runner`, `sumologic`, `solarwinds`, `splunk-observability`, `gcp-pubsub`,
-//! `gcp-stackdriver`, `gcp-cloudtasks`, `gcp-storage`) through the operator on memkube: each
+//! `gcp-stackdriver`, `gcp-cloudtasks`, `gcp-storage`, `azure-monitor`, `azure-log-analytics`,
+//! `azure-app-insights`, `azure-data-explorer`) through the operator on memkube: each
 //! scales its target 0 -> 1 when its source's
 //! value rises above the activation threshold, and bad input is `Ready=False` with a message naming
 //! the trigger and the parameter. The sources are the tests' loopback server (`common/source.rs`)
@@ -1735,6 +1736,194 @@ async fn gcp_triggers_scale_from_zero_and_bad_input_is_not_ready_naming_the_para
         "type: gcp-cloudtasks\n      metadata:\n        projectID: my-project\n        queueName: q\n      authenticationRef:\n        name: gcp-bad",
         "ScaledObjectCheckFailed",
         &["(gcp-cloudtasks)", "GoogleApplicationCredentials", "not JSON"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// The built-in registry with the `azure-*` REST API types reaching Microsoft Entra ID's token
+/// endpoint, Azure Resource Manager, Log Analytics, Application Insights and the Data Explorer
+/// cluster `keda.westeurope.kusto.windows.net` at `fake`.
+fn azure_registry(fake: url::Url) -> keda_scalers::Registry {
+    use keda_scalers::scalers::{
+        azure_app_insights, azure_data_explorer, azure_log_analytics, azure_monitor,
+    };
+    let endpoints = [
+        "login.microsoftonline.com",
+        "management.azure.com",
+        "api.loganalytics.io",
+        "api.applicationinsights.io",
+        "keda.westeurope.kusto.windows.net",
+    ]
+    .into_iter()
+    .fold(
+        keda_scalers::http_client::VendorEndpoints::default(),
+        |e, host| e.with(host, fake.clone()),
+    );
+    let mut registry = keda_scalers::Registry::builtin();
+    registry.register(
+        "azure-app-insights",
+        redirected::<azure_app_insights::AppInsightsConfig>(
+            endpoints.clone(),
+            azure_app_insights::PARAMS,
+        ),
+    );
+    registry.register(
+        "azure-data-explorer",
+        redirected::<azure_data_explorer::DataExplorerConfig>(
+            endpoints.clone(),
+            azure_data_explorer::PARAMS,
+        ),
+    );
+    registry.register(
+        "azure-log-analytics",
+        redirected::<azure_log_analytics::LogAnalyticsConfig>(
+            endpoints.clone(),
+            azure_log_analytics::PARAMS,
+        ),
+    );
+    registry.register(
+        "azure-monitor",
+        redirected::<azure_monitor::AzureMonitorConfig>(endpoints, azure_monitor::PARAMS),
+    );
+    registry
+}
+
+/// An Azure Monitor Metrics - List answer whose last point averages `value`
+/// (https://learn.microsoft.com/en-us/rest/api/monitor/metrics/list).
+fn azure_metrics(value: f64) -> String {
+    format!(
+        r#"{{"value":[{{"name":{{"value":"Http5xx"}},"timeseries":[{{"data":[{{"timeStamp":"2023-11-14T22:13:00Z","average":{value}}}]}}],"errorCode":"Success"}}]}}"#
+    )
+}
+
+/// A Log Analytics Query - Execute answer of one `long` cell
+/// (https://learn.microsoft.com/en-us/rest/api/loganalytics/dataaccess/query/execute).
+fn azure_table(value: u64) -> String {
+    format!(
+        r#"{{"tables":[{{"name":"PrimaryResult","columns":[{{"name":"count_","type":"long"}}],"rows":[[{value}]]}}]}}"#
+    )
+}
+
+/// A Kusto v2 answer whose primary result is one `long` cell
+/// (https://learn.microsoft.com/en-us/kusto/api/rest/response-v2).
+fn kusto_result(value: u64) -> String {
+    format!(
+        r#"[{{"FrameType":"DataSetHeader","Version":"v2.0"}},{{"FrameType":"DataTable","TableId":1,"TableKind":"PrimaryResult","TableName":"PrimaryResult","Columns":[{{"ColumnName":"Count","ColumnType":"long"}}],"Rows":[[{value}]]}},{{"FrameType":"DataSetCompletion","HasErrors":false,"Cancelled":false}}]"#
+    )
+}
+
+#[tokio::test]
+async fn azure_rest_triggers_scale_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let azure = Source::start().await;
+    let fake = url::Url::parse(&azure.url("")).expect("fake URL");
+    let Some((_server, w)) = world("azure triggers", azure_registry(fake)).await else {
+        return;
+    };
+    let tenant = "72f988bf-86f1-41af-91ab-2d7cd011db47";
+    let token = format!("{tenant}/oauth2/v2.0/token");
+    azure.set_body(
+        &token,
+        r#"{"token_type":"Bearer","expires_in":3599,"ext_expires_in":3599,"access_token":"eyJ0.t"}"#,
+    );
+    secret_auth(
+        &w,
+        "azure-sp",
+        &[
+            ("activeDirectoryClientId", "app"),
+            ("activeDirectoryClientPassword", "s3cret"),
+            ("tenantId", tenant),
+            ("clientId", "app"),
+            ("clientSecret", "s3cret"),
+        ],
+    )
+    .await;
+    let auth = "\n      authenticationRef:\n        name: azure-sp";
+
+    let metrics = "subscriptions/sub-1/resourceGroups/rg/providers/Microsoft.Web/sites/shop/providers/Microsoft.Insights/metrics";
+    azure.set_body(metrics, &azure_metrics(0.0));
+    zero_to_one_resolving(
+        &w,
+        "monitor",
+        &format!("type: azure-monitor\n      metadata:\n        resourceURI: Microsoft.Web/sites/shop\n        tenantId: {tenant}\n        subscriptionId: sub-1\n        resourceGroupName: rg\n        metricName: Http5xx\n        metricAggregationType: Average\n        targetValue: \"5\"{auth}"),
+        async {
+            azure.set_body(metrics, &azure_metrics(2.5));
+        },
+    )
+    .await;
+    assert!(azure.requests(metrics) > 0 && azure.requests(&token) > 0);
+
+    let logs = "v1/workspaces/ws-1/query";
+    azure.set_body(logs, &azure_table(0));
+    zero_to_one_resolving(
+        &w,
+        "logs",
+        &format!("type: azure-log-analytics\n      metadata:\n        workspaceId: ws-1\n        query: Heartbeat | count\n        threshold: \"10\"{auth}"),
+        async {
+            azure.set_body(logs, &azure_table(3));
+        },
+    )
+    .await;
+    assert!(azure.requests(logs) > 0);
+
+    let insights = "v1/apps/app-1/metrics/requests/count";
+    azure.set_body(insights, r#"{"value":{"requests/count":{"sum":0}}}"#);
+    zero_to_one_resolving(
+        &w,
+        "insights",
+        &format!("type: azure-app-insights\n      metadata:\n        applicationInsightsId: app-1\n        tenantId: {tenant}\n        metricId: requests/count\n        metricAggregationTimespan: \"0:5\"\n        metricAggregationType: sum\n        targetValue: \"10\"{auth}"),
+        async {
+            azure.set_body(insights, r#"{"value":{"requests/count":{"sum":4}}}"#);
+        },
+    )
+    .await;
+    assert!(azure.requests(insights) > 0);
+
+    let kusto = "v2/rest/query";
+    azure.set_body(kusto, &kusto_result(0));
+    zero_to_one_resolving(
+        &w,
+        "kusto",
+        &format!("type: azure-data-explorer\n      metadata:\n        databaseName: jobs\n        endpoint: https://keda.westeurope.kusto.windows.net\n        query: Jobs | count\n        threshold: \"10\"{auth}"),
+        async {
+            azure.set_body(kusto, &kusto_result(7));
+        },
+    )
+    .await;
+    assert!(azure.requests(kusto) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "monitor-aggregation",
+        &format!("type: azure-monitor\n      metadata:\n        resourceURI: Microsoft.Web/sites/shop\n        tenantId: {tenant}\n        subscriptionId: sub-1\n        resourceGroupName: rg\n        metricName: Http5xx\n        targetValue: \"5\"{auth}"),
+        "ScaledObjectCheckFailed",
+        &["(azure-monitor)", "metricAggregationType"],
+    )
+    .await;
+    refused(
+        &w,
+        "logs-workspace",
+        &format!("type: azure-log-analytics\n      metadata:\n        query: Heartbeat | count\n        threshold: \"10\"{auth}"),
+        "ScaledObjectCheckFailed",
+        &["(azure-log-analytics)", "workspaceId"],
+    )
+    .await;
+    refused(
+        &w,
+        "insights-timespan",
+        &format!("type: azure-app-insights\n      metadata:\n        applicationInsightsId: app-1\n        tenantId: {tenant}\n        metricId: requests/count\n        metricAggregationTimespan: \"00:05:00\"\n        metricAggregationType: sum\n        targetValue: \"10\"{auth}"),
+        "ScaledObjectCheckFailed",
+        &["(azure-app-insights)", "metricAggregationTimespan"],
+    )
+    .await;
+    refused(
+        &w,
+        "kusto-endpoint",
+        &format!("type: azure-data-explorer\n      metadata:\n        databaseName: jobs\n        endpoint: http://169.254.169.254\n        query: Jobs | count\n        threshold: \"10\"{auth}"),
+        "ScaledObjectCheckFailed",
+        &["(azure-data-explorer)", "endpoint", "https://"],
     )
     .await;
     op.stop().await;
