@@ -177,6 +177,14 @@ def parser_seeds():
         [("", answer("datadog-cluster-agent", "doc-external-metric-value-list.json"))],
         [("", answer("gcp-monitoring", name))
          for name in sorted(os.listdir(os.path.join(ANSWERS, "gcp-monitoring")))],
+        [("Average", answer("azure-monitor", "doc-metrics-list.json")),
+         ("Total", answer("azure-monitor", "doc-metrics-list.json")),
+         ("", answer("azure-monitor", "doc-arm-error.json"))],
+        [("", answer("azure-log-analytics", "doc-query.json")),
+         ("", answer("azure-log-analytics", "doc-query-count.json"))],
+        [("requests/count sum", answer("azure-app-insights", "doc-metrics-get.json"))],
+        [("", answer("azure-data-explorer", "doc-v2-frames.json")),
+         ("", answer("azure-data-explorer", "doc-v1-tables.json"))],
     ]
 
 

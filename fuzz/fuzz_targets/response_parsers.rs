@@ -455,6 +455,48 @@ const PARSERS: &[Parser] = &[
             ok(list_page(body))
         },
     },
+    Parser {
+        name: "azure monitor metrics and Azure error answers",
+        no_echo: true,
+        run: |param, body, _| {
+            let _ = keda_scalers::azure::aad::azure_error(body);
+            ok(keda_scalers::scalers::azure_monitor::metric_value(
+                body, param,
+            ))
+        },
+    },
+    Parser {
+        name: "azure log analytics tables",
+        no_echo: true,
+        run: |_, body, _| {
+            ok(keda_scalers::scalers::azure_log_analytics::table_value(
+                body,
+            ))
+        },
+    },
+    Parser {
+        name: "azure app insights metrics",
+        no_echo: true,
+        run: |param, body, _| {
+            use keda_scalers::scalers::azure_app_insights::{AnswerError, metric_value};
+            // `<metricId> <aggregation>`.
+            let (metric, aggregation) = param.split_once(' ').unwrap_or((param, "avg"));
+            metric_value(body, metric, aggregation)
+                .map(drop)
+                .map_err(|e| match e {
+                    AnswerError::Shape(m) | AnswerError::Missing(m) => m,
+                })
+        },
+    },
+    Parser {
+        name: "azure data explorer kusto v1 and v2 answers",
+        no_echo: true,
+        run: |_, body, _| {
+            ok(keda_scalers::scalers::azure_data_explorer::query_value(
+                body,
+            ))
+        },
+    },
 ];
 
 fn runtime() -> &'static tokio::runtime::Runtime {
