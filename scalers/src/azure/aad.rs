@@ -165,11 +165,7 @@ pub fn active_directory_endpoint(
     https_url(p, endpoint, authority)
 }
 
-fn https_url(
-    p: &MetadataParser<'_>,
-    param: &Param,
-    text: &str,
-) -> Result<url::Url, MetadataError> {
+fn https_url(p: &MetadataParser<'_>, param: &Param, text: &str) -> Result<url::Url, MetadataError> {
     url::Url::parse(text).map_err(|e| p.rule(format!("{}: {e}", param.name)))
 }
 
@@ -385,15 +381,15 @@ impl AadClient {
             source: failure,
         };
         let now = read.now().as_second();
-        if let Some(until) = self.throttled_until() {
-            if now < until {
-                return Err(fail(Failure::local(format!(
-                    "throttled: Azure answered HTTP 429 with Retry-After, no request before {}",
-                    jiff::Timestamp::from_second(until)
-                        .map(|t| t.to_string())
-                        .unwrap_or_else(|_| until.to_string())
-                ))));
-            }
+        if let Some(until) = self.throttled_until()
+            && now < until
+        {
+            return Err(fail(Failure::local(format!(
+                "throttled: Azure answered HTTP 429 with Retry-After, no request before {}",
+                jiff::Timestamp::from_second(until)
+                    .map(|t| t.to_string())
+                    .unwrap_or_else(|_| until.to_string())
+            ))));
         }
         let token = self.token(read).await?;
         let mut all = HeaderMap::new();
@@ -555,8 +551,7 @@ pub fn azure_failure(e: &HttpGetError) -> Failure {
     if let HttpGetError::Status { status, body, .. } = e
         && let Some((code, message)) = azure_error(body)
     {
-        let mut failure =
-            Failure::server("Azure", Some(&code), AZURE_ERROR_CODES, &message);
+        let mut failure = Failure::server("Azure", Some(&code), AZURE_ERROR_CODES, &message);
         if let Kind::Server { code: None, .. } = failure.kind() {
             // An unknown code: the status says more than "an error".
             failure = Failure::new(
@@ -625,7 +620,10 @@ fn token_failure(e: &HttpGetError) -> Failure {
                 .iter()
                 .find(|c| c.eq_ignore_ascii_case(&answer.error))
                 .copied();
-            let number = answer.error_codes.first().and_then(serde_json::Value::as_u64);
+            let number = answer
+                .error_codes
+                .first()
+                .and_then(serde_json::Value::as_u64);
             let code = match (oauth, number) {
                 (Some(oauth), Some(n)) => Some(format!("{oauth} (AADSTS{n})")),
                 (Some(oauth), None) => Some(oauth.to_string()),
@@ -754,8 +752,10 @@ mod tests {
         ))
         .to_string();
         assert_eq!(known, "Azure answered error ResourceNotFound");
-        let unknown =
-            azure_failure(&status(br#"{"error":{"code":"s3cret-code","message":"m"}}"#)).to_string();
+        let unknown = azure_failure(&status(
+            br#"{"error":{"code":"s3cret-code","message":"m"}}"#,
+        ))
+        .to_string();
         assert!(
             unknown.contains("404") && !unknown.contains("s3cret"),
             "{unknown}"

@@ -107,9 +107,7 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     );
     registry.register(
         "azure-app-insights",
-        crate::pooled::declare::<azure_app_insights::AppInsightsConfig>(
-            azure_app_insights::PARAMS,
-        ),
+        crate::pooled::declare::<azure_app_insights::AppInsightsConfig>(azure_app_insights::PARAMS),
     );
     registry.register(
         "azure-blob",

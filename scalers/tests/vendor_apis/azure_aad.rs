@@ -177,10 +177,7 @@ fn handler(state: Shared) -> impl Fn(&Request) -> Answer + Send + Sync + 'static
         } else if path.starts_with("/v1/apps/") {
             ("https://api.applicationinsights.io", "insights")
         } else if path == "/v2/rest/query" {
-            (
-                "https://mycluster.westeurope.kusto.windows.net",
-                "kusto",
-            )
+            ("https://mycluster.westeurope.kusto.windows.net", "kusto")
         } else {
             return azure_error(StatusCode::NOT_FOUND, "PathNotFoundError", "not found");
         };
@@ -381,9 +378,15 @@ async fn monitor_reads_the_last_point_with_one_cached_token_per_principal_and_au
         r.path(),
         "/subscriptions/2f8d1a4c-0000-4000-8000-000000000001/resourceGroups/my-rg/providers/Microsoft.ContainerService/managedClusters/my-aks/providers/Microsoft.Insights/metrics"
     );
-    assert_eq!(r.query("metricnames").as_deref(), Some("kube_pod_status_ready"));
+    assert_eq!(
+        r.query("metricnames").as_deref(),
+        Some("kube_pod_status_ready")
+    );
     assert_eq!(r.query("aggregation").as_deref(), Some("Average"));
-    assert_eq!(r.query("$filter").as_deref(), Some("namespace eq 'default'"));
+    assert_eq!(
+        r.query("$filter").as_deref(),
+        Some("namespace eq 'default'")
+    );
     assert_eq!(
         r.query("timespan").as_deref(),
         Some("2023-11-14T22:12:20Z/2023-11-14T22:13:20Z")
@@ -394,11 +397,12 @@ async fn monitor_reads_the_last_point_with_one_cached_token_per_principal_and_au
         .into_iter()
         .find(|r| r.path().ends_with("/token"))
         .expect("a token request");
-    assert_eq!(
-        token_request.path(),
-        format!("/{TENANT}/oauth2/v2.0/token")
+    assert_eq!(token_request.path(), format!("/{TENANT}/oauth2/v2.0/token"));
+    assert!(
+        token_request
+            .body
+            .contains("scope=https%3A%2F%2Fmanagement.azure.com%2F.default")
     );
-    assert!(token_request.body.contains("scope=https%3A%2F%2Fmanagement.azure.com%2F.default"));
 
     // The token is kept while it has more than five minutes left.
     h.expect(3.0, true).await;
@@ -449,7 +453,10 @@ async fn monitor_reads_the_last_point_with_one_cached_token_per_principal_and_au
         r#"{"error":{"code":"TooManyRequests","message":"s3cret throttling text"}}"#.into(),
     )));
     let err = h.expect_error().await.to_string();
-    assert!(err.contains("TooManyRequests") && !err.contains("s3cret"), "{err}");
+    assert!(
+        err.contains("TooManyRequests") && !err.contains("s3cret"),
+        "{err}"
+    );
     az.reply(None);
     let sent = az.api_requests().len();
     let err = h.expect_error().await.to_string();
@@ -457,7 +464,11 @@ async fn monitor_reads_the_last_point_with_one_cached_token_per_principal_and_au
         err.contains("throttled") && err.contains("2023-11-14T23:08:50Z"),
         "{err}"
     );
-    assert_eq!(az.api_requests().len(), sent, "no request before Retry-After");
+    assert_eq!(
+        az.api_requests().len(),
+        sent,
+        "no request before Retry-After"
+    );
     az.advance(31);
     h.expect(3.0, true).await;
 
@@ -481,7 +492,10 @@ async fn monitor_reads_the_last_point_with_one_cached_token_per_principal_and_au
         "The Resource 'Microsoft.ContainerService/managedClusters/s3cret' was not found",
     )));
     let err = h.expect_error().await.to_string();
-    assert!(err.contains("ResourceNotFound") && !err.contains("s3cret"), "{err}");
+    assert!(
+        err.contains("ResourceNotFound") && !err.contains("s3cret"),
+        "{err}"
+    );
     az.reply(None);
     // No time series, and no data: KEDA's messages.
     az.answer(
@@ -490,7 +504,10 @@ async fn monitor_reads_the_last_point_with_one_cached_token_per_principal_and_au
     );
     let err = h.expect_error().await.to_string();
     assert!(err.contains("without timeseries"), "{err}");
-    az.answer("monitor", &metrics_answer(r#"{"timeStamp":"2023-11-14T22:13:00Z","average":0}"#));
+    az.answer(
+        "monitor",
+        &metrics_answer(r#"{"timeStamp":"2023-11-14T22:13:00Z","average":0}"#),
+    );
     h.expect(0.0, false).await;
     h.close().await;
 }
@@ -509,15 +526,25 @@ async fn refused_token_requests_name_the_oauth_code_and_number_never_the_descrip
         err.contains("invalid_client (AADSTS7000215)") && err.contains(CLIENT),
         "{err}"
     );
-    assert!(!err.contains("not-the-secret") && !err.contains("Invalid client secret"), "{err}");
+    assert!(
+        !err.contains("not-the-secret") && !err.contains("Invalid client secret"),
+        "{err}"
+    );
     h.close().await;
     let h = az
-        .harness("azure-monitor", &[("tenantId", "fabrikam.example")], MONITOR_AUTH)
+        .harness(
+            "azure-monitor",
+            &[("tenantId", "fabrikam.example")],
+            MONITOR_AUTH,
+        )
         .await;
     let err = h.expect_error().await.to_string();
     assert!(err.contains("invalid_request (AADSTS90002)"), "{err}");
     h.close().await;
-    assert!(az.api_requests().is_empty(), "no API request without a token");
+    assert!(
+        az.api_requests().is_empty(),
+        "no API request without a token"
+    );
     assert_eq!(az.tokens(), 0);
 }
 
@@ -566,7 +593,10 @@ async fn log_analytics_posts_the_query_and_reads_the_one_row() {
         "'s3cretTable' could not be resolved",
     )));
     let err = h.expect_error().await.to_string();
-    assert!(err.contains("SemanticError") && !err.contains("s3cret"), "{err}");
+    assert!(
+        err.contains("SemanticError") && !err.contains("s3cret"),
+        "{err}"
+    );
     az.reply(None);
     h.close().await;
 }
@@ -579,7 +609,10 @@ async fn app_insights_gets_the_metric_with_its_timespan_and_aggregation() {
         r#"{"value":{"start":"2023-11-14T22:08:20Z","end":"2023-11-14T22:13:20Z","requests/count":{"sum":240}}}"#,
     );
     let auth = [
-        ("applicationInsightsId", "0c5a5ea8-2e0a-4e4b-a0a5-3b2b3a1c0001"),
+        (
+            "applicationInsightsId",
+            "0c5a5ea8-2e0a-4e4b-a0a5-3b2b3a1c0001",
+        ),
         ("activeDirectoryClientId", CLIENT),
         ("activeDirectoryClientPassword", SECRET),
     ];
@@ -593,7 +626,10 @@ async fn app_insights_gets_the_metric_with_its_timespan_and_aggregation() {
     );
     assert_eq!(r.query("timespan").as_deref(), Some("PT00H05M"));
     assert_eq!(r.query("aggregation").as_deref(), Some("sum"));
-    assert_eq!(r.query("filter").as_deref(), Some("cloud/roleName eq 'web'"));
+    assert_eq!(
+        r.query("filter").as_deref(),
+        Some("cloud/roleName eq 'web'")
+    );
     // No such aggregation: an error, or 0 with ignoreNullValues.
     az.answer("insights", r#"{"value":{"requests/count":{"avg":2}}}"#);
     assert!(
@@ -612,7 +648,12 @@ async fn app_insights_gets_the_metric_with_its_timespan_and_aggregation() {
         "PathNotFoundError",
         "The requested path does not exist",
     )));
-    assert!(h.expect_error().await.to_string().contains("PathNotFoundError"));
+    assert!(
+        h.expect_error()
+            .await
+            .to_string()
+            .contains("PathNotFoundError")
+    );
     h.close().await;
 }
 
@@ -656,7 +697,10 @@ async fn data_explorer_posts_the_query_to_the_cluster_and_reads_the_primary_resu
         "Syntax error: s3cret",
     )));
     let err = h.expect_error().await.to_string();
-    assert!(err.contains("General_BadRequest") && !err.contains("s3cret"), "{err}");
+    assert!(
+        err.contains("General_BadRequest") && !err.contains("s3cret"),
+        "{err}"
+    );
     az.reply(None);
     az.answer("kusto", &kusto_frames("[[0]]", false));
     h.expect(0.0, false).await;

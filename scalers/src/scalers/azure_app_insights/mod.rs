@@ -42,8 +42,7 @@ const IGNORE_NULL_VALUES: Param = Param::optional("ignoreNullValues")
     .order(METADATA)
     .default("false");
 const CLOUD: Param = Param::optional("cloud").order(METADATA);
-const APP_INSIGHTS_RESOURCE_URL: Param =
-    Param::optional("appInsightsResourceURL").order(METADATA);
+const APP_INSIGHTS_RESOURCE_URL: Param = Param::optional("appInsightsResourceURL").order(METADATA);
 const APPLICATION_INSIGHTS_ID: Param =
     Param::required("applicationInsightsId").order(METADATA_AUTH_ENV);
 const TENANT_ID: Param = Param::required("tenantId").order(METADATA_AUTH_ENV);
@@ -51,8 +50,7 @@ const CLIENT_ID: Param = Param::optional("activeDirectoryClientId").order(METADA
 const CLIENT_PASSWORD: Param = Param::optional("activeDirectoryClientPassword")
     .order(AUTH_ENV)
     .secret();
-const ACTIVE_DIRECTORY_ENDPOINT: Param =
-    Param::optional("activeDirectoryEndpoint").order(METADATA);
+const ACTIVE_DIRECTORY_ENDPOINT: Param = Param::optional("activeDirectoryEndpoint").order(METADATA);
 
 /// The parameters of `azure-app-insights`, in KEDA's order.
 pub const PARAMS: &[Param] = &[
@@ -118,13 +116,11 @@ impl AppInsightsConfig {
             let ignore_null_values: bool = p.get(&IGNORE_NULL_VALUES)?;
             let application_id: String = p.get(&APPLICATION_INSIGHTS_ID)?;
             let _tenant: String = p.get(&TENANT_ID)?;
-            let Some((hours, minutes)) = timespan
-                .split_once(':')
-                .filter(|(_, m)| !m.contains(':'))
+            let Some((hours, minutes)) = timespan.split_once(':').filter(|(_, m)| !m.contains(':'))
             else {
-                return Err(p.rule(
-                    "metricAggregationTimespan not in the correct format. Should be hh:mm",
-                ));
+                return Err(
+                    p.rule("metricAggregationTimespan not in the correct format. Should be hh:mm")
+                );
             };
             if target_value == 0.0 && !ctx.as_metric_source {
                 return Err(p.rule("no targetValue given"));
@@ -358,7 +354,10 @@ mod tests {
     #[test]
     fn parameters_follow_keda() {
         let c = parse(&[]).expect("valid");
-        assert_eq!(c.metric_name, "s1-azure-app-insights-customMetrics-queueLength");
+        assert_eq!(
+            c.metric_name,
+            "s1-azure-app-insights-customMetrics-queueLength"
+        );
         assert_eq!(c.key.scope, "https://api.applicationinsights.io/.default");
         let url = c.request_url().expect("url");
         assert_eq!(
@@ -378,7 +377,11 @@ mod tests {
             Some("aggregation=avg&filter=cloud%2FroleName+eq+%27worker%27&timespan=PT00H05M")
         );
         let c = parse(&[("metricAggregationTimespan", "x:5")]).expect("built");
-        assert!(c.request_url().expect_err("x").contains("errors parsing time"));
+        assert!(
+            c.request_url()
+                .expect_err("x")
+                .contains("errors parsing time")
+        );
     }
 
     #[test]
@@ -390,8 +393,11 @@ mod tests {
         assert!(err(&[("cloud", "AzureGermanCloud")]).contains("cloud"));
         assert!(err(&[("cloud", "Private")]).contains("appInsightsResourceURL"));
         assert!(
-            err(&[("cloud", "Private"), ("appInsightsResourceURL", "https://ai.local")])
-                .contains("activeDirectoryEndpoint must be provided")
+            err(&[
+                ("cloud", "Private"),
+                ("appInsightsResourceURL", "https://ai.local")
+            ])
+            .contains("activeDirectoryEndpoint must be provided")
         );
         assert!(err(&[("metricId", "a/../b")]).contains("metricId"));
     }
@@ -399,7 +405,10 @@ mod tests {
     #[test]
     fn answers_are_read_as_keda_reads_them() {
         let body = br#"{"value":{"start":"2023-11-14T22:08:20Z","end":"2023-11-14T22:13:20Z","customMetrics/queueLength":{"avg":7.5}}}"#;
-        assert_eq!(metric_value(body, "customMetrics/queueLength", "avg"), Ok(7.5));
+        assert_eq!(
+            metric_value(body, "customMetrics/queueLength", "avg"),
+            Ok(7.5)
+        );
         assert!(matches!(
             metric_value(body, "customMetrics/queueLength", "sum"),
             Err(AnswerError::Missing(m)) if m.contains("did not contain aggregation type sum")
@@ -409,9 +418,16 @@ mod tests {
             Err(AnswerError::Missing(m)) if m.contains("not found")
         ));
         let null = br#"{"value":{"m":{"avg":null}}}"#;
-        assert!(matches!(metric_value(null, "m", "avg"), Err(AnswerError::Missing(m)) if m.contains("nil")));
+        assert!(
+            matches!(metric_value(null, "m", "avg"), Err(AnswerError::Missing(m)) if m.contains("nil"))
+        );
         let text = br#"{"value":{"m":{"avg":"s3cret"}}}"#;
-        assert!(matches!(metric_value(text, "m", "avg"), Err(AnswerError::Missing(m)) if !m.contains("s3cret")));
-        assert!(matches!(metric_value(b"<html>", "m", "avg"), Err(AnswerError::Shape(_))));
+        assert!(
+            matches!(metric_value(text, "m", "avg"), Err(AnswerError::Missing(m)) if !m.contains("s3cret"))
+        );
+        assert!(matches!(
+            metric_value(b"<html>", "m", "avg"),
+            Err(AnswerError::Shape(_))
+        ));
     }
 }

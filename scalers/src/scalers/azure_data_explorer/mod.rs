@@ -51,8 +51,7 @@ const TENANT_ID: Param = Param::optional("tenantId").order(METADATA_AUTH_ENV);
 const CLIENT_ID: Param = Param::optional("clientId").order(METADATA_AUTH_ENV);
 const CLIENT_SECRET: Param = Param::optional("clientSecret").order(AUTH).secret();
 const CLOUD: Param = Param::optional("cloud").order(METADATA);
-const ACTIVE_DIRECTORY_ENDPOINT: Param =
-    Param::optional("activeDirectoryEndpoint").order(METADATA);
+const ACTIVE_DIRECTORY_ENDPOINT: Param = Param::optional("activeDirectoryEndpoint").order(METADATA);
 
 /// The parameters of `azure-data-explorer`, in KEDA's order.
 pub const PARAMS: &[Param] = &[
@@ -301,12 +300,12 @@ fn v2_primary_table(frames: &[serde_json::Value]) -> Result<Option<Table>, Strin
                     primary = Some(table);
                 }
             }
-            "DataSetCompletion" => {
+            "DataSetCompletion"
                 if frame.get("HasErrors").and_then(serde_json::Value::as_bool) == Some(true)
-                    || frame.get("Cancelled").and_then(serde_json::Value::as_bool) == Some(true)
-                {
-                    return Err("the query failed or was cancelled (HasErrors)".into());
-                }
+                    || frame.get("Cancelled").and_then(serde_json::Value::as_bool)
+                        == Some(true) =>
+            {
+                return Err("the query failed or was cancelled (HasErrors)".into());
             }
             _ => {}
         }
@@ -326,14 +325,12 @@ fn v1_table(table: &serde_json::Value) -> Result<Table, String> {
             let kind = c.get("ColumnType").and_then(|t| t.as_str());
             // Older answers give the .NET type only.
             let kind = kind.or_else(|| {
-                c.get("DataType")
-                    .and_then(|t| t.as_str())
-                    .map(|t| match t {
-                        "Double" | "System.Double" => "real",
-                        "Int32" | "System.Int32" => "int",
-                        "Int64" | "System.Int64" => "long",
-                        _ => "",
-                    })
+                c.get("DataType").and_then(|t| t.as_str()).map(|t| match t {
+                    "Double" | "System.Double" => "real",
+                    "Int32" | "System.Int32" => "int",
+                    "Int64" | "System.Int64" => "long",
+                    _ => "",
+                })
             });
             kind.unwrap_or("").to_ascii_lowercase()
         })
@@ -435,13 +432,22 @@ mod tests {
             c.url.as_str(),
             "https://keda.westeurope.kusto.windows.net/v2/rest/query"
         );
-        assert_eq!(c.key.scope, "https://keda.westeurope.kusto.windows.net/.default");
-        assert_eq!(c.key.authority.as_str(), "https://login.microsoftonline.com/");
+        assert_eq!(
+            c.key.scope,
+            "https://keda.westeurope.kusto.windows.net/.default"
+        );
+        assert_eq!(
+            c.key.authority.as_str(),
+            "https://login.microsoftonline.com/"
+        );
         let body: serde_json::Value = serde_json::from_str(&c.request_body()).expect("JSON");
         assert_eq!(body["db"], "jobs");
         assert_eq!(body["csl"], "Jobs | where State == 'queued' | count");
         let c = parse(&[("cloud", "AzureUSGovernment")]).expect("valid");
-        assert_eq!(c.key.authority.as_str(), "https://login.microsoftonline.us/");
+        assert_eq!(
+            c.key.authority.as_str(),
+            "https://login.microsoftonline.us/"
+        );
     }
 
     #[test]
@@ -465,19 +471,48 @@ mod tests {
         let long = r#"[{"ColumnName":"Count","ColumnType":"long"}]"#;
         assert_eq!(query_value(v2(long, "[[12]]", false).as_bytes()), Ok(12.0));
         let real = r#"[{"ColumnName":"avg_","ColumnType":"real"},{"ColumnName":"s","ColumnType":"string"}]"#;
-        assert_eq!(query_value(v2(real, r#"[[2.5,"x"]]"#, false).as_bytes()), Ok(2.5));
-        assert!(query_value(v2(long, "[]", false).as_bytes()).expect_err("").contains("no results"));
-        assert!(query_value(v2(long, "[[1],[2]]", false).as_bytes()).expect_err("").contains("single result row"));
-        assert!(query_value(v2(long, "[[1]]", true).as_bytes()).expect_err("").contains("HasErrors"));
-        assert!(query_value(v2(long, "[[-3]]", false).as_bytes()).expect_err("").contains(">= 0"));
+        assert_eq!(
+            query_value(v2(real, r#"[[2.5,"x"]]"#, false).as_bytes()),
+            Ok(2.5)
+        );
+        assert!(
+            query_value(v2(long, "[]", false).as_bytes())
+                .expect_err("")
+                .contains("no results")
+        );
+        assert!(
+            query_value(v2(long, "[[1],[2]]", false).as_bytes())
+                .expect_err("")
+                .contains("single result row")
+        );
+        assert!(
+            query_value(v2(long, "[[1]]", true).as_bytes())
+                .expect_err("")
+                .contains("HasErrors")
+        );
+        assert!(
+            query_value(v2(long, "[[-3]]", false).as_bytes())
+                .expect_err("")
+                .contains(">= 0")
+        );
         assert!(
             query_value(v2(long, r#"[{"OneApiErrors":[{"error":{"code":"LimitsExceeded","message":"s3cret"}}]}]"#, false).as_bytes())
                 .expect_err("")
                 .contains("error row")
         );
-        let text = query_value(v2(r#"[{"ColumnName":"s","ColumnType":"string"}]"#, r#"[["s3cret"]]"#, false).as_bytes())
-            .expect_err("");
-        assert!(text.contains("string") && !text.contains("s3cret"), "{text}");
+        let text = query_value(
+            v2(
+                r#"[{"ColumnName":"s","ColumnType":"string"}]"#,
+                r#"[["s3cret"]]"#,
+                false,
+            )
+            .as_bytes(),
+        )
+        .expect_err("");
+        assert!(
+            text.contains("string") && !text.contains("s3cret"),
+            "{text}"
+        );
         // Fragmented primary table.
         let fragmented = r#"[{"FrameType":"DataSetHeader","IsFragmented":true},{"FrameType":"TableHeader","TableId":1,"TableKind":"PrimaryResult","TableName":"PrimaryResult","Columns":[{"ColumnName":"c","ColumnType":"int"}]},{"FrameType":"TableFragment","TableFragmentType":"DataAppend","TableId":1,"Rows":[[9]]},{"FrameType":"TableCompletion","TableId":1,"RowCount":1},{"FrameType":"DataSetCompletion","HasErrors":false,"Cancelled":false}]"#;
         assert_eq!(query_value(fragmented.as_bytes()), Ok(9.0));

@@ -58,8 +58,7 @@ const UNSAFE_SSL: Param = Param::optional("unsafeSsl")
 const TIMEOUT: Param = Param::optional("timeout")
     .order(METADATA)
     .range(0.0, MAX_TIMEOUT_MS);
-const ACTIVE_DIRECTORY_ENDPOINT: Param =
-    Param::optional("activeDirectoryEndpoint").order(METADATA);
+const ACTIVE_DIRECTORY_ENDPOINT: Param = Param::optional("activeDirectoryEndpoint").order(METADATA);
 
 /// The parameters of `azure-log-analytics`, in KEDA's order.
 pub const PARAMS: &[Param] = &[
@@ -354,7 +353,10 @@ mod tests {
         ))
     }
 
-    const AUTH: &[(&str, &str)] = &[("tenantId", "contoso.onmicrosoft.com"), ("clientSecret", "s3cret")];
+    const AUTH: &[(&str, &str)] = &[
+        ("tenantId", "contoso.onmicrosoft.com"),
+        ("clientSecret", "s3cret"),
+    ];
 
     #[test]
     fn parameters_follow_keda() {
@@ -369,10 +371,16 @@ mod tests {
         );
         assert_eq!(c.key.scope, "https://api.loganalytics.io/.default");
         assert_eq!(c.key.credentials.client_id, "app");
-        let c = parse(&[("cloud", "AzureUSGovernmentCloud"), ("timeout", "2500")], AUTH)
-            .expect("valid");
+        let c = parse(
+            &[("cloud", "AzureUSGovernmentCloud"), ("timeout", "2500")],
+            AUTH,
+        )
+        .expect("valid");
         assert_eq!(c.key.scope, "https://api.loganalytics.us/.default");
-        assert_eq!(c.key.authority.as_str(), "https://login.microsoftonline.us/");
+        assert_eq!(
+            c.key.authority.as_str(),
+            "https://login.microsoftonline.us/"
+        );
         assert_eq!(c.key.timeout, Duration::from_millis(2500));
         let c = parse(
             &[
@@ -391,9 +399,8 @@ mod tests {
 
     #[test]
     fn bad_input_names_the_parameter() {
-        let err = |m: &[(&str, &str)], a: &[(&str, &str)]| {
-            parse(m, a).expect_err("invalid").to_string()
-        };
+        let err =
+            |m: &[(&str, &str)], a: &[(&str, &str)]| parse(m, a).expect_err("invalid").to_string();
         // KEDA names the last one missing.
         assert!(err(&[], &[]).contains("\"clientSecret\""));
         assert!(err(&[], &[("clientSecret", "s")]).contains("\"tenantId\""));
@@ -403,7 +410,10 @@ mod tests {
         assert!(err(&[("unsafeSsl", "maybe")], AUTH).contains("unsafeSsl"));
         assert!(
             err(
-                &[("cloud", "Private"), ("logAnalyticsResourceURL", "http://10.0.0.1")],
+                &[
+                    ("cloud", "Private"),
+                    ("logAnalyticsResourceURL", "http://10.0.0.1")
+                ],
                 AUTH
             )
             .contains("https://")
@@ -413,29 +423,74 @@ mod tests {
     #[test]
     fn tables_are_read_as_keda_reads_them() {
         let one = |columns: &str, rows: &str| {
-            format!(r#"{{"tables":[{{"name":"PrimaryResult","columns":{columns},"rows":{rows}}}]}}"#)
+            format!(
+                r#"{{"tables":[{{"name":"PrimaryResult","columns":{columns},"rows":{rows}}}]}}"#
+            )
         };
         let long = r#"[{"name":"count_","type":"long"}]"#;
         assert_eq!(table_value(one(long, "[[42]]").as_bytes()), Ok(42.0));
         assert_eq!(
-            table_value(one(r#"[{"name":"a","type":"real"},{"name":"b","type":"long"}]"#, "[[2.5,7]]").as_bytes()),
+            table_value(
+                one(
+                    r#"[{"name":"a","type":"real"},{"name":"b","type":"long"}]"#,
+                    "[[2.5,7]]"
+                )
+                .as_bytes()
+            ),
             Ok(2.5)
         );
-        assert!(table_value(one(long, "[]").as_bytes()).expect_err("").contains("no results"));
-        assert!(table_value(br#"{"tables":[]}"#).expect_err("").contains("no results"));
-        assert!(table_value(one(long, "[[1],[2]]").as_bytes()).expect_err("").contains("too many rows"));
         assert!(
-            table_value(format!(r#"{{"tables":[{0},{0}]}}"#, r#"{"columns":[{"type":"long"}],"rows":[[1]]}"#).as_bytes())
+            table_value(one(long, "[]").as_bytes())
                 .expect_err("")
-                .contains("too many tables")
+                .contains("no results")
         );
-        assert!(table_value(one(long, "[[-1]]").as_bytes()).expect_err("").contains(">=0"));
-        let text = table_value(one(r#"[{"name":"s","type":"string"}]"#, r#"[["s3cret"]]"#).as_bytes())
-            .expect_err("");
-        assert!(text.contains("string") && !text.contains("s3cret"), "{text}");
+        assert!(
+            table_value(br#"{"tables":[]}"#)
+                .expect_err("")
+                .contains("no results")
+        );
+        assert!(
+            table_value(one(long, "[[1],[2]]").as_bytes())
+                .expect_err("")
+                .contains("too many rows")
+        );
+        assert!(
+            table_value(
+                format!(
+                    r#"{{"tables":[{0},{0}]}}"#,
+                    r#"{"columns":[{"type":"long"}],"rows":[[1]]}"#
+                )
+                .as_bytes()
+            )
+            .expect_err("")
+            .contains("too many tables")
+        );
+        assert!(
+            table_value(one(long, "[[-1]]").as_bytes())
+                .expect_err("")
+                .contains(">=0")
+        );
+        let text =
+            table_value(one(r#"[{"name":"s","type":"string"}]"#, r#"[["s3cret"]]"#).as_bytes())
+                .expect_err("");
+        assert!(
+            text.contains("string") && !text.contains("s3cret"),
+            "{text}"
+        );
         let text = table_value(one(long, r#"[["s3cret"]]"#).as_bytes()).expect_err("");
-        assert!(text.contains("cannot convert") && !text.contains("s3cret"), "{text}");
-        assert!(table_value(one(long, "[[null]]").as_bytes()).expect_err("").contains("empty"));
-        assert!(table_value(one(long, "[[]]").as_bytes()).expect_err("").contains("empty"));
+        assert!(
+            text.contains("cannot convert") && !text.contains("s3cret"),
+            "{text}"
+        );
+        assert!(
+            table_value(one(long, "[[null]]").as_bytes())
+                .expect_err("")
+                .contains("empty")
+        );
+        assert!(
+            table_value(one(long, "[[]]").as_bytes())
+                .expect_err("")
+                .contains("empty")
+        );
     }
 }

@@ -55,8 +55,7 @@ const CLIENT_PASSWORD: Param = Param::optional("activeDirectoryClientPassword")
 const CLOUD: Param = Param::optional("cloud").order(METADATA);
 const RESOURCE_MANAGER_ENDPOINT: Param =
     Param::optional("azureResourceManagerEndpoint").order(METADATA);
-const ACTIVE_DIRECTORY_ENDPOINT: Param =
-    Param::optional("activeDirectoryEndpoint").order(METADATA);
+const ACTIVE_DIRECTORY_ENDPOINT: Param = Param::optional("activeDirectoryEndpoint").order(METADATA);
 
 /// The parameters of `azure-monitor`, in KEDA's order.
 pub const PARAMS: &[Param] = &[
@@ -203,7 +202,10 @@ impl AzureMonitorConfig {
                 "providers".into(),
             ];
             resource.extend(parts.iter().map(|s| (*s).to_string()));
-            if resource.iter().any(|s| s.is_empty() || s == "." || s == "..") {
+            if resource
+                .iter()
+                .any(|s| s.is_empty() || s == "." || s == "..")
+            {
                 return Err(p.rule(
                     "subscriptionId, resourceGroupName and the parts of resourceURI must not be \
                      empty, \".\" or \"..\"",
@@ -281,9 +283,11 @@ fn hh_mm_ss(fields: &[&str]) -> Result<i64, String> {
             .saturating_mul(3600)
             .saturating_add(m.saturating_mul(60))
             .saturating_add(s)),
-        _ => Err("errors parsing metricAggregationInterval: hours, minutes and seconds must be \
+        _ => Err(
+            "errors parsing metricAggregationInterval: hours, minutes and seconds must be \
                   integers"
-            .to_string()),
+                .to_string(),
+        ),
     }
 }
 
@@ -425,7 +429,10 @@ mod tests {
     use crate::context::test_context;
 
     const BASE: &[(&str, &str)] = &[
-        ("resourceURI", "Microsoft.ContainerService/managedClusters/aks"),
+        (
+            "resourceURI",
+            "Microsoft.ContainerService/managedClusters/aks",
+        ),
         ("tenantId", "72f988bf-86f1-41af-91ab-2d7cd011db47"),
         ("subscriptionId", "sub-1"),
         ("resourceGroupName", "rg"),
@@ -460,7 +467,10 @@ mod tests {
         let c = parse(&[]).expect("valid");
         assert_eq!(c.metric_name, "s2-azure-monitor-kube_pod_status_ready");
         assert_eq!(c.key.scope, "https://management.azure.com/.default");
-        assert_eq!(c.key.authority.as_str(), "https://login.microsoftonline.com/");
+        assert_eq!(
+            c.key.authority.as_str(),
+            "https://login.microsoftonline.com/"
+        );
         assert_eq!(
             c.key.token_url().expect("url").as_str(),
             "https://login.microsoftonline.com/72f988bf-86f1-41af-91ab-2d7cd011db47/oauth2/v2.0/token"
@@ -542,9 +552,21 @@ mod tests {
         let answer = br#"{"cost":0,"timespan":"t","interval":"PT1M","value":[{"id":"x","type":"Microsoft.Insights/metrics","name":{"value":"m"},"unit":"Count","timeseries":[{"metadatavalues":[],"data":[{"timeStamp":"2023-11-14T22:09:00Z","average":1.0},{"timeStamp":"2023-11-14T22:10:00Z","average":4.5,"total":9}]}],"errorCode":"Success"}],"namespace":"n","resourceregion":"westeurope"}"#;
         assert_eq!(metric_value(answer, "Average"), Ok(4.5));
         assert_eq!(metric_value(answer, "total"), Ok(9.0));
-        assert!(metric_value(answer, "Maximum").expect_err("none").contains("Maximum"));
-        assert!(metric_value(answer, "None").expect_err("none").contains("unsupported"));
-        assert!(metric_value(br#"{"value":[]}"#, "Average").expect_err("0").contains("0 metrics"));
+        assert!(
+            metric_value(answer, "Maximum")
+                .expect_err("none")
+                .contains("Maximum")
+        );
+        assert!(
+            metric_value(answer, "None")
+                .expect_err("none")
+                .contains("unsupported")
+        );
+        assert!(
+            metric_value(br#"{"value":[]}"#, "Average")
+                .expect_err("0")
+                .contains("0 metrics")
+        );
         assert!(
             metric_value(br#"{"value":[{"timeseries":[]}]}"#, "Average")
                 .expect_err("no series")
@@ -555,6 +577,10 @@ mod tests {
                 .expect_err("no data")
                 .contains("without any metric values")
         );
-        assert!(metric_value(b"s3cret", "Average").expect_err("not JSON").contains("not a metrics Response"));
+        assert!(
+            metric_value(b"s3cret", "Average")
+                .expect_err("not JSON")
+                .contains("not a metrics Response")
+        );
     }
 }
