@@ -400,6 +400,15 @@ mod tests {
             .contains("activeDirectoryEndpoint must be provided")
         );
         assert!(err(&[("metricId", "a/../b")]).contains("metricId"));
+        // The client secret never goes to a plain-text authority.
+        assert!(
+            err(&[
+                ("cloud", "Private"),
+                ("appInsightsResourceURL", "https://ai.local"),
+                ("activeDirectoryEndpoint", "http://login.local/")
+            ])
+            .contains("parameter \"activeDirectoryEndpoint\" must be an https:// URL")
+        );
     }
 
     #[test]
