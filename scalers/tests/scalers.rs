@@ -27,6 +27,7 @@ const BUILTIN_TYPES: &[&str] = &[
     "aws-sqs-queue",
     "azure-blob",
     "azure-queue",
+    "azure-servicebus",
     "beanstalkd",
     "couchdb",
     "cpu",

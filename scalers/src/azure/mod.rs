@@ -12,6 +12,7 @@
 //! same errors.
 
 pub mod client;
+pub mod sas;
 pub mod shared_key;
 
 use crate::error::{MetadataError, Source};

@@ -10,6 +10,7 @@ pub mod aws_kinesis_stream;
 pub mod aws_sqs_queue;
 pub mod azure_blob;
 pub mod azure_queue;
+pub mod azure_servicebus;
 pub mod beanstalkd;
 pub mod couchdb;
 pub mod cron;
@@ -110,6 +111,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "azure-queue",
         Declared::new(azure_queue::build, azure_queue::PARAMS)
             .with_check(|ctx| azure_queue::AzureQueueConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "azure-servicebus",
+        crate::pooled::declare::<azure_servicebus::ServiceBusConfig>(azure_servicebus::PARAMS),
     );
     registry.register(
         "beanstalkd",
