@@ -26,6 +26,7 @@ const BUILTIN_TYPES: &[&str] = &[
     "aws-kinesis-stream",
     "aws-sqs-queue",
     "azure-blob",
+    "azure-eventhub",
     "azure-queue",
     "azure-servicebus",
     "beanstalkd",

@@ -9,6 +9,7 @@ pub mod aws_dynamodb_streams;
 pub mod aws_kinesis_stream;
 pub mod aws_sqs_queue;
 pub mod azure_blob;
+pub mod azure_eventhub;
 pub mod azure_queue;
 pub mod azure_servicebus;
 pub mod beanstalkd;
@@ -106,6 +107,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "azure-blob",
         Declared::new(azure_blob::build, azure_blob::PARAMS)
             .with_check(|ctx| azure_blob::AzureBlobConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "azure-eventhub",
+        crate::pooled::declare::<azure_eventhub::EventHubConfig>(azure_eventhub::PARAMS),
     );
     registry.register(
         "azure-queue",
