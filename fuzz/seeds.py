@@ -177,6 +177,12 @@ def parser_seeds():
         [("", answer("datadog-cluster-agent", "doc-external-metric-value-list.json"))],
         [("", answer("gcp-monitoring", name))
          for name in sorted(os.listdir(os.path.join(ANSWERS, "gcp-monitoring")))],
+        [("", answer("azure-servicebus", name))
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "azure-servicebus")))],
+        [("", answer("azure-eventhub", "doc-hub.xml")),
+         ("", answer("azure-eventhub", "doc-partition.xml")),
+         ("goSdk", answer("azure-eventhub", "doc-checkpoint-gosdk.json")),
+         ("", answer("azure-eventhub", "doc-checkpoint-function.json"))],
     ]
 
 

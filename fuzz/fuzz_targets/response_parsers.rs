@@ -455,6 +455,31 @@ const PARSERS: &[Parser] = &[
             ok(list_page(body))
         },
     },
+    Parser {
+        name: "azure service bus entity and feed",
+        no_echo: true,
+        run: |_, body, flag| {
+            use keda_scalers::scalers::azure_servicebus::atom::{entity, feed};
+            if flag {
+                return ok(feed(body));
+            }
+            ok(entity(body))
+        },
+    },
+    Parser {
+        name: "azure event hubs runtime descriptions and checkpoints",
+        no_echo: true,
+        run: |param, body, flag| {
+            use keda_scalers::scalers::azure_eventhub::checkpoint::{Strategy, sequence_number};
+            use keda_scalers::scalers::azure_eventhub::runtime::{partition, partition_ids};
+            if flag {
+                let strategy = Strategy::of(Some(param), (!param.is_empty()).then_some("c"));
+                return ok(sequence_number(strategy, body));
+            }
+            let _ = partition(body);
+            ok(partition_ids(body))
+        },
+    },
 ];
 
 fn runtime() -> &'static tokio::runtime::Runtime {
