@@ -27,6 +27,7 @@ const BUILTIN_TYPES: &[&str] = &[
     "aws-sqs-queue",
     "azure-blob",
     "azure-eventhub",
+    "azure-pipelines",
     "azure-queue",
     "azure-servicebus",
     "beanstalkd",

@@ -14,6 +14,8 @@ mod http_server;
 mod arangodb;
 #[path = "vendor_apis/artemis.rs"]
 mod artemis;
+#[path = "vendor_apis/azure_pipelines.rs"]
+mod azure_pipelines;
 #[path = "vendor_apis/azure_servicebus.rs"]
 mod azure_servicebus;
 #[path = "vendor_apis/couchdb.rs"]

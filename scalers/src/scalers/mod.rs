@@ -10,6 +10,7 @@ pub mod aws_kinesis_stream;
 pub mod aws_sqs_queue;
 pub mod azure_blob;
 pub mod azure_eventhub;
+pub mod azure_pipelines;
 pub mod azure_queue;
 pub mod azure_servicebus;
 pub mod beanstalkd;
@@ -111,6 +112,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     registry.register(
         "azure-eventhub",
         crate::pooled::declare::<azure_eventhub::EventHubConfig>(azure_eventhub::PARAMS),
+    );
+    registry.register(
+        "azure-pipelines",
+        crate::pooled::declare::<azure_pipelines::PipelinesConfig>(azure_pipelines::PARAMS),
     );
     registry.register(
         "azure-queue",
