@@ -183,6 +183,8 @@ def parser_seeds():
          ("", answer("azure-eventhub", "doc-partition.xml")),
          ("goSdk", answer("azure-eventhub", "doc-checkpoint-gosdk.json")),
          ("", answer("azure-eventhub", "doc-checkpoint-function.json"))],
+        [("maven,java", answer("azure-pipelines", "doc-jobrequests.json")),
+         ("linux-agents", answer("azure-pipelines", "doc-pools.json"))],
     ]
 
 

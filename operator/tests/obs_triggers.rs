@@ -2,12 +2,12 @@
 //! `aws-dynamodb-streams`, `kubernetes-resource`, `datadog`, `new-relic`, `dynatrace`, `splunk`,
 //! `solr`, `couchdb`, `solace-event-queue`, `selenium-grid`, `artemis-queue`, `nsq`, `pulsar`,
 //! `arangodb`, `github-runner`, `sumologic`, `solarwinds`, `splunk-observability`, `gcp-pubsub`,
-//! `gcp-stackdriver`, `gcp-cloudtasks`, `gcp-storage`, `azure-servicebus`, `azure-eventhub`)
-//! through the operator on memkube: each scales its target 0 -> 1 when its source's value rises
-//! above the activation threshold, and bad input is `Ready=False` with a message naming the
-//! trigger and the parameter. The sources are the tests' loopback server (`common/source.rs`)
-//! answering each API's documented shape at the API's path; the scalers' own tests check the
-//! requests.
+//! `gcp-stackdriver`, `gcp-cloudtasks`, `gcp-storage`, `azure-servicebus`, `azure-eventhub`,
+//! `azure-pipelines`) through the operator on memkube: each scales its target 0 -> 1 when its
+//! source's value rises above the activation threshold, and bad input is `Ready=False` with a
+//! message naming the trigger and the parameter. The sources are the tests' loopback server
+//! (`common/source.rs`) answering each API's documented shape at the API's path; the scalers'
+//! own tests check the requests.
 
 mod common;
 mod scenarios;
@@ -1798,7 +1798,11 @@ async fn azure_servicebus_scales_from_zero_and_bad_input_is_not_ready_naming_the
         "azure-servicebus-connection",
         "type: azure-servicebus\n      metadata:\n        queueName: orders",
         "ScaledObjectCheckFailed",
-        &["(azure-servicebus)", "connection", "not supported for azure-servicebus yet"],
+        &[
+            "(azure-servicebus)",
+            "connection",
+            "not supported for azure-servicebus yet",
+        ],
     )
     .await;
     op.stop().await;
@@ -1838,9 +1842,13 @@ async fn azure_eventhub_scales_from_zero_and_bad_input_is_not_ready_naming_the_p
         return;
     };
     let azurite = tokio::net::TcpStream::connect(("127.0.0.1", 10000));
-    if redis_common::service_or_skip("azure-eventhub triggers", "Azurite on 127.0.0.1:10000", azurite)
-        .await
-        .is_none()
+    if redis_common::service_or_skip(
+        "azure-eventhub triggers",
+        "Azurite on 127.0.0.1:10000",
+        azurite,
+    )
+    .await
+    .is_none()
     {
         return;
     }
@@ -1889,7 +1897,68 @@ async fn azure_eventhub_scales_from_zero_and_bad_input_is_not_ready_naming_the_p
         "azure-eventhub-storage",
         "type: azure-eventhub\n      metadata:\n        eventHubName: telemetry",
         "ScaledObjectCheckFailed",
-        &["(azure-eventhub)", "storageConnection", "not supported for azure-eventhub yet"],
+        &[
+            "(azure-eventhub)",
+            "storageConnection",
+            "not supported for azure-eventhub yet",
+        ],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// A pool's job requests answer with `waiting` jobs not yet received by an agent
+/// (https://learn.microsoft.com/rest/api/azure/devops/distributedtask/).
+fn pipelines_jobs(waiting: usize) -> String {
+    let jobs: Vec<String> = (0..waiting)
+        .map(|i| format!(r#"{{"requestId":{i},"demands":["maven"],"poolId":12}}"#))
+        .chain(std::iter::once(
+            r#"{"requestId":99,"demands":["maven"],"result":"succeeded","receiveTime":"2026-11-20T10:00:00Z"}"#.to_string(),
+        ))
+        .collect();
+    format!(r#"{{"count":{},"value":[{}]}}"#, jobs.len(), jobs.join(","))
+}
+
+#[tokio::test]
+async fn azure_pipelines_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("azure-pipelines triggers").await else {
+        return;
+    };
+    let devops = Source::start().await;
+    let path = "contoso/_apis/distributedtask/pools/12/jobrequests";
+    devops.set_body(path, &pipelines_jobs(0));
+    secret_auth(
+        &w,
+        "azure-pipelines",
+        &[
+            ("personalAccessToken", "azp-pat"),
+            ("organizationURL", &devops.url("contoso")),
+        ],
+    )
+    .await;
+    let trigger = "type: azure-pipelines\n      metadata:\n        poolID: \"12\"\n        activationTargetPipelinesQueueLength: \"1\"\n      authenticationRef:\n        name: azure-pipelines";
+    zero_to_one_resolving(&w, "azure-pipelines", trigger, async {
+        devops.set_body(path, &pipelines_jobs(3));
+    })
+    .await;
+    assert!(devops.requests(path) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "azure-pipelines-top",
+        "type: azure-pipelines\n      metadata:\n        poolID: \"12\"\n        jobsToFetch: \"10\"\n        parent: template\n      authenticationRef:\n        name: azure-pipelines",
+        "ScaledObjectCheckFailed",
+        &["(azure-pipelines)", "jobsToFetch", "parent"],
+    )
+    .await;
+    refused(
+        &w,
+        "azure-pipelines-pat",
+        "type: azure-pipelines\n      metadata:\n        poolID: \"12\"\n        organizationURL: https://dev.azure.com/contoso",
+        "ScaledObjectCheckFailed",
+        &["(azure-pipelines)", "personalAccessToken", "not supported for azure-pipelines yet"],
     )
     .await;
     op.stop().await;

@@ -128,8 +128,10 @@ pub fn parse_connection_string(raw: &str) -> Result<SasConnection, String> {
     let endpoint = endpoint
         .filter(|e| !e.is_empty())
         .ok_or_else(|| "key \"Endpoint\" must not be empty".to_string())?;
-    let url = url::Url::parse(endpoint)
-        .map_err(|_| "the Endpoint is not a URL (write it as sb://<namespace>.servicebus.windows.net/)".to_string())?;
+    let url = url::Url::parse(endpoint).map_err(|_| {
+        "the Endpoint is not a URL (write it as sb://<namespace>.servicebus.windows.net/)"
+            .to_string()
+    })?;
     let host = url
         .host_str()
         .filter(|h| !h.is_empty())
@@ -141,7 +143,9 @@ pub fn parse_connection_string(raw: &str) -> Result<SasConnection, String> {
     let credential = match (key_name, key, signature) {
         (_, _, Some(token)) if !token.is_empty() => {
             if http::HeaderValue::from_str(token).is_err() {
-                return Err("SharedAccessSignature holds characters an HTTP header cannot carry".into());
+                return Err(
+                    "SharedAccessSignature holds characters an HTTP header cannot carry".into(),
+                );
             }
             SasCredential::Token(Secret::new(token))
         }
@@ -257,9 +261,18 @@ mod tests {
         let rows = [
             ("garbage", "key=value"),
             ("SharedAccessKeyName=a;SharedAccessKey=b", "\"Endpoint\""),
-            ("Endpoint=sb://ns/;SharedAccessKey=b", "\"SharedAccessKeyName\""),
-            ("Endpoint=sb://ns/;SharedAccessKeyName=a", "cannot both be empty"),
-            ("Endpoint=nohost;SharedAccessKeyName=a;SharedAccessKey=b", "not a URL"),
+            (
+                "Endpoint=sb://ns/;SharedAccessKey=b",
+                "\"SharedAccessKeyName\"",
+            ),
+            (
+                "Endpoint=sb://ns/;SharedAccessKeyName=a",
+                "cannot both be empty",
+            ),
+            (
+                "Endpoint=nohost;SharedAccessKeyName=a;SharedAccessKey=b",
+                "not a URL",
+            ),
             (
                 "Endpoint=sb://localhost:5672;SharedAccessKeyName=a;SharedAccessKey=s3cret;UseDevelopmentEmulator=true",
                 "UseDevelopmentEmulator",

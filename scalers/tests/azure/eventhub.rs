@@ -43,10 +43,16 @@ fn authorized(r: &Recorded) -> bool {
     else {
         return false;
     };
-    let fields: BTreeMap<&str, &str> = token.split('&').filter_map(|kv| kv.split_once('=')).collect();
-    let (Some(sr), Some(sig), Some(se), Some(skn)) =
-        (fields.get("sr"), fields.get("sig"), fields.get("se"), fields.get("skn"))
-    else {
+    let fields: BTreeMap<&str, &str> = token
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .collect();
+    let (Some(sr), Some(sig), Some(se), Some(skn)) = (
+        fields.get("sr"),
+        fields.get("sig"),
+        fields.get("se"),
+        fields.get("skn"),
+    ) else {
         return false;
     };
     let now = std::time::SystemTime::now()
@@ -78,14 +84,23 @@ fn event_hubs(hub: String, partitions: Partitions) -> crate::http_server::Handle
             return (
                 StatusCode::UNAUTHORIZED,
                 "application/xml",
-                "<Error><Code>401</Code><Detail>InvalidSignature SECRET-TEXT</Detail></Error>".into(),
+                "<Error><Code>401</Code><Detail>InvalidSignature SECRET-TEXT</Detail></Error>"
+                    .into(),
             );
         }
         if r.query("api-version").as_deref() != Some("2014-01") {
-            return (StatusCode::BAD_REQUEST, "application/xml", "<Error><Code>400</Code></Error>".into());
+            return (
+                StatusCode::BAD_REQUEST,
+                "application/xml",
+                "<Error><Code>400</Code></Error>".into(),
+            );
         }
         let path = r.uri.split('?').next().unwrap_or_default();
-        let segments: Vec<String> = path.trim_start_matches('/').split('/').map(decode).collect();
+        let segments: Vec<String> = path
+            .trim_start_matches('/')
+            .split('/')
+            .map(decode)
+            .collect();
         let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
         let atom = "application/atom+xml;type=entry;charset=utf-8";
         let partitions = partitions.lock().expect("partitions");
@@ -137,7 +152,11 @@ async fn fixture() -> Fixture {
         p.insert("1".into(), (0, 49));
     }
     let server = TestServer::start(event_hubs(hub.clone(), partitions.clone())).await;
-    Fixture { server, hub, partitions }
+    Fixture {
+        server,
+        hub,
+        partitions,
+    }
 }
 
 impl Fixture {
@@ -182,26 +201,58 @@ async fn each_checkpoint_strategy_reads_its_blobs_and_the_lag_is_summed_as_keda_
         &[],
     )
     .await;
-    let go = f.harness(&[("blobContainer", container.as_str())], KEY).await;
+    let go = f
+        .harness(&[("blobContainer", container.as_str())], KEY)
+        .await;
     assert_eq!(go.metric_name, "s0-azure-eventhub-processors");
     go.expect(60.0, true).await;
     // No more than unprocessedEventThreshold per partition: 2 x 20.
     let capped = f
-        .harness(&[("blobContainer", container.as_str()), ("unprocessedEventThreshold", "20")], KEY)
+        .harness(
+            &[
+                ("blobContainer", container.as_str()),
+                ("unprocessedEventThreshold", "20"),
+            ],
+            KEY,
+        )
         .await;
     capped.expect(40.0, true).await;
     capped.close().await;
     // Partition 1 catches up to 59 events with a checkpoint at 49, partition 0 at 99: 0 + 10.
-    azurite::put_blob(&container, "1", br#"{"checkpoint":{"sequenceNumber":49}}"#, &[]).await;
-    azurite::put_blob(&container, "0", br#"{"checkpoint":{"sequenceNumber":99}}"#, &[]).await;
+    azurite::put_blob(
+        &container,
+        "1",
+        br#"{"checkpoint":{"sequenceNumber":49}}"#,
+        &[],
+    )
+    .await;
+    azurite::put_blob(
+        &container,
+        "0",
+        br#"{"checkpoint":{"sequenceNumber":99}}"#,
+        &[],
+    )
+    .await;
     f.partitions.lock().unwrap().insert("1".into(), (0, 59));
     go.expect(10.0, false).await;
     go.close().await;
 
     // blobMetadata: the sequence number is the blob's metadata, the group lower-cased.
     let meta = format!("{HOST}/{hub}/processors/checkpoint");
-    azurite::put_blob(&container, &format!("{meta}/0"), b"", &[("sequencenumber", "95")]).await;
-    azurite::put_blob(&container, &format!("{meta}/1"), b"", &[("sequencenumber", "58")]).await;
+    azurite::put_blob(
+        &container,
+        &format!("{meta}/0"),
+        b"",
+        &[("sequencenumber", "95")],
+    )
+    .await;
+    azurite::put_blob(
+        &container,
+        &format!("{meta}/1"),
+        b"",
+        &[("sequencenumber", "58")],
+    )
+    .await;
     let h = f
         .harness(
             &[
@@ -217,9 +268,21 @@ async fn each_checkpoint_strategy_reads_its_blobs_and_the_lag_is_summed_as_keda_
     h.close().await;
 
     // dapr: dapr-<hub>-<group>-<partition>, the Go SDK's JSON.
-    azurite::put_blob(&container, &format!("dapr-{hub}-processors-0"), br#"{"checkpoint":{"sequenceNumber":80}}"#, &[]).await;
+    azurite::put_blob(
+        &container,
+        &format!("dapr-{hub}-processors-0"),
+        br#"{"checkpoint":{"sequenceNumber":80}}"#,
+        &[],
+    )
+    .await;
     let h = f
-        .harness(&[("blobContainer", container.as_str()), ("checkpointStrategy", "dapr")], KEY)
+        .harness(
+            &[
+                ("blobContainer", container.as_str()),
+                ("checkpointStrategy", "dapr"),
+            ],
+            KEY,
+        )
         .await;
     // 19 + all 60 of partition 1 (no dapr blob).
     h.expect(79.0, true).await;
@@ -242,17 +305,41 @@ async fn each_checkpoint_strategy_reads_its_blobs_and_the_lag_is_summed_as_keda_
     h.close().await;
 
     // Another strategy value with a container: <group>/<partition>, the Python SDK's field.
-    azurite::put_blob(&container, "processors/0", br#"{"partition_id":"0","sequence_number":97}"#, &[]).await;
-    azurite::put_blob(&container, "processors/1", br#"{"PartitionId":"1","SequenceNumber":57}"#, &[]).await;
+    azurite::put_blob(
+        &container,
+        "processors/0",
+        br#"{"partition_id":"0","sequence_number":97}"#,
+        &[],
+    )
+    .await;
+    azurite::put_blob(
+        &container,
+        "processors/1",
+        br#"{"PartitionId":"1","SequenceNumber":57}"#,
+        &[],
+    )
+    .await;
     let h = f
-        .harness(&[("blobContainer", container.as_str()), ("checkpointStrategy", "")], KEY)
+        .harness(
+            &[
+                ("blobContainer", container.as_str()),
+                ("checkpointStrategy", ""),
+            ],
+            KEY,
+        )
         .await;
     h.expect(4.0, false).await;
     h.close().await;
 
     // A container that does not exist: no checkpoints, every event counts (100 + 60).
     let h = f
-        .harness(&[("blobContainer", storage_name("absent").as_str()), ("unprocessedEventThreshold", "100")], KEY)
+        .harness(
+            &[
+                ("blobContainer", storage_name("absent").as_str()),
+                ("unprocessedEventThreshold", "100"),
+            ],
+            KEY,
+        )
         .await;
     h.expect(160.0, true).await;
     h.close().await;
@@ -260,22 +347,38 @@ async fn each_checkpoint_strategy_reads_its_blobs_and_the_lag_is_summed_as_keda_
 
 #[tokio::test]
 async fn refused_signatures_missing_hubs_and_bad_checkpoints_are_named() {
-    if azurite::shared_or_skip("azure_eventhub_errors").await.is_none() {
+    if azurite::shared_or_skip("azure_eventhub_errors")
+        .await
+        .is_none()
+    {
         return;
     }
     let f = fixture().await;
     let container = storage_name("checkpoints");
     azurite::create_container(&container).await;
-    let wrong = f.harness(&[("blobContainer", container.as_str())], "V3JvbmdLZXk=").await;
+    let wrong = f
+        .harness(&[("blobContainer", container.as_str())], "V3JvbmdLZXk=")
+        .await;
     let text = wrong.expect_error().await.to_string();
-    assert!(text.contains("401") && text.contains("SharedAccessKey"), "{text}");
-    assert!(!text.contains("SECRET-TEXT") && !text.contains("V3JvbmdLZXk="), "{text}");
+    assert!(
+        text.contains("401") && text.contains("SharedAccessKey"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("SECRET-TEXT") && !text.contains("V3JvbmdLZXk="),
+        "{text}"
+    );
     wrong.close().await;
 
     azurite::put_blob(&container, "0", b"not json", &[]).await;
-    let h = f.harness(&[("blobContainer", container.as_str())], KEY).await;
+    let h = f
+        .harness(&[("blobContainer", container.as_str())], KEY)
+        .await;
     let text = h.expect_error().await.to_string();
-    assert!(text.contains("checkpoint \"0\"") && text.contains("not JSON"), "{text}");
+    assert!(
+        text.contains("checkpoint \"0\"") && text.contains("not JSON"),
+        "{text}"
+    );
     // An empty partition is not read from storage: 0 for it.
     f.partitions.lock().unwrap().insert("0".into(), (0, -1));
     h.expect(50.0, true).await;
@@ -285,8 +388,13 @@ async fn refused_signatures_missing_hubs_and_bad_checkpoints_are_named() {
         hub: "no-such-hub".into(),
         ..fixture().await
     };
-    let h = missing.harness(&[("blobContainer", container.as_str())], KEY).await;
+    let h = missing
+        .harness(&[("blobContainer", container.as_str())], KEY)
+        .await;
     let text = h.expect_error().await.to_string();
-    assert!(text.contains("event hub \"no-such-hub\" doesn't exist"), "{text}");
+    assert!(
+        text.contains("event hub \"no-such-hub\" doesn't exist"),
+        "{text}"
+    );
     h.close().await;
 }

@@ -138,10 +138,18 @@ pub async fn put_blobs(container: &str, names: &[String]) {
 /// (`x-ms-meta-<key>` headers).
 pub async fn put_blob(container: &str, name: &str, body: &[u8], metadata: &[(&str, &str)]) {
     let segments: Vec<&str> = std::iter::once(container).chain(name.split('/')).collect();
-    let headers: Vec<(String, String)> = std::iter::once(("x-ms-blob-type".to_string(), "BlockBlob".to_string()))
-        .chain(metadata.iter().map(|(k, v)| (format!("x-ms-meta-{k}"), v.to_string())))
+    let headers: Vec<(String, String)> =
+        std::iter::once(("x-ms-blob-type".to_string(), "BlockBlob".to_string()))
+            .chain(
+                metadata
+                    .iter()
+                    .map(|(k, v)| (format!("x-ms-meta-{k}"), v.to_string())),
+            )
+            .collect();
+    let headers: Vec<(&str, &str)> = headers
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     client(Service::Blob)
         .send(
             Method::PUT,

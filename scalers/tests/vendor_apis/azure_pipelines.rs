@@ -47,18 +47,26 @@ fn devops(state: Shared) -> crate::http_server::Handler {
         }
         let org = state.lock().expect("organization");
         if org.throttled {
-            return json(StatusCode::TOO_MANY_REQUESTS, r#"{"message":"SECRET-TEXT"}"#.into());
+            return json(
+                StatusCode::TOO_MANY_REQUESTS,
+                r#"{"message":"SECRET-TEXT"}"#.into(),
+            );
         }
         let path = r.uri.split('?').next().unwrap_or_default();
         match path {
             "/contoso/_apis/distributedtask/pools" => {
                 let pools = match r.query("poolName").as_deref() {
-                    Some("linux-agents") => r#"[{"id":12,"name":"linux-agents","isHosted":false,"poolType":"automation","size":3}]"#,
+                    Some("linux-agents") => {
+                        r#"[{"id":12,"name":"linux-agents","isHosted":false,"poolType":"automation","size":3}]"#
+                    }
                     Some("twins") => r#"[{"id":1,"name":"twins"},{"id":2,"name":"twins"}]"#,
                     _ => "[]",
                 };
                 let count = pools.matches("\"id\"").count();
-                json(StatusCode::OK, format!(r#"{{"count":{count},"value":{pools}}}"#))
+                json(
+                    StatusCode::OK,
+                    format!(r#"{{"count":{count},"value":{pools}}}"#),
+                )
             }
             "/contoso/_apis/distributedtask/pools/12/jobrequests" => {
                 let top = r.query("$top").and_then(|t| t.parse::<usize>().ok());
@@ -74,7 +82,10 @@ fn devops(state: Shared) -> crate::http_server::Handler {
                     format!(
                         r#"{{"count":{},"value":[{}]}}"#,
                         jobs.len(),
-                        jobs.iter().map(|j| j.as_str()).collect::<Vec<_>>().join(",")
+                        jobs.iter()
+                            .map(|j| j.as_str())
+                            .collect::<Vec<_>>()
+                            .join(",")
                     ),
                 )
             }
@@ -88,7 +99,9 @@ fn devops(state: Shared) -> crate::http_server::Handler {
 
 fn job(id: u32, demands: &[&str], parent: &str, state: &str) -> String {
     let extra = match state {
-        "done" => r#","result":"succeeded","receiveTime":"2026-11-20T10:00:00Z","finishTime":"2026-11-20T10:01:00Z""#,
+        "done" => {
+            r#","result":"succeeded","receiveTime":"2026-11-20T10:00:00Z","finishTime":"2026-11-20T10:01:00Z""#
+        }
         "running" => r#","receiveTime":"2026-11-20T10:00:00Z""#,
         _ => "",
     };
@@ -116,7 +129,12 @@ async fn harness(server: &TestServer, metadata: &[(&str, &str)], pat: &str) -> H
 fn organization() -> Shared {
     let org = Organization {
         jobs: vec![
-            job(1, &["maven", "java", "Agent.Version -gtVersion 3.0"], "template-a", "queued"),
+            job(
+                1,
+                &["maven", "java", "Agent.Version -gtVersion 3.0"],
+                "template-a",
+                "queued",
+            ),
             job(2, &["maven"], "template-b", "queued"),
             job(3, &["maven", "java"], "template-a", "done"),
             job(4, &["maven", "java"], "template-a", "running"),
@@ -149,7 +167,12 @@ async fn waiting_jobs_are_counted_by_demands_parent_or_all() {
     // parent by pool name, resolved once: no $top.
     let parent = harness(
         &server,
-        &[("poolID", ""), ("poolName", "linux-agents"), ("demands", ""), ("parent", "template-b")],
+        &[
+            ("poolID", ""),
+            ("poolName", "linux-agents"),
+            ("demands", ""),
+            ("parent", "template-b"),
+        ],
         PAT,
     )
     .await;
@@ -168,10 +191,24 @@ async fn waiting_jobs_are_counted_by_demands_parent_or_all() {
     );
     parent.close().await;
     // None waiting: inactive.
-    state.lock().unwrap().jobs.retain(|j| j.contains("\"result\""));
-    let h = harness(&server, &[("fetchUnfinishedJobsOnly", "true"), ("demands", "")], PAT).await;
+    state
+        .lock()
+        .unwrap()
+        .jobs
+        .retain(|j| j.contains("\"result\""));
+    let h = harness(
+        &server,
+        &[("fetchUnfinishedJobsOnly", "true"), ("demands", "")],
+        PAT,
+    )
+    .await;
     h.expect(0.0, false).await;
-    assert!(server.last_request().uri.ends_with("jobrequests?completedRequestCount=0"));
+    assert!(
+        server
+            .last_request()
+            .uri
+            .ends_with("jobrequests?completedRequestCount=0")
+    );
     h.close().await;
 }
 
@@ -190,17 +227,29 @@ async fn unknown_pools_refused_tokens_and_rate_limits_are_named_without_devops_t
     }
     let h = harness(&server, &[("poolID", "99")], PAT).await;
     let text = h.expect_error().await.to_string();
-    assert!(text.contains("404") && text.contains("organizationURL"), "{text}");
+    assert!(
+        text.contains("404") && text.contains("organizationURL"),
+        "{text}"
+    );
     assert!(!text.contains("SECRET-TEXT"), "{text}");
     h.close().await;
     let h = harness(&server, &[], "wrong-pat-value").await;
     let text = h.expect_error().await.to_string();
-    assert!(text.contains("401") && text.contains("personalAccessToken"), "{text}");
-    assert!(!text.contains("SECRET-TEXT") && !text.contains("wrong-pat-value"), "{text}");
+    assert!(
+        text.contains("401") && text.contains("personalAccessToken"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("SECRET-TEXT") && !text.contains("wrong-pat-value"),
+        "{text}"
+    );
     h.close().await;
     state.lock().unwrap().throttled = true;
     let h = harness(&server, &[], PAT).await;
     let text = h.expect_error().await.to_string();
-    assert!(text.contains("429") && text.contains("rate limit"), "{text}");
+    assert!(
+        text.contains("429") && text.contains("rate limit"),
+        "{text}"
+    );
     h.close().await;
 }

@@ -174,7 +174,10 @@ fn service_bus(state: Shared) -> crate::http_server::Handler {
                 page(r, "Queues", entries)
             }
             [topic, "Subscriptions"] => match ns.topics.get(topic) {
-                None => error(StatusCode::NOT_FOUND, "The messaging entity could not be found."),
+                None => error(
+                    StatusCode::NOT_FOUND,
+                    "The messaging entity could not be found.",
+                ),
                 Some(subs) => {
                     let entries = subs
                         .iter()
@@ -242,21 +245,32 @@ async fn active_messages_of_a_queue_and_of_a_subscription_with_a_signed_token() 
     // 7 active (the 4 dead-lettered do not count), above activationMessageCount 2.
     h.expect(7.0, true).await;
     let request = server.last_request();
-    assert!(request.uri.starts_with("/orders?api-version=2021-05"), "{}", request.uri);
+    assert!(
+        request.uri.starts_with("/orders?api-version=2021-05"),
+        "{}",
+        request.uri
+    );
     state.lock().unwrap().queues.insert("orders".into(), (2, 0));
     h.expect(2.0, false).await;
     h.close().await;
 
     let sub = harness(
         &server,
-        &[("queueName", ""), ("topicName", "events"), ("subscriptionName", "billing")],
+        &[
+            ("queueName", ""),
+            ("topicName", "events"),
+            ("subscriptionName", "billing"),
+        ],
         &cs,
     )
     .await;
     assert_eq!(sub.metric_name, "s0-azure-servicebus-events");
     sub.expect(3.0, true).await;
     assert!(
-        server.last_request().uri.starts_with("/events/Subscriptions/billing?"),
+        server
+            .last_request()
+            .uri
+            .starts_with("/events/Subscriptions/billing?"),
         "{}",
         server.last_request().uri
     );
@@ -276,8 +290,8 @@ async fn a_ready_signature_in_the_connection_string_is_sent_as_it_is() {
     let mut mac = Hmac::<Sha256>::new_from_slice(KEY.as_bytes()).expect("hmac key");
     mac.update(format!("{audience}\n{expiry}").as_bytes());
     let sig = base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes());
-    let sig: String = percent_encoding::utf8_percent_encode(&sig, percent_encoding::NON_ALPHANUMERIC)
-        .to_string();
+    let sig: String =
+        percent_encoding::utf8_percent_encode(&sig, percent_encoding::NON_ALPHANUMERIC).to_string();
     let cs = format!(
         "Endpoint=sb://{HOST}/;SharedAccessSignature=SharedAccessSignature sr={audience}&sig={sig}&se={expiry}&skn={RULE}"
     );
@@ -301,7 +315,12 @@ async fn regexes_list_every_page_and_combine_whole_name_matches() {
     let server = TestServer::start(service_bus(state.clone())).await;
     let cs = connection_string(RULE, KEY);
     // Sum over 0..150 of i % 10 = 15 * 45 = 675 ("jobs-1-archive" matches too, with 0).
-    let sum = harness(&server, &[("queueName", "jobs-.*"), ("useRegex", "true")], &cs).await;
+    let sum = harness(
+        &server,
+        &[("queueName", "jobs-.*"), ("useRegex", "true")],
+        &cs,
+    )
+    .await;
     assert_eq!(sum.metric_name, "s0-azure-servicebus-queue-regex");
     sum.expect(675.0, true).await;
     let pages: Vec<_> = server
@@ -314,7 +333,11 @@ async fn regexes_list_every_page_and_combine_whole_name_matches() {
     sum.close().await;
     let max = harness(
         &server,
-        &[("queueName", "jobs-[0-9]+"), ("useRegex", "true"), ("operation", "max")],
+        &[
+            ("queueName", "jobs-[0-9]+"),
+            ("useRegex", "true"),
+            ("operation", "max"),
+        ],
         &cs,
     )
     .await;
@@ -323,7 +346,11 @@ async fn regexes_list_every_page_and_combine_whole_name_matches() {
     // 675 / 150 = 4 (integer division).
     let avg = harness(
         &server,
-        &[("queueName", "jobs-[0-9]+"), ("useRegex", "true"), ("operation", "avg")],
+        &[
+            ("queueName", "jobs-[0-9]+"),
+            ("useRegex", "true"),
+            ("operation", "avg"),
+        ],
         &cs,
     )
     .await;
@@ -356,12 +383,19 @@ async fn missing_entities_refused_keys_and_throttling_are_named_without_service_
     h.close().await;
     let h = harness(
         &server,
-        &[("queueName", ""), ("topicName", "events"), ("subscriptionName", "gone")],
+        &[
+            ("queueName", ""),
+            ("topicName", "events"),
+            ("subscriptionName", "gone"),
+        ],
         &cs,
     )
     .await;
     let text = h.expect_error().await.to_string();
-    assert!(text.contains("subscription gone doesn't exist in topic events"), "{text}");
+    assert!(
+        text.contains("subscription gone doesn't exist in topic events"),
+        "{text}"
+    );
     h.close().await;
     let h = harness(
         &server,
@@ -378,11 +412,20 @@ async fn missing_entities_refused_keys_and_throttling_are_named_without_service_
     assert!(text.contains("404") && text.contains("topicName"), "{text}");
     h.close().await;
 
-    for (rule, key) in [(RULE, "V3JvbmdLZXlXcm9uZ0tleVdyb25nS2V5"), ("SendOnly", KEY)] {
+    for (rule, key) in [
+        (RULE, "V3JvbmdLZXlXcm9uZ0tleVdyb25nS2V5"),
+        ("SendOnly", KEY),
+    ] {
         let h = harness(&server, &[], &connection_string(rule, key)).await;
         let text = h.expect_error().await.to_string();
-        assert!(text.contains("401") && text.contains("SharedAccessKey"), "{text}");
-        assert!(!text.contains("SECRET-TEXT") && !text.contains(key), "{text}");
+        assert!(
+            text.contains("401") && text.contains("SharedAccessKey"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("SECRET-TEXT") && !text.contains(key),
+            "{text}"
+        );
         h.close().await;
     }
 
@@ -394,11 +437,21 @@ async fn missing_entities_refused_keys_and_throttling_are_named_without_service_
     h.close().await;
 
     // An unusable connection string: the trigger builds, and every read names the parameter.
-    let h = harness(&server, &[], "Endpoint=sb://x/;SharedAccessKey=s3cret-value").await;
+    let h = harness(
+        &server,
+        &[],
+        "Endpoint=sb://x/;SharedAccessKey=s3cret-value",
+    )
+    .await;
     let text = h.expect_error().await.to_string();
     assert!(text.contains("parameter \"connection\""), "{text}");
     assert!(!text.contains("s3cret-value"), "{text}");
     // No client was leased: closing releases nothing and reads keep naming the parameter.
     h.built.scaler().close().await;
-    assert!(h.expect_error().await.to_string().contains("parameter \"connection\""));
+    assert!(
+        h.expect_error()
+            .await
+            .to_string()
+            .contains("parameter \"connection\"")
+    );
 }

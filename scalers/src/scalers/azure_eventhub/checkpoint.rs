@@ -98,8 +98,13 @@ fn int64(value: Option<&serde_json::Value>, name: &str) -> Result<i64, String> {
 /// # Errors
 /// The body is not JSON, or the sequence number is not a 64-bit integer.
 pub fn sequence_number(strategy: Strategy, body: &[u8]) -> Result<i64, String> {
-    let json: serde_json::Value = serde_json::from_slice(body)
-        .map_err(|e| format!("a checkpoint blob that is not JSON (line {}, column {})", e.line(), e.column()))?;
+    let json: serde_json::Value = serde_json::from_slice(body).map_err(|e| {
+        format!(
+            "a checkpoint blob that is not JSON (line {}, column {})",
+            e.line(),
+            e.column()
+        )
+    })?;
     match strategy {
         Strategy::GoSdk | Strategy::Dapr => int64(
             field(&json, "checkpoint").and_then(|c| field(c, "sequenceNumber")),
@@ -137,11 +142,27 @@ mod tests {
     #[test]
     fn locations_follow_keda_per_strategy() {
         let rows = [
-            (Strategy::of(None, None), "azure-webjobs-eventhub", "ns.servicebus.windows.net/hub/$Default/0"),
-            (Strategy::of(Some("azureFunction"), Some("c")), "azure-webjobs-eventhub", "ns.servicebus.windows.net/hub/$Default/0"),
-            (Strategy::of(Some("blobMetadata"), Some("c")), "c", "ns.servicebus.windows.net/hub/$default/checkpoint/0"),
+            (
+                Strategy::of(None, None),
+                "azure-webjobs-eventhub",
+                "ns.servicebus.windows.net/hub/$Default/0",
+            ),
+            (
+                Strategy::of(Some("azureFunction"), Some("c")),
+                "azure-webjobs-eventhub",
+                "ns.servicebus.windows.net/hub/$Default/0",
+            ),
+            (
+                Strategy::of(Some("blobMetadata"), Some("c")),
+                "c",
+                "ns.servicebus.windows.net/hub/$default/checkpoint/0",
+            ),
             (Strategy::of(Some("goSdk"), Some("c")), "c", "0"),
-            (Strategy::of(Some("dapr"), Some("c")), "c", "dapr-hub-$Default-0"),
+            (
+                Strategy::of(Some("dapr"), Some("c")),
+                "c",
+                "dapr-hub-$Default-0",
+            ),
             (Strategy::of(None, Some("c")), "c", "$Default/0"),
             (Strategy::of(Some("other"), Some("c")), "c", "$Default/0"),
         ];
@@ -157,14 +178,34 @@ mod tests {
     #[test]
     fn bodies_give_the_sequence_number_as_go_decodes_them() {
         let rows: &[(Strategy, &str, Result<i64, ()>)] = &[
-            (Strategy::AzureFunction, r#"{"Offset":"1","SequenceNumber":42,"PartitionId":"0"}"#, Ok(42)),
+            (
+                Strategy::AzureFunction,
+                r#"{"Offset":"1","SequenceNumber":42,"PartitionId":"0"}"#,
+                Ok(42),
+            ),
             (Strategy::AzureFunction, r#"{"sequencenumber":7}"#, Ok(7)),
-            (Strategy::GoSdk, r#"{"checkpoint":{"offset":"1","sequenceNumber":9},"partitionId":"0"}"#, Ok(9)),
-            (Strategy::Dapr, r#"{"partitionID":"0","checkpoint":{"sequenceNumber":3}}"#, Ok(3)),
+            (
+                Strategy::GoSdk,
+                r#"{"checkpoint":{"offset":"1","sequenceNumber":9},"partitionId":"0"}"#,
+                Ok(9),
+            ),
+            (
+                Strategy::Dapr,
+                r#"{"partitionID":"0","checkpoint":{"sequenceNumber":3}}"#,
+                Ok(3),
+            ),
             (Strategy::Default, r#"{"SequenceNumber":5}"#, Ok(5)),
-            (Strategy::Default, r#"{"partition_id":"0","sequence_number":6}"#, Ok(6)),
+            (
+                Strategy::Default,
+                r#"{"partition_id":"0","sequence_number":6}"#,
+                Ok(6),
+            ),
             (Strategy::Default, r#"{}"#, Ok(0)),
-            (Strategy::GoSdk, r#"{"checkpoint":{"sequenceNumber":"9"}}"#, Err(())),
+            (
+                Strategy::GoSdk,
+                r#"{"checkpoint":{"sequenceNumber":"9"}}"#,
+                Err(()),
+            ),
             (Strategy::Default, "not json", Err(())),
         ];
         for (strategy, body, expected) in rows {

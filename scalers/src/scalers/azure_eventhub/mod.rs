@@ -178,13 +178,12 @@ impl EventHubConfig {
                      eventHubName not provided",
                 ));
             };
-            let base = url::Url::parse(&format!("https://{}/", namespace.namespace)).map_err(
-                |_| {
+            let base =
+                url::Url::parse(&format!("https://{}/", namespace.namespace)).map_err(|_| {
                     p.rule(
                         "parameter \"connection\": the Endpoint's host cannot make an https:// URL",
                     )
-                },
-            )?;
+                })?;
             let key = azure::parse_connection_string(storage.expose(), Service::Blob)
                 .map_err(|why| {
                     p.rule(format!(
@@ -235,13 +234,17 @@ impl EventHubConfig {
             path.pop_if_empty();
             path.extend(segments);
         }
-        url.query_pairs_mut().append_pair("api-version", API_VERSION);
+        url.query_pairs_mut()
+            .append_pair("api-version", API_VERSION);
         let token = self
             .namespace
             .credential
             .authorization(url.as_str(), read.now().as_second());
         let url = self.vendor_endpoints.redirect(url);
-        let operation = format!("Event Hubs GET of {what} at {} (connection)", describe_url(&url));
+        let operation = format!(
+            "Event Hubs GET of {what} at {} (connection)",
+            describe_url(&url)
+        );
         let mut headers = HeaderMap::new();
         let mut value = HeaderValue::from_str(&token).map_err(|_| {
             read.unexpected("the connection string's signature cannot be sent in a header")

@@ -117,7 +117,10 @@ mod tests {
 
     #[test]
     fn descriptions_give_partitions_and_sequence_numbers() {
-        assert_eq!(partition_ids(HUB.as_bytes()), Ok(Some(vec!["0".into(), "1".into()])));
+        assert_eq!(
+            partition_ids(HUB.as_bytes()),
+            Ok(Some(vec!["0".into(), "1".into()]))
+        );
         assert_eq!(
             partition(PARTITION.as_bytes()),
             Ok(Some(Partition { begin: 3, end: 41 }))

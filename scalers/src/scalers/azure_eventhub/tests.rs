@@ -1,8 +1,7 @@
 use super::*;
 use crate::context::test_context;
 
-const HUB_CONNECTION: &str =
-    "Endpoint=sb://keda.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey=s3cretkey;EntityPath=telemetry";
+const HUB_CONNECTION: &str = "Endpoint=sb://keda.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey=s3cretkey;EntityPath=telemetry";
 const NAMESPACE_CONNECTION: &str =
     "Endpoint=sb://keda.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey=s3cretkey";
 
@@ -20,11 +19,18 @@ const AUTH: &[(&str, &str)] = &[
 fn keda_s_metadata_cases() {
     let config = parse(&[], AUTH).unwrap();
     assert_eq!(config.metric_name, "s0-azure-eventhub-$Default");
-    assert_eq!((config.threshold, config.activation, config.stale), (64, 0, 10000));
+    assert_eq!(
+        (config.threshold, config.activation, config.stale),
+        (64, 0, 10000)
+    );
     assert_eq!(config.hub, "telemetry");
     assert_eq!(config.strategy, Strategy::AzureFunction);
     let config = parse(
-        &[("consumerGroup", "cg"), ("blobContainer", "checkpoints"), ("checkpointStrategy", "goSdk")],
+        &[
+            ("consumerGroup", "cg"),
+            ("blobContainer", "checkpoints"),
+            ("checkpointStrategy", "goSdk"),
+        ],
         AUTH,
     )
     .unwrap();
@@ -34,23 +40,58 @@ fn keda_s_metadata_cases() {
         ("connection", NAMESPACE_CONNECTION),
         ("storageConnection", "UseDevelopmentStorage=true"),
     ];
-    assert_eq!(parse(&[("eventHubName", "hub2")], &without_path).unwrap().hub, "hub2");
+    assert_eq!(
+        parse(&[("eventHubName", "hub2")], &without_path)
+            .unwrap()
+            .hub,
+        "hub2"
+    );
     // (metadata, auth, error)
     let rows: &[(&[(&str, &str)], &[(&str, &str)], &str)] = &[
-        (&[], &without_path, "connection string does not contain event hub name, and parameter eventHubName not provided"),
-        (&[("unprocessedEventThreshold", "0")], AUTH, "\"unprocessedEventThreshold\" must be a positive number"),
-        (&[("unprocessedEventThreshold", "x")], AUTH, "parameter \"unprocessedEventThreshold\""),
-        (&[("stalePartitionInfoThreshold", "1.5")], AUTH, "parameter \"stalePartitionInfoThreshold\""),
-        (&[], &[("connection", HUB_CONNECTION)], "no storage connection string given"),
-        (&[], &[("storageConnection", "UseDevelopmentStorage=true")], "no event hub connection string given"),
         (
             &[],
-            &[("connection", "Endpoint=sb://ns/;SharedAccessKey=s3cretkey"), ("storageConnection", "UseDevelopmentStorage=true")],
+            &without_path,
+            "connection string does not contain event hub name, and parameter eventHubName not provided",
+        ),
+        (
+            &[("unprocessedEventThreshold", "0")],
+            AUTH,
+            "\"unprocessedEventThreshold\" must be a positive number",
+        ),
+        (
+            &[("unprocessedEventThreshold", "x")],
+            AUTH,
+            "parameter \"unprocessedEventThreshold\"",
+        ),
+        (
+            &[("stalePartitionInfoThreshold", "1.5")],
+            AUTH,
+            "parameter \"stalePartitionInfoThreshold\"",
+        ),
+        (
+            &[],
+            &[("connection", HUB_CONNECTION)],
+            "no storage connection string given",
+        ),
+        (
+            &[],
+            &[("storageConnection", "UseDevelopmentStorage=true")],
+            "no event hub connection string given",
+        ),
+        (
+            &[],
+            &[
+                ("connection", "Endpoint=sb://ns/;SharedAccessKey=s3cretkey"),
+                ("storageConnection", "UseDevelopmentStorage=true"),
+            ],
             "parameter \"connection\"",
         ),
         (
             &[],
-            &[("connection", HUB_CONNECTION), ("storageConnection", "AccountName=a")],
+            &[
+                ("connection", HUB_CONNECTION),
+                ("storageConnection", "AccountName=a"),
+            ],
             "parameter \"storageConnection\"",
         ),
     ];
@@ -60,7 +101,10 @@ fn keda_s_metadata_cases() {
         assert!(!err.contains("s3cretkey"), "row {i}: {err}");
     }
     let err = parse(&[], &[]).expect_err("no auth");
-    assert!(err.contains("not supported for azure-eventhub yet"), "{err}");
+    assert!(
+        err.contains("not supported for azure-eventhub yet"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -257,7 +257,10 @@ impl PipelinesConfig {
             Pool::Id(id) => return Ok(*id),
             Pool::Name(name) => name,
         };
-        if let Some(id) = *self.resolved.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        if let Some(id) = *self
+            .resolved
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
         {
             return Ok(id);
         }
@@ -270,7 +273,10 @@ impl PipelinesConfig {
             .map_err(ScalerError::Metadata)?;
         let body = call.send(self, ApiRequest::get(url, &self.headers)).await?;
         let id = response::pool_id(&body, name).map_err(|why| call.read.unexpected(why))?;
-        *self.resolved.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(id);
+        *self
+            .resolved
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(id);
         Ok(id)
     }
 

@@ -24,7 +24,10 @@ pub fn pool_id(body: &[u8], name: &str) -> Result<i64, String> {
             .get("id")
             .and_then(Value::as_i64)
             .ok_or_else(|| "the agent pool has no integer \"id\"".to_string()),
-        more => Err(format!("found {} agent pool with name `{name}`", more.len())),
+        more => Err(format!(
+            "found {} agent pool with name `{name}`",
+            more.len()
+        )),
     }
 }
 
@@ -170,14 +173,21 @@ mod tests {
             (demands("java", false, false, false), 0),
         ];
         for (i, (matching, count)) in rows.iter().enumerate() {
-            assert_eq!(queued_jobs(JOBS.as_bytes(), matching), Ok(*count), "row {i}");
+            assert_eq!(
+                queued_jobs(JOBS.as_bytes(), matching),
+                Ok(*count),
+                "row {i}"
+            );
         }
         assert!(queued_jobs(b"<html/>", &Matching::All).is_err());
     }
 
     #[test]
     fn a_pool_name_gives_one_id() {
-        assert_eq!(pool_id(br#"{"count":1,"value":[{"id":7,"name":"p"}]}"#, "p"), Ok(7));
+        assert_eq!(
+            pool_id(br#"{"count":1,"value":[{"id":7,"name":"p"}]}"#, "p"),
+            Ok(7)
+        );
         assert_eq!(
             pool_id(br#"{"count":0,"value":[]}"#, "p"),
             Err("agent pool with name `p` not found".into())

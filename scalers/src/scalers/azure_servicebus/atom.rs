@@ -122,7 +122,9 @@ mod tests {
         assert_eq!(feed(empty.as_bytes()), Ok(vec![]));
         let list = format!(
             r#"<feed xmlns="http://www.w3.org/2005/Atom"><title type="text">Queues</title>{QUEUE}{}</feed>"#,
-            QUEUE.replace(">orders<", ">orders-2<").replace(">7<", ">3<")
+            QUEUE
+                .replace(">orders<", ">orders-2<")
+                .replace(">7<", ">3<")
         );
         assert_eq!(
             feed(list.as_bytes()).map(|e| e.iter().map(|e| e.active).sum::<i64>()),

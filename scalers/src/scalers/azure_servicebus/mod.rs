@@ -185,10 +185,7 @@ impl ServiceBusConfig {
             };
             let compile = |param: &Param, pattern: &str| {
                 whole_name_regex(pattern).map_err(|_| {
-                    p.rule(format!(
-                        "{} is not a valid regular expression",
-                        param.name
-                    ))
+                    p.rule(format!("{} is not a valid regular expression", param.name))
                 })
             };
             let (entity, regex, metric) = match (queue, topic) {
@@ -202,7 +199,11 @@ impl ServiceBusConfig {
                     let regex = use_regex
                         .then(|| compile(&QUEUE_NAME, &queue))
                         .transpose()?;
-                    let metric = if use_regex { "queue-regex".into() } else { queue.clone() };
+                    let metric = if use_regex {
+                        "queue-regex".into()
+                    } else {
+                        queue.clone()
+                    };
                     (Entity::Queue(queue), regex, metric)
                 }
                 (None, Some(topic)) => {
@@ -212,7 +213,11 @@ impl ServiceBusConfig {
                     let regex = use_regex
                         .then(|| compile(&SUBSCRIPTION_NAME, &subscription))
                         .transpose()?;
-                    let metric = if use_regex { "topic-regex".into() } else { topic.clone() };
+                    let metric = if use_regex {
+                        "topic-regex".into()
+                    } else {
+                        topic.clone()
+                    };
                     (
                         Entity::Subscription {
                             topic,
@@ -239,12 +244,16 @@ impl ServiceBusConfig {
                     if let SasCredential::Key { name, .. } = &c.credential
                         && HeaderValue::from_str(name).is_err()
                     {
-                        return Err("SharedAccessKeyName holds characters an HTTP header cannot \
+                        return Err(
+                            "SharedAccessKeyName holds characters an HTTP header cannot \
                                     carry"
-                            .to_string());
+                                .to_string(),
+                        );
                     }
-                    let base = url::Url::parse(&format!("https://{}/", c.namespace))
-                        .map_err(|_| "the Endpoint's host cannot make an https:// URL".to_string())?;
+                    let base =
+                        url::Url::parse(&format!("https://{}/", c.namespace)).map_err(|_| {
+                            "the Endpoint's host cannot make an https:// URL".to_string()
+                        })?;
                     Ok((c, base))
                 })
                 .map_err(|why| {
@@ -253,13 +262,14 @@ impl ServiceBusConfig {
                          used: {why}"
                     ))
                 });
-            let client = namespace.as_ref().map_err(Clone::clone).map(|(_, base)| {
-                HttpClientKey {
+            let client = namespace
+                .as_ref()
+                .map_err(Clone::clone)
+                .map(|(_, base)| HttpClientKey {
                     origin: http_client::origin(&ctx.vendor_endpoints.redirect(base.clone())),
                     auth: HttpAuth::default(),
                     timeout: ctx.global_http_timeout,
-                }
-            });
+                });
             Ok(Self {
                 entity,
                 regex,
@@ -373,8 +383,10 @@ impl ServiceBusConfig {
             let request = self.request(now).map_err(ScalerError::Metadata)?;
             let body = call.send(self, request).await?;
             let found = atom::entity(&body).map_err(|why| {
-                call.read
-                    .unexpected(format!("Service Bus answered {why} for {}", self.describe()))
+                call.read.unexpected(format!(
+                    "Service Bus answered {why} for {}",
+                    self.describe()
+                ))
             })?;
             return match found {
                 Some(entity) => Ok(entity.active),
@@ -390,11 +402,15 @@ impl ServiceBusConfig {
         let mut counts = Vec::new();
         let mut skip = 0;
         for _ in 0..MAX_PAGES {
-            let request = self.page_request(skip, now).map_err(ScalerError::Metadata)?;
+            let request = self
+                .page_request(skip, now)
+                .map_err(ScalerError::Metadata)?;
             let body = call.send(self, request).await?;
             let page = atom::feed(&body).map_err(|why| {
-                call.read
-                    .unexpected(format!("Service Bus answered {why} listing {}", self.describe()))
+                call.read.unexpected(format!(
+                    "Service Bus answered {why} listing {}",
+                    self.describe()
+                ))
             })?;
             counts.extend(
                 page.iter()

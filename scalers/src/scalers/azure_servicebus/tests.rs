@@ -19,7 +19,11 @@ fn parse(metadata: &[(&str, &str)]) -> Result<ServiceBusConfig, String> {
 fn keda_s_metadata_cases() {
     // (metadata, error naming, metric name)
     let rows: &[(&[(&str, &str)], Option<&str>, &str)] = &[
-        (&[("queueName", "orders")], None, "s0-azure-servicebus-orders"),
+        (
+            &[("queueName", "orders")],
+            None,
+            "s0-azure-servicebus-orders",
+        ),
         (
             &[("topicName", "events"), ("subscriptionName", "billing")],
             None,
@@ -62,18 +66,34 @@ fn keda_s_metadata_cases() {
             "",
         ),
         (
-            &[("topicName", "t"), ("subscriptionName", "[s"), ("useRegex", "true")],
+            &[
+                ("topicName", "t"),
+                ("subscriptionName", "[s"),
+                ("useRegex", "true"),
+            ],
             Some("subscriptionName is not a valid regular expression"),
             "",
         ),
-        (&[("queueName", "q"), ("messageCount", "x")], Some("\"messageCount\""), ""),
+        (
+            &[("queueName", "q"), ("messageCount", "x")],
+            Some("\"messageCount\""),
+            "",
+        ),
         (
             &[("queueName", "q"), ("activationMessageCount", "1.5")],
             Some("\"activationMessageCount\""),
             "",
         ),
-        (&[("queueName", "q"), ("operation", "min")], Some("\"operation\""), ""),
-        (&[("queueName", "q"), ("useRegex", "maybe")], Some("\"useRegex\""), ""),
+        (
+            &[("queueName", "q"), ("operation", "min")],
+            Some("\"operation\""),
+            "",
+        ),
+        (
+            &[("queueName", "q"), ("useRegex", "maybe")],
+            Some("\"useRegex\""),
+            "",
+        ),
     ];
     for (i, (metadata, error, metric)) in rows.iter().enumerate() {
         match (parse(metadata), error) {
@@ -96,9 +116,17 @@ fn the_connection_comes_from_authentication_or_env_never_metadata() {
         &[],
         &[],
     );
-    let err = ServiceBusConfig::parse(&ctx).expect_err("metadata is not a source").to_string();
-    assert!(err.starts_with("trigger 2 (azure-servicebus): no connection setting given"), "{err}");
-    assert!(err.contains("Azure AD") && err.contains("not supported for azure-servicebus yet"), "{err}");
+    let err = ServiceBusConfig::parse(&ctx)
+        .expect_err("metadata is not a source")
+        .to_string();
+    assert!(
+        err.starts_with("trigger 2 (azure-servicebus): no connection setting given"),
+        "{err}"
+    );
+    assert!(
+        err.contains("Azure AD") && err.contains("not supported for azure-servicebus yet"),
+        "{err}"
+    );
     let ctx = test_context(
         "azure-servicebus",
         0,
@@ -117,7 +145,10 @@ fn the_connection_comes_from_authentication_or_env_never_metadata() {
     );
     let config = ServiceBusConfig::parse(&ctx).expect("builds");
     let err = config.client_key().expect_err("unusable").to_string();
-    assert!(err.contains("parameter \"connection\"") && err.contains("SharedAccessKeyName"), "{err}");
+    assert!(
+        err.contains("parameter \"connection\"") && err.contains("SharedAccessKeyName"),
+        "{err}"
+    );
     assert!(!err.contains("s3cretkey"), "{err}");
 }
 
@@ -130,7 +161,13 @@ fn requests_are_signed_for_the_namespace_url() {
         request.url.as_str(),
         "https://keda.servicebus.windows.net/events/eu/Subscriptions/billing?api-version=2021-05"
     );
-    let auth = request.headers.get(AUTHORIZATION).unwrap().to_str().unwrap().to_string();
+    let auth = request
+        .headers
+        .get(AUTHORIZATION)
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
     assert_eq!(
         auth,
         crate::azure::sas::token(request.url.as_str(), "Root", "s3cretkey", 1_700_003_600)
