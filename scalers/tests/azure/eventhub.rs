@@ -147,7 +147,7 @@ async fn fixture() -> Fixture {
     let hub = unique("hub");
     let partitions: Partitions = Arc::default();
     {
-        let mut p = partitions.lock().unwrap();
+        let mut p = partitions.lock().expect("fake state");
         p.insert("0".into(), (0, 99));
         p.insert("1".into(), (0, 49));
     }
@@ -233,7 +233,10 @@ async fn each_checkpoint_strategy_reads_its_blobs_and_the_lag_is_summed_as_keda_
         &[],
     )
     .await;
-    f.partitions.lock().unwrap().insert("1".into(), (0, 59));
+    f.partitions
+        .lock()
+        .expect("fake state")
+        .insert("1".into(), (0, 59));
     go.expect(10.0, false).await;
     go.close().await;
 
@@ -380,7 +383,10 @@ async fn refused_signatures_missing_hubs_and_bad_checkpoints_are_named() {
         "{text}"
     );
     // An empty partition is not read from storage: 0 for it.
-    f.partitions.lock().unwrap().insert("0".into(), (0, -1));
+    f.partitions
+        .lock()
+        .expect("fake state")
+        .insert("0".into(), (0, -1));
     h.expect(50.0, true).await;
     h.close().await;
 

@@ -193,7 +193,7 @@ async fn waiting_jobs_are_counted_by_demands_parent_or_all() {
     // None waiting: inactive.
     state
         .lock()
-        .unwrap()
+        .expect("a value")
         .jobs
         .retain(|j| j.contains("\"result\""));
     let h = harness(
@@ -244,7 +244,7 @@ async fn unknown_pools_refused_tokens_and_rate_limits_are_named_without_devops_t
         "{text}"
     );
     h.close().await;
-    state.lock().unwrap().throttled = true;
+    state.lock().expect("fake state").throttled = true;
     let h = harness(&server, &[], PAT).await;
     let text = h.expect_error().await.to_string();
     assert!(

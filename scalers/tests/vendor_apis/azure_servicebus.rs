@@ -250,7 +250,11 @@ async fn active_messages_of_a_queue_and_of_a_subscription_with_a_signed_token() 
         "{}",
         request.uri
     );
-    state.lock().unwrap().queues.insert("orders".into(), (2, 0));
+    state
+        .lock()
+        .expect("fake state")
+        .queues
+        .insert("orders".into(), (2, 0));
     h.expect(2.0, false).await;
     h.close().await;
 
@@ -304,7 +308,7 @@ async fn a_ready_signature_in_the_connection_string_is_sent_as_it_is() {
 async fn regexes_list_every_page_and_combine_whole_name_matches() {
     let state = namespace();
     {
-        let mut ns = state.lock().unwrap();
+        let mut ns = state.lock().expect("fake state");
         for i in 0..150 {
             ns.queues.insert(format!("jobs-{i:03}"), (i % 10, 1));
         }
@@ -430,7 +434,7 @@ async fn missing_entities_refused_keys_and_throttling_are_named_without_service_
     }
 
     let h = harness(&server, &[], &cs).await;
-    state.lock().unwrap().throttled = true;
+    state.lock().expect("fake state").throttled = true;
     let text = h.expect_error().await.to_string();
     assert!(text.contains("429") && text.contains("throttled"), "{text}");
     assert!(!text.contains("SECRET-TEXT"), "{text}");

@@ -15,6 +15,9 @@ const AUTH: &[(&str, &str)] = &[
     ("storageConnection", "UseDevelopmentStorage=true"),
 ];
 
+/// (metadata, TriggerAuthentication parameters, error).
+type Row<'a> = (&'a [(&'a str, &'a str)], &'a [(&'a str, &'a str)], &'a str);
+
 #[test]
 fn keda_s_metadata_cases() {
     let config = parse(&[], AUTH).unwrap();
@@ -47,7 +50,7 @@ fn keda_s_metadata_cases() {
         "hub2"
     );
     // (metadata, auth, error)
-    let rows: &[(&[(&str, &str)], &[(&str, &str)], &str)] = &[
+    let rows: &[Row<'_>] = &[
         (
             &[],
             &without_path,

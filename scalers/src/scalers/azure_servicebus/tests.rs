@@ -15,10 +15,13 @@ fn parse(metadata: &[(&str, &str)]) -> Result<ServiceBusConfig, String> {
     .map_err(|e| e.to_string())
 }
 
+/// (metadata, what the error names if any, metric name).
+type Row<'a> = (&'a [(&'a str, &'a str)], Option<&'a str>, &'a str);
+
 #[test]
 fn keda_s_metadata_cases() {
     // (metadata, error naming, metric name)
-    let rows: &[(&[(&str, &str)], Option<&str>, &str)] = &[
+    let rows: &[Row<'_>] = &[
         (
             &[("queueName", "orders")],
             None,
