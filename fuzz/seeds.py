@@ -185,6 +185,14 @@ def parser_seeds():
         [("requests/count sum", answer("azure-app-insights", "doc-metrics-get.json"))],
         [("", answer("azure-data-explorer", "doc-v2-frames.json")),
          ("", answer("azure-data-explorer", "doc-v1-tables.json"))],
+        [("", answer("azure-servicebus", name))
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "azure-servicebus")))],
+        [("", answer("azure-eventhub", "doc-hub.xml")),
+         ("", answer("azure-eventhub", "doc-partition.xml")),
+         ("goSdk", answer("azure-eventhub", "doc-checkpoint-gosdk.json")),
+         ("", answer("azure-eventhub", "doc-checkpoint-function.json"))],
+        [("maven,java", answer("azure-pipelines", "doc-jobrequests.json")),
+         ("linux-agents", answer("azure-pipelines", "doc-pools.json"))],
     ]
 
 

@@ -497,6 +497,51 @@ const PARSERS: &[Parser] = &[
             ))
         },
     },
+    Parser {
+        name: "azure service bus entity and feed",
+        no_echo: true,
+        run: |_, body, flag| {
+            use keda_scalers::scalers::azure_servicebus::atom::{entity, feed};
+            if flag {
+                return ok(feed(body));
+            }
+            ok(entity(body))
+        },
+    },
+    Parser {
+        name: "azure event hubs runtime descriptions and checkpoints",
+        no_echo: true,
+        run: |param, body, flag| {
+            use keda_scalers::scalers::azure_eventhub::checkpoint::{Strategy, sequence_number};
+            use keda_scalers::scalers::azure_eventhub::runtime::{partition, partition_ids};
+            if flag {
+                let strategy = Strategy::of(Some(param), (!param.is_empty()).then_some("c"));
+                return ok(sequence_number(strategy, body));
+            }
+            let _ = partition(body);
+            ok(partition_ids(body))
+        },
+    },
+    Parser {
+        name: "azure pipelines agent pools and job requests",
+        no_echo: true,
+        run: |param, body, flag| {
+            use keda_scalers::scalers::azure_pipelines::Matching;
+            use keda_scalers::scalers::azure_pipelines::response::{pool_id, queued_jobs};
+            let _ = pool_id(body, param);
+            let matching = match (flag, param.is_empty()) {
+                (_, true) => Matching::All,
+                (true, false) => Matching::Parent(param.to_string()),
+                (false, false) => Matching::Demands {
+                    demands: param.split(',').map(str::to_string).collect(),
+                    require_all: param.len() % 2 == 0,
+                    require_all_ignore_others: param.len() % 3 == 0,
+                    case_insensitive: param.len() % 5 == 0,
+                },
+            };
+            ok(queued_jobs(body, &matching))
+        },
+    },
 ];
 
 fn runtime() -> &'static tokio::runtime::Runtime {

@@ -3,7 +3,8 @@
 //! `solr`, `couchdb`, `solace-event-queue`, `selenium-grid`, `artemis-queue`, `nsq`, `pulsar`,
 //! `arangodb`, `github-runner`, `sumologic`, `solarwinds`, `splunk-observability`, `gcp-pubsub`,
 //! `gcp-stackdriver`, `gcp-cloudtasks`, `gcp-storage`, `azure-monitor`, `azure-log-analytics`,
-//! `azure-app-insights`, `azure-data-explorer`) through the operator on memkube: each
+//! `azure-app-insights`, `azure-data-explorer`, `azure-servicebus`, `azure-eventhub`,
+//! `azure-pipelines`) through the operator on memkube: each
 //! scales its target 0 -> 1 when its source's
 //! value rises above the activation threshold, and bad input is `Ready=False` with a message naming
 //! the trigger and the parameter. The sources are the tests' loopback server (`common/source.rs`)
@@ -1924,6 +1925,229 @@ async fn azure_rest_triggers_scale_from_zero_and_bad_input_is_not_ready_naming_t
         &format!("type: azure-data-explorer\n      metadata:\n        databaseName: jobs\n        endpoint: http://169.254.169.254\n        query: Jobs | count\n        threshold: \"10\"{auth}"),
         "ScaledObjectCheckFailed",
         &["(azure-data-explorer)", "endpoint", "https://"],
+    )
+    .await;
+    op.stop().await;
+}
+/// A Service Bus Get Queue answer (an ATOM entry whose `QueueDescription` counts `active`
+/// active messages; https://learn.microsoft.com/rest/api/servicebus/get-entity).
+fn service_bus_queue(active: u32) -> String {
+    format!(
+        r#"<entry xmlns="http://www.w3.org/2005/Atom"><title type="text">orders</title><content type="application/xml"><QueueDescription xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"><CountDetails xmlns:d2p1="http://schemas.microsoft.com/netservices/2011/06/servicebus"><d2p1:ActiveMessageCount>{active}</d2p1:ActiveMessageCount><d2p1:DeadLetterMessageCount>9</d2p1:DeadLetterMessageCount></CountDetails></QueueDescription></content></entry>"#
+    )
+}
+
+#[tokio::test]
+async fn azure_servicebus_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    use keda_scalers::scalers::azure_servicebus;
+    let service_bus = Source::start().await;
+    let fake = url::Url::parse(&service_bus.url("")).expect("fake URL");
+    let host = "keda-test.servicebus.windows.net";
+    let mut registry = keda_scalers::Registry::builtin();
+    registry.register(
+        "azure-servicebus",
+        redirected::<azure_servicebus::ServiceBusConfig>(
+            keda_scalers::http_client::VendorEndpoints::default().with(host, fake),
+            azure_servicebus::PARAMS,
+        ),
+    );
+    let Some((_server, w)) = world("azure-servicebus triggers", registry).await else {
+        return;
+    };
+    let path = "orders";
+    service_bus.set_body(path, &service_bus_queue(0));
+    secret_auth(
+        &w,
+        "service-bus",
+        &[(
+            "connection",
+            &format!("Endpoint=sb://{host}/;SharedAccessKeyName=Root;SharedAccessKey=c2VjcmV0"),
+        )],
+    )
+    .await;
+    let trigger = "type: azure-servicebus\n      metadata:\n        queueName: orders\n        activationMessageCount: \"1\"\n      authenticationRef:\n        name: service-bus";
+    zero_to_one_resolving(&w, "azure-servicebus", trigger, async {
+        service_bus.set_body(path, &service_bus_queue(4));
+    })
+    .await;
+    assert!(service_bus.requests(path) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "azure-servicebus-count",
+        "type: azure-servicebus\n      metadata:\n        queueName: orders\n        messageCount: many\n      authenticationRef:\n        name: service-bus",
+        "ScaledObjectCheckFailed",
+        &["(azure-servicebus)", "messageCount"],
+    )
+    .await;
+    refused(
+        &w,
+        "azure-servicebus-connection",
+        "type: azure-servicebus\n      metadata:\n        queueName: orders",
+        "ScaledObjectCheckFailed",
+        &[
+            "(azure-servicebus)",
+            "connection",
+            "not supported for azure-servicebus yet",
+        ],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// An Event Hubs runtime description: the hub's one partition `0`, or that partition's
+/// sequence numbers 0..=`end` (https://learn.microsoft.com/rest/api/eventhub/get-partition).
+fn event_hub_entry(description: &str) -> String {
+    format!(
+        r#"<entry xmlns="http://www.w3.org/2005/Atom"><title type="text">x</title><content type="application/xml">{description}</content></entry>"#
+    )
+}
+
+fn event_hub_partition(end: i64) -> String {
+    event_hub_entry(&format!(
+        r#"<PartitionDescription xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"><BeginSequenceNumber>0</BeginSequenceNumber><EndSequenceNumber>{end}</EndSequenceNumber><LastEnqueuedOffset>-1</LastEnqueuedOffset></PartitionDescription>"#
+    ))
+}
+
+/// Checkpoints in Azurite (`scripts/services.sh`), in a container that does not exist: every
+/// event of the partition counts, as in KEDA.
+#[tokio::test]
+async fn azure_eventhub_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    use keda_scalers::scalers::azure_eventhub;
+    let event_hubs = Source::start().await;
+    let fake = url::Url::parse(&event_hubs.url("")).expect("fake URL");
+    let host = "keda-hub.servicebus.windows.net";
+    let mut registry = keda_scalers::Registry::builtin();
+    registry.register(
+        "azure-eventhub",
+        redirected::<azure_eventhub::EventHubConfig>(
+            keda_scalers::http_client::VendorEndpoints::default().with(host, fake),
+            azure_eventhub::PARAMS,
+        ),
+    );
+    let Some((_server, w)) = world("azure-eventhub triggers", registry).await else {
+        return;
+    };
+    let azurite = tokio::net::TcpStream::connect(("127.0.0.1", 10000));
+    if redis_common::service_or_skip(
+        "azure-eventhub triggers",
+        "Azurite on 127.0.0.1:10000",
+        azurite,
+    )
+    .await
+    .is_none()
+    {
+        return;
+    }
+    event_hubs.set_body(
+        "telemetry",
+        &event_hub_entry(
+            r#"<EventHubDescription xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"><PartitionCount>1</PartitionCount><PartitionIds xmlns:d2p1="http://schemas.microsoft.com/2003/10/Serialization/Arrays"><d2p1:string>0</d2p1:string></PartitionIds></EventHubDescription>"#,
+        ),
+    );
+    let partition = "telemetry/consumergroups/$Default/partitions/0";
+    event_hubs.set_body(partition, &event_hub_partition(-1));
+    secret_auth(
+        &w,
+        "event-hub",
+        &[
+            (
+                "connection",
+                &format!(
+                    "Endpoint=sb://{host}/;SharedAccessKeyName=Root;SharedAccessKey=c2VjcmV0;EntityPath=telemetry"
+                ),
+            ),
+            ("storageConnection", "UseDevelopmentStorage=true"),
+        ],
+    )
+    .await;
+    let trigger = "type: azure-eventhub\n      metadata:\n        blobContainer: no-such-checkpoints\n        checkpointStrategy: goSdk\n        activationUnprocessedEventThreshold: \"2\"\n      authenticationRef:\n        name: event-hub";
+    zero_to_one_resolving(&w, "azure-eventhub", trigger, async {
+        // Events 0..=4, no checkpoint: 5 unprocessed.
+        event_hubs.set_body(partition, &event_hub_partition(4));
+    })
+    .await;
+    assert!(event_hubs.requests(partition) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "azure-eventhub-threshold",
+        "type: azure-eventhub\n      metadata:\n        unprocessedEventThreshold: \"0\"\n      authenticationRef:\n        name: event-hub",
+        "ScaledObjectCheckFailed",
+        &["(azure-eventhub)", "unprocessedEventThreshold"],
+    )
+    .await;
+    refused(
+        &w,
+        "azure-eventhub-storage",
+        "type: azure-eventhub\n      metadata:\n        eventHubName: telemetry",
+        "ScaledObjectCheckFailed",
+        &[
+            "(azure-eventhub)",
+            "storageConnection",
+            "not supported for azure-eventhub yet",
+        ],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// A pool's job requests answer with `waiting` jobs not yet received by an agent
+/// (https://learn.microsoft.com/rest/api/azure/devops/distributedtask/).
+fn pipelines_jobs(waiting: usize) -> String {
+    let jobs: Vec<String> = (0..waiting)
+        .map(|i| format!(r#"{{"requestId":{i},"demands":["maven"],"poolId":12}}"#))
+        .chain(std::iter::once(
+            r#"{"requestId":99,"demands":["maven"],"result":"succeeded","receiveTime":"2026-11-20T10:00:00Z"}"#.to_string(),
+        ))
+        .collect();
+    format!(r#"{{"count":{},"value":[{}]}}"#, jobs.len(), jobs.join(","))
+}
+
+#[tokio::test]
+async fn azure_pipelines_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("azure-pipelines triggers").await else {
+        return;
+    };
+    let devops = Source::start().await;
+    let path = "contoso/_apis/distributedtask/pools/12/jobrequests";
+    devops.set_body(path, &pipelines_jobs(0));
+    secret_auth(
+        &w,
+        "azure-pipelines",
+        &[
+            ("personalAccessToken", "azp-pat"),
+            ("organizationURL", &devops.url("contoso")),
+        ],
+    )
+    .await;
+    let trigger = "type: azure-pipelines\n      metadata:\n        poolID: \"12\"\n        activationTargetPipelinesQueueLength: \"1\"\n      authenticationRef:\n        name: azure-pipelines";
+    zero_to_one_resolving(&w, "azure-pipelines", trigger, async {
+        devops.set_body(path, &pipelines_jobs(3));
+    })
+    .await;
+    assert!(devops.requests(path) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "azure-pipelines-top",
+        "type: azure-pipelines\n      metadata:\n        poolID: \"12\"\n        jobsToFetch: \"10\"\n        parent: template\n      authenticationRef:\n        name: azure-pipelines",
+        "ScaledObjectCheckFailed",
+        &["(azure-pipelines)", "jobsToFetch", "parent"],
+    )
+    .await;
+    refused(
+        &w,
+        "azure-pipelines-pat",
+        "type: azure-pipelines\n      metadata:\n        poolID: \"12\"\n        organizationURL: https://dev.azure.com/contoso",
+        "ScaledObjectCheckFailed",
+        &["(azure-pipelines)", "personalAccessToken", "not supported for azure-pipelines yet"],
     )
     .await;
     op.stop().await;

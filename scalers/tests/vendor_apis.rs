@@ -16,6 +16,10 @@ mod arangodb;
 mod artemis;
 #[path = "vendor_apis/azure_aad.rs"]
 mod azure_aad;
+#[path = "vendor_apis/azure_pipelines.rs"]
+mod azure_pipelines;
+#[path = "vendor_apis/azure_servicebus.rs"]
+mod azure_servicebus;
 #[path = "vendor_apis/couchdb.rs"]
 mod couchdb;
 #[path = "vendor_apis/datadog.rs"]

@@ -13,6 +13,7 @@
 
 pub mod aad;
 pub mod client;
+pub mod sas;
 pub mod shared_key;
 
 use crate::error::{MetadataError, Source};

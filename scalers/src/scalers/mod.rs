@@ -11,9 +11,12 @@ pub mod aws_sqs_queue;
 pub mod azure_app_insights;
 pub mod azure_blob;
 pub mod azure_data_explorer;
+pub mod azure_eventhub;
 pub mod azure_log_analytics;
 pub mod azure_monitor;
+pub mod azure_pipelines;
 pub mod azure_queue;
+pub mod azure_servicebus;
 pub mod beanstalkd;
 pub mod couchdb;
 pub mod cron;
@@ -131,9 +134,21 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         crate::pooled::declare::<azure_monitor::AzureMonitorConfig>(azure_monitor::PARAMS),
     );
     registry.register(
+        "azure-eventhub",
+        crate::pooled::declare::<azure_eventhub::EventHubConfig>(azure_eventhub::PARAMS),
+    );
+    registry.register(
+        "azure-pipelines",
+        crate::pooled::declare::<azure_pipelines::PipelinesConfig>(azure_pipelines::PARAMS),
+    );
+    registry.register(
         "azure-queue",
         Declared::new(azure_queue::build, azure_queue::PARAMS)
             .with_check(|ctx| azure_queue::AzureQueueConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "azure-servicebus",
+        crate::pooled::declare::<azure_servicebus::ServiceBusConfig>(azure_servicebus::PARAMS),
     );
     registry.register(
         "beanstalkd",
