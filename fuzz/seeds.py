@@ -177,6 +177,10 @@ def parser_seeds():
         [("", answer("datadog-cluster-agent", "doc-external-metric-value-list.json"))],
         [("", answer("gcp-monitoring", name))
          for name in sorted(os.listdir(os.path.join(ANSWERS, "gcp-monitoring")))],
+        [("", answer("gcp-storage", name))
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "gcp-storage")))],
+        [("", answer("gcp-service-account", name))
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "gcp-service-account")))],
     ]
 
 

@@ -455,6 +455,30 @@ const PARSERS: &[Parser] = &[
             ok(list_page(body))
         },
     },
+    Parser {
+        name: "gcp-storage objects.list page and Google error",
+        no_echo: true,
+        run: |_, body, _| {
+            let _ = keda_scalers::gcp::google_failure(
+                &keda_scalers::http_client::HttpGetError::Status {
+                    status: http::StatusCode::NOT_FOUND,
+                    content_type: None,
+                    body: Bytes::copy_from_slice(body),
+                },
+            )
+            .to_string();
+            ok(keda_scalers::scalers::gcp_storage::objects_page(body))
+        },
+    },
+    Parser {
+        name: "gcp service account key JSON",
+        no_echo: true,
+        run: |_, body, _| {
+            ok(keda_scalers::gcp::ServiceAccount::parse(
+                &String::from_utf8_lossy(body),
+            ))
+        },
+    },
 ];
 
 fn runtime() -> &'static tokio::runtime::Runtime {
