@@ -179,6 +179,9 @@ def parser_seeds():
          for name in sorted(os.listdir(os.path.join(ANSWERS, "gcp-monitoring")))],
         [("", answer("gcp-storage", name))
          for name in sorted(os.listdir(os.path.join(ANSWERS, "gcp-storage")))],
+        [(region, answer("openstack", name))
+         for region in ["", "RegionOne"]
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "openstack")))],
         [("", answer("gcp-service-account", name))
          for name in sorted(os.listdir(os.path.join(ANSWERS, "gcp-service-account")))],
     ]

@@ -471,6 +471,21 @@ const PARSERS: &[Parser] = &[
         },
     },
     Parser {
+        name: "openstack keystone token, swift count and gnocchi measures",
+        no_echo: true,
+        run: |param, body, flag| {
+            use keda_scalers::openstack::{catalog_endpoint, token_answer};
+            use keda_scalers::scalers::openstack_metric::last_measure;
+            use keda_scalers::scalers::openstack_swift::object_count;
+            if flag {
+                let _ = object_count(Some(&String::from_utf8_lossy(body)));
+                return ok(last_measure(body));
+            }
+            let (_, catalog) = token_answer(body)?;
+            ok(catalog_endpoint(&catalog, "object-store", param))
+        },
+    },
+    Parser {
         name: "gcp service account key JSON",
         no_echo: true,
         run: |_, body, _| {

@@ -2,7 +2,8 @@
 //! `aws-dynamodb-streams`, `kubernetes-resource`, `datadog`, `new-relic`, `dynatrace`, `splunk`,
 //! `solr`, `couchdb`, `solace-event-queue`, `selenium-grid`, `artemis-queue`, `nsq`, `pulsar`,
 //! `arangodb`, `github-runner`, `sumologic`, `solarwinds`, `splunk-observability`, `gcp-pubsub`,
-//! `gcp-stackdriver`, `gcp-cloudtasks`, `gcp-storage`) through the operator on memkube: each
+//! `gcp-stackdriver`, `gcp-cloudtasks`, `gcp-storage`, `openstack-swift`, `openstack-metric`) through
+//! the operator on memkube: each
 //! scales its target 0 -> 1 when its source's
 //! value rises above the activation threshold, and bad input is `Ready=False` with a message naming
 //! the trigger and the parameter. The sources are the tests' loopback server (`common/source.rs`)
@@ -1735,6 +1736,156 @@ async fn gcp_triggers_scale_from_zero_and_bad_input_is_not_ready_naming_the_para
         "type: gcp-cloudtasks\n      metadata:\n        projectID: my-project\n        queueName: q\n      authenticationRef:\n        name: gcp-bad",
         "ScaledObjectCheckFailed",
         &["(gcp-cloudtasks)", "GoogleApplicationCredentials", "not JSON"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// Keystone, Swift and Gnocchi on one loopback port, answering the documented shapes with the
+/// headers `Source` does not send: `POST /v3/auth/tokens` -> `201` with `X-Subject-Token`
+/// (https://docs.openstack.org/api-ref/identity/v3/), `HEAD /v1/AUTH_p/<container>` -> `204`
+/// with `X-Container-Object-Count` (https://docs.openstack.org/api-ref/object-store/),
+/// `GET /v1/metric/<id>/measures` -> `[[timestamp, granularity, value]]`
+/// (https://gnocchi.osci.io/rest.html). Requests without the token get `401`.
+struct OpenStackFake {
+    addr: std::net::SocketAddr,
+    /// The container's object count and the metric's last value.
+    value: std::sync::Arc<std::sync::atomic::AtomicI64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for OpenStackFake {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl OpenStackFake {
+    async fn start() -> Self {
+        use std::sync::atomic::Ordering;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let value = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(0));
+        let shared = value.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let value = shared.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(
+                        move |request: hyper::Request<hyper::body::Incoming>| {
+                            let value = value.load(Ordering::SeqCst);
+                            async move {
+                                let path = request.uri().path().to_string();
+                                let authorized = request
+                                    .headers()
+                                    .get("x-auth-token")
+                                    .is_some_and(|t| t == "os-t0ken");
+                                let builder = hyper::Response::builder();
+                                let (builder, body) = match (request.method().as_str(), path.as_str()) {
+                                    ("POST", "/v3/auth/tokens") => (
+                                        builder.status(201).header("x-subject-token", "os-t0ken"),
+                                        r#"{"token":{"expires_at":"2099-01-01T00:00:00.000000Z","catalog":[]}}"#.to_string(),
+                                    ),
+                                    _ if !authorized => (builder.status(401), String::new()),
+                                    ("HEAD", "/v1/AUTH_p/uploads") => (
+                                        builder
+                                            .status(204)
+                                            .header("x-container-object-count", value.to_string()),
+                                        String::new(),
+                                    ),
+                                    ("GET", "/v1/metric/m-1/measures") => (
+                                        builder.status(200),
+                                        format!(r#"[["2026-01-01T12:00:00+00:00",300.0,{value}]]"#),
+                                    ),
+                                    _ => (builder.status(404), String::new()),
+                                };
+                                Ok::<_, std::convert::Infallible>(
+                                    builder
+                                        .header("content-type", "application/json")
+                                        .body(http_body_util::Full::new(hyper::body::Bytes::from(
+                                            body,
+                                        )))
+                                        .expect("a response"),
+                                )
+                            }
+                        },
+                    );
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Self { addr, value, task }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+#[tokio::test]
+async fn openstack_swift_and_metric_scale_from_zero_and_bad_input_is_not_ready_naming_the_parameter()
+ {
+    let Some((_server, w)) = obs_world("openstack triggers").await else {
+        return;
+    };
+    let fake = OpenStackFake::start().await;
+    let base = fake.url();
+    secret_auth(
+        &w,
+        "openstack",
+        &[
+            ("authURL", &format!("{base}/v3")),
+            ("userID", "u-1"),
+            ("password", "pa55-w0rd"),
+            ("projectID", "p"),
+        ],
+    )
+    .await;
+    let swift = format!(
+        "type: openstack-swift\n      metadata:\n        swiftURL: {base}/v1/AUTH_p\n        containerName: uploads\n        objectCount: \"5\"\n      authenticationRef:\n        name: openstack"
+    );
+    zero_to_one_resolving(&w, "swift", &swift, async {
+        fake.value.store(3, std::sync::atomic::Ordering::SeqCst);
+    })
+    .await;
+    fake.value.store(0, std::sync::atomic::Ordering::SeqCst);
+    let metric = format!(
+        "type: openstack-metric\n      metadata:\n        metricsURL: {base}/v1/metric\n        metricID: m-1\n        aggregationMethod: mean\n        granularity: \"300\"\n        threshold: \"5\"\n      authenticationRef:\n        name: openstack"
+    );
+    zero_to_one_resolving(&w, "gnocchi", &metric, async {
+        fake.value.store(2, std::sync::atomic::Ordering::SeqCst);
+    })
+    .await;
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    secret_auth(
+        &w,
+        "openstack-half",
+        &[("authURL", &format!("{base}/v3")), ("userID", "u-1")],
+    )
+    .await;
+    refused(
+        &w,
+        "swift-password",
+        "type: openstack-swift\n      metadata:\n        containerName: uploads\n      authenticationRef:\n        name: openstack-half",
+        "ScaledObjectCheckFailed",
+        &["(openstack-swift)", "password"],
+    )
+    .await;
+    refused(
+        &w,
+        "gnocchi-granularity",
+        &format!("type: openstack-metric\n      metadata:\n        metricsURL: {base}/v1/metric\n        metricID: m-1\n        aggregationMethod: mean\n        granularity: \"0\"\n        threshold: \"5\"\n      authenticationRef:\n        name: openstack"),
+        "ScaledObjectCheckFailed",
+        &["(openstack-metric)", "granularity"],
     )
     .await;
     op.stop().await;

@@ -56,6 +56,8 @@ const BUILTIN_TYPES: &[&str] = &[
     "new-relic",
     "nsq",
     "opensearch",
+    "openstack-metric",
+    "openstack-swift",
     "postgresql",
     "prometheus",
     "pulsar",

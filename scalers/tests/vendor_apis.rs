@@ -30,6 +30,8 @@ mod github_runner;
 mod new_relic;
 #[path = "vendor_apis/nsq.rs"]
 mod nsq;
+#[path = "vendor_apis/openstack.rs"]
+mod openstack;
 #[path = "vendor_apis/pulsar.rs"]
 mod pulsar;
 #[path = "vendor_apis/selenium_grid.rs"]

@@ -36,6 +36,8 @@ pub mod nats_jetstream;
 pub mod new_relic;
 pub mod nsq;
 pub mod opensearch;
+pub mod openstack_metric;
+pub mod openstack_swift;
 pub mod postgresql;
 pub mod prometheus;
 pub mod pulsar;
@@ -246,6 +248,14 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "opensearch",
         Declared::new(opensearch::build, opensearch::PARAMS)
             .with_check(|ctx| opensearch::OpenSearchConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "openstack-metric",
+        crate::pooled::declare::<openstack_metric::MetricConfig>(openstack_metric::PARAMS),
+    );
+    registry.register(
+        "openstack-swift",
+        crate::pooled::declare::<openstack_swift::SwiftConfig>(openstack_swift::PARAMS),
     );
     registry.register(
         "postgresql",
