@@ -182,6 +182,8 @@ def parser_seeds():
         [(region, answer("openstack", name))
          for region in ["", "RegionOne"]
          for name in sorted(os.listdir(os.path.join(ANSWERS, "openstack")))],
+        [("", answer("ibmmq", name))
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "ibmmq")))],
         [("", answer("gcp-service-account", name))
          for name in sorted(os.listdir(os.path.join(ANSWERS, "gcp-service-account")))],
     ]

@@ -486,6 +486,11 @@ const PARSERS: &[Parser] = &[
         },
     },
     Parser {
+        name: "ibmmq mqsc command response",
+        no_echo: true,
+        run: |_, body, _| ok(keda_scalers::scalers::ibmmq::current_depth(body)),
+    },
+    Parser {
         name: "gcp service account key JSON",
         no_echo: true,
         run: |_, body, _| {

@@ -2,8 +2,8 @@
 //! `aws-dynamodb-streams`, `kubernetes-resource`, `datadog`, `new-relic`, `dynatrace`, `splunk`,
 //! `solr`, `couchdb`, `solace-event-queue`, `selenium-grid`, `artemis-queue`, `nsq`, `pulsar`,
 //! `arangodb`, `github-runner`, `sumologic`, `solarwinds`, `splunk-observability`, `gcp-pubsub`,
-//! `gcp-stackdriver`, `gcp-cloudtasks`, `gcp-storage`, `openstack-swift`, `openstack-metric`) through
-//! the operator on memkube: each
+//! `gcp-stackdriver`, `gcp-cloudtasks`, `gcp-storage`, `openstack-swift`, `openstack-metric`, `ibmmq`)
+//! through the operator on memkube: each
 //! scales its target 0 -> 1 when its source's
 //! value rises above the activation threshold, and bad input is `Ready=False` with a message naming
 //! the trigger and the parameter. The sources are the tests' loopback server (`common/source.rs`)
@@ -1886,6 +1886,54 @@ async fn openstack_swift_and_metric_scale_from_zero_and_bad_input_is_not_ready_n
         &format!("type: openstack-metric\n      metadata:\n        metricsURL: {base}/v1/metric\n        metricID: m-1\n        aggregationMethod: mean\n        granularity: \"0\"\n        threshold: \"5\"\n      authenticationRef:\n        name: openstack"),
         "ScaledObjectCheckFailed",
         &["(openstack-metric)", "granularity"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// An MQSC `runCommandJSON` answer of one queue at `depth`
+/// (https://www.ibm.com/docs/en/ibm-mq/9.4?topic=adminactionqmgrqmgrnamemqsc-post-json-formatted-command).
+fn mqsc_depth(depth: u32) -> String {
+    format!(
+        r#"{{"commandResponse":[{{"completionCode":0,"reasonCode":0,"parameters":{{"curdepth":{depth},"queue":"DEV.QUEUE.1"}}}}],"overallCompletionCode":0,"overallReasonCode":0}}"#
+    )
+}
+
+#[tokio::test]
+async fn ibmmq_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("ibmmq triggers").await else {
+        return;
+    };
+    let mq = Source::start().await;
+    let path = "ibmmq/rest/v2/admin/action/qmgr/QM1/mqsc";
+    mq.set_body(path, &mqsc_depth(0));
+    secret_auth(&w, "mq", &[("username", "admin"), ("password", "passw0rd")]).await;
+    let host = mq.url(path);
+    let trigger = format!(
+        "type: ibmmq\n      metadata:\n        host: {host}\n        queueName: DEV.QUEUE.1\n        queueDepth: \"5\"\n      authenticationRef:\n        name: mq"
+    );
+    zero_to_one_resolving(&w, "ibmmq", &trigger, async {
+        mq.set_body(path, &mqsc_depth(2));
+    })
+    .await;
+    assert!(mq.requests(path) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "ibmmq-operation",
+        &format!("type: ibmmq\n      metadata:\n        host: {host}\n        queueName: DEV.QUEUE.1\n        operation: median\n      authenticationRef:\n        name: mq"),
+        "ScaledObjectCheckFailed",
+        &["(ibmmq)", "operation"],
+    )
+    .await;
+    refused(
+        &w,
+        "ibmmq-password",
+        &format!("type: ibmmq\n      metadata:\n        host: {host}\n        queueName: DEV.QUEUE.1\n        username: admin"),
+        "ScaledObjectCheckFailed",
+        &["(ibmmq)", "password"],
     )
     .await;
     op.stop().await;

@@ -44,6 +44,7 @@ const BUILTIN_TYPES: &[&str] = &[
     "gcp-storage",
     "github-runner",
     "http",
+    "ibmmq",
     "influxdb",
     "kafka",
     "kubernetes-resource",

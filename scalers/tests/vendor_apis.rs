@@ -26,6 +26,8 @@ mod dynatrace;
 mod gcp;
 #[path = "vendor_apis/github_runner.rs"]
 mod github_runner;
+#[path = "vendor_apis/ibmmq.rs"]
+mod ibmmq;
 #[path = "vendor_apis/new_relic.rs"]
 mod new_relic;
 #[path = "vendor_apis/nsq.rs"]

@@ -25,6 +25,7 @@ pub mod gcp_stackdriver;
 pub mod gcp_storage;
 pub mod github_runner;
 pub mod http;
+pub mod ibmmq;
 pub mod influxdb;
 pub mod kafka;
 pub mod kubernetes_resource;
@@ -190,6 +191,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
             http::HttpTrigger::parse(ctx)?;
             ctx.external_metric_type().map(drop).map_err(Into::into)
         }),
+    );
+    registry.register(
+        "ibmmq",
+        crate::pooled::declare::<ibmmq::IbmMqConfig>(ibmmq::PARAMS),
     );
     registry.register(
         "influxdb",
