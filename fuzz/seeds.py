@@ -184,6 +184,8 @@ def parser_seeds():
          for name in sorted(os.listdir(os.path.join(ANSWERS, "openstack")))],
         [("", answer("ibmmq", name))
          for name in sorted(os.listdir(os.path.join(ANSWERS, "ibmmq")))],
+        [("default", answer("solace-dm", name))
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "solace-dm")))],
         [("", answer("gcp-service-account", name))
          for name in sorted(os.listdir(os.path.join(ANSWERS, "gcp-service-account")))],
     ]

@@ -491,6 +491,17 @@ const PARSERS: &[Parser] = &[
         run: |_, body, _| ok(keda_scalers::scalers::ibmmq::current_depth(body)),
     },
     Parser {
+        name: "solace-direct-messaging SEMP v1 show client",
+        no_echo: true,
+        run: |param, body, flag| {
+            use keda_scalers::scalers::solace_dm::{client_rates, d1_queued};
+            if flag {
+                return ok(d1_queued(body, param));
+            }
+            ok(client_rates(body, param))
+        },
+    },
+    Parser {
         name: "gcp service account key JSON",
         no_echo: true,
         run: |_, body, _| {

@@ -2,7 +2,8 @@
 //! `aws-dynamodb-streams`, `kubernetes-resource`, `datadog`, `new-relic`, `dynatrace`, `splunk`,
 //! `solr`, `couchdb`, `solace-event-queue`, `selenium-grid`, `artemis-queue`, `nsq`, `pulsar`,
 //! `arangodb`, `github-runner`, `sumologic`, `solarwinds`, `splunk-observability`, `gcp-pubsub`,
-//! `gcp-stackdriver`, `gcp-cloudtasks`, `gcp-storage`, `openstack-swift`, `openstack-metric`, `ibmmq`)
+//! `gcp-stackdriver`, `gcp-cloudtasks`, `gcp-storage`, `openstack-swift`, `openstack-metric`, `ibmmq`,
+//! `solace-direct-messaging`)
 //! through the operator on memkube: each
 //! scales its target 0 -> 1 when its source's
 //! value rises above the activation threshold, and bad input is `Ready=False` with a message naming
@@ -1934,6 +1935,68 @@ async fn ibmmq_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter(
         &format!("type: ibmmq\n      metadata:\n        host: {host}\n        queueName: DEV.QUEUE.1\n        username: admin"),
         "ScaledObjectCheckFailed",
         &["(ibmmq)", "password"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// A SEMP v1 `show client` reply with one client of VPN `default` sending `rate` messages a
+/// second and one message queued in its `D-1` queue
+/// (https://docs.solace.com/Admin/SEMP/Using-Legacy-SEMP.htm).
+fn semp_clients(rate: u32) -> String {
+    format!(
+        r#"<rpc-reply semp-version="soltr/10_4"><rpc><show><client><primary-virtual-router><client><name>direct-consumer-1</name><message-vpn>default</message-vpn><stats><current-egress-rate-per-second>{rate}</current-egress-rate-per-second><average-egress-rate-per-minute>{rate}</average-egress-rate-per-minute><current-egress-byte-rate-per-second>0</current-egress-byte-rate-per-second><average-egress-byte-rate-per-minute>0</average-egress-byte-rate-per-minute></stats><client-queue><queue-priority>D-1</queue-priority><length-msgs>1</length-msgs><length-work>1</length-work></client-queue></client></primary-virtual-router></client></show></rpc><execute-result code="ok"/></rpc-reply>"#
+    )
+}
+
+/// `solace-direct-messaging` is always active (as in KEDA): 0 -> 1 at the first poll, the SEMP
+/// stats read; bad input is `Ready=False` naming the parameter.
+#[tokio::test]
+async fn solace_direct_messaging_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter()
+{
+    let Some((_server, w)) = obs_world("solace-direct-messaging triggers").await else {
+        return;
+    };
+    let broker = Source::start().await;
+    broker.set_body("SEMP", &semp_clients(0));
+    secret_auth(
+        &w,
+        "semp",
+        &[("username", "admin"), ("password", "s3mp-pw")],
+    )
+    .await;
+    let base = broker.url("");
+    let base = base.trim_end_matches('/');
+    let trigger = format!(
+        "type: solace-direct-messaging\n      metadata:\n        solaceSempBaseURL: {base}\n        messageVpn: default\n        clientNamePattern: direct-consumer\n        aggregatedClientTxMsgRateTarget: \"10\"\n      authenticationRef:\n        name: semp"
+    );
+    w.deployment("solace-dm", 0).await;
+    let op = w.start_operator_resolving();
+    let so = w.create(&object("solace-dm", "solace-dm", &trigger)).await;
+    eventually("solace-dm at 1 replica", || async {
+        w.poll_after(&op, &so, 10).await;
+        (w.replicas("solace-dm").await == 1).then_some(())
+    })
+    .await;
+    assert!(broker.requests("SEMP") >= 2);
+    op.stop().await;
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "solace-dm-pattern",
+        &format!("type: solace-direct-messaging\n      metadata:\n        solaceSempBaseURL: {base}\n        messageVpn: default\n        clientNamePattern: direct*\n        aggregatedClientTxMsgRateTarget: \"10\"\n      authenticationRef:\n        name: semp"),
+        "ScaledObjectCheckFailed",
+        &["(solace-direct-messaging)", "clientNamePattern"],
+    )
+    .await;
+    refused(
+        &w,
+        "solace-dm-target",
+        &format!("type: solace-direct-messaging\n      metadata:\n        solaceSempBaseURL: {base}\n        messageVpn: default\n        clientNamePattern: direct-consumer\n      authenticationRef:\n        name: semp"),
+        "ScaledObjectCheckFailed",
+        &["(solace-direct-messaging)", "aggregatedClientTxMsgRateTarget"],
     )
     .await;
     op.stop().await;

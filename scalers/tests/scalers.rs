@@ -70,6 +70,7 @@ const BUILTIN_TYPES: &[&str] = &[
     "redis-sentinel-streams",
     "redis-streams",
     "selenium-grid",
+    "solace-direct-messaging",
     "solace-event-queue",
     "solarwinds",
     "solr",

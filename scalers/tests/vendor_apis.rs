@@ -38,6 +38,8 @@ mod openstack;
 mod pulsar;
 #[path = "vendor_apis/selenium_grid.rs"]
 mod selenium_grid;
+#[path = "vendor_apis/solace_dm.rs"]
+mod solace_dm;
 #[path = "vendor_apis/solarwinds.rs"]
 mod solarwinds;
 #[path = "vendor_apis/solr.rs"]

@@ -48,6 +48,7 @@ pub mod resource;
 pub mod search;
 pub mod selenium_grid;
 pub mod solace;
+pub mod solace_dm;
 pub mod solarwinds;
 pub mod solr;
 pub mod splunk;
@@ -205,6 +206,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "kafka",
         Declared::new(kafka::build, kafka::PARAMS)
             .with_check(|ctx| kafka::KafkaConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "solace-direct-messaging",
+        crate::pooled::declare::<solace_dm::SolaceDmConfig>(solace_dm::PARAMS),
     );
     registry.register(
         "solace-event-queue",
