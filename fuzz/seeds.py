@@ -193,6 +193,17 @@ def parser_seeds():
          ("", answer("azure-eventhub", "doc-checkpoint-function.json"))],
         [("maven,java", answer("azure-pipelines", "doc-jobrequests.json")),
          ("linux-agents", answer("azure-pipelines", "doc-pools.json"))],
+        [("", answer("gcp-storage", name))
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "gcp-storage")))],
+        [(region, answer("openstack", name))
+         for region in ["", "RegionOne"]
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "openstack")))],
+        [("", answer("ibmmq", name))
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "ibmmq")))],
+        [("default", answer("solace-dm", name))
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "solace-dm")))],
+        [("", answer("gcp-service-account", name))
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "gcp-service-account")))],
     ]
 
 

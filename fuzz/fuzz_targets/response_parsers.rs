@@ -542,6 +542,61 @@ const PARSERS: &[Parser] = &[
             ok(queued_jobs(body, &matching))
         },
     },
+    Parser {
+        name: "gcp-storage objects.list page and Google error",
+        no_echo: true,
+        run: |_, body, _| {
+            let _ = keda_scalers::gcp::google_failure(
+                &keda_scalers::http_client::HttpGetError::Status {
+                    status: http::StatusCode::NOT_FOUND,
+                    content_type: None,
+                    body: Bytes::copy_from_slice(body),
+                },
+            )
+            .to_string();
+            ok(keda_scalers::scalers::gcp_storage::objects_page(body))
+        },
+    },
+    Parser {
+        name: "openstack keystone token, swift count and gnocchi measures",
+        no_echo: true,
+        run: |param, body, flag| {
+            use keda_scalers::openstack::{catalog_endpoint, token_answer};
+            use keda_scalers::scalers::openstack_metric::last_measure;
+            use keda_scalers::scalers::openstack_swift::object_count;
+            if flag {
+                let _ = object_count(Some(&String::from_utf8_lossy(body)));
+                return ok(last_measure(body));
+            }
+            let (_, catalog) = token_answer(body)?;
+            ok(catalog_endpoint(&catalog, "object-store", param))
+        },
+    },
+    Parser {
+        name: "ibmmq mqsc command response",
+        no_echo: true,
+        run: |_, body, _| ok(keda_scalers::scalers::ibmmq::current_depth(body)),
+    },
+    Parser {
+        name: "solace-direct-messaging SEMP v1 show client",
+        no_echo: true,
+        run: |param, body, flag| {
+            use keda_scalers::scalers::solace_dm::{client_rates, d1_queued};
+            if flag {
+                return ok(d1_queued(body, param));
+            }
+            ok(client_rates(body, param))
+        },
+    },
+    Parser {
+        name: "gcp service account key JSON",
+        no_echo: true,
+        run: |_, body, _| {
+            ok(keda_scalers::gcp::ServiceAccount::parse(
+                &String::from_utf8_lossy(body),
+            ))
+        },
+    },
 ];
 
 fn runtime() -> &'static tokio::runtime::Runtime {

@@ -4,7 +4,8 @@
 //! `arangodb`, `github-runner`, `sumologic`, `solarwinds`, `splunk-observability`, `gcp-pubsub`,
 //! `gcp-stackdriver`, `gcp-cloudtasks`, `gcp-storage`, `azure-monitor`, `azure-log-analytics`,
 //! `azure-app-insights`, `azure-data-explorer`, `azure-servicebus`, `azure-eventhub`,
-//! `azure-pipelines`) through the operator on memkube: each
+//! `azure-pipelines`, `openstack-swift`, `openstack-metric`, `ibmmq`, `solace-direct-messaging`)
+//! through the operator on memkube: each
 //! scales its target 0 -> 1 when its source's
 //! value rises above the activation threshold, and bad input is `Ready=False` with a message naming
 //! the trigger and the parameter. The sources are the tests' loopback server (`common/source.rs`)
@@ -2148,6 +2149,266 @@ async fn azure_pipelines_scales_from_zero_and_bad_input_is_not_ready_naming_the_
         "type: azure-pipelines\n      metadata:\n        poolID: \"12\"\n        organizationURL: https://dev.azure.com/contoso",
         "ScaledObjectCheckFailed",
         &["(azure-pipelines)", "personalAccessToken", "not supported for azure-pipelines yet"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// Keystone, Swift and Gnocchi on one loopback port, answering the documented shapes with the
+/// headers `Source` does not send: `POST /v3/auth/tokens` -> `201` with `X-Subject-Token`
+/// (https://docs.openstack.org/api-ref/identity/v3/), `HEAD /v1/AUTH_p/<container>` -> `204`
+/// with `X-Container-Object-Count` (https://docs.openstack.org/api-ref/object-store/),
+/// `GET /v1/metric/<id>/measures` -> `[[timestamp, granularity, value]]`
+/// (https://gnocchi.osci.io/rest.html). Requests without the token get `401`.
+struct OpenStackFake {
+    addr: std::net::SocketAddr,
+    /// The container's object count and the metric's last value.
+    value: std::sync::Arc<std::sync::atomic::AtomicI64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for OpenStackFake {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl OpenStackFake {
+    async fn start() -> Self {
+        use std::sync::atomic::Ordering;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let value = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(0));
+        let shared = value.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let value = shared.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(
+                        move |request: hyper::Request<hyper::body::Incoming>| {
+                            let value = value.load(Ordering::SeqCst);
+                            async move {
+                                let path = request.uri().path().to_string();
+                                let authorized = request
+                                    .headers()
+                                    .get("x-auth-token")
+                                    .is_some_and(|t| t == "os-t0ken");
+                                let builder = hyper::Response::builder();
+                                let (builder, body) = match (request.method().as_str(), path.as_str()) {
+                                    ("POST", "/v3/auth/tokens") => (
+                                        builder.status(201).header("x-subject-token", "os-t0ken"),
+                                        r#"{"token":{"expires_at":"2099-01-01T00:00:00.000000Z","catalog":[]}}"#.to_string(),
+                                    ),
+                                    _ if !authorized => (builder.status(401), String::new()),
+                                    ("HEAD", "/v1/AUTH_p/uploads") => (
+                                        builder
+                                            .status(204)
+                                            .header("x-container-object-count", value.to_string()),
+                                        String::new(),
+                                    ),
+                                    ("GET", "/v1/metric/m-1/measures") => (
+                                        builder.status(200),
+                                        format!(r#"[["2026-01-01T12:00:00+00:00",300.0,{value}]]"#),
+                                    ),
+                                    _ => (builder.status(404), String::new()),
+                                };
+                                Ok::<_, std::convert::Infallible>(
+                                    builder
+                                        .header("content-type", "application/json")
+                                        .body(http_body_util::Full::new(hyper::body::Bytes::from(
+                                            body,
+                                        )))
+                                        .expect("a response"),
+                                )
+                            }
+                        },
+                    );
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Self { addr, value, task }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+#[tokio::test]
+async fn openstack_swift_and_metric_scale_from_zero_and_bad_input_is_not_ready_naming_the_parameter()
+ {
+    let Some((_server, w)) = obs_world("openstack triggers").await else {
+        return;
+    };
+    let fake = OpenStackFake::start().await;
+    let base = fake.url();
+    secret_auth(
+        &w,
+        "openstack",
+        &[
+            ("authURL", &format!("{base}/v3")),
+            ("userID", "u-1"),
+            ("password", "pa55-w0rd"),
+            ("projectID", "p"),
+        ],
+    )
+    .await;
+    let swift = format!(
+        "type: openstack-swift\n      metadata:\n        swiftURL: {base}/v1/AUTH_p\n        containerName: uploads\n        objectCount: \"5\"\n      authenticationRef:\n        name: openstack"
+    );
+    zero_to_one_resolving(&w, "swift", &swift, async {
+        fake.value.store(3, std::sync::atomic::Ordering::SeqCst);
+    })
+    .await;
+    fake.value.store(0, std::sync::atomic::Ordering::SeqCst);
+    let metric = format!(
+        "type: openstack-metric\n      metadata:\n        metricsURL: {base}/v1/metric\n        metricID: m-1\n        aggregationMethod: mean\n        granularity: \"300\"\n        threshold: \"5\"\n      authenticationRef:\n        name: openstack"
+    );
+    zero_to_one_resolving(&w, "gnocchi", &metric, async {
+        fake.value.store(2, std::sync::atomic::Ordering::SeqCst);
+    })
+    .await;
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    secret_auth(
+        &w,
+        "openstack-half",
+        &[("authURL", &format!("{base}/v3")), ("userID", "u-1")],
+    )
+    .await;
+    refused(
+        &w,
+        "swift-password",
+        "type: openstack-swift\n      metadata:\n        containerName: uploads\n      authenticationRef:\n        name: openstack-half",
+        "ScaledObjectCheckFailed",
+        &["(openstack-swift)", "password"],
+    )
+    .await;
+    refused(
+        &w,
+        "gnocchi-granularity",
+        &format!("type: openstack-metric\n      metadata:\n        metricsURL: {base}/v1/metric\n        metricID: m-1\n        aggregationMethod: mean\n        granularity: \"0\"\n        threshold: \"5\"\n      authenticationRef:\n        name: openstack"),
+        "ScaledObjectCheckFailed",
+        &["(openstack-metric)", "granularity"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// An MQSC `runCommandJSON` answer of one queue at `depth`
+/// (https://www.ibm.com/docs/en/ibm-mq/9.4?topic=adminactionqmgrqmgrnamemqsc-post-json-formatted-command).
+fn mqsc_depth(depth: u32) -> String {
+    format!(
+        r#"{{"commandResponse":[{{"completionCode":0,"reasonCode":0,"parameters":{{"curdepth":{depth},"queue":"DEV.QUEUE.1"}}}}],"overallCompletionCode":0,"overallReasonCode":0}}"#
+    )
+}
+
+#[tokio::test]
+async fn ibmmq_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("ibmmq triggers").await else {
+        return;
+    };
+    let mq = Source::start().await;
+    let path = "ibmmq/rest/v2/admin/action/qmgr/QM1/mqsc";
+    mq.set_body(path, &mqsc_depth(0));
+    secret_auth(&w, "mq", &[("username", "admin"), ("password", "passw0rd")]).await;
+    let host = mq.url(path);
+    let trigger = format!(
+        "type: ibmmq\n      metadata:\n        host: {host}\n        queueName: DEV.QUEUE.1\n        queueDepth: \"5\"\n      authenticationRef:\n        name: mq"
+    );
+    zero_to_one_resolving(&w, "ibmmq", &trigger, async {
+        mq.set_body(path, &mqsc_depth(2));
+    })
+    .await;
+    assert!(mq.requests(path) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "ibmmq-operation",
+        &format!("type: ibmmq\n      metadata:\n        host: {host}\n        queueName: DEV.QUEUE.1\n        operation: median\n      authenticationRef:\n        name: mq"),
+        "ScaledObjectCheckFailed",
+        &["(ibmmq)", "operation"],
+    )
+    .await;
+    refused(
+        &w,
+        "ibmmq-password",
+        &format!("type: ibmmq\n      metadata:\n        host: {host}\n        queueName: DEV.QUEUE.1\n        username: admin"),
+        "ScaledObjectCheckFailed",
+        &["(ibmmq)", "password"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// A SEMP v1 `show client` reply with one client of VPN `default` sending `rate` messages a
+/// second and one message queued in its `D-1` queue
+/// (https://docs.solace.com/Admin/SEMP/Using-Legacy-SEMP.htm).
+fn semp_clients(rate: u32) -> String {
+    format!(
+        r#"<rpc-reply semp-version="soltr/10_4"><rpc><show><client><primary-virtual-router><client><name>direct-consumer-1</name><message-vpn>default</message-vpn><stats><current-egress-rate-per-second>{rate}</current-egress-rate-per-second><average-egress-rate-per-minute>{rate}</average-egress-rate-per-minute><current-egress-byte-rate-per-second>0</current-egress-byte-rate-per-second><average-egress-byte-rate-per-minute>0</average-egress-byte-rate-per-minute></stats><client-queue><queue-priority>D-1</queue-priority><length-msgs>1</length-msgs><length-work>1</length-work></client-queue></client></primary-virtual-router></client></show></rpc><execute-result code="ok"/></rpc-reply>"#
+    )
+}
+
+/// `solace-direct-messaging` is always active (as in KEDA): 0 -> 1 at the first poll, the SEMP
+/// stats read; bad input is `Ready=False` naming the parameter.
+#[tokio::test]
+async fn solace_direct_messaging_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter()
+{
+    let Some((_server, w)) = obs_world("solace-direct-messaging triggers").await else {
+        return;
+    };
+    let broker = Source::start().await;
+    broker.set_body("SEMP", &semp_clients(0));
+    secret_auth(
+        &w,
+        "semp",
+        &[("username", "admin"), ("password", "s3mp-pw")],
+    )
+    .await;
+    let base = broker.url("");
+    let base = base.trim_end_matches('/');
+    let trigger = format!(
+        "type: solace-direct-messaging\n      metadata:\n        solaceSempBaseURL: {base}\n        messageVpn: default\n        clientNamePattern: direct-consumer\n        aggregatedClientTxMsgRateTarget: \"10\"\n      authenticationRef:\n        name: semp"
+    );
+    w.deployment("solace-dm", 0).await;
+    let op = w.start_operator_resolving();
+    let so = w.create(&object("solace-dm", "solace-dm", &trigger)).await;
+    eventually("solace-dm at 1 replica", || async {
+        w.poll_after(&op, &so, 10).await;
+        (w.replicas("solace-dm").await == 1).then_some(())
+    })
+    .await;
+    assert!(broker.requests("SEMP") >= 2);
+    op.stop().await;
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "solace-dm-pattern",
+        &format!("type: solace-direct-messaging\n      metadata:\n        solaceSempBaseURL: {base}\n        messageVpn: default\n        clientNamePattern: direct*\n        aggregatedClientTxMsgRateTarget: \"10\"\n      authenticationRef:\n        name: semp"),
+        "ScaledObjectCheckFailed",
+        &["(solace-direct-messaging)", "clientNamePattern"],
+    )
+    .await;
+    refused(
+        &w,
+        "solace-dm-target",
+        &format!("type: solace-direct-messaging\n      metadata:\n        solaceSempBaseURL: {base}\n        messageVpn: default\n        clientNamePattern: direct-consumer\n      authenticationRef:\n        name: semp"),
+        "ScaledObjectCheckFailed",
+        &["(solace-direct-messaging)", "aggregatedClientTxMsgRateTarget"],
     )
     .await;
     op.stop().await;

@@ -32,14 +32,20 @@ mod dynatrace;
 mod gcp;
 #[path = "vendor_apis/github_runner.rs"]
 mod github_runner;
+#[path = "vendor_apis/ibmmq.rs"]
+mod ibmmq;
 #[path = "vendor_apis/new_relic.rs"]
 mod new_relic;
 #[path = "vendor_apis/nsq.rs"]
 mod nsq;
+#[path = "vendor_apis/openstack.rs"]
+mod openstack;
 #[path = "vendor_apis/pulsar.rs"]
 mod pulsar;
 #[path = "vendor_apis/selenium_grid.rs"]
 mod selenium_grid;
+#[path = "vendor_apis/solace_dm.rs"]
+mod solace_dm;
 #[path = "vendor_apis/solarwinds.rs"]
 mod solarwinds;
 #[path = "vendor_apis/solr.rs"]

@@ -32,6 +32,7 @@ pub mod gcp_stackdriver;
 pub mod gcp_storage;
 pub mod github_runner;
 pub mod http;
+pub mod ibmmq;
 pub mod influxdb;
 pub mod kafka;
 pub mod kubernetes_resource;
@@ -43,6 +44,8 @@ pub mod nats_jetstream;
 pub mod new_relic;
 pub mod nsq;
 pub mod opensearch;
+pub mod openstack_metric;
+pub mod openstack_swift;
 pub mod postgresql;
 pub mod prometheus;
 pub mod pulsar;
@@ -52,6 +55,7 @@ pub mod resource;
 pub mod search;
 pub mod selenium_grid;
 pub mod solace;
+pub mod solace_dm;
 pub mod solarwinds;
 pub mod solr;
 pub mod splunk;
@@ -229,6 +233,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         }),
     );
     registry.register(
+        "ibmmq",
+        crate::pooled::declare::<ibmmq::IbmMqConfig>(ibmmq::PARAMS),
+    );
+    registry.register(
         "influxdb",
         Declared::new(influxdb::build, influxdb::PARAMS)
             .with_check(|ctx| influxdb::InfluxDbConfig::parse(ctx).map(drop)),
@@ -237,6 +245,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "kafka",
         Declared::new(kafka::build, kafka::PARAMS)
             .with_check(|ctx| kafka::KafkaConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "solace-direct-messaging",
+        crate::pooled::declare::<solace_dm::SolaceDmConfig>(solace_dm::PARAMS),
     );
     registry.register(
         "solace-event-queue",
@@ -285,6 +297,14 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "opensearch",
         Declared::new(opensearch::build, opensearch::PARAMS)
             .with_check(|ctx| opensearch::OpenSearchConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "openstack-metric",
+        crate::pooled::declare::<openstack_metric::MetricConfig>(openstack_metric::PARAMS),
+    );
+    registry.register(
+        "openstack-swift",
+        crate::pooled::declare::<openstack_swift::SwiftConfig>(openstack_swift::PARAMS),
     );
     registry.register(
         "postgresql",
