@@ -387,3 +387,79 @@ async fn an_unreachable_broker_fails_the_trigger_within_the_timeout() {
         "{err}"
     );
 }
+
+/// The lag and activity `scaler` (on `topic`) reads now.
+async fn read(scaler: &keda_scalers::BuiltScaler, topic: &str) -> (f64, bool) {
+    let r = scaler
+        .scaler()
+        .metrics_and_activity(&format!("s0-kafka-{topic}"))
+        .await
+        .expect("reads");
+    (r.values[0].value, r.active)
+}
+
+/// Issue 26: a produce moves the topic's end offset; the cluster client's refresh (every 100 ms)
+/// sees it and wakes every trigger on the topic, whose read then finds the lag: activation
+/// without a poll tick. A trigger on another topic is not woken.
+#[tokio::test]
+async fn a_produce_wakes_the_triggers_of_the_topic_through_the_offset_refresh() {
+    let Some(broker) = Broker::connect_or_skip("kafka wake").await else {
+        return;
+    };
+    let (t1, t2, g1, g2) = (unique("wa"), unique("wb"), unique("g1"), unique("g2"));
+    broker.create_topic(&t1, 2).await;
+    broker.create_topic(&t2, 1).await;
+    // Something to commit against, so the lag counts from a committed offset.
+    broker.produce(&t1, 0, 1).await;
+    broker.commit(&g1, &t1, &[(0, 1), (1, 0)]).await;
+    broker.commit(&g2, &t1, &[(0, 1), (1, 0)]).await;
+    let registry = Registry::builtin();
+    let pools = ClientPools::new();
+    let mut on_t1 = Vec::new();
+    for group in [&g1, &g2] {
+        on_t1.push(
+            registry
+                .build(context(&pools, KAFKA_BOOTSTRAP, &t1, group))
+                .await
+                .expect("builds"),
+        );
+    }
+    let on_t2 = registry
+        .build(context(&pools, KAFKA_BOOTSTRAP, &t2, &g1))
+        .await
+        .expect("builds");
+    assert_eq!(read(&on_t1[0], &t1).await, (0.0, false));
+    let mut wakes: Vec<keda_scalers::Wake> = on_t1
+        .iter()
+        .map(|s| s.scaler().wake().expect("a trigger with a topic wakes"))
+        .collect();
+    let mut other = on_t2.scaler().wake().expect("a trigger with a topic wakes");
+    // Let the refresh take its baseline.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let produced = Instant::now();
+    broker.produce(&t1, 1, 1).await;
+    for wake in &mut wakes {
+        let fired = tokio::time::timeout(Duration::from_secs(2), wake.woken()).await;
+        assert!(
+            matches!(fired, Ok(true)),
+            "a trigger of the topic was woken"
+        );
+    }
+    let latency = produced.elapsed();
+    assert_eq!(read(&on_t1[0], &t1).await, (1.0, true));
+    assert!(latency < Duration::from_secs(1), "woken after {latency:?}");
+    let quiet = tokio::time::timeout(Duration::from_millis(300), other.woken()).await;
+    assert!(quiet.is_err(), "the other topic's trigger was woken");
+
+    // A trigger without `topic` is polled only.
+    let topicless = registry
+        .build(context(&pools, KAFKA_BOOTSTRAP, "", &g1))
+        .await
+        .expect("builds");
+    assert!(topicless.scaler().wake().is_none());
+    for s in on_t1.iter().chain([&on_t2, &topicless]) {
+        s.scaler().close().await;
+    }
+    assert!(pools.pool::<ClusterSettings, KafkaCluster>().is_empty());
+}
