@@ -15,9 +15,10 @@
 //! request per watched topic. On the operator: one blocking-pool call per refresh.
 //!
 //! The first end offsets seen are the baseline: only a later change wakes (a moved offset, or a
-//! partition that appears). A failed refresh backs off ([`REFRESH`] doubling up to
-//! [`MAX_BACKOFF`]) and the baseline is kept, so the first good refresh after a failure wakes
-//! for what moved meanwhile. A trigger without `topic` (the group's topics) is polled only.
+//! partition that appears). A topic that cannot be described (it does not exist yet) is left out
+//! until the next description, without slowing the others. A failed ListOffsets backs off
+//! ([`REFRESH`] doubling up to [`MAX_BACKOFF`]), every topic is described again, and the
+//! baseline is kept, so the first good refresh after a failure wakes for what moved meanwhile. A trigger without `topic` (the group's topics) is polled only.
 //! Throughout, the loops poll at `pollingInterval` as always.
 
 use std::collections::{BTreeMap, HashMap};
@@ -200,16 +201,14 @@ async fn refresh(
         })
         .cloned()
         .collect();
-    let mut ok = true;
     for topic in stale {
-        // One topic at a time: a topic that does not exist (yet) fails alone.
-        match cluster.partitions(Some(vec![topic.clone()]), timeout).await {
-            Ok(described) => {
-                let ids = described.get(&topic).cloned().unwrap_or_default();
-                partitions.insert(topic, (now, ids));
-            }
-            Err(_) => ok = false,
-        }
+        // One topic at a time: a topic that does not exist (yet), or that this client may not
+        // describe, is left out until the next description, and slows nobody else's wakes.
+        let ids = match cluster.partitions(Some(vec![topic.clone()]), timeout).await {
+            Ok(described) => described.get(&topic).cloned().unwrap_or_default(),
+            Err(_) => Vec::new(),
+        };
+        partitions.insert(topic, (now, ids));
     }
     let watched: Vec<TopicPartition> = topics
         .iter()
@@ -217,16 +216,21 @@ async fn refresh(
         .flat_map(|(t, ids)| ids.iter().map(move |id| (t.clone(), *id)))
         .collect();
     if watched.is_empty() {
-        return ok;
+        return true;
     }
     match cluster.latest_offsets(watched, timeout).await {
         Ok(answer) => {
             for topic in offsets.update(&answer) {
                 channels.wake(&topic);
             }
-            ok
+            true
         }
-        Err(_) => false,
+        Err(_) => {
+            // A partition may be gone (a deleted topic fails the whole request): describe
+            // every topic again at the next refresh.
+            partitions.clear();
+            false
+        }
     }
 }
 
