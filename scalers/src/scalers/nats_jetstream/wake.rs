@@ -788,6 +788,57 @@ mod tests {
         assert_eq!(read_line(&mut empty).await.expect("read"), None);
     }
 
+    /// Whatever the server sends, parsing answers (no panic), and a message is never larger
+    /// than the limit.
+    #[tokio::test]
+    async fn arbitrary_bytes_never_panic_and_never_pass_the_payload_limit() {
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            state >> 33
+        };
+        let words = [
+            "MSG",
+            "HMSG",
+            "INFO",
+            "PING",
+            "PONG",
+            "+OK",
+            "-ERR",
+            "a.b",
+            "7",
+            "0",
+            "-1",
+            "18446744073709551616",
+            " ",
+            "\t",
+            "\r\n",
+            "\n",
+            "{",
+            "}",
+            "\u{0}",
+            "é",
+        ];
+        for _ in 0..20_000 {
+            let mut bytes = Vec::new();
+            for _ in 0..(next() % 12) {
+                let w = words[usize::try_from(next() % words.len() as u64).unwrap_or(0)];
+                bytes.extend_from_slice(w.as_bytes());
+                if next() % 3 == 0 {
+                    bytes.push(u8::try_from(next() % 256).unwrap_or(0));
+                }
+            }
+            let text = String::from_utf8_lossy(&bytes);
+            if let Ok(Op::Msg { size, .. }) = parse_op(&text, 1000) {
+                assert!(size <= 1000, "{text:?}");
+            }
+            let mut reader = &bytes[..];
+            while let Ok(Some(_)) = read_line(&mut reader).await {}
+        }
+    }
+
     #[test]
     fn subjects_from_the_server_cannot_add_a_command() {
         assert!(valid_subject("orders.>"));
