@@ -9,7 +9,8 @@
 //! credentials (the trigger carries none). So there is one subscription connection per
 //! monitoring endpoint, shared by every `nats-jetstream` trigger on it; each watched stream
 //! (account and name, reference-counted) is resolved to its subjects through `/jsz`
-//! (`config.subjects`) and each subject is subscribed once.
+//! (`config.subjects`; one request per account for the streams registered together) and each
+//! subject is subscribed once.
 //!
 //! # Bounded traffic
 //!
@@ -658,8 +659,23 @@ async fn session(
             command = commands.recv() => match command {
                 None => return Ended::Closed,
                 Some(Watch::Add(name)) => {
-                    if !subs.subjects.contains_key(&name) {
-                        let names = [name];
+                    // Many triggers register together (an operator start): resolve them in one
+                    // `/jsz` per account, not one per trigger.
+                    let mut names = vec![name];
+                    while let Ok(command) = commands.try_recv() {
+                        match command {
+                            Watch::Add(name) => names.push(name),
+                            Watch::Remove(name) if channels.contains(&name) => {}
+                            Watch::Remove(name) => {
+                                names.retain(|n| *n != name);
+                                subs.remove(&name, &mut out);
+                            }
+                        }
+                    }
+                    names.sort();
+                    names.dedup();
+                    names.retain(|n| !subs.subjects.contains_key(n));
+                    if !names.is_empty() {
                         let found = resolve(http, endpoint, &names).await;
                         subs.add(&names, found, &mut out);
                     }
