@@ -18,8 +18,10 @@
 //! delivers at most one message and drops the subscription. That message wakes the stream's
 //! triggers; [`HOLD`] later the subject is subscribed again and the triggers are woken once more
 //! (a message that arrived during the hold, or one the first read missed because JetStream had
-//! not stored it yet, is read then). So a busy stream costs at most one delivered message per
-//! subject per [`HOLD`], whatever its rate, and a woken loop honours the wake only while its
+//! not stored it yet, is read then). A subject whose message comes again within one hold of its
+//! re-arming (a busy stream) is held twice as long each time, up to [`MAX_HOLD`]; a quiet one
+//! goes back to [`HOLD`]. So a busy stream costs at most one delivered message and two wakes per
+//! subject per [`MAX_HOLD`], whatever its rate, and a woken loop honours a wake only while its
 //! object is inactive. Payloads are never looked at: each is skipped, and one larger than the
 //! server's `max_payload` (at most [`MAX_PAYLOAD`]) or a control line longer than
 //! [`MAX_LINE`] ends the connection.
@@ -35,7 +37,7 @@
 //! backoff and every registered trigger is woken once after the reconnect. Throughout, the loops
 //! poll at `pollingInterval` as always.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use http::HeaderMap;
@@ -60,6 +62,9 @@ use crate::wake::{Wake, WakeChannels, WakeSource, Watch};
 pub const RECHECK: Duration = Duration::from_secs(30);
 /// How long a subject stays unsubscribed after its message woke the triggers.
 pub const HOLD: Duration = Duration::from_millis(250);
+/// The longest hold: a stream that delivers again at once after each re-arm has its hold doubled
+/// up to this.
+pub const MAX_HOLD: Duration = Duration::from_secs(4);
 /// The longest control line read (`INFO` of a large cluster included).
 pub const MAX_LINE: usize = 64 * 1024;
 /// The largest message accepted (NATS's own upper bound of `max_payload`).
@@ -461,8 +466,10 @@ struct Subscriptions {
     unresolved: HashSet<String>,
     /// Armed one-shot subscriptions: their stream and subject.
     sids: HashMap<u64, (String, String)>,
-    /// Subjects held after a message, in the order they are armed again.
-    held: VecDeque<(Instant, String, String)>,
+    /// Subjects held after a message, with when they are armed again.
+    held: Vec<(Instant, String, String)>,
+    /// The hold of each (stream, subject) last held, and when it was armed again.
+    holds: HashMap<(String, String), (Duration, Instant)>,
     next_sid: u64,
 }
 
@@ -508,39 +515,52 @@ impl Subscriptions {
             self.sids.remove(&sid);
             out.push_str(&format!("UNSUB {sid}\r\n"));
         }
+        self.holds.retain(|(n, _), _| n != name);
         // Held subjects of `name` are dropped when their time comes (`rearm`).
     }
 
-    /// A message for `sid` arrived (its subscription is spent): the stream to wake, and the
-    /// subject held until `now + HOLD`.
+    /// A message for `sid` arrived (its subscription is spent): the stream to wake. The subject
+    /// is held for [`HOLD`]; when the message came within one hold of the subject being armed
+    /// again (a busy stream), for twice the last hold, up to [`MAX_HOLD`].
     fn delivered(&mut self, sid: u64, now: Instant) -> Option<String> {
         let (name, subject) = self.sids.remove(&sid)?;
-        self.held.push_back((now + HOLD, name.clone(), subject));
+        let key = (name.clone(), subject.clone());
+        let hold = match self.holds.get(&key) {
+            Some((last, armed)) if now.saturating_duration_since(*armed) < *last => {
+                (*last * 2).min(MAX_HOLD)
+            }
+            _ => HOLD,
+        };
+        self.holds.insert(key, (hold, now));
+        self.held.push((now + hold, name.clone(), subject));
         Some(name)
     }
 
     /// When the next held subject is due.
     fn next_rearm(&self) -> Option<Instant> {
-        self.held.front().map(|(at, _, _)| *at)
+        self.held.iter().map(|(at, _, _)| *at).min()
     }
 
     /// Arms the held subjects due at `now` again: the streams to wake.
     fn rearm(&mut self, now: Instant, out: &mut String) -> Vec<String> {
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|(at, _, _)| *at <= now);
+        self.held = later;
         let mut woken = Vec::new();
-        while let Some((at, _, _)) = self.held.front() {
-            if *at > now {
-                break;
-            }
-            let Some((_, name, subject)) = self.held.pop_front() else {
-                break;
-            };
+        for (_, name, subject) in due {
             if self
                 .subjects
                 .get(&name)
                 .is_some_and(|s| s.contains(&subject))
             {
                 self.arm(&name, &subject, out);
-                woken.push(name);
+                if let Some((_, armed)) = self.holds.get_mut(&(name.clone(), subject)) {
+                    *armed = now;
+                }
+                if !woken.contains(&name) {
+                    woken.push(name);
+                }
             }
         }
         woken
@@ -916,5 +936,38 @@ mod tests {
         subs.remove("s", &mut out);
         assert_eq!(out, "UNSUB 2\r\n");
         assert!(subs.sids.is_empty());
+    }
+
+    #[test]
+    fn a_busy_subject_is_held_longer_each_time_up_to_the_maximum_and_a_quiet_one_is_not() {
+        let mut subs = Subscriptions::default();
+        let mut out = String::new();
+        let names = vec!["s".to_string()];
+        subs.add(
+            &names,
+            HashMap::from([("s".to_string(), vec!["orders.>".to_string()])]),
+            &mut out,
+        );
+        let mut now = Instant::now();
+        let mut sid = 1;
+        let mut holds = Vec::new();
+        // A message right after every re-arm: 250 ms, 500 ms, 1 s, 2 s, 4 s, 4 s.
+        for _ in 0..6 {
+            assert_eq!(subs.delivered(sid, now).as_deref(), Some("s"));
+            let due = subs.next_rearm().expect("held");
+            holds.push(due - now);
+            now = due;
+            assert_eq!(subs.rearm(now, &mut out), ["s"]);
+            sid += 1;
+        }
+        let ms = |n| Duration::from_millis(n);
+        assert_eq!(
+            holds,
+            [ms(250), ms(500), ms(1000), ms(2000), ms(4000), ms(4000)]
+        );
+        // Quiet for longer than the last hold: back to HOLD.
+        now += ms(5000);
+        subs.delivered(sid, now);
+        assert_eq!(subs.next_rearm(), Some(now + HOLD));
     }
 }
