@@ -24,6 +24,7 @@ pub mod gcp_pubsub;
 pub mod gcp_stackdriver;
 pub mod gcp_storage;
 pub mod github_runner;
+pub mod graphite;
 pub mod http;
 pub mod influxdb;
 pub mod kafka;
@@ -181,6 +182,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     registry.register(
         "gcp-storage",
         crate::pooled::declare::<gcp_storage::StorageConfig>(gcp_storage::PARAMS),
+    );
+    registry.register(
+        "graphite",
+        crate::pooled::declare::<graphite::GraphiteConfig>(graphite::PARAMS),
     );
     registry.register(
         "http",
