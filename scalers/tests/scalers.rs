@@ -43,6 +43,7 @@ const BUILTIN_TYPES: &[&str] = &[
     "gcp-stackdriver",
     "gcp-storage",
     "github-runner",
+    "graphite",
     "http",
     "influxdb",
     "kafka",
