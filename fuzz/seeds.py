@@ -177,6 +177,8 @@ def parser_seeds():
         [("", answer("datadog-cluster-agent", "doc-external-metric-value-list.json"))],
         [("", answer("gcp-monitoring", name))
          for name in sorted(os.listdir(os.path.join(ANSWERS, "gcp-monitoring")))],
+        [("keda_rs.answers.*", answer("graphite", name))
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "graphite")))],
     ]
 
 

@@ -455,6 +455,15 @@ const PARSERS: &[Parser] = &[
             ok(list_page(body))
         },
     },
+    Parser {
+        name: "graphite render",
+        no_echo: true,
+        run: |param, body, _| {
+            ok(keda_scalers::scalers::graphite::response::render_value(
+                body, param,
+            ))
+        },
+    },
 ];
 
 fn runtime() -> &'static tokio::runtime::Runtime {

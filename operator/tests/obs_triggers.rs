@@ -2,7 +2,7 @@
 //! `aws-dynamodb-streams`, `kubernetes-resource`, `datadog`, `new-relic`, `dynatrace`, `splunk`,
 //! `solr`, `couchdb`, `solace-event-queue`, `selenium-grid`, `artemis-queue`, `nsq`, `pulsar`,
 //! `arangodb`, `github-runner`, `sumologic`, `solarwinds`, `splunk-observability`, `gcp-pubsub`,
-//! `gcp-stackdriver`, `gcp-cloudtasks`, `gcp-storage`) through the operator on memkube: each
+//! `gcp-stackdriver`, `gcp-cloudtasks`, `gcp-storage`, `graphite`) through the operator on memkube: each
 //! scales its target 0 -> 1 when its source's
 //! value rises above the activation threshold, and bad input is `Ready=False` with a message naming
 //! the trigger and the parameter. The sources are the tests' loopback server (`common/source.rs`)
@@ -1735,6 +1735,54 @@ async fn gcp_triggers_scale_from_zero_and_bad_input_is_not_ready_naming_the_para
         "type: gcp-cloudtasks\n      metadata:\n        projectID: my-project\n        queueName: q\n      authenticationRef:\n        name: gcp-bad",
         "ScaledObjectCheckFailed",
         &["(gcp-cloudtasks)", "GoogleApplicationCredentials", "not JSON"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// A graphite-web render answer (https://graphite.readthedocs.io/en/latest/render_api.html#json)
+/// of one series whose most recent non-null datapoint is `value`.
+fn graphite_render(value: f64) -> String {
+    format!(
+        r#"[{{"target":"stats.jobs","tags":{{"name":"stats.jobs"}},"datapoints":[[1,1700000000],[{value},1700000010],[null,1700000020]]}}]"#
+    )
+}
+
+#[tokio::test]
+async fn graphite_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("graphite triggers").await else {
+        return;
+    };
+    let graphite = Source::start().await;
+    let path = "render";
+    graphite.set_body(path, &graphite_render(0.0));
+    let server = graphite.url("");
+    let server = server.trim_end_matches('/');
+    let trigger = format!(
+        "type: graphite\n      metadata:\n        serverAddress: {server}\n        query: stats.jobs\n        queryTime: -10Minutes\n        threshold: \"2\"\n        activationThreshold: \"0.5\""
+    );
+    zero_to_one(&w, "graphite", &trigger, || {
+        graphite.set_body(path, &graphite_render(3.0));
+    })
+    .await;
+    assert!(graphite.requests(path) > 0);
+
+    let op = w.start_operator();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "graphite-query-time",
+        &format!("type: graphite\n      metadata:\n        serverAddress: {server}\n        query: stats.jobs"),
+        "ScaledObjectCheckFailed",
+        &["(graphite)", "queryTime"],
+    )
+    .await;
+    refused(
+        &w,
+        "graphite-auth-mode",
+        &format!("type: graphite\n      metadata:\n        serverAddress: {server}\n        query: stats.jobs\n        queryTime: -1h\n        authMode: bearer"),
+        "ScaledObjectCheckFailed",
+        &["(graphite)", "authMode"],
     )
     .await;
     op.stop().await;
