@@ -24,8 +24,12 @@ async fn carbon_or_skip(test: &str) -> Option<tokio::net::TcpStream> {
         drop(tokio::net::TcpStream::connect("127.0.0.1:8089").await?);
         tokio::net::TcpStream::connect(CARBON).await
     };
-    common::service_or_skip(test, "carbon on 127.0.0.1:2003 and graphite-web on :8089", attempt)
-        .await
+    common::service_or_skip(
+        test,
+        "carbon on 127.0.0.1:2003 and graphite-web on :8089",
+        attempt,
+    )
+    .await
 }
 
 /// A metric path prefix no other run uses.
@@ -178,7 +182,10 @@ async fn an_unreachable_server_fails_the_read_naming_the_query_and_server() {
     )
     .await;
     let err = h.expect_error().await.to_string();
-    assert!(err.contains(&format!("serverAddress {server}")), "{test}: {err}");
+    assert!(
+        err.contains(&format!("serverAddress {server}")),
+        "{test}: {err}"
+    );
     assert!(!err.contains("secret-password"), "{err}");
     h.close().await;
 }

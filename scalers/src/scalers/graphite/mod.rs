@@ -224,7 +224,11 @@ mod tests {
         );
 
         for missing in ["serverAddress", "query", "queryTime"] {
-            let metadata: Vec<_> = BASE.iter().copied().filter(|(k, _)| *k != missing).collect();
+            let metadata: Vec<_> = BASE
+                .iter()
+                .copied()
+                .filter(|(k, _)| *k != missing)
+                .collect();
             let err = GraphiteConfig::parse(&ctx(&metadata, &[]))
                 .expect_err(missing)
                 .to_string();
@@ -264,7 +268,7 @@ mod tests {
             .expect_err("no username")
             .to_string();
         assert!(err.contains("\"username\""), "{err}");
-        
+
         // username is read from the TriggerAuthentication only, as in KEDA.
         let mut in_metadata = basic.clone();
         in_metadata.push(("username", "u"));

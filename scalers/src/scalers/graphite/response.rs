@@ -90,31 +90,45 @@ mod tests {
             ),
             (
                 r#"[{"target":"a","datapoints":[[null,1700000000],[null,1700000001]]}]"#,
-                Err("no valid non-null response in graphite query `q`, try increasing your queryTime or check your query"),
+                Err(
+                    "no valid non-null response in graphite query `q`, try increasing your queryTime or check your query",
+                ),
             ),
             (
                 r#"[{"target":"a","datapoints":[[1,1]]},{"target":"b","datapoints":[[2,1]]}]"#,
-                Err("graphite query `q` returned multiple series (2); it must return one, e.g. aggregate it with sumSeries(...)"),
+                Err(
+                    "graphite query `q` returned multiple series (2); it must return one, e.g. aggregate it with sumSeries(...)",
+                ),
             ),
             (
                 r#"[{"target":"a","datapoints":[[1,1],[]]}]"#,
-                Err("graphite query `q` returned a datapoint that is not a [value, timestamp] pair"),
+                Err(
+                    "graphite query `q` returned a datapoint that is not a [value, timestamp] pair",
+                ),
             ),
             (
                 r#"[{"target":"a","datapoints":[[1,1],null]}]"#,
-                Err("graphite query `q` returned a datapoint that is not a [value, timestamp] pair"),
+                Err(
+                    "graphite query `q` returned a datapoint that is not a [value, timestamp] pair",
+                ),
             ),
             (
                 r#"[{"target":"a","datapoints":[["7",1]]}]"#,
-                Err("the answer to graphite query `q` is not a render API JSON answer: not of the expected shape (line 1, column 33)"),
+                Err(
+                    "the answer to graphite query `q` is not a render API JSON answer: not of the expected shape (line 1, column 33)",
+                ),
             ),
             (
                 r#"{"error":"secret detail"}"#,
-                Err("the answer to graphite query `q` is not a render API JSON answer: not of the expected shape (line 1, column 0)"),
+                Err(
+                    "the answer to graphite query `q` is not a render API JSON answer: not of the expected shape (line 1, column 0)",
+                ),
             ),
             (
                 "<html>secret detail</html>",
-                Err("the answer to graphite query `q` is not a render API JSON answer: not valid JSON (line 1, column 1)"),
+                Err(
+                    "the answer to graphite query `q` is not a render API JSON answer: not valid JSON (line 1, column 1)",
+                ),
             ),
         ];
         for (body, expected) in rows {
