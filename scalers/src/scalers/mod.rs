@@ -70,6 +70,11 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
             .with_check(|ctx| activemq::ActiveMqConfig::parse(ctx).map(drop)),
     );
     registry.register(
+        "apache-kafka",
+        Declared::new(kafka::apache::build, kafka::apache::PARAMS)
+            .with_check(|ctx| kafka::apache::parse(ctx).map(drop)),
+    );
+    registry.register(
         "arangodb",
         crate::pooled::declare::<arangodb::ArangoDbConfig>(arangodb::PARAMS),
     );
