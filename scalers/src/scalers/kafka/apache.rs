@@ -204,7 +204,8 @@ mod tests {
 
     #[test]
     fn keda_refusals_name_the_parameter() {
-        let rows: &[(&[(&str, &str)], &[(&str, &str)], &str)] = &[
+        type Pairs<'a> = &'a [(&'a str, &'a str)];
+        let rows: &[(Pairs, Pairs, &str)] = &[
             (&[("lagThreshold", "0")], &[], "lagThreshold"),
             (
                 &[("activationLagThreshold", "-1")],
