@@ -80,3 +80,15 @@ at = 11 + 4 + 4 + struct.unpack(">I", data[15:19])[0]  # signature, flags, exten
 length, = struct.unpack(">i", data[at + 2:at + 6])
 sys.stdout.buffer.write(data[at + 6:at + 6 + length])' >"postgresql/numeric-$value"
 done
+
+# graphite-web's render API (scripts/services.sh: carbon 2003, graphite-web 8089): a short
+# window of one series (values and nulls), no series, two series, all nulls.
+now=$(date +%s)
+printf 'keda_rs.answers.a 4 %s\nkeda_rs.answers.a 7.5 %s\nkeda_rs.answers.b 1 %s\n' \
+  $((now - 8)) $((now - 4)) $((now - 4)) >/dev/tcp/127.0.0.1/2003
+sleep 2
+R=http://127.0.0.1:8089/render
+get graphite one-series.json "$R" -G --data-urlencode 'target=keda_rs.answers.a' -d from=-10s -d format=json
+get graphite no-series.json "$R" -G --data-urlencode 'target=keda_rs.answers.none' -d from=-10s -d format=json
+get graphite two-series.json "$R" -G --data-urlencode 'target=keda_rs.answers.*' -d from=-10s -d format=json
+get graphite all-null.json "$R" -G --data-urlencode 'target=removeAboveValue(keda_rs.answers.a,1)' -d from=-10s -d format=json

@@ -204,6 +204,8 @@ def parser_seeds():
          for name in sorted(os.listdir(os.path.join(ANSWERS, "solace-dm")))],
         [("", answer("gcp-service-account", name))
          for name in sorted(os.listdir(os.path.join(ANSWERS, "gcp-service-account")))],
+        [("keda_rs.answers.*", answer("graphite", name))
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "graphite")))],
     ]
 
 

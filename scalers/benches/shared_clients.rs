@@ -17,7 +17,9 @@
 //!
 //! `KEDA_RS_BENCH_TRIGGERS` changes the number of triggers (default 1000);
 //! `KEDA_RS_BENCH_SOURCES` picks the sources, a comma-separated list of `redis`, `kafka` and
-//! `prometheus` (default all three).
+//! `prometheus` (default all three), or `loki`: 1,000 `loki` triggers on one fake Loki (a child
+//! process of the bench answering Loki's documented instant-query shape) share one pool
+//! (issue 24), beside one client per trigger.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -420,8 +422,27 @@ async fn start_prometheus() -> Result<OwnPrometheus, BoxError> {
     Err("the bench's Prometheus did not become ready in 10 s".into())
 }
 
+/// The HTTP API a round's triggers read.
+#[derive(Clone, Copy)]
+enum HttpSource {
+    /// `prometheus` on the bench's own Prometheus.
+    Prometheus,
+    /// `loki` on the fake Loki (`fake_loki`), a child process of the bench.
+    Loki,
+}
+
 async fn prometheus_round(
     prometheus_port: u16,
+    n: usize,
+    label: &str,
+    separate: bool,
+) -> Result<(Round, Intervals), BoxError> {
+    http_round(HttpSource::Prometheus, prometheus_port, n, label, separate).await
+}
+
+async fn http_round(
+    source: HttpSource,
+    port: u16,
     n: usize,
     label: &str,
     separate: bool,
@@ -430,7 +451,7 @@ async fn prometheus_round(
     let shared_pools = ClientPools::new();
     let mut all_pools = Vec::new();
     let mut scalers = Vec::with_capacity(n);
-    let server = format!("http://127.0.0.1:{prometheus_port}");
+    let server = format!("http://127.0.0.1:{port}");
     for i in 0..n {
         let pools = if separate {
             let p = ClientPools::new();
@@ -439,10 +460,19 @@ async fn prometheus_round(
         } else {
             shared_pools.clone()
         };
-        // A query per trigger over a real series (Prometheus scrapes itself).
-        let query = format!("sum(up{{job=\"prometheus\"}}) * {i}");
+        let (trigger_type, query) = match source {
+            // A query per trigger over a real series (Prometheus scrapes itself).
+            HttpSource::Prometheus => {
+                ("prometheus", format!("sum(up{{job=\"prometheus\"}}) * {i}"))
+            }
+            // A LogQL metric query per trigger; the fake answers each with one sample.
+            HttpSource::Loki => (
+                "loki",
+                format!("sum(rate({{app=\"api\",trigger=\"{i}\"}}[1m]))"),
+            ),
+        };
         let ctx = context(
-            "prometheus",
+            trigger_type,
             &[
                 ("serverAddress", server.as_str()),
                 ("query", query.as_str()),
@@ -450,18 +480,18 @@ async fn prometheus_round(
             ],
             &pools,
         );
-        scalers.push((registry.build(ctx).await?, "s0-prometheus".to_string()));
+        scalers.push((registry.build(ctx).await?, format!("s0-{trigger_type}")));
     }
     if !separate {
         all_pools.push(shared_pools);
     }
     // Building connects nothing; the first interval opens what the clients need, the second
     // reuses it (keep-alive outlives a polling interval).
-    let before = tcp_local_ports_to(prometheus_port);
+    let before = tcp_local_ports_to(port);
     let first_mean = poll_sequentially(&scalers).await?;
-    let after_first = tcp_local_ports_to(prometheus_port);
+    let after_first = tcp_local_ports_to(port);
     let second_mean = poll_sequentially(&scalers).await?;
-    let after_second = tcp_local_ports_to(prometheus_port);
+    let after_second = tcp_local_ports_to(port);
     let intervals = Intervals {
         first_mean,
         second_mean,
@@ -478,13 +508,13 @@ async fn prometheus_round(
         mean_poll: second_mean,
         concurrent_round,
         clients: format!("{clients} HTTP clients"),
-        connections: tcp_connections_to(prometheus_port),
+        connections: tcp_connections_to(port),
         threads: proc_status("Threads"),
         rss: proc_status("VmRSS"),
     };
     close_all(scalers).await;
     drop(all_pools);
-    let after = settled(|| async { Ok(tcp_connections_to(prometheus_port)) }).await?;
+    let after = settled(|| async { Ok(tcp_connections_to(port)) }).await?;
     println!(
         "{label}: connections opened in the first polling interval {}, in the second {}; \
          open after a burst of all polls at once {}; {after} after close",
@@ -493,8 +523,90 @@ async fn prometheus_round(
     Ok((round, intervals))
 }
 
+/// The documented answer of Loki's instant query API
+/// (<https://grafana.com/docs/loki/latest/reference/loki-http-api/#query-logs-at-a-single-point-in-time>):
+/// a vector of one sample.
+const LOKI_VECTOR: &str = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1700000000.5,"3"]}],"stats":{}}}"#;
+
+/// Set in the environment of the child process that serves the fake Loki.
+const FAKE_LOKI_ENV: &str = "KEDA_RS_BENCH_FAKE_LOKI";
+
+/// The fake Loki's process: this bench run again with [`FAKE_LOKI_ENV`], so its connections'
+/// memory is not in the bench's RSS. Serves HTTP/1.1 with keep-alive on a free loopback port
+/// (printed on stdout), answers `GET /loki/api/v1/query?query=...` with [`LOKI_VECTOR`] and
+/// anything else with 404, until its stdin closes.
+async fn serve_fake_loki() -> Result<(), BoxError> {
+    use http_body_util::Full;
+    use hyper::body::Bytes;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    println!("{}", listener.local_addr()?.port());
+    tokio::spawn(async {
+        // The bench closes our stdin when it is done (or dies).
+        let mut sink = Vec::new();
+        let _ = tokio::io::AsyncReadExt::read_to_end(&mut tokio::io::stdin(), &mut sink).await;
+        std::process::exit(0);
+    });
+    loop {
+        let (stream, _) = listener.accept().await?;
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(
+                |request: hyper::Request<hyper::body::Incoming>| async move {
+                    let found = request.uri().path() == "/loki/api/v1/query"
+                        && request
+                            .uri()
+                            .query()
+                            .is_some_and(|q| q.starts_with("query="));
+                    let (status, body) = if found {
+                        (http::StatusCode::OK, LOKI_VECTOR)
+                    } else {
+                        (http::StatusCode::NOT_FOUND, "404 page not found")
+                    };
+                    hyper::Response::builder()
+                        .status(status)
+                        .header("content-type", "application/json")
+                        .body(Full::new(Bytes::from_static(body.as_bytes())))
+                },
+            );
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+/// The fake Loki child process, stopped when dropped.
+struct FakeLoki {
+    port: u16,
+    _child: tokio::process::Child,
+}
+
+async fn start_fake_loki() -> Result<FakeLoki, BoxError> {
+    let mut child = tokio::process::Command::new(std::env::current_exe()?)
+        .env(FAKE_LOKI_ENV, "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()?;
+    let stdout = child.stdout.take().ok_or("the fake Loki has no stdout")?;
+    let mut line = String::new();
+    tokio::io::AsyncBufReadExt::read_line(&mut tokio::io::BufReader::new(stdout), &mut line)
+        .await?;
+    let port = line
+        .trim()
+        .parse()
+        .map_err(|_| "the fake Loki did not print its port")?;
+    Ok(FakeLoki {
+        port,
+        _child: child,
+    })
+}
+
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
+    if std::env::var_os(FAKE_LOKI_ENV).is_some() {
+        return serve_fake_loki().await;
+    }
     let n: usize = std::env::var("KEDA_RS_BENCH_TRIGGERS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -625,6 +737,39 @@ async fn main() -> Result<(), BoxError> {
             ratio(baseline.concurrent_round, shared.concurrent_round),
             baseline.rss,
             shared.rss
+        ));
+        rounds.extend([shared, baseline]);
+    }
+
+    if wanted("loki") {
+        let loki = start_fake_loki().await?;
+        let (shared, shared_intervals) = http_round(
+            HttpSource::Loki,
+            loki.port,
+            n,
+            &format!("loki, {n} triggers, one fake server, shared pool"),
+            false,
+        )
+        .await?;
+        let (baseline, baseline_intervals) = http_round(
+            HttpSource::Loki,
+            loki.port,
+            n,
+            &format!("loki, {n} triggers, one fake server, one client each (baseline)"),
+            true,
+        )
+        .await?;
+        ratios.push(format!(
+            "loki: connections opened per polling interval {} then {} (shared) vs {} then {} \
+             (baseline); open after a burst {} vs {}; RSS {} vs {}",
+            shared_intervals.opened_first,
+            shared_intervals.opened_second,
+            baseline_intervals.opened_first,
+            baseline_intervals.opened_second,
+            shared.connections,
+            baseline.connections,
+            shared.rss,
+            baseline.rss
         ));
         rounds.extend([shared, baseline]);
     }

@@ -18,6 +18,7 @@ use redis::AsyncCommands;
 /// Every built-in trigger type, sorted.
 const BUILTIN_TYPES: &[&str] = &[
     "activemq",
+    "apache-kafka",
     "arangodb",
     "artemis-queue",
     "aws-cloudwatch",
@@ -50,6 +51,7 @@ const BUILTIN_TYPES: &[&str] = &[
     "gcp-stackdriver",
     "gcp-storage",
     "github-runner",
+    "graphite",
     "http",
     "ibmmq",
     "influxdb",

@@ -31,6 +31,7 @@ pub mod gcp_pubsub;
 pub mod gcp_stackdriver;
 pub mod gcp_storage;
 pub mod github_runner;
+pub mod graphite;
 pub mod http;
 pub mod ibmmq;
 pub mod influxdb;
@@ -78,6 +79,11 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "activemq",
         Declared::new(activemq::build, activemq::PARAMS)
             .with_check(|ctx| activemq::ActiveMqConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "apache-kafka",
+        Declared::new(kafka::apache::build, kafka::apache::PARAMS)
+            .with_check(|ctx| kafka::apache::parse(ctx).map(drop)),
     );
     registry.register(
         "arangodb",
@@ -224,6 +230,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     registry.register(
         "gcp-storage",
         crate::pooled::declare::<gcp_storage::StorageConfig>(gcp_storage::PARAMS),
+    );
+    registry.register(
+        "graphite",
+        crate::pooled::declare::<graphite::GraphiteConfig>(graphite::PARAMS),
     );
     registry.register(
         "http",

@@ -613,3 +613,101 @@ async fn a_broker_that_goes_away_degrades_to_polling_and_wakes_again_when_back()
     assert_eq!(read(&scaler, &topic).await, (1.0, true));
     scaler.scaler().close().await;
 }
+
+/// `apache-kafka`'s documented example on the local broker, watching the comma-separated
+/// `topics` for `group`.
+async fn apache_harness(topics: &str, group: &str, extra: &[(&str, &str)]) -> common::Harness {
+    let mut metadata = vec![
+        ("bootstrapServers", KAFKA_BOOTSTRAP),
+        ("consumerGroup", group),
+        ("topic", topics),
+    ];
+    metadata.extend_from_slice(extra);
+    conformance(
+        "apache-kafka",
+        Setup {
+            metadata: &metadata,
+            ..Setup::default()
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn apache_kafka_sums_the_lag_over_its_list_of_topics() {
+    let Some(broker) = Broker::connect_or_skip("apache-kafka topics").await else {
+        return;
+    };
+    let (t1, t2, group) = (unique("apache-a"), unique("apache-b"), unique("group"));
+    broker.create_topic(&t1, 2).await;
+    broker.create_topic(&t2, 1).await;
+    broker.produce(&t1, 0, 3).await;
+    broker.produce(&t1, 1, 2).await;
+    broker.produce(&t2, 0, 4).await;
+    broker.commit(&group, &t1, &[(0, 2), (1, 2)]).await;
+    broker.commit(&group, &t2, &[(0, 3)]).await;
+    // The example: lagThreshold 5, activationLagThreshold 2.
+    let h = apache_harness(&format!("{t1},{t2}"), &group, &[]).await;
+    // KEDA's name: the topics joined with a comma, normalized (the comma stays).
+    assert_eq!(
+        h.metric_name,
+        format!("s0-kafka-{t1},{t2}").replace('.', "-")
+    );
+    // Lags 1 + 0 (t1) + 1 (t2) = 2: equal to the activation threshold, so inactive.
+    h.expect(2.0, false).await;
+    broker.produce(&t2, 0, 2).await;
+    // 1 + 0 + 3 = 4.
+    h.expect(4.0, true).await;
+    h.close().await;
+
+    // partitionLimitation applies to every listed topic: partition 0 of each.
+    let h = apache_harness(
+        &format!("{t1},{t2}"),
+        &group,
+        &[("partitionLimitation", "0")],
+    )
+    .await;
+    h.expect(4.0, true).await;
+    h.close().await;
+
+    // A listed topic that does not exist fails the poll naming it.
+    let missing = unique("apache-missing");
+    let h = apache_harness(&format!("{t1},{missing}"), &group, &[]).await;
+    let err = h.expect_error().await.to_string();
+    assert!(err.contains(&missing), "{err}");
+    assert!(err.contains("(apache-kafka)"), "{err}");
+    h.close().await;
+}
+
+#[tokio::test]
+async fn apache_kafka_and_kafka_triggers_share_one_cluster_client() {
+    let Some(broker) = Broker::connect_or_skip("apache-kafka pool").await else {
+        return;
+    };
+    let (topic, group) = (unique("apache-shared"), unique("group"));
+    broker.create_topic(&topic, 1).await;
+    let registry = Registry::builtin();
+    let pools = ClientPools::new();
+    let kafka = registry
+        .build(context(&pools, KAFKA_BOOTSTRAP, &topic, &group))
+        .await
+        .expect("kafka");
+    let mut apache = context(&pools, KAFKA_BOOTSTRAP, &topic, &group);
+    apache.trigger_type = "apache-kafka".into();
+    let apache = registry.build(apache).await.expect("apache-kafka");
+    let clusters = pools.pool::<ClusterSettings, KafkaCluster>();
+    let groups = pools.pool::<GroupKey, GroupReader>();
+    assert_eq!((clusters.len(), groups.len()), (1, 1));
+    for scaler in [&kafka, &apache] {
+        let report = scaler
+            .scaler()
+            .metrics_and_activity(&format!("s0-kafka-{topic}"))
+            .await
+            .expect("reads");
+        // An empty topic the group never committed on: 1 (offsetResetPolicy latest).
+        assert_eq!(report.values[0].value, 1.0);
+    }
+    kafka.scaler().close().await;
+    apache.scaler().close().await;
+    assert!(clusters.is_empty() && groups.is_empty());
+}

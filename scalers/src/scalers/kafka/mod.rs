@@ -3,6 +3,7 @@
 //! a small per-group offset reader exists beside it. A trigger with `topic` is woken early when
 //! the topic's end offsets move ([`wake`]).
 
+pub mod apache;
 pub mod client;
 pub mod lag;
 pub mod oauth;
@@ -152,8 +153,9 @@ pub struct KafkaConfig {
     pub cluster: ClusterSettings,
     /// `consumerGroup`.
     pub group: String,
-    /// `topic`; `None` = every topic the group has committed offsets for.
-    pub topic: Option<String>,
+    /// `topic` (`apache-kafka`: a comma-separated list); empty = every topic the group has
+    /// committed offsets for.
+    pub topics: Vec<String>,
     /// `partitionLimitation`: the partitions to watch (all when `None`; ignored without a
     /// topic, as in KEDA).
     pub partition_limitation: Option<Vec<i32>>,
@@ -206,7 +208,7 @@ impl KafkaConfig {
                 Some(topic) => format!("kafka-{topic}"),
                 None => format!("kafka-{group}-topics"),
             };
-            let (cluster, msk) = cluster_settings(p)?;
+            let (cluster, msk) = cluster_settings(p, &SASL, true)?;
             let config = Self {
                 cluster,
                 metric_name: metric_name::with_index(
@@ -214,7 +216,7 @@ impl KafkaConfig {
                     &metric_name::normalize(&name),
                 ),
                 group,
-                topic,
+                topics: topic.into_iter().collect(),
                 partition_limitation,
                 activation_lag_threshold: p.get(&ACTIVATION_LAG_THRESHOLD)?,
                 rules,
@@ -273,8 +275,12 @@ fn check_rules(
 /// The connection settings: bootstrap servers, SASL and TLS. With `saslTokenProvider:
 /// aws_msk_iam` SASL is left unset and the AWS settings are returned, to be completed with the
 /// credentials by the caller.
+/// `sasl` is the trigger type's `sasl` parameter (`apache-kafka` names `aws_msk_iam` there);
+/// `unsafe_ssl` says whether the type has `unsafeSsl` (`apache-kafka` has not).
 fn cluster_settings(
     p: &MetadataParser<'_>,
+    sasl: &Param,
+    unsafe_ssl: bool,
 ) -> Result<(ClusterSettings, Option<AwsSettings>), MetadataError> {
     let bootstrap_servers: Vec<String> = p.get(&BOOTSTRAP_SERVERS)?;
     let tls = match p.get::<String>(&TLS)?.as_str() {
@@ -287,7 +293,7 @@ fn cluster_settings(
                 _ => return Err(p.rule("parameters \"cert\" and \"key\" must be given together")),
             };
             Some(TlsSettings {
-                insecure: p.get(&UNSAFE_SSL)?,
+                insecure: unsafe_ssl && p.get(&UNSAFE_SSL)?,
                 ca: p.get_opt(&CA)?,
                 client,
                 key_password: p.get_opt(&KEY_PASSWORD)?,
@@ -296,7 +302,25 @@ fn cluster_settings(
         _ => None,
     };
     let mut msk = None;
-    let mechanism = match p.get::<String>(&SASL)?.as_str() {
+    let mechanism = match p.get::<String>(sasl)?.as_str() {
+        // apache-kafka's spelling of oauthbearer with saslTokenProvider aws_msk_iam.
+        "aws_msk_iam" => {
+            let _: String = p.get(&AWS_REGION.require())?;
+            if tls.is_none() {
+                return Err(p.rule(
+                    "sasl \"aws_msk_iam\" requires \"tls\": enable (TLS must be enabled when using AWS MSK IAM)",
+                ));
+            }
+            msk = Some(AwsSettings::parse(p)?);
+            return Ok((
+                ClusterSettings {
+                    bootstrap_servers,
+                    sasl: None,
+                    tls,
+                },
+                msk,
+            ));
+        }
         "plaintext" => Some(SaslMechanism::Plain),
         "scram_sha256" => Some(SaslMechanism::ScramSha256),
         "scram_sha512" => Some(SaslMechanism::ScramSha512),
@@ -457,7 +481,14 @@ impl KafkaScaler {
     /// # Errors
     /// Invalid metadata, or the cluster does not answer within the context's timeout.
     pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
-        let config = KafkaConfig::parse(ctx)?;
+        Self::build_from(ctx, KafkaConfig::parse(ctx)?).await
+    }
+
+    /// Leases the shared clients of an already parsed trigger (`kafka` or `apache-kafka`).
+    ///
+    /// # Errors
+    /// The cluster does not answer within the context's timeout.
+    pub async fn build_from(ctx: &ScalerContext, config: KafkaConfig) -> Result<Self, ScalerError> {
         let timeout = ctx.global_http_timeout;
         let clients = lease(ctx, &config, timeout).await?;
         let registration = match &config.topic {
@@ -519,13 +550,51 @@ impl KafkaScaler {
         clients: &Clients,
     ) -> Result<BTreeMap<TopicPartition, PartitionOffsets>, ScalerError> {
         let group = &self.config.group;
-        let (partitions, committed) = match &self.config.topic {
-            Some(topic) => {
-                let described = clients
-                    .cluster
-                    .partitions(Some(vec![topic.clone()]), self.timeout)
+        let topics = &self.config.topics;
+        let (partitions, committed) = if topics.is_empty() {
+            // Topic-less: the topics the group has committed offsets for. Without
+            // ListConsumerGroupOffsets (see `client`), ask for the group's offsets on every
+            // partition of the cluster and keep the topics where one exists.
+            let all = clients
+                .cluster
+                .partitions(None, self.timeout)
+                .await
+                .map_err(self.query_error("listing the cluster's topics"))?;
+            let every: Vec<TopicPartition> = all
+                .iter()
+                .flat_map(|(t, ids)| ids.iter().map(move |id| (t.clone(), *id)))
+                .collect();
+            let committed = if every.is_empty() {
+                BTreeMap::new()
+            } else {
+                clients
+                    .group
+                    .committed(every, self.timeout)
                     .await
-                    .map_err(self.query_error(&format!("describing topic \"{topic}\"")))?;
+                    .map_err(self.query_error(&format!(
+                        "reading the committed offsets of group \"{group}\""
+                    )))?
+            };
+            let topics: std::collections::BTreeSet<&String> = committed
+                .iter()
+                .filter(|(_, offset)| **offset >= 0)
+                .map(|((topic, _), _)| topic)
+                .collect();
+            let partitions: Vec<TopicPartition> = committed
+                .keys()
+                .filter(|(topic, _)| topics.contains(topic))
+                .cloned()
+                .collect();
+            (partitions, committed)
+        } else {
+            let named = topics.join(",");
+            let described = clients
+                .cluster
+                .partitions(Some(topics.clone()), self.timeout)
+                .await
+                .map_err(self.query_error(&format!("describing topic \"{named}\"")))?;
+            let mut partitions: Vec<TopicPartition> = Vec::new();
+            for topic in topics {
                 let ids: Vec<i32> = described
                     .get(topic)
                     .into_iter()
@@ -546,52 +615,16 @@ impl KafkaScaler {
                         ),
                     });
                 }
-                let partitions: Vec<TopicPartition> =
-                    ids.into_iter().map(|id| (topic.clone(), id)).collect();
-                let committed = clients
-                    .group
-                    .committed(partitions.clone(), self.timeout)
-                    .await
-                    .map_err(self.query_error(&format!(
-                        "reading the committed offsets of group \"{group}\""
-                    )))?;
-                (partitions, committed)
+                partitions.extend(ids.into_iter().map(|id| (topic.clone(), id)));
             }
-            None => {
-                // Topic-less: the topics the group has committed offsets for. Without
-                // ListConsumerGroupOffsets (see `client`), ask for the group's offsets on every
-                // partition of the cluster and keep the topics where one exists.
-                let all = clients
-                    .cluster
-                    .partitions(None, self.timeout)
-                    .await
-                    .map_err(self.query_error("listing the cluster's topics"))?;
-                let every: Vec<TopicPartition> = all
-                    .iter()
-                    .flat_map(|(t, ids)| ids.iter().map(move |id| (t.clone(), *id)))
-                    .collect();
-                let committed =
-                    if every.is_empty() {
-                        BTreeMap::new()
-                    } else {
-                        clients.group.committed(every, self.timeout).await.map_err(
-                            self.query_error(&format!(
-                                "reading the committed offsets of group \"{group}\""
-                            )),
-                        )?
-                    };
-                let topics: std::collections::BTreeSet<&String> = committed
-                    .iter()
-                    .filter(|(_, offset)| **offset >= 0)
-                    .map(|((topic, _), _)| topic)
-                    .collect();
-                let partitions: Vec<TopicPartition> = committed
-                    .keys()
-                    .filter(|(topic, _)| topics.contains(topic))
-                    .cloned()
-                    .collect();
-                (partitions, committed)
-            }
+            let committed = clients
+                .group
+                .committed(partitions.clone(), self.timeout)
+                .await
+                .map_err(self.query_error(&format!(
+                    "reading the committed offsets of group \"{group}\""
+                )))?;
+            (partitions, committed)
         };
         if partitions.is_empty() {
             return Ok(BTreeMap::new());

@@ -41,7 +41,7 @@ fn defaults_and_metric_names() {
 
     let c = KafkaConfig::parse(&ctx(0, BASE, &[])).expect("ok");
     assert_eq!(c.metric_name, "s0-kafka-g-topics");
-    assert_eq!(c.topic, None);
+    assert!(c.topics.is_empty());
 }
 
 #[test]
