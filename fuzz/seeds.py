@@ -177,6 +177,33 @@ def parser_seeds():
         [("", answer("datadog-cluster-agent", "doc-external-metric-value-list.json"))],
         [("", answer("gcp-monitoring", name))
          for name in sorted(os.listdir(os.path.join(ANSWERS, "gcp-monitoring")))],
+        [("Average", answer("azure-monitor", "doc-metrics-list.json")),
+         ("Total", answer("azure-monitor", "doc-metrics-list.json")),
+         ("", answer("azure-monitor", "doc-arm-error.json"))],
+        [("", answer("azure-log-analytics", "doc-query.json")),
+         ("", answer("azure-log-analytics", "doc-query-count.json"))],
+        [("requests/count sum", answer("azure-app-insights", "doc-metrics-get.json"))],
+        [("", answer("azure-data-explorer", "doc-v2-frames.json")),
+         ("", answer("azure-data-explorer", "doc-v1-tables.json"))],
+        [("", answer("azure-servicebus", name))
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "azure-servicebus")))],
+        [("", answer("azure-eventhub", "doc-hub.xml")),
+         ("", answer("azure-eventhub", "doc-partition.xml")),
+         ("goSdk", answer("azure-eventhub", "doc-checkpoint-gosdk.json")),
+         ("", answer("azure-eventhub", "doc-checkpoint-function.json"))],
+        [("maven,java", answer("azure-pipelines", "doc-jobrequests.json")),
+         ("linux-agents", answer("azure-pipelines", "doc-pools.json"))],
+        [("", answer("gcp-storage", name))
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "gcp-storage")))],
+        [(region, answer("openstack", name))
+         for region in ["", "RegionOne"]
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "openstack")))],
+        [("", answer("ibmmq", name))
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "ibmmq")))],
+        [("default", answer("solace-dm", name))
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "solace-dm")))],
+        [("", answer("gcp-service-account", name))
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "gcp-service-account")))],
     ]
 
 

@@ -455,6 +455,148 @@ const PARSERS: &[Parser] = &[
             ok(list_page(body))
         },
     },
+    Parser {
+        name: "azure monitor metrics and Azure error answers",
+        no_echo: true,
+        run: |param, body, _| {
+            let _ = keda_scalers::azure::aad::azure_error(body);
+            ok(keda_scalers::scalers::azure_monitor::metric_value(
+                body, param,
+            ))
+        },
+    },
+    Parser {
+        name: "azure log analytics tables",
+        no_echo: true,
+        run: |_, body, _| {
+            ok(keda_scalers::scalers::azure_log_analytics::table_value(
+                body,
+            ))
+        },
+    },
+    Parser {
+        name: "azure app insights metrics",
+        no_echo: true,
+        run: |param, body, _| {
+            use keda_scalers::scalers::azure_app_insights::{AnswerError, metric_value};
+            // `<metricId> <aggregation>`.
+            let (metric, aggregation) = param.split_once(' ').unwrap_or((param, "avg"));
+            metric_value(body, metric, aggregation)
+                .map(drop)
+                .map_err(|e| match e {
+                    AnswerError::Shape(m) | AnswerError::Missing(m) => m,
+                })
+        },
+    },
+    Parser {
+        name: "azure data explorer kusto v1 and v2 answers",
+        no_echo: true,
+        run: |_, body, _| {
+            ok(keda_scalers::scalers::azure_data_explorer::query_value(
+                body,
+            ))
+        },
+    },
+    Parser {
+        name: "azure service bus entity and feed",
+        no_echo: true,
+        run: |_, body, flag| {
+            use keda_scalers::scalers::azure_servicebus::atom::{entity, feed};
+            if flag {
+                return ok(feed(body));
+            }
+            ok(entity(body))
+        },
+    },
+    Parser {
+        name: "azure event hubs runtime descriptions and checkpoints",
+        no_echo: true,
+        run: |param, body, flag| {
+            use keda_scalers::scalers::azure_eventhub::checkpoint::{Strategy, sequence_number};
+            use keda_scalers::scalers::azure_eventhub::runtime::{partition, partition_ids};
+            if flag {
+                let strategy = Strategy::of(Some(param), (!param.is_empty()).then_some("c"));
+                return ok(sequence_number(strategy, body));
+            }
+            let _ = partition(body);
+            ok(partition_ids(body))
+        },
+    },
+    Parser {
+        name: "azure pipelines agent pools and job requests",
+        no_echo: true,
+        run: |param, body, flag| {
+            use keda_scalers::scalers::azure_pipelines::Matching;
+            use keda_scalers::scalers::azure_pipelines::response::{pool_id, queued_jobs};
+            let _ = pool_id(body, param);
+            let matching = match (flag, param.is_empty()) {
+                (_, true) => Matching::All,
+                (true, false) => Matching::Parent(param.to_string()),
+                (false, false) => Matching::Demands {
+                    demands: param.split(',').map(str::to_string).collect(),
+                    require_all: param.len() % 2 == 0,
+                    require_all_ignore_others: param.len() % 3 == 0,
+                    case_insensitive: param.len() % 5 == 0,
+                },
+            };
+            ok(queued_jobs(body, &matching))
+        },
+    },
+    Parser {
+        name: "gcp-storage objects.list page and Google error",
+        no_echo: true,
+        run: |_, body, _| {
+            let _ = keda_scalers::gcp::google_failure(
+                &keda_scalers::http_client::HttpGetError::Status {
+                    status: http::StatusCode::NOT_FOUND,
+                    content_type: None,
+                    body: Bytes::copy_from_slice(body),
+                },
+            )
+            .to_string();
+            ok(keda_scalers::scalers::gcp_storage::objects_page(body))
+        },
+    },
+    Parser {
+        name: "openstack keystone token, swift count and gnocchi measures",
+        no_echo: true,
+        run: |param, body, flag| {
+            use keda_scalers::openstack::{catalog_endpoint, token_answer};
+            use keda_scalers::scalers::openstack_metric::last_measure;
+            use keda_scalers::scalers::openstack_swift::object_count;
+            if flag {
+                let _ = object_count(Some(&String::from_utf8_lossy(body)));
+                return ok(last_measure(body));
+            }
+            let (_, catalog) = token_answer(body)?;
+            ok(catalog_endpoint(&catalog, "object-store", param))
+        },
+    },
+    Parser {
+        name: "ibmmq mqsc command response",
+        no_echo: true,
+        run: |_, body, _| ok(keda_scalers::scalers::ibmmq::current_depth(body)),
+    },
+    Parser {
+        name: "solace-direct-messaging SEMP v1 show client",
+        no_echo: true,
+        run: |param, body, flag| {
+            use keda_scalers::scalers::solace_dm::{client_rates, d1_queued};
+            if flag {
+                return ok(d1_queued(body, param));
+            }
+            ok(client_rates(body, param))
+        },
+    },
+    Parser {
+        name: "gcp service account key JSON",
+        no_echo: true,
+        run: |_, body, _| {
+            ok(keda_scalers::gcp::ServiceAccount::parse(
+                &String::from_utf8_lossy(body),
+            ))
+        },
+    },
 ];
 
 fn runtime() -> &'static tokio::runtime::Runtime {

@@ -13,7 +13,13 @@
 //! stream, `INSERT` + `NOTIFY` on a `postgresql` trigger with `listenChannel`) and each mode
 //! (notifications on, off: the Redis server without keyspace events, the PostgreSQL trigger
 //! without `listenChannel`; for `XADD` "off" is the blocking `XREAD` path that wakes
-//! `redis-streams` where the server has no keyspace events) it creates `--events` ScaledObjects at zero, each on a key (table
+//! `redis-streams` where the server has no keyspace events). NATS JetStream: two `nats-server
+//! -js` of the bench's own, "on" without authentication (the core NATS subscription wakes),
+//! "off" with a password on its client port (the wake connection is refused: polled only); a
+//! publish acknowledged by JetStream on a stream per object. Kafka: the broker of
+//! `scripts/services.sh` on 127.0.0.1:9092, a topic and group per object; "on" is the trigger
+//! with `topic` (the cluster client's end-offset refresh wakes), "off" the same group without
+//! `topic` (the group's committed topics, polled only); a produce of one message. It creates `--events` ScaledObjects at zero, each on a key (table
 //! rows) of its own, all polled every `--interval` seconds; then it sends one event per object,
 //! spread evenly over one interval (so the events fall at every phase of the poll ticks), and
 //! times each from the event's command returning to the watch showing the Deployment at 1
@@ -36,24 +42,39 @@ use kube::runtime::watcher;
 use memkube::MemKube;
 use tokio_util::sync::CancellationToken;
 
+#[allow(dead_code)]
+#[path = "../../scalers/tests/nats_jetstream/client.rs"]
+mod nats_client;
+
 const NS: &str = "bench";
 const PG: &str = "host=127.0.0.1 port=5432 user=postgres dbname=test";
+const KAFKA: &str = "127.0.0.1:9092";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Source {
     Lpush,
     Xadd,
     Notify,
+    Publish,
+    Produce,
 }
 
 impl Source {
-    const ALL: [Source; 3] = [Source::Lpush, Source::Xadd, Source::Notify];
+    const ALL: [Source; 5] = [
+        Source::Lpush,
+        Source::Xadd,
+        Source::Notify,
+        Source::Publish,
+        Source::Produce,
+    ];
 
     fn label(self) -> &'static str {
         match self {
             Source::Lpush => "redis LPUSH",
             Source::Xadd => "redis-streams XADD",
             Source::Notify => "postgresql INSERT + NOTIFY",
+            Source::Publish => "nats-jetstream publish",
+            Source::Produce => "kafka produce",
         }
     }
 
@@ -62,6 +83,8 @@ impl Source {
             Source::Lpush => "l",
             Source::Xadd => "x",
             Source::Notify => "p",
+            Source::Publish => "n",
+            Source::Produce => "k",
         }
     }
 }
@@ -123,6 +146,79 @@ async fn redis_server(
     }
 }
 
+/// A `nats-server -js` of the bench's own (`extra`: its arguments, e.g. a password), killed
+/// when dropped: the process, its monitoring endpoint and a connection (as `user`).
+async fn nats_server(
+    extra: &[&str],
+    user: Option<(&str, &str)>,
+) -> anyhow::Result<(tokio::process::Child, String, nats_client::NatsClient)> {
+    let free = || -> anyhow::Result<u16> {
+        Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port())
+    };
+    let (port, monitoring) = (free()?, free()?);
+    let dir = std::env::temp_dir().join(format!("wake-bench-nats-{}-{port}", std::process::id()));
+    let child = tokio::process::Command::new("nats-server")
+        .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+        .args(["-m", &monitoring.to_string(), "-js", "-sd"])
+        .arg(&dir)
+        .args(extra)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
+    let started = Instant::now();
+    loop {
+        match nats_client::NatsClient::connect_as(&format!("127.0.0.1:{port}"), user).await {
+            Ok(c) => return Ok((child, format!("127.0.0.1:{monitoring}"), c)),
+            Err(e) if started.elapsed() > Duration::from_secs(5) => {
+                anyhow::bail!("nats-server: {e}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+}
+
+/// Creates `topics` (one partition each) on the broker.
+async fn kafka_topics(topics: &[String]) -> anyhow::Result<()> {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    let admin: AdminClient<rdkafka::client::DefaultClientContext> = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", KAFKA)
+        .create()?;
+    let new: Vec<NewTopic<'_>> = topics
+        .iter()
+        .map(|t| NewTopic::new(t, 1, TopicReplication::Fixed(1)))
+        .collect();
+    for result in admin
+        .create_topics(
+            &new,
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10))),
+        )
+        .await?
+    {
+        result.map_err(|(topic, e)| anyhow::anyhow!("creating topic {topic}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Commits offset 0 of `topic`'s partition 0 for `group` (OffsetCommit without joining).
+async fn kafka_commit_zero(group: String, topic: String) -> anyhow::Result<()> {
+    use rdkafka::consumer::Consumer;
+    tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
+        let consumer: rdkafka::consumer::BaseConsumer = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", KAFKA)
+            .set("group.id", &group)
+            .set("enable.auto.commit", "false")
+            .create()?;
+        let mut tpl = rdkafka::TopicPartitionList::new();
+        tpl.add_partition_offset(&topic, 0, rdkafka::Offset::Offset(0))?;
+        consumer.commit(&tpl, rdkafka::consumer::CommitMode::Sync)?;
+        Ok(())
+    })
+    .await?
+}
+
 fn deployment(name: &str) -> anyhow::Result<Deployment> {
     Ok(serde_json::from_value(serde_json::json!({
         "apiVersion": "apps/v1",
@@ -172,6 +268,38 @@ async fn main() -> anyhow::Result<()> {
     let table = format!("wake_bench_{}", std::process::id());
     pg.batch_execute(&format!("CREATE TABLE {table} (obj text)"))
         .await?;
+    let nats_password = format!("bench-{}", std::process::id());
+    let (_nats_on, nats_on_monitoring, nats_on) = nats_server(&[], None).await?;
+    let (_nats_off, nats_off_monitoring, nats_off) = nats_server(
+        &["--user", "bench", "--pass", &nats_password],
+        Some(("bench", &nats_password)),
+    )
+    .await?;
+    let nats_on = Arc::new(tokio::sync::Mutex::new(nats_on));
+    let nats_off = Arc::new(tokio::sync::Mutex::new(nats_off));
+    let producer: rdkafka::producer::FutureProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", KAFKA)
+        // One message per produce request: tansu's high watermark after a batch is wrong.
+        .set("linger.ms", "0")
+        .set("batch.num.messages", "1")
+        .set("max.in.flight.requests.per.connection", "1")
+        .create()?;
+    let run_id = std::process::id();
+    let kafka_names: Vec<String> = [true, false]
+        .iter()
+        .flat_map(|on| {
+            (0..a.events).map(move |i| {
+                format!(
+                    "wake-bench-{run_id}-k-{}-{i}",
+                    if *on { "on" } else { "off" }
+                )
+            })
+        })
+        .collect();
+    kafka_topics(&kafka_names).await?;
+    for name in kafka_names.iter().filter(|n| n.contains("-k-off-")) {
+        kafka_commit_zero(name.clone(), name.clone()).await?;
+    }
 
     let server = MemKube::new();
     server.load_crds_from_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/crd"))?;
@@ -233,6 +361,43 @@ async fn main() -> anyhow::Result<()> {
                         "type: redis-streams\n      metadata:\n        address: {address}\n        \
                          stream: {key}\n        streamLength: \"5\""
                     ),
+                    Source::Publish => {
+                        let (nats, monitoring) = if on {
+                            (&nats_on, &nats_on_monitoring)
+                        } else {
+                            (&nats_off, &nats_off_monitoring)
+                        };
+                        let mut nats = nats.lock().await;
+                        nats.create_stream(&key, 1)
+                            .await
+                            .map_err(|e| anyhow::anyhow!("{e}"))?;
+                        nats.create_consumer(&key, "workers", 1)
+                            .await
+                            .map_err(|e| anyhow::anyhow!("{e}"))?;
+                        format!(
+                            "type: nats-jetstream\n      metadata:\n        \
+                             natsServerMonitoringEndpoint: \"{monitoring}\"\n        \
+                             account: $G\n        stream: {key}\n        consumer: workers"
+                        )
+                    }
+                    Source::Produce => {
+                        // Topic and group of the same name; "off" has no topic.
+                        let kafka_name = format!(
+                            "wake-bench-{run_id}-k-{}-{i}",
+                            if on { "on" } else { "off" }
+                        );
+                        let topic = if on {
+                            format!(
+                                "\n        topic: {kafka_name}\n        offsetResetPolicy: earliest"
+                            )
+                        } else {
+                            String::new()
+                        };
+                        format!(
+                            "type: kafka\n      metadata:\n        bootstrapServers: {KAFKA}\n        \
+                             consumerGroup: {kafka_name}{topic}"
+                        )
+                    }
                     Source::Notify => {
                         let listen = if on {
                             format!("\n        listenChannel: {key}")
@@ -280,6 +445,16 @@ async fn main() -> anyhow::Result<()> {
         };
         let pg = &pg;
         let table = &table;
+        let nats = if on {
+            nats_on.clone()
+        } else {
+            nats_off.clone()
+        };
+        let producer = &producer;
+        let kafka_name = format!(
+            "wake-bench-{run_id}-k-{}-{i}",
+            if on { "on" } else { "off" }
+        );
         sends.push(async move {
             tokio::time::sleep_until(at.into()).await;
             match source {
@@ -298,6 +473,25 @@ async fn main() -> anyhow::Result<()> {
                         .arg("1")
                         .query_async(&mut redis)
                         .await?;
+                }
+                Source::Publish => {
+                    // Acknowledged by JetStream: stored when this returns.
+                    nats.lock()
+                        .await
+                        .publish(&key, 1)
+                        .await
+                        .map_err(|e| anyhow::anyhow!("{e}"))?;
+                }
+                Source::Produce => {
+                    producer
+                        .send(
+                            rdkafka::producer::FutureRecord::<(), _>::to(&kafka_name)
+                                .partition(0)
+                                .payload("job"),
+                            Duration::from_secs(5),
+                        )
+                        .await
+                        .map_err(|(e, _)| e)?;
                 }
                 Source::Notify => {
                     pg.batch_execute(&format!(

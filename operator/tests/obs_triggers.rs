@@ -2,7 +2,10 @@
 //! `aws-dynamodb-streams`, `kubernetes-resource`, `datadog`, `new-relic`, `dynatrace`, `splunk`,
 //! `solr`, `couchdb`, `solace-event-queue`, `selenium-grid`, `artemis-queue`, `nsq`, `pulsar`,
 //! `arangodb`, `github-runner`, `sumologic`, `solarwinds`, `splunk-observability`, `gcp-pubsub`,
-//! `gcp-stackdriver`, `gcp-cloudtasks`, `gcp-storage`) through the operator on memkube: each
+//! `gcp-stackdriver`, `gcp-cloudtasks`, `gcp-storage`, `azure-monitor`, `azure-log-analytics`,
+//! `azure-app-insights`, `azure-data-explorer`, `azure-servicebus`, `azure-eventhub`,
+//! `azure-pipelines`, `openstack-swift`, `openstack-metric`, `ibmmq`, `solace-direct-messaging`)
+//! through the operator on memkube: each
 //! scales its target 0 -> 1 when its source's
 //! value rises above the activation threshold, and bad input is `Ready=False` with a message naming
 //! the trigger and the parameter. The sources are the tests' loopback server (`common/source.rs`)
@@ -1735,6 +1738,677 @@ async fn gcp_triggers_scale_from_zero_and_bad_input_is_not_ready_naming_the_para
         "type: gcp-cloudtasks\n      metadata:\n        projectID: my-project\n        queueName: q\n      authenticationRef:\n        name: gcp-bad",
         "ScaledObjectCheckFailed",
         &["(gcp-cloudtasks)", "GoogleApplicationCredentials", "not JSON"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// The built-in registry with the `azure-*` REST API types reaching Microsoft Entra ID's token
+/// endpoint, Azure Resource Manager, Log Analytics, Application Insights and the Data Explorer
+/// cluster `keda.westeurope.kusto.windows.net` at `fake`.
+fn azure_registry(fake: url::Url) -> keda_scalers::Registry {
+    use keda_scalers::scalers::{
+        azure_app_insights, azure_data_explorer, azure_log_analytics, azure_monitor,
+    };
+    let endpoints = [
+        "login.microsoftonline.com",
+        "management.azure.com",
+        "api.loganalytics.io",
+        "api.applicationinsights.io",
+        "keda.westeurope.kusto.windows.net",
+    ]
+    .into_iter()
+    .fold(
+        keda_scalers::http_client::VendorEndpoints::default(),
+        |e, host| e.with(host, fake.clone()),
+    );
+    let mut registry = keda_scalers::Registry::builtin();
+    registry.register(
+        "azure-app-insights",
+        redirected::<azure_app_insights::AppInsightsConfig>(
+            endpoints.clone(),
+            azure_app_insights::PARAMS,
+        ),
+    );
+    registry.register(
+        "azure-data-explorer",
+        redirected::<azure_data_explorer::DataExplorerConfig>(
+            endpoints.clone(),
+            azure_data_explorer::PARAMS,
+        ),
+    );
+    registry.register(
+        "azure-log-analytics",
+        redirected::<azure_log_analytics::LogAnalyticsConfig>(
+            endpoints.clone(),
+            azure_log_analytics::PARAMS,
+        ),
+    );
+    registry.register(
+        "azure-monitor",
+        redirected::<azure_monitor::AzureMonitorConfig>(endpoints, azure_monitor::PARAMS),
+    );
+    registry
+}
+
+/// An Azure Monitor Metrics - List answer whose last point averages `value`
+/// (https://learn.microsoft.com/en-us/rest/api/monitor/metrics/list).
+fn azure_metrics(value: f64) -> String {
+    format!(
+        r#"{{"value":[{{"name":{{"value":"Http5xx"}},"timeseries":[{{"data":[{{"timeStamp":"2023-11-14T22:13:00Z","average":{value}}}]}}],"errorCode":"Success"}}]}}"#
+    )
+}
+
+/// A Log Analytics Query - Execute answer of one `long` cell
+/// (https://learn.microsoft.com/en-us/rest/api/loganalytics/dataaccess/query/execute).
+fn azure_table(value: u64) -> String {
+    format!(
+        r#"{{"tables":[{{"name":"PrimaryResult","columns":[{{"name":"count_","type":"long"}}],"rows":[[{value}]]}}]}}"#
+    )
+}
+
+/// A Kusto v2 answer whose primary result is one `long` cell
+/// (https://learn.microsoft.com/en-us/kusto/api/rest/response-v2).
+fn kusto_result(value: u64) -> String {
+    format!(
+        r#"[{{"FrameType":"DataSetHeader","Version":"v2.0"}},{{"FrameType":"DataTable","TableId":1,"TableKind":"PrimaryResult","TableName":"PrimaryResult","Columns":[{{"ColumnName":"Count","ColumnType":"long"}}],"Rows":[[{value}]]}},{{"FrameType":"DataSetCompletion","HasErrors":false,"Cancelled":false}}]"#
+    )
+}
+
+#[tokio::test]
+async fn azure_rest_triggers_scale_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let azure = Source::start().await;
+    let fake = url::Url::parse(&azure.url("")).expect("fake URL");
+    let Some((_server, w)) = world("azure triggers", azure_registry(fake)).await else {
+        return;
+    };
+    let tenant = "72f988bf-86f1-41af-91ab-2d7cd011db47";
+    let token = format!("{tenant}/oauth2/v2.0/token");
+    azure.set_body(
+        &token,
+        r#"{"token_type":"Bearer","expires_in":3599,"ext_expires_in":3599,"access_token":"eyJ0.t"}"#,
+    );
+    secret_auth(
+        &w,
+        "azure-sp",
+        &[
+            ("activeDirectoryClientId", "app"),
+            ("activeDirectoryClientPassword", "s3cret"),
+            ("tenantId", tenant),
+            ("clientId", "app"),
+            ("clientSecret", "s3cret"),
+        ],
+    )
+    .await;
+    let auth = "\n      authenticationRef:\n        name: azure-sp";
+
+    let metrics = "subscriptions/sub-1/resourceGroups/rg/providers/Microsoft.Web/sites/shop/providers/Microsoft.Insights/metrics";
+    azure.set_body(metrics, &azure_metrics(0.0));
+    zero_to_one_resolving(
+        &w,
+        "monitor",
+        &format!("type: azure-monitor\n      metadata:\n        resourceURI: Microsoft.Web/sites/shop\n        tenantId: {tenant}\n        subscriptionId: sub-1\n        resourceGroupName: rg\n        metricName: Http5xx\n        metricAggregationType: Average\n        targetValue: \"5\"{auth}"),
+        async {
+            azure.set_body(metrics, &azure_metrics(2.5));
+        },
+    )
+    .await;
+    assert!(azure.requests(metrics) > 0 && azure.requests(&token) > 0);
+
+    let logs = "v1/workspaces/ws-1/query";
+    azure.set_body(logs, &azure_table(0));
+    zero_to_one_resolving(
+        &w,
+        "logs",
+        &format!("type: azure-log-analytics\n      metadata:\n        workspaceId: ws-1\n        query: Heartbeat | count\n        threshold: \"10\"{auth}"),
+        async {
+            azure.set_body(logs, &azure_table(3));
+        },
+    )
+    .await;
+    assert!(azure.requests(logs) > 0);
+
+    let insights = "v1/apps/app-1/metrics/requests/count";
+    azure.set_body(insights, r#"{"value":{"requests/count":{"sum":0}}}"#);
+    zero_to_one_resolving(
+        &w,
+        "insights",
+        &format!("type: azure-app-insights\n      metadata:\n        applicationInsightsId: app-1\n        tenantId: {tenant}\n        metricId: requests/count\n        metricAggregationTimespan: \"0:5\"\n        metricAggregationType: sum\n        targetValue: \"10\"{auth}"),
+        async {
+            azure.set_body(insights, r#"{"value":{"requests/count":{"sum":4}}}"#);
+        },
+    )
+    .await;
+    assert!(azure.requests(insights) > 0);
+
+    let kusto = "v2/rest/query";
+    azure.set_body(kusto, &kusto_result(0));
+    zero_to_one_resolving(
+        &w,
+        "kusto",
+        &format!("type: azure-data-explorer\n      metadata:\n        databaseName: jobs\n        endpoint: https://keda.westeurope.kusto.windows.net\n        query: Jobs | count\n        threshold: \"10\"{auth}"),
+        async {
+            azure.set_body(kusto, &kusto_result(7));
+        },
+    )
+    .await;
+    assert!(azure.requests(kusto) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "monitor-aggregation",
+        &format!("type: azure-monitor\n      metadata:\n        resourceURI: Microsoft.Web/sites/shop\n        tenantId: {tenant}\n        subscriptionId: sub-1\n        resourceGroupName: rg\n        metricName: Http5xx\n        targetValue: \"5\"{auth}"),
+        "ScaledObjectCheckFailed",
+        &["(azure-monitor)", "metricAggregationType"],
+    )
+    .await;
+    refused(
+        &w,
+        "logs-workspace",
+        &format!("type: azure-log-analytics\n      metadata:\n        query: Heartbeat | count\n        threshold: \"10\"{auth}"),
+        "ScaledObjectCheckFailed",
+        &["(azure-log-analytics)", "workspaceId"],
+    )
+    .await;
+    refused(
+        &w,
+        "insights-timespan",
+        &format!("type: azure-app-insights\n      metadata:\n        applicationInsightsId: app-1\n        tenantId: {tenant}\n        metricId: requests/count\n        metricAggregationTimespan: \"00:05:00\"\n        metricAggregationType: sum\n        targetValue: \"10\"{auth}"),
+        "ScaledObjectCheckFailed",
+        &["(azure-app-insights)", "metricAggregationTimespan"],
+    )
+    .await;
+    refused(
+        &w,
+        "kusto-endpoint",
+        &format!("type: azure-data-explorer\n      metadata:\n        databaseName: jobs\n        endpoint: http://169.254.169.254\n        query: Jobs | count\n        threshold: \"10\"{auth}"),
+        "ScaledObjectCheckFailed",
+        &["(azure-data-explorer)", "endpoint", "https://"],
+    )
+    .await;
+    op.stop().await;
+}
+/// A Service Bus Get Queue answer (an ATOM entry whose `QueueDescription` counts `active`
+/// active messages; https://learn.microsoft.com/rest/api/servicebus/get-entity).
+fn service_bus_queue(active: u32) -> String {
+    format!(
+        r#"<entry xmlns="http://www.w3.org/2005/Atom"><title type="text">orders</title><content type="application/xml"><QueueDescription xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"><CountDetails xmlns:d2p1="http://schemas.microsoft.com/netservices/2011/06/servicebus"><d2p1:ActiveMessageCount>{active}</d2p1:ActiveMessageCount><d2p1:DeadLetterMessageCount>9</d2p1:DeadLetterMessageCount></CountDetails></QueueDescription></content></entry>"#
+    )
+}
+
+#[tokio::test]
+async fn azure_servicebus_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    use keda_scalers::scalers::azure_servicebus;
+    let service_bus = Source::start().await;
+    let fake = url::Url::parse(&service_bus.url("")).expect("fake URL");
+    let host = "keda-test.servicebus.windows.net";
+    let mut registry = keda_scalers::Registry::builtin();
+    registry.register(
+        "azure-servicebus",
+        redirected::<azure_servicebus::ServiceBusConfig>(
+            keda_scalers::http_client::VendorEndpoints::default().with(host, fake),
+            azure_servicebus::PARAMS,
+        ),
+    );
+    let Some((_server, w)) = world("azure-servicebus triggers", registry).await else {
+        return;
+    };
+    let path = "orders";
+    service_bus.set_body(path, &service_bus_queue(0));
+    secret_auth(
+        &w,
+        "service-bus",
+        &[(
+            "connection",
+            &format!("Endpoint=sb://{host}/;SharedAccessKeyName=Root;SharedAccessKey=c2VjcmV0"),
+        )],
+    )
+    .await;
+    let trigger = "type: azure-servicebus\n      metadata:\n        queueName: orders\n        activationMessageCount: \"1\"\n      authenticationRef:\n        name: service-bus";
+    zero_to_one_resolving(&w, "azure-servicebus", trigger, async {
+        service_bus.set_body(path, &service_bus_queue(4));
+    })
+    .await;
+    assert!(service_bus.requests(path) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "azure-servicebus-count",
+        "type: azure-servicebus\n      metadata:\n        queueName: orders\n        messageCount: many\n      authenticationRef:\n        name: service-bus",
+        "ScaledObjectCheckFailed",
+        &["(azure-servicebus)", "messageCount"],
+    )
+    .await;
+    refused(
+        &w,
+        "azure-servicebus-connection",
+        "type: azure-servicebus\n      metadata:\n        queueName: orders",
+        "ScaledObjectCheckFailed",
+        &[
+            "(azure-servicebus)",
+            "connection",
+            "not supported for azure-servicebus yet",
+        ],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// An Event Hubs runtime description: the hub's one partition `0`, or that partition's
+/// sequence numbers 0..=`end` (https://learn.microsoft.com/rest/api/eventhub/get-partition).
+fn event_hub_entry(description: &str) -> String {
+    format!(
+        r#"<entry xmlns="http://www.w3.org/2005/Atom"><title type="text">x</title><content type="application/xml">{description}</content></entry>"#
+    )
+}
+
+fn event_hub_partition(end: i64) -> String {
+    event_hub_entry(&format!(
+        r#"<PartitionDescription xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"><BeginSequenceNumber>0</BeginSequenceNumber><EndSequenceNumber>{end}</EndSequenceNumber><LastEnqueuedOffset>-1</LastEnqueuedOffset></PartitionDescription>"#
+    ))
+}
+
+/// Checkpoints in Azurite (`scripts/services.sh`), in a container that does not exist: every
+/// event of the partition counts, as in KEDA.
+#[tokio::test]
+async fn azure_eventhub_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    use keda_scalers::scalers::azure_eventhub;
+    let event_hubs = Source::start().await;
+    let fake = url::Url::parse(&event_hubs.url("")).expect("fake URL");
+    let host = "keda-hub.servicebus.windows.net";
+    let mut registry = keda_scalers::Registry::builtin();
+    registry.register(
+        "azure-eventhub",
+        redirected::<azure_eventhub::EventHubConfig>(
+            keda_scalers::http_client::VendorEndpoints::default().with(host, fake),
+            azure_eventhub::PARAMS,
+        ),
+    );
+    let Some((_server, w)) = world("azure-eventhub triggers", registry).await else {
+        return;
+    };
+    let azurite = tokio::net::TcpStream::connect(("127.0.0.1", 10000));
+    if redis_common::service_or_skip(
+        "azure-eventhub triggers",
+        "Azurite on 127.0.0.1:10000",
+        azurite,
+    )
+    .await
+    .is_none()
+    {
+        return;
+    }
+    event_hubs.set_body(
+        "telemetry",
+        &event_hub_entry(
+            r#"<EventHubDescription xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"><PartitionCount>1</PartitionCount><PartitionIds xmlns:d2p1="http://schemas.microsoft.com/2003/10/Serialization/Arrays"><d2p1:string>0</d2p1:string></PartitionIds></EventHubDescription>"#,
+        ),
+    );
+    let partition = "telemetry/consumergroups/$Default/partitions/0";
+    event_hubs.set_body(partition, &event_hub_partition(-1));
+    secret_auth(
+        &w,
+        "event-hub",
+        &[
+            (
+                "connection",
+                &format!(
+                    "Endpoint=sb://{host}/;SharedAccessKeyName=Root;SharedAccessKey=c2VjcmV0;EntityPath=telemetry"
+                ),
+            ),
+            ("storageConnection", "UseDevelopmentStorage=true"),
+        ],
+    )
+    .await;
+    let trigger = "type: azure-eventhub\n      metadata:\n        blobContainer: no-such-checkpoints\n        checkpointStrategy: goSdk\n        activationUnprocessedEventThreshold: \"2\"\n      authenticationRef:\n        name: event-hub";
+    zero_to_one_resolving(&w, "azure-eventhub", trigger, async {
+        // Events 0..=4, no checkpoint: 5 unprocessed.
+        event_hubs.set_body(partition, &event_hub_partition(4));
+    })
+    .await;
+    assert!(event_hubs.requests(partition) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "azure-eventhub-threshold",
+        "type: azure-eventhub\n      metadata:\n        unprocessedEventThreshold: \"0\"\n      authenticationRef:\n        name: event-hub",
+        "ScaledObjectCheckFailed",
+        &["(azure-eventhub)", "unprocessedEventThreshold"],
+    )
+    .await;
+    refused(
+        &w,
+        "azure-eventhub-storage",
+        "type: azure-eventhub\n      metadata:\n        eventHubName: telemetry",
+        "ScaledObjectCheckFailed",
+        &[
+            "(azure-eventhub)",
+            "storageConnection",
+            "not supported for azure-eventhub yet",
+        ],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// A pool's job requests answer with `waiting` jobs not yet received by an agent
+/// (https://learn.microsoft.com/rest/api/azure/devops/distributedtask/).
+fn pipelines_jobs(waiting: usize) -> String {
+    let jobs: Vec<String> = (0..waiting)
+        .map(|i| format!(r#"{{"requestId":{i},"demands":["maven"],"poolId":12}}"#))
+        .chain(std::iter::once(
+            r#"{"requestId":99,"demands":["maven"],"result":"succeeded","receiveTime":"2026-11-20T10:00:00Z"}"#.to_string(),
+        ))
+        .collect();
+    format!(r#"{{"count":{},"value":[{}]}}"#, jobs.len(), jobs.join(","))
+}
+
+#[tokio::test]
+async fn azure_pipelines_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("azure-pipelines triggers").await else {
+        return;
+    };
+    let devops = Source::start().await;
+    let path = "contoso/_apis/distributedtask/pools/12/jobrequests";
+    devops.set_body(path, &pipelines_jobs(0));
+    secret_auth(
+        &w,
+        "azure-pipelines",
+        &[
+            ("personalAccessToken", "azp-pat"),
+            ("organizationURL", &devops.url("contoso")),
+        ],
+    )
+    .await;
+    let trigger = "type: azure-pipelines\n      metadata:\n        poolID: \"12\"\n        activationTargetPipelinesQueueLength: \"1\"\n      authenticationRef:\n        name: azure-pipelines";
+    zero_to_one_resolving(&w, "azure-pipelines", trigger, async {
+        devops.set_body(path, &pipelines_jobs(3));
+    })
+    .await;
+    assert!(devops.requests(path) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "azure-pipelines-top",
+        "type: azure-pipelines\n      metadata:\n        poolID: \"12\"\n        jobsToFetch: \"10\"\n        parent: template\n      authenticationRef:\n        name: azure-pipelines",
+        "ScaledObjectCheckFailed",
+        &["(azure-pipelines)", "jobsToFetch", "parent"],
+    )
+    .await;
+    refused(
+        &w,
+        "azure-pipelines-pat",
+        "type: azure-pipelines\n      metadata:\n        poolID: \"12\"\n        organizationURL: https://dev.azure.com/contoso",
+        "ScaledObjectCheckFailed",
+        &["(azure-pipelines)", "personalAccessToken", "not supported for azure-pipelines yet"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// Keystone, Swift and Gnocchi on one loopback port, answering the documented shapes with the
+/// headers `Source` does not send: `POST /v3/auth/tokens` -> `201` with `X-Subject-Token`
+/// (https://docs.openstack.org/api-ref/identity/v3/), `HEAD /v1/AUTH_p/<container>` -> `204`
+/// with `X-Container-Object-Count` (https://docs.openstack.org/api-ref/object-store/),
+/// `GET /v1/metric/<id>/measures` -> `[[timestamp, granularity, value]]`
+/// (https://gnocchi.osci.io/rest.html). Requests without the token get `401`.
+struct OpenStackFake {
+    addr: std::net::SocketAddr,
+    /// The container's object count and the metric's last value.
+    value: std::sync::Arc<std::sync::atomic::AtomicI64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for OpenStackFake {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl OpenStackFake {
+    async fn start() -> Self {
+        use std::sync::atomic::Ordering;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let value = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(0));
+        let shared = value.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let value = shared.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(
+                        move |request: hyper::Request<hyper::body::Incoming>| {
+                            let value = value.load(Ordering::SeqCst);
+                            async move {
+                                let path = request.uri().path().to_string();
+                                let authorized = request
+                                    .headers()
+                                    .get("x-auth-token")
+                                    .is_some_and(|t| t == "os-t0ken");
+                                let builder = hyper::Response::builder();
+                                let (builder, body) = match (request.method().as_str(), path.as_str()) {
+                                    ("POST", "/v3/auth/tokens") => (
+                                        builder.status(201).header("x-subject-token", "os-t0ken"),
+                                        r#"{"token":{"expires_at":"2099-01-01T00:00:00.000000Z","catalog":[]}}"#.to_string(),
+                                    ),
+                                    _ if !authorized => (builder.status(401), String::new()),
+                                    ("HEAD", "/v1/AUTH_p/uploads") => (
+                                        builder
+                                            .status(204)
+                                            .header("x-container-object-count", value.to_string()),
+                                        String::new(),
+                                    ),
+                                    ("GET", "/v1/metric/m-1/measures") => (
+                                        builder.status(200),
+                                        format!(r#"[["2026-01-01T12:00:00+00:00",300.0,{value}]]"#),
+                                    ),
+                                    _ => (builder.status(404), String::new()),
+                                };
+                                Ok::<_, std::convert::Infallible>(
+                                    builder
+                                        .header("content-type", "application/json")
+                                        .body(http_body_util::Full::new(hyper::body::Bytes::from(
+                                            body,
+                                        )))
+                                        .expect("a response"),
+                                )
+                            }
+                        },
+                    );
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Self { addr, value, task }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+#[tokio::test]
+async fn openstack_swift_and_metric_scale_from_zero_and_bad_input_is_not_ready_naming_the_parameter()
+ {
+    let Some((_server, w)) = obs_world("openstack triggers").await else {
+        return;
+    };
+    let fake = OpenStackFake::start().await;
+    let base = fake.url();
+    secret_auth(
+        &w,
+        "openstack",
+        &[
+            ("authURL", &format!("{base}/v3")),
+            ("userID", "u-1"),
+            ("password", "pa55-w0rd"),
+            ("projectID", "p"),
+        ],
+    )
+    .await;
+    let swift = format!(
+        "type: openstack-swift\n      metadata:\n        swiftURL: {base}/v1/AUTH_p\n        containerName: uploads\n        objectCount: \"5\"\n      authenticationRef:\n        name: openstack"
+    );
+    zero_to_one_resolving(&w, "swift", &swift, async {
+        fake.value.store(3, std::sync::atomic::Ordering::SeqCst);
+    })
+    .await;
+    fake.value.store(0, std::sync::atomic::Ordering::SeqCst);
+    let metric = format!(
+        "type: openstack-metric\n      metadata:\n        metricsURL: {base}/v1/metric\n        metricID: m-1\n        aggregationMethod: mean\n        granularity: \"300\"\n        threshold: \"5\"\n      authenticationRef:\n        name: openstack"
+    );
+    zero_to_one_resolving(&w, "gnocchi", &metric, async {
+        fake.value.store(2, std::sync::atomic::Ordering::SeqCst);
+    })
+    .await;
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    secret_auth(
+        &w,
+        "openstack-half",
+        &[("authURL", &format!("{base}/v3")), ("userID", "u-1")],
+    )
+    .await;
+    refused(
+        &w,
+        "swift-password",
+        "type: openstack-swift\n      metadata:\n        containerName: uploads\n      authenticationRef:\n        name: openstack-half",
+        "ScaledObjectCheckFailed",
+        &["(openstack-swift)", "password"],
+    )
+    .await;
+    refused(
+        &w,
+        "gnocchi-granularity",
+        &format!("type: openstack-metric\n      metadata:\n        metricsURL: {base}/v1/metric\n        metricID: m-1\n        aggregationMethod: mean\n        granularity: \"0\"\n        threshold: \"5\"\n      authenticationRef:\n        name: openstack"),
+        "ScaledObjectCheckFailed",
+        &["(openstack-metric)", "granularity"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// An MQSC `runCommandJSON` answer of one queue at `depth`
+/// (https://www.ibm.com/docs/en/ibm-mq/9.4?topic=adminactionqmgrqmgrnamemqsc-post-json-formatted-command).
+fn mqsc_depth(depth: u32) -> String {
+    format!(
+        r#"{{"commandResponse":[{{"completionCode":0,"reasonCode":0,"parameters":{{"curdepth":{depth},"queue":"DEV.QUEUE.1"}}}}],"overallCompletionCode":0,"overallReasonCode":0}}"#
+    )
+}
+
+#[tokio::test]
+async fn ibmmq_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("ibmmq triggers").await else {
+        return;
+    };
+    let mq = Source::start().await;
+    let path = "ibmmq/rest/v2/admin/action/qmgr/QM1/mqsc";
+    mq.set_body(path, &mqsc_depth(0));
+    secret_auth(&w, "mq", &[("username", "admin"), ("password", "passw0rd")]).await;
+    let host = mq.url(path);
+    let trigger = format!(
+        "type: ibmmq\n      metadata:\n        host: {host}\n        queueName: DEV.QUEUE.1\n        queueDepth: \"5\"\n      authenticationRef:\n        name: mq"
+    );
+    zero_to_one_resolving(&w, "ibmmq", &trigger, async {
+        mq.set_body(path, &mqsc_depth(2));
+    })
+    .await;
+    assert!(mq.requests(path) > 0);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "ibmmq-operation",
+        &format!("type: ibmmq\n      metadata:\n        host: {host}\n        queueName: DEV.QUEUE.1\n        operation: median\n      authenticationRef:\n        name: mq"),
+        "ScaledObjectCheckFailed",
+        &["(ibmmq)", "operation"],
+    )
+    .await;
+    refused(
+        &w,
+        "ibmmq-password",
+        &format!("type: ibmmq\n      metadata:\n        host: {host}\n        queueName: DEV.QUEUE.1\n        username: admin"),
+        "ScaledObjectCheckFailed",
+        &["(ibmmq)", "password"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// A SEMP v1 `show client` reply with one client of VPN `default` sending `rate` messages a
+/// second and one message queued in its `D-1` queue
+/// (https://docs.solace.com/Admin/SEMP/Using-Legacy-SEMP.htm).
+fn semp_clients(rate: u32) -> String {
+    format!(
+        r#"<rpc-reply semp-version="soltr/10_4"><rpc><show><client><primary-virtual-router><client><name>direct-consumer-1</name><message-vpn>default</message-vpn><stats><current-egress-rate-per-second>{rate}</current-egress-rate-per-second><average-egress-rate-per-minute>{rate}</average-egress-rate-per-minute><current-egress-byte-rate-per-second>0</current-egress-byte-rate-per-second><average-egress-byte-rate-per-minute>0</average-egress-byte-rate-per-minute></stats><client-queue><queue-priority>D-1</queue-priority><length-msgs>1</length-msgs><length-work>1</length-work></client-queue></client></primary-virtual-router></client></show></rpc><execute-result code="ok"/></rpc-reply>"#
+    )
+}
+
+/// `solace-direct-messaging` is always active (as in KEDA): 0 -> 1 at the first poll, the SEMP
+/// stats read; bad input is `Ready=False` naming the parameter.
+#[tokio::test]
+async fn solace_direct_messaging_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter()
+{
+    let Some((_server, w)) = obs_world("solace-direct-messaging triggers").await else {
+        return;
+    };
+    let broker = Source::start().await;
+    broker.set_body("SEMP", &semp_clients(0));
+    secret_auth(
+        &w,
+        "semp",
+        &[("username", "admin"), ("password", "s3mp-pw")],
+    )
+    .await;
+    let base = broker.url("");
+    let base = base.trim_end_matches('/');
+    let trigger = format!(
+        "type: solace-direct-messaging\n      metadata:\n        solaceSempBaseURL: {base}\n        messageVpn: default\n        clientNamePattern: direct-consumer\n        aggregatedClientTxMsgRateTarget: \"10\"\n      authenticationRef:\n        name: semp"
+    );
+    w.deployment("solace-dm", 0).await;
+    let op = w.start_operator_resolving();
+    let so = w.create(&object("solace-dm", "solace-dm", &trigger)).await;
+    eventually("solace-dm at 1 replica", || async {
+        w.poll_after(&op, &so, 10).await;
+        (w.replicas("solace-dm").await == 1).then_some(())
+    })
+    .await;
+    assert!(broker.requests("SEMP") >= 2);
+    op.stop().await;
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "solace-dm-pattern",
+        &format!("type: solace-direct-messaging\n      metadata:\n        solaceSempBaseURL: {base}\n        messageVpn: default\n        clientNamePattern: direct*\n        aggregatedClientTxMsgRateTarget: \"10\"\n      authenticationRef:\n        name: semp"),
+        "ScaledObjectCheckFailed",
+        &["(solace-direct-messaging)", "clientNamePattern"],
+    )
+    .await;
+    refused(
+        &w,
+        "solace-dm-target",
+        &format!("type: solace-direct-messaging\n      metadata:\n        solaceSempBaseURL: {base}\n        messageVpn: default\n        clientNamePattern: direct-consumer\n      authenticationRef:\n        name: semp"),
+        "ScaledObjectCheckFailed",
+        &["(solace-direct-messaging)", "aggregatedClientTxMsgRateTarget"],
     )
     .await;
     op.stop().await;

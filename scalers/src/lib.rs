@@ -23,6 +23,7 @@ pub mod http_client;
 pub mod metadata;
 pub mod metric;
 pub mod oauth2;
+pub mod openstack;
 pub mod pool;
 pub mod pooled;
 pub mod registry;

@@ -69,6 +69,9 @@ impl ReadCtx<'_> {
 /// A trigger type read through a pooled client: its parsed configuration is `Self`.
 #[async_trait]
 pub trait PooledSource: Send + Sync + Sized + 'static {
+    /// See [`Scaler::adaptive_polling`]. Default: `false`.
+    const ADAPTIVE_POLLING: bool = false;
+
     /// What triggers share a client by: server, credentials, TLS settings, timeout.
     type Key: Eq + Hash + Clone + Send + Sync + 'static;
     /// The shared client.
@@ -210,6 +213,10 @@ impl<S: PooledSource> Scaler for Pooled<S> {
             held.release();
         }
     }
+
+    fn adaptive_polling(&self) -> bool {
+        S::ADAPTIVE_POLLING
+    }
 }
 
 /// The factory of source `S`.
@@ -274,6 +281,9 @@ impl<'a> ApiRequest<'a> {
 /// bare status.
 #[async_trait]
 pub trait HttpApi: Send + Sync + Sized + 'static {
+    /// See [`Scaler::adaptive_polling`]. Default: `false`.
+    const ADAPTIVE_POLLING: bool = false;
+
     /// See [`PooledSource::parse`].
     ///
     /// # Errors
@@ -383,6 +393,8 @@ impl HttpCall<'_> {
 
 #[async_trait]
 impl<A: HttpApi> PooledSource for A {
+    const ADAPTIVE_POLLING: bool = A::ADAPTIVE_POLLING;
+
     type Key = HttpClientKey;
     type Client = HttpClient;
 

@@ -97,6 +97,15 @@ pub trait Scaler: Send + Sync {
     fn wake(&self) -> Option<crate::wake::Wake> {
         None
     }
+
+    /// Whether the operator may poll this source sooner than `pollingInterval` for a while
+    /// after it turned active again or a value rose towards activation (adaptive polling,
+    /// within the operator's documented bounds). `true` only for sources that cannot notify
+    /// and are cheap to read (a self-hosted server, not a billed or rate-limited cloud API).
+    /// Default: `false`.
+    fn adaptive_polling(&self) -> bool {
+        false
+    }
 }
 
 /// A scaler that can also tell the operator at once when its source becomes active, instead of

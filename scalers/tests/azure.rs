@@ -1,13 +1,20 @@
-//! The azure-queue and azure-blob scalers against Azurite (`scripts/services.sh` runs it on
-//! 127.0.0.1: blob 10000, queue 10001), built from their documented examples through the
-//! registry. Azurite checks every Shared Key signature, so these tests also check keda-rs'
-//! signing, and a wrong account key is refused as Azure refuses it.
+//! The azure-queue, azure-blob and azure-eventhub (its checkpoints) scalers against Azurite
+//! (`scripts/services.sh` runs it on 127.0.0.1: blob 10000, queue 10001), built from their
+//! documented examples through the registry. Azurite checks every Shared Key signature, so
+//! these tests also check keda-rs' signing, and a wrong account key is refused as Azure
+//! refuses it. azure-eventhub's partition information comes from a fake (`azure/eventhub.rs`).
 
 #[allow(dead_code)]
 #[path = "common/azurite.rs"]
 mod azurite;
 #[allow(dead_code)]
 mod common;
+#[allow(dead_code)]
+#[path = "common/http.rs"]
+mod http_server;
+
+#[path = "azure/eventhub.rs"]
+mod eventhub;
 
 use common::{Harness, Setup, conformance, unique};
 use keda_scalers::azure::{StorageClient, StorageClientKey};

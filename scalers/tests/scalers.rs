@@ -25,8 +25,15 @@ const BUILTIN_TYPES: &[&str] = &[
     "aws-dynamodb-streams",
     "aws-kinesis-stream",
     "aws-sqs-queue",
+    "azure-app-insights",
     "azure-blob",
+    "azure-data-explorer",
+    "azure-eventhub",
+    "azure-log-analytics",
+    "azure-monitor",
+    "azure-pipelines",
     "azure-queue",
+    "azure-servicebus",
     "beanstalkd",
     "couchdb",
     "cpu",
@@ -44,6 +51,7 @@ const BUILTIN_TYPES: &[&str] = &[
     "gcp-storage",
     "github-runner",
     "http",
+    "ibmmq",
     "influxdb",
     "kafka",
     "kubernetes-resource",
@@ -56,6 +64,8 @@ const BUILTIN_TYPES: &[&str] = &[
     "new-relic",
     "nsq",
     "opensearch",
+    "openstack-metric",
+    "openstack-swift",
     "postgresql",
     "prometheus",
     "pulsar",
@@ -67,6 +77,7 @@ const BUILTIN_TYPES: &[&str] = &[
     "redis-sentinel-streams",
     "redis-streams",
     "selenium-grid",
+    "solace-direct-messaging",
     "solace-event-queue",
     "solarwinds",
     "solr",
@@ -641,5 +652,58 @@ mod kubernetes_workload {
         cluster.delete_pod("default", "r2");
         h.expect(0.0, false).await;
         h.close().await;
+    }
+}
+
+/// Issue 26: which trigger types the operator may poll sooner (adaptive polling): the
+/// self-hosted sources that cannot notify, not the billed or rate-limited cloud APIs.
+#[tokio::test]
+async fn adaptive_polling_is_for_self_hosted_sources_only() {
+    let registry = Registry::builtin();
+    let rows = [
+        // (type, adaptive)
+        ("prometheus", true),
+        ("metrics-api", true),
+        ("nsq", true),
+        ("selenium-grid", true),
+        ("couchdb", true),
+        ("arangodb", true),
+        ("pulsar", true),
+        ("loki", true),
+        ("artemis-queue", true),
+        ("solr", true),
+        ("new-relic", false),
+        ("dynatrace", false),
+        ("sumologic", false),
+        ("github-runner", false),
+        ("solarwinds", false),
+    ];
+    for (trigger_type, adaptive) in rows {
+        let (trigger, index, auth) = common::documented_examples(trigger_type)
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| panic!("{trigger_type}: no documented example"));
+        let mut ctx = keda_scalers::ScalerContext::from_trigger(&trigger, index);
+        // Secret values for the parameters the example's TriggerAuthentication names; TLS
+        // material left out (a PEM is checked when the client is built).
+        for param in auth {
+            if !matches!(
+                param.as_str(),
+                "ca" | "cert" | "key" | "keyPassword" | "tls"
+            ) {
+                ctx.auth_params
+                    .insert(param, keda_scalers::Secret::new("s3cret"));
+            }
+        }
+        let built = registry
+            .build(ctx)
+            .await
+            .unwrap_or_else(|e| panic!("{trigger_type}: {e}"));
+        assert_eq!(
+            built.scaler().adaptive_polling(),
+            adaptive,
+            "{trigger_type}"
+        );
+        built.scaler().close().await;
     }
 }

@@ -14,6 +14,12 @@ mod http_server;
 mod arangodb;
 #[path = "vendor_apis/artemis.rs"]
 mod artemis;
+#[path = "vendor_apis/azure_aad.rs"]
+mod azure_aad;
+#[path = "vendor_apis/azure_pipelines.rs"]
+mod azure_pipelines;
+#[path = "vendor_apis/azure_servicebus.rs"]
+mod azure_servicebus;
 #[path = "vendor_apis/couchdb.rs"]
 mod couchdb;
 #[path = "vendor_apis/datadog.rs"]
@@ -26,14 +32,20 @@ mod dynatrace;
 mod gcp;
 #[path = "vendor_apis/github_runner.rs"]
 mod github_runner;
+#[path = "vendor_apis/ibmmq.rs"]
+mod ibmmq;
 #[path = "vendor_apis/new_relic.rs"]
 mod new_relic;
 #[path = "vendor_apis/nsq.rs"]
 mod nsq;
+#[path = "vendor_apis/openstack.rs"]
+mod openstack;
 #[path = "vendor_apis/pulsar.rs"]
 mod pulsar;
 #[path = "vendor_apis/selenium_grid.rs"]
 mod selenium_grid;
+#[path = "vendor_apis/solace_dm.rs"]
+mod solace_dm;
 #[path = "vendor_apis/solarwinds.rs"]
 mod solarwinds;
 #[path = "vendor_apis/solr.rs"]

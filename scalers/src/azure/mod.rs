@@ -11,7 +11,9 @@
 //! identity in KEDA; they are parsed and checked as KEDA does so that the same YAML gives the
 //! same errors.
 
+pub mod aad;
 pub mod client;
+pub mod sas;
 pub mod shared_key;
 
 use crate::error::{MetadataError, Source};

@@ -8,8 +8,15 @@ pub mod aws_dynamodb;
 pub mod aws_dynamodb_streams;
 pub mod aws_kinesis_stream;
 pub mod aws_sqs_queue;
+pub mod azure_app_insights;
 pub mod azure_blob;
+pub mod azure_data_explorer;
+pub mod azure_eventhub;
+pub mod azure_log_analytics;
+pub mod azure_monitor;
+pub mod azure_pipelines;
 pub mod azure_queue;
+pub mod azure_servicebus;
 pub mod beanstalkd;
 pub mod couchdb;
 pub mod cron;
@@ -25,6 +32,7 @@ pub mod gcp_stackdriver;
 pub mod gcp_storage;
 pub mod github_runner;
 pub mod http;
+pub mod ibmmq;
 pub mod influxdb;
 pub mod kafka;
 pub mod kubernetes_resource;
@@ -36,6 +44,8 @@ pub mod nats_jetstream;
 pub mod new_relic;
 pub mod nsq;
 pub mod opensearch;
+pub mod openstack_metric;
+pub mod openstack_swift;
 pub mod postgresql;
 pub mod prometheus;
 pub mod pulsar;
@@ -45,6 +55,7 @@ pub mod resource;
 pub mod search;
 pub mod selenium_grid;
 pub mod solace;
+pub mod solace_dm;
 pub mod solarwinds;
 pub mod solr;
 pub mod splunk;
@@ -102,14 +113,46 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
             .with_check(|ctx| aws_sqs_queue::SqsConfig::parse(ctx).map(drop)),
     );
     registry.register(
+        "azure-app-insights",
+        crate::pooled::declare::<azure_app_insights::AppInsightsConfig>(azure_app_insights::PARAMS),
+    );
+    registry.register(
         "azure-blob",
         Declared::new(azure_blob::build, azure_blob::PARAMS)
             .with_check(|ctx| azure_blob::AzureBlobConfig::parse(ctx).map(drop)),
     );
     registry.register(
+        "azure-data-explorer",
+        crate::pooled::declare::<azure_data_explorer::DataExplorerConfig>(
+            azure_data_explorer::PARAMS,
+        ),
+    );
+    registry.register(
+        "azure-log-analytics",
+        crate::pooled::declare::<azure_log_analytics::LogAnalyticsConfig>(
+            azure_log_analytics::PARAMS,
+        ),
+    );
+    registry.register(
+        "azure-monitor",
+        crate::pooled::declare::<azure_monitor::AzureMonitorConfig>(azure_monitor::PARAMS),
+    );
+    registry.register(
+        "azure-eventhub",
+        crate::pooled::declare::<azure_eventhub::EventHubConfig>(azure_eventhub::PARAMS),
+    );
+    registry.register(
+        "azure-pipelines",
+        crate::pooled::declare::<azure_pipelines::PipelinesConfig>(azure_pipelines::PARAMS),
+    );
+    registry.register(
         "azure-queue",
         Declared::new(azure_queue::build, azure_queue::PARAMS)
             .with_check(|ctx| azure_queue::AzureQueueConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "azure-servicebus",
+        crate::pooled::declare::<azure_servicebus::ServiceBusConfig>(azure_servicebus::PARAMS),
     );
     registry.register(
         "beanstalkd",
@@ -190,6 +233,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         }),
     );
     registry.register(
+        "ibmmq",
+        crate::pooled::declare::<ibmmq::IbmMqConfig>(ibmmq::PARAMS),
+    );
+    registry.register(
         "influxdb",
         Declared::new(influxdb::build, influxdb::PARAMS)
             .with_check(|ctx| influxdb::InfluxDbConfig::parse(ctx).map(drop)),
@@ -198,6 +245,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "kafka",
         Declared::new(kafka::build, kafka::PARAMS)
             .with_check(|ctx| kafka::KafkaConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "solace-direct-messaging",
+        crate::pooled::declare::<solace_dm::SolaceDmConfig>(solace_dm::PARAMS),
     );
     registry.register(
         "solace-event-queue",
@@ -246,6 +297,14 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "opensearch",
         Declared::new(opensearch::build, opensearch::PARAMS)
             .with_check(|ctx| opensearch::OpenSearchConfig::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "openstack-metric",
+        crate::pooled::declare::<openstack_metric::MetricConfig>(openstack_metric::PARAMS),
+    );
+    registry.register(
+        "openstack-swift",
+        crate::pooled::declare::<openstack_swift::SwiftConfig>(openstack_swift::PARAMS),
     );
     registry.register(
         "postgresql",

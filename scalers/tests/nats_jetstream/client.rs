@@ -29,6 +29,11 @@ pub struct NatsClient {
 impl NatsClient {
     /// Connects to `address` (`host:port`) and subscribes to the test's inbox.
     pub async fn connect(address: &str) -> Result<Self, String> {
+        Self::connect_as(address, None).await
+    }
+
+    /// [`connect`](Self::connect) with a user name and password.
+    pub async fn connect_as(address: &str, user: Option<(&str, &str)>) -> Result<Self, String> {
         let stream = tokio::time::timeout(WAIT, TcpStream::connect(address))
             .await
             .map_err(|_| format!("connecting to {address} timed out"))?
@@ -43,9 +48,12 @@ impl NatsClient {
         if !info.starts_with("INFO") {
             return Err(format!("not a NATS server at {address}: {info}"));
         }
+        let credentials = user
+            .map(|(u, p)| format!(",\"user\":{},\"pass\":{}", json!(u), json!(p)))
+            .unwrap_or_default();
         client
             .send(&format!(
-                "CONNECT {{\"verbose\":false,\"pedantic\":false,\"headers\":false}}\r\nSUB {INBOX}.> 1\r\nPING\r\n"
+                "CONNECT {{\"verbose\":false,\"pedantic\":false,\"headers\":false{credentials}}}\r\nSUB {INBOX}.> 1\r\nPING\r\n"
             ))
             .await?;
         loop {

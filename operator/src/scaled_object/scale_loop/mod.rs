@@ -169,6 +169,16 @@ impl LoopKind for ScaledObjects {
             .as_ref()
             .is_none_or(|p| !p.result.summary.active)
     }
+
+    /// The activity and the metric values (by metric name) of the last poll.
+    fn observe(task: &Task) -> Option<crate::shared::loops::adaptive::Observation> {
+        let memory = lock(&task.memory);
+        let poll = memory.last_poll.as_ref()?;
+        Some(crate::shared::loops::adaptive::Observation {
+            active: poll.result.summary.active,
+            values: poll.result.readings.values().map(|r| r.value).collect(),
+        })
+    }
 }
 
 /// The loop of one ScaledObject.

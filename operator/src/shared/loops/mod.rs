@@ -11,6 +11,7 @@
 //! the isolation of a poll that panics (`keda_internal_panics_total`), the poll counter tests
 //! wait on, and the retirement of a loop whose object vanished in a gap of the watch.
 
+pub mod adaptive;
 mod ticks;
 
 pub use ticks::{IntervalTicks, ManualTicks, Ticker, Ticks, start_offset};
@@ -115,6 +116,13 @@ pub trait LoopKind: Send + Sync + Sized + 'static {
     /// notification.
     fn wake_wanted(_task: &LoopTask<Self>) -> bool {
         false
+    }
+
+    /// What the last poll saw, for adaptive polling ([`adaptive`]), asked after each poll of a
+    /// loop with a trigger that allows it ([`keda_scalers::Scaler::adaptive_polling`]).
+    /// Default: `None`, polled at `pollingInterval` only.
+    fn observe(_task: &LoopTask<Self>) -> Option<adaptive::Observation> {
+        None
     }
 }
 
@@ -255,6 +263,7 @@ impl<K: LoopKind> Loops<K> {
                     lock(&self.inner.first_poll_gates).insert(uid.clone(), gate.clone());
                     let task = LoopTask {
                         loops: self.clone(),
+                        interval,
                         object_ref: ObjectRef::new(&name).within(&namespace),
                         uid: uid.clone(),
                         key,
@@ -489,6 +498,8 @@ impl<K: LoopKind> Loops<K> {
 pub struct LoopTask<K: LoopKind> {
     /// The loops it belongs to.
     pub(crate) loops: Loops<K>,
+    /// Its `pollingInterval`.
+    interval: Duration,
     /// The object, in the controller's reflector.
     pub(crate) object_ref: ObjectRef<K::Object>,
     /// The UID of the object this loop was started for.
@@ -538,6 +549,12 @@ impl<K: LoopKind> LoopTask<K> {
         let mut push_open = push_rx.is_some();
         let mut wake_rx = self.start_wakes();
         let mut wake_open = wake_rx.is_some();
+        let adaptive_on = self
+            .scalers
+            .triggers
+            .iter()
+            .any(|t| t.scaler.scaler().adaptive_polling());
+        let mut adaptive = adaptive::Adaptive::default();
         tokio::select! {
             () = self.token.cancelled() => return,
             _ = tokio::time::timeout(FIRST_POLL_GATE, self.first_poll.notified()) => {}
@@ -581,10 +598,24 @@ impl<K: LoopKind> LoopTask<K> {
                 () = Box::pin(self.poll_isolated()) => {}
             }
             K::polls(&lock(&self.memory)).send_modify(|n| *n += 1);
+            // Adaptive polling: after a sign of activity, the next poll comes sooner.
+            let sooner = if adaptive_on {
+                K::observe(&self).and_then(|seen| {
+                    adaptive.after_poll(&adaptive::AdaptivePolicy::DEFAULT, self.interval, seen)
+                })
+            } else {
+                None
+            };
+            let sooner_at = sooner.map(|d| tokio::time::Instant::now() + d);
             // Wait for the next tick, or a push scaler's activation.
             loop {
                 tokio::select! {
                     () = self.token.cancelled() => return,
+                    () = tokio::time::sleep_until(sooner_at.unwrap_or_else(tokio::time::Instant::now)), if sooner_at.is_some() => {
+                        let (namespace, name) = self.names();
+                        debug!(namespace, name, kind = K::KIND.kind(), ?sooner, "adaptive poll");
+                        break;
+                    }
                     lag = ticker.tick() => {
                         let (namespace, name) = self.names();
                         recording::scale_loop_latency(

@@ -224,6 +224,9 @@ fn unreachable(e: &ScalerError) -> bool {
 
 #[async_trait::async_trait]
 impl HttpApi for ArangoDbConfig {
+    /// A self-hosted server: polled sooner after a sign of activity.
+    const ADAPTIVE_POLLING: bool = true;
+
     fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
         ArangoDbConfig::parse(ctx)
     }

@@ -282,6 +282,9 @@ pub fn message_count(body: &[u8]) -> Result<i64, String> {
 pub type ArtemisScaler = Pooled<ArtemisConfig>;
 
 impl HttpApi for ArtemisConfig {
+    /// A self-hosted server: polled sooner after a sign of activity.
+    const ADAPTIVE_POLLING: bool = true;
+
     fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
         ArtemisConfig::parse(ctx)
     }

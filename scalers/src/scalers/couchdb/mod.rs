@@ -219,6 +219,9 @@ use serde::Deserialize as _;
 pub type CouchDbScaler = Pooled<CouchDbConfig>;
 
 impl HttpApi for CouchDbConfig {
+    /// A self-hosted server: polled sooner after a sign of activity.
+    const ADAPTIVE_POLLING: bool = true;
+
     fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
         CouchDbConfig::parse(ctx)
     }

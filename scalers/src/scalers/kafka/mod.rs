@@ -1,10 +1,12 @@
 //! `kafka`: scale on the lag of a consumer group (KEDA's `pkg/scalers/kafka_scaler.go`), read
 //! through librdkafka (rdkafka). Triggers share one client per cluster; see [`client`] for why
-//! a small per-group offset reader exists beside it.
+//! a small per-group offset reader exists beside it. A trigger with `topic` is woken early when
+//! the topic's end offsets move ([`wake`]).
 
 pub mod client;
 pub mod lag;
 pub mod oauth;
+pub mod wake;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -444,6 +446,9 @@ pub struct KafkaScaler {
     clients: Mutex<Option<Arc<Clients>>>,
     /// The committed offset of each partition at the last poll (`excludePersistentLag`).
     previous: Mutex<PreviousOffsets>,
+    /// The topic's registration on the cluster's end-offset refresh ([`wake`]); `None`
+    /// without `topic`, and after `close`.
+    wake: Mutex<Option<wake::Registration>>,
 }
 
 impl KafkaScaler {
@@ -455,12 +460,32 @@ impl KafkaScaler {
         let config = KafkaConfig::parse(ctx)?;
         let timeout = ctx.global_http_timeout;
         let clients = lease(ctx, &config, timeout).await?;
+        let registration = match &config.topic {
+            Some(topic) => {
+                let cluster = ctx
+                    .clients
+                    .pool::<ClusterSettings, KafkaCluster>()
+                    .get_or_connect(config.cluster.clone(), || {
+                        KafkaCluster::connect(config.cluster.clone(), timeout, ctx.clock.clone())
+                    })
+                    .await
+                    .ok();
+                match cluster {
+                    Some(cluster) => {
+                        Some(wake::register(cluster, &ctx.clients, topic, timeout).await)
+                    }
+                    None => None,
+                }
+            }
+            None => None,
+        };
         Ok(Self {
             config,
             trigger: ctx.trigger_id(),
             timeout,
             clients: Mutex::new(Some(Arc::new(clients))),
             previous: Mutex::new(PreviousOffsets::new()),
+            wake: Mutex::new(registration),
         })
     }
 
@@ -627,6 +652,20 @@ impl Scaler for KafkaScaler {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         drop(clients);
+        let registration = self
+            .wake
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        drop(registration);
+    }
+
+    fn wake(&self) -> Option<crate::wake::Wake> {
+        self.wake
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map(wake::Registration::wake)
     }
 }
 

@@ -165,6 +165,9 @@ pub type LokiScaler = Pooled<LokiConfig>;
 /// cannot be used. Messages name the query and the server, never the credentials nor Loki's
 /// text.
 impl HttpApi for LokiConfig {
+    /// A self-hosted server: polled sooner after a sign of activity.
+    const ADAPTIVE_POLLING: bool = true;
+
     fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
         LokiConfig::parse(ctx)
     }

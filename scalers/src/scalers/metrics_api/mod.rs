@@ -261,6 +261,9 @@ impl MetricsApi {
 
 #[async_trait]
 impl HttpApi for MetricsApi {
+    /// The application's own endpoint: polled sooner after a sign of activity.
+    const ADAPTIVE_POLLING: bool = true;
+
     fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
         Ok(Self {
             config: MetricsApiConfig::parse(ctx)?,

@@ -5,9 +5,11 @@
 //! scaler finds the leader's node, asks it, and keeps asking it while it stays the leader.
 //!
 //! One HTTP client per monitoring endpoint (and timeout), shared by every trigger on it
-//! through [`crate::http_client`].
+//! through [`crate::http_client`]. A publish to the stream wakes the trigger's loop early
+//! ([`wake`]): one core NATS subscription connection per server for every trigger on it.
 
 pub mod monitoring;
+pub mod wake;
 
 use std::time::Duration;
 
@@ -135,6 +137,9 @@ pub struct NatsJetStreamScaler {
     /// Only ever replaced whole, after the requests of a read, so a read dropped half-way
     /// leaves it as it was.
     leader: std::sync::Mutex<Option<Leader>>,
+    /// The stream's registration on the server's shared subscription connection ([`wake`]);
+    /// `None` when the endpoint cannot be used, and after `close`.
+    wake: std::sync::Mutex<Option<wake::Registration>>,
 }
 
 impl NatsJetStreamScaler {
@@ -160,11 +165,16 @@ impl NatsJetStreamScaler {
             }
             Err(_) => None,
         };
+        let registration = match &config.endpoint {
+            Ok(endpoint) => wake::register(ctx, endpoint, &config.target, config.timeout).await,
+            Err(_) => None,
+        };
         Ok(Self {
             config,
             trigger: ctx.trigger_id(),
             client,
             leader: std::sync::Mutex::new(None),
+            wake: std::sync::Mutex::new(registration),
         })
     }
 
@@ -381,6 +391,20 @@ impl Scaler for NatsJetStreamScaler {
         if let Some(client) = &self.client {
             client.release();
         }
+        let registration = self
+            .wake
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        drop(registration);
+    }
+
+    fn wake(&self) -> Option<crate::wake::Wake> {
+        self.wake
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .map(wake::Registration::wake)
     }
 }
 

@@ -50,6 +50,17 @@ pub struct StreamDetail {
     /// Its consumers.
     #[serde(default)]
     pub consumer_detail: Vec<ConsumerDetail>,
+    /// Its configuration (`config=true`).
+    #[serde(default)]
+    pub config: StreamConfig,
+}
+
+/// `config` of a stream: the subjects it captures (the early wake-up subscribes to them).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+pub struct StreamConfig {
+    /// Subject filters (may hold the wildcards `*` and `>`); none for a mirror.
+    #[serde(default)]
+    pub subjects: Vec<String>,
 }
 
 /// `state` of a stream.
@@ -91,6 +102,9 @@ pub struct Varz {
     /// This server's name.
     #[serde(default)]
     pub server_name: String,
+    /// This server's client port.
+    #[serde(default)]
+    pub port: u16,
     /// Client URLs (`host:port`) the cluster advertises, one per server.
     #[serde(default)]
     pub connect_urls: Vec<String>,
@@ -201,6 +215,11 @@ impl Endpoint {
             host,
             port: url.port(),
         })
+    }
+
+    /// The endpoint's host (IPv6 without brackets).
+    pub fn host(&self) -> &str {
+        &self.host
     }
 
     /// `scheme://host:port` of this endpoint, for messages.

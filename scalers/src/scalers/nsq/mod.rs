@@ -278,6 +278,9 @@ pub type NsqScaler = Pooled<NsqConfig>;
 
 #[async_trait::async_trait]
 impl HttpApi for NsqConfig {
+    /// A self-hosted server: polled sooner after a sign of activity.
+    const ADAPTIVE_POLLING: bool = true;
+
     fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
         NsqConfig::parse(ctx)
     }

@@ -203,6 +203,9 @@ impl PrometheusConfig {
 pub type PrometheusScaler = Pooled<PrometheusConfig>;
 
 impl HttpApi for PrometheusConfig {
+    /// A self-hosted server: polled sooner after a sign of activity.
+    const ADAPTIVE_POLLING: bool = true;
+
     fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
         PrometheusConfig::parse(ctx)
     }

@@ -203,6 +203,9 @@ pub fn msg_backlog(body: &[u8], subscription: &str) -> Result<Option<i64>, Strin
 pub type PulsarScaler = Pooled<PulsarConfig>;
 
 impl HttpApi for PulsarConfig {
+    /// A self-hosted server: polled sooner after a sign of activity.
+    const ADAPTIVE_POLLING: bool = true;
+
     fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
         PulsarConfig::parse(ctx)
     }

@@ -398,6 +398,11 @@ impl Scaler for RabbitMqScaler {
             .take();
         drop(client);
     }
+
+    /// The broker's management API or AMQP: polled sooner after a sign of activity.
+    fn adaptive_polling(&self) -> bool {
+        true
+    }
 }
 
 /// Factory of `rabbitmq`.

@@ -487,6 +487,9 @@ pub fn session_count(body: &[u8], matcher: &Matcher) -> Result<i64, String> {
 pub type SeleniumGridScaler = Pooled<SeleniumGridConfig>;
 
 impl HttpApi for SeleniumGridConfig {
+    /// A self-hosted server: polled sooner after a sign of activity.
+    const ADAPTIVE_POLLING: bool = true;
+
     fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
         SeleniumGridConfig::parse(ctx)
     }

@@ -154,6 +154,9 @@ pub fn num_found(body: &[u8]) -> Result<f64, String> {
 pub type SolrScaler = Pooled<SolrConfig>;
 
 impl HttpApi for SolrConfig {
+    /// A self-hosted server: polled sooner after a sign of activity.
+    const ADAPTIVE_POLLING: bool = true;
+
     fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
         SolrConfig::parse(ctx)
     }
