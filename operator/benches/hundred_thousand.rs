@@ -324,6 +324,9 @@ impl Operator {
             )
             .stdout(Stdio::inherit())
             .stderr(Stdio::inherit())
+            // Its own process group, so that stopping it also stops the operator a wrapper
+            // (heaptrack) started as its own child.
+            .process_group(0)
             .kill_on_drop(true)
             .spawn()?;
         Ok(Operator {
@@ -362,11 +365,12 @@ impl Operator {
         }
     }
 
-    /// SIGTERM, then SIGKILL if it has not exited 20 s later.
+    /// SIGTERM to its process group (a wrapper's child too), then SIGKILL if it has not
+    /// exited 20 s later.
     async fn stop(mut self) {
         if let Some(pid) = self.child.id() {
             let _ = std::process::Command::new("kill")
-                .args(["-TERM", &pid.to_string()])
+                .args(["-TERM", "--", &format!("-{pid}")])
                 .status();
         }
         if tokio::time::timeout(Duration::from_secs(20), self.child.wait())

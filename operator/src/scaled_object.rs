@@ -16,5 +16,6 @@ pub mod hpa;
 pub mod routes;
 pub mod scale_loop;
 pub mod settings;
+pub mod metric_map;
 pub mod snapshot;
 pub mod target;

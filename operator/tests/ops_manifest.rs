@@ -93,6 +93,7 @@ fn operator_settings(container: &Value) -> Settings {
                 None => match e["valueFrom"]["fieldRef"]["fieldPath"].as_str() {
                     Some("metadata.namespace") => "keda".to_string(),
                     Some("metadata.name") => "keda-operator-5d8f7-abcde".to_string(),
+                    Some("status.podIP") => "10.1.2.3".to_string(),
                     other => panic!("unexpected env source for {name}: {other:?}"),
                 },
             };
@@ -300,5 +301,119 @@ fn the_shipped_operator_and_webhook_agree_on_the_identity_opt_ins() {
         operator,
         keda_api::identity::IdentityPolicy::default(),
         "the install opts nothing in"
+    );
+}
+
+/// `config/shards/<file>`: the overlay's JSON patch of one base Deployment.
+fn shards_patch(file: &str) -> json_patch::Patch {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../config/shards")
+        .join(file);
+    let text = std::fs::read_to_string(&path).expect("config/shards patch");
+    serde_yaml::from_str(&text).expect("a JSON patch")
+}
+
+/// The first Deployment of `config/<file>` with `patch` applied, as kustomize would.
+fn patched_deployment(file: &str, patch: &json_patch::Patch) -> Value {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../config")
+        .join(file);
+    let text = std::fs::read_to_string(&path).expect("deployment");
+    let mut deployment = text
+        .split("\n---")
+        .map(|doc| serde_yaml::from_str::<Value>(doc).expect("YAML"))
+        .find(|doc| doc["kind"] == "Deployment")
+        .expect("a Deployment");
+    json_patch::patch(&mut deployment, patch).expect("the overlay's patch applies to the base");
+    deployment
+}
+
+/// Issue 25: `kubectl apply -k config/shards/` runs N operator replicas with `--shards=auto`
+/// (each naming its Lease after its pod and publishing its pod IP for the metric service) and
+/// metrics-apiservers with `--operator-shards`, which may list the shard Leases.
+#[test]
+fn the_shards_overlay_runs_sharded_replicas_the_binaries_accept() {
+    let kustomization: Value = serde_yaml::from_str(
+        &std::fs::read_to_string(
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../config/shards/kustomization.yaml"),
+        )
+        .expect("kustomization"),
+    )
+    .expect("YAML");
+    let patches: Vec<&str> = kustomization["patches"]
+        .as_array()
+        .expect("patches")
+        .iter()
+        .map(|p| p["path"].as_str().expect("path"))
+        .collect();
+    assert_eq!(patches, ["operator.yaml", "metrics-apiserver.yaml"]);
+
+    let operator = patched_deployment("operator/deployment.yaml", &shards_patch("operator.yaml"));
+    assert!(operator["spec"]["replicas"].as_u64() > Some(1));
+    let container = operator["spec"]["template"]["spec"]["containers"][0].clone();
+    assert_eq!(container["name"], "keda-operator");
+    let settings = operator_settings(&container);
+    assert!(
+        settings.leader_election.is_none(),
+        "shards replace the election"
+    );
+    let shards = settings.shards.expect("--shards=auto is on");
+    assert_eq!(shards.lease.namespace, "keda");
+    assert_eq!(shards.lease.identity, "keda-operator-5d8f7-abcde");
+    assert_eq!(
+        shards.lease.name,
+        keda_api::shards::lease_name("keda-operator-5d8f7-abcde")
+    );
+    assert_eq!(
+        shards.address.as_deref(),
+        Some("10.1.2.3:9666"),
+        "the metric service is reached at the pod IP"
+    );
+
+    let apiserver = patched_deployment(
+        "metrics-apiserver/deployment.yaml",
+        &shards_patch("metrics-apiserver.yaml"),
+    );
+    assert!(apiserver["spec"]["replicas"].as_u64() > Some(1));
+    let container = &apiserver["spec"]["template"]["spec"]["containers"][0];
+    let mut argv = vec!["keda-metrics-apiserver".to_string()];
+    argv.extend(
+        container["args"]
+            .as_array()
+            .expect("args")
+            .iter()
+            .map(|a| a.as_str().expect("string arg").to_string()),
+    );
+    let args = <keda_metrics_apiserver::config::Args as clap::Parser>::try_parse_from(&argv)
+        .expect("the metrics-apiserver accepts the overlay's args");
+    assert!(args.operator_shards);
+
+    // Its service account may list the Leases in the operator's namespace.
+    let rbac = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../config/shards/rbac.yaml"),
+    )
+    .expect("rbac.yaml");
+    let docs: Vec<Value> = rbac
+        .split("\n---")
+        .map(|doc| serde_yaml::from_str(doc).expect("YAML"))
+        .collect();
+    let role = docs.iter().find(|d| d["kind"] == "Role").expect("a Role");
+    assert_eq!(role["metadata"]["namespace"], "keda");
+    assert!(role["rules"].as_array().expect("rules").iter().any(|r| {
+        r["resources"]
+            .as_array()
+            .is_some_and(|v| v.iter().any(|x| x == "leases"))
+            && r["verbs"]
+                .as_array()
+                .is_some_and(|v| v.iter().any(|x| x == "list"))
+    }));
+    let binding = docs
+        .iter()
+        .find(|d| d["kind"] == "RoleBinding")
+        .expect("a RoleBinding");
+    assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
+    assert_eq!(
+        binding["subjects"][0]["name"],
+        apiserver["spec"]["template"]["spec"]["serviceAccountName"]
     );
 }

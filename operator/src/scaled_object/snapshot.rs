@@ -2,7 +2,6 @@
 //! [`PollSnapshot`] after every poll and keeps the last one; `keda-rs explain`
 //! ([`crate::serve::explain`]) reads it. Neither side imports the other: both import this.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use jiff::Timestamp;
@@ -11,6 +10,7 @@ use keda_api::ScaledObject;
 use keda_decide::fallback::{MetricHealth, MetricTargetType};
 use keda_decide::scale::{Observed, ScaleDecision, ScalingSettings, TriggerSummary};
 
+use crate::scaled_object::metric_map::MetricMap;
 use crate::shared::isolation::InternalError;
 use crate::shared::scalers::ObjectScalers;
 
@@ -42,9 +42,9 @@ pub struct PollResult {
     /// For the decision.
     pub summary: TriggerSummary,
     /// Per External metric name.
-    pub readings: BTreeMap<String, MetricReading>,
+    pub readings: MetricMap<MetricReading>,
     /// `status.health` records to store (only metrics of objects with a valid fallback).
-    pub health: BTreeMap<String, MetricHealth>,
+    pub health: MetricMap<MetricHealth>,
     /// The composite value, with `scalingModifiers`.
     pub composite: Option<f64>,
 }

@@ -1,4 +1,5 @@
-//! One watch over the namespaces of `WATCH_NAMESPACE`.
+//! One watch over the namespaces of `WATCH_NAMESPACE`, and re-lists that never hold a
+//! collection twice.
 //!
 //! With several namespaces there is one `watcher` per namespace (namespaced RBAC is enough), but
 //! the controller needs one event stream and one reflector store, as a cluster-wide watch gives.
@@ -12,8 +13,15 @@
 //!
 //! A store fed by the merged stream therefore holds exactly the union of the namespaces, as a
 //! store fed by one cluster-wide watch would.
+//!
+//! The cluster-wide watch gets the second rule too. kube's reflector builds a re-list aside and
+//! swaps it in at its end, so during a re-list (a `410 Gone` after the API server compacted its
+//! history, which at 100,000 objects is routine) it holds the whole collection twice, and the
+//! allocator keeps the peak for good. Announced as `Apply` events, each listed object replaces
+//! its old copy in place; only the keys of the list in progress are kept aside, to find what it
+//! lacks.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Debug;
 
 use futures::stream::{self, BoxStream};
@@ -30,8 +38,8 @@ use crate::shared::resolve::WatchScope;
 
 /// The watch events of `scope`: one cluster-wide watch for [`WatchScope::All`], or one watch per
 /// namespace merged as the module explains. `store` must be the reader of the store the returned
-/// events are applied to (it tells which objects a re-listed namespace lost). Each watch retries
-/// with kube's default backoff; errors are passed on for logging.
+/// events are applied to (it tells which objects a re-list lost). Each watch retries with kube's
+/// default backoff; errors are passed on for logging.
 pub fn scoped_watcher<K>(
     client: &Client,
     scope: &WatchScope,
@@ -48,9 +56,12 @@ where
         + 'static,
 {
     match scope {
-        WatchScope::All => watcher::watcher(Api::<K>::all(client.clone()), config.clone())
-            .default_backoff()
-            .boxed(),
+        WatchScope::All => {
+            let events = watcher::watcher(Api::<K>::all(client.clone()), config.clone())
+                .default_backoff()
+                .map(|event| (0, event));
+            merge(vec![None], events, store).boxed()
+        }
         WatchScope::Namespaces(namespaces) => {
             let streams = namespaces.iter().enumerate().map(|(i, ns)| {
                 watcher::watcher(Api::<K>::namespaced(client.clone(), ns), config.clone())
@@ -58,14 +69,16 @@ where
                     .map(move |event| (i, event))
                     .boxed()
             });
-            merge(namespaces.clone(), stream::select_all(streams), store).boxed()
+            let scopes = namespaces.iter().cloned().map(Some).collect();
+            merge(scopes, stream::select_all(streams), store).boxed()
         }
     }
 }
 
-/// Merges per-namespace events, tagged with the index of their namespace in `namespaces`.
+/// Merges the events of `scopes` (a namespace each, or `None`: every namespace), tagged with
+/// the index of their scope.
 fn merge<K, S>(
-    namespaces: Vec<String>,
+    scopes: Vec<Option<String>>,
     events: S,
     store: Store<K>,
 ) -> impl Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static
@@ -73,37 +86,62 @@ where
     K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
     S: Stream<Item = (usize, Result<Event<K>, watcher::Error>)> + Send + 'static,
 {
-    let mut merger = Merger::new(namespaces, store);
+    let mut merger = Merger::new(scopes, store);
     events
         .map(move |(i, event)| stream::iter(merger.handle(i, event)))
         .flatten()
 }
 
+/// A list in progress, after the store's first list.
+enum Relist<K: Resource<DynamicType = ()> + 'static> {
+    /// Started while other namespaces had not listed yet: its objects, announced at its end.
+    Gathered(Vec<K>),
+    /// Started after: its objects were announced as they came; the keys seen so far.
+    Streamed(HashSet<ObjectRef<K>>),
+}
+
 /// The state of [`merge`].
 struct Merger<K: Resource<DynamicType = ()> + 'static> {
-    namespaces: Vec<String>,
+    scopes: Vec<Option<String>>,
     store: Store<K>,
-    /// Until every namespace has listed once: the union so far. `None` afterwards.
+    /// Several namespaces, until every one has listed once: the union so far. `None`
+    /// afterwards, and for a single scope (its first list goes to the store as it comes).
     first_list: Option<HashMap<ObjectRef<K>, K>>,
-    /// Which namespaces have listed once.
+    /// Which scopes have listed once.
     listed: Vec<bool>,
-    /// Per namespace, the list in progress (between its `Init` and `InitDone`).
-    relists: Vec<Option<Vec<K>>>,
+    /// Per scope, the re-list in progress (between its `Init` and `InitDone`).
+    relists: Vec<Option<Relist<K>>>,
+}
+
+/// A key without the object's resourceVersion and UID (which equality ignores anyway).
+fn key_of<K: Resource<DynamicType = ()>>(obj: &K) -> ObjectRef<K> {
+    let meta = obj.meta();
+    let key = ObjectRef::new(meta.name.as_deref().unwrap_or_default());
+    match &meta.namespace {
+        Some(ns) => key.within(ns),
+        None => key,
+    }
 }
 
 impl<K> Merger<K>
 where
     K: Resource<DynamicType = ()> + Clone + 'static,
 {
-    fn new(namespaces: Vec<String>, store: Store<K>) -> Self {
-        let n = namespaces.len();
+    fn new(scopes: Vec<Option<String>>, store: Store<K>) -> Self {
+        let n = scopes.len();
         Merger {
-            namespaces,
+            first_list: (n > 1).then(HashMap::new),
+            scopes,
             store,
-            first_list: Some(HashMap::new()),
             listed: vec![false; n],
-            relists: vec![None; n],
+            relists: (0..n).map(|_| None).collect(),
         }
+    }
+
+    /// Whether events of scope `i` go to the store as they are: the first list of a single
+    /// scope (the reflector builds it aside while the store is still empty).
+    fn passes(&self, i: usize) -> bool {
+        self.scopes.len() == 1 && !self.listed[i]
     }
 
     fn handle(
@@ -115,35 +153,68 @@ where
             Ok(event) => event,
             Err(error) => return vec![Err(error)],
         };
+        if self.passes(i) {
+            if matches!(event, Event::InitDone) {
+                self.listed[i] = true;
+            }
+            return vec![Ok(event)];
+        }
         match (event, self.first_list.as_mut()) {
-            (Event::Init, _) => {
-                self.relists[i] = Some(Vec::new());
+            (Event::Init, first) => {
+                self.relists[i] = Some(match first {
+                    Some(_) => Relist::Gathered(Vec::new()),
+                    None => Relist::Streamed(HashSet::new()),
+                });
                 Vec::new()
             }
-            (Event::InitApply(obj), _) => {
-                self.relists[i].get_or_insert_with(Vec::new).push(obj);
-                Vec::new()
-            }
+            (Event::InitApply(obj), _) => match &mut self.relists[i] {
+                Some(Relist::Streamed(seen)) => {
+                    seen.insert(key_of(&obj));
+                    vec![Ok(Event::Apply(obj))]
+                }
+                Some(Relist::Gathered(objects)) => {
+                    objects.push(obj);
+                    Vec::new()
+                }
+                None => {
+                    self.relists[i] = Some(Relist::Gathered(vec![obj]));
+                    Vec::new()
+                }
+            },
             (Event::InitDone, _) => self.listed(i),
             (Event::Apply(obj), Some(first)) => {
-                first.insert(ObjectRef::from_obj(&obj), obj);
+                first.insert(key_of(&obj), obj);
                 Vec::new()
             }
             (Event::Delete(obj), Some(first)) => {
-                first.remove(&ObjectRef::from_obj(&obj));
+                first.remove(&key_of(&obj));
                 Vec::new()
             }
             (event @ (Event::Apply(_) | Event::Delete(_)), None) => vec![Ok(event)],
         }
     }
 
-    /// Namespace `i` finished a list.
+    /// Whether `key` is in scope `i`.
+    fn in_scope(&self, i: usize, key: &ObjectRef<K>) -> bool {
+        self.scopes[i]
+            .as_deref()
+            .is_none_or(|ns| key.namespace.as_deref() == Some(ns))
+    }
+
+    /// Scope `i` finished a list.
     fn listed(&mut self, i: usize) -> Vec<Result<Event<K>, watcher::Error>> {
-        let fresh = self.relists[i].take().unwrap_or_default();
-        let namespace = self.namespaces[i].as_str();
+        let relist = self.relists[i]
+            .take()
+            .unwrap_or(Relist::Gathered(Vec::new()));
         if let Some(first) = self.first_list.as_mut() {
-            first.retain(|key, _| key.namespace.as_deref() != Some(namespace));
-            first.extend(fresh.into_iter().map(|o| (ObjectRef::from_obj(&o), o)));
+            let fresh = match relist {
+                Relist::Gathered(objects) => objects,
+                // Not reached: a list that starts before every scope listed is gathered.
+                Relist::Streamed(_) => Vec::new(),
+            };
+            let namespace = self.scopes[i].as_deref();
+            first.retain(|key, _| key.namespace.as_deref() != namespace);
+            first.extend(fresh.into_iter().map(|o| (key_of(&o), o)));
             self.listed[i] = true;
             if !self.listed.iter().all(|l| *l) {
                 return Vec::new();
@@ -155,18 +226,26 @@ where
             out.push(Ok(Event::InitDone));
             return out;
         }
-        let kept: std::collections::HashSet<ObjectRef<K>> =
-            fresh.iter().map(ObjectRef::from_obj).collect();
-        let gone = self
+        let (mut out, kept): (Vec<_>, HashSet<ObjectRef<K>>) = match relist {
+            Relist::Gathered(fresh) => {
+                let kept = fresh.iter().map(key_of).collect();
+                (
+                    fresh.into_iter().map(|o| Ok(Event::Apply(o))).collect(),
+                    kept,
+                )
+            }
+            Relist::Streamed(seen) => (Vec::new(), seen),
+        };
+        let gone: Vec<_> = self
             .store
             .state()
             .into_iter()
             .filter(|o| {
-                let key = ObjectRef::from_obj(o.as_ref());
-                key.namespace.as_deref() == Some(namespace) && !kept.contains(&key)
+                let key = key_of(o.as_ref());
+                self.in_scope(i, &key) && !kept.contains(&key)
             })
-            .map(|o| Ok(Event::Delete(o.as_ref().clone())));
-        let mut out: Vec<_> = fresh.into_iter().map(|o| Ok(Event::Apply(o))).collect();
+            .map(|o| Ok(Event::Delete(o.as_ref().clone())))
+            .collect();
         out.extend(gone);
         out
     }
@@ -256,9 +335,13 @@ mod tests {
 
     impl Harness {
         fn new() -> Self {
+            Self::over(vec![Some("a".into()), Some("b".into())])
+        }
+
+        fn over(scopes: Vec<Option<String>>) -> Self {
             let (store, writer) = reflector::store();
             Harness {
-                merger: Merger::new(vec!["a".into(), "b".into()], store.clone()),
+                merger: Merger::new(scopes, store.clone()),
                 writer,
                 store,
                 emitted: Vec::new(),
@@ -335,5 +418,39 @@ mod tests {
         h.list(0, vec![cm("a", "y", "1")]);
         h.list(1, vec![]);
         assert_eq!(contents(&h.store), ["a/y=1"]);
+    }
+
+    #[tokio::test]
+    async fn a_cluster_wide_relist_replaces_objects_in_place_and_deletes_what_it_lacks() {
+        let mut h = Harness::over(vec![None]);
+        h.list(0, vec![cm("a", "x", "1"), cm("b", "gone", "1")]);
+        assert_eq!(h.emitted, ["Init", "InitApply", "InitApply", "InitDone"]);
+        assert!(futures::FutureExt::now_or_never(h.store.wait_until_ready()).is_some());
+        h.emitted.clear();
+        // A 410 re-list: each listed object replaces its copy as it comes, so the store
+        // never holds the collection twice.
+        h.feed(0, Event::Init);
+        h.feed(0, Event::InitApply(cm("a", "x", "2")));
+        assert_eq!(
+            contents(&h.store),
+            ["a/x=2", "b/gone=1"],
+            "replaced in place, mid-list"
+        );
+        h.feed(0, Event::InitApply(cm("b", "new", "1")));
+        h.feed(0, Event::InitDone);
+        assert_eq!(contents(&h.store), ["a/x=2", "b/new=1"]);
+        assert_eq!(h.emitted, ["Apply", "Apply", "Delete"]);
+        h.feed(0, Event::Delete(cm("a", "x", "2")));
+        assert_eq!(contents(&h.store), ["b/new=1"]);
+    }
+
+    #[tokio::test]
+    async fn a_cluster_wide_first_list_that_restarts_keeps_only_the_second() {
+        let mut h = Harness::over(vec![None]);
+        h.feed(0, Event::Init);
+        h.feed(0, Event::InitApply(cm("a", "old", "1")));
+        // The list failed half way and started again.
+        h.list(0, vec![cm("a", "x", "1")]);
+        assert_eq!(contents(&h.store), ["a/x=1"]);
     }
 }

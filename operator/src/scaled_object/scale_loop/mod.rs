@@ -46,6 +46,7 @@ pub use crate::shared::loops::{IntervalTicks, ManualTicks, Ticker, Ticks};
 use crate::process::telemetry::ResourceKind;
 use crate::scaled_object::hpa::hpa_health;
 use crate::scaled_object::settings::{fallback_spec, loop_annotations, scaling_settings};
+use crate::scaled_object::metric_map::MetricMap;
 use crate::scaled_object::snapshot::{LastPoll, PollSnapshot, TriggerTargets};
 use crate::scaled_object::target::{Target, TargetCache};
 use crate::shared::error::Error;
@@ -81,9 +82,9 @@ pub struct Memory {
     /// When `lastActiveTime` was last written.
     persisted_at: Option<Timestamp>,
     /// Per metric health (fallback).
-    health: BTreeMap<String, MetricHealth>,
+    health: MetricMap<MetricHealth>,
     /// The last reading of every metric (for `useCachedMetrics`).
-    readings: BTreeMap<String, MetricReading>,
+    readings: MetricMap<MetricReading>,
     /// Completed polls.
     polls: watch::Sender<u64>,
     /// What the last complete poll saw and decided, for `keda-rs explain`.
@@ -96,8 +97,8 @@ impl Default for Memory {
             last_active: None,
             loaded: false,
             persisted_at: None,
-            health: BTreeMap::new(),
-            readings: BTreeMap::new(),
+            health: MetricMap::new(),
+            readings: MetricMap::new(),
             polls: watch::channel(0).0,
             last_poll: None,
         }

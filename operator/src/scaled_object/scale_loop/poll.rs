@@ -3,7 +3,6 @@
 //! result summarized for [`keda_decide::scale::decide`]. The metric service reads through the
 //! same functions, so activity and served values always agree.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,6 +11,7 @@ use keda_scalers::MetricValue;
 use keda_scalers::request_metrics::{self, RequestLabels};
 
 use crate::process::telemetry::{Metrics, ResourceKind};
+use crate::scaled_object::metric_map::MetricMap;
 use crate::scaled_object::snapshot::{MetricReading, PollResult, spec_target};
 use crate::shared::isolation::{TriggerRef, catch_panic};
 use crate::shared::recording::{self, ScalerLabels};
@@ -206,7 +206,7 @@ pub async fn read_metric(
 pub async fn poll(
     scalers: &ObjectScalers,
     ctx: &ReadContext<'_>,
-    previous: &BTreeMap<String, MetricHealth>,
+    previous: &MetricMap<MetricHealth>,
 ) -> PollResult {
     let reads = scalers.triggers.iter().flat_map(|t| {
         t.metric_specs
@@ -304,7 +304,7 @@ fn record_composite(scalers: &ObjectScalers, ctx: &ReadContext<'_>, result: &Pol
 fn summarize(
     scalers: &ObjectScalers,
     fallback: Option<&FallbackSpec>,
-    readings: &BTreeMap<String, MetricReading>,
+    readings: &MetricMap<MetricReading>,
     composite_out: &mut Option<f64>,
 ) -> TriggerSummary {
     let mut summary = TriggerSummary::default();
@@ -350,7 +350,7 @@ fn summarize(
 /// takes whichever read finished first).
 pub fn composite_of(
     scalers: &ObjectScalers,
-    readings: &BTreeMap<String, MetricReading>,
+    readings: &MetricMap<MetricReading>,
     fallback: Option<&FallbackSpec>,
     errors: &mut Vec<String>,
 ) -> Option<f64> {

@@ -543,14 +543,12 @@ impl<K: LoopKind> LoopTask<K> {
     }
 
     async fn run(self, mut ticker: Box<dyn Ticker>) {
-        let (push_tx, mut push_rx) = mpsc::channel::<bool>(16);
-        self.start_push_scalers(&push_tx);
-        drop(push_tx);
-        let mut push_open = true;
-        let (wake_tx, mut wake_rx) = mpsc::channel::<()>(1);
-        self.start_wakes(&wake_tx);
-        drop(wake_tx);
-        let mut wake_open = true;
+        // Channels only for loops that have push scalers or wake-ups: most have neither, and
+        // a channel costs about a kilobyte per loop.
+        let mut push_rx = self.start_push_scalers();
+        let mut push_open = push_rx.is_some();
+        let mut wake_rx = self.start_wakes();
+        let mut wake_open = wake_rx.is_some();
         let adaptive_on = self
             .scalers
             .triggers
@@ -576,11 +574,11 @@ impl<K: LoopKind> LoopTask<K> {
                 tokio::select! {
                     () = self.token.cancelled() => return,
                     () = &mut delay => break,
-                    woken = wake_rx.recv(), if wake_open => match woken {
+                    woken = recv(&mut wake_rx), if wake_open => match woken {
                         Some(()) => break,
                         None => wake_open = false,
                     },
-                    active = push_rx.recv(), if push_open => match active {
+                    active = recv(&mut push_rx), if push_open => match active {
                         Some(true) => break,
                         Some(false) => {}
                         None => push_open = false,
@@ -630,7 +628,7 @@ impl<K: LoopKind> LoopTask<K> {
                         break;
                     }
                     () = self.push_panicked.notified() => break,
-                    woken = wake_rx.recv(), if wake_open => match woken {
+                    woken = recv(&mut wake_rx), if wake_open => match woken {
                         Some(()) if K::wake_wanted(&self) => {
                             let (namespace, name) = self.names();
                             debug!(namespace, name, kind = K::KIND.kind(), "woken by the source");
@@ -639,7 +637,7 @@ impl<K: LoopKind> LoopTask<K> {
                         Some(()) => {}
                         None => wake_open = false,
                     },
-                    active = push_rx.recv(), if push_open => match active {
+                    active = recv(&mut push_rx), if push_open => match active {
                         Some(true) => break,
                         Some(false) => {}
                         None => push_open = false,
@@ -670,13 +668,21 @@ impl<K: LoopKind> LoopTask<K> {
     }
 
     /// Forwards the wake-ups of every scaler that has them ([`keda_scalers::Scaler::wake`]) to
-    /// `wake_tx`, one task per scaler, until the loop stops. A full channel already holds a
-    /// wake-up the loop has not taken: the next one is dropped, as the poll it asks for is due.
-    fn start_wakes(&self, wake_tx: &mpsc::Sender<()>) {
-        for t in &self.scalers.triggers {
-            let Some(mut wake) = t.scaler.scaler().wake() else {
-                continue;
-            };
+    /// the returned channel, one task per scaler, until the loop stops; `None` when no scaler
+    /// has them. A full channel already holds a wake-up the loop has not taken: the next one
+    /// is dropped, as the poll it asks for is due.
+    fn start_wakes(&self) -> Option<mpsc::Receiver<()>> {
+        let wakes: Vec<_> = self
+            .scalers
+            .triggers
+            .iter()
+            .filter_map(|t| t.scaler.scaler().wake())
+            .collect();
+        if wakes.is_empty() {
+            return None;
+        }
+        let (wake_tx, wake_rx) = mpsc::channel::<()>(1);
+        for mut wake in wakes {
             let token = self.token.child_token();
             let tx = wake_tx.clone();
             tokio::spawn(async move {
@@ -693,10 +699,16 @@ impl<K: LoopKind> LoopTask<K> {
                 }
             });
         }
+        Some(wake_rx)
     }
 
-    /// Runs every push scaler in a task of its own, sending activity to `push_tx`.
-    fn start_push_scalers(&self, push_tx: &mpsc::Sender<bool>) {
+    /// Runs every push scaler in a task of its own, sending activity to the returned channel;
+    /// `None` when the loop has no push scaler.
+    fn start_push_scalers(&self) -> Option<mpsc::Receiver<bool>> {
+        if !self.scalers.triggers.iter().any(|t| t.scaler.push().is_some()) {
+            return None;
+        }
+        let (push_tx, push_rx) = mpsc::channel::<bool>(16);
         for (i, t) in self.scalers.triggers.iter().enumerate() {
             if t.scaler.push().is_none() {
                 continue;
@@ -741,6 +753,7 @@ impl<K: LoopKind> LoopTask<K> {
                 }
             });
         }
+        Some(push_rx)
     }
 
     /// Whether the object this loop was started for is gone from the watch cache: deleted, or
@@ -799,5 +812,14 @@ impl<K: LoopKind> LoopTask<K> {
         );
         recording::internal_panic(self.loops.metrics(), K::KIND, (namespace, name), &error);
         K::poll_panicked(self, error).await;
+    }
+}
+
+/// The next message of `rx`, `None` when it is closed or there is none: a loop without push
+/// scalers or wake-ups has no channel.
+async fn recv<T>(rx: &mut Option<mpsc::Receiver<T>>) -> Option<T> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => None,
     }
 }
