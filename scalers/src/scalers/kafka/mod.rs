@@ -470,9 +470,9 @@ pub struct KafkaScaler {
     clients: Mutex<Option<Arc<Clients>>>,
     /// The committed offset of each partition at the last poll (`excludePersistentLag`).
     previous: Mutex<PreviousOffsets>,
-    /// The topic's registration on the cluster's end-offset refresh ([`wake`]); `None`
-    /// without `topic`, and after `close`.
-    wake: Mutex<Option<wake::Registration>>,
+    /// The topics' registrations on the cluster's end-offset refresh ([`wake`]), one per
+    /// topic (`apache-kafka` watches several); none without `topic`, and after `close`.
+    wake: Mutex<Vec<wake::Registration>>,
 }
 
 impl KafkaScaler {
@@ -491,32 +491,27 @@ impl KafkaScaler {
     pub async fn build_from(ctx: &ScalerContext, config: KafkaConfig) -> Result<Self, ScalerError> {
         let timeout = ctx.global_http_timeout;
         let clients = lease(ctx, &config, timeout).await?;
-        let registration = match &config.topic {
-            Some(topic) => {
-                let cluster = ctx
-                    .clients
-                    .pool::<ClusterSettings, KafkaCluster>()
-                    .get_or_connect(config.cluster.clone(), || {
-                        KafkaCluster::connect(config.cluster.clone(), timeout, ctx.clock.clone())
-                    })
-                    .await
-                    .ok();
-                match cluster {
-                    Some(cluster) => {
-                        Some(wake::register(cluster, &ctx.clients, topic, timeout).await)
-                    }
-                    None => None,
-                }
+        let mut registrations = Vec::with_capacity(config.topics.len());
+        for topic in &config.topics {
+            let cluster = ctx
+                .clients
+                .pool::<ClusterSettings, KafkaCluster>()
+                .get_or_connect(config.cluster.clone(), || {
+                    KafkaCluster::connect(config.cluster.clone(), timeout, ctx.clock.clone())
+                })
+                .await
+                .ok();
+            if let Some(cluster) = cluster {
+                registrations.push(wake::register(cluster, &ctx.clients, topic, timeout).await);
             }
-            None => None,
-        };
+        }
         Ok(Self {
             config,
             trigger: ctx.trigger_id(),
             timeout,
             clients: Mutex::new(Some(Arc::new(clients))),
             previous: Mutex::new(PreviousOffsets::new()),
-            wake: Mutex::new(registration),
+            wake: Mutex::new(registrations),
         })
     }
 
@@ -685,20 +680,19 @@ impl Scaler for KafkaScaler {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         drop(clients);
-        let registration = self
-            .wake
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        drop(registration);
+        let registrations = std::mem::take(
+            &mut *self.wake.lock().unwrap_or_else(PoisonError::into_inner),
+        );
+        drop(registrations);
     }
 
     fn wake(&self) -> Option<crate::wake::Wake> {
         self.wake
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
+            .iter()
             .map(wake::Registration::wake)
+            .reduce(crate::wake::Wake::merge)
     }
 }
 
