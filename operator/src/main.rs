@@ -29,11 +29,6 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
-/// mimalloc, not the system allocator: about 14% less resident memory for the same objects
-/// (docs/benchmarks.md, "Operator: 100,000 ScaledObjects beside 10,000").
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// Why the binary exits with an error; printed as one line on standard error.
 #[derive(Debug, thiserror::Error)]
 enum MainError {
