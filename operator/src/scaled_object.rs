@@ -13,9 +13,9 @@
 
 pub mod controller;
 pub mod hpa;
+pub mod metric_map;
 pub mod routes;
 pub mod scale_loop;
 pub mod settings;
-pub mod metric_map;
 pub mod snapshot;
 pub mod target;

@@ -45,8 +45,8 @@ pub use crate::shared::loops::{IntervalTicks, ManualTicks, Ticker, Ticks};
 
 use crate::process::telemetry::ResourceKind;
 use crate::scaled_object::hpa::hpa_health;
-use crate::scaled_object::settings::{fallback_spec, loop_annotations, scaling_settings};
 use crate::scaled_object::metric_map::MetricMap;
+use crate::scaled_object::settings::{fallback_spec, loop_annotations, scaling_settings};
 use crate::scaled_object::snapshot::{LastPoll, PollSnapshot, TriggerTargets};
 use crate::scaled_object::target::{Target, TargetCache};
 use crate::shared::error::Error;

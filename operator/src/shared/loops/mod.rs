@@ -705,7 +705,12 @@ impl<K: LoopKind> LoopTask<K> {
     /// Runs every push scaler in a task of its own, sending activity to the returned channel;
     /// `None` when the loop has no push scaler.
     fn start_push_scalers(&self) -> Option<mpsc::Receiver<bool>> {
-        if !self.scalers.triggers.iter().any(|t| t.scaler.push().is_some()) {
+        if !self
+            .scalers
+            .triggers
+            .iter()
+            .any(|t| t.scaler.push().is_some())
+        {
             return None;
         }
         let (push_tx, push_rx) = mpsc::channel::<bool>(16);

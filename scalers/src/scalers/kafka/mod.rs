@@ -680,9 +680,8 @@ impl Scaler for KafkaScaler {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         drop(clients);
-        let registrations = std::mem::take(
-            &mut *self.wake.lock().unwrap_or_else(PoisonError::into_inner),
-        );
+        let registrations =
+            std::mem::take(&mut *self.wake.lock().unwrap_or_else(PoisonError::into_inner));
         drop(registrations);
     }
 
