@@ -125,6 +125,42 @@ pub fn parse_cloud(p: &MetadataParser<'_>, param: &Param) -> Result<Cloud, Metad
         })
 }
 
+/// The API endpoint and the token authority of `azure-monitor` and `azure-log-analytics`, as
+/// KEDA reads them: for a known `cloud`, `api` of it and its authority; with `cloud: Private`,
+/// the `private_api` parameter (required then: KEDA's "<name> must be provided for Private cloud
+/// type") and `active_directory` (default: the public authority). Both https.
+///
+/// # Errors
+/// An unknown cloud; `Private` without `private_api`; a value that is not an https URL.
+pub fn cloud_endpoints(
+    p: &MetadataParser<'_>,
+    cloud: &Param,
+    api: fn(&AzureCloud) -> &'static str,
+    private_api: &Param,
+    active_directory: &Param,
+) -> Result<(url::Url, url::Url), MetadataError> {
+    match parse_cloud(p, cloud)? {
+        Cloud::Known(known) => Ok((
+            https_param(p, cloud, api(&known))?,
+            https_param(p, cloud, known.authority)?,
+        )),
+        Cloud::Private => {
+            let Some(endpoint) = p.get_opt::<String>(private_api)? else {
+                return Err(p.rule(format!(
+                    "{} must be provided for Private cloud type",
+                    private_api.name
+                )));
+            };
+            let api = https_param(p, private_api, &endpoint)?;
+            let authority = match p.get_opt::<String>(active_directory)? {
+                Some(text) => https_param(p, active_directory, &text)?,
+                None => https_param(p, cloud, PUBLIC_AUTHORITY)?,
+            };
+            Ok((api, authority))
+        }
+    }
+}
+
 /// KEDA's `ParseActiveDirectoryEndpoint` (`azure-app-insights`, `azure-data-explorer`): the
 /// cloud's authority, or with `cloud: Private` the `activeDirectoryEndpoint` parameter
 /// (required then, https). Besides KEDA's three clouds, `AzureCloud` and `AzureUSGovernment`

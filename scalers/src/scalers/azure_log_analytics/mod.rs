@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::autoscaling::v2::MetricSpec;
 
-use crate::azure::aad::{self, AadClient, AadKey, ClientSecret, Cloud, CredentialParams};
+use crate::azure::aad::{self, AadClient, AadKey, ClientSecret, CredentialParams};
 use crate::context::ScalerContext;
 use crate::error::{MetadataError, ScalerError, Source};
 use crate::http_client::describe_url;
@@ -116,25 +116,13 @@ impl LogAnalyticsConfig {
             let timeout = timeout_ms
                 .filter(|ms| *ms > 0)
                 .map_or(ctx.global_http_timeout, Duration::from_millis);
-            let (audience, authority) = match aad::parse_cloud(p, &CLOUD)? {
-                Cloud::Known(cloud) => (
-                    aad::https_param(p, &CLOUD, cloud.log_analytics)?,
-                    aad::https_param(p, &CLOUD, cloud.authority)?,
-                ),
-                Cloud::Private => {
-                    let Some(resource) = p.get_opt::<String>(&LOG_ANALYTICS_RESOURCE_URL)? else {
-                        return Err(p.rule(
-                            "logAnalyticsResourceURL must be provided for Private cloud type",
-                        ));
-                    };
-                    let audience = aad::https_param(p, &LOG_ANALYTICS_RESOURCE_URL, &resource)?;
-                    let authority = match p.get_opt::<String>(&ACTIVE_DIRECTORY_ENDPOINT)? {
-                        Some(text) => aad::https_param(p, &ACTIVE_DIRECTORY_ENDPOINT, &text)?,
-                        None => aad::https_param(p, &CLOUD, aad::PUBLIC_AUTHORITY)?,
-                    };
-                    (audience, authority)
-                }
-            };
+            let (audience, authority) = aad::cloud_endpoints(
+                p,
+                &CLOUD,
+                |cloud| cloud.log_analytics,
+                &LOG_ANALYTICS_RESOURCE_URL,
+                &ACTIVE_DIRECTORY_ENDPOINT,
+            )?;
             // KEDA reports the last one missing.
             let credentials = ClientSecret::parse(
                 p,

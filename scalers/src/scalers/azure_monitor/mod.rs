@@ -21,7 +21,7 @@
 
 use k8s_openapi::api::autoscaling::v2::MetricSpec;
 
-use crate::azure::aad::{self, AadClient, AadKey, ClientSecret, Cloud, CredentialParams};
+use crate::azure::aad::{self, AadClient, AadKey, ClientSecret, CredentialParams};
 use crate::context::ScalerContext;
 use crate::error::{MetadataError, ScalerError, Source};
 use crate::http_client::describe_url;
@@ -161,25 +161,13 @@ impl AzureMonitorConfig {
                     hh_mm_ss(&fields)
                 }
             };
-            let (api, authority) = match aad::parse_cloud(p, &CLOUD)? {
-                Cloud::Known(cloud) => (
-                    aad::https_param(p, &CLOUD, cloud.resource_manager)?,
-                    aad::https_param(p, &CLOUD, cloud.authority)?,
-                ),
-                Cloud::Private => {
-                    let Some(endpoint) = p.get_opt::<String>(&RESOURCE_MANAGER_ENDPOINT)? else {
-                        return Err(p.rule(
-                            "azureResourceManagerEndpoint must be provided for Private cloud type",
-                        ));
-                    };
-                    let api = aad::https_param(p, &RESOURCE_MANAGER_ENDPOINT, &endpoint)?;
-                    let authority = match p.get_opt::<String>(&ACTIVE_DIRECTORY_ENDPOINT)? {
-                        Some(text) => aad::https_param(p, &ACTIVE_DIRECTORY_ENDPOINT, &text)?,
-                        None => aad::https_param(p, &CLOUD, aad::PUBLIC_AUTHORITY)?,
-                    };
-                    (api, authority)
-                }
-            };
+            let (api, authority) = aad::cloud_endpoints(
+                p,
+                &CLOUD,
+                |cloud| cloud.resource_manager,
+                &RESOURCE_MANAGER_ENDPOINT,
+                &ACTIVE_DIRECTORY_ENDPOINT,
+            )?;
             if target_value == 0.0 && !ctx.as_metric_source {
                 return Err(p.rule("no targetValue given"));
             }
