@@ -20,9 +20,7 @@ use crate::context::ScalerContext;
 use crate::error::ScalerError;
 use crate::metadata::Param;
 use crate::scaler::BuiltScaler;
-use crate::scalers::kafka::client::Sasl;
 use crate::scalers::kafka::lag::{LagRules, OffsetResetPolicy, parse_partition_limitation};
-use crate::scalers::kafka::oauth::TokenProvider;
 use keda_api::metric_name;
 
 /// KEDA's `sasl` of `apache-kafka`.
@@ -140,13 +138,7 @@ pub fn parse(ctx: &ScalerContext) -> Result<KafkaConfig, ScalerError> {
         };
         Ok((config, msk))
     })?;
-    if let Some(settings) = msk {
-        let key = aws::client::client_key(ctx, aws::client::STS, &settings)?;
-        config.cluster.sasl = Some(Sasl::OAuthBearer(TokenProvider::MskIam {
-            region: settings.region,
-            signer: key.signer,
-        }));
-    }
+    super::with_msk(ctx, &mut config, msk)?;
     Ok(config)
 }
 
@@ -165,6 +157,7 @@ pub async fn build(ctx: ScalerContext) -> Result<BuiltScaler, ScalerError> {
 mod tests {
     use super::*;
     use crate::context::test_context;
+    use crate::scalers::kafka::client::Sasl;
 
     fn ctx(metadata: &[(&str, &str)], auth: &[(&str, &str)]) -> ScalerContext {
         test_context("apache-kafka", 0, metadata, &[], auth)

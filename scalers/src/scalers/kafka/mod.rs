@@ -224,17 +224,30 @@ impl KafkaConfig {
             };
             Ok((config, msk))
         })?;
-        if let Some(settings) = msk {
-            // The credentials by KEDA's rules for AWS (`awsRoleArn`, an access key, or the
-            // operator's own with `identityOwner: operator`).
-            let key = aws::client::client_key(ctx, aws::client::STS, &settings)?;
-            config.cluster.sasl = Some(Sasl::OAuthBearer(TokenProvider::MskIam {
-                region: settings.region,
-                signer: key.signer,
-            }));
-        }
+        with_msk(ctx, &mut config, msk)?;
         Ok(config)
     }
+}
+
+/// Completes `config`'s SASL with AWS MSK IAM when [`cluster_settings`] returned AWS settings
+/// (`kafka` and `apache-kafka` alike): the credentials by KEDA's rules for AWS (`awsRoleArn`,
+/// an access key, or the operator's own with `identityOwner: operator`).
+///
+/// # Errors
+/// The AWS credentials cannot be resolved (named in the error).
+pub(super) fn with_msk(
+    ctx: &ScalerContext,
+    config: &mut KafkaConfig,
+    msk: Option<AwsSettings>,
+) -> Result<(), ScalerError> {
+    if let Some(settings) = msk {
+        let key = aws::client::client_key(ctx, aws::client::STS, &settings)?;
+        config.cluster.sasl = Some(Sasl::OAuthBearer(TokenProvider::MskIam {
+            region: settings.region,
+            signer: key.signer,
+        }));
+    }
+    Ok(())
 }
 
 /// KEDA's rules between the lag options.
