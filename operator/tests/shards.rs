@@ -33,9 +33,9 @@ use std::time::{Duration, Instant};
 
 use aggregator::{free_port, get_as_hpa};
 use binary::{Cluster, Process, create_deployment, metrics_apiserver_command};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authorization::v1::SubjectAccessReviewStatus;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use keda_api::ScaledObject;
 use keda_api::shards::Ring;
@@ -500,12 +500,15 @@ async fn three_operators_share_the_objects_a_fourth_takes_a_quarter_and_a_killed
                 while reading.load(Ordering::SeqCst) {
                     for (i, metric) in metrics.iter().enumerate() {
                         let answer = read(address, &pki, i, metric).await;
-                        reads.lock().unwrap_or_else(PoisonError::into_inner).push(Read {
-                            at: Instant::now(),
-                            apiserver: n,
-                            object: i,
-                            answer,
-                        });
+                        reads
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .push(Read {
+                                at: Instant::now(),
+                                apiserver: n,
+                                object: i,
+                                answer,
+                            });
                     }
                 }
             })
@@ -641,14 +644,12 @@ async fn three_operators_share_the_objects_a_fourth_takes_a_quarter_and_a_killed
         );
     }
     let unserved: BTreeMap<String, usize> =
-        since_kill
-            .iter()
-            .fold(BTreeMap::new(), |mut statuses, r| {
-                if let Answer::Failed(status, _) = &r.answer {
-                    *statuses.entry(status.to_string()).or_default() += 1;
-                }
-                statuses
-            });
+        since_kill.iter().fold(BTreeMap::new(), |mut statuses, r| {
+            if let Answer::Failed(status, _) = &r.answer {
+                *statuses.entry(status.to_string()).or_default() += 1;
+            }
+            statuses
+        });
     println!("reads of the killed replica's objects until they resumed, by status: {unserved:?}");
     let wrong: Vec<Read> = reads
         .lock()
