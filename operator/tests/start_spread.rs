@@ -313,6 +313,13 @@ async fn each_source_s_first_polls_are_spread_over_the_interval() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // No other poll comes before the next tick (30 s on): not one after the reconcile that
+    // the first poll's status write causes, nor a loop restarted by it.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for (_, so) in &objects {
+        let name = so.name_any();
+        assert_eq!(dials.reads(&name), 1, "{name} was read more than once");
+    }
     let share = PER_SOURCE.div_ceil(SOURCE_INTERVAL_SECS);
     for (s, source) in SOURCES.iter().enumerate() {
         let mut per_second = [0usize; SOURCE_INTERVAL_SECS];
