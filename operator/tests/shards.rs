@@ -643,14 +643,19 @@ async fn three_operators_share_the_objects_a_fourth_takes_a_quarter_and_a_killed
             name(*i)
         );
     }
-    let unserved: BTreeMap<String, usize> =
-        since_kill.iter().fold(BTreeMap::new(), |mut statuses, r| {
-            if let Answer::Failed(status, _) = &r.answer {
-                *statuses.entry(status.to_string()).or_default() += 1;
-            }
-            statuses
-        });
-    println!("reads of the killed replica's objects until they resumed, by status: {unserved:?}");
+    // Those failures say the owner is unavailable (503: it cannot be reached) or, between the
+    // Lease's expiry and the new owner's loop, that no replica has the object (404).
+    let mut statuses: BTreeMap<u16, usize> = BTreeMap::new();
+    for r in &since_kill {
+        if let Answer::Failed(status, _) = &r.answer {
+            *statuses.entry(*status).or_default() += 1;
+        }
+    }
+    println!("failed reads of the killed replica's objects, by status: {statuses:?}");
+    assert!(
+        statuses.keys().all(|s| [404, 503].contains(s)),
+        "reads of the killed replica's objects failed with {statuses:?}"
+    );
     let wrong: Vec<Read> = reads
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
