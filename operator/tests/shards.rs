@@ -559,6 +559,7 @@ async fn three_operators_share_the_objects_a_fourth_takes_a_quarter_and_a_killed
             .iter()
             .filter(|r| r.apiserver == n && r.answer == Answer::Served)
             .count();
+        println!("metrics-apiserver {n} served {served} reads while the fourth replica joined");
         assert!(
             served >= 2 * OBJECTS,
             "metrics-apiserver {n} read every object at least twice through the move ({served} reads)"
