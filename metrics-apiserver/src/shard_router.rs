@@ -15,7 +15,10 @@
 //! loop for it, not ready), to its owner in the ring before the last change; then to the other
 //! live replicas; then to `--metrics-service-address`. An answer that is the object's own
 //! (a value, a scaler error, an unknown metric) is returned as it is. So a move never turns
-//! into an error the HPA acts on while either owner can answer.
+//! into an error the HPA acts on while either owner can answer. When none can (a replica was
+//! killed and its Lease has not expired yet, so no other runs its objects' loops), the answer
+//! is the first replica's that could not be asked or cannot answer now (503), or, when every
+//! replica asked said it has no loop for the object, 404.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -92,6 +95,11 @@ fn try_another(error: &OperatorError) -> bool {
             ServiceErrorReason::ScaledObjectNotFound | ServiceErrorReason::Unavailable
         ),
     }
+}
+
+/// Whether `error` says the replica has no loop for the object (it does not own it).
+fn not_found(error: &OperatorError) -> bool {
+    matches!(error, OperatorError::Service { error, .. } if error.reason == ServiceErrorReason::ScaledObjectNotFound)
 }
 
 impl ShardRouter {
@@ -241,7 +249,9 @@ impl MetricSource for ShardRouter {
         scaled_object: &str,
         metric: &str,
     ) -> Result<Vec<ExternalMetricValue>, OperatorError> {
-        let mut last = None;
+        // When nobody answers: the first replica that could not be asked or cannot answer now
+        // (a crashed owner before its Lease expires: 503), else that none has the object.
+        let (mut unavailable, mut last) = (None, None);
         for identity in self.candidates(namespace, scaled_object) {
             let Some(client) = self.client_of(&identity) else {
                 continue;
@@ -250,7 +260,11 @@ impl MetricSource for ShardRouter {
                 Ok(values) => return Ok(values),
                 Err(error) if try_another(&error) => {
                     debug!(replica = %identity, %error, "shard routing: trying the next replica");
-                    last = Some(error);
+                    if unavailable.is_none() && !not_found(&error) {
+                        unavailable = Some(error);
+                    } else {
+                        last = Some(error);
+                    }
                 }
                 Err(error) => return Err(error),
             }
@@ -261,7 +275,8 @@ impl MetricSource for ShardRouter {
             .await
         {
             Ok(values) => Ok(values),
-            Err(error) => Err(last.filter(|_| try_another(&error)).unwrap_or(error)),
+            Err(error) if try_another(&error) => Err(unavailable.or(last).unwrap_or(error)),
+            Err(error) => Err(error),
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The real `keda-operator` binary against memkube over loopback: a cluster with a kubeconfig
 //! for the process, the process with its JSON log lines and the addresses they announce, and
-//! plain HTTP probes.
+//! plain HTTP probes; and the `keda-metrics-apiserver` binary beside it.
 //!
 //! Only external crates are used here, so a test binary without the rest of `common` includes
 //! this file by path (`#[path = "common/binary.rs"] mod binary;`).
@@ -70,6 +70,44 @@ impl Cluster {
     }
 }
 
+/// The `keda-metrics-apiserver` binary: `KEDA_RS_METRICS_APISERVER_BIN`, else the one cargo
+/// built beside this test binary (`target/<profile>/`). Cargo's `CARGO_BIN_EXE_*` names only
+/// the binaries of the test's own package, so this one is found by place: `cargo test
+/// --workspace` builds it (the metrics-apiserver's own tests run it); with `cargo test -p
+/// keda-operator`, run `cargo build -p keda-metrics-apiserver` first, or a stale one is used.
+pub fn metrics_apiserver_binary() -> PathBuf {
+    const NAME: &str = "keda-metrics-apiserver";
+    let path = match std::env::var_os("KEDA_RS_METRICS_APISERVER_BIN").filter(|p| !p.is_empty()) {
+        Some(path) => PathBuf::from(path),
+        // target/<profile>/deps/<test> -> target/<profile>/keda-metrics-apiserver
+        None => std::env::current_exe()
+            .expect("the test binary's path")
+            .parent()
+            .and_then(Path::parent)
+            .map(|dir| dir.join(NAME))
+            .expect("the test binary is in target/<profile>/deps"),
+    };
+    assert!(
+        path.is_file(),
+        "no {NAME} binary at {}: run `cargo build -p {NAME}` first (`cargo test --workspace` builds it), or name one with KEDA_RS_METRICS_APISERVER_BIN",
+        path.display()
+    );
+    path
+}
+
+/// The metrics-apiserver binary ([`metrics_apiserver_binary`]) for `cluster` with `args`: an
+/// environment of only `HOME` and `RUST_LOG` (`info`).
+pub fn metrics_apiserver_command(cluster: &Cluster, args: &[String]) -> Command {
+    let mut command = Command::new(metrics_apiserver_binary());
+    command
+        .args(args)
+        .env_clear()
+        .env("HOME", cluster.dir.path())
+        .env("RUST_LOG", "info")
+        .kill_on_drop(true);
+    command
+}
+
 /// The binary for `cluster`: `/metrics` and the probes on free loopback ports, JSON logs at
 /// `info`, then `args`; an environment of only `HOME`, `KUBECONFIG`, `RUST_LOG` and `env`.
 pub fn command(cluster: &Cluster, args: &[&str], env: &[(&str, &str)]) -> Command {
@@ -103,7 +141,12 @@ pub struct Process {
 impl Process {
     /// Starts [`command`] as `label`.
     pub fn start(cluster: &Cluster, label: &str, args: &[&str], env: &[(&str, &str)]) -> Process {
-        let mut child = command(cluster, args, env)
+        Process::spawn(command(cluster, args, env), label)
+    }
+
+    /// Starts `command` (of any binary logging JSON lines) as `label`.
+    pub fn spawn(mut command: Command, label: &str) -> Process {
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

@@ -32,6 +32,8 @@ struct Dial {
     panic_in_push: bool,
     fail_on_read: bool,
     reads: u64,
+    /// The tokio tasks that read it (each once).
+    readers: Vec<tokio::task::Id>,
 }
 
 /// The dials of one test, shared by every scaler the registry builds. Cheap to clone.
@@ -78,15 +80,26 @@ impl Dials {
         self.with(name, |d| d.reads)
     }
 
+    /// The tokio tasks that read this dial so far (a scale loop reads in its own task).
+    pub fn readers(&self, name: &str) -> Vec<tokio::task::Id> {
+        self.with(name, |d| d.readers.clone())
+    }
+
     /// The built-in registry plus `dial`.
     pub fn registry(&self) -> Registry {
         let mut registry = Registry::builtin();
+        self.register_as(&mut registry, DIAL);
+        registry
+    }
+
+    /// Registers these dials in `registry` as trigger type `trigger_type` too (to the
+    /// operator, another kind of event source).
+    pub fn register_as(&self, registry: &mut Registry, trigger_type: &str) {
         let dials = self.clone();
-        registry.register(DIAL, move |ctx: ScalerContext| {
+        registry.register(trigger_type, move |ctx: ScalerContext| {
             let dials = dials.clone();
             async move { dials.build(&ctx) }
         });
-        registry
     }
 
     fn build(&self, ctx: &ScalerContext) -> Result<BuiltScaler, ScalerError> {
@@ -135,6 +148,11 @@ impl Scaler for DialScaler {
     async fn metrics_and_activity(&self, name: &str) -> Result<MetricsAndActivity, ScalerError> {
         let dial = self.dials.with(&self.name, |d| {
             d.reads += 1;
+            if let Some(task) = tokio::task::try_id()
+                && !d.readers.contains(&task)
+            {
+                d.readers.push(task);
+            }
             d.clone()
         });
         if dial.panic_on_read {

@@ -14,7 +14,7 @@
 pub mod adaptive;
 mod ticks;
 
-pub use ticks::{IntervalTicks, ManualTicks, Ticker, Ticks, start_offset};
+pub use ticks::{IntervalTicks, ManualTicks, Spread, Ticker, Ticks, start_offset};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -138,8 +138,8 @@ struct Inner<K: LoopKind> {
     /// UIDs whose loop has started in this process: only an object's first loop here is
     /// spread ([`LoopTask::start_offset`]); a loop restarted by a change polls at once.
     started: Mutex<std::collections::HashSet<String>>,
-    /// First loops spread so far ([`ticks::start_offset`]).
-    spread: std::sync::atomic::AtomicU64,
+    /// The places of first loops, a sequence per interval and trigger types ([`Spread`]).
+    spread: Spread,
     /// Objects this replica no longer owns whose loops still run, by UID: since when.
     lost: Mutex<HashMap<String, tokio::time::Instant>>,
     kind: K,
@@ -181,7 +181,7 @@ impl<K: LoopKind> Loops<K> {
                 registry: LoopRegistry::new(shutdown, on_stop),
                 first_poll_gates: Mutex::default(),
                 started: Mutex::default(),
-                spread: std::sync::atomic::AtomicU64::new(0),
+                spread: Spread::default(),
                 lost: Mutex::default(),
                 kind,
             }),
@@ -648,8 +648,9 @@ impl<K: LoopKind> LoopTask<K> {
     }
 
     /// The wait before the first poll of an object created before this operator started
-    /// ([`ticks::start_offset`]), for its first loop in this process; `None` for a newer
-    /// object, or a loop restarted by a change of the object.
+    /// ([`ticks::start_offset`], in the sequence of the loops with its interval and trigger
+    /// types: [`Spread`]), for its first loop in this process; `None` for a newer object, or
+    /// a loop restarted by a change of the object.
     fn start_offset(&self) -> Option<Duration> {
         if !lock(&self.loops.inner.started).insert(self.uid.clone()) {
             return None;
@@ -659,12 +660,17 @@ impl<K: LoopKind> LoopTask<K> {
         if created >= self.loops.inner.config.operator_started_at {
             return None;
         }
-        let k = self
-            .loops
-            .inner
-            .spread
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Some(ticks::start_offset(k, K::polling_interval(&object)))
+        let types = self
+            .scalers
+            .triggers
+            .iter()
+            .map(|t| t.trigger_type.as_str());
+        Some(
+            self.loops
+                .inner
+                .spread
+                .offset(K::polling_interval(&object), types),
+        )
     }
 
     /// Forwards the wake-ups of every scaler that has them ([`keda_scalers::Scaler::wake`]) to

@@ -1,5 +1,7 @@
 //! When a scale loop polls: every `pollingInterval` of real time, or whenever a test says so.
 
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -78,6 +80,44 @@ pub fn start_offset(k: u64, interval: Duration) -> Duration {
     Duration::try_from_secs_f64(interval.as_secs_f64() * fraction).unwrap_or(Duration::ZERO)
 }
 
+/// Hands out the places ([`start_offset`]) of first loops starting together, one sequence per
+/// group of loops: those with the same `pollingInterval` and the same trigger types, which
+/// mostly read the same kind of event source.
+///
+/// One sequence for every loop spreads all of them evenly, but the loops of one source take an
+/// arbitrary subset of its places (which loop starts when depends on the order of the
+/// reconciles), and such a subset is only as even as chance: at 10,000 objects, a third of them
+/// on one source, up to a fifth above that source's share in some seconds (the 10,000-object
+/// bench, docs/benchmarks.md). With a sequence per group, each group is within its share of
+/// about two loops in any second; a source that several groups read (objects with different
+/// intervals, or other triggers beside it) gets the sum of evenly spread groups.
+#[derive(Debug, Default)]
+pub struct Spread {
+    /// The next index of each group, by (interval, sorted trigger types joined with `,`).
+    next: Mutex<HashMap<(Duration, String), u64>>,
+}
+
+impl Spread {
+    /// The wait before the first poll of the next loop polling every `interval` with triggers
+    /// of `trigger_types` (order and repetition do not matter).
+    pub fn offset<'a>(
+        &self,
+        interval: Duration,
+        trigger_types: impl IntoIterator<Item = &'a str>,
+    ) -> Duration {
+        let mut types: Vec<&str> = trigger_types.into_iter().collect();
+        types.sort_unstable();
+        types.dedup();
+        let k = {
+            let mut next = self.next.lock().unwrap_or_else(PoisonError::into_inner);
+            let n = next.entry((interval, types.join(","))).or_default();
+            *n += 1;
+            *n - 1
+        };
+        start_offset(k, interval)
+    }
+}
+
 /// Ticks driven by the caller: every loop polls once more after each [`ManualTicks::tick`].
 /// Ticks that arrive while a loop is busy are coalesced into one poll.
 #[derive(Clone, Debug)]
@@ -150,5 +190,61 @@ mod tests {
                 "{n} loops: {most} in one second"
             );
         }
+    }
+
+    /// Objects of three sources start interleaved in an arbitrary order: each source is
+    /// spread evenly on its own, not only the three together.
+    #[test]
+    fn each_group_is_spread_evenly_whatever_the_others_in_between() {
+        let spread = Spread::default();
+        let interval = Duration::from_secs(30);
+        let sources = ["redis", "metrics-api", "cron"];
+        let mut per_second = [[0u64; 30]; 3];
+        let mut count = [0u64; 3];
+        // xorshift: a fixed arbitrary order.
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        for _ in 0..10_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let s = usize::try_from(x % 3).expect("small");
+            let offset = spread.offset(interval, [sources[s]]);
+            per_second[s][usize::try_from(offset.as_secs()).expect("small")] += 1;
+            count[s] += 1;
+        }
+        for s in 0..3 {
+            let most = *per_second[s].iter().max().expect("seconds");
+            assert!(
+                most <= count[s].div_ceil(30) + 2,
+                "{}: {most} of {} in one second",
+                sources[s],
+                count[s]
+            );
+        }
+    }
+
+    #[test]
+    fn a_group_is_an_interval_and_a_set_of_trigger_types() {
+        let spread = Spread::default();
+        let (thirty, sixty) = (Duration::from_secs(30), Duration::from_secs(60));
+        assert_eq!(
+            spread.offset(thirty, ["kafka", "cron"]),
+            start_offset(0, thirty)
+        );
+        // Order and repetition do not matter...
+        assert_eq!(
+            spread.offset(thirty, ["cron", "kafka", "cron"]),
+            start_offset(1, thirty)
+        );
+        // ... the interval and the set do.
+        assert_eq!(
+            spread.offset(sixty, ["cron", "kafka"]),
+            start_offset(0, sixty)
+        );
+        assert_eq!(spread.offset(thirty, ["kafka"]), start_offset(0, thirty));
+        assert_eq!(
+            spread.offset(thirty, ["cron", "kafka"]),
+            start_offset(2, thirty)
+        );
     }
 }
