@@ -87,12 +87,14 @@ pub trait PooledSource: Send + Sync + Sized + 'static {
     fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError>;
 
     /// Takes what the reads need from the context besides the client (the operator's shared
-    /// EndpointSlice view, say), after [`PooledSource::parse`] and before the lease. The parse-only
-    /// check does not run it. Nothing by default.
+    /// EndpointSlice view, the operator's own credentials, a name the source resolves once
+    /// when the trigger is built), after [`PooledSource::parse`] and before the lease. The
+    /// parse-only check does not run it. Nothing by default.
     ///
     /// # Errors
-    /// What the reads need is not in the context.
-    fn attach(&mut self, _ctx: &ScalerContext) -> Result<(), ScalerError> {
+    /// What the reads need is not in the context, or the source refuses the build (named by
+    /// parameter): the trigger is not built.
+    async fn attach(&mut self, _ctx: &ScalerContext) -> Result<(), ScalerError> {
         Ok(())
     }
 
@@ -146,7 +148,7 @@ impl<S: PooledSource> Pooled<S> {
     /// See [`PooledSource::parse`] and [`PooledSource::connect`].
     pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
         let mut source = S::parse(ctx)?;
-        source.attach(ctx)?;
+        source.attach(ctx).await?;
         let client = match source.client_key() {
             Ok(key) => Ok(Held::new(S::connect(ctx, key).await?)),
             Err(unusable) => Err(unusable),
@@ -402,7 +404,7 @@ impl<A: HttpApi> PooledSource for A {
         <A as HttpApi>::parse(ctx)
     }
 
-    fn attach(&mut self, ctx: &ScalerContext) -> Result<(), ScalerError> {
+    async fn attach(&mut self, ctx: &ScalerContext) -> Result<(), ScalerError> {
         <A as HttpApi>::attach(self, ctx)
     }
 
