@@ -12,16 +12,16 @@
 //! round robin); a connection failure, a timeout or a 502/503/504 moves on to the next one
 //! (their retries), any other answer ends the read.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use http::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde_json::Value;
 
 use crate::error::{MetadataError, ScalerError, TriggerId};
-use crate::http_client::{HttpClient, HttpClientKey, HttpGetError, describe_url};
+use crate::http_client::{HttpClientKey, HttpGetError, describe_url};
+use crate::http_servers::Servers;
 use crate::metadata::{MetadataParser, Param};
-use crate::pool::Held;
 use crate::remote::{Classify, Failure, Kind};
 use crate::scalers::metrics_api::json_path::{JsonPath, type_name};
 
@@ -303,97 +303,76 @@ fn retried(error: &HttpGetError) -> bool {
     }
 }
 
-/// The addresses of a cluster with their leased clients, tried in turn.
-pub struct Cluster {
-    /// Each address and its client.
-    servers: Vec<(url::Url, Held<HttpClientKey, HttpClient>)>,
-    next: AtomicUsize,
-}
-
-impl Cluster {
-    /// The cluster of `servers` (at least one).
-    pub fn new(servers: Vec<(url::Url, Held<HttpClientKey, HttpClient>)>) -> Self {
-        Self {
-            servers,
-            next: AtomicUsize::new(0),
-        }
-    }
-
-    /// Releases every lease (idempotent).
-    pub fn release(&self) {
-        for (_, held) in &self.servers {
-            held.release();
-        }
-    }
-
-    /// Runs `spec`'s search and returns the value at `valueLocation`.
-    ///
-    /// # Errors
-    /// The search or `valueLocation` cannot be used (naming the parameter); every address
-    /// failed, or one answered an error (the last failure, naming that address); the answer
-    /// has no usable value; the scaler is closed.
-    pub async fn value(
-        &self,
-        system: &'static str,
-        trigger: &TriggerId,
-        spec: &SearchSpec,
-        ignore_null_values: bool,
-    ) -> Result<f64, ScalerError> {
-        let search = spec
-            .search
-            .as_ref()
-            .map_err(|e| ScalerError::Metadata(e.clone()))?;
-        let path = spec
-            .value_location
-            .as_ref()
-            .map_err(|e| ScalerError::Metadata(e.clone()))?;
-        let body = search.body();
-        let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        let n = self.servers.len().max(1);
-        let first = self.next.fetch_add(1, Ordering::Relaxed) % n;
-        let mut last = None;
-        for i in 0..self.servers.len() {
-            let (base, held) = &self.servers[(first + i) % n];
-            let client = held.client().ok_or_else(|| ScalerError::Closed {
-                trigger: trigger.clone(),
-            })?;
-            let url = search.url(base, &spec.indices);
-            let operation = || {
-                let what = match search {
-                    Search::Query(_) => "query".to_string(),
-                    Search::Template { id, .. } => format!("search template {id}"),
-                };
-                format!("{system} {what} on {}", describe_url(&url))
+/// Runs `spec`'s search on the cluster's `servers` (tried in turn from the next one of a round
+/// robin, the Go clients' order; `addresses` are their URLs and keys) and returns the value at
+/// `valueLocation`.
+///
+/// # Errors
+/// The search or `valueLocation` cannot be used (naming the parameter); every address
+/// failed, or one answered an error (the last failure, naming that address); the answer
+/// has no usable value; the scaler is closed.
+pub async fn value(
+    servers: &Servers,
+    system: &'static str,
+    trigger: &TriggerId,
+    addresses: &[(url::Url, HttpClientKey)],
+    spec: &SearchSpec,
+    ignore_null_values: bool,
+) -> Result<f64, ScalerError> {
+    let search = spec
+        .search
+        .as_ref()
+        .map_err(|e| ScalerError::Metadata(e.clone()))?;
+    let path = spec
+        .value_location
+        .as_ref()
+        .map_err(|e| ScalerError::Metadata(e.clone()))?;
+    let body = search.body();
+    let mut headers = HeaderMap::new();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    let n = servers.len().min(addresses.len()).max(1);
+    let first = servers.position().fetch_add(1, Ordering::Relaxed) % n;
+    let mut last = None;
+    for i in 0..n {
+        let index = (first + i) % n;
+        let (Some((base, _)), Some(client)) = (addresses.get(index), servers.get(index)) else {
+            continue;
+        };
+        let url = search.url(base, &spec.indices);
+        let operation = || {
+            let what = match search {
+                Search::Query(_) => "query".to_string(),
+                Search::Template { id, .. } => format!("search template {id}"),
             };
-            match client.post(url.clone(), &headers, body.clone()).await {
-                Ok(answer) => {
-                    return value_at(&answer, path, &spec.location, ignore_null_values).map_err(
-                        |why| ScalerError::Query {
-                            trigger: trigger.clone(),
-                            operation: operation(),
-                            source: Failure::answer(why, &answer),
-                        },
-                    );
-                }
-                Err(e) => {
-                    let again = retried(&e);
-                    let error = ScalerError::Query {
+            format!("{system} {what} on {}", describe_url(&url))
+        };
+        match client.post(url.clone(), &headers, body.clone()).await {
+            Ok(answer) => {
+                return value_at(&answer, path, &spec.location, ignore_null_values).map_err(
+                    |why| ScalerError::Query {
                         trigger: trigger.clone(),
                         operation: operation(),
-                        source: error_answer(system, &e),
-                    };
-                    if !again {
-                        return Err(error);
-                    }
-                    last = Some(error);
+                        source: Failure::answer(why, &answer),
+                    },
+                );
+            }
+            Err(e) => {
+                let again = retried(&e);
+                let error = ScalerError::Query {
+                    trigger: trigger.clone(),
+                    operation: operation(),
+                    source: error_answer(system, &e),
+                };
+                if !again {
+                    return Err(error);
                 }
+                last = Some(error);
             }
         }
-        Err(last.unwrap_or_else(|| ScalerError::Closed {
-            trigger: trigger.clone(),
-        }))
     }
+    Err(last.unwrap_or_else(|| ScalerError::Closed {
+        trigger: trigger.clone(),
+    }))
 }
 
 #[cfg(test)]

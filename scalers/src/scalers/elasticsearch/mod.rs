@@ -10,13 +10,15 @@ use k8s_openapi::api::autoscaling::v2::MetricSpec;
 
 use crate::authentication::{AuthMode, HttpAuth};
 use crate::context::ScalerContext;
-use crate::error::{ScalerError, Source, TriggerId};
+use crate::error::{MetadataError, ScalerError, Source};
 use crate::http_client::{self, HttpClientKey, parse_http_url};
+use crate::http_servers::{self, Servers, ServersKey};
 use crate::metadata::{AUTH_METADATA, MetadataParser, Param};
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target_milli};
-use crate::pool::Held;
-use crate::scaler::{BuiltScaler, MetricsAndActivity, Scaler};
-use crate::scalers::search::{Cluster, SearchParams, SearchSpec};
+use crate::pool::Lease;
+use crate::pooled::{PooledSource, ReadCtx};
+use crate::scaler::MetricsAndActivity;
+use crate::scalers::search::{self, SearchParams, SearchSpec};
 use crate::secret::Secret;
 use crate::tls::TlsSettings;
 
@@ -224,80 +226,54 @@ fn api_key_auth(
     })
 }
 
-/// An `elasticsearch` scaler holding its share of each address's client.
-pub struct ElasticsearchScaler {
-    config: ElasticsearchConfig,
-    trigger: TriggerId,
-    cluster: Cluster,
-}
-
-impl ElasticsearchScaler {
-    /// Parses the trigger and leases the client of each address. Does not connect.
-    ///
-    /// # Errors
-    /// Invalid metadata.
-    pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
-        let config = ElasticsearchConfig::parse(ctx)?;
-        let mut servers = Vec::with_capacity(config.servers.len());
-        for (url, key) in &config.servers {
-            let lease = http_client::lease(ctx, key.clone()).await?;
-            servers.push((url.clone(), Held::new(lease)));
-        }
-        Ok(Self {
-            config,
-            trigger: ctx.trigger_id(),
-            cluster: Cluster::new(servers),
-        })
-    }
-
-    /// The parsed trigger.
-    pub fn config(&self) -> &ElasticsearchConfig {
-        &self.config
-    }
-}
-
 #[async_trait]
-impl Scaler for ElasticsearchScaler {
+impl PooledSource for ElasticsearchConfig {
+    type Key = ServersKey;
+    type Client = Servers;
+
+    fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
+        ElasticsearchConfig::parse(ctx)
+    }
+
+    fn client_key(&self) -> Result<ServersKey, MetadataError> {
+        Ok(self.servers.iter().map(|(_, key)| key.clone()).collect())
+    }
+
+    async fn connect(
+        ctx: &ScalerContext,
+        key: ServersKey,
+    ) -> Result<Lease<ServersKey, Servers>, ScalerError> {
+        http_servers::lease(ctx, key).await
+    }
+
     fn metric_specs(&self) -> Vec<MetricSpec> {
         vec![external_metric_spec(
-            self.config.metric_name.clone(),
-            metric_target_milli(self.config.metric_type, self.config.target_value),
+            self.metric_name.clone(),
+            metric_target_milli(self.metric_type, self.target_value),
         )]
     }
 
-    async fn metrics_and_activity(
+    async fn read(
         &self,
+        servers: &Servers,
+        read: ReadCtx<'_>,
         metric_name: &str,
     ) -> Result<MetricsAndActivity, ScalerError> {
-        let value = self
-            .cluster
-            .value(
-                "elasticsearch",
-                &self.trigger,
-                &self.config.search,
-                self.config.ignore_null_values,
-            )
-            .await?;
+        let value = search::value(
+            servers,
+            "elasticsearch",
+            read.trigger,
+            &self.servers,
+            &self.search,
+            self.ignore_null_values,
+        )
+        .await?;
         Ok(MetricsAndActivity::single(
             metric_name,
             value,
-            self.config.activation_target_value,
+            self.activation_target_value,
         ))
     }
-
-    async fn close(&self) {
-        self.cluster.release();
-    }
-}
-
-/// Factory of `elasticsearch`.
-///
-/// # Errors
-/// See [`ElasticsearchScaler::build`].
-pub async fn build(ctx: ScalerContext) -> Result<BuiltScaler, ScalerError> {
-    Ok(BuiltScaler::Pull(Box::new(
-        ElasticsearchScaler::build(&ctx).await?,
-    )))
 }
 
 #[cfg(test)]

@@ -8,13 +8,15 @@ use k8s_openapi::api::autoscaling::v2::MetricSpec;
 
 use crate::authentication::{AuthMode, HttpAuth};
 use crate::context::ScalerContext;
-use crate::error::{ScalerError, Source, TriggerId};
+use crate::error::{MetadataError, ScalerError, Source};
 use crate::http_client::{self, HttpClientKey, parse_http_url};
+use crate::http_servers::{self, Servers, ServersKey};
 use crate::metadata::{AUTH_METADATA, METADATA_AUTH, Param};
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target_milli};
-use crate::pool::Held;
-use crate::scaler::{BuiltScaler, MetricsAndActivity, Scaler};
-use crate::scalers::search::{Cluster, SearchParams, SearchSpec};
+use crate::pool::Lease;
+use crate::pooled::{PooledSource, ReadCtx};
+use crate::scaler::MetricsAndActivity;
+use crate::scalers::search::{self, SearchParams, SearchSpec};
 use crate::secret::Secret;
 use crate::tls::TlsSettings;
 
@@ -161,80 +163,54 @@ impl OpenSearchConfig {
     }
 }
 
-/// An `opensearch` scaler holding its share of each address's client.
-pub struct OpenSearchScaler {
-    config: OpenSearchConfig,
-    trigger: TriggerId,
-    cluster: Cluster,
-}
-
-impl OpenSearchScaler {
-    /// Parses the trigger and leases the client of each address. Does not connect.
-    ///
-    /// # Errors
-    /// Invalid metadata, or TLS material that does not parse (named by parameter).
-    pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
-        let config = OpenSearchConfig::parse(ctx)?;
-        let mut servers = Vec::with_capacity(config.servers.len());
-        for (url, key) in &config.servers {
-            let lease = http_client::lease(ctx, key.clone()).await?;
-            servers.push((url.clone(), Held::new(lease)));
-        }
-        Ok(Self {
-            config,
-            trigger: ctx.trigger_id(),
-            cluster: Cluster::new(servers),
-        })
-    }
-
-    /// The parsed trigger.
-    pub fn config(&self) -> &OpenSearchConfig {
-        &self.config
-    }
-}
-
 #[async_trait]
-impl Scaler for OpenSearchScaler {
+impl PooledSource for OpenSearchConfig {
+    type Key = ServersKey;
+    type Client = Servers;
+
+    fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
+        OpenSearchConfig::parse(ctx)
+    }
+
+    fn client_key(&self) -> Result<ServersKey, MetadataError> {
+        Ok(self.servers.iter().map(|(_, key)| key.clone()).collect())
+    }
+
+    async fn connect(
+        ctx: &ScalerContext,
+        key: ServersKey,
+    ) -> Result<Lease<ServersKey, Servers>, ScalerError> {
+        http_servers::lease(ctx, key).await
+    }
+
     fn metric_specs(&self) -> Vec<MetricSpec> {
         vec![external_metric_spec(
-            self.config.metric_name.clone(),
-            metric_target_milli(self.config.metric_type, self.config.target_value),
+            self.metric_name.clone(),
+            metric_target_milli(self.metric_type, self.target_value),
         )]
     }
 
-    async fn metrics_and_activity(
+    async fn read(
         &self,
+        servers: &Servers,
+        read: ReadCtx<'_>,
         metric_name: &str,
     ) -> Result<MetricsAndActivity, ScalerError> {
-        let value = self
-            .cluster
-            .value(
-                "opensearch",
-                &self.trigger,
-                &self.config.search,
-                self.config.ignore_null_values,
-            )
-            .await?;
+        let value = search::value(
+            servers,
+            "opensearch",
+            read.trigger,
+            &self.servers,
+            &self.search,
+            self.ignore_null_values,
+        )
+        .await?;
         Ok(MetricsAndActivity::single(
             metric_name,
             value,
-            self.config.activation_target_value,
+            self.activation_target_value,
         ))
     }
-
-    async fn close(&self) {
-        self.cluster.release();
-    }
-}
-
-/// Factory of `opensearch`.
-///
-/// # Errors
-/// See [`OpenSearchScaler::build`].
-pub async fn build(ctx: ScalerContext) -> Result<BuiltScaler, ScalerError> {
-    Ok(BuiltScaler::Pull(Box::new(
-        OpenSearchScaler::build(&ctx).await?,
-    )))
 }
 
 #[cfg(test)]
