@@ -242,6 +242,92 @@ pub fn declare<S: PooledSource>(params: &'static [Param]) -> impl ScalerFactory 
     Declared::new(build::<S>, params).with_check(check::<S>)
 }
 
+/// A client that several trigger types lease by the same key (the Azure AD client of the
+/// azure-* types, the GCP client of the gcp-* types): how to lease it.
+#[async_trait]
+pub trait SharedClient: Send + Sync + Sized + 'static {
+    /// What triggers share the client by.
+    type Key: Eq + Hash + Clone + Send + Sync + 'static;
+
+    /// See [`PooledSource::connect`].
+    ///
+    /// # Errors
+    /// See [`PooledSource::connect`].
+    async fn lease(
+        ctx: &ScalerContext,
+        key: Self::Key,
+    ) -> Result<Lease<Self::Key, Self>, ScalerError>;
+}
+
+/// A trigger type read through a [`SharedClient`] whose key its parsed configuration holds:
+/// [`PooledSource`] without the leasing, which the client kind does. Register it as
+/// `declare::<Keyed<MyConfig>>(PARAMS)`.
+#[async_trait]
+pub trait KeyedSource: Send + Sync + Sized + 'static {
+    /// The client the reads go through.
+    type Client: SharedClient;
+
+    /// See [`PooledSource::parse`].
+    ///
+    /// # Errors
+    /// See [`PooledSource::parse`].
+    fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError>;
+
+    /// The key of the client to lease.
+    fn key(&self) -> &<Self::Client as SharedClient>::Key;
+
+    /// See [`PooledSource::metric_specs`].
+    fn metric_specs(&self) -> Vec<MetricSpec>;
+
+    /// See [`PooledSource::read`].
+    ///
+    /// # Errors
+    /// See [`PooledSource::read`].
+    async fn read(
+        &self,
+        client: &Self::Client,
+        read: ReadCtx<'_>,
+        metric_name: &str,
+    ) -> Result<MetricsAndActivity, ScalerError>;
+}
+
+/// A [`KeyedSource`] as a [`PooledSource`].
+pub struct Keyed<S>(pub S);
+
+#[async_trait]
+impl<S: KeyedSource> PooledSource for Keyed<S> {
+    type Key = <S::Client as SharedClient>::Key;
+    type Client = S::Client;
+
+    fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
+        S::parse(ctx).map(Keyed)
+    }
+
+    fn client_key(&self) -> Result<Self::Key, MetadataError> {
+        Ok(self.0.key().clone())
+    }
+
+    async fn connect(
+        ctx: &ScalerContext,
+        key: Self::Key,
+    ) -> Result<Lease<Self::Key, Self::Client>, ScalerError> {
+        S::Client::lease(ctx, key).await
+    }
+
+    fn metric_specs(&self) -> Vec<MetricSpec> {
+        self.0.metric_specs()
+    }
+
+    async fn read(
+        &self,
+        client: &Self::Client,
+        read: ReadCtx<'_>,
+        metric_name: &str,
+    ) -> Result<MetricsAndActivity, ScalerError> {
+        self.0.read(client, read, metric_name).await
+    }
+}
+
 /// One HTTP request of a read: `GET` without a body, `POST` with one.
 #[derive(Clone, Debug)]
 pub struct ApiRequest<'a> {
