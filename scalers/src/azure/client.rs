@@ -353,6 +353,18 @@ pub async fn lease(
         })
 }
 
+#[async_trait::async_trait]
+impl crate::pooled::SharedClient for StorageClient {
+    type Key = StorageClientKey;
+
+    async fn lease(
+        ctx: &ScalerContext,
+        key: StorageClientKey,
+    ) -> Result<Lease<StorageClientKey, StorageClient>, ScalerError> {
+        lease(ctx, key).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

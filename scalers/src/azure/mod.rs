@@ -133,17 +133,6 @@ impl StorageSettings {
     }
 }
 
-impl StorageSettings {
-    /// The key of the pooled client of these settings, with `timeout` per request.
-    pub fn client_key(&self, timeout: std::time::Duration) -> client::StorageClientKey {
-        client::StorageClientKey {
-            endpoint: self.endpoint.clone(),
-            credential: self.credential.clone(),
-            timeout,
-        }
-    }
-}
-
 /// KEDA's `ParseAzureStorageEndpointSuffix`: without `cloud` the public cloud's
 /// `<service>.core.windows.net`; `cloud: Private` needs `endpointSuffix`; any other `cloud`
 /// must name a known Azure cloud (case-insensitive).

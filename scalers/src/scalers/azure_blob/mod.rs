@@ -25,11 +25,10 @@ use crate::azure::{
     ACCOUNT_NAME, CLOUD, CONNECTION_BLOB, ENDPOINT_SUFFIX, Service, StorageSettings,
 };
 use crate::context::ScalerContext;
-use crate::error::{MetadataError, ScalerError};
+use crate::error::ScalerError;
 use crate::metadata::Param;
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target};
-use crate::pool::Lease;
-use crate::pooled::{PooledSource, ReadCtx};
+use crate::pooled::{KeyedSource, ReadCtx};
 use crate::scaler::{MetricValue, MetricsAndActivity};
 
 const BLOB_CONTAINER_NAME: Param = Param::required("blobContainerName");
@@ -83,8 +82,9 @@ pub struct AzureBlobConfig {
     pub metric_name: String,
     /// AverageValue or Value.
     pub metric_type: MetricTargetType,
-    /// Timeout of one request (`KEDA_HTTP_DEFAULT_TIMEOUT`).
-    pub timeout: std::time::Duration,
+    /// The pooled client's key: the storage endpoint, the credential and the timeout of one
+    /// request (`KEDA_HTTP_DEFAULT_TIMEOUT`).
+    pub key: StorageClientKey,
 }
 
 impl AzureBlobConfig {
@@ -117,17 +117,25 @@ impl AzureBlobConfig {
                 })?),
                 None => None,
             };
+            // The targets, then the connection string: the order its errors are reported in.
+            let target = p.get(&BLOB_COUNT)?;
+            let activation = p.get(&ACTIVATION_BLOB_COUNT)?;
+            let storage = StorageSettings::parse(p, Service::Blob, &CONNECTION_BLOB)?;
             Ok(Self {
                 metric_name: ctx.metric_name(&format!("azure-blob-{container}")),
-                target: p.get(&BLOB_COUNT)?,
-                activation: p.get(&ACTIVATION_BLOB_COUNT)?,
+                target,
+                activation,
                 delimiter,
                 prefix,
                 glob,
-                storage: StorageSettings::parse(p, Service::Blob, &CONNECTION_BLOB)?,
+                key: StorageClientKey {
+                    endpoint: storage.endpoint.clone(),
+                    credential: storage.credential.clone(),
+                    timeout: ctx.global_http_timeout,
+                },
+                storage,
                 container,
                 metric_type,
-                timeout: ctx.global_http_timeout,
             })
         })?)
     }
@@ -255,23 +263,15 @@ pub(crate) fn parse_page(body: &[u8]) -> Result<Page, String> {
 }
 
 #[async_trait]
-impl PooledSource for AzureBlobConfig {
-    type Key = StorageClientKey;
+impl KeyedSource for AzureBlobConfig {
     type Client = StorageClient;
 
     fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
         AzureBlobConfig::parse(ctx)
     }
 
-    fn client_key(&self) -> Result<StorageClientKey, MetadataError> {
-        Ok(self.storage.client_key(self.timeout))
-    }
-
-    async fn connect(
-        ctx: &ScalerContext,
-        key: StorageClientKey,
-    ) -> Result<Lease<StorageClientKey, StorageClient>, ScalerError> {
-        client::lease(ctx, key).await
+    fn key(&self) -> &StorageClientKey {
+        &self.key
     }
 
     fn metric_specs(&self) -> Vec<MetricSpec> {

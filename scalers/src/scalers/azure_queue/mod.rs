@@ -18,11 +18,10 @@ use crate::azure::{
     ACCOUNT_NAME, CLOUD, CONNECTION_QUEUE, ENDPOINT_SUFFIX, Service, StorageSettings,
 };
 use crate::context::ScalerContext;
-use crate::error::{MetadataError, ScalerError};
+use crate::error::ScalerError;
 use crate::metadata::Param;
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target};
-use crate::pool::Lease;
-use crate::pooled::{PooledSource, ReadCtx};
+use crate::pooled::{KeyedSource, ReadCtx};
 use crate::scaler::{MetricValue, MetricsAndActivity};
 
 const QUEUE_NAME: Param = Param::required("queueName");
@@ -75,8 +74,9 @@ pub struct AzureQueueConfig {
     pub metric_name: String,
     /// AverageValue or Value.
     pub metric_type: MetricTargetType,
-    /// Timeout of one request (`KEDA_HTTP_DEFAULT_TIMEOUT`).
-    pub timeout: std::time::Duration,
+    /// The pooled client's key: the storage endpoint, the credential and the timeout of one
+    /// request (`KEDA_HTTP_DEFAULT_TIMEOUT`).
+    pub key: StorageClientKey,
 }
 
 impl AzureQueueConfig {
@@ -92,38 +92,38 @@ impl AzureQueueConfig {
                 "visibleonly" => Strategy::VisibleOnly,
                 _ => Strategy::All,
             };
+            // The targets, then the connection string: the order its errors are reported in.
+            let target = p.get(&QUEUE_LENGTH)?;
+            let activation = p.get(&ACTIVATION_QUEUE_LENGTH)?;
+            let storage = StorageSettings::parse(p, Service::Queue, &CONNECTION_QUEUE)?;
             Ok(Self {
                 metric_name: ctx.metric_name(&format!("azure-queue-{queue_name}")),
-                target: p.get(&QUEUE_LENGTH)?,
-                activation: p.get(&ACTIVATION_QUEUE_LENGTH)?,
+                target,
+                activation,
                 strategy,
-                storage: StorageSettings::parse(p, Service::Queue, &CONNECTION_QUEUE)?,
+                key: StorageClientKey {
+                    endpoint: storage.endpoint.clone(),
+                    credential: storage.credential.clone(),
+                    timeout: ctx.global_http_timeout,
+                },
+                storage,
                 queue_name,
                 metric_type,
-                timeout: ctx.global_http_timeout,
             })
         })?)
     }
 }
 
 #[async_trait]
-impl PooledSource for AzureQueueConfig {
-    type Key = StorageClientKey;
+impl KeyedSource for AzureQueueConfig {
     type Client = StorageClient;
 
     fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
         AzureQueueConfig::parse(ctx)
     }
 
-    fn client_key(&self) -> Result<StorageClientKey, MetadataError> {
-        Ok(self.storage.client_key(self.timeout))
-    }
-
-    async fn connect(
-        ctx: &ScalerContext,
-        key: StorageClientKey,
-    ) -> Result<Lease<StorageClientKey, StorageClient>, ScalerError> {
-        client::lease(ctx, key).await
+    fn key(&self) -> &StorageClientKey {
+        &self.key
     }
 
     fn metric_specs(&self) -> Vec<MetricSpec> {
