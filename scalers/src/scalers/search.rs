@@ -9,20 +9,29 @@
 //! <https://docs.opensearch.org/latest/api-reference/search-apis/search-template/>.
 //!
 //! Several addresses are tried in turn, starting one further at each read (the Go clients'
-//! round robin); a connection failure, a timeout or a 502/503/504 moves on to the next one
+//! round robin, kept in the shared [`Servers`] client of the addresses); a connection failure, a timeout or a 502/503/504 moves on to the next one
 //! (their retries), any other answer ends the read.
 
+use std::marker::PhantomData;
 use std::sync::atomic::Ordering;
+
+use async_trait::async_trait;
+use k8s_openapi::api::autoscaling::v2::MetricSpec;
 
 use bytes::Bytes;
 use http::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde_json::Value;
 
+use crate::context::ScalerContext;
 use crate::error::{MetadataError, ScalerError, TriggerId};
 use crate::http_client::{HttpClientKey, HttpGetError, describe_url};
-use crate::http_servers::Servers;
+use crate::http_servers::{self, Servers, ServersKey};
 use crate::metadata::{MetadataParser, Param};
+use crate::metric::{MetricTargetType, external_metric_spec, metric_target_milli};
+use crate::pool::Lease;
+use crate::pooled::{PooledSource, ReadCtx};
 use crate::remote::{Classify, Failure, Kind};
+use crate::scaler::MetricsAndActivity;
 use crate::scalers::metrics_api::json_path::{JsonPath, type_name};
 
 /// The error `type`s of Elasticsearch and OpenSearch answers that may be shown (the body's
@@ -373,6 +382,90 @@ pub async fn value(
     Err(last.unwrap_or_else(|| ScalerError::Closed {
         trigger: trigger.clone(),
     }))
+}
+
+/// `elasticsearch` or `opensearch`: what differs between the two trigger types.
+pub trait SearchSystem: Send + Sync + Sized + 'static {
+    /// The trigger type, in messages.
+    const TYPE: &'static str;
+
+    /// Parses a trigger of this type.
+    ///
+    /// # Errors
+    /// See [`PooledSource::parse`].
+    fn parse(ctx: &ScalerContext) -> Result<SearchTrigger<Self>, ScalerError>;
+}
+
+/// A parsed `elasticsearch` or `opensearch` trigger.
+#[derive(Clone, Debug)]
+pub struct SearchTrigger<S> {
+    /// Each address and its pooled client's key.
+    pub servers: Vec<(url::Url, HttpClientKey)>,
+    /// Indices, search, value location. A search that cannot be sent fails every read, as in
+    /// KEDA.
+    pub search: SearchSpec,
+    /// The target.
+    pub target_value: f64,
+    /// Active iff the value is above this.
+    pub activation_target_value: f64,
+    /// A missing or null value is 0 instead of an error.
+    pub ignore_null_values: bool,
+    /// `s<index>-<type>-<searchTemplateName>` or `s<index>-<type>-query`.
+    pub metric_name: String,
+    /// AverageValue or Value.
+    pub metric_type: MetricTargetType,
+    /// Which of the two.
+    pub system: PhantomData<S>,
+}
+
+#[async_trait]
+impl<S: SearchSystem> PooledSource for SearchTrigger<S> {
+    type Key = ServersKey;
+    type Client = Servers;
+
+    fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
+        S::parse(ctx)
+    }
+
+    fn client_key(&self) -> Result<ServersKey, MetadataError> {
+        Ok(self.servers.iter().map(|(_, key)| key.clone()).collect())
+    }
+
+    async fn connect(
+        ctx: &ScalerContext,
+        key: ServersKey,
+    ) -> Result<Lease<ServersKey, Servers>, ScalerError> {
+        http_servers::lease(ctx, key).await
+    }
+
+    fn metric_specs(&self) -> Vec<MetricSpec> {
+        vec![external_metric_spec(
+            self.metric_name.clone(),
+            metric_target_milli(self.metric_type, self.target_value),
+        )]
+    }
+
+    async fn read(
+        &self,
+        servers: &Servers,
+        read: ReadCtx<'_>,
+        metric_name: &str,
+    ) -> Result<MetricsAndActivity, ScalerError> {
+        let value = value(
+            servers,
+            S::TYPE,
+            read.trigger,
+            &self.servers,
+            &self.search,
+            self.ignore_null_values,
+        )
+        .await?;
+        Ok(MetricsAndActivity::single(
+            metric_name,
+            value,
+            self.activation_target_value,
+        ))
+    }
 }
 
 #[cfg(test)]

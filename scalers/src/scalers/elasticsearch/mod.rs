@@ -3,22 +3,17 @@
 //! addresses with basic authentication, or an Elastic Cloud ID with an API key. The request and
 //! the reading are shared with `opensearch` ([`crate::scalers::search`]).
 
-use async_trait::async_trait;
 use base64::Engine as _;
 use http::header::{AUTHORIZATION, HeaderValue};
-use k8s_openapi::api::autoscaling::v2::MetricSpec;
+
+use std::marker::PhantomData;
 
 use crate::authentication::{AuthMode, HttpAuth};
 use crate::context::ScalerContext;
-use crate::error::{MetadataError, ScalerError, Source};
+use crate::error::{ScalerError, Source};
 use crate::http_client::{self, HttpClientKey, parse_http_url};
-use crate::http_servers::{self, Servers, ServersKey};
 use crate::metadata::{AUTH_METADATA, MetadataParser, Param};
-use crate::metric::{MetricTargetType, external_metric_spec, metric_target_milli};
-use crate::pool::Lease;
-use crate::pooled::{PooledSource, ReadCtx};
-use crate::scaler::MetricsAndActivity;
-use crate::scalers::search::{self, SearchParams, SearchSpec};
+use crate::scalers::search::{SearchParams, SearchSpec, SearchSystem, SearchTrigger};
 use crate::secret::Secret;
 use crate::tls::TlsSettings;
 
@@ -70,24 +65,20 @@ const SEARCH: SearchParams = SearchParams {
     value_location: VALUE_LOCATION,
 };
 
-/// The parsed trigger.
-#[derive(Clone, Debug)]
-pub struct ElasticsearchConfig {
-    /// Each address and its pooled client's key.
-    pub servers: Vec<(url::Url, HttpClientKey)>,
-    /// Indices, search, value location.
-    pub search: SearchSpec,
-    /// The target.
-    pub target_value: f64,
-    /// Active iff the value is above this.
-    pub activation_target_value: f64,
-    /// A missing or null value is 0 instead of an error.
-    pub ignore_null_values: bool,
-    /// `s<index>-elasticsearch-<searchTemplateName>` or `s<index>-elasticsearch-query`.
-    pub metric_name: String,
-    /// AverageValue or Value.
-    pub metric_type: MetricTargetType,
+/// The `elasticsearch` trigger type.
+#[derive(Clone, Copy, Debug)]
+pub struct Elasticsearch;
+
+impl SearchSystem for Elasticsearch {
+    const TYPE: &'static str = "elasticsearch";
+
+    fn parse(ctx: &ScalerContext) -> Result<ElasticsearchConfig, ScalerError> {
+        ElasticsearchConfig::parse(ctx)
+    }
 }
+
+/// The parsed trigger.
+pub type ElasticsearchConfig = SearchTrigger<Elasticsearch>;
 
 /// The address of an Elastic Cloud ID (`<name>:<base64 of host$es-id$kibana-id>`), as the Go
 /// client derives it: `https://<es-id>.<host>`.
@@ -201,6 +192,7 @@ impl ElasticsearchConfig {
                 activation_target_value: p.get(&ACTIVATION_TARGET_VALUE)?,
                 ignore_null_values: p.get(&IGNORE_NULL_VALUES)?,
                 metric_type,
+                system: PhantomData,
             })
         })?)
     }
@@ -224,56 +216,6 @@ fn api_key_auth(
         tls,
         ..HttpAuth::default()
     })
-}
-
-#[async_trait]
-impl PooledSource for ElasticsearchConfig {
-    type Key = ServersKey;
-    type Client = Servers;
-
-    fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
-        ElasticsearchConfig::parse(ctx)
-    }
-
-    fn client_key(&self) -> Result<ServersKey, MetadataError> {
-        Ok(self.servers.iter().map(|(_, key)| key.clone()).collect())
-    }
-
-    async fn connect(
-        ctx: &ScalerContext,
-        key: ServersKey,
-    ) -> Result<Lease<ServersKey, Servers>, ScalerError> {
-        http_servers::lease(ctx, key).await
-    }
-
-    fn metric_specs(&self) -> Vec<MetricSpec> {
-        vec![external_metric_spec(
-            self.metric_name.clone(),
-            metric_target_milli(self.metric_type, self.target_value),
-        )]
-    }
-
-    async fn read(
-        &self,
-        servers: &Servers,
-        read: ReadCtx<'_>,
-        metric_name: &str,
-    ) -> Result<MetricsAndActivity, ScalerError> {
-        let value = search::value(
-            servers,
-            "elasticsearch",
-            read.trigger,
-            &self.servers,
-            &self.search,
-            self.ignore_null_values,
-        )
-        .await?;
-        Ok(MetricsAndActivity::single(
-            metric_name,
-            value,
-            self.activation_target_value,
-        ))
-    }
 }
 
 #[cfg(test)]

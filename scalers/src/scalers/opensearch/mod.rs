@@ -3,20 +3,14 @@
 //! authentication, or a client certificate with `enableTLS`. The request and the reading are
 //! shared with `elasticsearch` ([`crate::scalers::search`]).
 
-use async_trait::async_trait;
-use k8s_openapi::api::autoscaling::v2::MetricSpec;
+use std::marker::PhantomData;
 
 use crate::authentication::{AuthMode, HttpAuth};
 use crate::context::ScalerContext;
-use crate::error::{MetadataError, ScalerError, Source};
+use crate::error::{ScalerError, Source};
 use crate::http_client::{self, HttpClientKey, parse_http_url};
-use crate::http_servers::{self, Servers, ServersKey};
 use crate::metadata::{AUTH_METADATA, METADATA_AUTH, Param};
-use crate::metric::{MetricTargetType, external_metric_spec, metric_target_milli};
-use crate::pool::Lease;
-use crate::pooled::{PooledSource, ReadCtx};
-use crate::scaler::MetricsAndActivity;
-use crate::scalers::search::{self, SearchParams, SearchSpec};
+use crate::scalers::search::{SearchParams, SearchSpec, SearchSystem, SearchTrigger};
 use crate::secret::Secret;
 use crate::tls::TlsSettings;
 
@@ -74,25 +68,20 @@ const SEARCH: SearchParams = SearchParams {
     value_location: VALUE_LOCATION,
 };
 
-/// The parsed trigger.
-#[derive(Clone, Debug)]
-pub struct OpenSearchConfig {
-    /// Each address and its pooled client's key.
-    pub servers: Vec<(url::Url, HttpClientKey)>,
-    /// Indices, search, value location. A `query` that is not JSON fails every read, as in
-    /// KEDA (`invalid query JSON`).
-    pub search: SearchSpec,
-    /// The target.
-    pub target_value: f64,
-    /// Active iff the value is above this.
-    pub activation_target_value: f64,
-    /// A missing or null value is 0 instead of an error.
-    pub ignore_null_values: bool,
-    /// `s<index>-opensearch-<searchTemplateName>` or `s<index>-opensearch-query`.
-    pub metric_name: String,
-    /// AverageValue or Value.
-    pub metric_type: MetricTargetType,
+/// The `opensearch` trigger type.
+#[derive(Clone, Copy, Debug)]
+pub struct OpenSearch;
+
+impl SearchSystem for OpenSearch {
+    const TYPE: &'static str = "opensearch";
+
+    fn parse(ctx: &ScalerContext) -> Result<OpenSearchConfig, ScalerError> {
+        OpenSearchConfig::parse(ctx)
+    }
 }
+
+/// The parsed trigger.
+pub type OpenSearchConfig = SearchTrigger<OpenSearch>;
 
 impl OpenSearchConfig {
     /// Parses the trigger.
@@ -158,58 +147,9 @@ impl OpenSearchConfig {
                 activation_target_value: p.get(&ACTIVATION_TARGET_VALUE)?,
                 ignore_null_values: p.get(&IGNORE_NULL_VALUES)?,
                 metric_type,
+                system: PhantomData,
             })
         })?)
-    }
-}
-
-#[async_trait]
-impl PooledSource for OpenSearchConfig {
-    type Key = ServersKey;
-    type Client = Servers;
-
-    fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
-        OpenSearchConfig::parse(ctx)
-    }
-
-    fn client_key(&self) -> Result<ServersKey, MetadataError> {
-        Ok(self.servers.iter().map(|(_, key)| key.clone()).collect())
-    }
-
-    async fn connect(
-        ctx: &ScalerContext,
-        key: ServersKey,
-    ) -> Result<Lease<ServersKey, Servers>, ScalerError> {
-        http_servers::lease(ctx, key).await
-    }
-
-    fn metric_specs(&self) -> Vec<MetricSpec> {
-        vec![external_metric_spec(
-            self.metric_name.clone(),
-            metric_target_milli(self.metric_type, self.target_value),
-        )]
-    }
-
-    async fn read(
-        &self,
-        servers: &Servers,
-        read: ReadCtx<'_>,
-        metric_name: &str,
-    ) -> Result<MetricsAndActivity, ScalerError> {
-        let value = search::value(
-            servers,
-            "opensearch",
-            read.trigger,
-            &self.servers,
-            &self.search,
-            self.ignore_null_values,
-        )
-        .await?;
-        Ok(MetricsAndActivity::single(
-            metric_name,
-            value,
-            self.activation_target_value,
-        ))
     }
 }
 
