@@ -128,7 +128,7 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     );
     registry.register(
         "azure-blob",
-        crate::pooled::declare::<azure_blob::AzureBlobConfig>(azure_blob::PARAMS),
+        crate::pooled::declare::<Keyed<azure_blob::AzureBlobConfig>>(azure_blob::PARAMS),
     );
     registry.register(
         "azure-data-explorer",
@@ -156,7 +156,7 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     );
     registry.register(
         "azure-queue",
-        crate::pooled::declare::<azure_queue::AzureQueueConfig>(azure_queue::PARAMS),
+        crate::pooled::declare::<Keyed<azure_queue::AzureQueueConfig>>(azure_queue::PARAMS),
     );
     registry.register(
         "azure-servicebus",
@@ -164,8 +164,7 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     );
     registry.register(
         "beanstalkd",
-        Declared::new(beanstalkd::build, beanstalkd::PARAMS)
-            .with_check(|ctx| beanstalkd::BeanstalkdConfig::parse(ctx).map(drop)),
+        crate::pooled::declare::<beanstalkd::BeanstalkdConfig>(beanstalkd::PARAMS),
     );
     registry.register(
         "cpu",
