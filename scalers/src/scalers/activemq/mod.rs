@@ -15,7 +15,7 @@ use percent_encoding::percent_decode_str;
 use crate::authentication::{AuthMode, HttpAuth};
 use crate::context::ScalerContext;
 use crate::error::{MetadataError, ScalerError, Source};
-use crate::http_client::{HttpClientKey, describe_url, origin};
+use crate::http_client::{self, HttpClientKey, describe_url, origin};
 use crate::metadata::{MetadataParser, Param};
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target};
 use crate::pooled::{ApiRequest, HttpApi, HttpCall};
@@ -95,19 +95,6 @@ pub struct ActiveMqRequest {
     pub cors_header: HeaderValue,
     /// The pooled client's key: origin, basic credentials, timeout.
     pub client: HttpClientKey,
-}
-
-/// The host (and port) of `template` as written, without user information: Go's `url.URL.Host`,
-/// which KEDA takes as the management endpoint (the default `corsHeader` is made from it).
-fn written_host(template: &str) -> String {
-    let Some((_, rest)) = template.split_once("://") else {
-        return String::new();
-    };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, host)| host)
-        .to_string()
 }
 
 /// The `key=value` pairs of the object name in a Jolokia read URL's path: what follows the
@@ -199,7 +186,7 @@ impl ActiveMqConfig {
                         };
                         let destination = key("destinationName")?;
                         let broker = key("brokerName")?;
-                        let endpoint = written_host(&template);
+                        let endpoint = http_client::written_host(&template);
                         (template, endpoint, destination, broker)
                     }
                     None => (

@@ -86,18 +86,6 @@ pub struct ArtemisConfig {
     headers: HeaderMap,
 }
 
-/// The host of `template` as written (Go's `url.URL.Host`).
-fn written_host(template: &str) -> String {
-    let Some((_, rest)) = template.split_once("://") else {
-        return String::new();
-    };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, host)| host)
-        .to_string()
-}
-
 /// KEDA's `getAPIParameters`: the object name's keys in the template's path as written (what
 /// follows the first `:` up to the next `/`, `,` read as `&`, `""` removed), decoded as a
 /// query; the first value of each key.
@@ -151,7 +139,7 @@ impl ArtemisConfig {
                         let address = key("address", "brokerAddress")?;
                         let queue = key("queue", "queueName")?;
                         let broker = key("broker", "brokerName")?;
-                        let endpoint = written_host(&template);
+                        let endpoint = http_client::written_host(&template);
                         (template, endpoint, queue, broker, address)
                     }
                     None => (
