@@ -44,6 +44,8 @@ pub const CERT: Param = Param::optional("cert").order(AUTH).secret();
 pub const KEY: Param = Param::optional("key").order(AUTH).secret();
 /// The PEM CA bundle the server certificate is checked against (added to the system roots).
 pub const CA: Param = Param::optional("ca").order(AUTH).secret();
+/// The password of an encrypted PKCS#8 `key`.
+pub const KEY_PASSWORD: Param = Param::optional("keyPassword").order(AUTH).secret();
 /// `custom`: the header name.
 pub const CUSTOM_AUTH_HEADER: Param = Param::optional("customAuthHeader").order(AUTH);
 /// `custom`: the header value.
@@ -335,6 +337,36 @@ fn header_value_error(p: &MetadataParser<'_>, param: &Param) -> MetadataError {
         "parameter \"{}\" contains characters that are not allowed in an HTTP header",
         param.name
     ))
+}
+
+/// The TLS settings of KEDA's IBM MQ and ActiveMQ Artemis scalers: `unsafe_ssl` (their
+/// `unsafeSsl`), a client certificate from `cert`, `key` and `keyPassword`, and `ca`, which
+/// KEDA reads only with a client certificate (it builds its TLS configuration only then).
+///
+/// # Errors
+/// `cert` without `key` or the reverse, a key that cannot be decrypted, a malformed boolean:
+/// each naming the parameter.
+pub fn client_certificate_tls(
+    p: &MetadataParser<'_>,
+    unsafe_ssl: &Param,
+) -> Result<TlsSettings, MetadataError> {
+    let insecure: bool = p.get(unsafe_ssl)?;
+    let client = crate::tls::client_identity(
+        p.get_opt(&CERT)?,
+        p.get_opt(&KEY)?,
+        p.get_opt(&KEY_PASSWORD)?,
+    )
+    .map_err(|e| p.rule(e.to_string()))?;
+    let ca = if client.is_some() {
+        p.get_opt(&CA)?
+    } else {
+        None
+    };
+    Ok(TlsSettings {
+        insecure,
+        ca,
+        client,
+    })
 }
 
 #[cfg(test)]

@@ -362,6 +362,20 @@ impl VendorEndpoints {
     }
 }
 
+/// The host (and port) of a URL template as written, without user information: Go's
+/// `url.URL.Host`, which KEDA's ActiveMQ and Artemis scalers take as the management endpoint.
+/// Empty without `://`.
+pub fn written_host(template: &str) -> String {
+    let Some((_, rest)) = template.split_once("://") else {
+        return String::new();
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host)
+        .to_string()
+}
+
 /// `scheme://host:port` of `url` (the port made explicit), for a pool key.
 pub fn origin(url: &url::Url) -> String {
     format!(

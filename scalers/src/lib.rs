@@ -20,6 +20,7 @@ pub mod files;
 pub mod fuzzing;
 pub mod gcp;
 pub mod http_client;
+pub mod http_servers;
 pub mod metadata;
 pub mod metric;
 pub mod oauth2;

@@ -87,12 +87,14 @@ pub trait PooledSource: Send + Sync + Sized + 'static {
     fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError>;
 
     /// Takes what the reads need from the context besides the client (the operator's shared
-    /// EndpointSlice view, say), after [`PooledSource::parse`] and before the lease. The parse-only
-    /// check does not run it. Nothing by default.
+    /// EndpointSlice view, the operator's own credentials, a name the source resolves once
+    /// when the trigger is built), after [`PooledSource::parse`] and before the lease. The
+    /// parse-only check does not run it. Nothing by default.
     ///
     /// # Errors
-    /// What the reads need is not in the context.
-    fn attach(&mut self, _ctx: &ScalerContext) -> Result<(), ScalerError> {
+    /// What the reads need is not in the context, or the source refuses the build (named by
+    /// parameter): the trigger is not built.
+    async fn attach(&mut self, _ctx: &ScalerContext) -> Result<(), ScalerError> {
         Ok(())
     }
 
@@ -146,7 +148,7 @@ impl<S: PooledSource> Pooled<S> {
     /// See [`PooledSource::parse`] and [`PooledSource::connect`].
     pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
         let mut source = S::parse(ctx)?;
-        source.attach(ctx)?;
+        source.attach(ctx).await?;
         let client = match source.client_key() {
             Ok(key) => Ok(Held::new(S::connect(ctx, key).await?)),
             Err(unusable) => Err(unusable),
@@ -238,6 +240,92 @@ pub fn check<S: PooledSource>(ctx: &ScalerContext) -> Result<(), ScalerError> {
 /// Source `S` as the registry takes it: its factory, its parameters and its check.
 pub fn declare<S: PooledSource>(params: &'static [Param]) -> impl ScalerFactory + 'static {
     Declared::new(build::<S>, params).with_check(check::<S>)
+}
+
+/// A client that several trigger types lease by the same key (the Azure AD client of the
+/// azure-* types, the GCP client of the gcp-* types): how to lease it.
+#[async_trait]
+pub trait SharedClient: Send + Sync + Sized + 'static {
+    /// What triggers share the client by.
+    type Key: Eq + Hash + Clone + Send + Sync + 'static;
+
+    /// See [`PooledSource::connect`].
+    ///
+    /// # Errors
+    /// See [`PooledSource::connect`].
+    async fn lease(
+        ctx: &ScalerContext,
+        key: Self::Key,
+    ) -> Result<Lease<Self::Key, Self>, ScalerError>;
+}
+
+/// A trigger type read through a [`SharedClient`] whose key its parsed configuration holds:
+/// [`PooledSource`] without the leasing, which the client kind does. Register it as
+/// `declare::<Keyed<MyConfig>>(PARAMS)`.
+#[async_trait]
+pub trait KeyedSource: Send + Sync + Sized + 'static {
+    /// The client the reads go through.
+    type Client: SharedClient;
+
+    /// See [`PooledSource::parse`].
+    ///
+    /// # Errors
+    /// See [`PooledSource::parse`].
+    fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError>;
+
+    /// The key of the client to lease.
+    fn key(&self) -> &<Self::Client as SharedClient>::Key;
+
+    /// See [`PooledSource::metric_specs`].
+    fn metric_specs(&self) -> Vec<MetricSpec>;
+
+    /// See [`PooledSource::read`].
+    ///
+    /// # Errors
+    /// See [`PooledSource::read`].
+    async fn read(
+        &self,
+        client: &Self::Client,
+        read: ReadCtx<'_>,
+        metric_name: &str,
+    ) -> Result<MetricsAndActivity, ScalerError>;
+}
+
+/// A [`KeyedSource`] as a [`PooledSource`].
+pub struct Keyed<S>(pub S);
+
+#[async_trait]
+impl<S: KeyedSource> PooledSource for Keyed<S> {
+    type Key = <S::Client as SharedClient>::Key;
+    type Client = S::Client;
+
+    fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
+        S::parse(ctx).map(Keyed)
+    }
+
+    fn client_key(&self) -> Result<Self::Key, MetadataError> {
+        Ok(self.0.key().clone())
+    }
+
+    async fn connect(
+        ctx: &ScalerContext,
+        key: Self::Key,
+    ) -> Result<Lease<Self::Key, Self::Client>, ScalerError> {
+        S::Client::lease(ctx, key).await
+    }
+
+    fn metric_specs(&self) -> Vec<MetricSpec> {
+        self.0.metric_specs()
+    }
+
+    async fn read(
+        &self,
+        client: &Self::Client,
+        read: ReadCtx<'_>,
+        metric_name: &str,
+    ) -> Result<MetricsAndActivity, ScalerError> {
+        self.0.read(client, read, metric_name).await
+    }
 }
 
 /// One HTTP request of a read: `GET` without a body, `POST` with one.
@@ -402,7 +490,7 @@ impl<A: HttpApi> PooledSource for A {
         <A as HttpApi>::parse(ctx)
     }
 
-    fn attach(&mut self, ctx: &ScalerContext) -> Result<(), ScalerError> {
+    async fn attach(&mut self, ctx: &ScalerContext) -> Result<(), ScalerError> {
         <A as HttpApi>::attach(self, ctx)
     }
 

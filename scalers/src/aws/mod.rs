@@ -23,6 +23,7 @@
 
 pub mod client;
 pub mod sigv4;
+pub mod source;
 
 use crate::context::{ProcessEnv, ScalerContext};
 use crate::error::{MetadataError, MetadataErrorKind, ScalerError, Source};

@@ -726,6 +726,18 @@ pub async fn lease(
         .map_err(|e| rule(e.to_string()))
 }
 
+#[async_trait::async_trait]
+impl crate::pooled::SharedClient for AadClient {
+    type Key = AadKey;
+
+    async fn lease(
+        ctx: &ScalerContext,
+        key: AadKey,
+    ) -> Result<Lease<AadKey, AadClient>, ScalerError> {
+        lease(ctx, key).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,7 +10,7 @@ use http::{HeaderMap, Method};
 
 use super::shared_key;
 use crate::context::{Clock, ScalerContext};
-use crate::error::ScalerError;
+use crate::error::{ScalerError, TriggerId};
 use crate::http_client::describe_url;
 use crate::pool::Lease;
 pub use crate::rest::Answer;
@@ -312,6 +312,26 @@ pub fn error_details(body: &[u8]) -> (Option<String>, String) {
     (find("Code"), first.chars().take(300).collect())
 }
 
+/// The error of a read's `action` of `what` (a queue or a container, with its parameter)
+/// through `client`: `<action> of <what> at <endpoint> (connection)`.
+pub fn query_error(
+    client: &StorageClient,
+    trigger: &TriggerId,
+    action: &str,
+    what: &str,
+    e: &StorageError,
+) -> ScalerError {
+    use crate::remote::Classify;
+    ScalerError::Query {
+        trigger: trigger.clone(),
+        operation: format!(
+            "{action} of {what} at {} (connection)",
+            describe_url(&client.key().endpoint)
+        ),
+        source: e.classify(),
+    }
+}
+
 /// A lease on the pooled client of `key`, building it if no trigger holds one. Does not
 /// connect: a wrong endpoint or key shows at the first call.
 ///
@@ -331,6 +351,18 @@ pub async fn lease(
             target,
             source: crate::remote::Failure::local(e.to_string()),
         })
+}
+
+#[async_trait::async_trait]
+impl crate::pooled::SharedClient for StorageClient {
+    type Key = StorageClientKey;
+
+    async fn lease(
+        ctx: &ScalerContext,
+        key: StorageClientKey,
+    ) -> Result<Lease<StorageClientKey, StorageClient>, ScalerError> {
+        lease(ctx, key).await
+    }
 }
 
 #[cfg(test)]

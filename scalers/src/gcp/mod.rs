@@ -549,3 +549,15 @@ pub async fn lease(
         .await
         .map_err(|e| rule(e.to_string()))
 }
+
+#[async_trait::async_trait]
+impl crate::pooled::SharedClient for GcpClient {
+    type Key = GcpKey;
+
+    async fn lease(
+        ctx: &ScalerContext,
+        key: GcpKey,
+    ) -> Result<Lease<GcpKey, GcpClient>, ScalerError> {
+        lease(ctx, key).await
+    }
+}

@@ -65,6 +65,8 @@ pub mod sql;
 pub mod sumologic;
 
 use self::sql::SqlDatabase;
+use crate::aws::source::AwsSource;
+use crate::pooled::Keyed;
 use crate::registry::{Declared, Registry};
 
 /// Registers every built-in trigger type, each with the parse-only check of its metadata. Keep
@@ -77,8 +79,7 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     use self::resource::ResourceName;
     registry.register(
         "activemq",
-        Declared::new(activemq::build, activemq::PARAMS)
-            .with_check(|ctx| activemq::ActiveMqConfig::parse(ctx).map(drop)),
+        crate::pooled::declare::<activemq::ActiveMq>(activemq::PARAMS),
     );
     registry.register(
         "apache-kafka",
@@ -95,53 +96,55 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     );
     registry.register(
         "aws-cloudwatch",
-        Declared::new(aws_cloudwatch::build, aws_cloudwatch::PARAMS)
-            .with_check(|ctx| aws_cloudwatch::CloudWatchConfig::parse(ctx).map(drop)),
+        crate::pooled::declare::<AwsSource<aws_cloudwatch::CloudWatchConfig>>(
+            aws_cloudwatch::PARAMS,
+        ),
     );
     registry.register(
         "aws-dynamodb",
-        Declared::new(aws_dynamodb::build, aws_dynamodb::PARAMS)
-            .with_check(|ctx| aws_dynamodb::DynamoDbConfig::parse(ctx).map(drop)),
+        crate::pooled::declare::<AwsSource<aws_dynamodb::DynamoDbConfig>>(aws_dynamodb::PARAMS),
     );
     registry.register(
         "aws-dynamodb-streams",
-        Declared::new(aws_dynamodb_streams::build, aws_dynamodb_streams::PARAMS)
-            .with_check(|ctx| aws_dynamodb_streams::DynamoDbStreamsConfig::parse(ctx).map(drop)),
+        crate::pooled::declare::<AwsSource<aws_dynamodb_streams::DynamoDbStreamsConfig>>(
+            aws_dynamodb_streams::PARAMS,
+        ),
     );
     registry.register(
         "aws-kinesis-stream",
-        Declared::new(aws_kinesis_stream::build, aws_kinesis_stream::PARAMS)
-            .with_check(|ctx| aws_kinesis_stream::KinesisConfig::parse(ctx).map(drop)),
+        crate::pooled::declare::<AwsSource<aws_kinesis_stream::KinesisConfig>>(
+            aws_kinesis_stream::PARAMS,
+        ),
     );
     registry.register(
         "aws-sqs-queue",
-        Declared::new(aws_sqs_queue::build, aws_sqs_queue::PARAMS)
-            .with_check(|ctx| aws_sqs_queue::SqsConfig::parse(ctx).map(drop)),
+        crate::pooled::declare::<AwsSource<aws_sqs_queue::SqsConfig>>(aws_sqs_queue::PARAMS),
     );
     registry.register(
         "azure-app-insights",
-        crate::pooled::declare::<azure_app_insights::AppInsightsConfig>(azure_app_insights::PARAMS),
+        crate::pooled::declare::<Keyed<azure_app_insights::AppInsightsConfig>>(
+            azure_app_insights::PARAMS,
+        ),
     );
     registry.register(
         "azure-blob",
-        Declared::new(azure_blob::build, azure_blob::PARAMS)
-            .with_check(|ctx| azure_blob::AzureBlobConfig::parse(ctx).map(drop)),
+        crate::pooled::declare::<Keyed<azure_blob::AzureBlobConfig>>(azure_blob::PARAMS),
     );
     registry.register(
         "azure-data-explorer",
-        crate::pooled::declare::<azure_data_explorer::DataExplorerConfig>(
+        crate::pooled::declare::<Keyed<azure_data_explorer::DataExplorerConfig>>(
             azure_data_explorer::PARAMS,
         ),
     );
     registry.register(
         "azure-log-analytics",
-        crate::pooled::declare::<azure_log_analytics::LogAnalyticsConfig>(
+        crate::pooled::declare::<Keyed<azure_log_analytics::LogAnalyticsConfig>>(
             azure_log_analytics::PARAMS,
         ),
     );
     registry.register(
         "azure-monitor",
-        crate::pooled::declare::<azure_monitor::AzureMonitorConfig>(azure_monitor::PARAMS),
+        crate::pooled::declare::<Keyed<azure_monitor::AzureMonitorConfig>>(azure_monitor::PARAMS),
     );
     registry.register(
         "azure-eventhub",
@@ -153,8 +156,7 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     );
     registry.register(
         "azure-queue",
-        Declared::new(azure_queue::build, azure_queue::PARAMS)
-            .with_check(|ctx| azure_queue::AzureQueueConfig::parse(ctx).map(drop)),
+        crate::pooled::declare::<Keyed<azure_queue::AzureQueueConfig>>(azure_queue::PARAMS),
     );
     registry.register(
         "azure-servicebus",
@@ -162,8 +164,7 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     );
     registry.register(
         "beanstalkd",
-        Declared::new(beanstalkd::build, beanstalkd::PARAMS)
-            .with_check(|ctx| beanstalkd::BeanstalkdConfig::parse(ctx).map(drop)),
+        crate::pooled::declare::<beanstalkd::BeanstalkdConfig>(beanstalkd::PARAMS),
     );
     registry.register(
         "cpu",
@@ -189,8 +190,7 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     );
     registry.register(
         "elasticsearch",
-        Declared::new(elasticsearch::build, elasticsearch::PARAMS)
-            .with_check(|ctx| elasticsearch::ElasticsearchConfig::parse(ctx).map(drop)),
+        crate::pooled::declare::<elasticsearch::ElasticsearchConfig>(elasticsearch::PARAMS),
     );
     registry.register(
         "etcd",
@@ -217,19 +217,21 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     );
     registry.register(
         "gcp-cloudtasks",
-        crate::pooled::declare::<gcp_cloudtasks::CloudTasksConfig>(gcp_cloudtasks::PARAMS),
+        crate::pooled::declare::<Keyed<gcp_cloudtasks::CloudTasksConfig>>(gcp_cloudtasks::PARAMS),
     );
     registry.register(
         "gcp-pubsub",
-        crate::pooled::declare::<gcp_pubsub::PubSubConfig>(gcp_pubsub::PARAMS),
+        crate::pooled::declare::<Keyed<gcp_pubsub::PubSubConfig>>(gcp_pubsub::PARAMS),
     );
     registry.register(
         "gcp-stackdriver",
-        crate::pooled::declare::<gcp_stackdriver::StackdriverConfig>(gcp_stackdriver::PARAMS),
+        crate::pooled::declare::<Keyed<gcp_stackdriver::StackdriverConfig>>(
+            gcp_stackdriver::PARAMS,
+        ),
     );
     registry.register(
         "gcp-storage",
-        crate::pooled::declare::<gcp_storage::StorageConfig>(gcp_storage::PARAMS),
+        crate::pooled::declare::<Keyed<gcp_storage::StorageConfig>>(gcp_storage::PARAMS),
     );
     registry.register(
         "graphite",
@@ -248,8 +250,7 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     );
     registry.register(
         "influxdb",
-        Declared::new(influxdb::build, influxdb::PARAMS)
-            .with_check(|ctx| influxdb::InfluxDbConfig::parse(ctx).map(drop)),
+        crate::pooled::declare::<influxdb::InfluxDb>(influxdb::PARAMS),
     );
     registry.register(
         "kafka",
@@ -262,8 +263,7 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     );
     registry.register(
         "solace-event-queue",
-        Declared::new(solace::build, solace::PARAMS)
-            .with_check(|ctx| solace::SolaceConfig::parse(ctx).map(drop)),
+        crate::pooled::declare::<solace::SolaceConfig>(solace::PARAMS),
     );
     registry.register(
         "kubernetes-resource",
@@ -305,8 +305,7 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     registry.register("nsq", crate::pooled::declare::<nsq::NsqConfig>(nsq::PARAMS));
     registry.register(
         "opensearch",
-        Declared::new(opensearch::build, opensearch::PARAMS)
-            .with_check(|ctx| opensearch::OpenSearchConfig::parse(ctx).map(drop)),
+        crate::pooled::declare::<opensearch::OpenSearchConfig>(opensearch::PARAMS),
     );
     registry.register(
         "openstack-metric",

@@ -9,20 +9,29 @@
 //! <https://docs.opensearch.org/latest/api-reference/search-apis/search-template/>.
 //!
 //! Several addresses are tried in turn, starting one further at each read (the Go clients'
-//! round robin); a connection failure, a timeout or a 502/503/504 moves on to the next one
+//! round robin, kept in the shared [`Servers`] client of the addresses); a connection failure, a timeout or a 502/503/504 moves on to the next one
 //! (their retries), any other answer ends the read.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::marker::PhantomData;
+use std::sync::atomic::Ordering;
+
+use async_trait::async_trait;
+use k8s_openapi::api::autoscaling::v2::MetricSpec;
 
 use bytes::Bytes;
 use http::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde_json::Value;
 
+use crate::context::ScalerContext;
 use crate::error::{MetadataError, ScalerError, TriggerId};
-use crate::http_client::{HttpClient, HttpClientKey, HttpGetError, describe_url};
+use crate::http_client::{HttpClientKey, HttpGetError, describe_url};
+use crate::http_servers::{self, Servers, ServersKey};
 use crate::metadata::{MetadataParser, Param};
-use crate::pool::Held;
+use crate::metric::{MetricTargetType, external_metric_spec, metric_target_milli};
+use crate::pool::Lease;
+use crate::pooled::{PooledSource, ReadCtx};
 use crate::remote::{Classify, Failure, Kind};
+use crate::scaler::MetricsAndActivity;
 use crate::scalers::metrics_api::json_path::{JsonPath, type_name};
 
 /// The error `type`s of Elasticsearch and OpenSearch answers that may be shown (the body's
@@ -303,96 +312,159 @@ fn retried(error: &HttpGetError) -> bool {
     }
 }
 
-/// The addresses of a cluster with their leased clients, tried in turn.
-pub struct Cluster {
-    /// Each address and its client.
-    servers: Vec<(url::Url, Held<HttpClientKey, HttpClient>)>,
-    next: AtomicUsize,
-}
-
-impl Cluster {
-    /// The cluster of `servers` (at least one).
-    pub fn new(servers: Vec<(url::Url, Held<HttpClientKey, HttpClient>)>) -> Self {
-        Self {
-            servers,
-            next: AtomicUsize::new(0),
-        }
-    }
-
-    /// Releases every lease (idempotent).
-    pub fn release(&self) {
-        for (_, held) in &self.servers {
-            held.release();
-        }
-    }
-
-    /// Runs `spec`'s search and returns the value at `valueLocation`.
-    ///
-    /// # Errors
-    /// The search or `valueLocation` cannot be used (naming the parameter); every address
-    /// failed, or one answered an error (the last failure, naming that address); the answer
-    /// has no usable value; the scaler is closed.
-    pub async fn value(
-        &self,
-        system: &'static str,
-        trigger: &TriggerId,
-        spec: &SearchSpec,
-        ignore_null_values: bool,
-    ) -> Result<f64, ScalerError> {
-        let search = spec
-            .search
-            .as_ref()
-            .map_err(|e| ScalerError::Metadata(e.clone()))?;
-        let path = spec
-            .value_location
-            .as_ref()
-            .map_err(|e| ScalerError::Metadata(e.clone()))?;
-        let body = search.body();
-        let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        let n = self.servers.len().max(1);
-        let first = self.next.fetch_add(1, Ordering::Relaxed) % n;
-        let mut last = None;
-        for i in 0..self.servers.len() {
-            let (base, held) = &self.servers[(first + i) % n];
-            let client = held.client().ok_or_else(|| ScalerError::Closed {
-                trigger: trigger.clone(),
-            })?;
-            let url = search.url(base, &spec.indices);
-            let operation = || {
-                let what = match search {
-                    Search::Query(_) => "query".to_string(),
-                    Search::Template { id, .. } => format!("search template {id}"),
-                };
-                format!("{system} {what} on {}", describe_url(&url))
+/// Runs `spec`'s search on the cluster's `servers` (tried in turn from the next one of a round
+/// robin, the Go clients' order; `addresses` are their URLs and keys) and returns the value at
+/// `valueLocation`.
+///
+/// # Errors
+/// The search or `valueLocation` cannot be used (naming the parameter); every address
+/// failed, or one answered an error (the last failure, naming that address); the answer
+/// has no usable value; the scaler is closed.
+pub async fn value(
+    servers: &Servers,
+    system: &'static str,
+    trigger: &TriggerId,
+    addresses: &[(url::Url, HttpClientKey)],
+    spec: &SearchSpec,
+    ignore_null_values: bool,
+) -> Result<f64, ScalerError> {
+    let search = spec
+        .search
+        .as_ref()
+        .map_err(|e| ScalerError::Metadata(e.clone()))?;
+    let path = spec
+        .value_location
+        .as_ref()
+        .map_err(|e| ScalerError::Metadata(e.clone()))?;
+    let body = search.body();
+    let mut headers = HeaderMap::new();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    let n = servers.len().min(addresses.len()).max(1);
+    let first = servers.position().fetch_add(1, Ordering::Relaxed) % n;
+    let mut last = None;
+    for i in 0..n {
+        let index = (first + i) % n;
+        let (Some((base, _)), Some(client)) = (addresses.get(index), servers.get(index)) else {
+            continue;
+        };
+        let url = search.url(base, &spec.indices);
+        let operation = || {
+            let what = match search {
+                Search::Query(_) => "query".to_string(),
+                Search::Template { id, .. } => format!("search template {id}"),
             };
-            match client.post(url.clone(), &headers, body.clone()).await {
-                Ok(answer) => {
-                    return value_at(&answer, path, &spec.location, ignore_null_values).map_err(
-                        |why| ScalerError::Query {
-                            trigger: trigger.clone(),
-                            operation: operation(),
-                            source: Failure::answer(why, &answer),
-                        },
-                    );
-                }
-                Err(e) => {
-                    let again = retried(&e);
-                    let error = ScalerError::Query {
+            format!("{system} {what} on {}", describe_url(&url))
+        };
+        match client.post(url.clone(), &headers, body.clone()).await {
+            Ok(answer) => {
+                return value_at(&answer, path, &spec.location, ignore_null_values).map_err(
+                    |why| ScalerError::Query {
                         trigger: trigger.clone(),
                         operation: operation(),
-                        source: error_answer(system, &e),
-                    };
-                    if !again {
-                        return Err(error);
-                    }
-                    last = Some(error);
+                        source: Failure::answer(why, &answer),
+                    },
+                );
+            }
+            Err(e) => {
+                let again = retried(&e);
+                let error = ScalerError::Query {
+                    trigger: trigger.clone(),
+                    operation: operation(),
+                    source: error_answer(system, &e),
+                };
+                if !again {
+                    return Err(error);
                 }
+                last = Some(error);
             }
         }
-        Err(last.unwrap_or_else(|| ScalerError::Closed {
-            trigger: trigger.clone(),
-        }))
+    }
+    Err(last.unwrap_or_else(|| ScalerError::Closed {
+        trigger: trigger.clone(),
+    }))
+}
+
+/// `elasticsearch` or `opensearch`: what differs between the two trigger types.
+pub trait SearchSystem: Send + Sync + Sized + 'static {
+    /// The trigger type, in messages.
+    const TYPE: &'static str;
+
+    /// Parses a trigger of this type.
+    ///
+    /// # Errors
+    /// See [`PooledSource::parse`].
+    fn parse(ctx: &ScalerContext) -> Result<SearchTrigger<Self>, ScalerError>;
+}
+
+/// A parsed `elasticsearch` or `opensearch` trigger.
+#[derive(Clone, Debug)]
+pub struct SearchTrigger<S> {
+    /// Each address and its pooled client's key.
+    pub servers: Vec<(url::Url, HttpClientKey)>,
+    /// Indices, search, value location. A search that cannot be sent fails every read, as in
+    /// KEDA.
+    pub search: SearchSpec,
+    /// The target.
+    pub target_value: f64,
+    /// Active iff the value is above this.
+    pub activation_target_value: f64,
+    /// A missing or null value is 0 instead of an error.
+    pub ignore_null_values: bool,
+    /// `s<index>-<type>-<searchTemplateName>` or `s<index>-<type>-query`.
+    pub metric_name: String,
+    /// AverageValue or Value.
+    pub metric_type: MetricTargetType,
+    /// Which of the two.
+    pub system: PhantomData<S>,
+}
+
+#[async_trait]
+impl<S: SearchSystem> PooledSource for SearchTrigger<S> {
+    type Key = ServersKey;
+    type Client = Servers;
+
+    fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
+        S::parse(ctx)
+    }
+
+    fn client_key(&self) -> Result<ServersKey, MetadataError> {
+        Ok(self.servers.iter().map(|(_, key)| key.clone()).collect())
+    }
+
+    async fn connect(
+        ctx: &ScalerContext,
+        key: ServersKey,
+    ) -> Result<Lease<ServersKey, Servers>, ScalerError> {
+        http_servers::lease(ctx, key).await
+    }
+
+    fn metric_specs(&self) -> Vec<MetricSpec> {
+        vec![external_metric_spec(
+            self.metric_name.clone(),
+            metric_target_milli(self.metric_type, self.target_value),
+        )]
+    }
+
+    async fn read(
+        &self,
+        servers: &Servers,
+        read: ReadCtx<'_>,
+        metric_name: &str,
+    ) -> Result<MetricsAndActivity, ScalerError> {
+        let value = value(
+            servers,
+            S::TYPE,
+            read.trigger,
+            &self.servers,
+            &self.search,
+            self.ignore_null_values,
+        )
+        .await?;
+        Ok(MetricsAndActivity::single(
+            metric_name,
+            value,
+            self.activation_target_value,
+        ))
     }
 }
 

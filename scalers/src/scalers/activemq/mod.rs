@@ -14,13 +14,13 @@ use percent_encoding::percent_decode_str;
 
 use crate::authentication::{AuthMode, HttpAuth};
 use crate::context::ScalerContext;
-use crate::error::{MetadataError, ScalerError, Source, TriggerId};
-use crate::http_client::{HttpClient, HttpClientKey, describe_url, lease, origin};
+use crate::error::{MetadataError, ScalerError, Source};
+use crate::http_client::{self, HttpClientKey, describe_url, origin};
 use crate::metadata::{MetadataParser, Param};
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target};
-use crate::pool::Held;
-use crate::remote::{Classify, Failure};
-use crate::scaler::{BuiltScaler, MetricsAndActivity, Scaler};
+use crate::pooled::{ApiRequest, HttpApi, HttpCall};
+use crate::remote::Failure;
+use crate::scaler::MetricsAndActivity;
 use crate::secret::Secret;
 
 /// KEDA's `order=authParams;resolvedEnv;triggerMetadata`.
@@ -95,19 +95,6 @@ pub struct ActiveMqRequest {
     pub cors_header: HeaderValue,
     /// The pooled client's key: origin, basic credentials, timeout.
     pub client: HttpClientKey,
-}
-
-/// The host (and port) of `template` as written, without user information: Go's `url.URL.Host`,
-/// which KEDA takes as the management endpoint (the default `corsHeader` is made from it).
-fn written_host(template: &str) -> String {
-    let Some((_, rest)) = template.split_once("://") else {
-        return String::new();
-    };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, host)| host)
-        .to_string()
 }
 
 /// The `key=value` pairs of the object name in a Jolokia read URL's path: what follows the
@@ -199,7 +186,7 @@ impl ActiveMqConfig {
                         };
                         let destination = key("destinationName")?;
                         let broker = key("brokerName")?;
-                        let endpoint = written_host(&template);
+                        let endpoint = http_client::written_host(&template);
                         (template, endpoint, destination, broker)
                     }
                     None => (
@@ -283,119 +270,69 @@ struct Monitoring {
     error: Option<String>,
 }
 
-/// An `activemq` scaler.
-pub struct ActiveMqScaler {
+/// An `activemq` trigger as an [`HttpApi`]: the parsed trigger and the headers of its reads.
+pub struct ActiveMq {
     config: ActiveMqConfig,
-    trigger: TriggerId,
-    /// The lease on the endpoint's client; `None` when the request cannot be made (every read
-    /// fails with its error).
-    client: Option<Held<HttpClientKey, HttpClient>>,
     headers: HeaderMap,
 }
 
-impl ActiveMqScaler {
-    /// Parses the trigger and leases the pooled HTTP client.
-    ///
-    /// # Errors
-    /// Invalid metadata.
-    pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
-        let config = ActiveMqConfig::parse(ctx)?;
-        let mut headers = HeaderMap::new();
-        let client = match &config.request {
-            Ok(request) => {
-                headers.insert(
-                    http::header::CONTENT_TYPE,
-                    HeaderValue::from_static("application/json"),
-                );
-                headers.insert(http::header::ORIGIN, request.cors_header.clone());
-                Some(Held::new(lease(ctx, request.client.clone()).await?))
-            }
-            Err(_) => None,
-        };
-        Ok(Self {
-            config,
-            trigger: ctx.trigger_id(),
-            client,
-            headers,
-        })
-    }
-
+impl ActiveMq {
     /// The parsed trigger.
     pub fn config(&self) -> &ActiveMqConfig {
         &self.config
     }
+}
 
-    /// The queue's size.
-    ///
-    /// # Errors
-    /// The endpoint cannot be reached, refuses the credentials or the origin, or answers a
-    /// status other than 200 (in HTTP or in Jolokia's answer); the template does not fill, its
-    /// URL cannot be asked or `corsHeader` cannot be sent (at every read, naming the
-    /// parameter); the scaler is closed.
-    pub async fn queue_size(&self) -> Result<i64, ScalerError> {
-        let request = self
-            .config
-            .request
-            .as_ref()
-            .map_err(|e| ScalerError::Metadata(e.clone()))?;
-        let client =
-            self.client
-                .as_ref()
-                .and_then(Held::client)
-                .ok_or_else(|| ScalerError::Closed {
-                    trigger: self.trigger.clone(),
-                })?;
-        let operation = || {
-            format!(
-                "reading the size of queue \"{}\" of broker \"{}\" from {} (parameter \"managementEndpoint\")",
-                self.config.destination_name,
-                self.config.broker_name,
-                describe_url(&request.url)
-            )
-        };
-        let body = client
-            .get(request.url.clone(), &self.headers)
-            .await
-            .map_err(|e| ScalerError::Query {
-                trigger: self.trigger.clone(),
-                operation: operation(),
-                source: e.classify(),
-            })?;
-        let answer: Monitoring = serde_json::from_slice(&body).map_err(|e| ScalerError::Query {
-            trigger: self.trigger.clone(),
-            operation: operation(),
-            source: Failure::answer(
-                format!("the answer is {}", crate::remote::json_error(&e)),
-                &body,
-            ),
+/// Why a Jolokia answer gives no queue size.
+enum Unusable {
+    /// Not the documented JSON.
+    NotJson(String),
+    /// Jolokia's own `status` is not 200 (its `error` text, the server's, for debug only).
+    Status(i64, Option<String>),
+    /// `value` is not an integer.
+    NotAnInteger,
+}
+
+impl ActiveMq {
+    /// The queue size in a Jolokia answer.
+    fn queue_size(body: &[u8]) -> Result<i64, Unusable> {
+        let answer: Monitoring = serde_json::from_slice(body).map_err(|e| {
+            Unusable::NotJson(format!("the answer is {}", crate::remote::json_error(&e)))
         })?;
         if answer.status != 200 {
-            // Jolokia's `error` text is the server's: debug level only.
-            return Err(ScalerError::Query {
-                trigger: self.trigger.clone(),
-                operation: operation(),
-                source: Failure::new(
-                    crate::remote::Kind::Local(format!(
-                        "ActiveMQ management endpoint response error code: 200 {}; check \"destinationName\" and \"brokerName\"",
-                        answer.status
-                    )),
-                    answer.error,
-                ),
-            });
+            return Err(Unusable::Status(answer.status, answer.error));
         }
         answer
             .value
             .as_ref()
             .and_then(serde_json::Value::as_i64)
-            .ok_or_else(|| ScalerError::Unexpected {
-                trigger: self.trigger.clone(),
-                message: format!("{}: the answer's \"value\" is not an integer", operation()),
-            })
+            .ok_or(Unusable::NotAnInteger)
     }
 }
 
 #[async_trait]
-impl Scaler for ActiveMqScaler {
+impl HttpApi for ActiveMq {
+    fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
+        let config = ActiveMqConfig::parse(ctx)?;
+        let mut headers = HeaderMap::new();
+        if let Ok(request) = &config.request {
+            headers.insert(
+                http::header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            headers.insert(http::header::ORIGIN, request.cors_header.clone());
+        }
+        Ok(Self { config, headers })
+    }
+
+    fn client_key(&self) -> Result<HttpClientKey, MetadataError> {
+        self.config
+            .request
+            .as_ref()
+            .map(|request| request.client.clone())
+            .map_err(Clone::clone)
+    }
+
     fn metric_specs(&self) -> Vec<MetricSpec> {
         vec![external_metric_spec(
             self.config.metric_name.clone(),
@@ -403,38 +340,77 @@ impl Scaler for ActiveMqScaler {
         )]
     }
 
-    async fn metrics_and_activity(
-        &self,
-        metric_name: &str,
-    ) -> Result<MetricsAndActivity, ScalerError> {
-        let size = self.queue_size().await?;
+    /// The template's URL (a `GET`), or why it cannot be asked (naming the parameter).
+    fn request(&self, _now: jiff::Timestamp) -> Result<ApiRequest<'_>, MetadataError> {
+        let request = self.config.request.as_ref().map_err(Clone::clone)?;
+        Ok(ApiRequest::get(request.url.clone(), &self.headers))
+    }
+
+    fn operation(&self, request: &ApiRequest<'_>) -> String {
+        format!(
+            "reading the size of queue \"{}\" of broker \"{}\" from {} (parameter \"managementEndpoint\")",
+            self.config.destination_name,
+            self.config.broker_name,
+            describe_url(&request.url)
+        )
+    }
+
+    fn read(&self, body: &[u8], metric_name: &str) -> Result<MetricsAndActivity, String> {
+        let size = Self::queue_size(body).map_err(|unusable| match unusable {
+            Unusable::NotJson(why) => why,
+            Unusable::Status(status, _) => {
+                format!("ActiveMQ management endpoint response error code: 200 {status}")
+            }
+            Unusable::NotAnInteger => "the answer's \"value\" is not an integer".into(),
+        })?;
         Ok(MetricsAndActivity {
             values: vec![crate::MetricValue::new(metric_name, size as f64)],
             active: size > self.config.activation_target_queue_size,
         })
     }
 
-    async fn close(&self) {
-        if let Some(client) = &self.client {
-            client.release();
+    /// One Jolokia read; an unusable answer fails naming the read, Jolokia's own error text
+    /// at debug level only.
+    async fn fetch(
+        &self,
+        call: &HttpCall<'_>,
+        metric_name: &str,
+    ) -> Result<MetricsAndActivity, ScalerError> {
+        let request = self
+            .request(call.read.now())
+            .map_err(ScalerError::Metadata)?;
+        let operation = self.operation(&request);
+        let body = call.send(self, request).await?;
+        let query = |source: Failure| ScalerError::Query {
+            trigger: call.read.trigger.clone(),
+            operation: operation.clone(),
+            source,
+        };
+        match Self::queue_size(&body) {
+            Ok(size) => Ok(MetricsAndActivity {
+                values: vec![crate::MetricValue::new(metric_name, size as f64)],
+                active: size > self.config.activation_target_queue_size,
+            }),
+            Err(Unusable::NotJson(why)) => Err(query(Failure::answer(why, &body))),
+            Err(Unusable::Status(status, error)) => Err(query(Failure::new(
+                crate::remote::Kind::Local(format!(
+                    "ActiveMQ management endpoint response error code: 200 {status}; check \"destinationName\" and \"brokerName\""
+                )),
+                error,
+            ))),
+            Err(Unusable::NotAnInteger) => Err(call.read.unexpected(format!(
+                "{operation}: the answer's \"value\" is not an integer"
+            ))),
         }
     }
-}
-
-/// Factory of `activemq`.
-///
-/// # Errors
-/// See [`ActiveMqScaler::build`].
-pub async fn build(ctx: ScalerContext) -> Result<BuiltScaler, ScalerError> {
-    Ok(BuiltScaler::Pull(Box::new(
-        ActiveMqScaler::build(&ctx).await?,
-    )))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::context::test_context;
+    use crate::pooled::Pooled;
+    use crate::scaler::Scaler;
 
     fn parse(metadata: &[(&str, &str)], auth: &[(&str, &str)]) -> Result<ActiveMqConfig, String> {
         ActiveMqConfig::parse(&test_context("activemq", 2, metadata, &[], auth))
@@ -659,7 +635,10 @@ mod tests {
             let ctx = || test_context("activemq", 2, &pairs, &[], &CREDENTIALS);
             if expected.contains("missing required") {
                 // A parse error in KEDA too: still refused at build.
-                let err = ActiveMqScaler::build(&ctx()).await.err().expect("refused");
+                let err = Pooled::<ActiveMq>::build(&ctx())
+                    .await
+                    .err()
+                    .expect("refused");
                 assert_eq!(err.to_string(), *expected, "row {i}");
                 continue;
             }
@@ -669,7 +648,7 @@ mod tests {
                 *expected,
                 "row {i}"
             );
-            let scaler = ActiveMqScaler::build(&ctx())
+            let scaler = Pooled::<ActiveMq>::build(&ctx())
                 .await
                 .expect("builds, as in KEDA");
             assert_eq!(

@@ -12,16 +12,17 @@ use http::HeaderValue;
 use http::header::{HeaderMap, ORIGIN};
 use k8s_openapi::api::autoscaling::v2::MetricSpec;
 
-use crate::authentication::{AuthMode, HttpAuth};
+use crate::authentication::{
+    AuthMode, CA, CERT, HttpAuth, KEY, KEY_PASSWORD, client_certificate_tls,
+};
 use crate::context::ScalerContext;
 use crate::error::{MetadataError, ScalerError, Source};
 use crate::http_client::{self, HttpClientKey, describe_url};
-use crate::metadata::{AUTH, MetadataParser, Param};
+use crate::metadata::Param;
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target_milli};
 use crate::pooled::{ApiRequest, HttpApi, Pooled};
 use crate::scaler::MetricsAndActivity;
 use crate::secret::Secret;
-use crate::tls::TlsSettings;
 
 const AUTH_METADATA_ENV: &[Source] = &[Source::Auth, Source::Metadata, Source::Env];
 
@@ -38,10 +39,6 @@ const QUEUE_LENGTH: Param = Param::optional("queueLength").default("10");
 const ACTIVATION_QUEUE_LENGTH: Param = Param::optional("activationQueueLength").default("10");
 const CORS_HEADER: Param = Param::optional("corsHeader");
 const UNSAFE_SSL: Param = Param::optional("unsafeSsl").default("false");
-const CA: Param = Param::optional("ca").order(AUTH).secret();
-const CERT: Param = Param::optional("cert").order(AUTH).secret();
-const KEY: Param = Param::optional("key").order(AUTH).secret();
-const KEY_PASSWORD: Param = Param::optional("keyPassword").order(AUTH).secret();
 
 /// The parameters of `artemis-queue`.
 pub const PARAMS: &[Param] = &[
@@ -89,18 +86,6 @@ pub struct ArtemisConfig {
     headers: HeaderMap,
 }
 
-/// The host of `template` as written (Go's `url.URL.Host`).
-fn written_host(template: &str) -> String {
-    let Some((_, rest)) = template.split_once("://") else {
-        return String::new();
-    };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, host)| host)
-        .to_string()
-}
-
 /// KEDA's `getAPIParameters`: the object name's keys in the template's path as written (what
 /// follows the first `:` up to the next `/`, `,` read as `&`, `""` removed), decoded as a
 /// query; the first value of each key.
@@ -119,27 +104,6 @@ fn template_keys(template: &str) -> Option<BTreeMap<String, String>> {
         keys.entry(k.into_owned()).or_insert_with(|| v.into_owned());
     }
     Some(keys)
-}
-
-fn tls(p: &MetadataParser<'_>) -> Result<TlsSettings, MetadataError> {
-    let insecure: bool = p.get(&UNSAFE_SSL)?;
-    let client = crate::tls::client_identity(
-        p.get_opt(&CERT)?,
-        p.get_opt(&KEY)?,
-        p.get_opt(&KEY_PASSWORD)?,
-    )
-    .map_err(|e| p.rule(e.to_string()))?;
-    // KEDA uses `ca` only with a client certificate.
-    let ca = if client.is_some() {
-        p.get_opt(&CA)?
-    } else {
-        None
-    };
-    Ok(TlsSettings {
-        insecure,
-        ca,
-        client,
-    })
 }
 
 impl ArtemisConfig {
@@ -175,7 +139,7 @@ impl ArtemisConfig {
                         let address = key("address", "brokerAddress")?;
                         let queue = key("queue", "queueName")?;
                         let broker = key("broker", "brokerName")?;
-                        let endpoint = written_host(&template);
+                        let endpoint = http_client::written_host(&template);
                         (template, endpoint, queue, broker, address)
                     }
                     None => (
@@ -191,7 +155,7 @@ impl ArtemisConfig {
             let cors: String = p
                 .get_opt(&CORS_HEADER)?
                 .unwrap_or_else(|| format!("http://{management_endpoint}"));
-            let tls = tls(p)?;
+            let tls = client_certificate_tls(p, &UNSAFE_SSL)?;
             let auth = HttpAuth {
                 modes: vec![AuthMode::Basic],
                 basic: Some((username, password)),

@@ -11,16 +11,14 @@
 use async_trait::async_trait;
 use k8s_openapi::api::autoscaling::v2::MetricSpec;
 
-use crate::aws::client::{self, AwsClient, AwsClientKey, CLOUDWATCH, Input};
+use crate::aws::client::{CLOUDWATCH, Input, Service};
+use crate::aws::source::{AwsApi, AwsCall};
 use crate::aws::{AwsSettings, COMMON_PARAMS};
-use crate::context::{Clock, ScalerContext};
-use crate::error::{MetadataError, ScalerError, TriggerId};
-use crate::http_client::describe_url;
+use crate::context::ScalerContext;
+use crate::error::{MetadataError, ScalerError};
 use crate::metadata::{MetadataParser, Param};
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target_milli};
-use crate::pool::Held;
-use crate::remote::Classify;
-use crate::scaler::{BuiltScaler, MetricsAndActivity, Scaler};
+use crate::scaler::MetricsAndActivity;
 
 const NAMESPACE: Param = Param::optional("namespace");
 const METRIC_NAME: Param = Param::optional("metricName");
@@ -362,52 +360,41 @@ fn value_of(results: &[Vec<f64>], min_value: f64, ignore_null_values: bool) -> R
     }
 }
 
-/// An `aws-cloudwatch` scaler holding its share of the pooled CloudWatch client.
-pub struct CloudWatchScaler {
-    config: CloudWatchConfig,
-    trigger: TriggerId,
-    clock: Clock,
-    client: Held<AwsClientKey, AwsClient>,
-}
+#[async_trait]
+impl AwsApi for CloudWatchConfig {
+    const SERVICE: Service = CLOUDWATCH;
 
-impl CloudWatchScaler {
-    /// Parses the trigger and leases the client of its region, endpoint and credentials. Does
-    /// not connect.
-    ///
-    /// # Errors
-    /// Invalid metadata, or the trigger needs the operator's own credentials and it has none.
-    pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
-        let config = CloudWatchConfig::parse(ctx)?;
-        let key = client::client_key(ctx, CLOUDWATCH, &config.aws)?;
-        let lease = client::lease(ctx, key).await?;
-        Ok(Self {
-            config,
-            trigger: ctx.trigger_id(),
-            clock: ctx.clock.clone(),
-            client: Held::new(lease),
-        })
+    fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
+        CloudWatchConfig::parse(ctx)
     }
 
-    /// The parsed trigger.
-    pub fn config(&self) -> &CloudWatchConfig {
-        &self.config
+    fn settings(&self) -> &AwsSettings {
+        &self.aws
     }
 
-    /// Asks CloudWatch now and returns the value.
+    fn metric_specs(&self) -> Vec<MetricSpec> {
+        vec![external_metric_spec(
+            self.metric_name.clone(),
+            metric_target_milli(self.metric_type, self.target),
+        )]
+    }
+
+    /// One `GetMetricData`.
     ///
     /// # Errors
     /// CloudWatch cannot be reached or answers an error, the answer has no value and
-    /// `ignoreNullValues` is false, the scaler is closed.
-    pub async fn value(&self) -> Result<f64, ScalerError> {
-        let client = self.client.client().ok_or_else(|| ScalerError::Closed {
-            trigger: self.trigger.clone(),
-        })?;
-        let params = self.config.request(self.clock.now());
+    /// `ignoreNullValues` is false.
+    async fn read(
+        &self,
+        call: &AwsCall<'_>,
+        metric_name: &str,
+    ) -> Result<MetricsAndActivity, ScalerError> {
+        let params = self.request(call.read.now());
         let params: Vec<(&str, &str)> = params
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        let what = match &self.config.query {
+        let what = match &self.query {
             Query::Expression(e) => format!("expression `{e}`"),
             Query::Metric {
                 namespace,
@@ -415,66 +402,22 @@ impl CloudWatchScaler {
                 ..
             } => format!("metric {namespace}/{metric_name}"),
         };
-        let body = client
-            .call("GetMetricData", &Input::Query(&params), &self.clock)
-            .await
-            .map_err(|e| ScalerError::Query {
-                trigger: self.trigger.clone(),
-                operation: format!(
-                    "GetMetricData of {what} on CloudWatch at {} ({})",
-                    describe_url(&client.key().endpoint),
-                    self.config.aws.endpoint_parameter()
-                ),
-                source: e.classify(),
-            })?;
-        let unexpected = |message: String| ScalerError::Unexpected {
-            trigger: self.trigger.clone(),
-            message: format!("GetMetricData of {what}: {message}"),
+        let body = call
+            .call("GetMetricData", &Input::Query(&params), &what)
+            .await?;
+        let unexpected = |message: String| {
+            call.read
+                .unexpected(format!("GetMetricData of {what}: {message}"))
         };
         let results = result_values(&body).map_err(unexpected)?;
-        value_of(
-            &results,
-            self.config.min_value,
-            self.config.ignore_null_values,
-        )
-        .map_err(unexpected)
-    }
-}
-
-#[async_trait]
-impl Scaler for CloudWatchScaler {
-    fn metric_specs(&self) -> Vec<MetricSpec> {
-        vec![external_metric_spec(
-            self.config.metric_name.clone(),
-            metric_target_milli(self.config.metric_type, self.config.target),
-        )]
-    }
-
-    async fn metrics_and_activity(
-        &self,
-        metric_name: &str,
-    ) -> Result<MetricsAndActivity, ScalerError> {
-        let value = self.value().await?;
+        let value =
+            value_of(&results, self.min_value, self.ignore_null_values).map_err(unexpected)?;
         Ok(MetricsAndActivity::single(
             metric_name,
             value,
-            self.config.activation,
+            self.activation,
         ))
     }
-
-    async fn close(&self) {
-        self.client.release();
-    }
-}
-
-/// Factory of `aws-cloudwatch`.
-///
-/// # Errors
-/// See [`CloudWatchScaler::build`].
-pub async fn build(ctx: ScalerContext) -> Result<BuiltScaler, ScalerError> {
-    Ok(BuiltScaler::Pull(Box::new(
-        CloudWatchScaler::build(&ctx).await?,
-    )))
 }
 
 #[cfg(test)]

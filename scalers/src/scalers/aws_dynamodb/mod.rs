@@ -15,16 +15,14 @@ use async_trait::async_trait;
 use k8s_openapi::api::autoscaling::v2::MetricSpec;
 use serde_json::Value;
 
-use crate::aws::client::{self, AwsClient, AwsClientKey, DYNAMODB, Input};
+use crate::aws::client::{DYNAMODB, Input, Service};
+use crate::aws::source::{AwsApi, AwsCall, count_report};
 use crate::aws::{AwsSettings, COMMON_PARAMS};
-use crate::context::{Clock, ScalerContext};
-use crate::error::{MetadataError, ScalerError, TriggerId};
-use crate::http_client::describe_url;
+use crate::context::ScalerContext;
+use crate::error::{MetadataError, ScalerError};
 use crate::metadata::{MetadataParser, Param};
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target};
-use crate::pool::Held;
-use crate::remote::Classify;
-use crate::scaler::{BuiltScaler, MetricValue, MetricsAndActivity, Scaler};
+use crate::scaler::MetricsAndActivity;
 
 const TABLE_NAME: Param = Param::required("tableName");
 const KEY_CONDITION_EXPRESSION: Param = Param::required("keyConditionExpression");
@@ -212,106 +210,47 @@ fn base64(bytes: &[u8]) -> String {
     STANDARD.encode(bytes)
 }
 
-/// An `aws-dynamodb` scaler holding its share of the pooled DynamoDB client.
-pub struct DynamoDbScaler {
-    config: DynamoDbConfig,
-    trigger: TriggerId,
-    clock: Clock,
-    client: Held<AwsClientKey, AwsClient>,
-}
-
-impl DynamoDbScaler {
-    /// Parses the trigger and leases the client of its region, endpoint and credentials. Does
-    /// not connect.
-    ///
-    /// # Errors
-    /// Invalid metadata, or the trigger needs the operator's own credentials and it has none.
-    pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
-        let config = DynamoDbConfig::parse(ctx)?;
-        let key = client::client_key(ctx, DYNAMODB, &config.aws)?;
-        let lease = client::lease(ctx, key).await?;
-        Ok(Self {
-            config,
-            trigger: ctx.trigger_id(),
-            clock: ctx.clock.clone(),
-            client: Held::new(lease),
-        })
-    }
-
-    /// The parsed trigger.
-    pub fn config(&self) -> &DynamoDbConfig {
-        &self.config
-    }
-
-    /// Runs the query now and returns the answer's `Count`.
-    ///
-    /// # Errors
-    /// DynamoDB cannot be reached or answers an error (a missing table, an invalid expression,
-    /// credentials it refuses), the answer has no count, the scaler is closed.
-    pub async fn count(&self) -> Result<i64, ScalerError> {
-        let client = self.client.client().ok_or_else(|| ScalerError::Closed {
-            trigger: self.trigger.clone(),
-        })?;
-        let table = &self.config.table_name;
-        let body = client
-            .call("Query", &Input::Json(&self.config.request), &self.clock)
-            .await
-            .map_err(|e| ScalerError::Query {
-                trigger: self.trigger.clone(),
-                operation: format!(
-                    "Query of table \"{table}\" (tableName) on DynamoDB at {} ({})",
-                    describe_url(&client.key().endpoint),
-                    self.config.aws.endpoint_parameter()
-                ),
-                source: e.classify(),
-            })?;
-        let answer: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        answer
-            .get("Count")
-            .and_then(Value::as_i64)
-            .ok_or_else(|| ScalerError::Unexpected {
-                trigger: self.trigger.clone(),
-                message: format!(
-                    "DynamoDB answered the Query of table \"{table}\" without a Count"
-                ),
-            })
-    }
-}
-
 #[async_trait]
-impl Scaler for DynamoDbScaler {
+impl AwsApi for DynamoDbConfig {
+    const SERVICE: Service = DYNAMODB;
+
+    fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
+        DynamoDbConfig::parse(ctx)
+    }
+
+    fn settings(&self) -> &AwsSettings {
+        &self.aws
+    }
+
     fn metric_specs(&self) -> Vec<MetricSpec> {
         vec![external_metric_spec(
-            self.config.metric_name.clone(),
-            metric_target(self.config.metric_type, self.config.target),
+            self.metric_name.clone(),
+            metric_target(self.metric_type, self.target),
         )]
     }
 
-    async fn metrics_and_activity(
+    /// One `Query`; the value is the answer's `Count`.
+    async fn read(
         &self,
+        call: &AwsCall<'_>,
         metric_name: &str,
     ) -> Result<MetricsAndActivity, ScalerError> {
-        let count = self.count().await?;
-        // The activation rule compares integers, as KEDA does.
-        Ok(MetricsAndActivity {
-            values: vec![MetricValue::new(metric_name, count as f64)],
-            active: count > self.config.activation,
-        })
+        let table = &self.table_name;
+        let body = call
+            .call(
+                "Query",
+                &Input::Json(&self.request),
+                &format!("table \"{table}\" (tableName)"),
+            )
+            .await?;
+        let answer: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let count = answer.get("Count").and_then(Value::as_i64).ok_or_else(|| {
+            call.read.unexpected(format!(
+                "DynamoDB answered the Query of table \"{table}\" without a Count"
+            ))
+        })?;
+        Ok(count_report(metric_name, count, self.activation))
     }
-
-    async fn close(&self) {
-        self.client.release();
-    }
-}
-
-/// Factory of `aws-dynamodb`.
-///
-/// # Errors
-/// See [`DynamoDbScaler::build`].
-pub async fn build(ctx: ScalerContext) -> Result<BuiltScaler, ScalerError> {
-    Ok(BuiltScaler::Pull(Box::new(
-        DynamoDbScaler::build(&ctx).await?,
-    )))
 }
 
 #[cfg(test)]

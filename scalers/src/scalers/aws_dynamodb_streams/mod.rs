@@ -13,16 +13,15 @@ use async_trait::async_trait;
 use k8s_openapi::api::autoscaling::v2::MetricSpec;
 use serde_json::Value;
 
-use crate::aws::client::{self, AwsClient, AwsClientKey, DYNAMODB, DYNAMODB_STREAMS, Input};
+use crate::aws::client::{self, DYNAMODB, DYNAMODB_STREAMS, Input, Service};
+use crate::aws::source::{self, AwsApi, AwsCall, count_report};
 use crate::aws::{AwsSettings, COMMON_PARAMS};
-use crate::context::{Clock, ScalerContext};
-use crate::error::{MetadataError, MetadataErrorKind, ScalerError, TriggerId};
-use crate::http_client::describe_url;
+use crate::context::ScalerContext;
+use crate::error::{MetadataError, MetadataErrorKind, ScalerError};
 use crate::metadata::Param;
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target};
 use crate::pool::Held;
-use crate::remote::Classify;
-use crate::scaler::{BuiltScaler, MetricValue, MetricsAndActivity, Scaler};
+use crate::scaler::MetricsAndActivity;
 
 const TABLE_NAME: Param = Param::required("tableName");
 const SHARD_COUNT: Param = Param::optional("shardCount").default("2");
@@ -65,6 +64,9 @@ pub struct DynamoDbStreamsConfig {
     pub metric_name: String,
     /// AverageValue or Value.
     pub metric_type: MetricTargetType,
+    /// The table's latest stream, found with `DescribeTable` when the trigger is built (none
+    /// after parsing).
+    pub stream_arn: Option<String>,
 }
 
 impl DynamoDbStreamsConfig {
@@ -84,6 +86,7 @@ impl DynamoDbStreamsConfig {
                 activation: p.get(&ACTIVATION_SHARD_COUNT)?,
                 aws: AwsSettings::parse(p)?,
                 metric_type,
+                stream_arn: None,
             })
         })?)
     }
@@ -123,49 +126,43 @@ pub fn shard_page(body: &[u8]) -> Option<(usize, Option<String>)> {
     Some((shards, last))
 }
 
-/// An `aws-dynamodb-streams` scaler holding its share of the pooled DynamoDB Streams client.
-pub struct DynamoDbStreamsScaler {
-    config: DynamoDbStreamsConfig,
-    stream_arn: String,
-    trigger: TriggerId,
-    clock: Clock,
-    client: Held<AwsClientKey, AwsClient>,
-}
+#[async_trait]
+impl AwsApi for DynamoDbStreamsConfig {
+    const SERVICE: Service = DYNAMODB_STREAMS;
 
-impl DynamoDbStreamsScaler {
-    /// Parses the trigger, finds the table's stream with `DescribeTable` (as KEDA does when it
-    /// builds the scaler) and leases the DynamoDB Streams client of its region, endpoint and
-    /// credentials.
+    fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
+        DynamoDbStreamsConfig::parse(ctx)
+    }
+
+    fn settings(&self) -> &AwsSettings {
+        &self.aws
+    }
+
+    /// Finds the table's stream with `DescribeTable` on DynamoDB (its own pooled client, held
+    /// for this call only), as KEDA does when it builds the scaler.
     ///
     /// # Errors
-    /// Invalid metadata; the operator's own credentials needed and not allowed or absent; the
-    /// table missing, without a stream, or DynamoDB unreachable (each naming `tableName`).
-    pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
-        let config = DynamoDbStreamsConfig::parse(ctx)?;
+    /// The table missing, without a stream, or DynamoDB unreachable (each naming
+    /// `tableName`).
+    async fn prepare(&mut self, ctx: &ScalerContext) -> Result<(), ScalerError> {
         let trigger = ctx.trigger_id();
-        let tables = client::lease(ctx, client::client_key(ctx, DYNAMODB, &config.aws)?).await?;
-        let table = &config.table_name;
+        let tables = client::lease(ctx, client::client_key(ctx, DYNAMODB, &self.aws)?).await?;
+        let table = &self.table_name;
         let described = {
             let tables = Held::new(tables);
             let client = tables.client().ok_or_else(|| ScalerError::Closed {
                 trigger: trigger.clone(),
             })?;
-            let answer = client
-                .call(
-                    "DescribeTable",
-                    &Input::Json(&config.describe_table()),
-                    &ctx.clock,
-                )
-                .await
-                .map_err(|e| ScalerError::Query {
-                    trigger: trigger.clone(),
-                    operation: format!(
-                        "DescribeTable of table \"{table}\" (tableName) on DynamoDB at {} ({})",
-                        describe_url(&client.key().endpoint),
-                        config.aws.endpoint_parameter()
-                    ),
-                    source: e.classify(),
-                });
+            let answer = source::call(
+                &client,
+                &self.aws,
+                &trigger,
+                &ctx.clock,
+                "DescribeTable",
+                &Input::Json(&self.describe_table()),
+                &format!("table \"{table}\" (tableName)"),
+            )
+            .await;
             tables.release();
             answer?
         };
@@ -177,111 +174,60 @@ impl DynamoDbStreamsScaler {
                 )),
             })
         })?;
-        let streams =
-            client::lease(ctx, client::client_key(ctx, DYNAMODB_STREAMS, &config.aws)?).await?;
-        Ok(Self {
-            config,
-            stream_arn,
-            trigger,
-            clock: ctx.clock.clone(),
-            client: Held::new(streams),
-        })
+        self.stream_arn = Some(stream_arn);
+        Ok(())
     }
 
-    /// The parsed trigger.
-    pub fn config(&self) -> &DynamoDbStreamsConfig {
-        &self.config
+    fn metric_specs(&self) -> Vec<MetricSpec> {
+        vec![external_metric_spec(
+            self.metric_name.clone(),
+            metric_target(self.metric_type, self.target),
+        )]
     }
 
-    /// The stream found when the scaler was built.
-    pub fn stream_arn(&self) -> &str {
-        &self.stream_arn
-    }
-
-    /// Pages through `DescribeStream` now and returns the number of shards listed.
+    /// Pages through `DescribeStream`; the value is the number of shards listed.
     ///
     /// # Errors
     /// DynamoDB Streams cannot be reached or answers an error, an answer without shards, more
-    /// than [`MAX_PAGES`] pages, the scaler is closed.
-    pub async fn shard_count(&self) -> Result<i64, ScalerError> {
-        let client = self.client.client().ok_or_else(|| ScalerError::Closed {
-            trigger: self.trigger.clone(),
+    /// than [`MAX_PAGES`] pages.
+    async fn read(
+        &self,
+        call: &AwsCall<'_>,
+        metric_name: &str,
+    ) -> Result<MetricsAndActivity, ScalerError> {
+        let table = &self.table_name;
+        let stream_arn = self.stream_arn.as_deref().ok_or_else(|| {
+            call.read.unexpected(format!(
+                "the stream of table \"{table}\" (tableName) is found when the trigger is built"
+            ))
         })?;
-        let table = &self.config.table_name;
+        let what = format!("the stream of table \"{table}\" (tableName)");
         let mut count: i64 = 0;
         let mut start: Option<String> = None;
         for _ in 0..MAX_PAGES {
-            let mut request = serde_json::json!({ "StreamArn": self.stream_arn });
+            let mut request = serde_json::json!({ "StreamArn": stream_arn });
             if let Some(id) = &start {
                 request["ExclusiveStartShardId"] = Value::String(id.clone());
             }
-            let body = client
-                .call("DescribeStream", &Input::Json(&request), &self.clock)
-                .await
-                .map_err(|e| ScalerError::Query {
-                    trigger: self.trigger.clone(),
-                    operation: format!(
-                        "DescribeStream of the stream of table \"{table}\" (tableName) on DynamoDB Streams at {} ({})",
-                        describe_url(&client.key().endpoint),
-                        self.config.aws.endpoint_parameter()
-                    ),
-                    source: e.classify(),
-                })?;
-            let (shards, last) = shard_page(&body).ok_or_else(|| ScalerError::Unexpected {
-                trigger: self.trigger.clone(),
-                message: format!(
+            let body = call
+                .call("DescribeStream", &Input::Json(&request), &what)
+                .await?;
+            let (shards, last) = shard_page(&body).ok_or_else(|| {
+                call.read.unexpected(format!(
                     "DynamoDB Streams answered the DescribeStream of the stream of table \"{table}\" without a list of shards"
-                ),
+                ))
             })?;
             count = count.saturating_add(i64::try_from(shards).unwrap_or(i64::MAX));
             match last {
-                None => return Ok(count),
+                None => return Ok(count_report(metric_name, count, self.activation)),
                 Some(id) if start.as_deref() == Some(id.as_str()) => break,
                 Some(id) => start = Some(id),
             }
         }
-        Err(ScalerError::Unexpected {
-            trigger: self.trigger.clone(),
-            message: format!(
-                "DynamoDB Streams kept paging the stream of table \"{table}\" past {MAX_PAGES} pages (or repeated a page)"
-            ),
-        })
+        Err(call.read.unexpected(format!(
+            "DynamoDB Streams kept paging the stream of table \"{table}\" past {MAX_PAGES} pages (or repeated a page)"
+        )))
     }
-}
-
-#[async_trait]
-impl Scaler for DynamoDbStreamsScaler {
-    fn metric_specs(&self) -> Vec<MetricSpec> {
-        vec![external_metric_spec(
-            self.config.metric_name.clone(),
-            metric_target(self.config.metric_type, self.config.target),
-        )]
-    }
-
-    async fn metrics_and_activity(
-        &self,
-        metric_name: &str,
-    ) -> Result<MetricsAndActivity, ScalerError> {
-        let count = self.shard_count().await?;
-        Ok(MetricsAndActivity {
-            values: vec![MetricValue::new(metric_name, count as f64)],
-            active: count > self.config.activation,
-        })
-    }
-
-    async fn close(&self) {
-        self.client.release();
-    }
-}
-
-/// Factory of `aws-dynamodb-streams`.
-///
-/// # Errors
-/// See [`DynamoDbStreamsScaler::build`].
-pub async fn build(ctx: ScalerContext) -> Result<BuiltScaler, ScalerError> {
-    Ok(BuiltScaler::Pull(Box::new(
-        DynamoDbStreamsScaler::build(&ctx).await?,
-    )))
 }
 
 #[cfg(test)]

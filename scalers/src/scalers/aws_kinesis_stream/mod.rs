@@ -10,16 +10,14 @@ use async_trait::async_trait;
 use k8s_openapi::api::autoscaling::v2::MetricSpec;
 use serde_json::Value;
 
-use crate::aws::client::{self, AwsClient, AwsClientKey, Input, KINESIS};
+use crate::aws::client::{Input, KINESIS, Service};
+use crate::aws::source::{AwsApi, AwsCall, count_report};
 use crate::aws::{AwsSettings, COMMON_PARAMS};
-use crate::context::{Clock, ScalerContext};
-use crate::error::{ScalerError, TriggerId};
-use crate::http_client::describe_url;
+use crate::context::ScalerContext;
+use crate::error::ScalerError;
 use crate::metadata::Param;
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target};
-use crate::pool::Held;
-use crate::remote::Classify;
-use crate::scaler::{BuiltScaler, MetricValue, MetricsAndActivity, Scaler};
+use crate::scaler::MetricsAndActivity;
 
 const STREAM_NAME: Param = Param::required("streamName");
 const SHARD_COUNT: Param = Param::optional("shardCount").default("2");
@@ -98,105 +96,46 @@ pub fn open_shard_count(body: &[u8]) -> Option<i64> {
         .filter(|n| *n >= 0)
 }
 
-/// An `aws-kinesis-stream` scaler holding its share of the pooled Kinesis client.
-pub struct KinesisScaler {
-    config: KinesisConfig,
-    trigger: TriggerId,
-    clock: Clock,
-    client: Held<AwsClientKey, AwsClient>,
-}
-
-impl KinesisScaler {
-    /// Parses the trigger and leases the client of its region, endpoint and credentials. Does
-    /// not connect.
-    ///
-    /// # Errors
-    /// Invalid metadata, or the trigger needs the operator's own credentials and it has none.
-    pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
-        let config = KinesisConfig::parse(ctx)?;
-        let key = client::client_key(ctx, KINESIS, &config.aws)?;
-        let lease = client::lease(ctx, key).await?;
-        Ok(Self {
-            config,
-            trigger: ctx.trigger_id(),
-            clock: ctx.clock.clone(),
-            client: Held::new(lease),
-        })
-    }
-
-    /// The parsed trigger.
-    pub fn config(&self) -> &KinesisConfig {
-        &self.config
-    }
-
-    /// Describes the stream now and returns its open shard count.
-    ///
-    /// # Errors
-    /// Kinesis cannot be reached or answers an error (a missing stream, credentials it
-    /// refuses), the answer has no count, the scaler is closed.
-    pub async fn open_shards(&self) -> Result<i64, ScalerError> {
-        let client = self.client.client().ok_or_else(|| ScalerError::Closed {
-            trigger: self.trigger.clone(),
-        })?;
-        let stream = &self.config.stream_name;
-        let body = client
-            .call(
-                "DescribeStreamSummary",
-                &Input::Json(&self.config.request()),
-                &self.clock,
-            )
-            .await
-            .map_err(|e| ScalerError::Query {
-                trigger: self.trigger.clone(),
-                operation: format!(
-                    "DescribeStreamSummary of stream \"{stream}\" (streamName) on Kinesis at {} ({})",
-                    describe_url(&client.key().endpoint),
-                    self.config.aws.endpoint_parameter()
-                ),
-                source: e.classify(),
-            })?;
-        open_shard_count(&body).ok_or_else(|| ScalerError::Unexpected {
-            trigger: self.trigger.clone(),
-            message: format!(
-                "Kinesis answered the DescribeStreamSummary of stream \"{stream}\" without an OpenShardCount"
-            ),
-        })
-    }
-}
-
 #[async_trait]
-impl Scaler for KinesisScaler {
+impl AwsApi for KinesisConfig {
+    const SERVICE: Service = KINESIS;
+
+    fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
+        KinesisConfig::parse(ctx)
+    }
+
+    fn settings(&self) -> &AwsSettings {
+        &self.aws
+    }
+
     fn metric_specs(&self) -> Vec<MetricSpec> {
         vec![external_metric_spec(
-            self.config.metric_name.clone(),
-            metric_target(self.config.metric_type, self.config.target),
+            self.metric_name.clone(),
+            metric_target(self.metric_type, self.target),
         )]
     }
 
-    async fn metrics_and_activity(
+    /// One `DescribeStreamSummary`; the value is the stream's open shard count.
+    async fn read(
         &self,
+        call: &AwsCall<'_>,
         metric_name: &str,
     ) -> Result<MetricsAndActivity, ScalerError> {
-        let count = self.open_shards().await?;
-        Ok(MetricsAndActivity {
-            values: vec![MetricValue::new(metric_name, count as f64)],
-            active: count > self.config.activation,
-        })
+        let stream = &self.stream_name;
+        let body = call
+            .call(
+                "DescribeStreamSummary",
+                &Input::Json(&self.request()),
+                &format!("stream \"{stream}\" (streamName)"),
+            )
+            .await?;
+        let count = open_shard_count(&body).ok_or_else(|| {
+            call.read.unexpected(format!(
+                "Kinesis answered the DescribeStreamSummary of stream \"{stream}\" without an OpenShardCount"
+            ))
+        })?;
+        Ok(count_report(metric_name, count, self.activation))
     }
-
-    async fn close(&self) {
-        self.client.release();
-    }
-}
-
-/// Factory of `aws-kinesis-stream`.
-///
-/// # Errors
-/// See [`KinesisScaler::build`].
-pub async fn build(ctx: ScalerContext) -> Result<BuiltScaler, ScalerError> {
-    Ok(BuiltScaler::Pull(Box::new(
-        KinesisScaler::build(&ctx).await?,
-    )))
 }
 
 #[cfg(test)]

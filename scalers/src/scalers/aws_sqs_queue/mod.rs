@@ -10,16 +10,14 @@
 use async_trait::async_trait;
 use k8s_openapi::api::autoscaling::v2::MetricSpec;
 
-use crate::aws::client::{self, AwsClient, AwsClientKey, Input, SQS};
+use crate::aws::client::{Input, SQS, Service};
+use crate::aws::source::{AwsApi, AwsCall, count_report};
 use crate::aws::{AwsSettings, COMMON_PARAMS};
-use crate::context::{Clock, ScalerContext};
-use crate::error::{MetadataError, ScalerError, Source, TriggerId};
-use crate::http_client::describe_url;
+use crate::context::ScalerContext;
+use crate::error::{MetadataError, ScalerError, Source};
 use crate::metadata::{MetadataParser, Param};
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target};
-use crate::pool::Held;
-use crate::remote::Classify;
-use crate::scaler::{BuiltScaler, MetricsAndActivity, Scaler};
+use crate::scaler::MetricsAndActivity;
 
 const QUEUE_LENGTH: Param = Param::optional("queueLength")
     .default("5")
@@ -127,73 +125,6 @@ fn queue_name(p: &MetadataParser<'_>, queue_url: &str) -> Result<String, Metadat
     }
 }
 
-/// An `aws-sqs-queue` scaler holding its share of the pooled SQS client.
-pub struct SqsScaler {
-    config: SqsConfig,
-    trigger: TriggerId,
-    clock: Clock,
-    client: Held<AwsClientKey, AwsClient>,
-}
-
-impl SqsScaler {
-    /// Parses the trigger and leases the client of its region, endpoint and credentials. Does
-    /// not connect.
-    ///
-    /// # Errors
-    /// Invalid metadata, or the trigger needs the operator's own credentials and it has none.
-    pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
-        let config = SqsConfig::parse(ctx)?;
-        let key = client::client_key(ctx, SQS, &config.aws)?;
-        let lease = client::lease(ctx, key).await?;
-        Ok(Self {
-            config,
-            trigger: ctx.trigger_id(),
-            clock: ctx.clock.clone(),
-            client: Held::new(lease),
-        })
-    }
-
-    /// The parsed trigger.
-    pub fn config(&self) -> &SqsConfig {
-        &self.config
-    }
-
-    /// Reads the queue's attributes now and returns their sum.
-    ///
-    /// # Errors
-    /// SQS cannot be reached or answers an error (a missing queue, credentials it refuses), an
-    /// attribute is missing or not a number, the scaler is closed.
-    pub async fn queue_length(&self) -> Result<i64, ScalerError> {
-        let client = self.client.client().ok_or_else(|| ScalerError::Closed {
-            trigger: self.trigger.clone(),
-        })?;
-        let request = serde_json::json!({
-            "QueueUrl": self.config.queue_url,
-            "AttributeNames": self.config.attributes,
-        });
-        let body = client
-            .call("GetQueueAttributes", &Input::Json(&request), &self.clock)
-            .await
-            .map_err(|e| ScalerError::Query {
-                trigger: self.trigger.clone(),
-                operation: format!(
-                    "GetQueueAttributes of queue \"{}\" (queueURL) on SQS at {} ({})",
-                    self.config.queue_name,
-                    describe_url(&client.key().endpoint),
-                    self.config.aws.endpoint_parameter()
-                ),
-                source: e.classify(),
-            })?;
-        sum_attributes(&body, &self.config.attributes).map_err(|message| ScalerError::Unexpected {
-            trigger: self.trigger.clone(),
-            message: format!(
-                "SQS answered GetQueueAttributes of queue \"{}\" with {message}",
-                self.config.queue_name
-            ),
-        })
-    }
-}
-
 /// The sum of `attributes` in a `GetQueueAttributes` answer.
 pub(crate) fn sum_attributes(body: &[u8], attributes: &[&str]) -> Result<i64, String> {
     let answer: serde_json::Value =
@@ -216,38 +147,49 @@ pub(crate) fn sum_attributes(body: &[u8], attributes: &[&str]) -> Result<i64, St
 }
 
 #[async_trait]
-impl Scaler for SqsScaler {
+impl AwsApi for SqsConfig {
+    const SERVICE: Service = SQS;
+
+    fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
+        SqsConfig::parse(ctx)
+    }
+
+    fn settings(&self) -> &AwsSettings {
+        &self.aws
+    }
+
     fn metric_specs(&self) -> Vec<MetricSpec> {
         vec![external_metric_spec(
-            self.config.metric_name.clone(),
-            metric_target(self.config.metric_type, self.config.target),
+            self.metric_name.clone(),
+            metric_target(self.metric_type, self.target),
         )]
     }
 
-    async fn metrics_and_activity(
+    /// One `GetQueueAttributes`; the value is the sum of the asked attributes.
+    async fn read(
         &self,
+        call: &AwsCall<'_>,
         metric_name: &str,
     ) -> Result<MetricsAndActivity, ScalerError> {
-        let length = self.queue_length().await?;
-        // The activation rule compares integers, as KEDA does.
-        let report = MetricsAndActivity {
-            values: vec![crate::scaler::MetricValue::new(metric_name, length as f64)],
-            active: length > self.config.activation,
-        };
-        Ok(report)
+        let request = serde_json::json!({
+            "QueueUrl": self.queue_url,
+            "AttributeNames": self.attributes,
+        });
+        let body = call
+            .call(
+                "GetQueueAttributes",
+                &Input::Json(&request),
+                &format!("queue \"{}\" (queueURL)", self.queue_name),
+            )
+            .await?;
+        let length = sum_attributes(&body, &self.attributes).map_err(|message| {
+            call.read.unexpected(format!(
+                "SQS answered GetQueueAttributes of queue \"{}\" with {message}",
+                self.queue_name
+            ))
+        })?;
+        Ok(count_report(metric_name, length, self.activation))
     }
-
-    async fn close(&self) {
-        self.client.release();
-    }
-}
-
-/// Factory of `aws-sqs-queue`.
-///
-/// # Errors
-/// See [`SqsScaler::build`].
-pub async fn build(ctx: ScalerContext) -> Result<BuiltScaler, ScalerError> {
-    Ok(BuiltScaler::Pull(Box::new(SqsScaler::build(&ctx).await?)))
 }
 
 #[cfg(test)]

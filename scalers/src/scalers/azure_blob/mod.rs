@@ -24,14 +24,12 @@ use crate::azure::client::{self, StorageClient, StorageClientKey};
 use crate::azure::{
     ACCOUNT_NAME, CLOUD, CONNECTION_BLOB, ENDPOINT_SUFFIX, Service, StorageSettings,
 };
-use crate::context::{Clock, ScalerContext};
-use crate::error::{ScalerError, TriggerId};
-use crate::http_client::describe_url;
+use crate::context::ScalerContext;
+use crate::error::ScalerError;
 use crate::metadata::Param;
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target};
-use crate::pool::Held;
-use crate::remote::Classify;
-use crate::scaler::{BuiltScaler, MetricValue, MetricsAndActivity, Scaler};
+use crate::pooled::{KeyedSource, ReadCtx};
+use crate::scaler::{MetricValue, MetricsAndActivity};
 
 const BLOB_CONTAINER_NAME: Param = Param::required("blobContainerName");
 const BLOB_COUNT: Param = Param::optional("blobCount")
@@ -84,6 +82,9 @@ pub struct AzureBlobConfig {
     pub metric_name: String,
     /// AverageValue or Value.
     pub metric_type: MetricTargetType,
+    /// The pooled client's key: the storage endpoint, the credential and the timeout of one
+    /// request (`KEDA_HTTP_DEFAULT_TIMEOUT`).
+    pub key: StorageClientKey,
 }
 
 impl AzureBlobConfig {
@@ -116,27 +117,28 @@ impl AzureBlobConfig {
                 })?),
                 None => None,
             };
+            // The targets, then the connection string: the order its errors are reported in.
+            let target = p.get(&BLOB_COUNT)?;
+            let activation = p.get(&ACTIVATION_BLOB_COUNT)?;
+            let storage = StorageSettings::parse(p, Service::Blob, &CONNECTION_BLOB)?;
             Ok(Self {
                 metric_name: ctx.metric_name(&format!("azure-blob-{container}")),
-                target: p.get(&BLOB_COUNT)?,
-                activation: p.get(&ACTIVATION_BLOB_COUNT)?,
+                target,
+                activation,
                 delimiter,
                 prefix,
                 glob,
-                storage: StorageSettings::parse(p, Service::Blob, &CONNECTION_BLOB)?,
+                key: StorageClientKey {
+                    endpoint: storage.endpoint.clone(),
+                    credential: storage.credential.clone(),
+                    timeout: ctx.global_http_timeout,
+                },
+                storage,
                 container,
                 metric_type,
             })
         })?)
     }
-}
-
-/// An `azure-blob` scaler holding its share of the pooled storage client.
-pub struct AzureBlobScaler {
-    config: AzureBlobConfig,
-    trigger: TriggerId,
-    clock: Clock,
-    client: Held<StorageClientKey, StorageClient>,
 }
 
 /// One page of a List Blobs answer.
@@ -148,50 +150,24 @@ pub(crate) struct Page {
     pub(crate) next: Option<String>,
 }
 
-impl AzureBlobScaler {
-    /// Parses the trigger and leases the client of its endpoint and credential. Does not
-    /// connect.
-    ///
-    /// # Errors
-    /// Invalid metadata.
-    pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
-        let config = AzureBlobConfig::parse(ctx)?;
-        let key = StorageClientKey {
-            endpoint: config.storage.endpoint.clone(),
-            credential: config.storage.credential.clone(),
-            timeout: ctx.global_http_timeout,
-        };
-        let lease = client::lease(ctx, key).await?;
-        Ok(Self {
-            config,
-            trigger: ctx.trigger_id(),
-            clock: ctx.clock.clone(),
-            client: Held::new(lease),
-        })
-    }
-
-    /// The parsed trigger.
-    pub fn config(&self) -> &AzureBlobConfig {
-        &self.config
-    }
-
+impl AzureBlobConfig {
     /// The number of blobs now, counted as the module docs say.
     ///
     /// # Errors
     /// The service cannot be reached or answers an error (a missing container, a key it
-    /// refuses), an answer cannot be read, the listing has more than [`MAX_PAGES`] pages, the
-    /// scaler is closed.
-    pub async fn blob_count(&self) -> Result<i64, ScalerError> {
-        let client = self.client.client().ok_or_else(|| ScalerError::Closed {
-            trigger: self.trigger.clone(),
-        })?;
-        let config = &self.config;
+    /// refuses), an answer cannot be read, the listing has more than [`MAX_PAGES`] pages.
+    async fn blob_count(
+        &self,
+        client: &StorageClient,
+        read: ReadCtx<'_>,
+    ) -> Result<i64, ScalerError> {
         // A glob pattern lists flat, as KEDA does.
-        let delimiter = if config.glob.is_some() {
+        let delimiter = if self.glob.is_some() {
             ""
         } else {
-            config.delimiter.as_str()
+            self.delimiter.as_str()
         };
+        let what = format!("container \"{}\" (blobContainerName)", self.container);
         let page_size = PAGE_SIZE.to_string();
         let mut marker: Option<String> = None;
         let mut count: i64 = 0;
@@ -201,8 +177,8 @@ impl AzureBlobScaler {
                 ("comp", "list"),
                 ("maxresults", page_size.as_str()),
             ];
-            if !config.prefix.is_empty() {
-                query.push(("prefix", config.prefix.as_str()));
+            if !self.prefix.is_empty() {
+                query.push(("prefix", self.prefix.as_str()));
             }
             if !delimiter.is_empty() {
                 query.push(("delimiter", delimiter));
@@ -213,30 +189,21 @@ impl AzureBlobScaler {
             let answer = client
                 .send(
                     Method::GET,
-                    &[config.container.as_str()],
+                    &[self.container.as_str()],
                     &query,
                     &[],
                     Bytes::new(),
-                    &self.clock,
+                    read.clock,
                 )
                 .await
-                .map_err(|e| ScalerError::Query {
-                    trigger: self.trigger.clone(),
-                    operation: format!(
-                        "List Blobs of container \"{}\" (blobContainerName) at {} (connection)",
-                        config.container,
-                        describe_url(&client.key().endpoint)
-                    ),
-                    source: e.classify(),
-                })?;
-            let page = parse_page(&answer.body).map_err(|message| ScalerError::Unexpected {
-                trigger: self.trigger.clone(),
-                message: format!(
+                .map_err(|e| client::query_error(client, read.trigger, "List Blobs", &what, &e))?;
+            let page = parse_page(&answer.body).map_err(|message| {
+                read.unexpected(format!(
                     "List Blobs of container \"{}\" answered {message}",
-                    config.container
-                ),
+                    self.container
+                ))
             })?;
-            let matched = match &config.glob {
+            let matched = match &self.glob {
                 Some(glob) => page.names.iter().filter(|n| glob.matches(n)).count(),
                 None => page.names.len(),
             };
@@ -246,15 +213,12 @@ impl AzureBlobScaler {
                 None => return Ok(count),
             }
         }
-        Err(ScalerError::Unexpected {
-            trigger: self.trigger.clone(),
-            message: format!(
-                "container \"{}\" lists more than {} entries under the prefix (the most one poll \
-                 reads); narrow it with blobPrefix",
-                config.container,
-                PAGE_SIZE * MAX_PAGES
-            ),
-        })
+        Err(read.unexpected(format!(
+            "container \"{}\" lists more than {} entries under the prefix (the most one poll \
+             reads); narrow it with blobPrefix",
+            self.container,
+            PAGE_SIZE * MAX_PAGES
+        )))
     }
 }
 
@@ -299,38 +263,36 @@ pub(crate) fn parse_page(body: &[u8]) -> Result<Page, String> {
 }
 
 #[async_trait]
-impl Scaler for AzureBlobScaler {
+impl KeyedSource for AzureBlobConfig {
+    type Client = StorageClient;
+
+    fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
+        AzureBlobConfig::parse(ctx)
+    }
+
+    fn key(&self) -> &StorageClientKey {
+        &self.key
+    }
+
     fn metric_specs(&self) -> Vec<MetricSpec> {
         vec![external_metric_spec(
-            self.config.metric_name.clone(),
-            metric_target(self.config.metric_type, self.config.target),
+            self.metric_name.clone(),
+            metric_target(self.metric_type, self.target),
         )]
     }
 
-    async fn metrics_and_activity(
+    async fn read(
         &self,
+        client: &StorageClient,
+        read: ReadCtx<'_>,
         metric_name: &str,
     ) -> Result<MetricsAndActivity, ScalerError> {
-        let count = self.blob_count().await?;
+        let count = self.blob_count(client, read).await?;
         Ok(MetricsAndActivity {
             values: vec![MetricValue::new(metric_name, count as f64)],
-            active: count > self.config.activation,
+            active: count > self.activation,
         })
     }
-
-    async fn close(&self) {
-        self.client.release();
-    }
-}
-
-/// Factory of `azure-blob`.
-///
-/// # Errors
-/// See [`AzureBlobScaler::build`].
-pub async fn build(ctx: ScalerContext) -> Result<BuiltScaler, ScalerError> {
-    Ok(BuiltScaler::Pull(Box::new(
-        AzureBlobScaler::build(&ctx).await?,
-    )))
 }
 
 #[cfg(test)]

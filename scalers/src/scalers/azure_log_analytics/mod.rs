@@ -25,12 +25,11 @@ use k8s_openapi::api::autoscaling::v2::MetricSpec;
 
 use crate::azure::aad::{self, AadClient, AadKey, ClientSecret, CredentialParams};
 use crate::context::ScalerContext;
-use crate::error::{MetadataError, ScalerError, Source};
+use crate::error::{ScalerError, Source};
 use crate::http_client::describe_url;
 use crate::metadata::{MAX_TIMEOUT_MS, Param};
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target_milli};
-use crate::pool::Lease;
-use crate::pooled::{PooledSource, ReadCtx};
+use crate::pooled::{KeyedSource, ReadCtx};
 use crate::scaler::MetricsAndActivity;
 
 const METADATA: &[Source] = &[Source::Metadata];
@@ -258,23 +257,15 @@ pub fn kusto_number(value: &serde_json::Value, column_type: &str) -> Result<f64,
 }
 
 #[async_trait::async_trait]
-impl PooledSource for LogAnalyticsConfig {
-    type Key = AadKey;
+impl KeyedSource for LogAnalyticsConfig {
     type Client = AadClient;
 
     fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
         LogAnalyticsConfig::parse(ctx)
     }
 
-    fn client_key(&self) -> Result<AadKey, MetadataError> {
-        Ok(self.key.clone())
-    }
-
-    async fn connect(
-        ctx: &ScalerContext,
-        key: AadKey,
-    ) -> Result<Lease<AadKey, AadClient>, ScalerError> {
-        aad::lease(ctx, key).await
+    fn key(&self) -> &AadKey {
+        &self.key
     }
 
     fn metric_specs(&self) -> Vec<MetricSpec> {

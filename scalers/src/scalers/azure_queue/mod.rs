@@ -13,18 +13,16 @@ use bytes::Bytes;
 use http::Method;
 use k8s_openapi::api::autoscaling::v2::MetricSpec;
 
-use crate::azure::client::{self, StorageClient, StorageClientKey, StorageError};
+use crate::azure::client::{self, StorageClient, StorageClientKey};
 use crate::azure::{
     ACCOUNT_NAME, CLOUD, CONNECTION_QUEUE, ENDPOINT_SUFFIX, Service, StorageSettings,
 };
-use crate::context::{Clock, ScalerContext};
-use crate::error::{ScalerError, TriggerId};
-use crate::http_client::describe_url;
+use crate::context::ScalerContext;
+use crate::error::ScalerError;
 use crate::metadata::Param;
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target};
-use crate::pool::Held;
-use crate::remote::Classify;
-use crate::scaler::{BuiltScaler, MetricValue, MetricsAndActivity, Scaler};
+use crate::pooled::{KeyedSource, ReadCtx};
+use crate::scaler::{MetricValue, MetricsAndActivity};
 
 const QUEUE_NAME: Param = Param::required("queueName");
 const QUEUE_LENGTH: Param = Param::optional("queueLength")
@@ -76,6 +74,9 @@ pub struct AzureQueueConfig {
     pub metric_name: String,
     /// AverageValue or Value.
     pub metric_type: MetricTargetType,
+    /// The pooled client's key: the storage endpoint, the credential and the timeout of one
+    /// request (`KEDA_HTTP_DEFAULT_TIMEOUT`).
+    pub key: StorageClientKey,
 }
 
 impl AzureQueueConfig {
@@ -91,12 +92,21 @@ impl AzureQueueConfig {
                 "visibleonly" => Strategy::VisibleOnly,
                 _ => Strategy::All,
             };
+            // The targets, then the connection string: the order its errors are reported in.
+            let target = p.get(&QUEUE_LENGTH)?;
+            let activation = p.get(&ACTIVATION_QUEUE_LENGTH)?;
+            let storage = StorageSettings::parse(p, Service::Queue, &CONNECTION_QUEUE)?;
             Ok(Self {
                 metric_name: ctx.metric_name(&format!("azure-queue-{queue_name}")),
-                target: p.get(&QUEUE_LENGTH)?,
-                activation: p.get(&ACTIVATION_QUEUE_LENGTH)?,
+                target,
+                activation,
                 strategy,
-                storage: StorageSettings::parse(p, Service::Queue, &CONNECTION_QUEUE)?,
+                key: StorageClientKey {
+                    endpoint: storage.endpoint.clone(),
+                    credential: storage.credential.clone(),
+                    timeout: ctx.global_http_timeout,
+                },
+                storage,
                 queue_name,
                 metric_type,
             })
@@ -104,64 +114,53 @@ impl AzureQueueConfig {
     }
 }
 
-/// An `azure-queue` scaler holding its share of the pooled storage client.
-pub struct AzureQueueScaler {
-    config: AzureQueueConfig,
-    trigger: TriggerId,
-    clock: Clock,
-    client: Held<StorageClientKey, StorageClient>,
-}
+#[async_trait]
+impl KeyedSource for AzureQueueConfig {
+    type Client = StorageClient;
 
-impl AzureQueueScaler {
-    /// Parses the trigger and leases the client of its endpoint and credential. Does not
-    /// connect.
-    ///
-    /// # Errors
-    /// Invalid metadata.
-    pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
-        let config = AzureQueueConfig::parse(ctx)?;
-        let key = StorageClientKey {
-            endpoint: config.storage.endpoint.clone(),
-            credential: config.storage.credential.clone(),
-            timeout: ctx.global_http_timeout,
-        };
-        let lease = client::lease(ctx, key).await?;
-        Ok(Self {
-            config,
-            trigger: ctx.trigger_id(),
-            clock: ctx.clock.clone(),
-            client: Held::new(lease),
-        })
+    fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
+        AzureQueueConfig::parse(ctx)
     }
 
-    /// The parsed trigger.
-    pub fn config(&self) -> &AzureQueueConfig {
-        &self.config
+    fn key(&self) -> &StorageClientKey {
+        &self.key
     }
 
-    fn query_error(&self, client: &StorageClient, operation: &str, e: StorageError) -> ScalerError {
-        ScalerError::Query {
-            trigger: self.trigger.clone(),
-            operation: format!(
-                "{operation} of queue \"{}\" (queueName) at {} (connection)",
-                self.config.queue_name,
-                describe_url(&client.key().endpoint)
-            ),
-            source: e.classify(),
-        }
+    fn metric_specs(&self) -> Vec<MetricSpec> {
+        vec![external_metric_spec(
+            self.metric_name.clone(),
+            metric_target(self.metric_type, self.target),
+        )]
     }
 
-    /// The queue's length now, counted as `queueLengthStrategy` says.
+    /// The queue's length, counted as `queueLengthStrategy` says.
     ///
     /// # Errors
     /// The service cannot be reached or answers an error (a missing queue, a key it refuses),
-    /// an answer cannot be read, the scaler is closed.
-    pub async fn queue_length(&self) -> Result<i64, ScalerError> {
-        let client = self.client.client().ok_or_else(|| ScalerError::Closed {
-            trigger: self.trigger.clone(),
-        })?;
-        let queue = self.config.queue_name.as_str();
-        if self.config.strategy == Strategy::VisibleOnly {
+    /// an answer cannot be read.
+    async fn read(
+        &self,
+        client: &StorageClient,
+        read: ReadCtx<'_>,
+        metric_name: &str,
+    ) -> Result<MetricsAndActivity, ScalerError> {
+        let length = self.queue_length(client, read).await?;
+        Ok(MetricsAndActivity {
+            values: vec![MetricValue::new(metric_name, length as f64)],
+            active: length > self.activation,
+        })
+    }
+}
+
+impl AzureQueueConfig {
+    async fn queue_length(
+        &self,
+        client: &StorageClient,
+        read: ReadCtx<'_>,
+    ) -> Result<i64, ScalerError> {
+        let queue = self.queue_name.as_str();
+        let what = format!("queue \"{queue}\" (queueName)");
+        if self.strategy == Strategy::VisibleOnly {
             let peek = MAX_PEEK_MESSAGES.to_string();
             let answer = client
                 .send(
@@ -170,15 +169,17 @@ impl AzureQueueScaler {
                     &[("peekonly", "true"), ("numofmessages", &peek)],
                     &[],
                     Bytes::new(),
-                    &self.clock,
+                    read.clock,
                 )
                 .await
-                .map_err(|e| self.query_error(&client, "Peek Messages", e))?;
-            let visible =
-                count_messages(&answer.body).map_err(|message| ScalerError::Unexpected {
-                    trigger: self.trigger.clone(),
-                    message: format!("Peek Messages of queue \"{queue}\" answered {message}"),
+                .map_err(|e| {
+                    client::query_error(client, read.trigger, "Peek Messages", &what, &e)
                 })?;
+            let visible = count_messages(&answer.body).map_err(|message| {
+                read.unexpected(format!(
+                    "Peek Messages of queue \"{queue}\" answered {message}"
+                ))
+            })?;
             if let Some(visible) = (visible < MAX_PEEK_MESSAGES)
                 .then(|| i64::try_from(visible).ok())
                 .flatten()
@@ -193,19 +194,20 @@ impl AzureQueueScaler {
                 &[("comp", "metadata")],
                 &[],
                 Bytes::new(),
-                &self.clock,
+                read.clock,
             )
             .await
-            .map_err(|e| self.query_error(&client, "Get Queue Metadata", e))?;
+            .map_err(|e| {
+                client::query_error(client, read.trigger, "Get Queue Metadata", &what, &e)
+            })?;
         let raw = answer
             .headers
             .get("x-ms-approximate-messages-count")
             .and_then(|v| v.to_str().ok());
         raw.and_then(|v| v.trim().parse::<i64>().ok())
             .filter(|n| *n >= 0)
-            .ok_or_else(|| ScalerError::Unexpected {
-                trigger: self.trigger.clone(),
-                message: format!(
+            .ok_or_else(|| {
+                read.unexpected(format!(
                     "Get Queue Metadata of queue \"{queue}\" answered {}",
                     match raw {
                         Some(v) => format!(
@@ -214,7 +216,7 @@ impl AzureQueueScaler {
                         ),
                         None => "no x-ms-approximate-messages-count".into(),
                     }
-                ),
+                ))
             })
     }
 }
@@ -233,41 +235,6 @@ pub(crate) fn count_messages(body: &[u8]) -> Result<usize, String> {
         .children()
         .filter(|n| n.has_tag_name("QueueMessage"))
         .count())
-}
-
-#[async_trait]
-impl Scaler for AzureQueueScaler {
-    fn metric_specs(&self) -> Vec<MetricSpec> {
-        vec![external_metric_spec(
-            self.config.metric_name.clone(),
-            metric_target(self.config.metric_type, self.config.target),
-        )]
-    }
-
-    async fn metrics_and_activity(
-        &self,
-        metric_name: &str,
-    ) -> Result<MetricsAndActivity, ScalerError> {
-        let length = self.queue_length().await?;
-        Ok(MetricsAndActivity {
-            values: vec![MetricValue::new(metric_name, length as f64)],
-            active: length > self.config.activation,
-        })
-    }
-
-    async fn close(&self) {
-        self.client.release();
-    }
-}
-
-/// Factory of `azure-queue`.
-///
-/// # Errors
-/// See [`AzureQueueScaler::build`].
-pub async fn build(ctx: ScalerContext) -> Result<BuiltScaler, ScalerError> {
-    Ok(BuiltScaler::Pull(Box::new(
-        AzureQueueScaler::build(&ctx).await?,
-    )))
 }
 
 #[cfg(test)]

@@ -11,12 +11,13 @@ use k8s_openapi::api::autoscaling::v2::MetricSpec;
 
 use self::protocol::{BeanstalkdClient, BeanstalkdError, TubeStats};
 use crate::context::ScalerContext;
-use crate::error::{MetadataError, ScalerError, TriggerId};
+use crate::error::{MetadataError, ScalerError};
 use crate::metadata::{MAX_TIMEOUT_MS, MetadataParser, Param};
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target_milli};
-use crate::pool::Held;
+use crate::pool::Lease;
+use crate::pooled::{PooledSource, ReadCtx};
 use crate::remote::Classify;
-use crate::scaler::{BuiltScaler, MetricsAndActivity, Scaler};
+use crate::scaler::MetricsAndActivity;
 use crate::scalers::rabbitmq::config::KedaDuration;
 use crate::scalers::rabbitmq::url::query_escape;
 
@@ -142,28 +143,36 @@ impl BeanstalkdConfig {
     }
 
     fn describe(&self) -> String {
-        format!("beanstalkd at {} (parameter \"server\")", self.key.server)
+        self.key.describe()
     }
 }
 
-/// A `beanstalkd` scaler holding a shared connection.
-pub struct BeanstalkdScaler {
-    config: BeanstalkdConfig,
-    trigger: TriggerId,
-    client: Held<BeanstalkdKey, BeanstalkdClient>,
+impl BeanstalkdKey {
+    fn describe(&self) -> String {
+        format!("beanstalkd at {} (parameter \"server\")", self.server)
+    }
 }
 
-impl BeanstalkdScaler {
-    /// Parses the trigger and leases the shared connection to its server, connecting if it is
-    /// the first trigger there (KEDA also dials when it builds the scaler).
-    ///
-    /// # Errors
-    /// Invalid metadata, or the server cannot be reached.
-    pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
-        let config = BeanstalkdConfig::parse(ctx)?;
-        let key = config.key.clone();
-        let lease = ctx
-            .clients
+#[async_trait]
+impl PooledSource for BeanstalkdConfig {
+    type Key = BeanstalkdKey;
+    type Client = BeanstalkdClient;
+
+    fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
+        BeanstalkdConfig::parse(ctx)
+    }
+
+    fn client_key(&self) -> Result<BeanstalkdKey, MetadataError> {
+        Ok(self.key.clone())
+    }
+
+    /// The shared connection to the server, connecting if it is the first trigger there (KEDA
+    /// also dials when it builds the scaler).
+    async fn connect(
+        ctx: &ScalerContext,
+        key: BeanstalkdKey,
+    ) -> Result<Lease<BeanstalkdKey, BeanstalkdClient>, ScalerError> {
+        ctx.clients
             .pool::<BeanstalkdKey, BeanstalkdClient>()
             .get_or_connect(key.clone(), || {
                 BeanstalkdClient::connect(&key.server, key.connect_timeout, RESPONSE_TIMEOUT)
@@ -171,75 +180,45 @@ impl BeanstalkdScaler {
             .await
             .map_err(|e| ScalerError::Connect {
                 trigger: ctx.trigger_id(),
-                target: config.describe(),
+                target: key.describe(),
                 source: e.classify(),
-            })?;
-        Ok(Self {
-            config,
-            trigger: ctx.trigger_id(),
-            client: Held::new(lease),
-        })
+            })
     }
 
-    /// The tube's stats; a tube that does not exist has none of its jobs, as in KEDA.
-    ///
-    /// # Errors
-    /// The server cannot be reached or answers an error; the scaler is closed.
-    pub async fn stats(&self) -> Result<TubeStats, ScalerError> {
-        let client = self.client.client().ok_or_else(|| ScalerError::Closed {
-            trigger: self.trigger.clone(),
-        })?;
-        let stats = client
-            .stats_tube(&self.config.tube)
-            .await
-            .map_err(|e: BeanstalkdError| ScalerError::Query {
-                trigger: self.trigger.clone(),
-                operation: format!(
-                    "reading the stats of tube \"{}\" from {}",
-                    self.config.tube,
-                    self.config.describe()
-                ),
-                source: e.classify(),
-            })?;
-        Ok(stats.unwrap_or_default())
-    }
-}
-
-#[async_trait]
-impl Scaler for BeanstalkdScaler {
     fn metric_specs(&self) -> Vec<MetricSpec> {
         vec![external_metric_spec(
-            self.config.metric_name.clone(),
-            metric_target_milli(self.config.metric_type, self.config.value),
+            self.metric_name.clone(),
+            metric_target_milli(self.metric_type, self.value),
         )]
     }
 
-    async fn metrics_and_activity(
+    /// The tube's stats; a tube that does not exist has none of its jobs, as in KEDA.
+    async fn read(
         &self,
+        client: &BeanstalkdClient,
+        read: ReadCtx<'_>,
         metric_name: &str,
     ) -> Result<MetricsAndActivity, ScalerError> {
-        let stats = self.stats().await?;
-        let jobs = self.config.jobs(&stats);
+        let stats = client
+            .stats_tube(&self.tube)
+            .await
+            .map_err(|e: BeanstalkdError| ScalerError::Query {
+                trigger: read.trigger.clone(),
+                operation: format!(
+                    "reading the stats of tube \"{}\" from {}",
+                    self.tube,
+                    self.describe()
+                ),
+                source: e.classify(),
+            })?
+            .unwrap_or_default();
+        let jobs = self.jobs(&stats);
         Ok(MetricsAndActivity::single(
             metric_name,
             jobs as f64,
-            self.config.activation_value,
+            self.activation_value,
         ))
     }
-
-    async fn close(&self) {
-        self.client.release();
-    }
-}
-
-/// Factory of `beanstalkd`.
-///
-/// # Errors
-/// See [`BeanstalkdScaler::build`].
-pub async fn build(ctx: ScalerContext) -> Result<BuiltScaler, ScalerError> {
-    Ok(BuiltScaler::Pull(Box::new(
-        BeanstalkdScaler::build(&ctx).await?,
-    )))
 }
 
 #[cfg(test)]

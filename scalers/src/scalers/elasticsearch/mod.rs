@@ -3,20 +3,17 @@
 //! addresses with basic authentication, or an Elastic Cloud ID with an API key. The request and
 //! the reading are shared with `opensearch` ([`crate::scalers::search`]).
 
-use async_trait::async_trait;
 use base64::Engine as _;
 use http::header::{AUTHORIZATION, HeaderValue};
-use k8s_openapi::api::autoscaling::v2::MetricSpec;
+
+use std::marker::PhantomData;
 
 use crate::authentication::{AuthMode, HttpAuth};
 use crate::context::ScalerContext;
-use crate::error::{ScalerError, Source, TriggerId};
+use crate::error::{ScalerError, Source};
 use crate::http_client::{self, HttpClientKey, parse_http_url};
 use crate::metadata::{AUTH_METADATA, MetadataParser, Param};
-use crate::metric::{MetricTargetType, external_metric_spec, metric_target_milli};
-use crate::pool::Held;
-use crate::scaler::{BuiltScaler, MetricsAndActivity, Scaler};
-use crate::scalers::search::{Cluster, SearchParams, SearchSpec};
+use crate::scalers::search::{SearchParams, SearchSpec, SearchSystem, SearchTrigger};
 use crate::secret::Secret;
 use crate::tls::TlsSettings;
 
@@ -68,24 +65,20 @@ const SEARCH: SearchParams = SearchParams {
     value_location: VALUE_LOCATION,
 };
 
-/// The parsed trigger.
-#[derive(Clone, Debug)]
-pub struct ElasticsearchConfig {
-    /// Each address and its pooled client's key.
-    pub servers: Vec<(url::Url, HttpClientKey)>,
-    /// Indices, search, value location.
-    pub search: SearchSpec,
-    /// The target.
-    pub target_value: f64,
-    /// Active iff the value is above this.
-    pub activation_target_value: f64,
-    /// A missing or null value is 0 instead of an error.
-    pub ignore_null_values: bool,
-    /// `s<index>-elasticsearch-<searchTemplateName>` or `s<index>-elasticsearch-query`.
-    pub metric_name: String,
-    /// AverageValue or Value.
-    pub metric_type: MetricTargetType,
+/// The `elasticsearch` trigger type.
+#[derive(Clone, Copy, Debug)]
+pub struct Elasticsearch;
+
+impl SearchSystem for Elasticsearch {
+    const TYPE: &'static str = "elasticsearch";
+
+    fn parse(ctx: &ScalerContext) -> Result<ElasticsearchConfig, ScalerError> {
+        ElasticsearchConfig::parse(ctx)
+    }
 }
+
+/// The parsed trigger.
+pub type ElasticsearchConfig = SearchTrigger<Elasticsearch>;
 
 /// The address of an Elastic Cloud ID (`<name>:<base64 of host$es-id$kibana-id>`), as the Go
 /// client derives it: `https://<es-id>.<host>`.
@@ -199,6 +192,7 @@ impl ElasticsearchConfig {
                 activation_target_value: p.get(&ACTIVATION_TARGET_VALUE)?,
                 ignore_null_values: p.get(&IGNORE_NULL_VALUES)?,
                 metric_type,
+                system: PhantomData,
             })
         })?)
     }
@@ -222,82 +216,6 @@ fn api_key_auth(
         tls,
         ..HttpAuth::default()
     })
-}
-
-/// An `elasticsearch` scaler holding its share of each address's client.
-pub struct ElasticsearchScaler {
-    config: ElasticsearchConfig,
-    trigger: TriggerId,
-    cluster: Cluster,
-}
-
-impl ElasticsearchScaler {
-    /// Parses the trigger and leases the client of each address. Does not connect.
-    ///
-    /// # Errors
-    /// Invalid metadata.
-    pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
-        let config = ElasticsearchConfig::parse(ctx)?;
-        let mut servers = Vec::with_capacity(config.servers.len());
-        for (url, key) in &config.servers {
-            let lease = http_client::lease(ctx, key.clone()).await?;
-            servers.push((url.clone(), Held::new(lease)));
-        }
-        Ok(Self {
-            config,
-            trigger: ctx.trigger_id(),
-            cluster: Cluster::new(servers),
-        })
-    }
-
-    /// The parsed trigger.
-    pub fn config(&self) -> &ElasticsearchConfig {
-        &self.config
-    }
-}
-
-#[async_trait]
-impl Scaler for ElasticsearchScaler {
-    fn metric_specs(&self) -> Vec<MetricSpec> {
-        vec![external_metric_spec(
-            self.config.metric_name.clone(),
-            metric_target_milli(self.config.metric_type, self.config.target_value),
-        )]
-    }
-
-    async fn metrics_and_activity(
-        &self,
-        metric_name: &str,
-    ) -> Result<MetricsAndActivity, ScalerError> {
-        let value = self
-            .cluster
-            .value(
-                "elasticsearch",
-                &self.trigger,
-                &self.config.search,
-                self.config.ignore_null_values,
-            )
-            .await?;
-        Ok(MetricsAndActivity::single(
-            metric_name,
-            value,
-            self.config.activation_target_value,
-        ))
-    }
-
-    async fn close(&self) {
-        self.cluster.release();
-    }
-}
-
-/// Factory of `elasticsearch`.
-///
-/// # Errors
-/// See [`ElasticsearchScaler::build`].
-pub async fn build(ctx: ScalerContext) -> Result<BuiltScaler, ScalerError> {
-    Ok(BuiltScaler::Pull(Box::new(
-        ElasticsearchScaler::build(&ctx).await?,
-    )))
 }
 
 #[cfg(test)]

@@ -13,8 +13,7 @@ use crate::error::{MetadataError, ScalerError, Source, TriggerId};
 use crate::gcp::{self, GcpClient, GcpKey, KeySource, monitoring};
 use crate::metadata::Param;
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target_milli};
-use crate::pool::Lease;
-use crate::pooled::{Pooled, PooledSource, ReadCtx};
+use crate::pooled::{KeyedSource, Pooled, ReadCtx};
 use crate::scaler::MetricsAndActivity;
 
 const METADATA: &[Source] = &[Source::Metadata];
@@ -326,23 +325,15 @@ pub fn snake_case(camel: &str) -> String {
 pub type PubSubScaler = Pooled<PubSubConfig>;
 
 #[async_trait::async_trait]
-impl PooledSource for PubSubConfig {
-    type Key = GcpKey;
+impl KeyedSource for PubSubConfig {
     type Client = GcpClient;
 
     fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
         PubSubConfig::parse(ctx)
     }
 
-    fn client_key(&self) -> Result<GcpKey, MetadataError> {
-        Ok(self.key.clone())
-    }
-
-    async fn connect(
-        ctx: &ScalerContext,
-        key: GcpKey,
-    ) -> Result<Lease<GcpKey, GcpClient>, ScalerError> {
-        gcp::lease(ctx, key).await
+    fn key(&self) -> &GcpKey {
+        &self.key
     }
 
     fn metric_specs(&self) -> Vec<MetricSpec> {

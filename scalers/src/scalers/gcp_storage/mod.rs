@@ -9,13 +9,12 @@
 use k8s_openapi::api::autoscaling::v2::MetricSpec;
 
 use crate::context::ScalerContext;
-use crate::error::{MetadataError, ScalerError, Source};
+use crate::error::{ScalerError, Source};
 use crate::gcp::{self, GcpClient, GcpKey, KeySource};
 use crate::http_client::describe_url;
 use crate::metadata::Param;
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target};
-use crate::pool::Lease;
-use crate::pooled::{Pooled, PooledSource, ReadCtx};
+use crate::pooled::{KeyedSource, Pooled, ReadCtx};
 use crate::scaler::MetricsAndActivity;
 
 const METADATA: &[Source] = &[Source::Metadata];
@@ -204,23 +203,15 @@ pub fn objects_page(body: &[u8]) -> Result<(Vec<u64>, Option<String>), String> {
 pub type StorageScaler = Pooled<StorageConfig>;
 
 #[async_trait::async_trait]
-impl PooledSource for StorageConfig {
-    type Key = GcpKey;
+impl KeyedSource for StorageConfig {
     type Client = GcpClient;
 
     fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
         StorageConfig::parse(ctx)
     }
 
-    fn client_key(&self) -> Result<GcpKey, MetadataError> {
-        Ok(self.key.clone())
-    }
-
-    async fn connect(
-        ctx: &ScalerContext,
-        key: GcpKey,
-    ) -> Result<Lease<GcpKey, GcpClient>, ScalerError> {
-        gcp::lease(ctx, key).await
+    fn key(&self) -> &GcpKey {
+        &self.key
     }
 
     fn metric_specs(&self) -> Vec<MetricSpec> {

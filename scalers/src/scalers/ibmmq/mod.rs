@@ -15,16 +15,17 @@ use http::HeaderValue;
 use http::header::{CONTENT_TYPE, HeaderMap};
 use k8s_openapi::api::autoscaling::v2::MetricSpec;
 
-use crate::authentication::{AuthMode, HttpAuth};
+use crate::authentication::{
+    AuthMode, CA, CERT, HttpAuth, KEY, KEY_PASSWORD, client_certificate_tls,
+};
 use crate::context::ScalerContext;
 use crate::error::{MetadataError, ScalerError, Source};
 use crate::http_client::{self, HttpClientKey, describe_url, parse_http_url};
-use crate::metadata::{AUTH, MetadataParser, Param};
+use crate::metadata::Param;
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target};
 use crate::pooled::{ApiRequest, HttpApi, HttpCall, Pooled};
 use crate::scaler::MetricsAndActivity;
 use crate::secret::Secret;
-use crate::tls::TlsSettings;
 
 /// KEDA's `order=authParams;resolvedEnv;triggerMetadata`.
 const AUTH_ENV_METADATA: &[Source] = &[Source::Auth, Source::Env, Source::Metadata];
@@ -41,10 +42,6 @@ const PASSWORD: Param = Param::required("password")
     .order(AUTH_ENV_METADATA)
     .secret();
 const UNSAFE_SSL: Param = Param::optional("unsafeSsl").default("false");
-const CA: Param = Param::optional("ca").order(AUTH).secret();
-const CERT: Param = Param::optional("cert").order(AUTH).secret();
-const KEY: Param = Param::optional("key").order(AUTH).secret();
-const KEY_PASSWORD: Param = Param::optional("keyPassword").order(AUTH).secret();
 
 /// The parameters of `ibmmq`, in KEDA's order.
 pub const PARAMS: &[Param] = &[
@@ -110,27 +107,6 @@ pub struct IbmMqConfig {
     headers: HeaderMap,
 }
 
-fn tls(p: &MetadataParser<'_>) -> Result<TlsSettings, MetadataError> {
-    let insecure: bool = p.get(&UNSAFE_SSL)?;
-    let client = crate::tls::client_identity(
-        p.get_opt(&CERT)?,
-        p.get_opt(&KEY)?,
-        p.get_opt(&KEY_PASSWORD)?,
-    )
-    .map_err(|e| p.rule(e.to_string()))?;
-    // KEDA builds its TLS configuration (and reads `ca`) only with a client certificate.
-    let ca = if client.is_some() {
-        p.get_opt(&CA)?
-    } else {
-        None
-    };
-    Ok(TlsSettings {
-        insecure,
-        ca,
-        client,
-    })
-}
-
 impl IbmMqConfig {
     /// Parses the trigger as KEDA's `parseIBMMQMetadata` and `Validate`.
     ///
@@ -152,7 +128,7 @@ impl IbmMqConfig {
             };
             let username: String = p.get(&USERNAME)?;
             let password: Secret = p.get(&PASSWORD)?;
-            let tls = tls(p)?;
+            let tls = client_certificate_tls(p, &UNSAFE_SSL)?;
             let host = parse_http_url(p, &HOST, host.trim())?;
             let Some(first) = queues.first() else {
                 return Err(p.rule("parameter \"queueName\" names no queue"));

@@ -8,22 +8,23 @@
 
 pub mod csv;
 
+use std::borrow::Cow;
+
 use async_trait::async_trait;
 use bytes::Bytes;
+use http::StatusCode;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use k8s_openapi::api::autoscaling::v2::MetricSpec;
 
 use crate::authentication::{AuthMode, HttpAuth};
 use crate::context::ScalerContext;
-use crate::error::{MetadataError, ScalerError, Source, TriggerId};
-use crate::http_client::{
-    self, HttpClient, HttpClientKey, HttpGetError, describe_url, parse_http_url,
-};
+use crate::error::{MetadataError, ScalerError, Source};
+use crate::http_client::{self, HttpClientKey, HttpGetError, describe_url, parse_http_url};
 use crate::metadata::{METADATA_AUTH, METADATA_ENV_AUTH, Param};
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target_milli};
-use crate::pool::Held;
+use crate::pooled::{ApiRequest, HttpApi, HttpCall};
 use crate::remote::{Classify, Failure, Kind};
-use crate::scaler::{BuiltScaler, MetricsAndActivity, Scaler};
+use crate::scaler::MetricsAndActivity;
 use crate::secret::Secret;
 use crate::tls::TlsSettings;
 
@@ -214,11 +215,19 @@ impl InfluxDbConfig {
 /// The failure of an error answer: InfluxDB's `code` when it is one of [`ERROR_CODES`] (with
 /// the status), the status with its hint for 401 and 403; the message at debug level only.
 pub fn error_answer(error: &HttpGetError) -> Failure {
-    let HttpGetError::Status { status, body, .. } = error else {
-        return error.classify();
-    };
+    match error {
+        HttpGetError::Status { status, body, .. } => {
+            coded_answer(*status, body).unwrap_or_else(|| error.classify())
+        }
+        _ => error.classify(),
+    }
+}
+
+/// The failure of an error status whose body names one of [`ERROR_CODES`] (never for 401 and
+/// 403, reported by their status).
+fn coded_answer(status: StatusCode, body: &[u8]) -> Option<Failure> {
     if matches!(status.as_u16(), 401 | 403) {
-        return error.classify();
+        return None;
     }
     #[derive(serde::Deserialize)]
     struct ErrorBody {
@@ -227,102 +236,52 @@ pub fn error_answer(error: &HttpGetError) -> Failure {
     }
     let code = serde_json::from_slice::<ErrorBody>(body)
         .ok()
-        .and_then(|b| ERROR_CODES.iter().find(|c| **c == b.code).copied());
-    match code {
-        Some(code) => Failure::new(
-            Kind::Server {
-                system: "InfluxDB",
-                code: Some(format!("\"{code}\" (HTTP {})", status.as_u16())),
-            },
-            Some(String::from_utf8_lossy(body).into_owned()),
-        ),
-        None => error.classify(),
+        .and_then(|b| ERROR_CODES.iter().find(|c| **c == b.code).copied())?;
+    Some(Failure::new(
+        Kind::Server {
+            system: "InfluxDB",
+            code: Some(format!("\"{code}\" (HTTP {})", status.as_u16())),
+        },
+        Some(String::from_utf8_lossy(body).into_owned()),
+    ))
+}
+
+/// An `influxdb` trigger as an [`HttpApi`]: the parsed trigger and what every read sends.
+pub struct InfluxDb {
+    config: InfluxDbConfig,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl InfluxDb {
+    /// The parsed trigger.
+    pub fn config(&self) -> &InfluxDbConfig {
+        &self.config
     }
 }
 
-/// An `influxdb` scaler holding its share of the server's client.
-pub struct InfluxDbScaler {
-    config: InfluxDbConfig,
-    trigger: TriggerId,
-    headers: HeaderMap,
-    body: Bytes,
-    client: Option<Held<HttpClientKey, HttpClient>>,
-}
-
-impl InfluxDbScaler {
-    /// Parses the trigger and leases its server's client. Does not connect.
-    ///
-    /// # Errors
-    /// Invalid metadata.
-    pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
+#[async_trait]
+impl HttpApi for InfluxDb {
+    fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
         let config = InfluxDbConfig::parse(ctx)?;
-        let client = match &config.request {
-            Ok(request) => Some(Held::new(
-                http_client::lease(ctx, request.client.clone()).await?,
-            )),
-            Err(_) => None,
-        };
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(ACCEPT, HeaderValue::from_static("application/csv"));
         Ok(Self {
             body: query_body(&config.query),
             config,
-            trigger: ctx.trigger_id(),
             headers,
-            client,
         })
     }
 
-    /// The parsed trigger.
-    pub fn config(&self) -> &InfluxDbConfig {
-        &self.config
-    }
-
-    /// Runs the query now and returns the first record's `_value`.
-    ///
-    /// # Errors
-    /// The server cannot be reached or answers an error (InfluxDB's error code shown, its
-    /// message never); the answer has no usable first value; the scaler is closed;
-    /// `serverURL` cannot be used.
-    pub async fn value(&self) -> Result<f64, ScalerError> {
-        let request = self
-            .config
+    fn client_key(&self) -> Result<HttpClientKey, MetadataError> {
+        self.config
             .request
             .as_ref()
-            .map_err(|e| ScalerError::Metadata(e.clone()))?;
-        let client =
-            self.client
-                .as_ref()
-                .and_then(Held::client)
-                .ok_or_else(|| ScalerError::Closed {
-                    trigger: self.trigger.clone(),
-                })?;
-        let operation = || {
-            format!(
-                "influxdb query of organizationName {} on serverURL {}",
-                self.config.organization,
-                describe_url(&request.url)
-            )
-        };
-        let answer = client
-            .post(request.url.clone(), &self.headers, self.body.clone())
-            .await
-            .map_err(|e| ScalerError::Query {
-                trigger: self.trigger.clone(),
-                operation: operation(),
-                source: error_answer(&e),
-            })?;
-        csv::first_value(&answer).map_err(|why| ScalerError::Query {
-            trigger: self.trigger.clone(),
-            operation: operation(),
-            source: Failure::answer(why, &answer),
-        })
+            .map(|request| request.client.clone())
+            .map_err(Clone::clone)
     }
-}
 
-#[async_trait]
-impl Scaler for InfluxDbScaler {
     fn metric_specs(&self) -> Vec<MetricSpec> {
         vec![external_metric_spec(
             self.config.metric_name.clone(),
@@ -330,11 +289,30 @@ impl Scaler for InfluxDbScaler {
         )]
     }
 
-    async fn metrics_and_activity(
-        &self,
-        metric_name: &str,
-    ) -> Result<MetricsAndActivity, ScalerError> {
-        let value = self.value().await?;
+    fn request(&self, _now: jiff::Timestamp) -> Result<ApiRequest<'_>, MetadataError> {
+        let request = self.config.request.as_ref().map_err(Clone::clone)?;
+        Ok(ApiRequest::post(
+            request.url.clone(),
+            Cow::Borrowed(&self.headers),
+            self.body.clone(),
+        ))
+    }
+
+    fn operation(&self, request: &ApiRequest<'_>) -> String {
+        format!(
+            "influxdb query of organizationName {} on serverURL {}",
+            self.config.organization,
+            describe_url(&request.url)
+        )
+    }
+
+    /// InfluxDB's error code when it is one of [`ERROR_CODES`] (its message never).
+    fn error_answer(&self, status: StatusCode, body: &[u8]) -> Option<Failure> {
+        coded_answer(status, body)
+    }
+
+    fn read(&self, body: &[u8], metric_name: &str) -> Result<MetricsAndActivity, String> {
+        let value = csv::first_value(body)?;
         Ok(MetricsAndActivity::single(
             metric_name,
             value,
@@ -342,21 +320,25 @@ impl Scaler for InfluxDbScaler {
         ))
     }
 
-    async fn close(&self) {
-        if let Some(client) = &self.client {
-            client.release();
-        }
+    /// One query; an answer without a usable first `_value` fails naming the query (its
+    /// body at debug level only).
+    async fn fetch(
+        &self,
+        call: &HttpCall<'_>,
+        metric_name: &str,
+    ) -> Result<MetricsAndActivity, ScalerError> {
+        let request = self
+            .request(call.read.now())
+            .map_err(ScalerError::Metadata)?;
+        let operation = self.operation(&request);
+        let answer = call.send(self, request).await?;
+        self.read(&answer, metric_name)
+            .map_err(|why| ScalerError::Query {
+                trigger: call.read.trigger.clone(),
+                operation,
+                source: Failure::answer(why, &answer),
+            })
     }
-}
-
-/// Factory of `influxdb`.
-///
-/// # Errors
-/// See [`InfluxDbScaler::build`].
-pub async fn build(ctx: ScalerContext) -> Result<BuiltScaler, ScalerError> {
-    Ok(BuiltScaler::Pull(Box::new(
-        InfluxDbScaler::build(&ctx).await?,
-    )))
 }
 
 #[cfg(test)]

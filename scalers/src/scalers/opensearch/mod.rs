@@ -3,18 +3,14 @@
 //! authentication, or a client certificate with `enableTLS`. The request and the reading are
 //! shared with `elasticsearch` ([`crate::scalers::search`]).
 
-use async_trait::async_trait;
-use k8s_openapi::api::autoscaling::v2::MetricSpec;
+use std::marker::PhantomData;
 
 use crate::authentication::{AuthMode, HttpAuth};
 use crate::context::ScalerContext;
-use crate::error::{ScalerError, Source, TriggerId};
+use crate::error::{ScalerError, Source};
 use crate::http_client::{self, HttpClientKey, parse_http_url};
 use crate::metadata::{AUTH_METADATA, METADATA_AUTH, Param};
-use crate::metric::{MetricTargetType, external_metric_spec, metric_target_milli};
-use crate::pool::Held;
-use crate::scaler::{BuiltScaler, MetricsAndActivity, Scaler};
-use crate::scalers::search::{Cluster, SearchParams, SearchSpec};
+use crate::scalers::search::{SearchParams, SearchSpec, SearchSystem, SearchTrigger};
 use crate::secret::Secret;
 use crate::tls::TlsSettings;
 
@@ -72,25 +68,20 @@ const SEARCH: SearchParams = SearchParams {
     value_location: VALUE_LOCATION,
 };
 
-/// The parsed trigger.
-#[derive(Clone, Debug)]
-pub struct OpenSearchConfig {
-    /// Each address and its pooled client's key.
-    pub servers: Vec<(url::Url, HttpClientKey)>,
-    /// Indices, search, value location. A `query` that is not JSON fails every read, as in
-    /// KEDA (`invalid query JSON`).
-    pub search: SearchSpec,
-    /// The target.
-    pub target_value: f64,
-    /// Active iff the value is above this.
-    pub activation_target_value: f64,
-    /// A missing or null value is 0 instead of an error.
-    pub ignore_null_values: bool,
-    /// `s<index>-opensearch-<searchTemplateName>` or `s<index>-opensearch-query`.
-    pub metric_name: String,
-    /// AverageValue or Value.
-    pub metric_type: MetricTargetType,
+/// The `opensearch` trigger type.
+#[derive(Clone, Copy, Debug)]
+pub struct OpenSearch;
+
+impl SearchSystem for OpenSearch {
+    const TYPE: &'static str = "opensearch";
+
+    fn parse(ctx: &ScalerContext) -> Result<OpenSearchConfig, ScalerError> {
+        OpenSearchConfig::parse(ctx)
+    }
 }
+
+/// The parsed trigger.
+pub type OpenSearchConfig = SearchTrigger<OpenSearch>;
 
 impl OpenSearchConfig {
     /// Parses the trigger.
@@ -156,85 +147,10 @@ impl OpenSearchConfig {
                 activation_target_value: p.get(&ACTIVATION_TARGET_VALUE)?,
                 ignore_null_values: p.get(&IGNORE_NULL_VALUES)?,
                 metric_type,
+                system: PhantomData,
             })
         })?)
     }
-}
-
-/// An `opensearch` scaler holding its share of each address's client.
-pub struct OpenSearchScaler {
-    config: OpenSearchConfig,
-    trigger: TriggerId,
-    cluster: Cluster,
-}
-
-impl OpenSearchScaler {
-    /// Parses the trigger and leases the client of each address. Does not connect.
-    ///
-    /// # Errors
-    /// Invalid metadata, or TLS material that does not parse (named by parameter).
-    pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
-        let config = OpenSearchConfig::parse(ctx)?;
-        let mut servers = Vec::with_capacity(config.servers.len());
-        for (url, key) in &config.servers {
-            let lease = http_client::lease(ctx, key.clone()).await?;
-            servers.push((url.clone(), Held::new(lease)));
-        }
-        Ok(Self {
-            config,
-            trigger: ctx.trigger_id(),
-            cluster: Cluster::new(servers),
-        })
-    }
-
-    /// The parsed trigger.
-    pub fn config(&self) -> &OpenSearchConfig {
-        &self.config
-    }
-}
-
-#[async_trait]
-impl Scaler for OpenSearchScaler {
-    fn metric_specs(&self) -> Vec<MetricSpec> {
-        vec![external_metric_spec(
-            self.config.metric_name.clone(),
-            metric_target_milli(self.config.metric_type, self.config.target_value),
-        )]
-    }
-
-    async fn metrics_and_activity(
-        &self,
-        metric_name: &str,
-    ) -> Result<MetricsAndActivity, ScalerError> {
-        let value = self
-            .cluster
-            .value(
-                "opensearch",
-                &self.trigger,
-                &self.config.search,
-                self.config.ignore_null_values,
-            )
-            .await?;
-        Ok(MetricsAndActivity::single(
-            metric_name,
-            value,
-            self.config.activation_target_value,
-        ))
-    }
-
-    async fn close(&self) {
-        self.cluster.release();
-    }
-}
-
-/// Factory of `opensearch`.
-///
-/// # Errors
-/// See [`OpenSearchScaler::build`].
-pub async fn build(ctx: ScalerContext) -> Result<BuiltScaler, ScalerError> {
-    Ok(BuiltScaler::Pull(Box::new(
-        OpenSearchScaler::build(&ctx).await?,
-    )))
 }
 
 #[cfg(test)]

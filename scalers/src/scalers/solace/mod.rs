@@ -11,7 +11,7 @@
 //! SEMP reference: <https://docs.solace.com/Admin/SEMP/SEMP-API-Ref.htm> (monitor API,
 //! `MsgVpn` and `MsgVpnQueue` objects, the `meta.responseCode` of every answer).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
 use async_trait::async_trait;
 use http::header::HeaderMap;
@@ -21,13 +21,15 @@ use serde_json::Value;
 use crate::authentication::{AuthMode, HttpAuth};
 use crate::context::ScalerContext;
 use crate::error::Source;
-use crate::error::{ScalerError, TriggerId};
-use crate::http_client::{self, HttpClient, HttpClientKey, describe_url, parse_http_url};
+use crate::error::{MetadataError, ScalerError};
+use crate::http_client::{self, HttpClientKey, describe_url, parse_http_url};
+use crate::http_servers::{self, Servers, ServersKey};
 use crate::metadata::{METADATA, Param};
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target};
-use crate::pool::Held;
+use crate::pool::Lease;
+use crate::pooled::{PooledSource, ReadCtx};
 use crate::remote::{Classify, Failure};
-use crate::scaler::{BuiltScaler, MetricValue, MetricsAndActivity, Scaler};
+use crate::scaler::{MetricValue, MetricsAndActivity};
 use crate::secret::Secret;
 
 /// Lookup order of the credentials: TriggerAuthentication, metadata, then `<name>FromEnv`.
@@ -303,58 +305,30 @@ pub fn queue_figures(body: &[u8]) -> Result<QueueFigures, String> {
     })
 }
 
-/// A `solace-event-queue` scaler holding its share of each broker's client.
-pub struct SolaceScaler {
-    config: SolaceConfig,
-    trigger: TriggerId,
-    brokers: Vec<(url::Url, Held<HttpClientKey, HttpClient>)>,
-    /// The broker that answered last: the next read starts there.
-    current: AtomicUsize,
-}
-
-impl SolaceScaler {
-    /// Parses the trigger and leases the client of each broker. Does not connect.
-    ///
-    /// # Errors
-    /// Invalid metadata.
-    pub async fn build(ctx: &ScalerContext) -> Result<Self, ScalerError> {
-        let config = SolaceConfig::parse(ctx)?;
-        let mut brokers = Vec::with_capacity(config.brokers.len());
-        for (url, key) in &config.brokers {
-            let lease = http_client::lease(ctx, key.clone()).await?;
-            brokers.push((url.clone(), Held::new(lease)));
-        }
-        Ok(Self {
-            config,
-            trigger: ctx.trigger_id(),
-            brokers,
-            current: AtomicUsize::new(0),
-        })
-    }
-
-    /// The parsed trigger.
-    pub fn config(&self) -> &SolaceConfig {
-        &self.config
-    }
-
-    /// The queue's figures from the first broker, from the last one to answer on, whose
-    /// Message VPN is up.
+impl SolaceConfig {
+    /// The queue's figures from the first broker, from the last one to answer on (shared by
+    /// the triggers on the same brokers), whose Message VPN is up.
     ///
     /// # Errors
     /// Every broker failed: the error lists each one's failure (statuses and our words, never
-    /// the broker's text); the scaler is closed.
-    pub async fn figures(&self) -> Result<QueueFigures, ScalerError> {
-        let n = self.brokers.len().max(1);
-        let first = self.current.load(Ordering::Relaxed) % n;
+    /// the broker's text).
+    pub async fn figures(
+        &self,
+        servers: &Servers,
+        read: ReadCtx<'_>,
+    ) -> Result<QueueFigures, ScalerError> {
+        let brokers = self.brokers.len().min(servers.len());
+        let n = brokers.max(1);
+        let first = servers.position().load(Ordering::Relaxed) % n;
         let headers = HeaderMap::new();
         let mut failures = Vec::new();
-        for i in 0..self.brokers.len() {
+        for i in 0..brokers {
             let index = (first + i) % n;
-            let (base, held) = &self.brokers[index];
-            let client = held.client().ok_or_else(|| ScalerError::Closed {
-                trigger: self.trigger.clone(),
-            })?;
-            let state_url = semp_url(base, &self.config.vpn, None);
+            let (Some((base, _)), Some(client)) = (self.brokers.get(index), servers.get(index))
+            else {
+                continue;
+            };
+            let state_url = semp_url(base, &self.vpn, None);
             let state = match client.get(state_url.clone(), &headers).await {
                 Ok(body) => vpn_state(&body),
                 Err(e) => Err(e.classify().to_string()),
@@ -366,7 +340,7 @@ impl SolaceScaler {
                         "broker {} ({}): Message VPN \"{}\" is not up",
                         index + 1,
                         describe_url(base),
-                        self.config.vpn
+                        self.vpn
                     ));
                     continue;
                 }
@@ -379,29 +353,29 @@ impl SolaceScaler {
                     continue;
                 }
             }
-            let queue_url = semp_url(base, &self.config.vpn, Some(&self.config.queue));
+            let queue_url = semp_url(base, &self.vpn, Some(&self.queue));
             let figures = match client.get(queue_url, &headers).await {
                 Ok(body) => queue_figures(&body),
                 Err(e) => Err(e.classify().to_string()),
             };
             match figures {
                 Ok(figures) => {
-                    self.current.store(index, Ordering::Relaxed);
+                    servers.position().store(index, Ordering::Relaxed);
                     return Ok(figures);
                 }
                 Err(why) => failures.push(format!(
                     "broker {} ({}): queue \"{}\": {why}",
                     index + 1,
                     describe_url(base),
-                    self.config.queue
+                    self.queue
                 )),
             }
         }
         Err(ScalerError::Query {
-            trigger: self.trigger.clone(),
+            trigger: read.trigger.clone(),
             operation: format!(
                 "reading queue \"{}\" (queueName) of Message VPN \"{}\" (messageVpn) over SEMP",
-                self.config.queue, self.config.vpn
+                self.queue, self.vpn
             ),
             source: Failure::local(failures.join("; ")),
         })
@@ -409,35 +383,49 @@ impl SolaceScaler {
 }
 
 #[async_trait]
-impl Scaler for SolaceScaler {
+impl PooledSource for SolaceConfig {
+    type Key = ServersKey;
+    type Client = Servers;
+
+    fn parse(ctx: &ScalerContext) -> Result<Self, ScalerError> {
+        SolaceConfig::parse(ctx)
+    }
+
+    fn client_key(&self) -> Result<ServersKey, MetadataError> {
+        Ok(self.brokers.iter().map(|(_, key)| key.clone()).collect())
+    }
+
+    async fn connect(
+        ctx: &ScalerContext,
+        key: ServersKey,
+    ) -> Result<Lease<ServersKey, Servers>, ScalerError> {
+        http_servers::lease(ctx, key).await
+    }
+
     fn metric_specs(&self) -> Vec<MetricSpec> {
-        self.config
-            .metrics
+        self.metrics
             .iter()
             .map(|m| {
-                external_metric_spec(
-                    m.name.clone(),
-                    metric_target(self.config.metric_type, m.target),
-                )
+                external_metric_spec(m.name.clone(), metric_target(self.metric_type, m.target))
             })
             .collect()
     }
 
-    async fn metrics_and_activity(
+    async fn read(
         &self,
+        servers: &Servers,
+        read: ReadCtx<'_>,
         metric_name: &str,
     ) -> Result<MetricsAndActivity, ScalerError> {
-        let figures = self.figures().await?;
+        let figures = self.figures(servers, read).await?;
         let metric = self
-            .config
             .metrics
             .iter()
             .find(|m| m.name == metric_name)
-            .ok_or_else(|| ScalerError::Unexpected {
-                trigger: self.trigger.clone(),
-                message: format!("no metric named {metric_name} in this trigger"),
+            .ok_or_else(|| {
+                read.unexpected(format!("no metric named {metric_name} in this trigger"))
             })?;
-        let a = &self.config.activation;
+        let a = &self.activation;
         #[allow(clippy::cast_precision_loss)]
         let value = metric.figure.of(&figures) as f64;
         Ok(MetricsAndActivity {
@@ -447,22 +435,6 @@ impl Scaler for SolaceScaler {
                 || figures.msg_rx_rate > a.msg_rx_rate,
         })
     }
-
-    async fn close(&self) {
-        for (_, held) in &self.brokers {
-            held.release();
-        }
-    }
-}
-
-/// Factory of `solace-event-queue`.
-///
-/// # Errors
-/// See [`SolaceScaler::build`].
-pub async fn build(ctx: ScalerContext) -> Result<BuiltScaler, ScalerError> {
-    Ok(BuiltScaler::Pull(Box::new(
-        SolaceScaler::build(&ctx).await?,
-    )))
 }
 
 #[cfg(test)]
