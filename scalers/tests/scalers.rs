@@ -36,6 +36,7 @@ const BUILTIN_TYPES: &[&str] = &[
     "azure-queue",
     "azure-servicebus",
     "beanstalkd",
+    "clickhouse",
     "couchdb",
     "cpu",
     "cron",

@@ -18,6 +18,7 @@ pub mod azure_pipelines;
 pub mod azure_queue;
 pub mod azure_servicebus;
 pub mod beanstalkd;
+pub mod clickhouse;
 pub mod couchdb;
 pub mod cron;
 pub mod datadog;
@@ -169,6 +170,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "cpu",
         Declared::new(resource::build_cpu, resource::PARAMS)
             .with_check(|ctx| resource::ResourceScaler::parse(ctx, ResourceName::Cpu).map(drop)),
+    );
+    registry.register(
+        "clickhouse",
+        crate::pooled::declare::<clickhouse::ClickHouseConfig>(clickhouse::PARAMS),
     );
     registry.register(
         "couchdb",
