@@ -42,6 +42,7 @@ const BUILTIN_TYPES: &[&str] = &[
     "cron",
     "datadog",
     "dynatrace",
+    "elastic-forecast",
     "elasticsearch",
     "etcd",
     "external",

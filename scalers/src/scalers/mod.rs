@@ -23,6 +23,7 @@ pub mod couchdb;
 pub mod cron;
 pub mod datadog;
 pub mod dynatrace;
+pub mod elastic_forecast;
 pub mod elasticsearch;
 pub mod etcd;
 pub mod external;
@@ -191,6 +192,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     registry.register(
         "dynatrace",
         crate::pooled::declare::<dynatrace::DynatraceConfig>(dynatrace::PARAMS),
+    );
+    registry.register(
+        "elastic-forecast",
+        crate::pooled::declare::<elastic_forecast::ElasticForecastConfig>(elastic_forecast::PARAMS),
     );
     registry.register(
         "elasticsearch",
