@@ -27,13 +27,24 @@ use crate::http_server::{Recorded, TestServer, handler};
 
 const JOB: &str = "cpu-job";
 
+/// A forecast's buckets: (epoch ms, prediction).
+type Buckets = Vec<(i64, Value)>;
+
+/// A created forecast.
+struct Forecast {
+    id: String,
+    buckets: Buckets,
+    /// Searchable yet.
+    indexed: bool,
+}
+
 /// The cluster's state.
 #[derive(Default)]
 struct Cluster {
-    /// The buckets (epoch ms, prediction) the next forecast will hold.
-    model: Vec<(i64, Value)>,
-    /// Created forecasts: id, buckets, indexed yet.
-    forecasts: Vec<(String, Vec<(i64, Value)>, bool)>,
+    /// The buckets the next forecast will hold.
+    model: Buckets,
+    /// Created forecasts.
+    forecasts: Vec<Forecast>,
     /// Index the forecasts as soon as they are created.
     index_at_once: bool,
     /// Reject searches with 429.
@@ -99,7 +110,11 @@ fn elasticsearch(cluster: Shared) -> crate::http_server::Handler {
             let id = format!("fc-{}", cluster.forecasts.len() + 1);
             let model = cluster.model.clone();
             let indexed = cluster.index_at_once;
-            cluster.forecasts.push((id.clone(), model, indexed));
+            cluster.forecasts.push(Forecast {
+                id: id.clone(),
+                buckets: model,
+                indexed,
+            });
             return (
                 StatusCode::OK,
                 "application/json",
@@ -141,8 +156,8 @@ fn elasticsearch(cluster: Shared) -> crate::http_server::Handler {
             let bucket = cluster
                 .forecasts
                 .iter()
-                .filter(|(id, _, indexed)| *indexed && *id == forecast && job == JOB)
-                .flat_map(|(_, buckets, _)| buckets.iter())
+                .filter(|f| f.indexed && f.id == forecast && job == JOB)
+                .flat_map(|f| f.buckets.iter())
                 .filter(|(t, _)| *t <= lte)
                 .max_by_key(|(t, _)| *t);
             let hits: Vec<Value> = bucket
@@ -232,8 +247,8 @@ async fn the_value_is_the_forecast_for_look_ahead_and_the_forecast_is_renewed() 
     // Once indexed, the new forecast is read: its model says 2 at every bucket.
     {
         let mut c = cluster.lock().expect("c");
-        c.forecasts[1].1 = (0..12).map(|i| (T0 + i * 5 * MINUTE, json!("2"))).collect();
-        c.forecasts[1].2 = true;
+        c.forecasts[1].buckets = (0..12).map(|i| (T0 + i * 5 * MINUTE, json!("2"))).collect();
+        c.forecasts[1].indexed = true;
     }
     h.expect(2.0, false).await;
     // A rejected search fails the poll with the error type and status, never the reason.
