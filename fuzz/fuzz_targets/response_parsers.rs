@@ -606,6 +606,29 @@ const PARSERS: &[Parser] = &[
             ))
         },
     },
+    Parser {
+        name: "clickhouse JSONCompact answer and error code",
+        no_echo: true,
+        run: |_, body, flag| {
+            use keda_scalers::scalers::clickhouse::response::{error_code, first_value};
+            if flag {
+                let _ = error_code(body);
+            }
+            ok(first_value(body))
+        },
+    },
+    Parser {
+        name: "elastic-forecast forecast and search answers",
+        no_echo: true,
+        run: |_, body, flag| {
+            use keda_scalers::scalers::elastic_forecast::response::{forecast_id, prediction};
+            if flag {
+                // The id is kept for the next search, never shown: only its presence counts.
+                return forecast_id(body).map(drop);
+            }
+            ok(prediction(body))
+        },
+    },
 ];
 
 fn runtime() -> &'static tokio::runtime::Runtime {

@@ -5,7 +5,7 @@
 //! `gcp-stackdriver`, `gcp-cloudtasks`, `gcp-storage`, `azure-monitor`, `azure-log-analytics`,
 //! `azure-app-insights`, `azure-data-explorer`, `azure-servicebus`, `azure-eventhub`,
 //! `azure-pipelines`, `openstack-swift`, `openstack-metric`, `ibmmq`, `solace-direct-messaging`,
-//! `graphite`) through the operator on memkube: each
+//! `graphite`, `clickhouse`, `elastic-forecast`) through the operator on memkube: each
 //! scales its target 0 -> 1 when its source's
 //! value rises above the activation threshold, and bad input is `Ready=False` with a message naming
 //! the trigger and the parameter. The sources are the tests' loopback server (`common/source.rs`)
@@ -2457,6 +2457,131 @@ async fn graphite_scales_from_zero_and_bad_input_is_not_ready_naming_the_paramet
         &format!("type: graphite\n      metadata:\n        serverAddress: {server}\n        query: stats.jobs\n        queryTime: -1h\n        authMode: bearer"),
         "ScaledObjectCheckFailed",
         &["(graphite)", "authMode"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// A ClickHouse HTTP interface answer in the `JSONCompact` format
+/// (https://clickhouse.com/docs/interfaces/formats/JSONCompact) of one row whose first column
+/// is `value` (a `UInt64`, which ClickHouse quotes).
+fn clickhouse_compact(value: u64) -> String {
+    format!(
+        r#"{{"meta":[{{"name":"count()","type":"UInt64"}}],"data":[["{value}"]],"rows":1,"statistics":{{"elapsed":0.0001,"rows_read":1,"bytes_read":1}}}}"#
+    )
+}
+
+#[tokio::test]
+async fn clickhouse_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("clickhouse triggers").await else {
+        return;
+    };
+    let clickhouse = Source::start().await;
+    // The HTTP interface answers at its root (the query is the POST body).
+    clickhouse.set_body("", &clickhouse_compact(0));
+    let port = clickhouse
+        .url("")
+        .trim_end_matches('/')
+        .rsplit(':')
+        .next()
+        .expect("a port")
+        .to_string();
+    let trigger = format!(
+        "type: clickhouse\n      metadata:\n        host: 127.0.0.1\n        httpPort: \"{port}\"\n        query: SELECT count() FROM jobs\n        targetQueryValue: \"5\"\n        activationTargetQueryValue: \"1\""
+    );
+    zero_to_one(&w, "clickhouse", &trigger, || {
+        clickhouse.set_body("", &clickhouse_compact(3));
+    })
+    .await;
+    assert!(clickhouse.requests("") > 0);
+
+    let op = w.start_operator();
+    w.deployment("bad", 0).await;
+    // A native port with no known HTTP counterpart: built, as in KEDA (which fails when it
+    // connects), and every poll fails naming port and httpPort.
+    refused(
+        &w,
+        "clickhouse-port",
+        "type: clickhouse\n      metadata:\n        host: 127.0.0.1\n        port: \"19000\"\n        query: SELECT 1\n        targetQueryValue: \"5\"",
+        "TriggerError",
+        &["(clickhouse)", "port", "httpPort"],
+    )
+    .await;
+    refused(
+        &w,
+        "clickhouse-query",
+        "type: clickhouse\n      metadata:\n        host: 127.0.0.1\n        targetQueryValue: \"5\"",
+        "ScaledObjectCheckFailed",
+        &["(clickhouse)", "query"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// A search answer over an ML job's results whose newest `model_forecast` bucket predicts
+/// `value` (https://www.elastic.co/docs/api/doc/elasticsearch/operation/operation-search).
+fn forecast_hit(value: f64) -> String {
+    format!(
+        r#"{{"took":1,"timed_out":false,"hits":{{"total":{{"value":1,"relation":"eq"}},"max_score":null,"hits":[{{"_index":".ml-anomalies-shared","_id":"cpu-job_model_forecast_f1","_score":null,"_source":{{"forecast_prediction":{value},"timestamp":1700000000000}},"sort":[1700000000000]}}]}}}}"#
+    )
+}
+
+#[tokio::test]
+async fn elastic_forecast_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("elastic-forecast triggers").await else {
+        return;
+    };
+    let es = Source::start().await;
+    // The forecast API (https://www.elastic.co/docs/api/doc/elasticsearch/operation/operation-ml-forecast).
+    let forecast = "_ml/anomaly_detectors/cpu-job/_forecast";
+    es.set_body(forecast, r#"{"acknowledged":true,"forecast_id":"f1"}"#);
+    let search = ".ml-anomalies-*/_search";
+    es.set_body(search, &forecast_hit(0.0));
+    let address = es.url("");
+    let address = address.trim_end_matches('/');
+    secret_auth(
+        &w,
+        "elastic",
+        &[("username", "elastic"), ("password", "changeme")],
+    )
+    .await;
+    let trigger = format!(
+        "type: elastic-forecast\n      metadata:\n        addresses: {address}\n        jobID: cpu-job\n        targetValue: \"50\"\n        activationTargetValue: \"5\"\n      authenticationRef:\n        name: elastic"
+    );
+    w.deployment("elastic-forecast", 0).await;
+    let op = w.start_operator_resolving();
+    let so = w
+        .create(&object("elastic-forecast", "elastic-forecast", &trigger))
+        .await;
+    w.polls_reach(&op, &so, 1).await;
+    assert_eq!(w.replicas("elastic-forecast").await, 0, "inactive at first");
+    es.set_body(search, &forecast_hit(80.0));
+    eventually("elastic-forecast at 1 replica", || async {
+        w.poll_after(&op, &so, 10).await;
+        (w.replicas("elastic-forecast").await == 1).then_some(())
+    })
+    .await;
+    // One forecast, created in the first poll and not due again within lookAhead.
+    assert_eq!(es.requests(forecast), 1);
+    assert!(es.requests(search) >= 2);
+    op.stop().await;
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "elastic-forecast-look-ahead",
+        &format!("type: elastic-forecast\n      metadata:\n        addresses: {address}\n        jobID: cpu-job\n        targetValue: \"50\"\n        lookAhead: soon\n      authenticationRef:\n        name: elastic"),
+        "ScaledObjectCheckFailed",
+        &["(elastic-forecast)", "lookAhead"],
+    )
+    .await;
+    refused(
+        &w,
+        "elastic-forecast-job",
+        &format!("type: elastic-forecast\n      metadata:\n        addresses: {address}\n        targetValue: \"50\"\n      authenticationRef:\n        name: elastic"),
+        "ScaledObjectCheckFailed",
+        &["(elastic-forecast)", "jobID"],
     )
     .await;
     op.stop().await;

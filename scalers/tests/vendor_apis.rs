@@ -28,6 +28,8 @@ mod datadog;
 mod datadog_cluster_agent;
 #[path = "vendor_apis/dynatrace.rs"]
 mod dynatrace;
+#[path = "vendor_apis/elastic_forecast.rs"]
+mod elastic_forecast;
 #[path = "vendor_apis/gcp.rs"]
 mod gcp;
 #[path = "vendor_apis/github_runner.rs"]

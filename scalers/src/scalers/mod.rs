@@ -18,10 +18,12 @@ pub mod azure_pipelines;
 pub mod azure_queue;
 pub mod azure_servicebus;
 pub mod beanstalkd;
+pub mod clickhouse;
 pub mod couchdb;
 pub mod cron;
 pub mod datadog;
 pub mod dynatrace;
+pub mod elastic_forecast;
 pub mod elasticsearch;
 pub mod etcd;
 pub mod external;
@@ -172,6 +174,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
             .with_check(|ctx| resource::ResourceScaler::parse(ctx, ResourceName::Cpu).map(drop)),
     );
     registry.register(
+        "clickhouse",
+        crate::pooled::declare::<clickhouse::ClickHouseConfig>(clickhouse::PARAMS),
+    );
+    registry.register(
         "couchdb",
         crate::pooled::declare::<couchdb::CouchDbConfig>(couchdb::PARAMS),
     );
@@ -187,6 +193,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
     registry.register(
         "dynatrace",
         crate::pooled::declare::<dynatrace::DynatraceConfig>(dynatrace::PARAMS),
+    );
+    registry.register(
+        "elastic-forecast",
+        crate::pooled::declare::<elastic_forecast::ElasticForecastConfig>(elastic_forecast::PARAMS),
     );
     registry.register(
         "elasticsearch",

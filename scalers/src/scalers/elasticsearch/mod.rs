@@ -199,7 +199,7 @@ impl ElasticsearchConfig {
 }
 
 /// `Authorization: ApiKey <apiKey>`, Elastic's API key scheme.
-fn api_key_auth(
+pub(crate) fn api_key_auth(
     p: &MetadataParser<'_>,
     api_key: &Secret,
     tls: TlsSettings,
