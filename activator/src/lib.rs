@@ -9,6 +9,7 @@
 //! operator's `http` scaler, and answers errors in one place ([`error`]). Its background tasks
 //! (the watches, the report stream) are restarted when they fail ([`supervise`]).
 
+pub mod anchor;
 pub mod balance;
 pub mod edge;
 pub mod error;

@@ -258,6 +258,8 @@ pub fn spawn_proxy_threads(
             .spawn(move || {
                 crate::upstream::set_proxy_thread(index);
                 runtime.block_on(async move {
+                    // Keeps each request's response timeout from waking this runtime.
+                    tokio::spawn(crate::anchor::run());
                     match TcpListener::from_std(listener) {
                         Ok(listener) => serve_proxy(listener, proxy, shutdown, drain_timeout).await,
                         Err(error) => tracing::error!(%error, "proxy thread cannot listen"),

@@ -55,7 +55,17 @@ const EVENTS: &[(&str, &[&str])] = &[
     ("context switches", &["-e", "context-switches"]),
 ];
 
-/// Per request, one value per row of [`EVENTS`].
+/// Rows after [`EVENTS`]: from `/proc/<pid>/task/*/status`, and the split between threads.
+const MORE: [&str; 3] = [
+    "of which voluntary (sleeps)",
+    "of which involuntary (preempted)",
+    "busiest thread's share of the reads",
+];
+
+/// The row of all system calls.
+const TOTAL: usize = EVENTS.len() - 2;
+
+/// Per request, one value per row of [`EVENTS`] and [`MORE`].
 struct Counts {
     requests: u64,
     per_request: Vec<f64>,
@@ -89,7 +99,7 @@ pub fn count(
                 "  {} c={n}: {} requests, {:.2} system calls per request",
                 target.name,
                 counts.requests,
-                counts.per_request[EVENTS.len() - 2]
+                counts.per_request[TOTAL]
             );
             columns.push((format!("{} c={n}", target.name), counts));
         }
@@ -101,7 +111,8 @@ pub fn count(
     }
     println!();
     println!("|---|{}", "---|".repeat(columns.len()));
-    for (row, (name, _)) in EVENTS.iter().enumerate() {
+    let names = EVENTS.iter().map(|(name, _)| *name).chain(MORE);
+    for (row, name) in names.enumerate() {
         if columns.iter().all(|(_, c)| c.per_request[row] < 0.005) {
             continue;
         }
@@ -129,7 +140,9 @@ fn count_one(
         .collect::<Vec<_>>()
         .join(",");
     let mut command = Command::new(perf);
-    command.args(["stat", "-x", ",", "--no-big-num", "-o"]).arg(out);
+    command
+        .args(["stat", "-x", ",", "--no-big-num", "--per-thread", "-o"])
+        .arg(out);
     for (_, args) in EVENTS {
         command.args(*args);
     }
@@ -149,6 +162,7 @@ fn count_one(
         }
         bail!("perf stat exited ({status}): {}", error.trim());
     }
+    let switches_before = switches(&target.pids);
     let report = wrk::run(
         wrk_path,
         target.netns.as_deref(),
@@ -162,6 +176,7 @@ fn count_one(
         .args(["-INT", &child.id().to_string()])
         .status();
     let status = child.wait()?;
+    let switches_after = switches(&target.pids);
     let report = report?;
     if report.errors > 0 {
         bail!("{} answered {} errors", target.name, report.errors);
@@ -169,38 +184,83 @@ fn count_one(
     let text = std::fs::read_to_string(out)
         .with_context(|| format!("reading perf's report {} ({status})", out.display()))?;
     let values = parse(&text)?;
-    let requests = report.requests.max(1);
-    let per_request = EVENTS
+    let requests = report.requests.max(1) as f64;
+    let total = |event: &str| -> u64 { values.values().filter_map(|v| v.get(event)).sum() };
+    let mut per_request: Vec<f64> = EVENTS
         .iter()
         .map(|(_, args)| {
             let sum: u64 = args
                 .chunks(2)
                 .filter(|pair| pair[0] == "-e")
-                .map(|pair| values.get(pair[1]).copied().unwrap_or(0))
+                .map(|pair| total(pair[1]))
                 .sum();
-            sum as f64 / requests as f64
+            sum as f64 / requests
         })
         .collect();
+    per_request.push(switches_after.0.saturating_sub(switches_before.0) as f64 / requests);
+    per_request.push(switches_after.1.saturating_sub(switches_before.1) as f64 / requests);
+    let reads = |thread: &std::collections::HashMap<String, u64>| -> u64 {
+        ["syscalls:sys_enter_read", "syscalls:sys_enter_recvfrom"]
+            .iter()
+            .filter_map(|e| thread.get(*e))
+            .sum()
+    };
+    let all_reads: u64 = values.values().map(reads).sum();
+    let busiest = values.values().map(reads).max().unwrap_or(0);
+    per_request.push(busiest as f64 / all_reads.max(1) as f64);
     Ok(Counts {
         requests: report.requests,
         per_request,
     })
 }
 
-/// `perf stat -x ,` output: `value,unit,event,...` per line; `<not counted>` and
-/// `<not supported>` are 0. Comment lines start with `#`.
-fn parse(text: &str) -> anyhow::Result<std::collections::HashMap<String, u64>> {
-    let mut values = std::collections::HashMap::new();
+type PerThread = std::collections::HashMap<String, std::collections::HashMap<String, u64>>;
+
+/// `perf stat -x , --per-thread` output: `thread,value,unit,event,...` per line, values by
+/// thread and event; `<not counted>` and `<not supported>` are 0. Comment lines start with
+/// `#`.
+fn parse(text: &str) -> anyhow::Result<PerThread> {
+    let mut values = PerThread::new();
     for line in text.lines().filter(|l| !l.is_empty() && !l.starts_with('#')) {
         let fields: Vec<&str> = line.split(',').collect();
-        let (Some(value), Some(event)) = (fields.first(), fields.get(2)) else {
+        let (Some(thread), Some(value), Some(event)) = (fields.first(), fields.get(1), fields.get(3))
+        else {
             continue;
         };
         let value = value.trim().parse::<u64>().unwrap_or(0);
-        *values.entry(event.trim().to_string()).or_insert(0) += value;
+        *values
+            .entry(thread.trim().to_string())
+            .or_default()
+            .entry(event.trim().to_string())
+            .or_insert(0) += value;
     }
     if values.is_empty() {
         bail!("perf stat reported nothing:\n{text}");
     }
     Ok(values)
+}
+
+/// Voluntary and involuntary context switches of every thread of `pids`
+/// (`/proc/<pid>/task/*/status`).
+fn switches(pids: &[u32]) -> (u64, u64) {
+    let mut sum = (0, 0);
+    for pid in pids {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
+                continue;
+            };
+            for line in status.lines() {
+                let number = |rest: &str| rest.trim().parse::<u64>().unwrap_or(0);
+                if let Some(rest) = line.strip_prefix("voluntary_ctxt_switches:") {
+                    sum.0 += number(rest);
+                } else if let Some(rest) = line.strip_prefix("nonvoluntary_ctxt_switches:") {
+                    sum.1 += number(rest);
+                }
+            }
+        }
+    }
+    sum
 }
