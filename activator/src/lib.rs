@@ -22,6 +22,7 @@ pub mod route;
 pub mod serve;
 pub mod server;
 pub mod serving;
+pub mod spread;
 pub mod stats;
 pub mod supervise;
 pub mod target;

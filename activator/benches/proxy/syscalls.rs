@@ -97,9 +97,7 @@ pub fn count(
                 .with_context(|| format!("{} at {n} connections", target.name))?;
             println!(
                 "  {} c={n}: {} requests, {:.2} system calls per request",
-                target.name,
-                counts.requests,
-                counts.per_request[TOTAL]
+                target.name, counts.requests, counts.per_request[TOTAL]
             );
             columns.push((format!("{} c={n}", target.name), counts));
         }
@@ -221,9 +219,13 @@ type PerThread = std::collections::HashMap<String, std::collections::HashMap<Str
 /// `#`.
 fn parse(text: &str) -> anyhow::Result<PerThread> {
     let mut values = PerThread::new();
-    for line in text.lines().filter(|l| !l.is_empty() && !l.starts_with('#')) {
+    for line in text
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
         let fields: Vec<&str> = line.split(',').collect();
-        let (Some(thread), Some(value), Some(event)) = (fields.first(), fields.get(1), fields.get(3))
+        let (Some(thread), Some(value), Some(event)) =
+            (fields.first(), fields.get(1), fields.get(3))
         else {
             continue;
         };
