@@ -5,9 +5,13 @@
 //! syscall tracepoints (`syscalls:sys_enter_*`, `raw_syscalls:sys_enter` for the total) and
 //! the context switches of the proxy's processes (all their threads; nginx's master and
 //! workers), and reads that came back empty (`sys_exit_*` with `ret == -11`, `EAGAIN`). Each
-//! count is divided by wrk's request count. The data calls (reads and writes) per request
-//! do not depend on the machine's speed; `epoll_wait` and context switches do (how many
-//! events one wake-up finds), so those are only comparable between proxies in the same run.
+//! count is divided by wrk's request count. Context switches are also split into voluntary
+//! ones (the thread went to sleep: a wake-up per sleep) and involuntary ones (preempted), from
+//! `/proc/<pid>/task/*/status` before and after; and the busiest thread's share of the reads
+//! shows how evenly the proxy's threads (nginx's workers) share the connections. The data
+//! calls (reads and writes) per request do not depend on the machine's speed; `epoll_wait`
+//! and context switches do (how many events one wake-up finds), so those are only comparable
+//! between proxies in the same run, on an optimized build.
 
 use std::io::Read;
 use std::path::Path;
