@@ -72,53 +72,15 @@ async fn serve_on(
         Some(Lane {
             spread,
             thread,
-            mut inbox,
+            inbox,
         }) => {
-            let (connections, proxy, builder, shutdown) = (
+            tokio::spawn(serve_handed(
+                inbox,
                 connections.clone(),
                 Arc::clone(&proxy),
                 Arc::clone(&builder),
                 shutdown.clone(),
-            );
-            tokio::spawn(async move {
-                loop {
-                    let accepted = tokio::select! {
-                        () = shutdown.cancelled() => break,
-                        accepted = inbox.recv() => match accepted {
-                            Some(accepted) => accepted,
-                            None => break,
-                        },
-                    };
-                    let Accepted {
-                        stream,
-                        remote,
-                        permit,
-                        memory,
-                        seat,
-                    } = accepted;
-                    let stream = match tokio::net::TcpStream::from_std(stream) {
-                        Ok(stream) => stream,
-                        Err(error) => {
-                            tracing::debug!(%error, %remote, "handed connection is unusable");
-                            continue;
-                        }
-                    };
-                    let reserved = Reserved {
-                        permit,
-                        memory,
-                        seat: Some(seat),
-                    };
-                    spawn_connection(
-                        &connections,
-                        stream,
-                        remote,
-                        reserved,
-                        &proxy,
-                        &builder,
-                        &shutdown,
-                    );
-                }
-            });
+            ));
             (Some(spread), thread)
         }
         None => (None, 0),
@@ -224,6 +186,55 @@ async fn serve_on(
         tracing::warn!(
             ?drain_timeout,
             "connections still open after the drain timeout"
+        );
+    }
+}
+
+/// Serves the connections other proxy threads hand to this one, among `connections`, until
+/// `shutdown`.
+async fn serve_handed(
+    mut inbox: UnboundedReceiver<Accepted>,
+    connections: TaskTracker,
+    proxy: Arc<Proxy>,
+    builder: Arc<auto::Builder<TokioExecutor>>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let accepted = tokio::select! {
+            () = shutdown.cancelled() => break,
+            accepted = inbox.recv() => match accepted {
+                Some(accepted) => accepted,
+                None => break,
+            },
+        };
+        let Accepted {
+            stream,
+            remote,
+            permit,
+            memory,
+            seat,
+        } = accepted;
+        // Registered with this thread's runtime from here on.
+        let stream = match tokio::net::TcpStream::from_std(stream) {
+            Ok(stream) => stream,
+            Err(error) => {
+                tracing::debug!(%error, %remote, "handed connection is unusable");
+                continue;
+            }
+        };
+        let reserved = Reserved {
+            permit,
+            memory,
+            seat: Some(seat),
+        };
+        spawn_connection(
+            &connections,
+            stream,
+            remote,
+            reserved,
+            &proxy,
+            &builder,
+            &shutdown,
         );
     }
 }
