@@ -26,7 +26,12 @@ pub const PERIOD: Duration = Duration::from_secs(1);
 /// Keeps a timer of the current runtime always due within [`PERIOD`]; never returns (spawn it
 /// on the proxy thread's runtime, which drops it when it shuts down).
 pub async fn run() {
-    let mut tick = tokio::time::interval(PERIOD);
+    every(PERIOD).await;
+}
+
+/// [`run`] with a timer due within `period`.
+async fn every(period: Duration) {
+    let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
@@ -61,7 +66,10 @@ mod tests {
                 .expect("runtime");
             runtime.block_on(async move {
                 if anchored {
-                    tokio::spawn(run());
+                    // 30 s rather than [`PERIOD`]: a test thread starved for a second on a
+                    // loaded machine would see the anchor fire in the wake-up below, before
+                    // it re-arms.
+                    tokio::spawn(every(Duration::from_secs(30)));
                 }
                 let mut cx = Context::from_waker(Waker::noop());
                 let mut idle = pin!(tokio::time::sleep(Duration::from_secs(75)));
