@@ -9,6 +9,7 @@
 //! operator's `http` scaler, and answers errors in one place ([`error`]). Its background tasks
 //! (the watches, the report stream) are restarted when they fail ([`supervise`]).
 
+pub mod anchor;
 pub mod balance;
 pub mod edge;
 pub mod error;
@@ -21,6 +22,7 @@ pub mod route;
 pub mod serve;
 pub mod server;
 pub mod serving;
+pub mod spread;
 pub mod stats;
 pub mod supervise;
 pub mod target;

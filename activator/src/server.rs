@@ -18,6 +18,7 @@ use hyper_util::server::conn::auto;
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::net::TcpListener;
 use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -26,6 +27,7 @@ use crate::front::{self, ClientStream, Rewound};
 use crate::limits;
 use crate::metrics::SharedMetrics;
 use crate::proxy::{Peer, Proxy};
+use crate::spread::{Accepted, Seat, Spread};
 use crate::supervise::Health;
 use crate::timed::{Activity, Timed, Tracked};
 
@@ -44,8 +46,45 @@ pub async fn serve_proxy(
     shutdown: CancellationToken,
     drain_timeout: Duration,
 ) {
+    serve_on(listener, proxy, shutdown, drain_timeout, None).await;
+}
+
+/// A proxy thread's place among the others: its index, and the connections handed to it.
+struct Lane {
+    spread: Arc<Spread>,
+    thread: usize,
+    inbox: UnboundedReceiver<Accepted>,
+}
+
+/// [`serve_proxy`] on one of the proxy threads when `lane` is set: a connection accepted here
+/// is served by the thread with the fewest open connections ([`crate::spread`]), and the
+/// connections other threads hand here are served too.
+async fn serve_on(
+    listener: TcpListener,
+    proxy: Arc<Proxy>,
+    shutdown: CancellationToken,
+    drain_timeout: Duration,
+    lane: Option<Lane>,
+) {
     let builder = Arc::new(hyper_builder());
     let connections = TaskTracker::new();
+    let (spread, here) = match lane {
+        Some(Lane {
+            spread,
+            thread,
+            inbox,
+        }) => {
+            tokio::spawn(serve_handed(
+                inbox,
+                connections.clone(),
+                Arc::clone(&proxy),
+                Arc::clone(&builder),
+                shutdown.clone(),
+            ));
+            (Some(spread), thread)
+        }
+        None => (None, 0),
+    };
     loop {
         let permit = tokio::select! {
             () = shutdown.cancelled() => break,
@@ -75,21 +114,68 @@ pub async fn serve_proxy(
                 }
             },
         };
-        let stream = match Stream::new(stream) {
-            Ok(stream) => stream,
-            Err(error) => {
-                tracing::debug!(%error, %remote, "accepted connection is unusable");
-                continue;
+        let seat = spread.as_ref().map(|spread| spread.seat(here));
+        let (stream, reserved) = match (seat, &spread) {
+            (Some(seat), Some(spread)) if seat.thread() != here => {
+                // Another thread has fewer connections: it serves this one.
+                let stream = match stream.into_std() {
+                    Ok(stream) => stream,
+                    Err(error) => {
+                        tracing::debug!(%error, %remote, "accepted connection is unusable");
+                        continue;
+                    }
+                };
+                let accepted = Accepted {
+                    stream,
+                    remote,
+                    permit,
+                    memory,
+                    seat,
+                };
+                let Err(back) = spread.hand(accepted) else {
+                    continue;
+                };
+                // That thread has stopped: served here.
+                let Accepted {
+                    stream,
+                    permit,
+                    memory,
+                    seat,
+                    ..
+                } = *back;
+                match tokio::net::TcpStream::from_std(stream) {
+                    Ok(stream) => (
+                        stream,
+                        Reserved {
+                            permit,
+                            memory,
+                            seat: Some(seat),
+                        },
+                    ),
+                    Err(error) => {
+                        tracing::debug!(%error, %remote, "accepted connection is unusable");
+                        continue;
+                    }
+                }
             }
+            (seat, _) => (
+                stream,
+                Reserved {
+                    permit,
+                    memory,
+                    seat,
+                },
+            ),
         };
-        let (proxy, shutdown, builder) =
-            (Arc::clone(&proxy), shutdown.clone(), Arc::clone(&builder));
-        connections.spawn(async move {
-            let _open = Open::new(permit, &proxy.metrics().connections);
-            let _memory = memory;
-            let peer = proxy.peer(remote);
-            serve_connection(stream, proxy, peer, &builder, &shutdown).await;
-        });
+        spawn_connection(
+            &connections,
+            stream,
+            remote,
+            reserved,
+            &proxy,
+            &builder,
+            &shutdown,
+        );
     }
     drop(listener);
     connections.close();
@@ -102,6 +188,94 @@ pub async fn serve_proxy(
             "connections still open after the drain timeout"
         );
     }
+}
+
+/// Serves the connections other proxy threads hand to this one, among `connections`, until
+/// `shutdown`.
+async fn serve_handed(
+    mut inbox: UnboundedReceiver<Accepted>,
+    connections: TaskTracker,
+    proxy: Arc<Proxy>,
+    builder: Arc<auto::Builder<TokioExecutor>>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let accepted = tokio::select! {
+            () = shutdown.cancelled() => break,
+            accepted = inbox.recv() => match accepted {
+                Some(accepted) => accepted,
+                None => break,
+            },
+        };
+        let Accepted {
+            stream,
+            remote,
+            permit,
+            memory,
+            seat,
+        } = accepted;
+        // Registered with this thread's runtime from here on.
+        let stream = match tokio::net::TcpStream::from_std(stream) {
+            Ok(stream) => stream,
+            Err(error) => {
+                tracing::debug!(%error, %remote, "handed connection is unusable");
+                continue;
+            }
+        };
+        let reserved = Reserved {
+            permit,
+            memory,
+            seat: Some(seat),
+        };
+        spawn_connection(
+            &connections,
+            stream,
+            remote,
+            reserved,
+            &proxy,
+            &builder,
+            &shutdown,
+        );
+    }
+}
+
+/// What a connection holds while it is open: its place under the connection limit, its share
+/// of the memory budget, and its count on its proxy thread.
+struct Reserved {
+    permit: OwnedSemaphorePermit,
+    memory: OwnedSemaphorePermit,
+    seat: Option<Seat>,
+}
+
+/// Serves an accepted connection on this thread, among `connections`.
+fn spawn_connection(
+    connections: &TaskTracker,
+    stream: tokio::net::TcpStream,
+    remote: SocketAddr,
+    reserved: Reserved,
+    proxy: &Arc<Proxy>,
+    builder: &Arc<auto::Builder<TokioExecutor>>,
+    shutdown: &CancellationToken,
+) {
+    let stream = match Stream::new(stream) {
+        Ok(stream) => stream,
+        Err(error) => {
+            tracing::debug!(%error, %remote, "accepted connection is unusable");
+            return;
+        }
+    };
+    let (proxy, shutdown, builder) = (Arc::clone(proxy), shutdown.clone(), Arc::clone(builder));
+    connections.spawn(async move {
+        let Reserved {
+            permit,
+            memory,
+            seat,
+        } = reserved;
+        let _open = Open::new(permit, &proxy.metrics().connections);
+        let _held = (memory, seat);
+        let peer = proxy.peer(remote);
+        serve_connection(stream, proxy, peer, &builder, &shutdown).await;
+    });
 }
 
 /// The server [`serve_connection`] hands connections to when [`crate::front`] does not serve
@@ -246,20 +420,31 @@ pub fn spawn_proxy_threads(
 ) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
     listener.set_nonblocking(true)?;
     let mut handles = Vec::with_capacity(threads.max(1));
-    for index in 0..threads.max(1) {
+    let (spread, inboxes) = Spread::new(threads);
+    for (index, inbox) in inboxes.into_iter().enumerate() {
         let listener = listener.try_clone()?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
         let proxy = Arc::clone(&proxy);
         let shutdown = shutdown.clone();
+        // One thread has no other to spread to.
+        let lane = (threads > 1).then(|| Lane {
+            spread: Arc::clone(&spread),
+            thread: index,
+            inbox,
+        });
         let handle = std::thread::Builder::new()
             .name(format!("proxy-{index}"))
             .spawn(move || {
                 crate::upstream::set_proxy_thread(index);
                 runtime.block_on(async move {
+                    // Keeps each request's response timeout from waking this runtime.
+                    tokio::spawn(crate::anchor::run());
                     match TcpListener::from_std(listener) {
-                        Ok(listener) => serve_proxy(listener, proxy, shutdown, drain_timeout).await,
+                        Ok(listener) => {
+                            serve_on(listener, proxy, shutdown, drain_timeout, lane).await;
+                        }
                         Err(error) => tracing::error!(%error, "proxy thread cannot listen"),
                     }
                 });

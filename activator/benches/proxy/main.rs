@@ -27,8 +27,12 @@
 //! ```text
 //! cargo bench -p keda-activator --bench proxy -- [--seconds 10] [--rounds 3]
 //!     [--connections 8,64] [--workers 2] [--cold-starts 20] [--no-throughput] [--no-cold-start]
-//!     [--compare <another keda-activator binary>]
+//!     [--compare <another keda-activator binary>] [--syscalls]
 //! ```
+//!
+//! `--syscalls` adds a part: system calls and context switches per request of each proxy,
+//! counted with `perf stat` while wrk runs (`syscalls.rs`); a debug build counts the same
+//! calls (`cargo test -p keda-activator --bench proxy -- --syscalls --no-throughput ...`).
 //!
 //! `--workers` sets both the activator's proxy threads (`KEDA_ACTIVATOR_PROXY_THREADS`) and
 //! nginx's `worker_processes`, so both proxies have the same core budget. `--compare <path>`
@@ -40,6 +44,7 @@ mod cluster;
 mod procs;
 mod queue_proxy;
 mod routes;
+mod syscalls;
 mod wrk;
 
 use std::collections::BTreeMap;
@@ -71,6 +76,7 @@ struct Options {
     routes: usize,
     rate: u32,
     queue_proxy: QueueProxyChoice,
+    syscalls: bool,
 }
 
 /// Whether Knative's queue-proxy is a target.
@@ -97,6 +103,7 @@ impl Options {
             routes: 200,
             rate: 1000,
             queue_proxy: QueueProxyChoice::IfBuilt,
+            syscalls: false,
         };
         let mut args = args.peekable();
         while let Some(arg) = args.next() {
@@ -124,8 +131,9 @@ impl Options {
                     options.queue_proxy = QueueProxyChoice::Binary(value("--queue-proxy")?.into());
                 }
                 "--no-queue-proxy" => options.queue_proxy = QueueProxyChoice::Off,
+                "--syscalls" => options.syscalls = true,
                 other => bail!(
-                    "unknown argument {other:?}; expected --seconds N, --rounds N, --connections A,B, --workers N, --cold-starts N, --no-throughput, --no-cold-start, --compare PATH, --routes N (0: none), --rate R, --queue-proxy PATH, --no-queue-proxy"
+                    "unknown argument {other:?}; expected --seconds N, --rounds N, --connections A,B, --workers N, --cold-starts N, --no-throughput, --no-cold-start, --compare PATH, --routes N (0: none), --rate R, --queue-proxy PATH, --no-queue-proxy, --syscalls"
                 ),
             }
         }
@@ -243,7 +251,7 @@ async fn run(options: Options) -> anyhow::Result<()> {
         activator.pid(),
         nginx.pid()
     );
-    let queue_proxy = if options.throughput {
+    let queue_proxy = if options.throughput || options.syscalls {
         start_queue_proxy(&options.queue_proxy, workers, &dir.0)?
     } else {
         None
@@ -252,7 +260,7 @@ async fn run(options: Options) -> anyhow::Result<()> {
     if options.cold_start {
         cold_starts(&mut cluster, listen, options.cold_starts).await?;
     }
-    if options.throughput {
+    if options.throughput || options.syscalls {
         let mut targets = vec![
             Target {
                 name: "direct",
@@ -302,7 +310,24 @@ async fn run(options: Options) -> anyhow::Result<()> {
         if let Some((_, addr)) = &baseline {
             wait_answered(*addr).await?;
         }
-        tokio::task::block_in_place(|| throughput(&options, &wrk, &targets, &log))?;
+        if options.throughput {
+            tokio::task::block_in_place(|| throughput(&options, &wrk, &targets, &log))?;
+        }
+        if options.syscalls {
+            let perf = procs::find_program("perf")
+                .context("--syscalls needs perf: apt-get install linux-perf")?;
+            let proxies: Vec<&Target> = targets.iter().filter(|t| !t.pids.is_empty()).collect();
+            tokio::task::block_in_place(|| {
+                syscalls::count(
+                    &perf,
+                    &wrk,
+                    &proxies,
+                    &options.connections,
+                    options.seconds,
+                    &dir.0,
+                )
+            })?;
+        }
     }
     if options.routes > 0
         && let Err(error) = many_routes(&options, &cluster, listen, backend_addr).await

@@ -123,6 +123,76 @@ async fn proxy_threads_serve_every_connection_and_stop_on_shutdown() {
         .unwrap();
 }
 
+/// A client that opens its connections at once (a pool, wrk) has them spread over the proxy
+/// threads: the thread that accepts them hands some to the other (`spread.rs`).
+#[tokio::test]
+async fn connections_opened_at_once_are_spread_over_the_proxy_threads() {
+    use std::sync::Arc;
+
+    use keda_activator::metrics::Metrics;
+    use keda_activator::proxy::Proxy;
+    use keda_activator::server::spawn_proxy_threads;
+    use keda_activator::targets::Targets;
+
+    let metrics = Arc::new(Metrics::new());
+    let (wake, _wake_rx) = tokio::sync::mpsc::channel(8);
+    let targets = Targets::new(wake, Arc::clone(&metrics));
+    let (pod, seen) = backend("shop").await;
+    let cfg = config("shop", &[("service", "shop")]);
+    let key = cfg.key.clone();
+    targets.apply(vec![cfg]);
+    targets.set_ready(&key, vec![pod]);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("address");
+    let stop = tokio_util::sync::CancellationToken::new();
+    let threads = spawn_proxy_threads(
+        listener,
+        2,
+        Arc::new(Proxy::new(targets.routes(), metrics)),
+        stop.clone(),
+        std::time::Duration::from_secs(1),
+    )
+    .expect("proxy threads");
+    let mut streams = Vec::new();
+    for _ in 0..8 {
+        streams.push(TcpStream::connect(addr).await.expect("connect"));
+    }
+    // One request at a time over the eight: a thread forwards them all on one pod connection,
+    // so the pod sees one connection per thread that serves some.
+    for stream in &mut streams {
+        stream
+            .write_all(b"GET / HTTP/1.1\r\nHost: shop.example.com\r\n\r\n")
+            .await
+            .expect("request");
+        let mut answer = Vec::new();
+        let mut chunk = [0u8; 1024];
+        while !answer.ends_with(b"hello from shop") {
+            let n = within(10, "answer", stream.read(&mut chunk))
+                .await
+                .expect("read");
+            assert!(n > 0, "closed after {:?}", String::from_utf8_lossy(&answer));
+            answer.extend_from_slice(&chunk[..n]);
+        }
+        assert!(answer.starts_with(b"HTTP/1.1 200"));
+    }
+    assert_eq!(seen.requests.load(Ordering::SeqCst), 8);
+    assert_eq!(
+        seen.connections.load(Ordering::SeqCst),
+        2,
+        "both proxy threads serve some of the connections"
+    );
+    stop.cancel();
+    drop(streams);
+    let joined = tokio::task::spawn_blocking(move || {
+        for thread in threads {
+            thread.join().expect("proxy thread");
+        }
+    });
+    within(10, "the proxy threads to stop", joined)
+        .await
+        .expect("joined");
+}
+
 #[tokio::test]
 async fn a_reused_connection_closed_under_a_request_is_retried_only_when_idempotent() {
     let a = activator().await;
