@@ -277,6 +277,11 @@ impl Listed {
         Listed(rx)
     }
 
+    /// Readiness published on `listed` by a cache of its own.
+    pub fn new(listed: tokio::sync::watch::Receiver<bool>) -> Listed {
+        Listed(listed)
+    }
+
     /// Whether the store has listed, now.
     pub fn is_listed(&self) -> bool {
         *self.0.borrow()

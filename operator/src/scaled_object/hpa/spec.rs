@@ -176,8 +176,8 @@ pub fn desired_hpa(
             min_replicas: Some(so.spec.hpa_min_replicas()),
             metrics: Some(metrics.specs.clone()),
             scale_target_ref: CrossVersionObjectReference {
-                api_version: Some(target.gvkr.api_version()),
-                kind: target.gvkr.kind.clone(),
+                api_version: Some(target.gvkr().api_version()),
+                kind: target.gvkr().kind.clone(),
                 name: target.name.clone(),
             },
         }),

@@ -1,7 +1,7 @@
+use crate::scaled_object::target::TargetKind;
 use k8s_openapi::api::autoscaling::v2::ResourceMetricSource;
 use keda_api::gvkr::parse_gvkr;
 use keda_scalers::metric::metric_target;
-use kube::api::ApiResource;
 
 use super::*;
 use crate::scaled_object::hpa::{cached_matches, trim_hpa};
@@ -17,14 +17,7 @@ fn object(yaml: &str) -> ScaledObject {
 fn target() -> Target {
     let gvkr = parse_gvkr("", "").expect("Deployment");
     Target {
-        api_resource: ApiResource {
-            group: gvkr.group.clone(),
-            version: gvkr.version.clone(),
-            api_version: gvkr.api_version(),
-            kind: gvkr.kind.clone(),
-            plural: gvkr.resource.clone(),
-        },
-        gvkr,
+        kind: TargetKind::of(gvkr),
         namespace: "ns".into(),
         name: "app".into(),
     }
