@@ -176,9 +176,7 @@ pub(super) async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Acti
     }
     let metrics = metric_specs(&name, &scalers)?;
     let hpa = desired_hpa(so, &target, &metrics);
-    let cached = ctx
-        .hpas
-        .get(&reflector::ObjectRef::new(&so.hpa_name()).within(&ns));
+    let cached = ctx.hpas.get(&ns, &so.hpa_name());
     if let Err(e) = ensure_hpa(
         &hpa_api,
         &hpa,

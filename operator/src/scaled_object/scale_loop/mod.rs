@@ -23,7 +23,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use keda_api::condition::{
     CONDITION_ACTIVE, CONDITION_FALLBACK, CONDITION_HPA_ACTIVE, CONDITION_READY, STATUS_FALSE,
@@ -44,7 +43,7 @@ pub use crate::scaled_object::snapshot::{MetricReading, PollResult, quantity_val
 pub use crate::shared::loops::{IntervalTicks, ManualTicks, Ticker, Ticks};
 
 use crate::process::telemetry::ResourceKind;
-use crate::scaled_object::hpa::hpa_health;
+use crate::scaled_object::hpa::{HpaCache, scaling_active_health};
 use crate::scaled_object::metric_map::MetricMap;
 use crate::scaled_object::settings::{fallback_spec, loop_annotations, scaling_settings};
 use crate::scaled_object::snapshot::{LastPoll, PollSnapshot, TriggerTargets};
@@ -110,9 +109,9 @@ pub use crate::shared::loops::LoopConfig;
 /// The ScaledObject side of [`Loops`]: the caches its polls read, and the writes of this
 /// operator the watch cache has not shown yet.
 pub struct ScaledObjects {
-    /// The objects' HPAs, trimmed by [`crate::scaled_object::hpa::trim_hpa`], filled by
-    /// the controller's HPA watch: `HPAActive` is read from it, never with a GET per poll.
-    hpas: Store<HorizontalPodAutoscaler>,
+    /// The objects' HPAs as the controller's HPA watch last saw them: `HPAActive` is read
+    /// from it, never with a GET per poll.
+    hpas: HpaCache,
     targets: TargetCache,
     /// What this operator last wrote to each object, by UID, until the watch cache has caught
     /// up with it ([`ScaleLoops::freshest`]).
@@ -214,7 +213,7 @@ impl ScaleLoops {
     pub fn new(
         client: Client,
         store: Store<ScaledObject>,
-        hpas: Store<HorizontalPodAutoscaler>,
+        hpas: HpaCache,
         config: LoopConfig,
     ) -> ScaleLoops {
         let shutdown = CancellationToken::new();
@@ -627,8 +626,11 @@ impl Task {
             }
         }
         // HPAActive mirrors the HPA's ScalingActive; while the HPA has not said, it stays as it was.
-        let hpa_ref = ObjectRef::new(&so.hpa_name()).within(&namespace);
-        if let Some(h) = kind.hpas.get(&hpa_ref).as_deref().and_then(hpa_health) {
+        if let Some(h) = kind
+            .hpas
+            .get(&namespace, &so.hpa_name())
+            .and_then(|hpa| hpa.scaling_active().map(scaling_active_health))
+        {
             set_condition(
                 &mut conditions,
                 CONDITION_HPA_ACTIVE,
