@@ -33,7 +33,6 @@ use keda_scalers::MetricValue;
 use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -52,7 +51,7 @@ use crate::shared::error::Error;
 use crate::shared::events;
 use crate::shared::isolation::{Component, InternalError, catch_panic};
 use crate::shared::loop_registry::lock;
-use crate::shared::loops::{LoopKind, LoopTask, Loops};
+use crate::shared::loops::{LoopKind, LoopTask, Loops, PollCounter};
 use crate::shared::recording;
 use crate::shared::scalers::{ObjectScalers, ScalerEnv, scalers_for};
 use crate::shared::status::{apply_updates, conditions_or_initial, patch_status, set_condition};
@@ -85,7 +84,7 @@ pub struct Memory {
     /// The last reading of every metric (for `useCachedMetrics`).
     readings: MetricMap<MetricReading>,
     /// Completed polls.
-    polls: watch::Sender<u64>,
+    polls: PollCounter,
     /// What the last complete poll saw and decided, for `keda-rs explain`.
     last_poll: Option<Arc<PollSnapshot>>,
 }
@@ -98,7 +97,7 @@ impl Default for Memory {
             persisted_at: None,
             health: MetricMap::new(),
             readings: MetricMap::new(),
-            polls: watch::channel(0).0,
+            polls: PollCounter::default(),
             last_poll: None,
         }
     }
@@ -127,8 +126,8 @@ impl LoopKind for ScaledObjects {
     type Memory = Memory;
     const KIND: ResourceKind = ResourceKind::ScaledObject;
 
-    fn polls(memory: &Memory) -> &watch::Sender<u64> {
-        &memory.polls
+    fn polls(memory: &mut Memory) -> &mut PollCounter {
+        &mut memory.polls
     }
 
     fn polling_interval(so: &ScaledObject) -> Duration {
