@@ -30,7 +30,6 @@ use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -43,7 +42,7 @@ use crate::shared::error::Error;
 use crate::shared::events;
 use crate::shared::isolation::{INTERNAL_ERROR, InternalError};
 use crate::shared::loop_registry::lock;
-use crate::shared::loops::{LoopConfig, LoopKind, LoopTask, Loops};
+use crate::shared::loops::{LoopConfig, LoopKind, LoopTask, Loops, PollCounter};
 use crate::shared::scalers::{ObjectScalers, ScalerEnv};
 use crate::shared::status::set_condition;
 use crate::shared::watch::{Listed, scoped_watcher};
@@ -77,7 +76,7 @@ pub struct Memory {
     created: BTreeSet<String>,
     /// Jobs deleted by the operator that the cache still shows.
     deleted: BTreeSet<String>,
-    polls: watch::Sender<u64>,
+    polls: PollCounter,
 }
 
 impl Default for Memory {
@@ -87,7 +86,7 @@ impl Default for Memory {
             persisted_at: None,
             created: BTreeSet::new(),
             deleted: BTreeSet::new(),
-            polls: watch::channel(0).0,
+            polls: PollCounter::default(),
         }
     }
 }
@@ -116,8 +115,8 @@ impl LoopKind for ScaledJobs {
     type Memory = Memory;
     const KIND: ResourceKind = ResourceKind::ScaledJob;
 
-    fn polls(memory: &Memory) -> &watch::Sender<u64> {
-        &memory.polls
+    fn polls(memory: &mut Memory) -> &mut PollCounter {
+        &mut memory.polls
     }
 
     fn polling_interval(sj: &ScaledJob) -> Duration {

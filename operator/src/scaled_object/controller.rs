@@ -37,7 +37,7 @@ use tracing::{info, warn};
 
 use crate::process::telemetry::{Metrics, ResourceKind};
 use crate::scaled_object::hpa::{
-    MANAGED_BY, Transfer, delete_hpa_of, desired_hpa, ensure_hpa, metric_specs, trim_hpa,
+    HpaCache, MANAGED_BY, Transfer, delete_hpa_of, desired_hpa, ensure_hpa, metric_specs,
 };
 use crate::scaled_object::routes::RouteClaims;
 use crate::scaled_object::scale_loop::{DEFAULT_PERSIST_INTERVAL, LoopConfig, ScaleLoops};
@@ -194,8 +194,8 @@ struct Context {
     client: Client,
     loops: ScaleLoops,
     events: Events,
-    /// The owned HPAs as the watch last saw them ([`trim_hpa`]).
-    hpas: Store<HorizontalPodAutoscaler>,
+    /// The owned HPAs as the watch last saw them.
+    hpas: HpaCache,
     clock: Clock,
     started_at: Timestamp,
     retry_after_error: Duration,
@@ -214,7 +214,7 @@ pub struct ScaledObjectController {
     loops: ScaleLoops,
     store: Store<ScaledObject>,
     writer: reflector::store::Writer<ScaledObject>,
-    hpa_writer: reflector::store::Writer<HorizontalPodAutoscaler>,
+    hpas: HpaCache,
     started_at: Timestamp,
     resolver: Resolver,
     routes: RouteClaims,
@@ -227,7 +227,7 @@ impl ScaledObjectController {
     /// Outside a tokio runtime (the resolver spawns its watch tasks).
     pub fn new(client: Client, config: ControllerConfig) -> ScaledObjectController {
         let (store, writer) = reflector::store();
-        let (hpa_store, hpa_writer) = reflector::store();
+        let hpas = HpaCache::default();
         let resolver = Resolver::recording(
             client.clone(),
             config.resolver.clone(),
@@ -248,7 +248,7 @@ impl ScaledObjectController {
         let loops = ScaleLoops::new(
             client.clone(),
             store.clone(),
-            hpa_store,
+            hpas.clone(),
             LoopConfig {
                 env,
                 ticks: config.ticks.clone(),
@@ -270,7 +270,7 @@ impl ScaledObjectController {
             routes,
             store,
             writer,
-            hpa_writer,
+            hpas,
             started_at,
             resolver,
         }
@@ -288,9 +288,7 @@ impl ScaledObjectController {
     /// None today; the signature leaves room for start-up failures.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
         let scope = self.config.watch_scope.clone();
-        let mut hpa_writer = self.hpa_writer;
-        let hpa_store = hpa_writer.as_reader();
-        let hpa_cache = hpa_store.clone();
+        let hpa_cache = self.hpas.clone();
         // After the store has the object: a write of ours it includes need not be remembered.
         let observe = {
             let loops = self.loops.clone();
@@ -316,13 +314,17 @@ impl ScaledObjectController {
             &watcher::Config::default()
                 .any_semantic()
                 .labels(&format!("app.kubernetes.io/managed-by={MANAGED_BY}")),
-            hpa_store,
+            hpa_cache.clone(),
         )
-        .map_ok(move |event| {
-            // The cached copy keeps what the reconciler compares and HPAActive reads; the
-            // controller below still sees the whole HPA (its spec decides whether to reconcile).
-            hpa_writer.apply_watcher_event(&event.clone().modify(trim_hpa));
-            event
+        .map_ok({
+            let cache = hpa_cache.clone();
+            move |event| {
+                // The cache keeps what the reconciler compares and HPAActive reads; the
+                // controller below still sees the whole HPA (its spec decides whether to
+                // reconcile).
+                cache.apply(&event);
+                event
+            }
         })
         .applied_objects()
         .predicate_filter(hpa_trigger, Default::default());

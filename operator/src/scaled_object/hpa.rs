@@ -12,12 +12,13 @@ mod cache;
 mod ownership;
 mod spec;
 
-pub use cache::{cached_matches, hpa_fingerprint, trim_hpa};
+pub use cache::{CachedHpa, HpaCache, cached_matches, hpa_fingerprint};
 pub use ownership::{Deletion, Ownership, Transfer, delete_hpa_of, delete_owned_hpa, ownership};
 use ownership::{controller_uid, not_owned};
 use spec::merged;
 pub use spec::{
     HpaHealth, MANAGED_BY, MetricSpecs, desired_hpa, hpa_differs, hpa_health, metric_specs,
+    scaling_active_health,
 };
 
 /// What [`ensure_hpa`] did.
@@ -40,7 +41,7 @@ pub enum HpaChange {
 /// owner reference replaced. An HPA of the same name that it may not write is left exactly as
 /// it is: [`Error::HpaNotOwned`]. A previous HPA it does not own is left alone and forgotten.
 ///
-/// `cached` is the HPA as the controller's watch last saw it ([`trim_hpa`]): when its
+/// `cached` is the HPA as the controller's watch last saw it ([`CachedHpa`]): when its
 /// fingerprint matches `desired` (owner reference included, so it is owned) nothing is sent,
 /// and when the watch has none it is created without a read first. Only a change reads the
 /// HPA (for its current resourceVersion and owner) before replacing it; a create that finds
@@ -52,7 +53,7 @@ pub async fn ensure_hpa(
     api: &Api<HorizontalPodAutoscaler>,
     desired: &HorizontalPodAutoscaler,
     old_name: Option<&str>,
-    cached: Option<&HorizontalPodAutoscaler>,
+    cached: Option<&CachedHpa>,
     transfer: Transfer,
 ) -> Result<HpaChange, Error> {
     let name = desired.name_any();

@@ -3,7 +3,7 @@
 //!
 //! The reconciler checks the target through `/scale` (KEDA's `checkTargetResourceIsScalable`),
 //! telling a missing target from a target without `/scale`. The scale loops read the current
-//! replica count from one reflector per target kind (and watched namespace) instead of a GET
+//! replica count from one watch cache per target kind (and watched namespace) instead of a GET
 //! per poll, and write `/scale` only when the decision changes the count.
 
 use std::collections::HashMap;
@@ -15,7 +15,6 @@ use k8s_openapi::api::autoscaling::v1::Scale;
 use keda_api::gvkr::{GroupVersionKindResource, GvkrError, parse_gvk};
 use keda_api::{ScaledObject, ScaledObjectSpec};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
-use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use tokio::sync::Mutex;
@@ -25,35 +24,78 @@ use crate::shared::error::{Error, is_not_found};
 use crate::shared::resolve::WatchScope;
 use crate::shared::watch::Listed;
 
-/// Where a cached target keeps `spec.replicas` and `status.readyReplicas` (its `data` is
-/// trimmed to `[replicas, ready]`).
-const SPEC_REPLICAS: usize = 0;
-const READY_REPLICAS: usize = 1;
-
 /// How long a loop waits for a new target cache to list its objects.
 const CACHE_READY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The scale target of an object, resolved.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Target {
-    /// `status.scaleTargetGVKR`.
-    pub gvkr: GroupVersionKindResource,
-    /// For the dynamic API.
-    pub api_resource: ApiResource,
+    /// Its type, shared by the targets of that type ([`TargetKind::of`]): every loop keeps
+    /// its target, so nine strings per loop were 100,000 copies of "apps", "v1",
+    /// "Deployment"...
+    pub kind: Arc<TargetKind>,
     /// Namespace (the object's).
     pub namespace: String,
     /// `scaleTargetRef.name`.
     pub name: String,
 }
 
+/// The type of a scale target.
+#[derive(Debug, PartialEq, Eq)]
+pub struct TargetKind {
+    /// `status.scaleTargetGVKR`.
+    pub gvkr: GroupVersionKindResource,
+    /// For the dynamic API.
+    pub api_resource: ApiResource,
+}
+
+/// How many target types are shared at most; beyond, each target gets its own (a cluster has
+/// a few scalable kinds, so this is never reached in practice, and the table stays bounded).
+const SHARED_KINDS: usize = 256;
+
+impl TargetKind {
+    /// The shared [`TargetKind`] of `gvkr`.
+    pub fn of(gvkr: GroupVersionKindResource) -> Arc<TargetKind> {
+        static KINDS: std::sync::Mutex<Vec<Arc<TargetKind>>> = std::sync::Mutex::new(Vec::new());
+        let mut kinds = KINDS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(kind) = kinds.iter().find(|k| k.gvkr == gvkr) {
+            return kind.clone();
+        }
+        let api_resource = ApiResource {
+            group: gvkr.group.clone(),
+            version: gvkr.version.clone(),
+            api_version: gvkr.api_version(),
+            kind: gvkr.kind.clone(),
+            plural: gvkr.resource.clone(),
+        };
+        let kind = Arc::new(TargetKind { gvkr, api_resource });
+        if kinds.len() < SHARED_KINDS {
+            kinds.push(kind.clone());
+        }
+        kind
+    }
+}
+
 impl Target {
+    /// `status.scaleTargetGVKR`.
+    pub fn gvkr(&self) -> &GroupVersionKindResource {
+        &self.kind.gvkr
+    }
+
+    /// For the dynamic API.
+    pub fn api_resource(&self) -> &ApiResource {
+        &self.kind.api_resource
+    }
+
     /// `status.scaleTargetKind`, e.g. `apps/v1.Deployment`.
     pub fn kind_string(&self) -> String {
-        self.gvkr.gvk_string()
+        self.gvkr().gvk_string()
     }
 
     fn api(&self, client: &Client) -> Api<DynamicObject> {
-        Api::namespaced_with(client.clone(), &self.namespace, &self.api_resource)
+        Api::namespaced_with(client.clone(), &self.namespace, self.api_resource())
     }
 
     fn not_found(&self) -> Error {
@@ -144,16 +186,8 @@ pub async fn resolve_target(client: &Client, so: &ScaledObject) -> Result<Target
         }
         Err(e) => return Err(e.into()),
     };
-    let api_resource = ApiResource {
-        group: gvkr.group.clone(),
-        version: gvkr.version.clone(),
-        api_version: gvkr.api_version(),
-        kind: gvkr.kind.clone(),
-        plural: gvkr.resource.clone(),
-    };
     Ok(Target {
-        gvkr,
-        api_resource,
+        kind: TargetKind::of(gvkr),
         namespace: so.namespace().unwrap_or_default(),
         name: spec.scale_target_ref.name.clone(),
     })
@@ -175,16 +209,99 @@ pub enum ReplicasError {
 
 type CacheKey = (String, String, Option<String>);
 
+/// What a loop reads of one target: `spec.replicas` and `status.readyReplicas` (`None`: unset
+/// or not a number), and the list that last showed it ([`Entries::epoch`]).
+#[derive(Clone, Copy, Debug)]
+struct Replicas {
+    spec: Option<i64>,
+    ready: Option<i64>,
+    epoch: u32,
+}
+
+impl Replicas {
+    fn of(obj: &DynamicObject, epoch: u32) -> Replicas {
+        Replicas {
+            spec: obj.data.pointer("/spec/replicas").and_then(|v| v.as_i64()),
+            ready: obj
+                .data
+                .pointer("/status/readyReplicas")
+                .and_then(|v| v.as_i64()),
+            epoch,
+        }
+    }
+}
+
+/// The targets of one cache by namespace and name: two numbers each, not the objects. A
+/// reflector store of `DynamicObject`s kept, per target, the object's metadata, a JSON value
+/// and a key holding a copy of the kind's `ApiResource` (about 1.3 KB per target); this keeps
+/// about 100 bytes.
+#[derive(Debug, Default)]
+struct Entries {
+    by_name: HashMap<(Box<str>, Box<str>), Replicas>,
+    /// Bumped by every (re-)list: what a list did not show keeps an older epoch and is
+    /// removed at its end. Objects are replaced in place, so a re-list never holds the
+    /// collection twice.
+    epoch: u32,
+}
+
+fn key_of(obj: &DynamicObject) -> (Box<str>, Box<str>) {
+    (
+        obj.metadata.namespace.as_deref().unwrap_or_default().into(),
+        obj.metadata.name.as_deref().unwrap_or_default().into(),
+    )
+}
+
+impl Entries {
+    fn apply(&mut self, event: watcher::Event<DynamicObject>) -> bool {
+        match event {
+            watcher::Event::Init => {
+                self.epoch = self.epoch.wrapping_add(1);
+                false
+            }
+            watcher::Event::InitApply(obj) | watcher::Event::Apply(obj) => {
+                self.by_name
+                    .insert(key_of(&obj), Replicas::of(&obj, self.epoch));
+                false
+            }
+            watcher::Event::Delete(obj) => {
+                self.by_name.remove(&key_of(&obj));
+                false
+            }
+            watcher::Event::InitDone => {
+                let epoch = self.epoch;
+                self.by_name.retain(|_, r| r.epoch == epoch);
+                self.by_name.shrink_to_fit();
+                true
+            }
+        }
+    }
+
+    fn get(&self, namespace: &str, name: &str) -> Option<Replicas> {
+        // A borrowed key would need a map keyed by a type that borrows as a pair; the lookup's
+        // two small boxes are cheaper than the reflector's `ObjectRef` (which cloned the kind's
+        // `ApiResource`, five strings, on every lookup).
+        self.by_name.get(&(namespace.into(), name.into())).copied()
+    }
+}
+
 /// One target cache and whether it has listed its objects.
 #[derive(Clone)]
 struct Cache {
-    store: Store<DynamicObject>,
+    entries: Arc<std::sync::RwLock<Entries>>,
     listed: Listed,
 }
 
-/// Reflector-backed caches of scale targets, one per (group, kind) and watched namespace (one
-/// for all namespaces with [`WatchScope::All`]), started on first use and stopped with the
-/// token.
+impl Cache {
+    fn get(&self, target: &Target) -> Option<Replicas> {
+        self.entries
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&target.namespace, &target.name)
+    }
+}
+
+/// Watch caches of scale targets, one per (group, kind) and watched namespace (one for all
+/// namespaces with [`WatchScope::All`]), started on first use and stopped with the token.
 #[derive(Clone)]
 pub struct TargetCache {
     client: Client,
@@ -215,38 +332,42 @@ impl TargetCache {
         if let Some(cache) = caches.get(&key) {
             return cache.clone();
         }
-        let writer: Writer<DynamicObject> = Writer::new(ar.clone());
-        let store = writer.as_reader();
         let api: Api<DynamicObject> = match &watched {
             Some(ns) => Api::namespaced_with(self.client.clone(), ns, ar),
             None => Api::all_with(self.client.clone(), ar),
         };
-        // Keep only what the loop reads, as `[spec.replicas, status.readyReplicas]` (one small
-        // array, not two nested maps): a cache of 10,000 Deployments stays small.
-        let stream = watcher(api, watcher::Config::default().any_semantic())
-            .default_backoff()
-            .modify(|obj: &mut DynamicObject| {
-                let replicas = obj.data.pointer("/spec/replicas").cloned();
-                let ready = obj.data.pointer("/status/readyReplicas").cloned();
-                obj.data = serde_json::json!([replicas, ready]);
-                obj.metadata.managed_fields = None;
-                obj.metadata.annotations = None;
-                obj.metadata.labels = None;
-                obj.metadata.owner_references = None;
-            })
-            .reflect(writer);
+        let entries = Arc::new(std::sync::RwLock::new(Entries::default()));
+        let (listed_tx, listed_rx) = tokio::sync::watch::channel(false);
+        let stream = watcher(api, watcher::Config::default().any_semantic()).default_backoff();
         let shutdown = self.shutdown.clone();
+        let writer = entries.clone();
         tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
             loop {
-                tokio::select! {
+                let next = tokio::select! {
                     () = shutdown.cancelled() => break,
-                    next = stream.next() => if next.is_none() { break },
+                    next = stream.next() => next,
+                };
+                match next {
+                    None => break,
+                    Some(Ok(event)) => {
+                        let listed = writer
+                            .write()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .apply(event);
+                        if listed && !*listed_tx.borrow() {
+                            let _ = listed_tx.send(true);
+                        }
+                    }
+                    // Retried with the backoff; the entries stay as they were.
+                    Some(Err(e)) => tracing::debug!(error = %e, "target watch"),
                 }
             }
         });
-        let listed = Listed::of(store.clone(), self.shutdown.clone());
-        let cache = Cache { store, listed };
+        let cache = Cache {
+            entries,
+            listed: Listed::new(listed_rx),
+        };
         caches.insert(key, cache.clone());
         cache
     }
@@ -255,28 +376,22 @@ impl TargetCache {
     /// `/scale`) when its cache has listed and holds it; `None` otherwise, without waiting: the
     /// reconciler then checks `/scale` itself.
     pub async fn cached_apps_replicas(&self, target: &Target) -> Option<i32> {
-        if target.gvkr.group != "apps" {
+        if target.gvkr().group != "apps" {
             return None;
         }
-        let cache = self.store(&target.api_resource, &target.namespace).await;
+        let cache = self.store(target.api_resource(), &target.namespace).await;
         if !cache.listed.is_listed() {
             return None;
         }
-        let key = ObjectRef::new_with(&target.name, target.api_resource.clone())
-            .within(&target.namespace);
-        let obj = cache.store.get(&key)?;
-        let replicas = obj.data.get(SPEC_REPLICAS).and_then(|v| v.as_i64());
+        let replicas = cache.get(target)?.spec;
         // Unset means 1 for these kinds.
         Some(replicas.map_or(1, |n| i32::try_from(n).unwrap_or(i32::MAX)))
     }
 
     /// The target's ready pods (`status.readyReplicas`), when the cache has them.
     pub async fn ready_replicas(&self, target: &Target) -> Option<i32> {
-        let cache = self.store(&target.api_resource, &target.namespace).await;
-        let key = ObjectRef::new_with(&target.name, target.api_resource.clone())
-            .within(&target.namespace);
-        let obj = cache.store.get(&key)?;
-        let n = obj.data.get(READY_REPLICAS)?.as_i64()?;
+        let cache = self.store(target.api_resource(), &target.namespace).await;
+        let n = cache.get(target)?.ready?;
         i32::try_from(n).ok()
     }
 
@@ -286,25 +401,112 @@ impl TargetCache {
     /// # Errors
     /// See [`ReplicasError`].
     pub async fn current_replicas(&self, target: &Target) -> Result<i32, ReplicasError> {
-        let Cache { store, listed } = self.store(&target.api_resource, &target.namespace).await;
-        if !tokio::time::timeout(CACHE_READY_TIMEOUT, listed.wait())
+        let cache = self.store(target.api_resource(), &target.namespace).await;
+        if !tokio::time::timeout(CACHE_READY_TIMEOUT, cache.listed.wait())
             .await
             .unwrap_or(false)
         {
             return Err(ReplicasError::CacheNotReady(target.kind_string()));
         }
-        let key = ObjectRef::new_with(&target.name, target.api_resource.clone())
-            .within(&target.namespace);
-        let Some(obj) = store.get(&key) else {
+        let Some(replicas) = cache.get(target) else {
             return Err(ReplicasError::NotFound(target.describe()));
         };
-        match obj.data.get(SPEC_REPLICAS).and_then(|v| v.as_i64()) {
+        match replicas.spec {
             Some(n) => Ok(i32::try_from(n).unwrap_or(i32::MAX)),
-            None if target.gvkr.group == "apps" => Ok(1),
+            None if target.gvkr().group == "apps" => Ok(1),
             None => {
                 let scale = target.get_scale(&self.client).await?;
                 Ok(scale.spec.and_then(|s| s.replicas).unwrap_or(0))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deployment(
+        ns: &str,
+        name: &str,
+        replicas: Option<i64>,
+        ready: Option<i64>,
+    ) -> DynamicObject {
+        let mut data = serde_json::json!({ "spec": {}, "status": {} });
+        if let Some(r) = replicas {
+            data["spec"]["replicas"] = r.into();
+        }
+        if let Some(r) = ready {
+            data["status"]["readyReplicas"] = r.into();
+        }
+        let mut obj = DynamicObject::new(
+            name,
+            &ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&()),
+        )
+        .within(ns);
+        obj.data = data;
+        obj
+    }
+
+    fn read(entries: &Entries, ns: &str, name: &str) -> Option<(Option<i64>, Option<i64>)> {
+        entries.get(ns, name).map(|r| (r.spec, r.ready))
+    }
+
+    #[test]
+    fn keeps_the_two_numbers_by_namespace_and_name() {
+        let mut entries = Entries::default();
+        assert!(!entries.apply(watcher::Event::Init));
+        entries.apply(watcher::Event::InitApply(deployment(
+            "a",
+            "w",
+            Some(2),
+            Some(1),
+        )));
+        entries.apply(watcher::Event::InitApply(deployment("b", "w", None, None)));
+        assert!(
+            entries.apply(watcher::Event::InitDone),
+            "a list's end says listed"
+        );
+        assert_eq!(read(&entries, "a", "w"), Some((Some(2), Some(1))));
+        assert_eq!(read(&entries, "b", "w"), Some((None, None)));
+        assert_eq!(read(&entries, "a", "x"), None);
+
+        entries.apply(watcher::Event::Apply(deployment("a", "w", Some(0), None)));
+        assert_eq!(read(&entries, "a", "w"), Some((Some(0), None)));
+        entries.apply(watcher::Event::Delete(deployment("b", "w", None, None)));
+        assert_eq!(read(&entries, "b", "w"), None);
+    }
+
+    #[test]
+    fn a_relist_replaces_in_place_and_drops_what_it_did_not_show() {
+        let mut entries = Entries::default();
+        entries.apply(watcher::Event::Init);
+        entries.apply(watcher::Event::InitApply(deployment(
+            "a",
+            "kept",
+            Some(1),
+            Some(1),
+        )));
+        entries.apply(watcher::Event::InitApply(deployment(
+            "a",
+            "gone",
+            Some(3),
+            Some(3),
+        )));
+        entries.apply(watcher::Event::InitDone);
+
+        entries.apply(watcher::Event::Init);
+        entries.apply(watcher::Event::InitApply(deployment(
+            "a",
+            "kept",
+            Some(5),
+            Some(4),
+        )));
+        // Mid-list, what the list has not reached yet still answers.
+        assert_eq!(read(&entries, "a", "gone"), Some((Some(3), Some(3))));
+        entries.apply(watcher::Event::InitDone);
+        assert_eq!(read(&entries, "a", "kept"), Some((Some(5), Some(4))));
+        assert_eq!(read(&entries, "a", "gone"), None);
+        assert_eq!(entries.by_name.len(), 1);
     }
 }

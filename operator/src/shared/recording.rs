@@ -34,11 +34,11 @@ pub struct ScalerLabels<'a> {
 impl ScalerLabels<'_> {
     fn series(&self) -> Series {
         Series {
-            namespace: self.namespace.to_string(),
-            scaled_resource: self.scaled_object.to_string(),
-            scaler: scaler_label(self.scaler, self.trigger_name),
+            namespace: self.namespace.into(),
+            scaled_resource: self.scaled_object.into(),
+            scaler: scaler_label(self.scaler, self.trigger_name).into(),
             trigger_index: self.trigger_index,
-            metric: self.metric.to_string(),
+            metric: self.metric.into(),
             kind: self.kind,
         }
     }

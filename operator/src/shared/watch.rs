@@ -36,15 +36,31 @@ use serde::de::DeserializeOwned;
 
 use crate::shared::resolve::WatchScope;
 
+/// What a cache fed by [`scoped_watcher`] holds, as objects that carry at least their
+/// namespace and name: a re-list deletes those it did not show.
+pub trait Known<K>: Send + 'static {
+    /// The objects held now.
+    fn known(&self) -> Vec<K>;
+}
+
+impl<K> Known<K> for Store<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    fn known(&self) -> Vec<K> {
+        self.state().iter().map(|o| o.as_ref().clone()).collect()
+    }
+}
+
 /// The watch events of `scope`: one cluster-wide watch for [`WatchScope::All`], or one watch per
-/// namespace merged as the module explains. `store` must be the reader of the store the returned
-/// events are applied to (it tells which objects a re-list lost). Each watch retries with kube's
+/// namespace merged as the module explains. `store` must tell what the cache the returned
+/// events are applied to holds (it tells which objects a re-list lost). Each watch retries with kube's
 /// default backoff; errors are passed on for logging.
 pub fn scoped_watcher<K>(
     client: &Client,
     scope: &WatchScope,
     config: &watcher::Config,
-    store: Store<K>,
+    store: impl Known<K>,
 ) -> BoxStream<'static, Result<Event<K>, watcher::Error>>
 where
     K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
@@ -80,13 +96,13 @@ where
 fn merge<K, S>(
     scopes: Vec<Option<String>>,
     events: S,
-    store: Store<K>,
+    store: impl Known<K>,
 ) -> impl Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static
 where
     K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
     S: Stream<Item = (usize, Result<Event<K>, watcher::Error>)> + Send + 'static,
 {
-    let mut merger = Merger::new(scopes, store);
+    let mut merger = Merger::new(scopes, Box::new(store));
     events
         .map(move |(i, event)| stream::iter(merger.handle(i, event)))
         .flatten()
@@ -103,7 +119,7 @@ enum Relist<K: Resource<DynamicType = ()> + 'static> {
 /// The state of [`merge`].
 struct Merger<K: Resource<DynamicType = ()> + 'static> {
     scopes: Vec<Option<String>>,
-    store: Store<K>,
+    store: Box<dyn Known<K>>,
     /// Several namespaces, until every one has listed once: the union so far. `None`
     /// afterwards, and for a single scope (its first list goes to the store as it comes).
     first_list: Option<HashMap<ObjectRef<K>, K>>,
@@ -127,7 +143,7 @@ impl<K> Merger<K>
 where
     K: Resource<DynamicType = ()> + Clone + 'static,
 {
-    fn new(scopes: Vec<Option<String>>, store: Store<K>) -> Self {
+    fn new(scopes: Vec<Option<String>>, store: Box<dyn Known<K>>) -> Self {
         let n = scopes.len();
         Merger {
             first_list: (n > 1).then(HashMap::new),
@@ -238,13 +254,13 @@ where
         };
         let gone: Vec<_> = self
             .store
-            .state()
+            .known()
             .into_iter()
             .filter(|o| {
-                let key = key_of(o.as_ref());
+                let key = key_of(o);
                 self.in_scope(i, &key) && !kept.contains(&key)
             })
-            .map(|o| Ok(Event::Delete(o.as_ref().clone())))
+            .map(|o| Ok(Event::Delete(o)))
             .collect();
         out.extend(gone);
         out
@@ -275,6 +291,11 @@ impl Listed {
             }
         });
         Listed(rx)
+    }
+
+    /// Readiness published on `listed` by a cache of its own.
+    pub fn new(listed: tokio::sync::watch::Receiver<bool>) -> Listed {
+        Listed(listed)
     }
 
     /// Whether the store has listed, now.
@@ -341,7 +362,7 @@ mod tests {
         fn over(scopes: Vec<Option<String>>) -> Self {
             let (store, writer) = reflector::store();
             Harness {
-                merger: Merger::new(scopes, store.clone()),
+                merger: Merger::new(scopes, Box::new(store.clone())),
                 writer,
                 store,
                 emitted: Vec::new(),

@@ -101,7 +101,7 @@ pub(super) async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Acti
     unpause_step(so, &mut conditions);
     paused_direction_event(so, was_paused, ctx).await;
     desired.scale_target_kind = Some(target.kind_string());
-    desired.scale_target_gvkr = Some(target.gvkr.clone());
+    desired.scale_target_gvkr = Some(target.gvkr().clone());
     desired.original_replica_count = current_status.original_replica_count.or(Some(current));
     desired.triggers_types = join_unique(so.spec.triggers.iter().map(|t| t.type_.as_str()));
     desired.authentications_types = join_unique(
@@ -176,9 +176,7 @@ pub(super) async fn apply_inner(so: &ScaledObject, ctx: &Context) -> Result<Acti
     }
     let metrics = metric_specs(&name, &scalers)?;
     let hpa = desired_hpa(so, &target, &metrics);
-    let cached = ctx
-        .hpas
-        .get(&reflector::ObjectRef::new(&so.hpa_name()).within(&ns));
+    let cached = ctx.hpas.get(&ns, &so.hpa_name());
     if let Err(e) = ensure_hpa(
         &hpa_api,
         &hpa,

@@ -176,8 +176,8 @@ pub fn desired_hpa(
             min_replicas: Some(so.spec.hpa_min_replicas()),
             metrics: Some(metrics.specs.clone()),
             scale_target_ref: CrossVersionObjectReference {
-                api_version: Some(target.gvkr.api_version()),
-                kind: target.gvkr.kind.clone(),
+                api_version: Some(target.gvkr().api_version()),
+                kind: target.gvkr().kind.clone(),
                 name: target.name.clone(),
             },
         }),
@@ -312,9 +312,16 @@ pub fn hpa_health(hpa: &HorizontalPodAutoscaler) -> Option<HpaHealth> {
         .as_ref()?
         .iter()
         .find(|c| c.type_ == SCALING_ACTIVE)?;
+    Some(scaling_active_health(scaling_active))
+}
+
+/// [`hpa_health`] of an HPA whose `ScalingActive` condition is `scaling_active`.
+pub fn scaling_active_health(
+    scaling_active: &k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscalerCondition,
+) -> HpaHealth {
     let message = scaling_active.message.clone().unwrap_or_default();
     let reason = scaling_active.reason.as_deref().unwrap_or_default();
-    Some(if scaling_active.status == STATUS_TRUE {
+    if scaling_active.status == STATUS_TRUE {
         HpaHealth {
             status: STATUS_TRUE,
             reason: keda_reason::HPA_ACTIVE.to_string(),
@@ -336,7 +343,7 @@ pub fn hpa_health(hpa: &HorizontalPodAutoscaler) -> Option<HpaHealth> {
             },
             message: format!("HPA is not actively scaling: {message}"),
         }
-    })
+    }
 }
 
 #[cfg(test)]

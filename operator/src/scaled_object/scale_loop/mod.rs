@@ -23,7 +23,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use keda_api::condition::{
     CONDITION_ACTIVE, CONDITION_FALLBACK, CONDITION_HPA_ACTIVE, CONDITION_READY, STATUS_FALSE,
@@ -34,7 +33,6 @@ use keda_scalers::MetricValue;
 use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -44,7 +42,7 @@ pub use crate::scaled_object::snapshot::{MetricReading, PollResult, quantity_val
 pub use crate::shared::loops::{IntervalTicks, ManualTicks, Ticker, Ticks};
 
 use crate::process::telemetry::ResourceKind;
-use crate::scaled_object::hpa::hpa_health;
+use crate::scaled_object::hpa::{HpaCache, scaling_active_health};
 use crate::scaled_object::metric_map::MetricMap;
 use crate::scaled_object::settings::{fallback_spec, loop_annotations, scaling_settings};
 use crate::scaled_object::snapshot::{LastPoll, PollSnapshot, TriggerTargets};
@@ -53,7 +51,7 @@ use crate::shared::error::Error;
 use crate::shared::events;
 use crate::shared::isolation::{Component, InternalError, catch_panic};
 use crate::shared::loop_registry::lock;
-use crate::shared::loops::{LoopKind, LoopTask, Loops};
+use crate::shared::loops::{LoopKind, LoopTask, Loops, PollCounter};
 use crate::shared::recording;
 use crate::shared::scalers::{ObjectScalers, ScalerEnv, scalers_for};
 use crate::shared::status::{apply_updates, conditions_or_initial, patch_status, set_condition};
@@ -86,7 +84,7 @@ pub struct Memory {
     /// The last reading of every metric (for `useCachedMetrics`).
     readings: MetricMap<MetricReading>,
     /// Completed polls.
-    polls: watch::Sender<u64>,
+    polls: PollCounter,
     /// What the last complete poll saw and decided, for `keda-rs explain`.
     last_poll: Option<Arc<PollSnapshot>>,
 }
@@ -99,7 +97,7 @@ impl Default for Memory {
             persisted_at: None,
             health: MetricMap::new(),
             readings: MetricMap::new(),
-            polls: watch::channel(0).0,
+            polls: PollCounter::default(),
             last_poll: None,
         }
     }
@@ -110,9 +108,9 @@ pub use crate::shared::loops::LoopConfig;
 /// The ScaledObject side of [`Loops`]: the caches its polls read, and the writes of this
 /// operator the watch cache has not shown yet.
 pub struct ScaledObjects {
-    /// The objects' HPAs, trimmed by [`crate::scaled_object::hpa::trim_hpa`], filled by
-    /// the controller's HPA watch: `HPAActive` is read from it, never with a GET per poll.
-    hpas: Store<HorizontalPodAutoscaler>,
+    /// The objects' HPAs as the controller's HPA watch last saw them: `HPAActive` is read
+    /// from it, never with a GET per poll.
+    hpas: HpaCache,
     targets: TargetCache,
     /// What this operator last wrote to each object, by UID, until the watch cache has caught
     /// up with it ([`ScaleLoops::freshest`]).
@@ -128,8 +126,8 @@ impl LoopKind for ScaledObjects {
     type Memory = Memory;
     const KIND: ResourceKind = ResourceKind::ScaledObject;
 
-    fn polls(memory: &Memory) -> &watch::Sender<u64> {
-        &memory.polls
+    fn polls(memory: &mut Memory) -> &mut PollCounter {
+        &mut memory.polls
     }
 
     fn polling_interval(so: &ScaledObject) -> Duration {
@@ -214,7 +212,7 @@ impl ScaleLoops {
     pub fn new(
         client: Client,
         store: Store<ScaledObject>,
-        hpas: Store<HorizontalPodAutoscaler>,
+        hpas: HpaCache,
         config: LoopConfig,
     ) -> ScaleLoops {
         let shutdown = CancellationToken::new();
@@ -627,8 +625,11 @@ impl Task {
             }
         }
         // HPAActive mirrors the HPA's ScalingActive; while the HPA has not said, it stays as it was.
-        let hpa_ref = ObjectRef::new(&so.hpa_name()).within(&namespace);
-        if let Some(h) = kind.hpas.get(&hpa_ref).as_deref().and_then(hpa_health) {
+        if let Some(h) = kind
+            .hpas
+            .get(&namespace, &so.hpa_name())
+            .and_then(|hpa| hpa.scaling_active().map(scaling_active_health))
+        {
             set_condition(
                 &mut conditions,
                 CONDITION_HPA_ACTIVE,

@@ -63,6 +63,33 @@ pub struct LoopConfig {
     pub shards: crate::shared::ownership::Shards,
 }
 
+/// The completed polls of one object, and a channel of them made on the first
+/// [`subscribe`](Self::subscribe): a watch channel costs about 300 bytes per object, and only
+/// tests and tools wait on it.
+#[derive(Debug, Default)]
+pub struct PollCounter {
+    count: u64,
+    tx: Option<watch::Sender<u64>>,
+}
+
+impl PollCounter {
+    /// One more poll completed.
+    pub fn completed(&mut self) {
+        self.count += 1;
+        if let Some(tx) = &self.tx {
+            tx.send_replace(self.count);
+        }
+    }
+
+    /// The number of completed polls, now and as it changes.
+    pub fn subscribe(&mut self) -> watch::Receiver<u64> {
+        let count = self.count;
+        self.tx
+            .get_or_insert_with(|| watch::channel(count).0)
+            .subscribe()
+    }
+}
+
 /// How long a new loop waits for the reconcile that started it before it polls anyway.
 const FIRST_POLL_GATE: Duration = Duration::from_secs(10);
 
@@ -79,7 +106,7 @@ pub trait LoopKind: Send + Sync + Sized + 'static {
     const KIND: ResourceKind;
 
     /// The counter of completed polls in `memory`.
-    fn polls(memory: &Self::Memory) -> &watch::Sender<u64>;
+    fn polls(memory: &mut Self::Memory) -> &mut PollCounter;
 
     /// The object's `pollingInterval`.
     fn polling_interval(object: &Self::Object) -> Duration;
@@ -490,7 +517,7 @@ impl<K: LoopKind> Loops<K> {
 
     /// A receiver of the number of completed polls of the object with this UID.
     pub fn polls(&self, uid: &str) -> watch::Receiver<u64> {
-        K::polls(&lock(&self.memory(uid))).subscribe()
+        K::polls(&mut lock(&self.memory(uid))).subscribe()
     }
 }
 
@@ -597,7 +624,7 @@ impl<K: LoopKind> LoopTask<K> {
                 () = self.token.cancelled() => return,
                 () = Box::pin(self.poll_isolated()) => {}
             }
-            K::polls(&lock(&self.memory)).send_modify(|n| *n += 1);
+            K::polls(&mut lock(&self.memory)).completed();
             // Adaptive polling: after a sign of activity, the next poll comes sooner.
             let sooner = if adaptive_on {
                 K::observe(&self).and_then(|seen| {

@@ -379,17 +379,21 @@ impl Metrics {
         &self.inner.families
     }
 
-    fn remember(&self, labels: &ScalerLabels) {
+    /// Records `labels` among its owner's series and returns the recorded copy: the families
+    /// store clones of it, which share its texts.
+    fn remember(&self, labels: &ScalerLabels) -> ScalerLabels {
         let mut recorded = self
             .inner
             .recorded
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let set = recorded.entry(labels.owner()).or_default();
-        if !set.contains(labels) {
-            set.reserve_exact(1);
-            set.push(labels.clone());
+        if let Some(known) = set.iter().find(|l| *l == labels) {
+            return known.clone();
         }
+        set.reserve_exact(1);
+        set.push(labels.clone());
+        labels.clone()
     }
 
     /// Registers another metric in the same registry (for example the metric service's request

@@ -186,8 +186,8 @@ impl Metrics {
     /// KEDA.
     pub fn forget_scalers(&self, namespace: &str, name: &str, kind: ResourceKind) {
         let owner = Owner {
-            namespace: namespace.to_string(),
-            name: name.to_string(),
+            namespace: namespace.into(),
+            name: name.into(),
             kind,
         };
         let labels = self

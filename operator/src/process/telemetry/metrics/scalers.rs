@@ -58,28 +58,28 @@ impl Metrics {
 
     /// `keda_scaler_metrics_value`: the metric value the HPA would use.
     pub fn scaler_value(&self, labels: &ScalerLabels, value: f64) {
-        self.remember(labels);
+        let labels = self.remember(labels);
         self.families()
             .scaler_value
-            .get_or_create(labels)
+            .get_or_create(&labels)
             .set(value);
     }
 
     /// `keda_scaler_active`: 1 when the scaler is active, else 0.
     pub fn scaler_active(&self, labels: &ScalerLabels, active: bool) {
-        self.remember(labels);
+        let labels = self.remember(labels);
         self.families()
             .scaler_active
-            .get_or_create(labels)
+            .get_or_create(&labels)
             .set(if active { 1.0 } else { 0.0 });
     }
 
     /// `keda_scaler_metrics_latency_seconds`: how long reading the scaler's metric took.
     pub fn scaler_latency(&self, labels: &ScalerLabels, latency: Duration) {
-        self.remember(labels);
+        let labels = self.remember(labels);
         self.families()
             .scaler_latency
-            .get_or_create(labels)
+            .get_or_create(&labels)
             .set(latency.as_secs_f64());
     }
 
@@ -87,7 +87,7 @@ impl Metrics {
     /// the owner's `keda_scaled_object_errors_total` (or `keda_scaled_job_errors_total`), as
     /// KEDA does.
     pub fn scaler_error(&self, labels: &ScalerLabels) {
-        self.remember(labels);
+        let labels = &self.remember(labels);
         self.families().scaler_errors.get_or_create(labels).inc();
         match labels.kind {
             ResourceKind::ScaledObject => {
@@ -102,7 +102,7 @@ impl Metrics {
     /// A successful scaler read: makes sure the error counters exist at 0 so `rate()` works
     /// from the first error on, as KEDA does.
     pub fn scaler_ok(&self, labels: &ScalerLabels) {
-        self.remember(labels);
+        let labels = &self.remember(labels);
         // Creating the series is the point; the returned read guard is released at once.
         let _ = self.families().scaler_errors.get_or_create(labels);
         let object = object_labels(labels.kind, &labels.namespace, &labels.scaled_resource);

@@ -6,7 +6,7 @@ fn labels(index: usize) -> ScalerLabels {
         scaled_resource: "orders".into(),
         scaler: "redisScaler".into(),
         trigger_index: index,
-        metric: format!("s{index}-redis-orders"),
+        metric: format!("s{index}-redis-orders").into(),
         kind: ResourceKind::ScaledObject,
     }
 }

@@ -1,10 +1,10 @@
+use crate::scaled_object::target::TargetKind;
 use k8s_openapi::api::autoscaling::v2::ResourceMetricSource;
 use keda_api::gvkr::parse_gvkr;
 use keda_scalers::metric::metric_target;
-use kube::api::ApiResource;
 
 use super::*;
-use crate::scaled_object::hpa::{cached_matches, trim_hpa};
+use crate::scaled_object::hpa::{CachedHpa, HpaCache, cached_matches};
 use crate::shared::scalers::TriggerScaler;
 
 fn object(yaml: &str) -> ScaledObject {
@@ -17,14 +17,7 @@ fn object(yaml: &str) -> ScaledObject {
 fn target() -> Target {
     let gvkr = parse_gvkr("", "").expect("Deployment");
     Target {
-        api_resource: ApiResource {
-            group: gvkr.group.clone(),
-            version: gvkr.version.clone(),
-            api_version: gvkr.api_version(),
-            kind: gvkr.kind.clone(),
-            plural: gvkr.resource.clone(),
-        },
-        gvkr,
+        kind: TargetKind::of(gvkr),
         namespace: "ns".into(),
         name: "app".into(),
     }
@@ -203,8 +196,7 @@ fn only_what_keda_rs_sets_is_compared_as_in_keda() {
         .annotations
         .get_or_insert_default()
         .insert("cost/center".into(), "42".into());
-    let mut trimmed = found.clone();
-    trim_hpa(&mut trimmed);
+    let trimmed = CachedHpa::of(&found);
     assert!(
         cached_matches(&trimmed, &desired),
         "the cache sees no change"
@@ -229,8 +221,7 @@ fn only_what_keda_rs_sets_is_compared_as_in_keda() {
         .get_or_insert_default()
         .insert("team".into(), "b".into());
     assert!(hpa_differs(&overwritten, &desired));
-    let mut trimmed = overwritten.clone();
-    trim_hpa(&mut trimmed);
+    let trimmed = CachedHpa::of(&overwritten);
     assert!(!cached_matches(&trimmed, &desired));
     // A metric removed from the object is a difference although the rest derives.
     let mut fewer = desired.clone();
@@ -359,17 +350,17 @@ fn hpa_active_mirrors_scaling_active_as_keda_does() {
 }
 
 #[test]
-fn the_trimmed_hpa_keeps_a_fingerprint_of_what_ensure_hpa_compares_and_its_health() {
+fn the_cached_hpa_keeps_a_fingerprint_of_what_ensure_hpa_compares_and_its_health() {
     let mut full = hpa_with(serde_json::json!([
         {"type": "AbleToScale", "status": "True"},
         {"type": "ScalingActive", "status": "False", "reason": "FailedGetExternalMetric", "message": "m"}
     ]));
     full.metadata.managed_fields = Some(vec![Default::default()]);
-    let mut trimmed = full.clone();
-    trim_hpa(&mut trimmed);
-    assert_eq!(hpa_health(&trimmed), hpa_health(&full));
-    assert_eq!(trimmed.metadata.name.as_deref(), Some("keda-hpa-a"));
-    assert_eq!(trimmed.metadata.namespace.as_deref(), Some("ns"));
+    let trimmed = CachedHpa::of(&full);
+    assert_eq!(
+        trimmed.scaling_active().map(scaling_active_health),
+        hpa_health(&full)
+    );
     assert!(cached_matches(&trimmed, &full), "ensure_hpa sees no change");
     let mut changed = full.clone();
     changed.spec.as_mut().expect("spec").max_replicas += 1;
@@ -387,10 +378,69 @@ fn the_trimmed_hpa_keeps_a_fingerprint_of_what_ensure_hpa_compares_and_its_healt
         !cached_matches(&trimmed, &relabelled),
         "a new label is seen"
     );
-    assert_eq!(trimmed.spec, None);
-    assert_eq!(trimmed.metadata.labels, None);
-    assert_eq!(trimmed.metadata.managed_fields, None);
-    let status = trimmed.status.expect("status");
-    assert_eq!(status.current_replicas, None);
-    assert_eq!(status.conditions.map(|c| c.len()), Some(1));
+    let mut reannotated = full.clone();
+    reannotated
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert("team".into(), "a".into());
+    assert!(
+        !cached_matches(&trimmed, &reannotated),
+        "a new annotation is seen"
+    );
+    let mut without = full.clone();
+    without.status = None;
+    assert_eq!(CachedHpa::of(&without).scaling_active(), None);
+}
+
+#[test]
+fn the_hpa_cache_follows_the_watch_and_a_relist_drops_what_it_did_not_show() {
+    use kube::runtime::watcher::Event;
+
+    use crate::shared::watch::Known;
+
+    let named = |name: &str| {
+        let mut h = hpa_with(serde_json::json!([
+            {"type": "ScalingActive", "status": "True"}
+        ]));
+        h.metadata.name = Some(name.into());
+        h
+    };
+    let cache = HpaCache::default();
+    cache.apply(&Event::Init);
+    cache.apply(&Event::InitApply(named("a")));
+    cache.apply(&Event::InitApply(named("b")));
+    cache.apply(&Event::InitDone);
+    assert!(cache.get("ns", "a").is_some());
+    assert!(cache.get("other", "a").is_none());
+    let mut names: Vec<_> = cache
+        .known()
+        .into_iter()
+        .map(|h| (h.metadata.namespace, h.metadata.name))
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            (Some("ns".to_string()), Some("a".to_string())),
+            (Some("ns".to_string()), Some("b".to_string()))
+        ]
+    );
+
+    let mut inactive = named("a");
+    inactive.status = None;
+    cache.apply(&Event::Apply(inactive));
+    assert_eq!(
+        cache.get("ns", "a").expect("a").scaling_active(),
+        None,
+        "an update replaces the entry"
+    );
+    cache.apply(&Event::Init);
+    cache.apply(&Event::InitApply(named("b")));
+    assert!(cache.get("ns", "a").is_some(), "kept until the list ends");
+    cache.apply(&Event::InitDone);
+    assert!(cache.get("ns", "a").is_none());
+    assert!(cache.get("ns", "b").is_some());
+    cache.apply(&Event::Delete(named("b")));
+    assert!(cache.known().is_empty());
 }
