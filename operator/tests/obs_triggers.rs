@@ -1580,22 +1580,31 @@ fn gcp_registry(fake: url::Url) -> keda_scalers::Registry {
     let mut registry = keda_scalers::Registry::builtin();
     registry.register(
         "gcp-cloudtasks",
-        redirected::<gcp_cloudtasks::CloudTasksConfig>(endpoints.clone(), gcp_cloudtasks::PARAMS),
+        redirected::<keda_scalers::pooled::Keyed<gcp_cloudtasks::CloudTasksConfig>>(
+            endpoints.clone(),
+            gcp_cloudtasks::PARAMS,
+        ),
     );
     registry.register(
         "gcp-pubsub",
-        redirected::<gcp_pubsub::PubSubConfig>(endpoints.clone(), gcp_pubsub::PARAMS),
+        redirected::<keda_scalers::pooled::Keyed<gcp_pubsub::PubSubConfig>>(
+            endpoints.clone(),
+            gcp_pubsub::PARAMS,
+        ),
     );
     registry.register(
         "gcp-stackdriver",
-        redirected::<gcp_stackdriver::StackdriverConfig>(
+        redirected::<keda_scalers::pooled::Keyed<gcp_stackdriver::StackdriverConfig>>(
             endpoints.clone(),
             gcp_stackdriver::PARAMS,
         ),
     );
     registry.register(
         "gcp-storage",
-        redirected::<gcp_storage::StorageConfig>(endpoints, gcp_storage::PARAMS),
+        redirected::<keda_scalers::pooled::Keyed<gcp_storage::StorageConfig>>(
+            endpoints,
+            gcp_storage::PARAMS,
+        ),
     );
     registry
 }
@@ -1765,28 +1774,31 @@ fn azure_registry(fake: url::Url) -> keda_scalers::Registry {
     let mut registry = keda_scalers::Registry::builtin();
     registry.register(
         "azure-app-insights",
-        redirected::<azure_app_insights::AppInsightsConfig>(
+        redirected::<keda_scalers::pooled::Keyed<azure_app_insights::AppInsightsConfig>>(
             endpoints.clone(),
             azure_app_insights::PARAMS,
         ),
     );
     registry.register(
         "azure-data-explorer",
-        redirected::<azure_data_explorer::DataExplorerConfig>(
+        redirected::<keda_scalers::pooled::Keyed<azure_data_explorer::DataExplorerConfig>>(
             endpoints.clone(),
             azure_data_explorer::PARAMS,
         ),
     );
     registry.register(
         "azure-log-analytics",
-        redirected::<azure_log_analytics::LogAnalyticsConfig>(
+        redirected::<keda_scalers::pooled::Keyed<azure_log_analytics::LogAnalyticsConfig>>(
             endpoints.clone(),
             azure_log_analytics::PARAMS,
         ),
     );
     registry.register(
         "azure-monitor",
-        redirected::<azure_monitor::AzureMonitorConfig>(endpoints, azure_monitor::PARAMS),
+        redirected::<keda_scalers::pooled::Keyed<azure_monitor::AzureMonitorConfig>>(
+            endpoints,
+            azure_monitor::PARAMS,
+        ),
     );
     registry
 }

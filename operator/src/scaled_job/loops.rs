@@ -69,6 +69,7 @@ const PARTIAL_TRIGGER_ERROR_MESSAGE: &str =
 const TRIGGER_ERROR_MESSAGE: &str = "Triggers defined in ScaledJob are not working correctly";
 
 /// What the operator remembers about a ScaledJob across loop restarts.
+#[derive(Default)]
 pub struct Memory {
     last_active: Option<Timestamp>,
     persisted_at: Option<Timestamp>,
@@ -77,18 +78,6 @@ pub struct Memory {
     /// Jobs deleted by the operator that the cache still shows.
     deleted: BTreeSet<String>,
     polls: PollCounter,
-}
-
-impl Default for Memory {
-    fn default() -> Self {
-        Memory {
-            last_active: None,
-            persisted_at: None,
-            created: BTreeSet::new(),
-            deleted: BTreeSet::new(),
-            polls: PollCounter::default(),
-        }
-    }
 }
 
 type SharedMemory = Arc<Mutex<Memory>>;

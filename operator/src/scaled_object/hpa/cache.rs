@@ -103,15 +103,19 @@ pub struct HpaCache {
     inner: Arc<RwLock<Entries>>,
 }
 
+/// A namespace and a name.
+type Name = (Box<str>, Box<str>);
+
 #[derive(Debug, Default)]
 struct Entries {
-    by_name: HashMap<(Box<str>, Box<str>), (Arc<CachedHpa>, u32)>,
+    /// Each HPA and the epoch of the list that last showed it.
+    by_name: HashMap<Name, (Arc<CachedHpa>, u32)>,
     /// Bumped by every (re-)list: what a list did not show keeps an older epoch and is
     /// removed at its end (objects are replaced in place).
     epoch: u32,
 }
 
-fn key_of(hpa: &HorizontalPodAutoscaler) -> (Box<str>, Box<str>) {
+fn key_of(hpa: &HorizontalPodAutoscaler) -> Name {
     (
         hpa.metadata.namespace.as_deref().unwrap_or_default().into(),
         hpa.metadata.name.as_deref().unwrap_or_default().into(),
