@@ -39,16 +39,21 @@ use crate::shared::resolve::WatchScope;
 /// What a cache fed by [`scoped_watcher`] holds, as objects that carry at least their
 /// namespace and name: a re-list deletes those it did not show.
 pub trait Known<K>: Send + 'static {
-    /// The objects held now.
-    fn known(&self) -> Vec<K>;
+    /// The objects held now for which `wanted` is true (only those are copied: a re-list
+    /// of 100,000 objects must not copy the cache to find the few it lost).
+    fn known(&self, wanted: &mut dyn FnMut(&K) -> bool) -> Vec<K>;
 }
 
 impl<K> Known<K> for Store<K>
 where
     K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
 {
-    fn known(&self) -> Vec<K> {
-        self.state().iter().map(|o| o.as_ref().clone()).collect()
+    fn known(&self, wanted: &mut dyn FnMut(&K) -> bool) -> Vec<K> {
+        self.state()
+            .iter()
+            .filter(|o| wanted(o))
+            .map(|o| o.as_ref().clone())
+            .collect()
     }
 }
 
@@ -210,11 +215,9 @@ where
         }
     }
 
-    /// Whether `key` is in scope `i`.
-    fn in_scope(&self, i: usize, key: &ObjectRef<K>) -> bool {
-        self.scopes[i]
-            .as_deref()
-            .is_none_or(|ns| key.namespace.as_deref() == Some(ns))
+    /// Whether `key` is in `scope` (a namespace, or `None`: every namespace).
+    fn in_scope(scope: Option<&str>, key: &ObjectRef<K>) -> bool {
+        scope.is_none_or(|ns| key.namespace.as_deref() == Some(ns))
     }
 
     /// Scope `i` finished a list.
@@ -252,14 +255,14 @@ where
             }
             Relist::Streamed(seen) => (Vec::new(), seen),
         };
+        let scope = self.scopes[i].clone();
         let gone: Vec<_> = self
             .store
-            .known()
-            .into_iter()
-            .filter(|o| {
+            .known(&mut |o| {
                 let key = key_of(o);
-                self.in_scope(i, &key) && !kept.contains(&key)
+                Self::in_scope(scope.as_deref(), &key) && !kept.contains(&key)
             })
+            .into_iter()
             .map(|o| Ok(Event::Delete(o)))
             .collect();
         out.extend(gone);

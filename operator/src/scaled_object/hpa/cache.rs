@@ -158,7 +158,10 @@ impl HpaCache {
 impl crate::shared::watch::Known<HorizontalPodAutoscaler> for HpaCache {
     /// The names of the cached HPAs, as HPAs with only a namespace and name: what a re-list
     /// compares and deletes by.
-    fn known(&self) -> Vec<HorizontalPodAutoscaler> {
+    fn known(
+        &self,
+        wanted: &mut dyn FnMut(&HorizontalPodAutoscaler) -> bool,
+    ) -> Vec<HorizontalPodAutoscaler> {
         let entries = self.inner.read().unwrap_or_else(PoisonError::into_inner);
         entries
             .by_name
@@ -171,6 +174,7 @@ impl crate::shared::watch::Known<HorizontalPodAutoscaler> for HpaCache {
                 },
                 ..HorizontalPodAutoscaler::default()
             })
+            .filter(|hpa| wanted(hpa))
             .collect()
     }
 }

@@ -414,7 +414,7 @@ fn the_hpa_cache_follows_the_watch_and_a_relist_drops_what_it_did_not_show() {
     assert!(cache.get("ns", "a").is_some());
     assert!(cache.get("other", "a").is_none());
     let mut names: Vec<_> = cache
-        .known()
+        .known(&mut |_| true)
         .into_iter()
         .map(|h| (h.metadata.namespace, h.metadata.name))
         .collect();
@@ -442,5 +442,5 @@ fn the_hpa_cache_follows_the_watch_and_a_relist_drops_what_it_did_not_show() {
     assert!(cache.get("ns", "a").is_none());
     assert!(cache.get("ns", "b").is_some());
     cache.apply(&Event::Delete(named("b")));
-    assert!(cache.known().is_empty());
+    assert!(cache.known(&mut |_| true).is_empty());
 }
