@@ -28,9 +28,9 @@ use k8s_openapi::api::autoscaling::v2::MetricSpec;
 
 use crate::authentication::{AuthMode, HttpAuth};
 use crate::context::ScalerContext;
-use crate::error::{MetadataError, ScalerError, Source};
+use crate::error::{MetadataError, ScalerError};
 use crate::http_client::{self, HttpClientKey, HttpGetError, describe_url, parse_http_url};
-use crate::metadata::{AUTH_METADATA, Param};
+use crate::metadata::Param;
 use crate::metric::{MetricTargetType, external_metric_spec, metric_target_milli};
 use crate::pooled::{ApiRequest, HttpApi, HttpCall, Pooled};
 use crate::remote::Failure;
@@ -40,17 +40,9 @@ use crate::scalers::rabbitmq::config::KedaDuration;
 use crate::secret::Secret;
 use crate::tls::TlsSettings;
 
-/// `password`: TriggerAuthentication, then `passwordFromEnv`, then the metadata (KEDA's order).
-const AUTH_ENV_METADATA: &[Source] = &[Source::Auth, Source::Env, Source::Metadata];
+// The connection parameters are elasticsearch's (KEDA's elastic-forecast reads them alike).
+use crate::scalers::elasticsearch::{ADDRESSES, API_KEY, CLOUD_ID, PASSWORD, UNSAFE_SSL, USERNAME};
 
-const ADDRESSES: Param = Param::optional("addresses").order(AUTH_METADATA);
-const UNSAFE_SSL: Param = Param::optional("unsafeSsl").default("false");
-const USERNAME: Param = Param::optional("username").order(AUTH_METADATA);
-const PASSWORD: Param = Param::optional("password")
-    .order(AUTH_ENV_METADATA)
-    .secret();
-const CLOUD_ID: Param = Param::optional("cloudID").order(AUTH_METADATA);
-const API_KEY: Param = Param::optional("apiKey").order(AUTH_METADATA).secret();
 const JOB_ID: Param = Param::required("jobID");
 const LOOK_AHEAD: Param = Param::optional("lookAhead").default("10m");
 const TARGET_VALUE: Param = Param::required("targetValue");
@@ -214,7 +206,7 @@ impl ElasticForecastConfig {
 
     /// The forecast's `duration` and `expires_in`: twice `lookAhead`.
     pub fn forecast_duration(&self) -> Duration {
-        self.look_ahead * 2
+        self.look_ahead.saturating_mul(2)
     }
 
     /// `<base>/<segments...>`.

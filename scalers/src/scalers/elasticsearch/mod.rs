@@ -20,14 +20,14 @@ use crate::tls::TlsSettings;
 /// `password`: TriggerAuthentication, then `passwordFromEnv`, then the metadata (KEDA's order).
 const AUTH_ENV_METADATA: &[Source] = &[Source::Auth, Source::Env, Source::Metadata];
 
-const ADDRESSES: Param = Param::optional("addresses").order(AUTH_METADATA);
-const UNSAFE_SSL: Param = Param::optional("unsafeSsl").default("false");
-const USERNAME: Param = Param::optional("username").order(AUTH_METADATA);
-const PASSWORD: Param = Param::optional("password")
+pub(crate) const ADDRESSES: Param = Param::optional("addresses").order(AUTH_METADATA);
+pub(crate) const UNSAFE_SSL: Param = Param::optional("unsafeSsl").default("false");
+pub(crate) const USERNAME: Param = Param::optional("username").order(AUTH_METADATA);
+pub(crate) const PASSWORD: Param = Param::optional("password")
     .order(AUTH_ENV_METADATA)
     .secret();
-const CLOUD_ID: Param = Param::optional("cloudID").order(AUTH_METADATA);
-const API_KEY: Param = Param::optional("apiKey").order(AUTH_METADATA).secret();
+pub(crate) const CLOUD_ID: Param = Param::optional("cloudID").order(AUTH_METADATA);
+pub(crate) const API_KEY: Param = Param::optional("apiKey").order(AUTH_METADATA).secret();
 const INDEX: Param = Param::required("index").order(AUTH_METADATA).separator(";");
 const SEARCH_TEMPLATE_NAME: Param = Param::optional("searchTemplateName").order(AUTH_METADATA);
 const QUERY: Param = Param::optional("query").order(AUTH_METADATA);
