@@ -33,13 +33,16 @@ use crate::limits::Limits;
 use crate::metrics::SharedMetrics;
 use crate::proxy::{self, Peer, Proxy, ProxyBody};
 use crate::target::{Admission, Charge};
+use crate::upstream::{AppProtocol, Connection};
 use crate::{edge, wire};
 
-/// The pod's answer to a fast-path request: on a wire connection (HTTP/1.1 pods) or on the
-/// pod's HTTP/2 connection.
+/// The pod's answer to a fast-path request: on a wire connection (plaintext HTTP/1.1 pods),
+/// on the pod's HTTP/2 connection, or on a hyper client connection over TLS (HTTP/1.1 pods
+/// over TLS), given back once the answer has been read.
 enum Answer {
     Wire(http::Response<crate::wire::WireBody>),
     H2(http::Response<hyper::body::Incoming>),
+    Tls(http::Response<hyper::body::Incoming>, Connection),
 }
 
 /// Most header fields in a request head this path parses (hyper's default too).
@@ -176,11 +179,19 @@ pub async fn serve<S: ClientStream>(
                 let timeout = lease.response_timeout();
                 let upstream = lease.upstream();
                 let exchange = tokio::time::timeout(timeout, async {
-                    // An HTTP/2 pod gets the same head as an HTTP/2 request.
-                    if upstream.protocol().is_http2_or_refused() {
+                    // A plaintext HTTP/1.1 pod gets the head as it is; an HTTP/2 pod the same
+                    // head as an HTTP/2 request; an HTTP/1.1 pod over TLS as a request on
+                    // hyper's client.
+                    let protocol = upstream.protocol();
+                    if protocol == AppProtocol::Http1 {
+                        upstream.send_head(&head, &method).await.map(Answer::Wire)
+                    } else if protocol.is_http2() {
                         upstream.send_head_h2(&head).await.map(Answer::H2)
                     } else {
-                        upstream.send_head(&head, &method).await.map(Answer::Wire)
+                        upstream
+                            .send_head_tls(&head)
+                            .await
+                            .map(|(response, connection)| Answer::Tls(response, connection))
                     }
                 });
                 match conn.unless_client_leaves(exchange, None).await {
@@ -217,6 +228,18 @@ pub async fn serve<S: ClientStream>(
                         (
                             parts,
                             ProxyBody::upstream_h2(body, lease, limits.upstream_idle_timeout),
+                        )
+                    }
+                    Answer::Tls(response, connection) => {
+                        let (parts, body) = proxy::for_client(response, Version::HTTP_11);
+                        (
+                            parts,
+                            ProxyBody::upstream(
+                                body,
+                                lease,
+                                connection,
+                                limits.upstream_idle_timeout,
+                            ),
                         )
                     }
                 };

@@ -191,9 +191,9 @@ struct Args {
         action = clap::ArgAction::Set
     )]
     manage_endpoints: bool,
-    /// PEM CA bundle the certificates of pods spoken to in HTTP/2 over TLS (Service port
-    /// `appProtocol: kubernetes.io/h2`) must chain to, for the name
-    /// `<service>.<namespace>.svc`. Without it such pods get no request (502).
+    /// PEM CA bundle the certificates of pods spoken to over TLS (Service port `appProtocol`
+    /// `kubernetes.io/h2` for HTTP/2, `https` or `kubernetes.io/wss` for HTTP/1.1) must chain
+    /// to, for the name `<service>.<namespace>.svc`. Without it such pods get no request (502).
     #[arg(long, env = "KEDA_ACTIVATOR_POD_CA_FILE")]
     pod_ca_file: Option<std::path::PathBuf>,
     /// Ready pods a target needs, for --serve-settle, to enter serve mode (1 to 10000).
@@ -212,11 +212,11 @@ struct Args {
     serve_idle: Duration,
 }
 
-/// The client configuration for TLS pods from the CA bundle at `path`.
-fn pod_tls(path: &std::path::Path) -> anyhow::Result<rustls::ClientConfig> {
+/// The client configurations for TLS pods from the CA bundle at `path`.
+fn pod_tls(path: &std::path::Path) -> anyhow::Result<keda_activator::upstream::PodTrust> {
     let pem = std::fs::read(path)
         .with_context(|| format!("--pod-ca-file {}: cannot read the file", path.display()))?;
-    Ok(keda_activator::upstream::pod_tls_config(&pem)?)
+    Ok(keda_activator::upstream::PodTrust::from_pem(&pem)?)
 }
 
 /// The serve-mode policy of the flags, or which flag to fix.
@@ -331,7 +331,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         memory_budget: args.memory_budget,
     };
     if let Some(path) = &args.pod_ca_file {
-        targets.set_pod_tls(Arc::new(pod_tls(path)?));
+        targets.set_pod_tls(pod_tls(path)?);
     }
     let proxy = Arc::new(
         Proxy::with_limits(targets.routes(), Arc::clone(&metrics), limits)

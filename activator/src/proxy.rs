@@ -17,7 +17,6 @@ use http::request::Parts;
 use http::{Request, Response, StatusCode, Uri, Version};
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
-use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
@@ -28,6 +27,7 @@ use crate::metrics::SharedMetrics;
 use crate::route::RouteTable;
 use crate::target::{Admission, Lease, Target};
 use crate::trust::TrustedProxies;
+use crate::upstream::{AppProtocol, Connection};
 use crate::wire::{self, WireBody, WireError};
 
 /// The routing table the watcher swaps and the proxy reads.
@@ -120,11 +120,12 @@ pub struct ProxyBody {
 }
 
 enum Kind {
-    /// From a hyper client connection (requests with a body).
+    /// From a hyper client connection (requests with a body; every request to a pod over
+    /// TLS) or an HTTP/2 one (no connection to give back).
     Upstream {
         body: Incoming,
         lease: Option<Lease>,
-        connection: Option<SendRequest<Incoming>>,
+        connection: Option<Connection>,
     },
     /// From a wire connection (requests without a body); the body owns the connection and is
     /// `None` once it is over.
@@ -164,10 +165,12 @@ impl ProxyBody {
         }
     }
 
-    fn upstream(
+    /// The pod's body on a hyper HTTP/1.1 client connection, given back when the body has
+    /// been read to the end.
+    pub(crate) fn upstream(
         body: Incoming,
         lease: Lease,
-        connection: SendRequest<Incoming>,
+        connection: Connection,
         idle: Duration,
     ) -> Self {
         Self::of(
@@ -235,11 +238,7 @@ fn finish_wire(body: &mut Option<WireBody>, lease: &mut Option<Lease>) {
 /// The exchange is over: a connection whose response was read to the end goes back to the
 /// pod's idle connections (before the slot is freed, so a request waiting for the slot finds
 /// it); any other is dropped, which closes it. Then the slot is released.
-fn finish(
-    body: &Incoming,
-    lease: &mut Option<Lease>,
-    connection: &mut Option<SendRequest<Incoming>>,
-) {
+fn finish(body: &Incoming, lease: &mut Option<Lease>, connection: &mut Option<Connection>) {
     let Some(lease) = lease.take() else {
         return;
     };
@@ -515,9 +514,11 @@ impl Proxy {
         let pod = lease.addr();
         let timeout = lease.response_timeout();
         let upgrade = is_upgrade(&request);
-        if lease.upstream().protocol().is_http2_or_refused() {
+        let protocol = lease.upstream().protocol();
+        if protocol.is_http2() {
             // HTTP/2 to the pod, whatever the client speaks; no upgrade over it (a WebSocket
-            // needs an HTTP/1.1 port). `TE: trailers` goes through: gRPC needs it.
+            // needs an HTTP/1.1 port, plaintext or TLS). `TE: trailers` goes through: gRPC
+            // needs it.
             let trailers = request.headers().get_all(header::TE).iter().any(|v| {
                 v.to_str()
                     .is_ok_and(|v| v.to_ascii_lowercase().contains("trailers"))
@@ -544,8 +545,9 @@ impl Proxy {
                 ProxyBody::upstream_h2(body, lease, self.limits.upstream_idle_timeout),
             ));
         }
-        if !upgrade && request.body().is_end_stream() {
-            // No body to stream: one write and reads, from this task (`crate::wire`).
+        if protocol == AppProtocol::Http1 && !upgrade && request.body().is_end_stream() {
+            // No body to stream: one write and reads, from this task (`crate::wire`), to a
+            // plaintext pod. To a pod over TLS every request takes hyper's client below.
             let (mut parts, _) = request.into_parts();
             let client_version = parts.version;
             prepare_request(&mut parts, peer, false);

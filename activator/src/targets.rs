@@ -68,9 +68,9 @@ pub struct Targets {
     replicas: Mutex<Replicas>,
     /// The limits each target gets.
     limits: TargetLimits,
-    /// Trusts `--pod-ca-file` for pods spoken to in HTTP/2 over TLS; `None`: no such pod is
-    /// spoken to.
-    pod_tls: Mutex<Option<Arc<rustls::ClientConfig>>>,
+    /// Trusts `--pod-ca-file` for pods spoken to over TLS (HTTP/2 or HTTP/1.1); `None`: no
+    /// such pod is spoken to.
+    pod_tls: Mutex<Option<crate::upstream::PodTrust>>,
 }
 
 impl std::fmt::Debug for Targets {
@@ -202,30 +202,34 @@ impl Targets {
         };
         // Only a TLS pod needs the name and the CA (this runs for every target on every watch
         // change).
-        let tls = (protocol == crate::upstream::AppProtocol::H2)
-            .then(|| {
-                self.pod_tls
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .clone()
-            })
-            .flatten()
-            .and_then(|config_tls| {
-                let name = format!("{}.{}.svc", config.trigger.service, key.namespace);
-                rustls_pki_types::ServerName::try_from(name)
-                    .ok()
-                    .map(|server_name| crate::upstream::PodTls {
-                        config: config_tls,
-                        server_name,
-                    })
-            });
+        let tls = matches!(
+            protocol,
+            crate::upstream::AppProtocol::H2 | crate::upstream::AppProtocol::Https
+        )
+        .then(|| {
+            self.pod_tls
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .as_ref()
+                .and_then(|trust| trust.for_protocol(protocol).cloned())
+        })
+        .flatten()
+        .and_then(|config_tls| {
+            let name = format!("{}.{}.svc", config.trigger.service, key.namespace);
+            rustls_pki_types::ServerName::try_from(name)
+                .ok()
+                .map(|server_name| crate::upstream::PodTls {
+                    config: config_tls,
+                    server_name,
+                })
+        });
         target.set_protocol(protocol, tls);
     }
 
-    /// Trusts `config` (a CA bundle, ALPN `h2`) for pods spoken to in HTTP/2 over TLS, from
-    /// the next [`Targets::set_protocol`] on.
-    pub fn set_pod_tls(&self, config: Arc<rustls::ClientConfig>) {
-        *self.pod_tls.lock().unwrap_or_else(PoisonError::into_inner) = Some(config);
+    /// Trusts `trust` (the CA bundle of `--pod-ca-file`) for pods spoken to over TLS
+    /// (HTTP/2 or HTTP/1.1), from the next [`Targets::set_protocol`] on.
+    pub fn set_pod_tls(&self, trust: crate::upstream::PodTrust) {
+        *self.pod_tls.lock().unwrap_or_else(PoisonError::into_inner) = Some(trust);
     }
 
     /// Sets this replica's place among the activators, for every target.

@@ -1,4 +1,5 @@
-//! Kept-alive HTTP/1.1 connections to one pod.
+//! Kept-alive HTTP/1.1 connections to one pod (plaintext or over TLS), and the one HTTP/2
+//! connection of an HTTP/2 pod.
 //!
 //! Each ready pod of a target has one [`Upstream`]: stacks of idle connections (the most
 //! recently used on top, so a small working set stays warm) and the code to open new ones.
@@ -7,12 +8,15 @@
 //! A connection whose exchange did not complete (client gone, error) is dropped, which closes
 //! it: HTTP/1.1 cannot abandon one request and keep the connection.
 //!
-//! Requests without a body go out on [`wire`](crate::wire) connections, driven by the
-//! request's own task ([`Upstream::send_bodiless`]); requests with a body, and upgrades, on
-//! hyper client connections, each driven by its own task ([`Upstream::send`]). The two kinds
-//! are kept apart. Neither is a general-purpose pooled client: the pod is already chosen when a
-//! request gets here, so there is no pool key to hash, no URI to rebuild, and the request goes
-//! out in origin form as the client sent it.
+//! To a plaintext HTTP/1.1 pod, requests without a body go out on [`wire`](crate::wire)
+//! connections, driven by the request's own task ([`Upstream::send_bodiless`]); requests with
+//! a body, and upgrades, on hyper client connections, each driven by its own task
+//! ([`Upstream::send`]). To an HTTP/1.1 pod over TLS (`https`, `kubernetes.io/wss`) every
+//! request, with a body or not, goes out on a hyper client connection over TLS
+//! ([`Upstream::send`], [`Upstream::send_head_tls`]): the wire fast path stays plaintext only.
+//! The kinds are kept apart. None is a general-purpose pooled client: the pod is already
+//! chosen when a request gets here, so there is no pool key to hash, no URI to rebuild, and the
+//! request goes out in origin form as the client sent it.
 //!
 //! Idle connections are kept per proxy thread ([`set_proxy_thread`]): a connection's task runs
 //! on the thread that opened it, so a request reuses only connections of its own thread and
@@ -59,11 +63,13 @@ pub enum UpstreamError {
     /// The HTTP exchange of a request without a body failed.
     #[error(transparent)]
     Wire(#[from] WireError),
-    /// A request head that cannot be sent as an HTTP/2 request.
-    #[error("the request head cannot be sent over HTTP/2")]
+    /// A fast-path request head that cannot be made into a request again.
+    #[error("the request head cannot be sent again as a request")]
     Head,
-    /// The pod speaks HTTP/2 over TLS and the activators have no CA to check it with.
-    #[error("the pod speaks TLS (appProtocol kubernetes.io/h2) and no --pod-ca-file is given")]
+    /// The pod speaks TLS and the activators have no CA to check it with.
+    #[error(
+        "the pod speaks TLS (appProtocol kubernetes.io/h2, https or kubernetes.io/wss) and no --pod-ca-file is given"
+    )]
     NoPodTls,
     /// The TLS handshake failed (the pod's certificate is not trusted, or not for the name).
     #[error("TLS with the pod failed: {0}")]
@@ -71,9 +77,9 @@ pub enum UpstreamError {
     /// The pod's TLS did not agree on HTTP/2.
     #[error("the pod's TLS did not agree on HTTP/2 (ALPN h2)")]
     NoH2,
-    /// HTTP/1.1 over TLS is not spoken to pods.
-    #[error("TLS to pods is spoken in HTTP/2 only: mark the port appProtocol kubernetes.io/h2")]
-    Https,
+    /// An HTTP/2 exchange was asked of a pod whose port is not marked for HTTP/2.
+    #[error("the pod's port is not marked for HTTP/2")]
+    NotHttp2,
 }
 
 /// HTTP/2 carries what HTTP/1.1 says in its request line and Host header as pseudo-headers,
@@ -147,11 +153,46 @@ struct Kept<C> {
 struct Idle {
     hyper: Vec<Kept<SendRequest<Incoming>>>,
     wire: Vec<Kept<wire::Conn>>,
+    tls: Vec<Kept<SendRequest<BoxedBody>>>,
 }
 
 impl Idle {
     fn len(&self) -> usize {
-        self.hyper.len() + self.wire.len()
+        self.hyper.len() + self.wire.len() + self.tls.len()
+    }
+}
+
+/// A hyper HTTP/1.1 client connection to a pod whose exchange is under way; give it back with
+/// [`Upstream::put_back`] once its response has been read to the end, or drop it (which closes
+/// it).
+pub enum Connection {
+    /// Plaintext (requests with a body, and upgrades).
+    Plain(SendRequest<Incoming>),
+    /// Over TLS (`https`, `kubernetes.io/wss`): every request. Its requests' bodies are boxed,
+    /// since the fast path's have no hyper body to send.
+    Tls(SendRequest<BoxedBody>),
+}
+
+impl Connection {
+    fn is_ready(&self) -> bool {
+        match self {
+            Self::Plain(sender) => sender.is_ready(),
+            Self::Tls(sender) => sender.is_ready(),
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        match self {
+            Self::Plain(sender) => sender.is_closed(),
+            Self::Tls(sender) => sender.is_closed(),
+        }
+    }
+
+    async fn ready(&mut self) -> Result<(), hyper::Error> {
+        match self {
+            Self::Plain(sender) => sender.ready().await,
+            Self::Tls(sender) => sender.ready().await,
+        }
     }
 }
 
@@ -190,7 +231,9 @@ pub enum AppProtocol {
     /// HTTP/2 over TLS (`kubernetes.io/h2`, `h2`): as [`AppProtocol::H2c`], the pod's
     /// certificate verified against `--pod-ca-file` for the name `<service>.<namespace>.svc`.
     H2,
-    /// HTTP/1.1 over TLS (`https`, `kubernetes.io/wss`): not spoken; requests get 502.
+    /// HTTP/1.1 over TLS (`https`, `kubernetes.io/wss`): kept-alive connections per pod as
+    /// [`AppProtocol::Http1`], upgrades included, the pod's certificate verified as for
+    /// [`AppProtocol::H2`]; ALPN `http/1.1`.
     Https,
 }
 
@@ -207,10 +250,10 @@ impl AppProtocol {
 }
 
 impl AppProtocol {
-    /// Whether requests go out in HTTP/2 ([`Upstream::send_h2`]), or are refused (TLS with
-    /// HTTP/1.1): neither takes the HTTP/1.1 paths.
-    pub fn is_http2_or_refused(self) -> bool {
-        matches!(self, Self::H2c | Self::H2 | Self::Https)
+    /// Whether requests go out in HTTP/2 ([`Upstream::send_h2`]): such pods never take the
+    /// HTTP/1.1 paths.
+    pub fn is_http2(self) -> bool {
+        matches!(self, Self::H2c | Self::H2)
     }
 }
 
@@ -218,33 +261,61 @@ impl AppProtocol {
 /// the name the pods' certificate must carry (`<service>.<namespace>.svc`).
 #[derive(Clone, Debug)]
 pub struct PodTls {
-    /// Trusts the CA bundle, ALPN `h2`.
+    /// Trusts the CA bundle, with the ALPN of the pod's protocol ([`PodTrust`]).
     pub config: Arc<rustls::ClientConfig>,
     /// The name checked.
     pub server_name: rustls_pki_types::ServerName<'static>,
 }
 
-/// The client configuration for pods spoken to in HTTP/2 over TLS: trusts the CA bundle
-/// `ca_pem` (`--pod-ca-file`) and nothing else, offers ALPN `h2`.
-///
-/// # Errors
-/// The bundle holds no usable certificate (named as `--pod-ca-file`).
-pub fn pod_tls_config(ca_pem: &[u8]) -> Result<rustls::ClientConfig, keda_tls::TlsError> {
-    let roots = keda_tls::roots(ca_pem, "--pod-ca-file")?;
-    let mut config = rustls::ClientConfig::builder_with_provider(keda_tls::provider())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| keda_tls::TlsError::TrustAnchors {
-            what: "--pod-ca-file".to_string(),
-            reason: e.to_string(),
-        })?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"h2".to_vec()];
-    Ok(config)
+/// The client configurations for TLS pods, from the CA bundle of `--pod-ca-file`: one per
+/// protocol, each trusting that bundle and nothing else. Each keeps its own TLS session cache
+/// (rustls' default, in memory), shared by every pod of every target it is used for, so a
+/// new connection resumes a session where the pod allows it.
+#[derive(Clone, Debug)]
+pub struct PodTrust {
+    /// HTTP/2 over TLS (`kubernetes.io/h2`): offers ALPN `h2`.
+    pub h2: Arc<rustls::ClientConfig>,
+    /// HTTP/1.1 over TLS (`https`, `kubernetes.io/wss`): offers ALPN `http/1.1`.
+    pub http1: Arc<rustls::ClientConfig>,
 }
 
-/// The body of a request sent to an HTTP/2 pod.
-pub type H2Body = http_body_util::combinators::UnsyncBoxBody<bytes::Bytes, hyper::Error>;
+impl PodTrust {
+    /// The configurations trusting the CA bundle `ca_pem` (`--pod-ca-file`).
+    ///
+    /// # Errors
+    /// The bundle holds no usable certificate (named as `--pod-ca-file`).
+    pub fn from_pem(ca_pem: &[u8]) -> Result<Self, keda_tls::TlsError> {
+        let roots = keda_tls::roots(ca_pem, "--pod-ca-file")?;
+        let config = |alpn: &[u8]| -> Result<rustls::ClientConfig, keda_tls::TlsError> {
+            let mut config = rustls::ClientConfig::builder_with_provider(keda_tls::provider())
+                .with_safe_default_protocol_versions()
+                .map_err(|e| keda_tls::TlsError::TrustAnchors {
+                    what: "--pod-ca-file".to_string(),
+                    reason: e.to_string(),
+                })?
+                .with_root_certificates(roots.clone())
+                .with_no_client_auth();
+            config.alpn_protocols = vec![alpn.to_vec()];
+            Ok(config)
+        };
+        Ok(Self {
+            h2: Arc::new(config(b"h2")?),
+            http1: Arc::new(config(b"http/1.1")?),
+        })
+    }
+
+    /// The configuration for pods spoken to in `protocol`; `None` for a plaintext one.
+    pub fn for_protocol(&self, protocol: AppProtocol) -> Option<&Arc<rustls::ClientConfig>> {
+        match protocol {
+            AppProtocol::H2 => Some(&self.h2),
+            AppProtocol::Https => Some(&self.http1),
+            AppProtocol::Http1 | AppProtocol::H2c => None,
+        }
+    }
+}
+
+/// The body of a request sent to an HTTP/2 pod, or to an HTTP/1.1 pod over TLS.
+pub type BoxedBody = http_body_util::combinators::UnsyncBoxBody<bytes::Bytes, hyper::Error>;
 
 /// The connections to one pod.
 pub struct Upstream {
@@ -255,11 +326,11 @@ pub struct Upstream {
     idle: Mutex<Vec<Idle>>,
     /// How the pod is spoken to.
     protocol: AppProtocol,
-    /// The one HTTP/2 connection to the pod ([`AppProtocol::H2c`]), opened on first use and
-    /// again when it closes.
-    h2: tokio::sync::Mutex<Option<http2::SendRequest<H2Body>>>,
-    /// For [`AppProtocol::H2`]: how the pod's certificate is checked; `None`: no
-    /// `--pod-ca-file`, nothing is sent.
+    /// The one HTTP/2 connection to the pod ([`AppProtocol::H2c`], [`AppProtocol::H2`]),
+    /// opened on first use and again when it closes.
+    h2: tokio::sync::Mutex<Option<http2::SendRequest<BoxedBody>>>,
+    /// For [`AppProtocol::H2`] and [`AppProtocol::Https`]: how the pod's certificate is
+    /// checked; `None`: no `--pod-ca-file`, nothing is sent.
     tls: Option<PodTls>,
 }
 
@@ -309,7 +380,7 @@ impl Upstream {
     }
 
     /// The HTTP/2 connection to the pod, opened if there is none or it closed.
-    async fn h2_sender(&self) -> Result<http2::SendRequest<H2Body>, UpstreamError> {
+    async fn h2_sender(&self) -> Result<http2::SendRequest<BoxedBody>, UpstreamError> {
         let mut slot = self.h2.lock().await;
         if let Some(sender) = slot.as_ref()
             && !sender.is_closed()
@@ -317,48 +388,61 @@ impl Upstream {
             return Ok(sender.clone());
         }
         let tls = match self.protocol {
-            AppProtocol::H2c => None,
-            AppProtocol::H2 => Some(self.tls.clone().ok_or(UpstreamError::NoPodTls)?),
-            AppProtocol::Http1 | AppProtocol::Https => return Err(UpstreamError::Https),
+            AppProtocol::H2c => false,
+            AppProtocol::H2 => true,
+            AppProtocol::Http1 | AppProtocol::Https => return Err(UpstreamError::NotHttp2),
         };
-        let stream = tokio::time::timeout(CONNECT_TIMEOUT, edge::Stream::connect(self.addr))
-            .await
-            .map_err(|_| UpstreamError::ConnectTimeout(CONNECT_TIMEOUT))?
-            .map_err(UpstreamError::Connect)?;
         let mut builder = http2::Builder::new(TokioExecutor::new());
         builder
             .timer(hyper_util::rt::TokioTimer::new())
             .keep_alive_interval(Duration::from_secs(30));
-        let sender = match tls {
-            None => {
-                let (sender, connection) = builder.handshake(TokioIo::new(stream)).await?;
-                tokio::spawn(async move {
-                    // Ends when the pod closes the connection or the last sender is dropped;
-                    // errors reach the requests that were on it.
-                    let _ = connection.await;
-                });
-                sender
+        let sender = if tls {
+            let stream = self.connect_tls().await?;
+            if stream.get_ref().1.alpn_protocol() != Some(b"h2") {
+                return Err(UpstreamError::NoH2);
             }
-            Some(tls) => {
-                let stream = tokio::time::timeout(
-                    CONNECT_TIMEOUT,
-                    tokio_rustls::TlsConnector::from(tls.config).connect(tls.server_name, stream),
-                )
-                .await
-                .map_err(|_| UpstreamError::ConnectTimeout(CONNECT_TIMEOUT))?
-                .map_err(UpstreamError::Tls)?;
-                if stream.get_ref().1.alpn_protocol() != Some(b"h2") {
-                    return Err(UpstreamError::NoH2);
-                }
-                let (sender, connection) = builder.handshake(TokioIo::new(stream)).await?;
-                tokio::spawn(async move {
-                    let _ = connection.await;
-                });
-                sender
-            }
+            let (sender, connection) = builder.handshake(TokioIo::new(stream)).await?;
+            tokio::spawn(async move {
+                let _ = connection.await;
+            });
+            sender
+        } else {
+            let stream = self.connect_tcp().await?;
+            let (sender, connection) = builder.handshake(TokioIo::new(stream)).await?;
+            tokio::spawn(async move {
+                // Ends when the pod closes the connection or the last sender is dropped;
+                // errors reach the requests that were on it.
+                let _ = connection.await;
+            });
+            sender
         };
         *slot = Some(sender.clone());
         Ok(sender)
+    }
+
+    /// A TCP connection to the pod, within [`CONNECT_TIMEOUT`].
+    async fn connect_tcp(&self) -> Result<edge::Stream, UpstreamError> {
+        tokio::time::timeout(CONNECT_TIMEOUT, edge::Stream::connect(self.addr))
+            .await
+            .map_err(|_| UpstreamError::ConnectTimeout(CONNECT_TIMEOUT))?
+            .map_err(UpstreamError::Connect)
+    }
+
+    /// A TLS connection to the pod, its certificate checked ([`PodTls`]): the TCP connection
+    /// and the handshake within [`CONNECT_TIMEOUT`] each. The session is resumed when the
+    /// configuration's cache holds one the pod accepts.
+    async fn connect_tls(
+        &self,
+    ) -> Result<tokio_rustls::client::TlsStream<edge::Stream>, UpstreamError> {
+        let tls = self.tls.clone().ok_or(UpstreamError::NoPodTls)?;
+        let stream = self.connect_tcp().await?;
+        tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            tokio_rustls::TlsConnector::from(tls.config).connect(tls.server_name, stream),
+        )
+        .await
+        .map_err(|_| UpstreamError::ConnectTimeout(CONNECT_TIMEOUT))?
+        .map_err(UpstreamError::Tls)
     }
 
     /// Sends `request` to an HTTP/2 pod ([`AppProtocol::H2c`]): its URI is made absolute
@@ -369,7 +453,7 @@ impl Upstream {
     /// [`UpstreamError`]: the pod cannot be reached or the exchange failed.
     pub async fn send_h2(
         &self,
-        request: Request<H2Body>,
+        request: Request<BoxedBody>,
     ) -> Result<Response<Incoming>, UpstreamError> {
         let (mut parts, body) = request.into_parts();
         h2_parts(&mut parts, self.addr);
@@ -386,23 +470,20 @@ impl Upstream {
     /// [`UpstreamError`]: the head does not parse, the pod cannot be reached or the exchange
     /// failed.
     pub async fn send_head_h2(&self, head: &[u8]) -> Result<Response<Incoming>, UpstreamError> {
-        let mut headers = [httparse::EMPTY_HEADER; 128];
-        let mut parsed = httparse::Request::new(&mut headers);
-        let complete = parsed.parse(head).map_err(|_| UpstreamError::Head)?;
-        if complete.is_partial() {
-            return Err(UpstreamError::Head);
-        }
-        let mut builder = Request::builder()
-            .method(parsed.method.unwrap_or("GET"))
-            .uri(parsed.path.unwrap_or("/"));
-        for h in parsed.headers.iter() {
-            builder = builder.header(h.name, h.value);
-        }
-        let empty = http_body_util::Empty::<bytes::Bytes>::new()
-            .map_err(|never| match never {})
-            .boxed_unsync();
-        let request = builder.body(empty).map_err(|_| UpstreamError::Head)?;
-        self.send_h2(request).await
+        self.send_h2(bodiless_request(head)?).await
+    }
+
+    /// [`Upstream::send_tls`] for a bodiless request head already written out (the fast
+    /// path's).
+    ///
+    /// # Errors
+    /// [`UpstreamError`]: the head does not parse, the pod cannot be reached or the exchange
+    /// failed.
+    pub async fn send_head_tls(
+        &self,
+        head: &[u8],
+    ) -> Result<(Response<Incoming>, Connection), UpstreamError> {
+        self.send_tls(bodiless_request(head)?).await
     }
 
     /// The pod's address.
@@ -439,6 +520,11 @@ impl Upstream {
         self.with_idle(|idle| pop(&mut idle.hyper, |sender| !sender.is_closed()))
     }
 
+    /// This thread's most recently used idle TLS connection that is still open.
+    fn take_idle_tls(&self) -> Option<SendRequest<BoxedBody>> {
+        self.with_idle(|idle| pop(&mut idle.tls, |sender| !sender.is_closed()))
+    }
+
     /// This thread's most recently used idle wire connection that is still open
     /// ([`wire::Conn::is_usable`]).
     fn take_idle_wire(&self) -> Option<wire::Conn> {
@@ -457,22 +543,25 @@ impl Upstream {
     /// when it can take the next request (the usual case: hyper readies it as it reads the
     /// end of the response), else once it can (a pod that answered before it had read the
     /// whole request body), for at most [`READY_TIMEOUT`].
-    pub fn put_back(self: &Arc<Self>, mut sender: SendRequest<Incoming>) {
-        if sender.is_ready() {
-            self.keep(sender);
-        } else if !sender.is_closed() {
+    pub fn put_back(self: &Arc<Self>, mut connection: Connection) {
+        if connection.is_ready() {
+            self.keep(connection);
+        } else if !connection.is_closed() {
             let this = Arc::clone(self);
             tokio::spawn(async move {
-                if let Ok(Ok(())) = tokio::time::timeout(READY_TIMEOUT, sender.ready()).await {
-                    this.keep(sender);
+                if let Ok(Ok(())) = tokio::time::timeout(READY_TIMEOUT, connection.ready()).await {
+                    this.keep(connection);
                 }
             });
         }
     }
 
-    fn keep(&self, sender: SendRequest<Incoming>) {
+    fn keep(&self, connection: Connection) {
         if self.has_idle_room() {
-            self.with_idle(|idle| push(&mut idle.hyper, sender));
+            self.with_idle(|idle| match connection {
+                Connection::Plain(sender) => push(&mut idle.hyper, sender),
+                Connection::Tls(sender) => push(&mut idle.tls, sender),
+            });
         }
     }
 
@@ -522,11 +611,15 @@ impl Upstream {
         Ok(conn.exchange(head, method).await?)
     }
 
-    async fn connect(&self) -> Result<SendRequest<Incoming>, UpstreamError> {
-        let stream = tokio::time::timeout(CONNECT_TIMEOUT, edge::Stream::connect(self.addr))
-            .await
-            .map_err(|_| UpstreamError::ConnectTimeout(CONNECT_TIMEOUT))?
-            .map_err(UpstreamError::Connect)?;
+    /// A hyper HTTP/1.1 client connection over `stream`, driven by its own task, upgrades
+    /// allowed.
+    async fn handshake<S, B>(stream: S) -> Result<SendRequest<B>, UpstreamError>
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+        B: hyper::body::Body + Send + 'static,
+        B::Data: Send,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
         let (sender, connection) = http1::Builder::new()
             .handshake(TokioIo::new(stream))
             .await?;
@@ -542,19 +635,23 @@ impl Upstream {
     /// new one; a request an idle connection could not take because it was closing is sent
     /// again on a new connection. Returns the response head and the connection, to
     /// [`put_back`](Self::put_back) once the response body has been read to the end (or to
-    /// drop otherwise, which closes it).
+    /// drop otherwise, which closes it). A pod spoken to over TLS ([`AppProtocol::Https`])
+    /// gets it on a TLS connection ([`Upstream::send_tls`]).
     ///
     /// # Errors
     /// [`UpstreamError`]: the pod cannot be reached or the exchange failed.
     pub async fn send(
         &self,
         mut request: Request<Incoming>,
-    ) -> Result<(Response<Incoming>, SendRequest<Incoming>), UpstreamError> {
+    ) -> Result<(Response<Incoming>, Connection), UpstreamError> {
+        if self.protocol == AppProtocol::Https {
+            return self.send_tls(request.map(BodyExt::boxed_unsync)).await;
+        }
         if let Some(mut sender) = self.take_idle()
             && sender.ready().await.is_ok()
         {
             match sender.try_send_request(request).await {
-                Ok(response) => return Ok((response, sender)),
+                Ok(response) => return Ok((response, Connection::Plain(sender))),
                 Err(mut failed) => match failed.take_message() {
                     // Never written: the pod closed the idle connection meanwhile.
                     Some(unsent) => request = unsent,
@@ -562,8 +659,58 @@ impl Upstream {
                 },
             }
         }
-        let mut sender = self.connect().await?;
+        let mut sender = Self::handshake(self.connect_tcp().await?).await?;
         let response = sender.send_request(request).await?;
-        Ok((response, sender))
+        Ok((response, Connection::Plain(sender)))
     }
+
+    /// [`Upstream::send`] to a pod spoken to in HTTP/1.1 over TLS ([`AppProtocol::Https`]):
+    /// on an idle TLS connection of this thread, or on a new one whose certificate is checked
+    /// ([`PodTls`]) and which offers ALPN `http/1.1` (a pod that picks no protocol speaks
+    /// HTTP/1.1 too; rustls refuses any other pick). Upgrades are carried over it.
+    ///
+    /// # Errors
+    /// [`UpstreamError::NoPodTls`] without `--pod-ca-file`; else the pod cannot be reached,
+    /// its certificate is refused, or the exchange failed.
+    pub async fn send_tls(
+        &self,
+        mut request: Request<BoxedBody>,
+    ) -> Result<(Response<Incoming>, Connection), UpstreamError> {
+        if let Some(mut sender) = self.take_idle_tls()
+            && sender.ready().await.is_ok()
+        {
+            match sender.try_send_request(request).await {
+                Ok(response) => return Ok((response, Connection::Tls(sender))),
+                Err(mut failed) => match failed.take_message() {
+                    // Never written: the pod closed the idle connection meanwhile.
+                    Some(unsent) => request = unsent,
+                    None => return Err(failed.into_error().into()),
+                },
+            }
+        }
+        let mut sender = Self::handshake(self.connect_tls().await?).await?;
+        let response = sender.send_request(request).await?;
+        Ok((response, Connection::Tls(sender)))
+    }
+}
+
+/// The request a bodiless request head already written out in HTTP/1.1 (the fast path's)
+/// stands for, in origin form with its header fields as they are.
+fn bodiless_request(head: &[u8]) -> Result<Request<BoxedBody>, UpstreamError> {
+    let mut headers = [httparse::EMPTY_HEADER; 128];
+    let mut parsed = httparse::Request::new(&mut headers);
+    let complete = parsed.parse(head).map_err(|_| UpstreamError::Head)?;
+    if complete.is_partial() {
+        return Err(UpstreamError::Head);
+    }
+    let mut builder = Request::builder()
+        .method(parsed.method.unwrap_or("GET"))
+        .uri(parsed.path.unwrap_or("/"));
+    for h in parsed.headers.iter() {
+        builder = builder.header(h.name, h.value);
+    }
+    let empty = http_body_util::Empty::<bytes::Bytes>::new()
+        .map_err(|never| match never {})
+        .boxed_unsync();
+    builder.body(empty).map_err(|_| UpstreamError::Head)
 }

@@ -5,7 +5,11 @@
 //! - HTTP/1.1 client to an h2c pod (`kubernetes.io/h2c`): the pod sees HTTP/2;
 //! - gRPC unary and bidirectional streaming, HTTP/2 from the client to an h2c pod, trailers
 //!   (`grpc-status`) delivered, each streamed message echoed before the next is sent;
-//! - WebSocket to an HTTP/1.1 pod.
+//! - WebSocket to an HTTP/1.1 pod;
+//! - HTTP/2 over TLS (`kubernetes.io/h2`) and HTTP/1.1 over TLS (`https`, `kubernetes.io/wss`:
+//!   requests with and without a body on kept-alive connections, a WebSocket), each pod's
+//!   certificate checked against `--pod-ca-file` for its Service's name, and refused (502,
+//!   logged) when it is not for that name or when there is no `--pod-ca-file`.
 //!
 //! (HTTP/1.1 through a scale from zero: `scale_from_zero.rs`.)
 
@@ -13,7 +17,8 @@ mod common;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use common::{activator, config, within};
@@ -23,7 +28,7 @@ use http_body_util::{BodyExt, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use keda_activator::upstream::AppProtocol;
+use keda_activator::upstream::{AppProtocol, PodTrust};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
@@ -314,8 +319,13 @@ async fn an_unanswerable_h2c_pod_is_a_502_not_a_hang() {
     assert_eq!(status, 502);
 }
 
-/// A pod serving HTTP/2 over TLS with a certificate for `hosts`, issued by `ca`.
-async fn tls_pod(ca: &keda_tls::pki::CertificateAuthority, hosts: &[&str]) -> SocketAddr {
+/// A pod's TLS configuration: a certificate for `hosts` issued by `ca`, the ALPN protocols
+/// `alpn` in the pod's order of preference.
+fn pod_tls_config(
+    ca: &keda_tls::pki::CertificateAuthority,
+    hosts: &[&str],
+    alpn: &[&[u8]],
+) -> Arc<rustls::ServerConfig> {
     let pair = ca.issue_server("pod", hosts).expect("pod certificate");
     let key =
         keda_tls::certified_key(pair.cert.as_bytes(), pair.key.as_bytes(), "pod").expect("pod key");
@@ -324,8 +334,13 @@ async fn tls_pod(ca: &keda_tls::pki::CertificateAuthority, hosts: &[&str]) -> So
         .expect("versions")
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(key)));
-    config.alpn_protocols = vec![b"h2".to_vec()];
-    h2_pod(Some(Arc::new(config))).await
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Arc::new(config)
+}
+
+/// A pod serving HTTP/2 over TLS with a certificate for `hosts`, issued by `ca`.
+async fn tls_pod(ca: &keda_tls::pki::CertificateAuthority, hosts: &[&str]) -> SocketAddr {
+    h2_pod(Some(pod_tls_config(ca, hosts, &[b"h2"]))).await
 }
 
 #[tokio::test]
@@ -333,9 +348,8 @@ async fn grpc_held_at_zero_reaches_a_tls_pod_checked_for_its_service_name() {
     let ca = keda_tls::pki::CertificateAuthority::new("pods").expect("CA");
     let other_ca = keda_tls::pki::CertificateAuthority::new("elsewhere").expect("CA");
     let act = activator().await;
-    act.targets.set_pod_tls(Arc::new(
-        keda_activator::upstream::pod_tls_config(ca.cert_pem().as_bytes()).expect("CA bundle"),
-    ));
+    act.targets
+        .set_pod_tls(PodTrust::from_pem(ca.cert_pem().as_bytes()).expect("CA bundle"));
     let route = |name: &str, host: &str| {
         let cfg = config(name, &[("hosts", host), ("service", name)]);
         let key = cfg.key.clone();
@@ -417,4 +431,375 @@ async fn without_a_pod_ca_a_tls_pod_gets_no_request() {
     )
     .await;
     assert_eq!(status, 502);
+}
+
+/// What an HTTP/1.1-over-TLS pod saw.
+#[derive(Default)]
+struct TlsSeen {
+    /// TLS connections accepted (handshakes completed).
+    connections: AtomicUsize,
+    /// Of those, the ones that resumed an earlier session.
+    resumed: AtomicUsize,
+    /// HTTP requests served.
+    requests: AtomicUsize,
+}
+
+/// A pod serving HTTP/1.1 over TLS with a certificate for `hosts` issued by `ca`, offering
+/// ALPN `h2` before `http/1.1` (so a client that offered `h2` would get it, and fail).
+/// `/hello` answers its method, version and the protocol ALPN agreed (`none` when none);
+/// `/echo` answers the request's body; `/close` answers and closes the connection; an
+/// upgrade to `websocket` is answered 101 and every byte after it echoed.
+async fn https_pod(
+    ca: &keda_tls::pki::CertificateAuthority,
+    hosts: &[&str],
+) -> (SocketAddr, Arc<TlsSeen>) {
+    let config = pod_tls_config(ca, hosts, &[b"h2", b"http/1.1"]);
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("pod");
+    let addr = listener.local_addr().expect("pod");
+    let seen = Arc::new(TlsSeen::default());
+    let counts = Arc::clone(&seen);
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let config = Arc::clone(&config);
+            let seen = Arc::clone(&counts);
+            tokio::spawn(async move {
+                let Ok(stream) = tokio_rustls::TlsAcceptor::from(config).accept(stream).await
+                else {
+                    return;
+                };
+                seen.connections.fetch_add(1, Ordering::SeqCst);
+                let connection = stream.get_ref().1;
+                if connection.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
+                    seen.resumed.fetch_add(1, Ordering::SeqCst);
+                }
+                let alpn = connection
+                    .alpn_protocol()
+                    .map_or_else(|| "none".to_string(), |p| String::from_utf8_lossy(p).into());
+                let service = service_fn(move |mut req: Request<Incoming>| {
+                    let alpn = alpn.clone();
+                    let seen = Arc::clone(&seen);
+                    async move {
+                        seen.requests.fetch_add(1, Ordering::SeqCst);
+                        if req
+                            .headers()
+                            .get(http::header::UPGRADE)
+                            .is_some_and(|u| u.as_bytes().eq_ignore_ascii_case(b"websocket"))
+                        {
+                            let upgraded = hyper::upgrade::on(&mut req);
+                            tokio::spawn(async move {
+                                if let Ok(upgraded) = upgraded.await {
+                                    let (mut r, mut w) = tokio::io::split(TokioIo::new(upgraded));
+                                    let _ = tokio::io::copy(&mut r, &mut w).await;
+                                }
+                            });
+                            let response = Response::builder()
+                                .status(101)
+                                .header(http::header::CONNECTION, "Upgrade")
+                                .header(http::header::UPGRADE, "websocket")
+                                .header("sec-websocket-accept", "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")
+                                .body(http_body_util::Full::new(Bytes::new()))
+                                .expect("response");
+                            return Ok::<_, Infallible>(response);
+                        }
+                        let path = req.uri().path().to_string();
+                        let text = format!(
+                            "{} {path} over {:?}, ALPN {alpn}",
+                            req.method(),
+                            req.version()
+                        );
+                        let mut response = match path.as_str() {
+                            "/echo" => Response::new(http_body_util::Full::new(
+                                req.into_body().collect().await.expect("body").to_bytes(),
+                            )),
+                            _ => Response::new(http_body_util::Full::new(Bytes::from(text))),
+                        };
+                        if path == "/close" {
+                            response.headers_mut().insert(
+                                http::header::CONNECTION,
+                                HeaderValue::from_static("close"),
+                            );
+                        }
+                        Ok(response)
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .with_upgrades()
+                    .await;
+            });
+        }
+    });
+    (addr, seen)
+}
+
+/// The activator's log lines while the returned guard lives (this test's thread: the
+/// activator runs on the test's single-threaded runtime).
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl Logs {
+    fn capture() -> (Self, tracing::subscriber::DefaultGuard) {
+        let logs = Self::default();
+        let writer = logs.clone();
+        let guard = tracing::subscriber::set_default(
+            tracing_subscriber::fmt()
+                .with_writer(move || writer.clone())
+                .with_ansi(false)
+                .finish(),
+        );
+        (logs, guard)
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().expect("logs")).into_owned()
+    }
+}
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("logs").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Sends `method` `path` with `body` to the activator at `addr` for `host`; the status and
+/// body.
+async fn send(
+    client: &common::TestClient,
+    addr: SocketAddr,
+    host: &str,
+    method: &str,
+    path: &str,
+    body: &'static str,
+) -> (u16, String) {
+    let request = Request::builder()
+        .method(method)
+        .uri(format!("http://{addr}{path}"))
+        .header(http::header::HOST, host)
+        .body(http_body_util::Full::new(Bytes::from_static(
+            body.as_bytes(),
+        )))
+        .expect("request");
+    let response = client.request(request).await.expect("response");
+    let status = response.status().as_u16();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+#[tokio::test]
+async fn https_requests_held_at_zero_reach_a_tls_pod_in_http1_on_kept_alive_connections() {
+    let ca = keda_tls::pki::CertificateAuthority::new("pods").expect("CA");
+    let act = activator().await;
+    act.targets
+        .set_pod_tls(PodTrust::from_pem(ca.cert_pem().as_bytes()).expect("CA bundle"));
+    let cfg = config(
+        "secure",
+        &[("hosts", "secure.example.com"), ("service", "secure")],
+    );
+    let key = cfg.key.clone();
+    act.targets.apply(vec![cfg]);
+    let target = act.targets.get(&key).expect("target");
+    let client = common::client();
+    let addr = act.addr;
+    let held = {
+        let client = client.clone();
+        tokio::spawn(
+            async move { common::get(&client, addr, "secure.example.com", "/hello").await },
+        )
+    };
+    common::eventually("the request to be held", || target.held() == 1).await;
+    let (pod, seen) = https_pod(&ca, &["secure.shop.svc"]).await;
+    act.targets
+        .set_protocol(&key, AppProtocol::of(Some("https")));
+    act.targets.set_ready(&key, vec![pod]);
+    let (status, body) = within(10, "the answer", held).await.expect("task");
+    // HTTP/1.1 although the pod prefers h2: the activator offered `http/1.1` only.
+    assert_eq!(
+        (status, body.as_str()),
+        (200, "GET /hello over HTTP/1.1, ALPN http/1.1")
+    );
+
+    // Without a body (the fast path from the client) and with one (hyper's): both on the
+    // one TLS connection, kept alive between them.
+    let (status, body) = within(
+        10,
+        "a second request",
+        common::get(&client, addr, "secure.example.com", "/hello"),
+    )
+    .await;
+    assert_eq!(
+        (status, body.as_str()),
+        (200, "GET /hello over HTTP/1.1, ALPN http/1.1")
+    );
+    let (status, body) = within(
+        10,
+        "a request with a body",
+        send(
+            &client,
+            addr,
+            "secure.example.com",
+            "POST",
+            "/echo",
+            "a body over TLS",
+        ),
+    )
+    .await;
+    assert_eq!((status, body.as_str()), (200, "a body over TLS"));
+    assert_eq!(seen.requests.load(Ordering::SeqCst), 3);
+    assert_eq!(
+        seen.connections.load(Ordering::SeqCst),
+        1,
+        "every request on the one kept-alive connection"
+    );
+    common::eventually("the slots to be free again", || !target.busy()).await;
+
+    // The pod closes that connection: the next request opens a new one, which resumes the
+    // TLS session.
+    let (status, _) = within(
+        10,
+        "a request the pod closes after",
+        common::get(&client, addr, "secure.example.com", "/close"),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, _) = within(
+        10,
+        "a request on a new connection",
+        common::get(&client, addr, "secure.example.com", "/hello"),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(seen.connections.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        seen.resumed.load(Ordering::SeqCst),
+        1,
+        "the session is resumed"
+    );
+}
+
+#[tokio::test]
+async fn a_wss_upgrade_held_at_zero_is_carried_over_tls_and_echoes() {
+    let ca = keda_tls::pki::CertificateAuthority::new("pods").expect("CA");
+    let act = activator().await;
+    act.targets
+        .set_pod_tls(PodTrust::from_pem(ca.cert_pem().as_bytes()).expect("CA bundle"));
+    let cfg = config("ws", &[("hosts", "ws.example.com"), ("service", "ws")]);
+    let key = cfg.key.clone();
+    act.targets.apply(vec![cfg]);
+    let target = act.targets.get(&key).expect("target");
+    let addr = act.addr;
+    let ws = tokio::spawn(async move { common::websocket(addr).await });
+    common::eventually("the upgrade to be held", || target.held() == 1).await;
+    let (pod, seen) = https_pod(&ca, &["ws.shop.svc"]).await;
+    act.targets
+        .set_protocol(&key, AppProtocol::of(Some("kubernetes.io/wss")));
+    act.targets.set_ready(&key, vec![pod]);
+    let mut ws = within(10, "the 101", ws).await.expect("task");
+    common::websocket_echo(&mut ws).await;
+    common::websocket_echo(&mut ws).await;
+    assert_eq!(seen.connections.load(Ordering::SeqCst), 1);
+    assert!(target.busy(), "the upgraded connection keeps its slot");
+    drop(ws);
+    common::eventually("the slot to be freed when the client leaves", || {
+        !target.busy()
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_https_pod_with_a_certificate_for_another_name_gets_no_request_and_a_502_is_logged() {
+    let ca = keda_tls::pki::CertificateAuthority::new("pods").expect("CA");
+    let (logs, _logging) = Logs::capture();
+    let act = activator().await;
+    act.targets
+        .set_pod_tls(PodTrust::from_pem(ca.cert_pem().as_bytes()).expect("CA bundle"));
+    let (pod, seen) = https_pod(&ca, &["other.shop.svc"]).await;
+    let key = act.route(
+        "wrongname",
+        &[("hosts", "wrongname.example.com"), ("service", "wrongname")],
+        vec![],
+    );
+    act.targets.set_protocol(&key, AppProtocol::Https);
+    act.targets.set_ready(&key, vec![pod]);
+    let client = common::client();
+    for (method, path, body) in [("GET", "/hello", ""), ("POST", "/echo", "secret")] {
+        let (status, answer) = within(
+            10,
+            "the answer",
+            send(
+                &client,
+                act.addr,
+                "wrongname.example.com",
+                method,
+                path,
+                body,
+            ),
+        )
+        .await;
+        assert_eq!(status, 502, "{method}");
+        assert!(
+            !answer.contains("certificate"),
+            "no cause for the client: {answer}"
+        );
+    }
+    assert_eq!(seen.requests.load(Ordering::SeqCst), 0, "nothing was sent");
+    let logs = logs.text();
+    assert!(
+        logs.matches("answered 502").count() >= 2
+            && logs.contains("shop/wrongname")
+            && logs.contains("TLS with the pod failed"),
+        "{logs}"
+    );
+}
+
+#[tokio::test]
+async fn without_a_pod_ca_an_https_or_wss_pod_gets_no_request_and_a_502_is_logged() {
+    let ca = keda_tls::pki::CertificateAuthority::new("pods").expect("CA");
+    let (logs, _logging) = Logs::capture();
+    let act = activator().await;
+    let (pod, seen) = https_pod(&ca, &["ws.shop.svc"]).await;
+    let key = act.route(
+        "ws",
+        &[("hosts", "ws.example.com"), ("service", "ws")],
+        vec![],
+    );
+    act.targets
+        .set_protocol(&key, AppProtocol::of(Some("kubernetes.io/wss")));
+    act.targets.set_ready(&key, vec![pod]);
+    let client = common::client();
+    let (status, _) = within(
+        10,
+        "the answer",
+        common::get(&client, act.addr, "ws.example.com", "/hello"),
+    )
+    .await;
+    assert_eq!(status, 502);
+    // An upgrade too.
+    let answer = common::exchange(
+        act.addr,
+        b"GET /chat HTTP/1.1\r\nHost: ws.example.com\r\nConnection: Upgrade, close\r\n\
+          Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
+          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 502"), "{answer}");
+    assert_eq!(
+        seen.connections.load(Ordering::SeqCst),
+        0,
+        "not even connected"
+    );
+    let logs = logs.text();
+    assert!(
+        logs.matches("answered 502").count() >= 2 && logs.contains("no --pod-ca-file"),
+        "{logs}"
+    );
 }
