@@ -271,7 +271,10 @@ pub(super) fn go_duration(value: &str) -> Option<Duration> {
 
 /// `--last-active-time-refresh`: a Go duration from 0 (off) to [`MAX_DURATION`].
 pub(super) fn refresh_interval(value: &str) -> Result<Duration, String> {
-    go_duration(value)
+    // Go's `time.ParseDuration` takes a bare `0`; jiff wants a unit.
+    let zero = value.trim() == "0";
+    zero.then_some(Duration::ZERO)
+        .or_else(|| go_duration(value))
         .filter(|d| *d <= MAX_DURATION)
         .ok_or_else(|| {
             format!(

@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use keda_api::condition::{
     CONDITION_ACTIVE, CONDITION_FALLBACK, CONDITION_HPA_ACTIVE, CONDITION_READY, STATUS_FALSE,
