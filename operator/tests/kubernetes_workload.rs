@@ -9,7 +9,6 @@ mod scenarios;
 use std::sync::Arc;
 use std::time::Duration;
 
-use jiff::SignedDuration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use keda_api::ScaledObject;
@@ -63,7 +62,7 @@ fn world() -> World {
         ticks: Arc::new(ticks.clone()),
         clock: clock.clock(),
         operator_started_at: Some(clock.now()),
-        persist_interval: SignedDuration::from_mins(5),
+        persist_interval: None,
         watch_scope: WatchScope::Namespaces(vec![NS.to_string()]),
         retry_after_error: Duration::from_millis(200),
         ..ControllerConfig::default()

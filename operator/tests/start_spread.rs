@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::dial::Dials;
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use keda_api::ScaledObject;
 use keda_operator::resolve::WatchScope;
 use keda_operator::scale_loop::{IntervalTicks, Ticker, Ticks};
@@ -98,7 +98,7 @@ async fn loops_of_objects_older_than_the_operator_are_spread_over_their_interval
         ticks: Arc::new(IntervalTicks),
         clock: Clock::system(),
         operator_started_at: Some(Timestamp::now()),
-        persist_interval: SignedDuration::from_mins(5),
+        persist_interval: None,
         watch_scope: WatchScope::Namespaces(vec![w.namespace.clone()]),
         retry_after_error: Duration::from_millis(200),
         metrics: w.metrics.clone(),
@@ -281,7 +281,7 @@ async fn each_source_s_first_polls_are_spread_over_the_interval() {
         ticks: Arc::new(ticks.clone()),
         clock: Clock::system(),
         operator_started_at: Some(Timestamp::now()),
-        persist_interval: SignedDuration::from_mins(5),
+        persist_interval: None,
         watch_scope: WatchScope::Namespaces(vec![w.namespace.clone()]),
         retry_after_error: Duration::from_millis(200),
         metrics: w.metrics.clone(),

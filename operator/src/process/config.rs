@@ -92,6 +92,8 @@ pub struct Settings {
     pub high_cardinality_metrics_labels: bool,
     /// `--allow-hpa-ownership-transfer`.
     pub allow_hpa_ownership_transfer: bool,
+    /// `--last-active-time-refresh`; `None` (0): written on Active transitions only.
+    pub last_active_time_refresh: Option<Duration>,
     /// `--allow-namespace-vault-operator-identity`, `--allow-namespace-aws-operator-identity`,
     /// `--bound-token-service-accounts`.
     pub identity: keda_api::identity::IdentityPolicy,
@@ -380,6 +382,7 @@ impl Settings {
             k8s_cluster_name: flags.k8s_cluster_name,
             high_cardinality_metrics_labels: flags.enable_high_cardinality_metrics_labels,
             allow_hpa_ownership_transfer: flags.allow_hpa_ownership_transfer,
+            last_active_time_refresh: Some(flags.last_active_time_refresh).filter(|d| !d.is_zero()),
             identity: keda_api::identity::IdentityPolicy {
                 allow_namespace_vault_operator_identity: flags
                     .allow_namespace_vault_operator_identity

@@ -487,8 +487,10 @@ impl Task {
             if active {
                 m.last_active = Some(now);
             }
-            m.persisted_at
-                .is_none_or(|t| now.duration_since(t) >= self.loops.config().persist_interval)
+            self.loops.config().persist_interval.is_some_and(|every| {
+                m.persisted_at
+                    .is_none_or(|t| now.duration_since(t) >= every)
+            })
         };
         let mut persisted = false;
         // Whether Active changes, as the last (freshest) application of the change saw it.
@@ -554,7 +556,7 @@ impl Task {
             }
             status.conditions = Some(conditions);
             status.triggers_activity.clone_from(&activity);
-            // lastActiveTime: on becoming active, then at most every persist interval.
+            // lastActiveTime: on becoming active, then at most every persist interval if one is set.
             persisted = active && (!was_active || due || status.last_active_time.is_none());
             if persisted {
                 status.last_active_time = Some(Time(now));

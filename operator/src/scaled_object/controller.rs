@@ -40,7 +40,7 @@ use crate::scaled_object::hpa::{
     HpaCache, MANAGED_BY, Transfer, delete_hpa_of, desired_hpa, ensure_hpa, metric_specs,
 };
 use crate::scaled_object::routes::RouteClaims;
-use crate::scaled_object::scale_loop::{DEFAULT_PERSIST_INTERVAL, LoopConfig, ScaleLoops};
+use crate::scaled_object::scale_loop::{LoopConfig, ScaleLoops};
 use crate::scaled_object::settings::scaling_settings;
 use crate::scaled_object::target::resolve_target;
 use crate::serve::cloud_events::CloudEvents;
@@ -76,8 +76,9 @@ pub struct ControllerConfig {
     pub clock: Clock,
     /// When this operator started; `None`: the clock's now at start.
     pub operator_started_at: Option<Timestamp>,
-    /// How often a refreshed `lastActiveTime` is persisted while an object stays active.
-    pub persist_interval: SignedDuration,
+    /// How often a refreshed `lastActiveTime` is persisted while an object stays active;
+    /// `None` (default): only on Active transitions (`--last-active-time-refresh`).
+    pub persist_interval: Option<SignedDuration>,
     /// The namespaces watched (`WATCH_NAMESPACE`): all, or a list (one watch each).
     pub watch_scope: WatchScope,
     /// Reporter of events (`keda-operator`).
@@ -159,6 +160,9 @@ impl ControllerConfig {
             },
             http_host_policy: settings.http_host_policy.clone(),
             allow_hpa_ownership_transfer: settings.allow_hpa_ownership_transfer,
+            persist_interval: settings
+                .last_active_time_refresh
+                .and_then(|d| SignedDuration::try_from(d).ok()),
             ..ControllerConfig::default()
         }
     }
@@ -171,7 +175,7 @@ impl Default for ControllerConfig {
             ticks: Arc::new(IntervalTicks),
             clock: Clock::system(),
             operator_started_at: None,
-            persist_interval: DEFAULT_PERSIST_INTERVAL,
+            persist_interval: None,
             watch_scope: WatchScope::All,
             reporter: MANAGED_BY.to_string(),
             events_client: None,

@@ -205,6 +205,96 @@ async fn status_is_not_patched_again_when_nothing_changed() {
     op.stop().await;
 }
 
+/// An object that stays active makes no status write by default: `lastActiveTime` is written
+/// when it becomes active and when it stops; with `--last-active-time-refresh` it is written
+/// again once per interval while active (KEDA writes it on every active poll).
+#[tokio::test]
+async fn an_object_that_stays_active_writes_its_status_only_on_transitions() {
+    let Some((server, w)) = world("steady").await else {
+        return;
+    };
+    let list = list("steady");
+    w.deployment("steady", 0).await;
+    // Above the object's activation length of 5.
+    w.push(&list, 10).await;
+    let op = w.start_operator();
+    let so = w
+        .create(&scenarios::redis_object("steady", "steady", &list, "", ""))
+        .await;
+    scenarios::hpa_exists(&w, "keda-hpa-steady").await;
+    w.polls_reach(&op, &so, 1).await;
+    scenarios::eventually("active and persisted", || async {
+        w.get("steady")
+            .await
+            .status
+            .and_then(|s| s.last_active_time)
+            .map(|_| ())
+    })
+    .await;
+    let became_active = w
+        .get("steady")
+        .await
+        .status
+        .and_then(|s| s.last_active_time)
+        .expect("lastActiveTime");
+    // A poll for the write of the first one's status to settle.
+    w.poll_after(&op, &so, 30).await;
+    server.reset_request_counts();
+    // 20 polls, 30 s apart: ten minutes active.
+    for _ in 0..20 {
+        w.poll_after(&op, &so, 30).await;
+    }
+    let counts = server.request_counts();
+    assert_eq!(
+        counts.get(Verb::Patch, "scaledobjects/status"),
+        0,
+        "no status write while the object stays active: {counts:?}"
+    );
+    assert_eq!(
+        w.get("steady")
+            .await
+            .status
+            .and_then(|s| s.last_active_time),
+        Some(became_active.clone()),
+        "lastActiveTime stays the time the object became active"
+    );
+    // The end of the activity is written, with the last active poll's time.
+    w.drain(&list).await;
+    let last_active_poll = w.clock.now();
+    w.poll_after(&op, &so, 30).await;
+    let written = scenarios::eventually("the end of the activity written", || async {
+        w.get("steady")
+            .await
+            .status
+            .and_then(|s| s.last_active_time)
+            .filter(|t| *t != became_active)
+    })
+    .await;
+    // The API keeps whole seconds.
+    assert_eq!(written.0.as_second(), last_active_poll.as_second());
+    op.stop().await;
+
+    // With a refresh interval of 5 minutes: two writes in ten minutes of activity.
+    w.push(&list, 10).await;
+    let op = w.start_operator_refreshing(jiff::SignedDuration::from_mins(5));
+    let so = w.get("steady").await;
+    w.poll_after(&op, &so, 30).await;
+    w.poll_after(&op, &so, 30).await;
+    server.reset_request_counts();
+    for _ in 0..20 {
+        w.poll_after(&op, &so, 30).await;
+    }
+    let patches = server
+        .request_counts()
+        .get(Verb::Patch, "scaledobjects/status");
+    assert!(
+        (1..=2).contains(&patches),
+        "a refresh every 5 minutes over 10 minutes: {patches} writes"
+    );
+    w.drain(&list).await;
+    op.stop().await;
+}
+
 /// A new ScaledObject gets KEDA's finalizer and its name label in one write, its HPA is created
 /// without a read first (the HPA watch tells it does not exist), and its status is written once
 /// by the reconciler and once by the loop's first poll.

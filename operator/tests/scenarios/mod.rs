@@ -106,7 +106,12 @@ impl World {
 
     /// Starts the operator; its start time is the clock's now.
     pub fn start_operator(&self) -> Operator {
-        self.start_operator_with(None)
+        self.start_operator_with(None, None)
+    }
+
+    /// Starts the operator with `--last-active-time-refresh` set to `every`.
+    pub fn start_operator_refreshing(&self, every: SignedDuration) -> Operator {
+        self.start_operator_with(None, Some(every))
     }
 
     /// Starts the operator with a trigger resolver (`authenticationRef`, `...FromEnv`) whose
@@ -114,10 +119,14 @@ impl World {
     pub fn start_operator_resolving(&self) -> Operator {
         let mut config = ResolverConfig::new("keda");
         config.cache_sync_timeout = WAIT;
-        self.start_operator_with(Some(Resolver::new(self.client.clone(), config)))
+        self.start_operator_with(Some(Resolver::new(self.client.clone(), config)), None)
     }
 
-    fn start_operator_with(&self, resolver: Option<Resolver>) -> Operator {
+    fn start_operator_with(
+        &self,
+        resolver: Option<Resolver>,
+        persist_interval: Option<SignedDuration>,
+    ) -> Operator {
         let config = ControllerConfig {
             env: ScalerEnv {
                 pools: self.pools.clone(),
@@ -130,7 +139,7 @@ impl World {
             ticks: Arc::new(self.ticks.clone()),
             clock: self.clock.clock(),
             operator_started_at: Some(self.clock.now()),
-            persist_interval: SignedDuration::from_mins(5),
+            persist_interval,
             watch_scope: WatchScope::Namespaces(vec![self.namespace.clone()]),
             retry_after_error: Duration::from_millis(200),
             metrics: self.metrics.clone(),
@@ -608,7 +617,7 @@ pub async fn restart_mid_cooldown(w: &World, list: &str) {
     assert_eq!(w.replicas("restart").await, 1);
     op.stop().await;
 
-    // Restart 100 s later; the persisted lastActiveTime may be 5 minutes old.
+    // Restart 100 s later; the persisted lastActiveTime is the end of the activity, 110 s old.
     w.clock.advance(100);
     let op = w.start_operator();
     let so = w.get("restart").await;

@@ -214,6 +214,12 @@ pub struct Flags {
         action = clap::ArgAction::Set
     )]
     pub allow_hpa_ownership_transfer: bool,
+    /// How often a ScaledObject's or ScaledJob's `status.lastActiveTime` is written again while
+    /// it stays active (a Go duration up to 1h). `0` (default): only when it becomes active and
+    /// when it stops being active, so a steady cluster makes no status writes; KEDA writes it on
+    /// every active poll.
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = refresh_interval)]
+    pub last_active_time_refresh: Duration,
     /// Give `keda_scaler_http_request_duration_seconds` the object, trigger and metric labels
     /// of `keda_scaler_http_requests_total` (KEDA's flag; off: `scaler` and `status_code` only).
     #[arg(
@@ -261,6 +267,20 @@ pub(super) fn positive_qps(value: &str) -> Result<f32, String> {
 pub(super) fn go_duration(value: &str) -> Option<Duration> {
     let parsed: jiff::SignedDuration = value.trim().parse().ok()?;
     Duration::try_from(parsed).ok()
+}
+
+/// `--last-active-time-refresh`: a Go duration from 0 (off) to [`MAX_DURATION`].
+pub(super) fn refresh_interval(value: &str) -> Result<Duration, String> {
+    // Go's `time.ParseDuration` takes a bare `0`; jiff wants a unit.
+    let zero = value.trim() == "0";
+    zero.then_some(Duration::ZERO)
+        .or_else(|| go_duration(value))
+        .filter(|d| *d <= MAX_DURATION)
+        .ok_or_else(|| {
+            format!(
+                "{value:?} is not a duration between 0 (off) and 1h: use Go's format, for example 5m"
+            )
+        })
 }
 
 /// `--cert-reload-interval`: a positive Go duration, at most [`MAX_DURATION`].

@@ -94,6 +94,39 @@ fn hpa_ownership_transfer_is_an_opt_in_that_reaches_the_controller() {
 }
 
 #[test]
+fn last_active_time_is_refreshed_only_when_asked_and_within_an_hour() {
+    let defaults = parse(&[], &MapEnv::default()).expect("defaults");
+    assert_eq!(defaults.last_active_time_refresh, None);
+    let config = crate::ControllerConfig::from_settings(
+        &defaults,
+        crate::process::telemetry::Metrics::new(),
+        keda_scalers::pool::ClientPools::new(),
+    );
+    assert_eq!(config.persist_interval, None);
+    let off = parse(&["--last-active-time-refresh=0s"], &MapEnv::default()).expect("0s");
+    assert_eq!(off.last_active_time_refresh, None);
+    let every = parse(&["--last-active-time-refresh", "5m"], &MapEnv::default()).expect("settings");
+    assert_eq!(
+        every.last_active_time_refresh,
+        Some(Duration::from_secs(300))
+    );
+    let config = crate::ControllerConfig::from_settings(
+        &every,
+        crate::process::telemetry::Metrics::new(),
+        keda_scalers::pool::ClientPools::new(),
+    );
+    assert_eq!(
+        config.persist_interval,
+        Some(jiff::SignedDuration::from_mins(5))
+    );
+    for bad in ["2h", "61m", "often"] {
+        let error =
+            parse(&["--last-active-time-refresh", bad], &MapEnv::default()).expect_err("refused");
+        assert!(error.to_string().contains("1h"), "{bad}: {error}");
+    }
+}
+
+#[test]
 fn high_cardinality_metrics_labels_take_keda_s_flag() {
     for (args, expected) in [
         (&["--enable-high-cardinality-metrics-labels"][..], true),
@@ -607,6 +640,7 @@ fn help_documents_every_flag_and_environment_variable() {
         "--log-level",
         "--http-host-policy",
         "--allow-hpa-ownership-transfer",
+        "--last-active-time-refresh",
         ENV_HTTP_HOST_POLICY,
         "--http-any-host",
         ENV_HTTP_ANY_HOST,

@@ -10,8 +10,9 @@
 //! tasks and an activity of `true` triggers an immediate poll. Each poll reads the target's
 //! replicas from a watch cache, applies [`keda_decide::scale::decide`], writes `/scale` only when
 //! the decision asks for it, and patches the status only when it changes. `lastActiveTime`
-//! lives in memory (surviving loop restarts) and is persisted on Active transitions and every
-//! `persist_interval`.
+//! lives in memory (surviving loop restarts) and is persisted on Active transitions, and every
+//! `persist_interval` when one is set (`--last-active-time-refresh`; none by default, so an
+//! object that stays active or inactive costs no write).
 //!
 //! The same scalers answer the metric service ([`ScaleLoops::metric_values`]): never a second
 //! connection.
@@ -22,7 +23,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use keda_api::condition::{
     CONDITION_ACTIVE, CONDITION_FALLBACK, CONDITION_HPA_ACTIVE, CONDITION_READY, STATUS_FALSE,
@@ -58,9 +59,6 @@ use crate::shared::status::{apply_updates, conditions_or_initial, patch_status, 
 use keda_decide::fallback::{MetricHealth, any_exceeded};
 use keda_decide::formula::COMPOSITE_METRIC_NAME;
 use keda_decide::scale::{ConditionType, Observed, decide};
-
-/// Default interval between two persists of an unchanged-but-refreshed `lastActiveTime`.
-pub const DEFAULT_PERSIST_INTERVAL: SignedDuration = SignedDuration::from_mins(5);
 
 /// What a loop was started for: a change restarts it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -678,8 +676,10 @@ impl Task {
                 && new_last_active != persisted
                 && (persisted.is_none()
                     || now_active != was_active
-                    || m.persisted_at
-                        .is_none_or(|at| now.duration_since(at) >= config.persist_interval))
+                    || config.persist_interval.is_some_and(|every| {
+                        m.persisted_at
+                            .is_none_or(|at| now.duration_since(at) >= every)
+                    }))
         };
         if persist {
             desired.last_active_time = new_last_active.map(Time);

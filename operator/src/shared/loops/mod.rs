@@ -48,8 +48,9 @@ pub struct LoopConfig {
     pub clock: Clock,
     /// When this operator started (the cooldown never counts from earlier after a restart).
     pub operator_started_at: Timestamp,
-    /// How often a refreshed `lastActiveTime` is persisted while the object stays active.
-    pub persist_interval: SignedDuration,
+    /// How often a refreshed `lastActiveTime` is persisted while the object stays active;
+    /// `None`: only on Active transitions.
+    pub persist_interval: Option<SignedDuration>,
     /// Namespaces watched by the loops' caches (targets, Jobs, pods).
     pub watch_scope: WatchScope,
     /// Event reporter name.
