@@ -203,16 +203,20 @@ fn iam(state: &State, r: &Request) -> Answer {
             serde_json::json!({"services": services, "links": {"self": format!("{base}/v3/services"), "previous": null, "next": next}}),
         );
     }
-    let mut endpoints = vec![serde_json::json!({"id": "e-ecs", "interface": "public", "region": "cn-north-4",
+    let mut endpoints = vec![
+        serde_json::json!({"id": "e-ecs", "interface": "public", "region": "cn-north-4",
         "region_id": "cn-north-4", "service_id": "svc-ecs", "enabled": true,
-        "url": "https://ecs.cn-north-4.myhuaweicloud.com/v2/$(tenant_id)s"})];
+        "url": "https://ecs.cn-north-4.myhuaweicloud.com/v2/$(tenant_id)s"}),
+    ];
     if state.catalog_ces.load(Ordering::SeqCst) {
         endpoints.push(serde_json::json!({"id": "e-ces-internal", "interface": "internal", "region": "cn-north-4",
             "region_id": "cn-north-4", "service_id": "svc-ces", "enabled": true,
             "url": "http://127.0.0.1:9/V1.0/$(tenant_id)s"}));
-        endpoints.push(serde_json::json!({"id": "e-ces", "interface": "public", "region": "cn-north-4",
+        endpoints.push(
+            serde_json::json!({"id": "e-ces", "interface": "public", "region": "cn-north-4",
             "region_id": "cn-north-4", "service_id": "svc-ces", "enabled": true,
-            "url": format!("{base}/V1.0/$(tenant_id)s")}));
+            "url": format!("{base}/V1.0/$(tenant_id)s")}),
+        );
     }
     json(
         StatusCode::OK,
@@ -259,7 +263,10 @@ fn cloud_eye(state: &State, r: &Request) -> Answer {
     if !["average", "max", "min", "sum", "variance"].contains(&filter.as_str()) {
         return bad_parameter("filter");
     }
-    let Some(metrics) = body["metrics"].as_array().filter(|m| (1..=500).contains(&m.len())) else {
+    let Some(metrics) = body["metrics"]
+        .as_array()
+        .filter(|m| (1..=500).contains(&m.len()))
+    else {
         return bad_parameter("metrics");
     };
     let metric = &metrics[0];
@@ -397,18 +404,20 @@ async fn cloud_eye_s_first_datapoint_through_iam_s_catalog_every_request_signed(
         .collect();
     assert_eq!(queries.len(), 2);
     for q in &queries {
-        assert_eq!(
-            q.path(),
-            format!("/V1.0/{PROJECT}/batch-query-metric-data")
-        );
+        assert_eq!(q.path(), format!("/V1.0/{PROJECT}/batch-query-metric-data"));
         let body: serde_json::Value = serde_json::from_str(&q.body).unwrap();
         let (from, to) = (body["from"].as_i64().unwrap(), body["to"].as_i64().unwrap());
         assert_eq!((to % 60_000, to - from), (0, 300_000), "{body}");
-        assert_eq!((body["period"].as_str(), body["filter"].as_str()), (Some("300"), Some("average")));
+        assert_eq!(
+            (body["period"].as_str(), body["filter"].as_str()),
+            (Some("300"), Some("average"))
+        );
         let auth = q.header("authorization").unwrap();
         assert!(
             auth.starts_with(&format!("SDK-HMAC-SHA256 Credential={AK}/"))
-                && auth.contains("SignedHeaders=accept;content-type;host;user-agent;x-project-id;x-sdk-date,"),
+                && auth.contains(
+                    "SignedHeaders=accept;content-type;host;user-agent;x-project-id;x-sdk-date,"
+                ),
             "{auth}"
         );
         assert!(!auth.contains(SK));

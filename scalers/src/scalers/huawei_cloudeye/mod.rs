@@ -267,10 +267,7 @@ fn status_failure(answer: HttpAnswer) -> Failure {
         Some((code, words)) => Failure::new(
             Kind::Server {
                 system: "Huawei Cloud",
-                code: Some(format!(
-                    "{code} (HTTP {}): {words}",
-                    answer.status.as_u16()
-                )),
+                code: Some(format!("{code} (HTTP {}): {words}", answer.status.as_u16())),
             },
             Some(String::from_utf8_lossy(&answer.body).into_owned()),
         ),
@@ -517,12 +514,20 @@ impl CloudeyeClient {
             .pages(read, "service", join("services")?, response::services_page)
             .await?;
         let endpoints = self
-            .pages(read, "endpoint", join("endpoints")?, response::endpoints_page)
+            .pages(
+                read,
+                "endpoint",
+                join("endpoints")?,
+                response::endpoints_page,
+            )
             .await?;
         if endpoints.is_empty() {
             return Err(answer_error(
                 read,
-                &format!("reading IAM's endpoint list from {}", describe_url(&identity)),
+                &format!(
+                    "reading IAM's endpoint list from {}",
+                    describe_url(&identity)
+                ),
                 "IAM lists no endpoint".into(),
             ));
         }
@@ -648,8 +653,8 @@ pub fn ces_url(
     };
     host_part("Region", &key.region)?;
     host_part("Cloud", &key.cloud)?;
-    let mut url = url::Url::parse(&format!("https://ces.{}.{}/", key.region, key.cloud))
-        .map_err(|_| {
+    let mut url =
+        url::Url::parse(&format!("https://ces.{}.{}/", key.region, key.cloud)).map_err(|_| {
             EndpointError(
                 "parameters \"Region\" and \"Cloud\" do not make a host name ces.<Region>.<Cloud>"
                     .into(),
@@ -761,8 +766,8 @@ impl PooledSource for CloudeyeConfig {
                 },
             )
             .await?;
-        let value = response::first_datapoint(&answer, &self.filter)
-            .map_err(|why| read.unexpected(why))?;
+        let value =
+            response::first_datapoint(&answer, &self.filter).map_err(|why| read.unexpected(why))?;
         Ok(MetricsAndActivity::single(
             metric_name,
             value,

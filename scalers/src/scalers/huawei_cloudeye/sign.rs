@@ -53,7 +53,9 @@ pub struct ToSign<'a> {
 fn encode(text: &str, path: bool) -> String {
     let mut out = String::with_capacity(text.len());
     for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b'~') || (path && b == b'/')
+        if b.is_ascii_alphanumeric()
+            || matches!(b, b'.' | b'-' | b'_' | b'~')
+            || (path && b == b'/')
         {
             out.push(char::from(b));
         } else {
@@ -242,7 +244,10 @@ mod tests {
                 &otc,
                 "GET",
                 "https://iam.eu-de.otc.t-systems.com/v3/projects/?name=eu-de_test_dmd",
-                &[("accept", "application/json"), ("user-agent", "golangsdk/2.0.0")],
+                &[
+                    ("accept", "application/json"),
+                    ("user-agent", "golangsdk/2.0.0")
+                ],
                 "20201019T132212Z",
             ),
             "SDK-HMAC-SHA256 Credential=A2VGRDT4L5Z7YOYSTNN9/20201019///sdk_request, \

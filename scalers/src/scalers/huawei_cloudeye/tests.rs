@@ -198,7 +198,11 @@ fn cloud_eye_s_endpoint_is_gophercloud_s() {
     // The one public cesv1 endpoint, its tenant made the project.
     let endpoints = vec![
         endpoint("s-ecs", "public", "https://ecs.x/v1/$(tenant_id)s"),
-        endpoint("s-ces", "internal", "https://ces-internal.x/V1.0/$(tenant_id)s"),
+        endpoint(
+            "s-ces",
+            "internal",
+            "https://ces-internal.x/V1.0/$(tenant_id)s",
+        ),
         endpoint("s-ces", "public", "https://ces.x/V1.0/$(tenant_id)s"),
     ];
     assert_eq!(
@@ -215,7 +219,11 @@ fn cloud_eye_s_endpoint_is_gophercloud_s() {
     );
     let two = [
         endpoints.clone(),
-        vec![endpoint("s-ces", "public", "https://ces.y/V1.0/$(tenant_id)s")],
+        vec![endpoint(
+            "s-ces",
+            "public",
+            "https://ces.y/V1.0/$(tenant_id)s",
+        )],
     ]
     .concat();
     assert_eq!(
@@ -253,7 +261,10 @@ fn cloud_eye_s_endpoint_is_gophercloud_s() {
 fn the_identity_endpoint_s_version_is_gophercloud_s() {
     let base = |s: &str| version_base(&url::Url::parse(s).unwrap()).to_string();
     assert_eq!(base("https://iam.x/v3/"), "https://iam.x/");
-    assert_eq!(base("https://iam.x/identity/v2.0/"), "https://iam.x/identity/");
+    assert_eq!(
+        base("https://iam.x/identity/v2.0/"),
+        "https://iam.x/identity/"
+    );
     assert_eq!(base("https://iam.x/"), "https://iam.x/");
     let doc = br#"{"versions":{"values":[
         {"id":"v2.0","status":"deprecated","links":[{"rel":"self","href":"https://iam.x/v2.0"}]},
@@ -348,16 +359,16 @@ fn error_answers_show_known_codes_in_our_words_never_the_message() {
         r#"{"error_code":"APIGW.0308","error_msg":"The throttling threshold has been reached SECRET-TEXT"}"#,
     ))
     .to_string();
-    assert!(
-        text.contains("429") && text.contains("throttled"),
-        "{text}"
-    );
+    assert!(text.contains("429") && text.contains("throttled"), "{text}");
     let text = status_failure(answer(
         400,
         r#"{"code":400,"message":"x","details":{"code":"ces.0014","details":"SECRET-TEXT"}}"#,
     ))
     .to_string();
-    assert!(text.contains("ces.0014") && !text.contains("SECRET-TEXT"), "{text}");
+    assert!(
+        text.contains("ces.0014") && !text.contains("SECRET-TEXT"),
+        "{text}"
+    );
     let text = status_failure(answer(500, r#"{"error_code":"SECRET.CODE"}"#)).to_string();
     assert!(text.contains("500") && !text.contains("SECRET"), "{text}");
 }
