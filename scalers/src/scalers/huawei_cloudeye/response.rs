@@ -4,11 +4,14 @@
 
 use crate::remote::json_error;
 
+/// The `(id, type)` of each service of a page, and the next page's URL.
+pub type ServicesPage = (Vec<(String, String)>, Option<String>);
+
 /// One page of `GET /v3/services`: `(id, type)` of each service and the next page's URL.
 ///
 /// # Errors
 /// Not `{"services": [...]}`.
-pub fn services_page(body: &[u8]) -> Result<(Vec<(String, String)>, Option<String>), String> {
+pub fn services_page(body: &[u8]) -> Result<ServicesPage, String> {
     #[derive(serde::Deserialize)]
     struct Page {
         services: Vec<Service>,
