@@ -44,6 +44,8 @@ struct State {
     catalog_ces: AtomicBool,
     /// Whether Cloud Eye is throttling.
     throttled: AtomicBool,
+    /// Whether the first service page links its next page on another server.
+    foreign_next: AtomicBool,
     /// The datapoints Cloud Eye answers.
     datapoints: Mutex<serde_json::Value>,
 }
@@ -195,7 +197,11 @@ fn iam(state: &State, r: &Request) -> Answer {
             (
                 serde_json::json!([{"id": "svc-ecs", "type": "ecs", "name": "nova", "enabled": true,
                     "links": {"self": format!("{base}/v3/services/svc-ecs")}}]),
-                serde_json::json!(format!("{base}/v3/services?page=2")),
+                if state.foreign_next.load(Ordering::SeqCst) {
+                    serde_json::json!("http://169.254.169.254/v3/services?page=2")
+                } else {
+                    serde_json::json!(format!("{base}/v3/services?page=2"))
+                },
             )
         };
         return json(
@@ -345,6 +351,7 @@ async fn start() -> (Arc<State>, Fake) {
         base: Mutex::new(String::new()),
         catalog_ces: AtomicBool::new(true),
         throttled: AtomicBool::new(false),
+        foreign_next: AtomicBool::new(false),
         datapoints: Mutex::new(serde_json::json!([])),
     });
     let server = Fake::start(fake(state.clone())).await;
@@ -484,5 +491,18 @@ async fn a_versionless_identity_endpoint_and_no_catalog_entry_use_gophercloud_s_
     assert_eq!(requests[0].path(), "/");
     assert!(requests[0].header("authorization").is_none());
     assert_eq!(count(&server, "GET", "/v3/endpoints"), 1);
+    h.close().await;
+}
+
+#[tokio::test]
+async fn a_next_page_on_another_server_is_not_followed() {
+    let (state, server) = start().await;
+    state.foreign_next.store(true, Ordering::SeqCst);
+    let h = harness(&format!("{}/v3", server.url()), SK, Default::default()).await;
+    let text = h.expect_error().await.to_string();
+    assert!(text.contains("next page"), "{text}");
+    assert!(!text.contains("169.254"), "{text}");
+    // One page read, nothing sent elsewhere or to Cloud Eye.
+    assert_eq!(server.requests().len(), 1);
     h.close().await;
 }
