@@ -210,6 +210,8 @@ def parser_seeds():
          for name in sorted(os.listdir(os.path.join(ANSWERS, "clickhouse")))],
         [("", answer("elastic-forecast", name))
          for name in sorted(os.listdir(os.path.join(ANSWERS, "elastic-forecast")))],
+        [("average", answer("huawei-cloudeye", name))
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "huawei-cloudeye")))],
     ]
 
 

@@ -629,6 +629,25 @@ const PARSERS: &[Parser] = &[
             ok(prediction(body))
         },
     },
+    Parser {
+        name: "huawei-cloudeye Cloud Eye, IAM and error answers",
+        no_echo: true,
+        run: |param, body, flag| {
+            use keda_scalers::scalers::huawei_cloudeye::response::{
+                choose_version, endpoints_page, error_code, first_datapoint, services_page,
+            };
+            if flag {
+                // The code is shown only when it is one of a fixed list: its presence counts.
+                let _ = error_code(body);
+                return services_page(body)
+                    .map(drop)
+                    .or_else(|_| endpoints_page(body).map(drop))
+                    .or_else(|_| choose_version(body, param).map(drop));
+            }
+            let filter = if param.is_empty() { "average" } else { param };
+            ok(first_datapoint(body, filter))
+        },
+    },
 ];
 
 fn runtime() -> &'static tokio::runtime::Runtime {

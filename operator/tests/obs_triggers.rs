@@ -5,7 +5,8 @@
 //! `gcp-stackdriver`, `gcp-cloudtasks`, `gcp-storage`, `azure-monitor`, `azure-log-analytics`,
 //! `azure-app-insights`, `azure-data-explorer`, `azure-servicebus`, `azure-eventhub`,
 //! `azure-pipelines`, `openstack-swift`, `openstack-metric`, `ibmmq`, `solace-direct-messaging`,
-//! `graphite`, `clickhouse`, `elastic-forecast`) through the operator on memkube: each
+//! `graphite`, `clickhouse`, `elastic-forecast`, `huawei-cloudeye`) through the operator on
+//! memkube: each
 //! scales its target 0 -> 1 when its source's
 //! value rises above the activation threshold, and bad input is `Ready=False` with a message naming
 //! the trigger and the parameter. The sources are the tests' loopback server (`common/source.rs`)
@@ -2594,6 +2595,79 @@ async fn elastic_forecast_scales_from_zero_and_bad_input_is_not_ready_naming_the
         &format!("type: elastic-forecast\n      metadata:\n        addresses: {address}\n        targetValue: \"50\"\n      authenticationRef:\n        name: elastic"),
         "ScaledObjectCheckFailed",
         &["(elastic-forecast)", "jobID"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// Cloud Eye's batch query answer (Huawei Cloud Eye API, "Querying Monitoring Data of
+/// Multiple Metrics") of one metric whose first datapoint averages `value`.
+fn cloudeye_datapoint(value: f64) -> String {
+    format!(
+        r#"{{"metrics":[{{"unit":"Count/s","datapoints":[{{"average":{value},"timestamp":1767268500000}}],"namespace":"SYS.ELB","dimensions":[{{"name":"lbaas_instance_id","value":"lb-1"}}],"metric_name":"mb_l7_qps"}}]}}"#
+    )
+}
+
+#[tokio::test]
+async fn huawei_cloudeye_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    let Some((_server, w)) = obs_world("huawei-cloudeye triggers").await else {
+        return;
+    };
+    let huawei = Source::start().await;
+    // IAM's service and endpoint lists (Huawei IAM API, "Querying Services" and "Querying
+    // Endpoints"); the one public cesv1 endpoint is this source.
+    huawei.set_body(
+        "v3/services",
+        r#"{"services":[{"id":"svc-ces","type":"cesv1","name":"ces","enabled":true}],"links":{"next":null}}"#,
+    );
+    let ces = huawei.url("V1.0/$(tenant_id)s");
+    huawei.set_body(
+        "v3/endpoints",
+        &format!(
+            r#"{{"endpoints":[{{"id":"e-1","interface":"public","region":"cn-north-4","service_id":"svc-ces","url":"{ces}"}}],"links":{{"next":null}}}}"#
+        ),
+    );
+    let query = "V1.0/p-1/batch-query-metric-data";
+    huawei.set_body(query, &cloudeye_datapoint(0.0));
+    let identity = huawei.url("v3");
+    secret_auth(
+        &w,
+        "huawei",
+        &[
+            ("IdentityEndpoint", &identity),
+            ("ProjectID", "p-1"),
+            ("DomainID", "d-1"),
+            ("Region", "cn-north-4"),
+            ("Domain", "myhuaweicloud.com"),
+            ("AccessKey", "HPUAEXAMPLE"),
+            ("SecretKey", "sk-EXAMPLE-s3cret"),
+        ],
+    )
+    .await;
+    let trigger = "type: huawei-cloudeye\n      metadata:\n        namespace: SYS.ELB\n        metricName: mb_l7_qps\n        dimensionName: lbaas_instance_id\n        dimensionValue: lb-1\n        targetMetricValue: \"5.5\"\n        activationTargetMetricValue: \"1.5\"\n      authenticationRef:\n        name: huawei";
+    zero_to_one_resolving(&w, "cloudeye", trigger, async {
+        huawei.set_body(query, &cloudeye_datapoint(3.25));
+    })
+    .await;
+    assert!(huawei.requests(query) >= 2);
+    assert!(huawei.requests("v3/endpoints") >= 1);
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    refused(
+        &w,
+        "cloudeye-min",
+        "type: huawei-cloudeye\n      metadata:\n        namespace: SYS.ELB\n        metricName: mb_l7_qps\n        dimensionName: lbaas_instance_id\n        dimensionValue: lb-1\n        targetMetricValue: \"5.5\"\n        minMetricValue: \"1\"\n      authenticationRef:\n        name: huawei",
+        "ScaledObjectCheckFailed",
+        &["(huawei-cloudeye)", "minMetricValue", "activationTargetMetricValue"],
+    )
+    .await;
+    refused(
+        &w,
+        "cloudeye-target",
+        "type: huawei-cloudeye\n      metadata:\n        namespace: SYS.ELB\n        metricName: mb_l7_qps\n        dimensionName: lbaas_instance_id\n        dimensionValue: lb-1\n      authenticationRef:\n        name: huawei",
+        "ScaledObjectCheckFailed",
+        &["(huawei-cloudeye)", "targetMetricValue"],
     )
     .await;
     op.stop().await;

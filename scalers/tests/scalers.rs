@@ -55,6 +55,7 @@ const BUILTIN_TYPES: &[&str] = &[
     "github-runner",
     "graphite",
     "http",
+    "huawei-cloudeye",
     "ibmmq",
     "influxdb",
     "kafka",

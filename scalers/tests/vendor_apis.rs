@@ -34,6 +34,8 @@ mod elastic_forecast;
 mod gcp;
 #[path = "vendor_apis/github_runner.rs"]
 mod github_runner;
+#[path = "vendor_apis/huawei_cloudeye.rs"]
+mod huawei_cloudeye;
 #[path = "vendor_apis/ibmmq.rs"]
 mod ibmmq;
 #[path = "vendor_apis/new_relic.rs"]

@@ -35,6 +35,7 @@ pub mod gcp_storage;
 pub mod github_runner;
 pub mod graphite;
 pub mod http;
+pub mod huawei_cloudeye;
 pub mod ibmmq;
 pub mod influxdb;
 pub mod kafka;
@@ -253,6 +254,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
             http::HttpTrigger::parse(ctx)?;
             ctx.external_metric_type().map(drop).map_err(Into::into)
         }),
+    );
+    registry.register(
+        "huawei-cloudeye",
+        crate::pooled::declare::<huawei_cloudeye::CloudeyeConfig>(huawei_cloudeye::PARAMS),
     );
     registry.register(
         "ibmmq",
