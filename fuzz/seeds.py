@@ -210,6 +210,8 @@ def parser_seeds():
          for name in sorted(os.listdir(os.path.join(ANSWERS, "clickhouse")))],
         [("", answer("elastic-forecast", name))
          for name in sorted(os.listdir(os.path.join(ANSWERS, "elastic-forecast")))],
+        [('sum(up{job="prometheus"})', answer("predictkube", name))
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "predictkube")))],
     ]
 
 
