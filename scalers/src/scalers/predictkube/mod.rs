@@ -337,8 +337,11 @@ impl PredictKubeConfig {
         let parameters = self
             .range_parameters(read.now())
             .map_err(|message| read.unexpected(message))?;
-        let mut form = url::form_urlencoded::Serializer::new(String::new());
-        form.extend_pairs(&parameters);
+        // Built in one expression: the serializer is not `Send` and must not live across an
+        // await.
+        let form = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(&parameters)
+            .finish();
         let mut headers = HeaderMap::new();
         headers.insert(
             CONTENT_TYPE,
@@ -348,7 +351,7 @@ impl PredictKubeConfig {
             .post(
                 self.prometheus.range_url.clone(),
                 &headers,
-                Bytes::from(form.finish()),
+                Bytes::from(form),
             )
             .await;
         let answer = match answer {
