@@ -21,6 +21,7 @@ use std::time::Duration;
 use common::{Harness, Setup, conformance};
 use engine::{ENGINE_SAID, FakeEngine, GOOD_KEY, UNKNOWN_KEY};
 use keda_scalers::scalers::predictkube::proto::ReqGetPredictMetric;
+use keda_scalers::http_client::{HttpClient, HttpClientKey};
 use keda_scalers::{Clock, ScalerError};
 use prom::PROMETHEUS;
 
@@ -59,21 +60,25 @@ async fn harness(
 /// What Prometheus itself answers for `query` over `[start, end]` at `step` seconds: the
 /// (milliseconds, value) pairs of its one series.
 async fn prometheus_range(query: &str, start: i64, end: i64, step: u64) -> Vec<(i64, f64)> {
-    let url = format!("{PROMETHEUS}/api/v1/query_range");
-    let body: serde_json::Value = reqwest::Client::new()
-        .get(url)
-        .query(&[
-            ("query", query.to_string()),
-            ("start", start.to_string()),
-            ("end", end.to_string()),
-            ("step", step.to_string()),
-        ])
-        .send()
+    let mut url =
+        url::Url::parse(&format!("{PROMETHEUS}/api/v1/query_range")).expect("a URL");
+    url.query_pairs_mut()
+        .append_pair("query", query)
+        .append_pair("start", &start.to_string())
+        .append_pair("end", &end.to_string())
+        .append_pair("step", &step.to_string());
+    // The crate's own client (reqwest alone has no TLS provider installed here).
+    let client = HttpClient::new(&HttpClientKey {
+        origin: PROMETHEUS.to_string(),
+        auth: keda_scalers::authentication::HttpAuth::default(),
+        timeout: Duration::from_secs(5),
+    })
+    .expect("a client");
+    let body = client
+        .get(url, &http::HeaderMap::new())
         .await
-        .expect("Prometheus answers")
-        .json()
-        .await
-        .expect("JSON");
+        .expect("Prometheus answers");
+    let body: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
     let result = body["data"]["result"].as_array().expect("a matrix");
     assert!(result.len() <= 1, "one series: {body}");
     result
@@ -230,7 +235,8 @@ async fn engine_errors_show_the_grpc_code_and_never_what_the_engine_said() {
     // The good key's quota is one call: the second is RESOURCE_EXHAUSTED.
     let h = harness(&fake, now, GOOD_KEY, &changes).await;
     fake.set_forecast(7);
-    h.expect(7.0, true).await;
+    // The last sample (1) is below the documented activationThreshold (50).
+    h.expect(7.0, false).await;
     let err = h.expect_error().await.to_string();
     assert_eq!(
         err,
