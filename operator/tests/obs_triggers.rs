@@ -2643,9 +2643,11 @@ async fn predictkube_scales_from_zero_and_bad_input_is_not_ready_naming_the_para
     assert!(prometheus.requests(path) > 0);
     let requests = engine.requests();
     assert!(!requests.is_empty());
-    assert!(requests.iter().all(|(key, r)| key == GOOD_KEY
-        && r.forecast_horizon == 60
-        && r.observations.len() == 2));
+    assert!(
+        requests.iter().all(|(key, r)| key == GOOD_KEY
+            && r.forecast_horizon == 60
+            && r.observations.len() == 2)
+    );
 
     let op = w.start_operator_resolving();
     w.deployment("bad", 0).await;

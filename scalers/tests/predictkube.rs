@@ -9,7 +9,6 @@
 
 #[allow(dead_code)]
 mod common;
-#[allow(dead_code)]
 #[path = "common/predictkube_engine.rs"]
 mod engine;
 #[allow(dead_code)]
@@ -20,8 +19,8 @@ use std::time::Duration;
 
 use common::{Harness, Setup, conformance};
 use engine::{ENGINE_SAID, FakeEngine, GOOD_KEY, UNKNOWN_KEY};
-use keda_scalers::scalers::predictkube::proto::ReqGetPredictMetric;
 use keda_scalers::http_client::{HttpClient, HttpClientKey};
+use keda_scalers::scalers::predictkube::proto::ReqGetPredictMetric;
 use keda_scalers::{Clock, ScalerError};
 use prom::PROMETHEUS;
 
@@ -60,8 +59,7 @@ async fn harness(
 /// What Prometheus itself answers for `query` over `[start, end]` at `step` seconds: the
 /// (milliseconds, value) pairs of its one series.
 async fn prometheus_range(query: &str, start: i64, end: i64, step: u64) -> Vec<(i64, f64)> {
-    let mut url =
-        url::Url::parse(&format!("{PROMETHEUS}/api/v1/query_range")).expect("a URL");
+    let mut url = url::Url::parse(&format!("{PROMETHEUS}/api/v1/query_range")).expect("a URL");
     url.query_pairs_mut()
         .append_pair("query", query)
         .append_pair("start", &start.to_string())
@@ -212,13 +210,19 @@ async fn activity_follows_the_last_sample_and_a_zero_value_reports_nothing() {
 
 #[tokio::test]
 async fn engine_errors_show_the_grpc_code_and_never_what_the_engine_said() {
-    if prom::shared_or_skip("predictkube_engine_errors").await.is_none() {
+    if prom::shared_or_skip("predictkube_engine_errors")
+        .await
+        .is_none()
+    {
         return;
     }
     let fake = FakeEngine::start(1).await;
     let now = settled_now();
     let changes = [("query", "vector(1)"), ("historyTimeWindow", "1m")];
-    let engine_at = format!("GetPredictMetric on the PredictKube engine at {}", fake.addr);
+    let engine_at = format!(
+        "GetPredictMetric on the PredictKube engine at {}",
+        fake.addr
+    );
 
     // A key the engine never issued.
     let h = harness(&fake, now, UNKNOWN_KEY, &changes).await;
@@ -230,7 +234,10 @@ async fn engine_errors_show_the_grpc_code_and_never_what_the_engine_said() {
              UNAUTHENTICATED; check the apiKey of the trigger's TriggerAuthentication"
         )
     );
-    assert!(!err.contains(ENGINE_SAID) && !err.contains(UNKNOWN_KEY), "{err}");
+    assert!(
+        !err.contains(ENGINE_SAID) && !err.contains(UNKNOWN_KEY),
+        "{err}"
+    );
 
     // The good key's quota is one call: the second is RESOURCE_EXHAUSTED.
     let h = harness(&fake, now, GOOD_KEY, &changes).await;
@@ -246,7 +253,10 @@ async fn engine_errors_show_the_grpc_code_and_never_what_the_engine_said() {
              is too large"
         )
     );
-    assert!(!err.contains(ENGINE_SAID) && !err.contains(GOOD_KEY), "{err}");
+    assert!(
+        !err.contains(ENGINE_SAID) && !err.contains(GOOD_KEY),
+        "{err}"
+    );
     assert_eq!(
         fake.refused(),
         vec![tonic::Code::Unauthenticated, tonic::Code::ResourceExhausted]
@@ -255,7 +265,10 @@ async fn engine_errors_show_the_grpc_code_and_never_what_the_engine_said() {
 
 #[tokio::test]
 async fn a_prometheus_error_fails_the_poll_naming_the_query_before_the_engine_is_asked() {
-    if prom::shared_or_skip("predictkube_bad_query").await.is_none() {
+    if prom::shared_or_skip("predictkube_bad_query")
+        .await
+        .is_none()
+    {
         return;
     }
     let fake = FakeEngine::start(100).await;
@@ -285,7 +298,10 @@ async fn a_prometheus_error_fails_the_poll_naming_the_query_before_the_engine_is
 
 #[tokio::test]
 async fn an_unreachable_engine_is_a_poll_error_naming_its_address() {
-    if prom::shared_or_skip("predictkube_unreachable").await.is_none() {
+    if prom::shared_or_skip("predictkube_unreachable")
+        .await
+        .is_none()
+    {
         return;
     }
     let fake = FakeEngine::start(100).await;
@@ -355,17 +371,24 @@ async fn triggers_share_one_engine_connection_and_one_prometheus_client() {
         // The forecast 5 above every last sample (0 to 4).
         assert_eq!(report.values[0].value, 5.0, "trigger {i}");
     }
-    assert_eq!(fake.accepted(), 1, "one HTTP/2 connection for every trigger");
+    assert_eq!(
+        fake.accepted(),
+        1,
+        "one HTTP/2 connection for every trigger"
+    );
     let engine_pool = pools.pool::<
         keda_scalers::scalers::predictkube::engine::EngineKey,
         keda_scalers::scalers::external::channel::ExternalChannel,
     >();
     assert_eq!(engine_pool.len(), 1);
-    let http_pool =
-        pools.pool::<keda_scalers::http_client::HttpClientKey, keda_scalers::http_client::HttpClient>();
+    let http_pool = pools
+        .pool::<keda_scalers::http_client::HttpClientKey, keda_scalers::http_client::HttpClient>();
     assert_eq!(http_pool.len(), 1, "one Prometheus client");
     for s in &scalers {
         s.scaler().close().await;
     }
-    assert!(engine_pool.is_empty() && http_pool.is_empty(), "the last user closed both");
+    assert!(
+        engine_pool.is_empty() && http_pool.is_empty(),
+        "the last user closed both"
+    );
 }

@@ -174,8 +174,10 @@ impl FakeEngine {
 
     /// The process's vendor endpoints with the engine's host sent here.
     pub fn endpoints(&self) -> keda_scalers::http_client::VendorEndpoints {
-        keda_scalers::http_client::VendorEndpoints::default()
-            .with(keda_scalers::scalers::predictkube::engine::ENGINE_HOST, self.url())
+        keda_scalers::http_client::VendorEndpoints::default().with(
+            keda_scalers::scalers::predictkube::engine::ENGINE_HOST,
+            self.url(),
+        )
     }
 
     /// Sets the forecast answered.

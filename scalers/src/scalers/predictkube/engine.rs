@@ -135,7 +135,7 @@ pub async fn predict(
     // is always valid metadata.
     let mut value: tonic::metadata::MetadataValue<tonic::metadata::Ascii> =
         tonic::metadata::MetadataValue::try_from(api_key.expose())
-        .map_err(|_| Failure::local("parameter \"apiKey\" is not valid gRPC metadata"))?;
+            .map_err(|_| Failure::local("parameter \"apiKey\" is not valid gRPC metadata"))?;
     value.set_sensitive(true);
     request.metadata_mut().insert(API_KEY_HEADER, value);
     match tokio::time::timeout(ENGINE_TIMEOUT, client.get_predict_metric(request)).await {

@@ -235,9 +235,9 @@ impl PredictKubeConfig {
             }
             let threshold: f64 = p.get_opt(&THRESHOLD)?.unwrap_or(0.0);
             if threshold == 0.0 && !ctx.as_metric_source {
-                return Err(p.rule(
-                    "parameter \"threshold\" must be given and not 0 (it is the target)",
-                ));
+                return Err(
+                    p.rule("parameter \"threshold\" must be given and not 0 (it is the target)")
+                );
             }
             let auth = HttpAuth::parse(p, false)?;
             let mut range_url = server.clone();
@@ -355,12 +355,10 @@ impl PredictKubeConfig {
             )
             .await;
         let answer = match answer {
-            Err(HttpGetError::Status { status, .. })
-                if matches!(
-                    status,
-                    StatusCode::METHOD_NOT_ALLOWED | StatusCode::NOT_IMPLEMENTED
-                ) =>
-            {
+            Err(HttpGetError::Status {
+                status: StatusCode::METHOD_NOT_ALLOWED | StatusCode::NOT_IMPLEMENTED,
+                ..
+            }) => {
                 let mut url = self.prometheus.range_url.clone();
                 url.query_pairs_mut().extend_pairs(&parameters);
                 client.get(url, &HeaderMap::new()).await

@@ -93,9 +93,9 @@ pub fn samples(body: &[u8], query: &str) -> Result<Vec<Sample>, String> {
             "prometheus range query `{query}` failed: {error_type}"
         ));
     }
-    let data = response.data.ok_or_else(|| {
-        format!("the answer to prometheus range query `{query}` has no \"data\"")
-    })?;
+    let data = response
+        .data
+        .ok_or_else(|| format!("the answer to prometheus range query `{query}` has no \"data\""))?;
     let shape = |what: &str, e: &serde_json::Error| {
         format!(
             "the answer to prometheus range query `{query}` is not {what}: {}",
@@ -241,7 +241,10 @@ mod tests {
 
     #[test]
     fn timestamps_become_protobuf_seconds_and_nanos() {
-        assert_eq!(s(1_700_000_060_500, 0.0).seconds_nanos(), (1_700_000_060, 500_000_000));
+        assert_eq!(
+            s(1_700_000_060_500, 0.0).seconds_nanos(),
+            (1_700_000_060, 500_000_000)
+        );
         assert_eq!(s(-1, 0.0).seconds_nanos(), (-1, 999_000_000));
         assert_eq!(s(0, 0.0).seconds_nanos(), (0, 0));
     }

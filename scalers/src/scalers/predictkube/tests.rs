@@ -52,7 +52,8 @@ fn keda_example_parses_with_its_defaults() {
 #[test]
 fn errors_name_the_parameter_and_never_show_the_api_key() {
     // (metadata changes, auth, error)
-    let rows: &[(&[(&str, &str)], &[(&str, &str)], &str)] = &[
+    type Row<'a> = (&'a [(&'a str, &'a str)], &'a [(&'a str, &'a str)], &'a str);
+    let rows: &[Row<'_>] = &[
         (
             &[("prometheusAddress", "")],
             &[("apiKey", KEY)],
@@ -252,7 +253,8 @@ fn the_value_is_the_larger_of_forecast_and_last_sample_and_activity_follows_the_
             .collect()
     };
     // (forecast, history, activation threshold, value, active)
-    let rows: &[(i64, &[f64], f64, Option<f64>, bool)] = &[
+    type Row<'a> = (i64, &'a [f64], f64, Option<f64>, bool);
+    let rows: &[Row<'_>] = &[
         // The forecast is above the last sample: the forecast.
         (30, &[1.0, 5.0], 0.0, Some(30.0), true),
         // The last sample is above the forecast: the last sample.
@@ -284,7 +286,9 @@ fn api_keys_are_checked_for_the_jwt_form() {
     assert!(is_jwt(KEY));
     assert!(is_jwt("a.b."));
     assert!(is_jwt("a-_.b.c"));
-    for bad in ["", "a", "a.b", ".b.c", "a..c", "a.b.c.d", "a.b.c d", "a.b+.c", "a.b.c="] {
+    for bad in [
+        "", "a", "a.b", ".b.c", "a..c", "a.b.c.d", "a.b.c d", "a.b+.c", "a.b.c=",
+    ] {
         assert!(!is_jwt(bad), "{bad:?}");
     }
 }
