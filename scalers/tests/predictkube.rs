@@ -12,6 +12,9 @@ mod common;
 #[path = "common/predictkube_engine.rs"]
 mod engine;
 #[allow(dead_code)]
+#[path = "common/http.rs"]
+mod http_server;
+#[allow(dead_code)]
 #[path = "common/prometheus.rs"]
 mod prom;
 
@@ -391,4 +394,99 @@ async fn triggers_share_one_engine_connection_and_one_prometheus_client() {
         engine_pool.is_empty() && http_pool.is_empty(),
         "the last user closed both"
     );
+}
+
+/// A front server under `/prom` that takes no `POST` (as some proxies do), checks the bearer
+/// token, and passes `GET`s on to the shared instance.
+fn get_only_front(token: &'static str) -> http_server::Handler {
+    let client = http_server::client();
+    std::sync::Arc::new(move |request: http_server::Recorded| {
+        let client = client.clone();
+        Box::pin(async move {
+            if request.header("authorization").as_deref() != Some(&format!("Bearer {token}")) {
+                return (
+                    http::StatusCode::UNAUTHORIZED,
+                    "text/plain",
+                    "Unauthorized".into(),
+                );
+            }
+            if request.method != "GET" {
+                return (
+                    http::StatusCode::METHOD_NOT_ALLOWED,
+                    "text/plain",
+                    "GET only".into(),
+                );
+            }
+            let uri = request.uri.strip_prefix("/prom").expect("under /prom");
+            let answer = client
+                .get(format!("{PROMETHEUS}{uri}"))
+                .send()
+                .await
+                .expect("shared Prometheus");
+            let status = http::StatusCode::from_u16(answer.status().as_u16()).expect("status");
+            (
+                status,
+                "application/json",
+                answer.text().await.expect("body"),
+            )
+        })
+    })
+}
+
+/// client_golang's order: a form `POST` first, the same parameters in a `GET` when the server
+/// answers 405; the trigger's Prometheus authentication on both.
+#[tokio::test]
+async fn a_server_without_post_gets_the_range_query_as_a_get_with_the_authentication() {
+    if prom::shared_or_skip("predictkube_get_fallback")
+        .await
+        .is_none()
+    {
+        return;
+    }
+    let fake = FakeEngine::start(100).await;
+    let front = http_server::TestServer::start(get_only_front("prom-t0ken")).await;
+    let address = front.url("/prom");
+    let now = settled_now();
+    let metadata = [
+        ("prometheusAddress", address.as_str()),
+        ("query", "vector(2)"),
+        ("historyTimeWindow", "2m"),
+        ("queryStep", "1m"),
+        ("authModes", "bearer"),
+    ];
+    let h = conformance(
+        "predictkube",
+        Setup {
+            metadata: &metadata,
+            auth: &[("apiKey", GOOD_KEY), ("bearerToken", "prom-t0ken")],
+            clock: Some(Clock::fixed(now)),
+            vendor_endpoints: fake.endpoints(),
+            ..Setup::default()
+        },
+    )
+    .await;
+    fake.set_forecast(9);
+    h.expect(9.0, false).await;
+    let requests = front.requests();
+    let methods: Vec<&str> = requests.iter().map(|r| r.method.as_str()).collect();
+    assert_eq!(methods, ["POST", "GET"]);
+    let (post, get) = (&requests[0], &requests[1]);
+    assert_eq!(post.uri, "/prom/api/v1/query_range");
+    assert_eq!(
+        post.header("content-type").as_deref(),
+        Some("application/x-www-form-urlencoded")
+    );
+    let start = (now.as_second() - 120).to_string();
+    let end = now.as_second().to_string();
+    assert_eq!(
+        post.body,
+        format!("query=vector%282%29&start={start}&end={end}&step=60")
+    );
+    assert_eq!(get.query("query").as_deref(), Some("vector(2)"));
+    assert_eq!(get.query("start"), Some(start));
+    assert_eq!(get.query("end"), Some(end));
+    assert_eq!(get.query("step").as_deref(), Some("60"));
+    let (pairs, _) = observations(&fake.requests()[0].1);
+    assert_eq!(pairs.len(), 3);
+    assert!(pairs.iter().all(|(_, v)| *v == 2.0), "{pairs:?}");
 }
