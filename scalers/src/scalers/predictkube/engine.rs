@@ -127,6 +127,11 @@ pub async fn predict(
     api_key: &Secret,
     request: ReqGetPredictMetric,
 ) -> Result<ResGetPredictMetric, Failure> {
+    // Checked here, in our words: tonic's own limit would fail the call with a status that
+    // reads as the engine's.
+    if let Some(failure) = too_large(prost::Message::encoded_len(&request), MAX_REQUEST_BYTES) {
+        return Err(failure);
+    }
     let mut client = MlEngineServiceClient::new(channel.channel())
         .max_decoding_message_size(MAX_ANSWER_BYTES)
         .max_encoding_message_size(MAX_REQUEST_BYTES);
@@ -143,6 +148,16 @@ pub async fn predict(
         Ok(Err(status)) => Err(status_failure(&status)),
         Err(_) => Err(Failure::new(Kind::TimedOut, None)),
     }
+}
+
+/// Why a request of `len` bytes is not sent, when it is over `limit`.
+pub fn too_large(len: usize, limit: usize) -> Option<Failure> {
+    (len > limit).then(|| {
+        Failure::local(format!(
+            "the history is {len} bytes, more than the {limit} bytes a request to the engine may \
+             have; shorten historyTimeWindow or lengthen queryStep"
+        ))
+    })
 }
 
 /// A gRPC status as a [`Failure`]: a transport failure (no answer) by its cause (connection
@@ -163,6 +178,7 @@ pub fn status_failure(status: &tonic::Status) -> Failure {
         }
         tonic::Code::InvalidArgument => "; the engine refused the history or the horizon",
         tonic::Code::Unimplemented => "; the server is not a PredictKube engine",
+        tonic::Code::OutOfRange => "; the answer may be larger than the 64 KiB keda-rs reads",
         _ => "",
     };
     Failure::new(
@@ -214,6 +230,18 @@ mod tests {
         let key = EngineKey::resolve(&VendorEndpoints::default().with(ENGINE_HOST, fake));
         assert_eq!(key.address(), "[::1]:8443");
         assert!(key.0.tls.is_some());
+    }
+
+    #[test]
+    fn a_history_over_the_limit_is_not_sent() {
+        assert!(too_large(100, 100).is_none());
+        assert_eq!(
+            too_large(101, 100).map(|f| f.to_string()).as_deref(),
+            Some(
+                "the history is 101 bytes, more than the 100 bytes a request to the engine may \
+                 have; shorten historyTimeWindow or lengthen queryStep"
+            )
+        );
     }
 
     #[test]
