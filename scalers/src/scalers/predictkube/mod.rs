@@ -441,12 +441,10 @@ pub struct PredictKubeClients {
 /// A `predictkube` scaler.
 pub type PredictKubeScaler = crate::pooled::Pooled<PredictKubeConfig>;
 
+/// No adaptive polling: every poll is also a call to the engine, a billed API with a quota per
+/// key, so the operator keeps to `pollingInterval`.
 #[async_trait]
 impl PooledSource for PredictKubeConfig {
-    /// A self-hosted Prometheus is asked first: polled sooner after a sign of activity, as
-    /// `prometheus` is.
-    const ADAPTIVE_POLLING: bool = true;
-
     type Key = PredictKubeKey;
     type Client = PredictKubeClients;
 

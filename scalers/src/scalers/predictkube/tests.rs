@@ -292,3 +292,15 @@ fn api_keys_are_checked_for_the_jwt_form() {
         assert!(!is_jwt(bad), "{bad:?}");
     }
 }
+
+#[tokio::test]
+async fn polls_keep_to_the_polling_interval_as_the_engine_is_billed_per_call() {
+    use crate::scaler::Scaler;
+    let ctx = test_context("predictkube", 0, BASE, &[], &[("apiKey", KEY)]);
+    let scaler = PredictKubeScaler::build(&ctx)
+        .await
+        .expect("builds without connecting");
+    assert!(!scaler.adaptive_polling());
+    assert_eq!(scaler.metric_specs().len(), 1);
+    scaler.close().await;
+}
