@@ -102,3 +102,16 @@ get clickhouse float.json "$C" -u keda:keda-test-pw --data-binary 'SELECT 2.5 AS
 get clickhouse no-row.json "$C" -u keda:keda-test-pw --data-binary 'SELECT 1 WHERE 0'
 get clickhouse null.json "$C" -u keda:keda-test-pw --data-binary 'SELECT NULL'
 get clickhouse error-unknown-table.txt "$C" -u keda:keda-test-pw --data-binary 'SELECT count() FROM keda_rs_no_such_table'
+
+# Prometheus range queries (scripts/services.sh: 127.0.0.1:9090) as the predictkube scaler asks
+# them (a form POST to /api/v1/query_range): a matrix of one series, of two series, an empty
+# matrix, NaN samples, more points than Prometheus allows, and a parse error.
+P=http://127.0.0.1:9090/api/v1/query_range
+end=$(date +%s)
+range() { echo "start=$((end - $1))&end=$end&step=$2"; }
+get predictkube one-series.json "$P" --data-urlencode 'query=sum(up{job="prometheus"})' -d "$(range 300 30)"
+get predictkube two-series.json "$P" --data-urlencode 'query=label_replace(vector(1), "a", "x", "", "") or label_replace(vector(2.5), "a", "y", "", "")' -d "$(range 120 60)"
+get predictkube empty.json "$P" --data-urlencode 'query=up{job="keda-rs-no-such-job"}' -d "$(range 120 60)"
+get predictkube nan.json "$P" --data-urlencode 'query=vector(NaN)' -d "$(range 120 60)"
+get predictkube too-many-points.json "$P" --data-urlencode 'query=vector(1)' -d "$(range 1209600 60)"
+get predictkube parse-error.json "$P" --data-urlencode 'query=sum(' -d "$(range 120 60)"

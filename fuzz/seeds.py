@@ -212,6 +212,8 @@ def parser_seeds():
          for name in sorted(os.listdir(os.path.join(ANSWERS, "elastic-forecast")))],
         [("average", answer("huawei-cloudeye", name))
          for name in sorted(os.listdir(os.path.join(ANSWERS, "huawei-cloudeye")))],
+        [('sum(up{job="prometheus"})', answer("predictkube", name))
+         for name in sorted(os.listdir(os.path.join(ANSWERS, "predictkube")))],
     ]
 
 

@@ -1,5 +1,6 @@
-//! Generates the Rust types, client and service trait of KEDA's `externalscaler.proto` with a
-//! pure-Rust protobuf compiler (protox), so building needs no system `protoc`.
+//! Generates the Rust types, client and service trait of KEDA's `externalscaler.proto` (and of
+//! etcd's v3 API and the PredictKube engine's call) with a pure-Rust protobuf compiler (protox),
+//! so building needs no system `protoc`.
 
 use std::error::Error;
 
@@ -8,6 +9,8 @@ fn main() -> Result<(), Box<dyn Error>> {
     println!("cargo:rerun-if-changed={proto}");
     let etcd = "proto/etcd.proto";
     println!("cargo:rerun-if-changed={etcd}");
+    let predictkube = "proto/predictkube.proto";
+    println!("cargo:rerun-if-changed={predictkube}");
     println!("cargo:rerun-if-changed=build.rs");
     let descriptors = protox::compile([proto], ["proto"])?;
     tonic_prost_build::configure()
@@ -28,6 +31,15 @@ fn main() -> Result<(), Box<dyn Error>> {
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(false)
+        .build_transport(false)
+        .compile_fds(descriptors)?;
+
+    // The PredictKube ML engine's one call (the `predictkube` scaler). The server side is for
+    // the tests' fake engine.
+    let descriptors = protox::compile([predictkube], ["proto"])?;
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
         .build_transport(false)
         .compile_fds(descriptors)?;
     Ok(())

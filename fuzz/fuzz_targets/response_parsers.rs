@@ -648,6 +648,26 @@ const PARSERS: &[Parser] = &[
             ok(first_datapoint(body, filter))
         },
     },
+    Parser {
+        name: "predictkube prometheus range answer",
+        no_echo: true,
+        run: |param, body, _| {
+            let samples = keda_scalers::scalers::predictkube::response::samples(body, param)?;
+            // Every sample is finite and its time fits a protobuf timestamp.
+            for sample in &samples {
+                assert!(sample.value.is_finite(), "{sample:?}");
+                let (seconds, nanos) = sample.seconds_nanos();
+                assert!((0..1_000_000_000).contains(&nanos), "{sample:?}");
+                assert!(
+                    (keda_scalers::scalers::predictkube::response::MIN_TIMESTAMP_SECONDS
+                        ..=keda_scalers::scalers::predictkube::response::MAX_TIMESTAMP_SECONDS)
+                        .contains(&seconds),
+                    "{sample:?}"
+                );
+            }
+            Ok(())
+        },
+    },
 ];
 
 fn runtime() -> &'static tokio::runtime::Runtime {

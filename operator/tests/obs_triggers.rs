@@ -5,8 +5,8 @@
 //! `gcp-stackdriver`, `gcp-cloudtasks`, `gcp-storage`, `azure-monitor`, `azure-log-analytics`,
 //! `azure-app-insights`, `azure-data-explorer`, `azure-servicebus`, `azure-eventhub`,
 //! `azure-pipelines`, `openstack-swift`, `openstack-metric`, `ibmmq`, `solace-direct-messaging`,
-//! `graphite`, `clickhouse`, `elastic-forecast`, `huawei-cloudeye`) through the operator on
-//! memkube: each
+//! `graphite`, `clickhouse`, `elastic-forecast`, `huawei-cloudeye`, `predictkube`) through the
+//! operator on memkube: each
 //! scales its target 0 -> 1 when its source's
 //! value rises above the activation threshold, and bad input is `Ready=False` with a message naming
 //! the trigger and the parameter. The sources are the tests' loopback server (`common/source.rs`)
@@ -19,6 +19,9 @@ mod scenarios;
 #[allow(dead_code)]
 #[path = "../../scalers/tests/common/mod.rs"]
 mod redis_common;
+
+#[path = "../../scalers/tests/common/predictkube_engine.rs"]
+mod predictkube_engine;
 
 use common::source::Source;
 use common::world::{not_ready, world};
@@ -2668,6 +2671,75 @@ async fn huawei_cloudeye_scales_from_zero_and_bad_input_is_not_ready_naming_the_
         "type: huawei-cloudeye\n      metadata:\n        namespace: SYS.ELB\n        metricName: mb_l7_qps\n        dimensionName: lbaas_instance_id\n        dimensionValue: lb-1\n      authenticationRef:\n        name: huawei",
         "ScaledObjectCheckFailed",
         &["(huawei-cloudeye)", "targetMetricValue"],
+    )
+    .await;
+    op.stop().await;
+}
+
+/// A Prometheus range answer (`/api/v1/query_range`) of one series whose last sample is
+/// `last` (https://prometheus.io/docs/prometheus/latest/querying/api/#range-queries).
+fn prometheus_matrix(last: f64) -> String {
+    format!(
+        r#"{{"status":"success","data":{{"resultType":"matrix","result":[{{"metric":{{}},"values":[[1700000000,"0"],[1700000060,"{last}"]]}}]}}}}"#
+    )
+}
+
+#[tokio::test]
+async fn predictkube_scales_from_zero_and_bad_input_is_not_ready_naming_the_parameter() {
+    use keda_scalers::scalers::predictkube;
+    use predictkube_engine::{FakeEngine, GOOD_KEY};
+    // The engine's fixed host reaches the fake (the operator binary never moves it).
+    let engine = FakeEngine::start(1000).await;
+    let mut registry = keda_scalers::Registry::builtin();
+    registry.register(
+        "predictkube",
+        redirected::<predictkube::PredictKubeConfig>(engine.endpoints(), predictkube::PARAMS),
+    );
+    let Some((_server, w)) = world("predictkube triggers", registry).await else {
+        return;
+    };
+    let prometheus = Source::start().await;
+    let path = "api/v1/query_range";
+    prometheus.set_body(path, &prometheus_matrix(0.0));
+    let address = prometheus.url("");
+    let address = address.trim_end_matches('/');
+    secret_auth(&w, "predictkube", &[("apiKey", GOOD_KEY)]).await;
+    engine.set_forecast(0);
+    let trigger = format!(
+        "type: predictkube\n      metadata:\n        predictHorizon: \"2h\"\n        historyTimeWindow: \"7d\"\n        prometheusAddress: {address}\n        query: sum(rate(http_requests_total[2m]))\n        queryStep: \"2m\"\n        threshold: \"10\"\n        activationThreshold: \"1\"\n      authenticationRef:\n        name: predictkube"
+    );
+    zero_to_one_resolving(&w, "predictkube", &trigger, async {
+        // Active on the last sample (5 > 1); the forecast is the value the HPA gets.
+        engine.set_forecast(30);
+        prometheus.set_body(path, &prometheus_matrix(5.0));
+    })
+    .await;
+    assert!(prometheus.requests(path) > 0);
+    let requests = engine.requests();
+    assert!(!requests.is_empty());
+    assert!(
+        requests.iter().all(|(key, r)| key == GOOD_KEY
+            && r.forecast_horizon == 60
+            && r.observations.len() == 2)
+    );
+
+    let op = w.start_operator_resolving();
+    w.deployment("bad", 0).await;
+    secret_auth(&w, "predictkube-not-jwt", &[("apiKey", "not-a-key")]).await;
+    refused(
+        &w,
+        "predictkube-key",
+        &format!("type: predictkube\n      metadata:\n        predictHorizon: \"2h\"\n        historyTimeWindow: \"7d\"\n        prometheusAddress: {address}\n        query: up\n        queryStep: \"2m\"\n        threshold: \"10\"\n      authenticationRef:\n        name: predictkube-not-jwt"),
+        "ScaledObjectCheckFailed",
+        &["(predictkube)", "apiKey"],
+    )
+    .await;
+    refused(
+        &w,
+        "predictkube-step",
+        &format!("type: predictkube\n      metadata:\n        predictHorizon: \"2h\"\n        historyTimeWindow: \"7d\"\n        prometheusAddress: {address}\n        query: up\n        threshold: \"10\"\n      authenticationRef:\n        name: predictkube"),
+        "ScaledObjectCheckFailed",
+        &["(predictkube)", "queryStep"],
     )
     .await;
     op.stop().await;

@@ -72,6 +72,7 @@ const BUILTIN_TYPES: &[&str] = &[
     "openstack-metric",
     "openstack-swift",
     "postgresql",
+    "predictkube",
     "prometheus",
     "pulsar",
     "rabbitmq",

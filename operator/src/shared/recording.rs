@@ -62,6 +62,8 @@ pub fn scaler_label(trigger_type: &str, trigger_name: &str) -> String {
         "activemq" => Some("activeMQScaler"),
         // Exported in KEDA (`pkg/scalers/beanstalkd_scaler.go`).
         "beanstalkd" => Some("BeanstalkdScaler"),
+        // Exported too (`pkg/scalers/predictkube_scaler.go`).
+        "predictkube" => Some("PredictKubeScaler"),
         _ => None,
     };
     if let Some(name) = known {
@@ -230,6 +232,7 @@ mod tests {
         assert_eq!(scaler_label("cron", ""), "cronScaler");
         assert_eq!(scaler_label("activemq", ""), "activeMQScaler");
         assert_eq!(scaler_label("beanstalkd", ""), "BeanstalkdScaler");
+        assert_eq!(scaler_label("predictkube", ""), "PredictKubeScaler");
         assert_eq!(scaler_label("etcd", ""), "etcdScaler");
         assert_eq!(scaler_label("redis", "orders"), "orders");
     }

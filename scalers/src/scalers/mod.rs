@@ -51,6 +51,7 @@ pub mod opensearch;
 pub mod openstack_metric;
 pub mod openstack_swift;
 pub mod postgresql;
+pub mod predictkube;
 pub mod prometheus;
 pub mod pulsar;
 pub mod rabbitmq;
@@ -334,6 +335,10 @@ pub(crate) fn register_builtin(registry: &mut Registry) {
         "postgresql",
         Declared::new(postgresql::build, postgresql::PARAMS)
             .with_check(|ctx| postgresql::PgSettings::parse(ctx).map(drop)),
+    );
+    registry.register(
+        "predictkube",
+        crate::pooled::declare::<predictkube::PredictKubeConfig>(predictkube::PARAMS),
     );
     registry.register(
         "prometheus",
