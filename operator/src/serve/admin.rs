@@ -130,16 +130,41 @@ pub fn respond<B>(endpoints: &Endpoints, request: &Request<B>) -> Response<Full<
                 )
             }
         }
-        (Endpoints::Metrics(metrics), "/metrics") => {
-            let mut response = text(StatusCode::OK, metrics.encode());
-            response.headers_mut().insert(
-                header::CONTENT_TYPE,
-                header::HeaderValue::from_static(METRICS_CONTENT_TYPE),
-            );
-            response
-        }
+        (Endpoints::Metrics(metrics), "/metrics") => metrics_response(metrics.encode()),
         _ => text(StatusCode::NOT_FOUND, "not found\n"),
     }
+}
+
+/// Answers one request as [`respond`] does, but encodes `/metrics` on the blocking pool: at
+/// 100,000 objects the text is about 150 MB and takes the better part of a second to write,
+/// which on a runtime worker would hold up every scale loop due on it meanwhile.
+async fn answer<B>(endpoints: &Endpoints, request: &Request<B>) -> Response<Full<Bytes>> {
+    let method = request.method();
+    let (Endpoints::Metrics(metrics), "/metrics", true) = (
+        endpoints,
+        request.uri().path(),
+        method == Method::GET || method == Method::HEAD,
+    ) else {
+        return respond(endpoints, request);
+    };
+    let metrics = metrics.clone();
+    match tokio::task::spawn_blocking(move || metrics.encode()).await {
+        Ok(text) => metrics_response(text),
+        // Only a panic in the encoder (or a runtime shutting down) gets here.
+        Err(_) => text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "metrics could not be encoded\n",
+        ),
+    }
+}
+
+fn metrics_response(text_body: String) -> Response<Full<Bytes>> {
+    let mut response = text(StatusCode::OK, text_body);
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static(METRICS_CONTENT_TYPE),
+    );
+    response
 }
 
 /// Binds an admin listener, with an error naming the flag that chose the address.
@@ -189,8 +214,8 @@ pub async fn serve(listener: TcpListener, endpoints: Endpoints, shutdown: Cancel
         };
         let endpoints = endpoints.clone();
         let service = hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
-            let response = respond(&endpoints, &request);
-            async move { Ok::<_, Infallible>(response) }
+            let endpoints = endpoints.clone();
+            async move { Ok::<_, Infallible>(answer(&endpoints, &request).await) }
         });
         connections.spawn(async move {
             let builder =
@@ -283,6 +308,40 @@ mod tests {
         let probes = Endpoints::Probes(Readiness::new());
         assert_eq!(
             respond(&probes, &get("/metrics")).status(),
+            StatusCode::NOT_FOUND
+        );
+    }
+
+    /// The server's path: `/metrics` is encoded on the blocking pool (a worker of a
+    /// current-thread runtime is the only thread, so an encoding that needed it would still
+    /// work; what is checked is the answer), everything else as `respond` answers it.
+    #[tokio::test]
+    async fn the_server_encodes_metrics_off_the_worker_and_answers_the_rest_alike() {
+        let endpoints = Endpoints::Metrics(Metrics::new());
+        let response = answer(&endpoints, &get("/metrics")).await;
+        assert_eq!(
+            response
+                .headers()
+                .get(header::CONTENT_TYPE)
+                .map(|v| v.as_bytes()),
+            Some(METRICS_CONTENT_TYPE.as_bytes())
+        );
+        let (status, text) = body(response);
+        assert_eq!(status, StatusCode::OK);
+        assert!(text.contains("keda_build_info{"), "{text}");
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        let post = Request::post("/metrics").body(()).expect("request");
+        assert_eq!(
+            answer(&endpoints, &post).await.status(),
+            StatusCode::METHOD_NOT_ALLOWED
+        );
+        assert_eq!(
+            answer(&endpoints, &get("/healthz")).await.status(),
+            StatusCode::NOT_FOUND
+        );
+        let probes = Endpoints::Probes(Readiness::new());
+        assert_eq!(
+            answer(&probes, &get("/metrics")).await.status(),
             StatusCode::NOT_FOUND
         );
     }

@@ -249,9 +249,19 @@ pub async fn run(metrics: Metrics, exporter: Exporter, cancel: CancellationToken
             _ = ticks.tick() => false,
             () = cancel.cancelled() => true,
         };
+        // Encoded on the blocking pool, as a scrape is (`serve::admin`): at 100,000 objects
+        // it takes the better part of a second.
+        let encoder = metrics.clone();
+        let Ok(text) = tokio::task::spawn_blocking(move || encoder.encode()).await else {
+            // The encoder panicked or the runtime is shutting down: nothing to export.
+            if last {
+                return;
+            }
+            continue;
+        };
         let request = export_request(
             &settings.resource,
-            translator.translate(&metrics.encode(), SystemTime::now()),
+            translator.translate(&text, SystemTime::now()),
         );
         // The last export must not hold the shutdown up for long.
         let bound = if last {
