@@ -12,7 +12,7 @@ fn trigger(type_: &str, name: &str) -> ScaleTrigger {
     ScaleTrigger {
         type_: type_.into(),
         name: name.into(),
-        metadata: BTreeMap::new(),
+        metadata: Default::default(),
         ..ScaleTrigger::default()
     }
 }
