@@ -101,8 +101,9 @@ pub struct ScaledObjectSpec {
     #[schemars(range(min = 1))]
     pub max_replica_count: Option<i32>,
 
-    /// HPA settings, restore-on-delete and scaling modifiers. Boxed: most objects have none,
-    /// and inline it would take about 300 bytes of every object the operator caches.
+    /// HPA settings, restore-on-delete and scaling modifiers.
+    // Boxed: most objects have none, and inline it took about 300 bytes of every object the
+    // operator caches.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub advanced: Option<Box<AdvancedConfig>>,
 

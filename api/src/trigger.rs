@@ -27,8 +27,9 @@ pub struct ScaleTrigger {
     pub use_cached_metrics: bool,
 
     /// Scaler parameters, exactly as written by the user. Parsed per scaler type. Required, as in
-    /// KEDA's CRD (it may be empty: `metadata: {}`). A [`CompactMap`]: the operator caches
-    /// every trigger of every object, and a `BTreeMap` of three parameters took 540 bytes.
+    /// KEDA's CRD (it may be empty: `metadata: {}`).
+    // A `CompactMap`: the operator caches every trigger of every object, and a `BTreeMap` of
+    // three parameters took 540 bytes.
     pub metadata: CompactMap<String, String>,
 
     /// The (Cluster)TriggerAuthentication that supplies secret parameters.

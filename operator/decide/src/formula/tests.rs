@@ -1,5 +1,3 @@
-use std::collections::BTreeMap;
-
 use keda_api::ScaleTrigger;
 
 use super::*;
