@@ -10,14 +10,12 @@
 //! - [`unexpected_params`]: KEDA's `KEDA_CHECK_UNEXPECTED_SCALERS_PARAMS` Events.
 //! - [`isolation`]: a panic in one object's work fails that object only.
 //! - [`recording`]: the per-scaler Prometheus series.
-//! - [`watch`], [`cluster_view`]: watch caches, and the shared pod and EndpointSlice view;
-//!   [`compact`]: the objects the controllers' stores keep, without spare room.
+//! - [`watch`], [`cluster_view`]: watch caches, and the shared pod and EndpointSlice view.
 //! - [`error`]: the operator's error type and its condition reasons.
 
 pub mod auth_events;
 pub(crate) mod auth_status;
 pub mod cluster_view;
-pub(crate) mod compact;
 pub mod error;
 pub mod events;
 pub mod isolation;

@@ -31,7 +31,6 @@ use tracing::{info, warn};
 
 use crate::process::telemetry::{Metrics, ResourceKind};
 use crate::shared::auth_status::{self, Users};
-use crate::shared::compact::Compact;
 use crate::shared::isolation::{Component, InternalError, catch_panic};
 use crate::shared::loops::{LoopKind, Loops};
 use crate::shared::recording;
@@ -263,9 +262,9 @@ pub(crate) fn reconcile_trigger<K: Resource>(obj: &K) -> Option<u64> {
 }
 
 /// The objects of one kind as the controller reconciles them: watched in `scope` into
-/// `writer` (compacted: [`Compact`]), each event shown to `observe` once the store has it,
-/// filtered by [`reconcile_trigger`].
-pub(crate) fn watch_objects<K: Object + Compact>(
+/// `writer`, each event shown to `observe` once the store has it, filtered by
+/// [`reconcile_trigger`].
+pub(crate) fn watch_objects<K: Object>(
     client: &Client,
     scope: &WatchScope,
     label_selector: Option<&str>,
@@ -276,10 +275,7 @@ pub(crate) fn watch_objects<K: Object + Compact>(
     scoped_watcher(client, scope, &object_watch_config(label_selector), store)
         // Nothing reads managedFields; on a real API server they are often the largest part of
         // an object, kept 10,000 times over.
-        .modify(|o: &mut K| {
-            o.meta_mut().managed_fields = None;
-            o.compact();
-        })
+        .modify(|o: &mut K| o.meta_mut().managed_fields = None)
         .reflect(writer)
         .map_ok(move |event| {
             observe(&event);
