@@ -7,7 +7,8 @@
 //!   (`eventing.keda.sh/v1alpha1`), KEDA's CloudEvent types and their admission rule.
 //! - [`condition`]: condition types and reasons; [`annotations`]: annotation and label keys.
 //! - [`gvkr`]: scale target type parsing.
-//! - [`map`]: [`CompactMap`], the exact-size sorted map of the statuses' per-metric maps.
+//! - [`map`]: [`CompactMap`], the exact-size sorted map of trigger metadata and the statuses'
+//!   per-metric maps.
 //! - [`num`]: number conversions that saturate instead of wrapping or panicking.
 //! - [`formula`]: the `scalingModifiers` formula language, its limits and budgets, and its
 //!   admission check.
