@@ -144,16 +144,16 @@ impl<K: PartialEq + Clone, M: Default> LoopRegistry<K, M> {
 
     /// The memory of `uid`, created empty on first use.
     pub(crate) fn memory(&self, uid: &str) -> Arc<Mutex<M>> {
-        self.memory_of(&Arc::from(uid))
+        let mut memory = lock(&self.memory);
+        if let Some(m) = memory.get(uid) {
+            return m.clone();
+        }
+        memory.entry(Arc::from(uid)).or_default().clone()
     }
 
     /// [`memory`](Self::memory), keyed by this copy of the UID when it is created.
     fn memory_of(&self, uid: &Arc<str>) -> Arc<Mutex<M>> {
-        let mut memory = lock(&self.memory);
-        if let Some(m) = memory.get(&**uid) {
-            return m.clone();
-        }
-        memory.entry(uid.clone()).or_default().clone()
+        lock(&self.memory).entry(uid.clone()).or_default().clone()
     }
 
     /// The shared copy of `uid`: the memory's key if there is one, else a new one.
@@ -366,5 +366,46 @@ mod tests {
         r.stop_all().await;
         assert!(r.find("ns", "b").await.is_none());
         assert_eq!(r.len().await, 0);
+    }
+
+    #[tokio::test]
+    async fn a_loop_s_uid_and_names_are_one_allocation_each() {
+        let r = registry();
+        // A memory made before the loop (a metric read): its key is the copy shared.
+        drop(r.memory("u1"));
+        let mut task_uid = None;
+        r.ensure(
+            "u1",
+            ("ns", "a"),
+            1,
+            async || {
+                Ok::<_, ()>(ObjectScalers {
+                    triggers: Vec::new(),
+                    modifiers: None,
+                })
+            },
+            |start| {
+                task_uid = Some(start.uid.clone());
+                tokio::spawn(async move { start.token.cancelled().await })
+            },
+        )
+        .await
+        .expect("built");
+        {
+            let entries = r.entries.lock().await;
+            let (uid, entry) = entries.by_uid.get_key_value("u1").expect("entry");
+            let memory = lock(&r.memory);
+            let (memory_uid, _) = memory.get_key_value("u1").expect("memory");
+            assert!(Arc::ptr_eq(uid, memory_uid), "the memory's UID");
+            assert!(
+                Arc::ptr_eq(uid, task_uid.as_ref().expect("started")),
+                "the task's UID"
+            );
+            let (names, indexed_uid) = entries.by_name.get_key_value("ns/a").expect("index");
+            assert!(Arc::ptr_eq(uid, indexed_uid), "the index's UID");
+            assert!(Arc::ptr_eq(names, &entry.names.0), "the index's names");
+            assert_eq!((entry.names.namespace(), entry.names.name()), ("ns", "a"));
+        }
+        r.stop_all().await;
     }
 }
