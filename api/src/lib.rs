@@ -7,6 +7,8 @@
 //!   (`eventing.keda.sh/v1alpha1`), KEDA's CloudEvent types and their admission rule.
 //! - [`condition`]: condition types and reasons; [`annotations`]: annotation and label keys.
 //! - [`gvkr`]: scale target type parsing.
+//! - [`map`]: [`CompactMap`], the exact-size sorted map of trigger metadata and the statuses'
+//!   per-metric maps.
 //! - [`num`]: number conversions that saturate instead of wrapping or panicking.
 //! - [`formula`]: the `scalingModifiers` formula language, its limits and budgets, and its
 //!   admission check.
@@ -21,6 +23,7 @@ pub mod external_metrics;
 pub mod formula;
 pub mod gvkr;
 pub mod identity;
+pub mod map;
 pub mod metric_name;
 pub mod num;
 pub mod scaled_job;
@@ -32,6 +35,7 @@ pub mod validation;
 
 pub use condition::Condition;
 pub use gvkr::GroupVersionKindResource;
+pub use map::CompactMap;
 pub use scaled_job::{Rollout, ScaledJob, ScaledJobSpec, ScaledJobStatus, ScalingStrategy};
 pub use scaled_object::{
     AdvancedConfig, Fallback, FallbackBehavior, HealthStatus, HorizontalPodAutoscalerConfig,

@@ -4,8 +4,6 @@
 //! Field names, optionality and JSON spelling follow KEDA's `scaledjob_types.go`. Defaults are the
 //! `DEFAULT_*` constants, applied by accessor methods.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::batch::v1::JobSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::{CustomResource, ResourceExt};
@@ -14,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::annotations;
 use crate::condition::Condition;
+use crate::map::CompactMap;
 use crate::scaled_object::{TriggerActivityStatus, generate_identifier};
 use crate::trigger::ScaleTrigger;
 
@@ -194,7 +193,7 @@ pub struct ScaledJobStatus {
     pub external_metric_names: Option<Vec<String>>,
     /// Activity per metric name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub triggers_activity: Option<BTreeMap<String, TriggerActivityStatus>>,
+    pub triggers_activity: Option<CompactMap<String, TriggerActivityStatus>>,
 }
 
 impl ScaledJob {

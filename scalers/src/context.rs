@@ -232,7 +232,11 @@ impl ScalerContext {
         Self {
             trigger_name: trigger.name.clone(),
             use_cached_metrics: trigger.use_cached_metrics,
-            metadata: trigger.metadata.clone(),
+            metadata: trigger
+                .metadata
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
             metric_type: trigger.metric_type.clone(),
             ..Self::new(trigger.type_.clone(), trigger_index)
         }

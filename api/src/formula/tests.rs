@@ -1,5 +1,3 @@
-use std::collections::BTreeMap;
-
 use super::*;
 use crate::ScaleTrigger;
 
@@ -165,7 +163,7 @@ fn trigger(type_: &str, name: &str) -> ScaleTrigger {
     ScaleTrigger {
         type_: type_.into(),
         name: name.into(),
-        metadata: BTreeMap::new(),
+        metadata: Default::default(),
         ..ScaleTrigger::default()
     }
 }

@@ -34,10 +34,10 @@ fn base_so() -> ScaledObject {
 }
 
 fn modifiers(so: &mut ScaledObject, m: ScalingModifiers) {
-    so.spec.advanced = Some(AdvancedConfig {
+    so.spec.advanced = Some(Box::new(AdvancedConfig {
         scaling_modifiers: Some(m),
         ..AdvancedConfig::default()
-    });
+    }));
 }
 
 fn rules(result: Result<(), ValidationErrors>) -> Vec<&'static str> {
@@ -317,13 +317,13 @@ fn scaled_object_rules() {
             "long name with a short custom HPA name is fine",
             |so| {
                 so.metadata.name = Some("a".repeat(60));
-                so.spec.advanced = Some(AdvancedConfig {
+                so.spec.advanced = Some(Box::new(AdvancedConfig {
                     horizontal_pod_autoscaler_config: Some(HorizontalPodAutoscalerConfig {
                         name: Some("short".into()),
                         behavior: None,
                     }),
                     ..AdvancedConfig::default()
-                });
+                }));
             },
             &[],
         ),

@@ -11,7 +11,7 @@
 //! shows them, and the Jobs it deleted until the cache drops them: a poll right after a
 //! creation never creates the same Jobs twice.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -25,7 +25,7 @@ use keda_api::condition::{
     CONDITION_ACTIVE, CONDITION_READY, STATUS_FALSE, STATUS_TRUE, STATUS_UNKNOWN, find_condition,
     reason as keda_reason,
 };
-use keda_api::{ScaledJob, TriggerActivityStatus};
+use keda_api::{CompactMap, ScaledJob, TriggerActivityStatus};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -363,7 +363,7 @@ impl Task {
             metrics: self.loops.metrics(),
         };
         let mut per_scaler = Vec::with_capacity(self.scalers.triggers.len());
-        let mut activity = BTreeMap::new();
+        let mut activity = CompactMap::new();
         let mut errors = Vec::new();
         let mut internal = Vec::new();
         for t in &self.scalers.triggers {
@@ -477,7 +477,7 @@ impl Task {
         &self,
         sj: &ScaledJob,
         active: bool,
-        activity: BTreeMap<String, TriggerActivityStatus>,
+        activity: CompactMap<String, TriggerActivityStatus>,
         errors: &[String],
         internal: &[String],
     ) -> Result<(), ScaledJobError> {

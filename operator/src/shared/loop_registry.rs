@@ -30,8 +30,8 @@ pub(crate) type OnStop = Box<dyn Fn(&str, &str, &ObjectScalers) + Send + Sync>;
 
 struct Entry<K> {
     key: K,
-    namespace: String,
-    name: String,
+    /// `namespace/name`, shared with the index by name.
+    names: Names,
     token: CancellationToken,
     task: JoinHandle<()>,
     scalers: Arc<ObjectScalers>,
@@ -39,8 +39,36 @@ struct Entry<K> {
     stale: bool,
 }
 
+/// An object's `namespace/name` in one allocation: a namespace has no `/` (it is a DNS
+/// label), so the first `/` ends it.
+#[derive(Clone, Debug)]
+struct Names(Arc<str>);
+
+impl Names {
+    fn new(namespace: &str, name: &str) -> Self {
+        Names(Arc::from(Self::key(namespace, name)))
+    }
+
+    /// The key [`Entries::by_name`] is searched with.
+    fn key(namespace: &str, name: &str) -> String {
+        format!("{namespace}/{name}")
+    }
+
+    fn namespace(&self) -> &str {
+        self.0
+            .split_once('/')
+            .map_or("", |(namespace, _)| namespace)
+    }
+
+    fn name(&self) -> &str {
+        self.0.split_once('/').map_or(&*self.0, |(_, name)| name)
+    }
+}
+
 /// What a new loop gets from [`LoopRegistry::ensure`].
 pub(crate) struct LoopStart<M> {
+    /// The object's UID (the registry's own copy).
+    pub uid: Arc<str>,
     /// Cancelled when the loop must stop.
     pub token: CancellationToken,
     /// The object's memory (survives loop restarts).
@@ -51,12 +79,13 @@ pub(crate) struct LoopStart<M> {
 
 /// The running loops by object UID, and the UID of each `namespace/name` (the metric service
 /// finds a loop by name on every read the HPA sends: a scan of 100,000 entries under the lock
-/// took 10 ms per read).
+/// took 10 ms per read). A UID and a `namespace/name` are each one allocation, shared by the
+/// entry, the index and the memories (100,000 objects kept seven copies of each string).
 struct Entries<K> {
-    by_uid: HashMap<String, Entry<K>>,
-    /// The UID of the loop last started for `(namespace, name)` (an object deleted and created
+    by_uid: HashMap<Arc<str>, Entry<K>>,
+    /// The UID of the loop last started for `namespace/name` (an object deleted and created
     /// again has a new UID; its old loop retires on its own).
-    by_name: HashMap<(String, String), String>,
+    by_name: HashMap<Arc<str>, Arc<str>>,
 }
 
 impl<K> Default for Entries<K> {
@@ -69,28 +98,26 @@ impl<K> Default for Entries<K> {
 }
 
 impl<K> Entries<K> {
-    fn insert(&mut self, uid: &str, entry: Entry<K>) {
-        self.by_name.insert(
-            (entry.namespace.clone(), entry.name.clone()),
-            uid.to_string(),
-        );
-        self.by_uid.insert(uid.to_string(), entry);
+    fn insert(&mut self, uid: Arc<str>, entry: Entry<K>) {
+        self.by_name.insert(entry.names.0.clone(), uid.clone());
+        self.by_uid.insert(uid, entry);
     }
 
     fn remove(&mut self, uid: &str) -> Option<Entry<K>> {
         let entry = self.by_uid.remove(uid)?;
-        let key = (entry.namespace.clone(), entry.name.clone());
-        if self.by_name.get(&key).is_some_and(|u| u == uid) {
-            self.by_name.remove(&key);
+        if self
+            .by_name
+            .get(&*entry.names.0)
+            .is_some_and(|u| &**u == uid)
+        {
+            self.by_name.remove(&*entry.names.0);
         }
         Some(entry)
     }
 
-    fn named(&self, namespace: &str, name: &str) -> Option<(&String, &Entry<K>)> {
-        let uid = self
-            .by_name
-            .get(&(namespace.to_string(), name.to_string()))?;
-        self.by_uid.get_key_value(uid)
+    fn named(&self, namespace: &str, name: &str) -> Option<(&Arc<str>, &Entry<K>)> {
+        let uid = self.by_name.get(Names::key(namespace, name).as_str())?;
+        self.by_uid.get_key_value(&**uid)
     }
 }
 
@@ -98,7 +125,8 @@ impl<K> Entries<K> {
 /// memories of type `M`.
 pub(crate) struct LoopRegistry<K, M> {
     entries: tokio::sync::Mutex<Entries<K>>,
-    memory: Mutex<HashMap<String, Arc<Mutex<M>>>>,
+    /// By UID (the same allocation as the entry's key once a loop started).
+    memory: Mutex<HashMap<Arc<str>, Arc<Mutex<M>>>>,
     shutdown: CancellationToken,
     on_stop: OnStop,
 }
@@ -116,10 +144,23 @@ impl<K: PartialEq + Clone, M: Default> LoopRegistry<K, M> {
 
     /// The memory of `uid`, created empty on first use.
     pub(crate) fn memory(&self, uid: &str) -> Arc<Mutex<M>> {
+        let mut memory = lock(&self.memory);
+        if let Some(m) = memory.get(uid) {
+            return m.clone();
+        }
+        memory.entry(Arc::from(uid)).or_default().clone()
+    }
+
+    /// [`memory`](Self::memory), keyed by this copy of the UID when it is created.
+    fn memory_of(&self, uid: &Arc<str>) -> Arc<Mutex<M>> {
+        lock(&self.memory).entry(uid.clone()).or_default().clone()
+    }
+
+    /// The shared copy of `uid`: the memory's key if there is one, else a new one.
+    fn shared_uid(&self, uid: &str) -> Arc<str> {
         lock(&self.memory)
-            .entry(uid.to_string())
-            .or_default()
-            .clone()
+            .get_key_value(uid)
+            .map_or_else(|| Arc::from(uid), |(k, _)| k.clone())
     }
 
     /// Makes sure a loop runs for object `uid` (`namespace/name`) started for `key`. Returns
@@ -153,17 +194,18 @@ impl<K: PartialEq + Clone, M: Default> LoopRegistry<K, M> {
         }
         let scalers = Arc::new(build().await?);
         let token = self.shutdown.child_token();
+        let uid = self.shared_uid(uid);
         let task = start(LoopStart {
+            uid: uid.clone(),
             token: token.clone(),
-            memory: self.memory(uid),
+            memory: self.memory_of(&uid),
             scalers: scalers.clone(),
         });
         entries.insert(
             uid,
             Entry {
                 key,
-                namespace: namespace.to_string(),
-                name: name.to_string(),
+                names: Names::new(namespace, name),
                 token,
                 task,
                 scalers: scalers.clone(),
@@ -179,9 +221,9 @@ impl<K: PartialEq + Clone, M: Default> LoopRegistry<K, M> {
         let mut entries = self.entries.lock().await;
         let uid = entries
             .by_name
-            .get(&(namespace.to_string(), name.to_string()))
+            .get(Names::key(namespace, name).as_str())
             .cloned();
-        if let Some(e) = uid.and_then(|uid| entries.by_uid.get_mut(&uid)) {
+        if let Some(e) = uid.and_then(|uid| entries.by_uid.get_mut(&*uid)) {
             e.stale = true;
         }
     }
@@ -242,7 +284,7 @@ impl<K: PartialEq + Clone, M: Default> LoopRegistry<K, M> {
             .lock()
             .await
             .named(namespace, name)
-            .map(|(uid, e)| (uid.clone(), e.scalers.clone(), e.key.clone()))
+            .map(|(uid, e)| (uid.to_string(), e.scalers.clone(), e.key.clone()))
     }
 
     async fn stop_entry(&self, e: Entry<K>) {
@@ -251,10 +293,14 @@ impl<K: PartialEq + Clone, M: Default> LoopRegistry<K, M> {
         if let Err(err) = e.task.await
             && err.is_panic()
         {
-            warn!(namespace = e.namespace, name = e.name, "loop panicked");
+            warn!(
+                namespace = e.names.namespace(),
+                name = e.names.name(),
+                "loop panicked"
+            );
         }
         e.scalers.close().await;
-        (self.on_stop)(&e.namespace, &e.name, &e.scalers);
+        (self.on_stop)(e.names.namespace(), e.names.name(), &e.scalers);
     }
 }
 
@@ -320,5 +366,46 @@ mod tests {
         r.stop_all().await;
         assert!(r.find("ns", "b").await.is_none());
         assert_eq!(r.len().await, 0);
+    }
+
+    #[tokio::test]
+    async fn a_loop_s_uid_and_names_are_one_allocation_each() {
+        let r = registry();
+        // A memory made before the loop (a metric read): its key is the copy shared.
+        drop(r.memory("u1"));
+        let mut task_uid = None;
+        r.ensure(
+            "u1",
+            ("ns", "a"),
+            1,
+            async || {
+                Ok::<_, ()>(ObjectScalers {
+                    triggers: Vec::new(),
+                    modifiers: None,
+                })
+            },
+            |start| {
+                task_uid = Some(start.uid.clone());
+                tokio::spawn(async move { start.token.cancelled().await })
+            },
+        )
+        .await
+        .expect("built");
+        {
+            let entries = r.entries.lock().await;
+            let (uid, entry) = entries.by_uid.get_key_value("u1").expect("entry");
+            let memory = lock(&r.memory);
+            let (memory_uid, _) = memory.get_key_value("u1").expect("memory");
+            assert!(Arc::ptr_eq(uid, memory_uid), "the memory's UID");
+            assert!(
+                Arc::ptr_eq(uid, task_uid.as_ref().expect("started")),
+                "the task's UID"
+            );
+            let (names, indexed_uid) = entries.by_name.get_key_value("ns/a").expect("index");
+            assert!(Arc::ptr_eq(uid, indexed_uid), "the index's UID");
+            assert!(Arc::ptr_eq(names, &entry.names.0), "the index's names");
+            assert_eq!((entry.names.namespace(), entry.names.name()), ("ns", "a"));
+        }
+        r.stop_all().await;
     }
 }

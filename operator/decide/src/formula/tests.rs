@@ -1,5 +1,3 @@
-use std::collections::BTreeMap;
-
 use keda_api::ScaleTrigger;
 
 use super::*;
@@ -12,7 +10,7 @@ fn trigger(type_: &str, name: &str) -> ScaleTrigger {
     ScaleTrigger {
         type_: type_.into(),
         name: name.into(),
-        metadata: BTreeMap::new(),
+        metadata: Default::default(),
         ..ScaleTrigger::default()
     }
 }

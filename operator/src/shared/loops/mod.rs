@@ -164,8 +164,9 @@ struct Inner<K: LoopKind> {
     /// Loops started by a reconcile that has not finished, by UID ([`Loops::reconciled`]).
     first_poll_gates: Mutex<HashMap<String, Arc<Notify>>>,
     /// UIDs whose loop has started in this process: only an object's first loop here is
-    /// spread ([`LoopTask::start_offset`]); a loop restarted by a change polls at once.
-    started: Mutex<std::collections::HashSet<String>>,
+    /// spread ([`LoopTask::start_offset`]); a loop restarted by a change polls at once. The
+    /// registry's copies of the UIDs.
+    started: Mutex<std::collections::HashSet<Arc<str>>>,
     /// The places of first loops, a sequence per interval and trigger types ([`Spread`]).
     spread: Spread,
     /// Objects this replica no longer owns whose loops still run, by UID: since when.
@@ -293,7 +294,7 @@ impl<K: LoopKind> Loops<K> {
                         loops: self.clone(),
                         interval,
                         object_ref: ObjectRef::new(&name).within(&namespace),
-                        uid: uid.clone(),
+                        uid: start.uid,
                         key,
                         scalers: start.scalers,
                         memory: start.memory,
@@ -423,7 +424,7 @@ impl<K: LoopKind> Loops<K> {
     pub async fn forget(&self, object: &K::Object) {
         let uid = object.uid().unwrap_or_default();
         self.inner.kind.forgotten(&uid);
-        lock(&self.inner.started).remove(&uid);
+        lock(&self.inner.started).remove(uid.as_str());
         if self.inner.registry.forget(&uid).await {
             self.scalers_stopped(object).await;
         }
@@ -530,8 +531,8 @@ pub struct LoopTask<K: LoopKind> {
     interval: Duration,
     /// The object, in the controller's reflector.
     pub(crate) object_ref: ObjectRef<K::Object>,
-    /// The UID of the object this loop was started for.
-    pub(crate) uid: String,
+    /// The UID of the object this loop was started for (the registry's copy).
+    pub(crate) uid: Arc<str>,
     /// What it was started for.
     pub(crate) key: K::Key,
     /// Its scalers.
@@ -804,7 +805,7 @@ impl<K: LoopKind> LoopTask<K> {
     /// the new object with the old object's scalers next to the new object's own loop.
     fn superseded(&self) -> bool {
         self.object()
-            .is_none_or(|o| o.meta().uid.as_deref() != Some(self.uid.as_str()))
+            .is_none_or(|o| o.meta().uid.as_deref() != Some(&*self.uid))
     }
 
     /// Stops this loop for good and forgets its object, as a reconciled deletion does. The
@@ -814,7 +815,7 @@ impl<K: LoopKind> LoopTask<K> {
         info!(
             namespace,
             name,
-            uid = self.uid,
+            uid = &*self.uid,
             kind = K::KIND.kind(),
             "object gone from the watch cache without a reconciled deletion; its loop stops"
         );
@@ -823,7 +824,7 @@ impl<K: LoopKind> LoopTask<K> {
             self.loops.metrics(),
             K::KIND.custom_resource(),
             (namespace, name),
-            Some(&self.uid),
+            Some(&*self.uid),
         );
         let loops = self.loops.clone();
         let uid = self.uid.clone();

@@ -9,7 +9,7 @@ impl ResolveSession {
     pub(super) async fn env_params(
         &mut self,
         id: &TriggerId,
-        metadata: &BTreeMap<String, String>,
+        metadata: &keda_api::CompactMap<String, String>,
     ) -> Result<BTreeMap<String, String>, ResolveError> {
         let mut env = BTreeMap::new();
         for (key, variable) in metadata {
