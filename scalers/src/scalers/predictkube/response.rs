@@ -10,7 +10,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::scalers::prometheus::response::ERROR_TYPES;
+use crate::scalers::prometheus::response::error_type_shown;
 
 /// The earliest second a protobuf `Timestamp` may hold (0001-01-01T00:00:00Z).
 pub const MIN_TIMESTAMP_SECONDS: i64 = -62_135_596_800;
@@ -85,10 +85,7 @@ pub fn samples(body: &[u8], query: &str) -> Result<Vec<Sample>, String> {
         )
     })?;
     if response.status == "error" {
-        let error_type = ERROR_TYPES
-            .iter()
-            .find(|t| **t == response.error_type)
-            .unwrap_or(&"an error");
+        let error_type = error_type_shown(&response.error_type);
         return Err(format!(
             "prometheus range query `{query}` failed: {error_type}"
         ));

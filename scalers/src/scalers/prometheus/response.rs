@@ -46,20 +46,21 @@ pub const ERROR_TYPES: &[&str] = &[
     "not_acceptable",
 ];
 
+/// An answer's `errorType` when it is one of [`ERROR_TYPES`], else "an error": the words shown
+/// for a Prometheus error, never its `error` text.
+pub fn error_type_shown(error_type: &str) -> &'static str {
+    ERROR_TYPES
+        .iter()
+        .find(|t| **t == error_type)
+        .copied()
+        .unwrap_or("an error")
+}
+
 /// The Prometheus error message of a non-2xx answer's body (`errorType: error`), if the body is
 /// a Prometheus API error.
 pub fn api_error(body: &[u8]) -> Option<&'static str> {
     let response: QueryResponse = serde_json::from_slice(body).ok()?;
-    if response.status != "error" {
-        return None;
-    }
-    Some(
-        ERROR_TYPES
-            .iter()
-            .find(|t| **t == response.error_type)
-            .copied()
-            .unwrap_or("an error"),
-    )
+    (response.status == "error").then(|| error_type_shown(&response.error_type))
 }
 
 /// The value of `query`'s answer `body`.
@@ -91,10 +92,7 @@ pub fn query_value_reporting_empty(
         )
     })?;
     if response.status == "error" {
-        let error_type = ERROR_TYPES
-            .iter()
-            .find(|t| **t == response.error_type)
-            .unwrap_or(&"an error");
+        let error_type = error_type_shown(&response.error_type);
         return Err(format!("prometheus query `{query}` failed: {error_type}"));
     }
     let data = response
