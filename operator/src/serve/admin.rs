@@ -135,9 +135,14 @@ pub fn respond<B>(endpoints: &Endpoints, request: &Request<B>) -> Response<Full<
     }
 }
 
+/// One `/metrics` encoding at a time in the process: each holds its whole text (about 150 MB at
+/// 100,000 objects), and the blocking pool would otherwise run one per scraper at once.
+static ENCODING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
+
 /// Answers one request as [`respond`] does, but encodes `/metrics` on the blocking pool: at
 /// 100,000 objects the text is about 150 MB and takes the better part of a second to write,
-/// which on a runtime worker would hold up every scale loop due on it meanwhile.
+/// which on a runtime worker would hold up every scale loop due on it meanwhile. Scrapes that
+/// arrive together wait for each other ([`ENCODING`]).
 async fn answer<B>(endpoints: &Endpoints, request: &Request<B>) -> Response<Full<Bytes>> {
     let method = request.method();
     let (Endpoints::Metrics(metrics), "/metrics", true) = (
@@ -146,6 +151,10 @@ async fn answer<B>(endpoints: &Endpoints, request: &Request<B>) -> Response<Full
         method == Method::GET || method == Method::HEAD,
     ) else {
         return respond(endpoints, request);
+    };
+    // The semaphore is never closed: acquiring fails only on a closed one.
+    let Ok(_one_at_a_time) = ENCODING.acquire().await else {
+        return text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n");
     };
     let metrics = metrics.clone();
     match tokio::task::spawn_blocking(move || metrics.encode()).await {
@@ -344,6 +353,27 @@ mod tests {
             answer(&probes, &get("/metrics")).await.status(),
             StatusCode::NOT_FOUND
         );
+    }
+
+    /// A scrape waits while another encoding holds the process's one place.
+    #[tokio::test]
+    async fn scrapes_encode_one_at_a_time() {
+        let endpoints = Arc::new(Endpoints::Metrics(Metrics::new()));
+        let held = ENCODING.acquire().await.expect("the semaphore is open");
+        let scrape = {
+            let endpoints = endpoints.clone();
+            tokio::spawn(async move { answer(&endpoints, &get("/metrics")).await.status() })
+        };
+        // An empty registry encodes in microseconds: a scrape not done after 300 ms waits.
+        // (Showing that something does not happen needs a bound of real time.)
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert!(!scrape.is_finished(), "a scrape encoded beside another");
+        drop(held);
+        let status = tokio::time::timeout(std::time::Duration::from_secs(10), scrape)
+            .await
+            .expect("the scrape answers once the other encoding is done")
+            .expect("the scrape task");
+        assert_eq!(status, StatusCode::OK);
     }
 
     #[test]
