@@ -98,6 +98,20 @@ pub const PARAMS: &[Param] = &[
 /// The most pages of one IAM list read.
 pub const MAX_PAGES: usize = 50;
 
+/// The most entries of one IAM list kept over its pages (a real catalog has hundreds): the
+/// pages come from the tenant's identity server, and 50 pages of empty entries would otherwise
+/// pile up gigabytes.
+pub const MAX_LIST_ENTRIES: usize = 10_000;
+
+/// Appends a page's `items` to `all`, or says the list is too long.
+fn append_bounded<T>(all: &mut Vec<T>, items: Vec<T>) -> Result<(), String> {
+    if all.len().saturating_add(items.len()) > MAX_LIST_ENTRIES {
+        return Err(format!("the list has more than {MAX_LIST_ENTRIES} entries"));
+    }
+    all.extend(items);
+    Ok(())
+}
+
 /// How long a client keeps the Cloud Eye endpoint it found in IAM's catalog.
 pub const CATALOG_TTL_SECONDS: i64 = 600;
 
@@ -465,7 +479,7 @@ impl CloudeyeClient {
             if items.is_empty() {
                 return Ok(all);
             }
-            all.extend(items);
+            append_bounded(&mut all, items).map_err(|why| answer_error(read, &operation, why))?;
             if let Some(link) = link {
                 let link = url.join(&link).ok().filter(|l| {
                     matches!(l.scheme(), "http" | "https")

@@ -139,8 +139,20 @@ fn parameters_follow_keda() {
             .to_string()
             .contains("\"IdentityEndpoint\"")
     );
-    // Secrets are never quoted.
-    let err = parse(&[], &with(AUTH, "SecretKey", "s3cret-SK")).unwrap_err();
+    // Secrets are never quoted: neither by a refusal of the metadata once every parameter was
+    // read, nor by a read that fails on the TriggerAuthentication's identity endpoint.
+    let secret = with(AUTH, "SecretKey", "s3cret-SK");
+    let bad_filter = with(META, "metricFilter", "median");
+    let err = parse(&bad_filter, &secret).unwrap_err();
+    assert!(err.contains("\"metricFilter\""), "{err}");
+    assert!(!err.contains("s3cret-SK"), "{err}");
+    let bad_endpoint = with(&secret, "IdentityEndpoint", "iam.example.com");
+    let err = parse(META, &bad_endpoint)
+        .unwrap()
+        .client_key()
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("\"IdentityEndpoint\""), "{err}");
     assert!(!err.contains("s3cret-SK"), "{err}");
 }
 
@@ -371,4 +383,21 @@ fn error_answers_show_known_codes_in_our_words_never_the_message() {
     );
     let text = status_failure(answer(500, r#"{"error_code":"SECRET.CODE"}"#)).to_string();
     assert!(text.contains("500") && !text.contains("SECRET"), "{text}");
+}
+
+#[test]
+fn an_iam_list_keeps_at_most_its_bound_of_entries_over_its_pages() {
+    let mut all = Vec::new();
+    append_bounded(&mut all, vec![0u8; MAX_LIST_ENTRIES - 1]).expect("under the bound");
+    append_bounded(&mut all, vec![1]).expect("exactly the bound");
+    let error = append_bounded(&mut all, vec![2]).expect_err("one past the bound");
+    assert_eq!(
+        error,
+        format!("the list has more than {MAX_LIST_ENTRIES} entries")
+    );
+    assert_eq!(
+        all.len(),
+        MAX_LIST_ENTRIES,
+        "nothing of the refused page kept"
+    );
 }
