@@ -177,8 +177,9 @@ impl State {
                     .map_or(0, |p| p.in_flight),
             })
             .collect();
-        // A pod that stays keeps its idle connections (unless the protocol changed); a removed
-        // pod's close with it.
+        // A pod that stays keeps its idle connections (unless the protocol or what its TLS
+        // verifies changed: a renamed Service's pods must prove the new name); a removed pod's
+        // close with it.
         let protocol = self.protocol;
         let tls = self.tls.clone();
         self.upstreams = assigned
@@ -186,7 +187,11 @@ impl State {
             .map(|&(addr, _)| {
                 old_upstreams
                     .iter()
-                    .find(|u| u.addr() == addr && u.protocol() == protocol)
+                    .find(|u| {
+                        u.addr() == addr
+                            && u.protocol() == protocol
+                            && PodTls::same(u.tls(), tls.as_ref())
+                    })
                     .map_or_else(
                         || {
                             Arc::new(
@@ -522,14 +527,7 @@ impl Target {
     /// every pod's connections.
     pub fn set_protocol(&self, protocol: AppProtocol, tls: Option<PodTls>) {
         let mut state = self.lock();
-        let same_tls = match (&state.tls, &tls) {
-            (None, None) => true,
-            (Some(a), Some(b)) => {
-                Arc::ptr_eq(&a.config, &b.config) && a.server_name == b.server_name
-            }
-            _ => false,
-        };
-        if state.protocol != protocol || !same_tls {
+        if state.protocol != protocol || !PodTls::same(state.tls.as_ref(), tls.as_ref()) {
             state.protocol = protocol;
             state.tls = tls;
             state.rebuild_pods();
@@ -661,6 +659,40 @@ mod tests {
             Admission::Ready(l) => l,
             Admission::Held(_) => panic!("expected a slot"),
         }
+    }
+
+    fn pod_tls(name: &str) -> PodTls {
+        let config = rustls::ClientConfig::builder_with_provider(keda_tls::provider())
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth();
+        PodTls {
+            config: Arc::new(config),
+            server_name: rustls_pki_types::ServerName::try_from(name.to_string())
+                .expect("a DNS name"),
+        }
+    }
+
+    /// A pod that stays behind a renamed Service is spoken to with the new name: its upstream
+    /// (and idle connections verified for the old name) is not reused.
+    #[tokio::test]
+    async fn a_pod_that_stays_gets_a_new_upstream_when_its_tls_changes() {
+        let (t, _wake) = target(0, 10, Duration::from_secs(30));
+        t.set_ready(vec![addr(1)]);
+        let name = |lease: &Lease| {
+            lease
+                .upstream()
+                .tls()
+                .map(|tls| tls.server_name.to_str().into_owned())
+        };
+        t.set_protocol(AppProtocol::Https, Some(pod_tls("web.ns.svc")));
+        let lease = ready(t.admit(|| 0).expect("admitted"));
+        assert_eq!(name(&lease).as_deref(), Some("web.ns.svc"));
+        drop(lease);
+        t.set_protocol(AppProtocol::Https, Some(pod_tls("shop.ns.svc")));
+        let lease = ready(t.admit(|| 0).expect("admitted"));
+        assert_eq!(name(&lease).as_deref(), Some("shop.ns.svc"));
     }
 
     #[tokio::test(start_paused = true)]

@@ -267,6 +267,19 @@ pub struct PodTls {
     pub server_name: rustls_pki_types::ServerName<'static>,
 }
 
+impl PodTls {
+    /// Whether `a` and `b` verify alike: the same configuration (trust and ALPN) and name.
+    pub fn same(a: Option<&PodTls>, b: Option<&PodTls>) -> bool {
+        match (a, b) {
+            (None, None) => true,
+            (Some(a), Some(b)) => {
+                Arc::ptr_eq(&a.config, &b.config) && a.server_name == b.server_name
+            }
+            _ => false,
+        }
+    }
+}
+
 /// The client configurations for TLS pods, from the CA bundle of `--pod-ca-file`: one per
 /// protocol, each trusting that bundle and nothing else. Each keeps its own TLS session cache
 /// (rustls' default, in memory), shared by every pod of every target it is used for, so a
@@ -377,6 +390,11 @@ impl Upstream {
     /// How the pod is spoken to.
     pub fn protocol(&self) -> AppProtocol {
         self.protocol
+    }
+
+    /// What its TLS connections verify, if it speaks TLS.
+    pub fn tls(&self) -> Option<&PodTls> {
+        self.tls.as_ref()
     }
 
     /// The HTTP/2 connection to the pod, opened if there is none or it closed.
