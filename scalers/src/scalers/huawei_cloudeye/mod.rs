@@ -189,6 +189,16 @@ impl CloudeyeConfig {
             let activation: f64 = p.get(&ACTIVATION_TARGET_METRIC_VALUE)?;
             p.get_opt::<f64>(&MIN_METRIC_VALUE)?;
             let collection_time: i64 = p.get(&METRIC_COLLECTION_TIME)?;
+            if collection_time <= 0
+                && let Some(found) = p.find(&METRIC_COLLECTION_TIME)?
+            {
+                // The query's window would be empty or reversed; Cloud Eye refuses it.
+                return Err(p.invalid(
+                    &METRIC_COLLECTION_TIME,
+                    found,
+                    "a number of seconds above 0",
+                ));
+            }
             let filter: String = p.get(&METRIC_FILTER)?;
             let period: String = p.get(&METRIC_PERIOD)?;
             let identity: String = p.get(&IDENTITY_ENDPOINT)?;

@@ -401,3 +401,18 @@ fn an_iam_list_keeps_at_most_its_bound_of_entries_over_its_pages() {
         "nothing of the refused page kept"
     );
 }
+
+#[test]
+fn a_collection_time_of_zero_or_less_is_refused_naming_it() {
+    for bad in ["0", "-300"] {
+        let err = parse(&with(META, "metricCollectionTime", bad), AUTH).unwrap_err();
+        assert!(err.contains("\"metricCollectionTime\""), "{bad}: {err}");
+        assert!(err.contains("above 0"), "{bad}: {err}");
+    }
+    assert_eq!(
+        parse(&with(META, "metricCollectionTime", "60"), AUTH)
+            .unwrap()
+            .collection_time,
+        60
+    );
+}
