@@ -10,10 +10,12 @@
 //! - [`scale_loop`]: one task per object: poll, decide, write, status.
 //! - [`snapshot`]: what one poll saw and decided, as plain data the explain endpoint reads.
 //! - [`routes`]: which `http` routes the activator refuses.
+//! - [`name_label`]: the `scaledobject.keda.sh/name` label as the watch cache keeps it.
 
 pub mod controller;
 pub mod hpa;
 pub mod metric_map;
+pub(crate) mod name_label;
 pub mod routes;
 pub mod scale_loop;
 pub mod settings;

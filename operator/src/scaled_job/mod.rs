@@ -293,6 +293,7 @@ impl ScaledJobController {
             self.config.label_selector.as_deref(),
             self.store.clone(),
             self.writer,
+            |_: &mut ScaledJob| {},
             |_: &watcher::Event<ScaledJob>| {},
         );
         let ctx = Arc::new(Context {

@@ -310,6 +310,7 @@ impl ScaledObjectController {
             self.config.label_selector.as_deref(),
             self.store.clone(),
             self.writer,
+            crate::scaled_object::name_label::compact,
             observe,
         );
         let hpas = scoped_watcher(

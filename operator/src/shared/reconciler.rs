@@ -261,21 +261,25 @@ pub(crate) fn reconcile_trigger<K: Resource>(obj: &K) -> Option<u64> {
     Some(h.finish())
 }
 
-/// The objects of one kind as the controller reconciles them: watched in `scope` into
-/// `writer`, each event shown to `observe` once the store has it, filtered by
-/// [`reconcile_trigger`].
+/// The objects of one kind as the controller reconciles them: watched in `scope`, shaped by
+/// `cached` (managed fields are always dropped) and kept in `writer`, each event shown to
+/// `observe` once the store has it, filtered by [`reconcile_trigger`].
 pub(crate) fn watch_objects<K: Object>(
     client: &Client,
     scope: &WatchScope,
     label_selector: Option<&str>,
     store: Store<K>,
     writer: Writer<K>,
+    cached: fn(&mut K),
     mut observe: impl FnMut(&watcher::Event<K>) + Send + 'static,
 ) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static {
     scoped_watcher(client, scope, &object_watch_config(label_selector), store)
-        // Nothing reads managedFields; on a real API server they are often the largest part of
-        // an object, kept 10,000 times over.
-        .modify(|o: &mut K| o.meta_mut().managed_fields = None)
+        .modify(move |o: &mut K| {
+            // Nothing reads managedFields; on a real API server they are often the largest
+            // part of an object, kept 10,000 times over.
+            o.meta_mut().managed_fields = None;
+            cached(o);
+        })
         .reflect(writer)
         .map_ok(move |event| {
             observe(&event);

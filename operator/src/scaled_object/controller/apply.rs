@@ -17,7 +17,7 @@ pub(super) fn claim_patch(so: &ScaledObject) -> Option<json_patch::Patch> {
     }
     let name = so.name_any();
     let has_finalizer = so.finalizers().iter().any(|f| f == FINALIZER);
-    let has_label = so.labels().get(SCALED_OBJECT_NAME_LABEL) == Some(&name);
+    let has_label = crate::scaled_object::name_label::has_own(so);
     if has_finalizer && has_label {
         return None;
     }

@@ -136,7 +136,7 @@ pub fn desired_hpa(
             MANAGED_BY.to_string(),
         ),
     ]);
-    for (k, v) in so.labels() {
+    for (k, v) in crate::scaled_object::name_label::labels(so).iter() {
         if !excluded.contains(&k.as_str()) {
             labels.insert(k.clone(), v.clone());
         }
