@@ -77,10 +77,12 @@ impl Wake {
     /// Cancellation-safe.
     pub async fn woken(&mut self) -> bool {
         loop {
-            if self.rx.is_empty() {
+            let (woken, index) = if let [rx] = self.rx.as_mut_slice() {
+                // The usual case, one source: no boxed futures.
+                (rx.changed().await.is_ok(), 0)
+            } else if self.rx.is_empty() {
                 return false;
-            }
-            let (woken, index) = {
+            } else {
                 let waits = self.rx.iter_mut().map(|rx| Box::pin(rx.changed()));
                 let (result, index, _rest) = futures::future::select_all(waits).await;
                 (result.is_ok(), index)
