@@ -297,12 +297,16 @@ impl<K: LoopKind> Loops<K> {
                         object_ref: ObjectRef::new(&name).within(&namespace),
                         uid: start.uid,
                         key,
+                        push: start
+                            .scalers
+                            .triggers
+                            .iter()
+                            .any(|t| t.scaler.push().is_some())
+                            .then(Arc::default),
                         scalers: start.scalers,
                         memory: start.memory,
                         token: start.token,
                         first_poll: gate,
-                        push_panics: Arc::default(),
-                        push_panicked: Arc::default(),
                     };
                     tokio::spawn(task.run(self.inner.config.ticks.ticker(interval)))
                 },
@@ -544,12 +548,19 @@ pub struct LoopTask<K: LoopKind> {
     pub(crate) token: CancellationToken,
     /// Opened by [`Loops::reconciled`].
     first_poll: Arc<Notify>,
-    /// Push tasks of this loop that panicked, by trigger index: their messages. The kind's
-    /// poll reports them as an internal error until the loop restarts
-    /// ([`push_panics`](Self::push_panics)).
-    push_panics: Arc<Mutex<BTreeMap<usize, String>>>,
+    /// The panics of its push tasks; `None` when it has no push scaler (most loops: two
+    /// allocations fewer each).
+    push: Option<Arc<PushPanics>>,
+}
+
+/// The push tasks of one loop that panicked.
+#[derive(Default)]
+struct PushPanics {
+    /// By trigger index: their messages. The kind's poll reports them as an internal error
+    /// until the loop restarts ([`LoopTask::push_panics`]).
+    messages: Mutex<BTreeMap<usize, String>>,
     /// Wakes the loop for a poll when a push task panicked.
-    push_panicked: Arc<Notify>,
+    panicked: Notify,
 }
 
 impl<K: LoopKind> LoopTask<K> {
@@ -564,7 +575,10 @@ impl<K: LoopKind> LoopTask<K> {
     /// The messages of the push tasks of this loop that panicked (they stay down until the
     /// loop restarts).
     pub(crate) fn push_panics(&self) -> Vec<String> {
-        lock(&self.push_panics).values().cloned().collect()
+        self.push
+            .as_ref()
+            .map(|push| lock(&push.messages).values().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// The object as the controller's reflector has it now.
@@ -657,7 +671,7 @@ impl<K: LoopKind> LoopTask<K> {
                         );
                         break;
                     }
-                    () = self.push_panicked.notified() => break,
+                    () = push_panicked(self.push.as_deref()) => break,
                     woken = woken(&mut wake), if wake_open => match woken {
                         true if K::wake_wanted(&self) => {
                             let (namespace, name) = self.names();
@@ -737,8 +751,7 @@ impl<K: LoopKind> LoopTask<K> {
             let tx = push_tx.clone();
             let metrics = self.loops.metrics().clone();
             let object_ref = self.object_ref.clone();
-            let push_panics = self.push_panics.clone();
-            let push_panicked = self.push_panicked.clone();
+            let push_panics = self.push.clone();
             tokio::spawn(async move {
                 let trigger = &scalers.triggers[i];
                 let Some(push) = trigger.scaler.push() else {
@@ -767,8 +780,10 @@ impl<K: LoopKind> LoopTask<K> {
                         (namespace, &object_ref.name),
                         &error,
                     );
-                    lock(&push_panics).insert(i, error.to_string());
-                    push_panicked.notify_one();
+                    if let Some(panics) = push_panics {
+                        lock(&panics.messages).insert(i, error.to_string());
+                        panics.panicked.notify_one();
+                    }
                 }
             });
         }
@@ -831,6 +846,14 @@ impl<K: LoopKind> LoopTask<K> {
         );
         recording::internal_panic(self.loops.metrics(), K::KIND, (namespace, name), &error);
         K::poll_panicked(self, error).await;
+    }
+}
+
+/// A push task of the loop panicked; never, for a loop without push scalers.
+async fn push_panicked(push: Option<&PushPanics>) {
+    match push {
+        Some(push) => push.panicked.notified().await,
+        None => std::future::pending().await,
     }
 }
 
