@@ -37,7 +37,7 @@ use super::ScaledJobError;
 use super::jobs::{JOB_NAME_LABEL, finished, finished_job, job_for, pod_view};
 use crate::process::telemetry::ResourceKind;
 use crate::scaled_object::scale_loop::{ReadContext, read_metric};
-use crate::scaled_object::snapshot::spec_target;
+use crate::scaled_object::snapshot::external_target;
 use crate::shared::error::Error;
 use crate::shared::events;
 use crate::shared::isolation::{INTERNAL_ERROR, InternalError};
@@ -368,10 +368,9 @@ impl Task {
         let mut internal = Vec::new();
         for t in &self.scalers.triggers {
             let (mut values, mut targets, mut active) = (Vec::new(), Vec::new(), false);
-            for ms in &t.metric_specs {
-                let Some(ext) = &ms.external else { continue };
-                targets.push(spec_target(ms).1);
-                let (reading, _) = read_metric(&self.scalers, t, ms, &ctx, None).await;
+            for ext in t.metric_specs.externals() {
+                targets.push(external_target(ext).1);
+                let (reading, _) = read_metric(&self.scalers, t, ext, &ctx, None).await;
                 values.extend(reading.value);
                 active |= reading.active;
                 activity.insert(

@@ -513,8 +513,7 @@ async fn apply_inner(sj: &ScaledJob, ctx: &Context) -> Result<Action, ScaledJobE
     let metric_names: Vec<String> = scalers
         .triggers
         .iter()
-        .flat_map(|t| &t.metric_specs)
-        .filter_map(|spec| spec.external.as_ref().map(|e| e.metric.name.clone()))
+        .flat_map(|t| t.external_metric_names().map(str::to_string))
         .collect();
     let metric_names = (!metric_names.is_empty()).then_some(metric_names);
     let mut became_ready = false;

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use k8s_openapi::api::autoscaling::v2::MetricSpec;
+use k8s_openapi::api::autoscaling::v2::{ExternalMetricSource, MetricSpec};
 use keda_api::ScaledObject;
 use keda_decide::fallback::{MetricHealth, MetricTargetType};
 use keda_decide::scale::{Observed, ScaleDecision, ScalingSettings, TriggerSummary};
@@ -74,11 +74,10 @@ impl TriggerTargets {
                 trigger_type: t.trigger_type.clone(),
                 metrics: t
                     .metric_specs
-                    .iter()
-                    .filter_map(|spec| {
-                        let ext = spec.external.as_ref()?;
-                        let (kind, target) = spec_target(spec);
-                        Some((ext.metric.name.clone(), kind, target))
+                    .externals()
+                    .map(|ext| {
+                        let (kind, target) = external_target(ext);
+                        (ext.metric.name.clone(), kind, target)
                     })
                     .collect(),
             })
@@ -128,9 +127,14 @@ pub fn quantity_value(q: &str) -> Option<f64> {
 
 /// The target type and value of an External metric spec.
 pub fn spec_target(spec: &MetricSpec) -> (MetricTargetType, f64) {
-    let Some(ext) = &spec.external else {
-        return (MetricTargetType::AverageValue, 0.0);
-    };
+    match &spec.external {
+        Some(ext) => external_target(ext),
+        None => (MetricTargetType::AverageValue, 0.0),
+    }
+}
+
+/// The target type and value of an External metric source.
+pub fn external_target(ext: &ExternalMetricSource) -> (MetricTargetType, f64) {
     let t = &ext.target;
     if t.type_ == "Value" {
         let v = t.value.as_ref().and_then(|q| quantity_value(&q.0));

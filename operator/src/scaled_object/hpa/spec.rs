@@ -54,13 +54,14 @@ pub fn metric_specs(so_name: &str, scalers: &ObjectScalers) -> Result<MetricSpec
     let mut out = MetricSpecs::default();
     let mut resource_specs = Vec::new();
     let mut external_specs = Vec::new();
-    for spec in scalers.triggers.iter().flat_map(|t| t.metric_specs.iter()) {
+    for spec in scalers.triggers.iter().flat_map(|t| t.metric_specs.specs()) {
+        let spec = spec.into_owned();
         if let Some(ext) = &spec.external {
             if out.external_names.contains(&ext.metric.name) {
                 return Err(Error::DuplicateMetricName(ext.metric.name.clone()));
             }
             out.external_names.push(ext.metric.name.clone());
-            external_specs.push(spec.clone());
+            external_specs.push(spec);
         } else {
             if let Some(r) = &spec.resource {
                 out.resource_names.push(r.name.clone());
@@ -68,7 +69,7 @@ pub fn metric_specs(so_name: &str, scalers: &ObjectScalers) -> Result<MetricSpec
             if let Some(r) = &spec.container_resource {
                 out.resource_names.push(r.name.clone());
             }
-            resource_specs.push(spec.clone());
+            resource_specs.push(spec);
         }
     }
     if let Some(m) = &scalers.modifiers {

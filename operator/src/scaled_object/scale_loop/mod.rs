@@ -405,8 +405,7 @@ impl ScaleLoops {
             )]);
         }
         for t in &scalers.triggers {
-            for spec in &t.metric_specs {
-                let Some(ext) = &spec.external else { continue };
+            for ext in t.metric_specs.externals() {
                 if !ext.metric.name.eq_ignore_ascii_case(metric_name) {
                     continue;
                 }
@@ -418,7 +417,7 @@ impl ScaleLoops {
                     Some(r) => r,
                     None => {
                         let prev = lock(&memory).health.get(&ext.metric.name).copied();
-                        let (r, health) = poll::read_metric(&scalers, t, spec, &ctx, prev).await;
+                        let (r, health) = poll::read_metric(&scalers, t, ext, &ctx, prev).await;
                         if let Some(h) = health {
                             lock(&memory).health.insert(ext.metric.name.clone(), h);
                         }

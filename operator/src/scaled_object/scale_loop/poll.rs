@@ -6,13 +6,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::autoscaling::v2::MetricSpec;
+use k8s_openapi::api::autoscaling::v2::ExternalMetricSource;
 use keda_scalers::MetricValue;
 use keda_scalers::request_metrics::{self, RequestLabels};
 
 use crate::process::telemetry::{Metrics, ResourceKind};
 use crate::scaled_object::metric_map::MetricMap;
-use crate::scaled_object::snapshot::{MetricReading, PollResult, spec_target};
+use crate::scaled_object::snapshot::{MetricReading, PollResult, external_target};
 use crate::shared::isolation::{TriggerRef, catch_panic};
 use crate::shared::recording::{self, ScalerLabels};
 use crate::shared::scalers::{ObjectScalers, TriggerScaler};
@@ -48,15 +48,11 @@ pub struct ReadContext<'a> {
 pub async fn read_metric(
     scalers: &ObjectScalers,
     trigger: &TriggerScaler,
-    spec: &MetricSpec,
+    spec: &ExternalMetricSource,
     ctx: &ReadContext<'_>,
     previous: Option<MetricHealth>,
 ) -> (MetricReading, Option<MetricHealth>) {
-    let metric = spec
-        .external
-        .as_ref()
-        .map(|e| e.metric.name.clone())
-        .unwrap_or_default();
+    let metric = spec.metric.name.clone();
     let labels = ScalerLabels {
         kind: ctx.kind,
         namespace: ctx.namespace,
@@ -135,7 +131,7 @@ pub async fn read_metric(
     let read_failure = value.as_ref().err().cloned();
     let (target_type, target) = match &scalers.modifiers {
         Some(m) => (m.metric_type, m.target),
-        None => spec_target(spec),
+        None => external_target(spec),
     };
     let fctx = FallbackContext {
         spec: ctx.fallback,
@@ -208,18 +204,12 @@ pub async fn poll(
     ctx: &ReadContext<'_>,
     previous: &MetricMap<MetricHealth>,
 ) -> PollResult {
-    let reads = scalers.triggers.iter().flat_map(|t| {
-        t.metric_specs
-            .iter()
-            .filter(|s| s.external.is_some())
-            .map(move |s| (t, s))
-    });
+    let reads = scalers
+        .triggers
+        .iter()
+        .flat_map(|t| t.metric_specs.externals().map(move |s| (t, s)));
     let futures = reads.map(|(t, s)| async move {
-        let name = s
-            .external
-            .as_ref()
-            .map(|e| e.metric.name.clone())
-            .unwrap_or_default();
+        let name = s.metric.name.clone();
         let prev = previous.get(&name).copied();
         let (reading, health) = read_metric(scalers, t, s, ctx, prev).await;
         (name, reading, health)
@@ -251,7 +241,7 @@ fn record_resource_triggers(scalers: &ObjectScalers, ctx: &ReadContext<'_>) {
         return;
     }
     for t in &scalers.triggers {
-        for spec in &t.metric_specs {
+        for spec in t.metric_specs.others() {
             let resource = spec
                 .resource
                 .as_ref()

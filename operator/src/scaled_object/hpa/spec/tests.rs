@@ -45,7 +45,7 @@ fn trigger(index: usize, trigger_type: &str, specs: Vec<MetricSpec>) -> TriggerS
         name: String::new(),
         trigger_type: trigger_type.into(),
         use_cached_metrics: false,
-        metric_specs: specs,
+        metric_specs: specs.into(),
         scaler: keda_scalers::BuiltScaler::Pull(Box::new(NoScaler)),
     }
 }
