@@ -429,6 +429,37 @@ mod tests {
         serde_yaml::from_str(&yaml).expect("yaml")
     }
 
+    #[test]
+    fn trigger_metrics_give_every_spec_back_as_declared_and_in_order() {
+        let spec = |json: serde_json::Value| -> MetricSpec {
+            serde_json::from_value(json).expect("metric spec")
+        };
+        let declared = vec![
+            spec(serde_json::json!({"type": "External", "external": {
+                "metric": {"name": "s0-redis-list"},
+                "target": {"type": "AverageValue", "averageValue": "5"}}})),
+            spec(serde_json::json!({"type": "Resource", "resource": {
+                "name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}}})),
+            // An External source with a selector and a Value target.
+            spec(serde_json::json!({"type": "External", "external": {
+                "metric": {"name": "s0-other", "selector": {"matchLabels": {"a": "b"}}},
+                "target": {"type": "Value", "value": "1500m"}}})),
+            // External with another source set too: kept whole, as declared.
+            spec(serde_json::json!({"type": "External", "external": {
+                "metric": {"name": "s0-odd"}, "target": {"type": "Value", "value": "1"}},
+                "resource": {"name": "memory", "target": {"type": "Utilization"}}})),
+        ];
+        let kept = TriggerMetrics::from(declared.clone());
+        let back: Vec<MetricSpec> = kept.specs().map(Cow::into_owned).collect();
+        assert_eq!(back, declared);
+        let names: Vec<&str> = kept.externals().map(|e| e.metric.name.as_str()).collect();
+        assert_eq!(names, ["s0-redis-list", "s0-other", "s0-odd"]);
+        let others: Vec<&MetricSpec> = kept.others().collect();
+        assert_eq!(others, [&declared[1], &declared[3]]);
+        assert!(matches!(kept.0[0], KeptSpec::External(_)));
+        assert!(matches!(kept.0[3], KeptSpec::Other(_)));
+    }
+
     #[tokio::test]
     async fn without_a_resolver_a_trigger_with_authentication_ref_is_not_built() {
         let so =
