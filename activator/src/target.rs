@@ -23,7 +23,7 @@ use crate::balance::{PodSlot, Replicas, assign, pick};
 use crate::error::ProxyError;
 use crate::metrics::TargetMetrics;
 use crate::stats::Meter;
-use crate::upstream::{AppProtocol, PodTls, Upstream};
+use crate::upstream::{AppProtocol, NoPodTls, PodTls, Upstream};
 
 /// The per-target settings from the `http` trigger.
 #[derive(Clone, Debug, PartialEq)]
@@ -129,8 +129,8 @@ struct State {
     pod_in_flight: Option<u32>,
     /// How the pods are spoken to (the Service port's `appProtocol`).
     protocol: AppProtocol,
-    /// How a TLS pod's certificate is checked.
-    tls: Option<PodTls>,
+    /// How a TLS pod's certificate is checked, or why it cannot be.
+    tls: Result<PodTls, NoPodTls>,
 }
 
 impl State {
@@ -190,7 +190,7 @@ impl State {
                     .find(|u| {
                         u.addr() == addr
                             && u.protocol() == protocol
-                            && PodTls::same(u.tls(), tls.as_ref())
+                            && PodTls::same(u.tls_or_why(), tls.as_ref())
                     })
                     .map_or_else(
                         || {
@@ -412,7 +412,7 @@ impl Target {
                 serving: false,
                 pod_in_flight: None,
                 protocol: AppProtocol::Http1,
-                tls: None,
+                tls: Err(NoPodTls::NotTls),
             }),
             wake,
             metrics,
@@ -525,7 +525,7 @@ impl Target {
 
     /// Sets how the pods are spoken to (and how a TLS pod is checked); a change replaces
     /// every pod's connections.
-    pub fn set_protocol(&self, protocol: AppProtocol, tls: Option<PodTls>) {
+    pub fn set_protocol(&self, protocol: AppProtocol, tls: Result<PodTls, NoPodTls>) {
         let mut state = self.lock();
         if state.protocol != protocol || !PodTls::same(state.tls.as_ref(), tls.as_ref()) {
             state.protocol = protocol;
@@ -686,11 +686,11 @@ mod tests {
                 .tls()
                 .map(|tls| tls.server_name.to_str().into_owned())
         };
-        t.set_protocol(AppProtocol::Https, Some(pod_tls("web.ns.svc")));
+        t.set_protocol(AppProtocol::Https, Ok(pod_tls("web.ns.svc")));
         let lease = ready(t.admit(|| 0).expect("admitted"));
         assert_eq!(name(&lease).as_deref(), Some("web.ns.svc"));
         drop(lease);
-        t.set_protocol(AppProtocol::Https, Some(pod_tls("shop.ns.svc")));
+        t.set_protocol(AppProtocol::Https, Ok(pod_tls("shop.ns.svc")));
         let lease = ready(t.admit(|| 0).expect("admitted"));
         assert_eq!(name(&lease).as_deref(), Some("shop.ns.svc"));
     }

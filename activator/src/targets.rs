@@ -17,6 +17,31 @@ use crate::metrics::SharedMetrics;
 use crate::proxy::SharedRoutes;
 use crate::route::{RouteSpec, RouteTable};
 use crate::target::{Target, TargetSettings};
+use crate::upstream::{NoPodTls, PodTls};
+
+/// How the pods of Service `service` in `namespace` are checked over TLS with `trust`: their
+/// certificate must name `<service>.<namespace>.svc`.
+///
+/// # Errors
+/// [`NoPodTls::InvalidServerName`]: that name cannot be a TLS server name, so no certificate
+/// can be checked for it (the pods then get no request, and the 502's log says why).
+fn pod_tls(
+    trust: Arc<rustls::ClientConfig>,
+    service: &str,
+    namespace: &str,
+) -> Result<PodTls, NoPodTls> {
+    let name = format!("{service}.{namespace}.svc");
+    match rustls_pki_types::ServerName::try_from(name.clone()) {
+        Ok(server_name) => Ok(PodTls {
+            config: trust,
+            server_name,
+        }),
+        Err(e) => Err(NoPodTls::InvalidServerName {
+            name,
+            reason: e.to_string(),
+        }),
+    }
+}
 
 /// One `http` trigger of one ScaledObject, parsed.
 #[derive(Clone, Debug, PartialEq)]
@@ -202,27 +227,23 @@ impl Targets {
         };
         // Only a TLS pod needs the name and the CA (this runs for every target on every watch
         // change).
-        let tls = matches!(
+        let tls = if matches!(
             protocol,
             crate::upstream::AppProtocol::H2 | crate::upstream::AppProtocol::Https
-        )
-        .then(|| {
-            self.pod_tls
+        ) {
+            let trust = self
+                .pod_tls
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .as_ref()
-                .and_then(|trust| trust.for_protocol(protocol).cloned())
-        })
-        .flatten()
-        .and_then(|config_tls| {
-            let name = format!("{}.{}.svc", config.trigger.service, key.namespace);
-            rustls_pki_types::ServerName::try_from(name)
-                .ok()
-                .map(|server_name| crate::upstream::PodTls {
-                    config: config_tls,
-                    server_name,
-                })
-        });
+                .and_then(|trust| trust.for_protocol(protocol).cloned());
+            match trust {
+                Some(trust) => pod_tls(trust, &config.trigger.service, &key.namespace),
+                None => Err(NoPodTls::NoCaFile),
+            }
+        } else {
+            Err(NoPodTls::NotTls)
+        };
         target.set_protocol(protocol, tls);
     }
 
@@ -238,5 +259,45 @@ impl Targets {
         for (target, _) in self.all() {
             target.set_replicas(replicas);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trust() -> Arc<rustls::ClientConfig> {
+        let config = rustls::ClientConfig::builder_with_provider(keda_tls::provider())
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth();
+        Arc::new(config)
+    }
+
+    #[test]
+    fn a_tls_pod_is_checked_for_its_services_name() {
+        let tls = pod_tls(trust(), "web", "shop").expect("a valid name");
+        assert_eq!(tls.server_name.to_str(), "web.shop.svc");
+    }
+
+    /// A name that cannot be a TLS server name is said to be the cause, not a missing
+    /// `--pod-ca-file` (there is one).
+    #[test]
+    fn a_service_name_that_cannot_be_a_tls_server_name_is_named_in_the_error() {
+        let error = pod_tls(trust(), "web", "bad namespace").expect_err("not a DNS name");
+        assert_eq!(
+            error,
+            NoPodTls::InvalidServerName {
+                name: "web.bad namespace.svc".to_string(),
+                reason: "invalid dns name".to_string(),
+            }
+        );
+        assert_eq!(
+            error.to_string(),
+            "the pod speaks TLS and its certificate cannot be checked: \"web.bad namespace.svc\" \
+             (<service>.<namespace>.svc) cannot be a TLS server name (invalid dns name)"
+        );
+        assert!(!error.to_string().contains("--pod-ca-file"), "{error}");
     }
 }

@@ -66,11 +66,9 @@ pub enum UpstreamError {
     /// A fast-path request head that cannot be made into a request again.
     #[error("the request head cannot be sent again as a request")]
     Head,
-    /// The pod speaks TLS and the activators have no CA to check it with.
-    #[error(
-        "the pod speaks TLS (appProtocol kubernetes.io/h2, https or kubernetes.io/wss) and no --pod-ca-file is given"
-    )]
-    NoPodTls,
+    /// The pod speaks TLS and its certificate cannot be checked: no CA, or no name to check.
+    #[error(transparent)]
+    NoPodTls(#[from] NoPodTls),
     /// The TLS handshake failed (the pod's certificate is not trusted, or not for the name).
     #[error("TLS with the pod failed: {0}")]
     Tls(#[source] std::io::Error),
@@ -80,6 +78,32 @@ pub enum UpstreamError {
     /// An HTTP/2 exchange was asked of a pod whose port is not marked for HTTP/2.
     #[error("the pod's port is not marked for HTTP/2")]
     NotHttp2,
+}
+
+/// Why a target's pods get no TLS connection at all (so no request): nothing is sent to a pod
+/// whose certificate cannot be checked, not even a TCP connection opened.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NoPodTls {
+    /// The pod's port is not marked for TLS (a plaintext protocol never asks for TLS).
+    #[error("the pod's port is not marked for TLS")]
+    NotTls,
+    /// The activators have no CA to check the pod with.
+    #[error(
+        "the pod speaks TLS (appProtocol kubernetes.io/h2, https or kubernetes.io/wss) and no --pod-ca-file is given"
+    )]
+    NoCaFile,
+    /// The name the pod's certificate must carry, `<service>.<namespace>.svc`, is not one a
+    /// TLS certificate can be checked for.
+    #[error(
+        "the pod speaks TLS and its certificate cannot be checked: \"{name}\" \
+         (<service>.<namespace>.svc) cannot be a TLS server name ({reason})"
+    )]
+    InvalidServerName {
+        /// The name.
+        name: String,
+        /// Why it cannot be one.
+        reason: String,
+    },
 }
 
 /// HTTP/2 carries what HTTP/1.1 says in its request line and Host header as pseudo-headers,
@@ -268,13 +292,12 @@ pub struct PodTls {
 }
 
 impl PodTls {
-    /// Whether `a` and `b` verify alike: the same configuration (trust and ALPN) and name.
-    pub fn same(a: Option<&PodTls>, b: Option<&PodTls>) -> bool {
+    /// Whether `a` and `b` verify alike: the same configuration (trust and ALPN) and name, or
+    /// the same reason for no TLS.
+    pub fn same(a: Result<&PodTls, &NoPodTls>, b: Result<&PodTls, &NoPodTls>) -> bool {
         match (a, b) {
-            (None, None) => true,
-            (Some(a), Some(b)) => {
-                Arc::ptr_eq(&a.config, &b.config) && a.server_name == b.server_name
-            }
+            (Err(a), Err(b)) => a == b,
+            (Ok(a), Ok(b)) => Arc::ptr_eq(&a.config, &b.config) && a.server_name == b.server_name,
             _ => false,
         }
     }
@@ -343,8 +366,8 @@ pub struct Upstream {
     /// opened on first use and again when it closes.
     h2: tokio::sync::Mutex<Option<http2::SendRequest<BoxedBody>>>,
     /// For [`AppProtocol::H2`] and [`AppProtocol::Https`]: how the pod's certificate is
-    /// checked; `None`: no `--pod-ca-file`, nothing is sent.
-    tls: Option<PodTls>,
+    /// checked; else why it cannot be, and nothing is sent.
+    tls: Result<PodTls, NoPodTls>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -371,12 +394,13 @@ impl Upstream {
             idle: Mutex::new(Vec::new()),
             protocol: AppProtocol::Http1,
             h2: tokio::sync::Mutex::new(None),
-            tls: None,
+            tls: Err(NoPodTls::NotTls),
         }
     }
 
-    /// The same, verifying a TLS pod with `tls`.
-    pub fn with_tls(mut self, tls: Option<PodTls>) -> Self {
+    /// The same, verifying a TLS pod with `tls` (or refusing to speak TLS to it, for that
+    /// reason).
+    pub fn with_tls(mut self, tls: Result<PodTls, NoPodTls>) -> Self {
         self.tls = tls;
         self
     }
@@ -394,6 +418,11 @@ impl Upstream {
 
     /// What its TLS connections verify, if it speaks TLS.
     pub fn tls(&self) -> Option<&PodTls> {
+        self.tls.as_ref().ok()
+    }
+
+    /// What its TLS connections verify, or why there are none.
+    pub fn tls_or_why(&self) -> Result<&PodTls, &NoPodTls> {
         self.tls.as_ref()
     }
 
@@ -452,7 +481,8 @@ impl Upstream {
     async fn connect_tls(
         &self,
     ) -> Result<tokio_rustls::client::TlsStream<edge::Stream>, UpstreamError> {
-        let tls = self.tls.clone().ok_or(UpstreamError::NoPodTls)?;
+        // Checked before connecting: a pod that cannot be verified is not even connected to.
+        let tls = self.tls.clone()?;
         let stream = self.connect_tcp().await?;
         tokio::time::timeout(
             CONNECT_TIMEOUT,
@@ -688,8 +718,8 @@ impl Upstream {
     /// HTTP/1.1 too; rustls refuses any other pick). Upgrades are carried over it.
     ///
     /// # Errors
-    /// [`UpstreamError::NoPodTls`] without `--pod-ca-file`; else the pod cannot be reached,
-    /// its certificate is refused, or the exchange failed.
+    /// [`UpstreamError::NoPodTls`] without `--pod-ca-file` (or a name to check); else the pod
+    /// cannot be reached, its certificate is refused, or the exchange failed.
     pub async fn send_tls(
         &self,
         mut request: Request<BoxedBody>,

@@ -9,7 +9,8 @@
 //! - HTTP/2 over TLS (`kubernetes.io/h2`) and HTTP/1.1 over TLS (`https`, `kubernetes.io/wss`:
 //!   requests with and without a body on kept-alive connections, a WebSocket), each pod's
 //!   certificate checked against `--pod-ca-file` for its Service's name, and refused (502,
-//!   logged) when it is not for that name or when there is no `--pod-ca-file`.
+//!   the cause logged, not told to the client) when it is not for that name, when another CA
+//!   issued it, or when there is no `--pod-ca-file` (then the pod is not even connected to).
 //!
 //! (HTTP/1.1 through a scale from zero: `scale_from_zero.rs`.)
 
@@ -436,6 +437,8 @@ async fn without_a_pod_ca_a_tls_pod_gets_no_request() {
 /// What an HTTP/1.1-over-TLS pod saw.
 #[derive(Default)]
 struct TlsSeen {
+    /// The peers of the TCP connections accepted, in order (before any TLS).
+    accepted: Mutex<Vec<SocketAddr>>,
     /// TLS connections accepted (handshakes completed).
     connections: AtomicUsize,
     /// Of those, the ones that resumed an earlier session.
@@ -459,7 +462,8 @@ async fn https_pod(
     let seen = Arc::new(TlsSeen::default());
     let counts = Arc::clone(&seen);
     tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
+        while let Ok((stream, peer)) = listener.accept().await {
+            counts.accepted.lock().expect("peers").push(peer);
             let config = Arc::clone(&config);
             let seen = Arc::clone(&counts);
             tokio::spawn(async move {
@@ -530,6 +534,53 @@ async fn https_pod(
         }
     });
     (addr, seen)
+}
+
+/// How many TCP connections the pod at `pod` accepted before now: a probe connection is made
+/// and its acceptance awaited, and the connections accepted before it counted. The kernel
+/// hands connections to `accept` in order, so one the activator made (even one it gave up on
+/// at once) is counted, however late the pod's task got to it.
+async fn tcp_accepted_before_now(pod: SocketAddr, seen: &TlsSeen) -> usize {
+    let probe = tokio::net::TcpStream::connect(pod).await.expect("probe");
+    let me = probe.local_addr().expect("probe");
+    common::eventually("the pod to accept the probe", || {
+        seen.accepted.lock().expect("peers").contains(&me)
+    })
+    .await;
+    seen.accepted
+        .lock()
+        .expect("peers")
+        .iter()
+        .position(|peer| *peer == me)
+        .expect("the probe was accepted")
+}
+
+/// The body of every 502 for `target` (`namespace/name`): the target and the reason only,
+/// never the pod's address or the cause (docs/http.md, "A 502's body names the target
+/// only"; `ProxyError::to_response`).
+fn public_502_body(target: &str) -> String {
+    format!(
+        r#"{{"error":"upstream_error","target":"{target}","message":"{target}: forwarding to a pod failed"}}"#
+    )
+}
+
+/// The activator's warnings `answered 502` for `target` (`namespace/name`), each with its
+/// cause.
+fn logged_502s<'a>(logs: &'a str, target: &str) -> Vec<&'a str> {
+    let prefix = format!("{target}: forwarding to pod");
+    logs.lines()
+        .filter(|line| line.contains("answered 502") && line.contains(&prefix))
+        .collect()
+}
+
+/// A WebSocket upgrade request for `host`, closing the connection after the answer.
+fn upgrade_request(host: &str) -> Vec<u8> {
+    format!(
+        "GET /chat HTTP/1.1\r\nHost: {host}\r\nConnection: Upgrade, close\r\n\
+         Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    )
+    .into_bytes()
 }
 
 /// The activator's log lines while the returned guard lives (this test's thread: the
@@ -745,13 +796,23 @@ async fn an_https_pod_with_a_certificate_for_another_name_gets_no_request_and_a_
             ),
         )
         .await;
-        assert_eq!(status, 502, "{method}");
-        assert!(
-            !answer.contains("certificate"),
-            "no cause for the client: {answer}"
+        // The cause is for the operators only: the client gets the public body, exactly.
+        assert_eq!(
+            (status, answer),
+            (502, public_502_body("shop/wrongname")),
+            "{method}"
         );
     }
     assert_eq!(seen.requests.load(Ordering::SeqCst), 0, "nothing was sent");
+    assert_eq!(
+        seen.connections.load(Ordering::SeqCst),
+        0,
+        "no TLS connection completed"
+    );
+    assert!(
+        tcp_accepted_before_now(pod, &seen).await >= 1,
+        "the activator connected and refused the certificate"
+    );
     let logs = logs.text();
     assert!(
         logs.matches("answered 502").count() >= 2
@@ -759,6 +820,15 @@ async fn an_https_pod_with_a_certificate_for_another_name_gets_no_request_and_a_
             && logs.contains("TLS with the pod failed"),
         "{logs}"
     );
+    // Each 502 is logged with its cause: the certificate is not for the Service's name.
+    let logged = logged_502s(&logs, "shop/wrongname");
+    assert_eq!(logged.len(), 2, "{logs}");
+    for line in logged {
+        assert!(
+            line.contains(r#"certificate not valid for name "wrongname.shop.svc""#),
+            "{line}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -776,24 +846,26 @@ async fn without_a_pod_ca_an_https_or_wss_pod_gets_no_request_and_a_502_is_logge
         .set_protocol(&key, AppProtocol::of(Some("kubernetes.io/wss")));
     act.targets.set_ready(&key, vec![pod]);
     let client = common::client();
-    let (status, _) = within(
+    let (status, body) = within(
         10,
         "the answer",
         common::get(&client, act.addr, "ws.example.com", "/hello"),
     )
     .await;
-    assert_eq!(status, 502);
+    assert_eq!((status, body), (502, public_502_body("shop/ws")));
     // An upgrade too.
-    let answer = common::exchange(
-        act.addr,
-        b"GET /chat HTTP/1.1\r\nHost: ws.example.com\r\nConnection: Upgrade, close\r\n\
-          Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
-          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
-    )
-    .await;
+    let answer = common::exchange(act.addr, &upgrade_request("ws.example.com")).await;
     assert!(answer.starts_with("HTTP/1.1 502"), "{answer}");
+    assert!(answer.ends_with(&public_502_body("shop/ws")), "{answer}");
     assert_eq!(
         seen.connections.load(Ordering::SeqCst),
+        0,
+        "no TLS connection"
+    );
+    // Not even a TCP connection: the activator knows it cannot check the pod before it
+    // connects.
+    assert_eq!(
+        tcp_accepted_before_now(pod, &seen).await,
         0,
         "not even connected"
     );
@@ -801,5 +873,113 @@ async fn without_a_pod_ca_an_https_or_wss_pod_gets_no_request_and_a_502_is_logge
     assert!(
         logs.matches("answered 502").count() >= 2 && logs.contains("no --pod-ca-file"),
         "{logs}"
+    );
+    let logged = logged_502s(&logs, "shop/ws");
+    assert_eq!(logged.len(), 2, "{logs}");
+    for line in logged {
+        assert!(line.contains("no --pod-ca-file is given"), "{line}");
+    }
+}
+
+#[tokio::test]
+async fn an_https_or_wss_pod_certified_by_another_ca_gets_no_request_and_a_502_is_logged() {
+    let ca = keda_tls::pki::CertificateAuthority::new("pods").expect("CA");
+    let other_ca = keda_tls::pki::CertificateAuthority::new("elsewhere").expect("CA");
+    let (logs, _logging) = Logs::capture();
+    let act = activator().await;
+    act.targets
+        .set_pod_tls(PodTrust::from_pem(ca.cert_pem().as_bytes()).expect("CA bundle"));
+    let client = common::client();
+    for (name, app_protocol) in [("wrongca", "https"), ("wrongcaws", "kubernetes.io/wss")] {
+        // The Service's name, but issued by a CA that --pod-ca-file does not hold.
+        let certified = format!("{name}.shop.svc");
+        let (pod, seen) = https_pod(&other_ca, &[certified.as_str()]).await;
+        let host = format!("{name}.example.com");
+        let key = act.route(name, &[("hosts", host.as_str()), ("service", name)], vec![]);
+        act.targets
+            .set_protocol(&key, AppProtocol::of(Some(app_protocol)));
+        act.targets.set_ready(&key, vec![pod]);
+        let target = format!("shop/{name}");
+        let (status, answer) = within(
+            10,
+            "the answer",
+            send(&client, act.addr, &host, "POST", "/echo", "secret"),
+        )
+        .await;
+        assert_eq!((status, answer), (502, public_502_body(&target)), "{name}");
+        let mut expected = 1;
+        if app_protocol == "kubernetes.io/wss" {
+            let answer = common::exchange(act.addr, &upgrade_request(&host)).await;
+            assert!(answer.starts_with("HTTP/1.1 502"), "{answer}");
+            assert!(answer.ends_with(&public_502_body(&target)), "{answer}");
+            expected += 1;
+        }
+        assert_eq!(
+            seen.requests.load(Ordering::SeqCst),
+            0,
+            "{name}: nothing sent"
+        );
+        assert_eq!(
+            seen.connections.load(Ordering::SeqCst),
+            0,
+            "{name}: no TLS connection completed"
+        );
+        assert!(
+            tcp_accepted_before_now(pod, &seen).await >= 1,
+            "{name}: the activator connected and refused the certificate"
+        );
+        let logs = logs.text();
+        let logged = logged_502s(&logs, &target);
+        assert_eq!(logged.len(), expected, "{logs}");
+        for line in logged {
+            assert!(
+                line.contains("TLS with the pod failed") && line.contains("UnknownIssuer"),
+                "{line}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_https_pod_whose_service_name_is_no_tls_name_gets_no_request_and_the_name_is_logged() {
+    let ca = keda_tls::pki::CertificateAuthority::new("pods").expect("CA");
+    let (logs, _logging) = Logs::capture();
+    let act = activator().await;
+    act.targets
+        .set_pod_tls(PodTrust::from_pem(ca.cert_pem().as_bytes()).expect("CA bundle"));
+    let (pod, seen) = https_pod(&ca, &["badname.shop.svc"]).await;
+    // The trigger's parser refuses such a Service name; a configuration built another way
+    // must still not be reported as a missing --pod-ca-file.
+    let mut cfg = config(
+        "badname",
+        &[("hosts", "badname.example.com"), ("service", "badname")],
+    );
+    cfg.trigger.service = "bad name".to_string();
+    let key = cfg.key.clone();
+    act.targets.apply(vec![cfg]);
+    act.targets.set_protocol(&key, AppProtocol::Https);
+    act.targets.set_ready(&key, vec![pod]);
+    let client = common::client();
+    let (status, body) = within(
+        10,
+        "the answer",
+        common::get(&client, act.addr, "badname.example.com", "/hello"),
+    )
+    .await;
+    assert_eq!((status, body), (502, public_502_body("shop/badname")));
+    assert_eq!(
+        tcp_accepted_before_now(pod, &seen).await,
+        0,
+        "not even connected"
+    );
+    let logs = logs.text();
+    let logged = logged_502s(&logs, "shop/badname");
+    assert_eq!(logged.len(), 1, "{logs}");
+    assert!(
+        logged[0].contains(
+            r#""bad name.shop.svc" (<service>.<namespace>.svc) cannot be a TLS server name"#
+        ) && !logged[0].contains("--pod-ca-file"),
+        "{}",
+        logged[0]
     );
 }
