@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use k8s_openapi::api::autoscaling::v2::{ExternalMetricSource, MetricSpec};
+use k8s_openapi::api::autoscaling::v2::ExternalMetricSource;
 use keda_api::ScaledObject;
 use keda_decide::fallback::{MetricHealth, MetricTargetType};
 use keda_decide::scale::{Observed, ScaleDecision, ScalingSettings, TriggerSummary};
@@ -123,14 +123,6 @@ pub fn quantity_value(q: &str) -> Option<f64> {
         }
     }
     q.parse().ok()
-}
-
-/// The target type and value of an External metric spec.
-pub fn spec_target(spec: &MetricSpec) -> (MetricTargetType, f64) {
-    match &spec.external {
-        Some(ext) => external_target(ext),
-        None => (MetricTargetType::AverageValue, 0.0),
-    }
 }
 
 /// The target type and value of an External metric source.

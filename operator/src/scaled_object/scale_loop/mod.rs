@@ -39,7 +39,9 @@ use tracing::{debug, info, warn};
 
 pub use poll::{ReadContext, read_metric};
 
-pub use crate::scaled_object::snapshot::{MetricReading, PollResult, quantity_value, spec_target};
+pub use crate::scaled_object::snapshot::{
+    MetricReading, PollResult, external_target, quantity_value,
+};
 pub use crate::shared::loops::{IntervalTicks, ManualTicks, Ticker, Ticks};
 
 use crate::process::telemetry::ResourceKind;
