@@ -115,8 +115,8 @@ impl CustomResourceKind {
 /// For a ScaledJob, `scaledObject` holds the ScaledJob's name and `type` is `scaledjob`, as in
 /// KEDA.
 ///
-/// The texts are shared (`Arc<str>`): the five families and the record of a trigger's series
-/// hold one copy of them, not five (about 800 bytes per trigger at 100,000 objects).
+/// The operator keeps a trigger's `scaler` and `metric` texts once, in its object's record of
+/// series (`per_object.rs`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ScalerLabels {
     /// The namespace of the ScaledObject or ScaledJob.
@@ -133,24 +133,25 @@ pub struct ScalerLabels {
     pub kind: ResourceKind,
 }
 
-impl ScalerLabels {
-    pub(super) fn owner(&self) -> Owner {
-        Owner {
-            namespace: self.namespace.clone(),
-            name: self.scaled_resource.clone(),
-            kind: self.kind,
-        }
-    }
+/// A series' [`ScalerLabels`] as they are encoded, borrowed from the record that keeps them.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ScalerSet<'a> {
+    pub(super) namespace: &'a str,
+    pub(super) scaled_resource: &'a str,
+    pub(super) scaler: &'a str,
+    pub(super) trigger_index: usize,
+    pub(super) metric: &'a str,
+    pub(super) kind: ResourceKind,
 }
 
-impl EncodeLabelSet for ScalerLabels {
+impl EncodeLabelSet for ScalerSet<'_> {
     fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
         let index = self.trigger_index.to_string();
         [
-            ("namespace", &*self.namespace),
-            ("metric", &*self.metric),
-            ("scaledObject", &*self.scaled_resource),
-            ("scaler", &*self.scaler),
+            ("namespace", self.namespace),
+            ("metric", self.metric),
+            ("scaledObject", self.scaled_resource),
+            ("scaler", self.scaler),
             ("triggerIndex", index.as_str()),
             ("type", self.kind.as_str()),
         ]
@@ -234,37 +235,46 @@ impl EncodeLabelSet for VerbLabels {
 }
 
 /// `{namespace, scaledObject}` or `{namespace, scaledJob}`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(super) struct ObjectLabels {
-    pub(super) namespace: String,
-    pub(super) name: String,
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ObjectLabels<'a> {
+    pub(super) namespace: &'a str,
+    pub(super) name: &'a str,
     pub(super) key: &'static str,
 }
 
-impl EncodeLabelSet for ObjectLabels {
+impl<'a> ObjectLabels<'a> {
+    pub(super) fn new(kind: ResourceKind, namespace: &'a str, name: &'a str) -> Self {
+        Self {
+            namespace,
+            name,
+            key: match kind {
+                ResourceKind::ScaledObject => "scaledObject",
+                ResourceKind::ScaledJob => "scaledJob",
+            },
+        }
+    }
+}
+
+impl EncodeLabelSet for ObjectLabels<'_> {
     fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
-        [
-            ("namespace", self.namespace.as_str()),
-            (self.key, self.name.as_str()),
-        ]
-        .encode(encoder)
+        [("namespace", self.namespace), (self.key, self.name)].encode(encoder)
     }
 }
 
 /// `{namespace, type, resource}` of the scale loop latency.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(super) struct LoopLabels {
-    pub(super) namespace: String,
+#[derive(Debug, Clone, Copy)]
+pub(super) struct LoopLabels<'a> {
+    pub(super) namespace: &'a str,
     pub(super) kind: ResourceKind,
-    pub(super) resource: String,
+    pub(super) resource: &'a str,
 }
 
-impl EncodeLabelSet for LoopLabels {
+impl EncodeLabelSet for LoopLabels<'_> {
     fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
         [
-            ("namespace", self.namespace.as_str()),
+            ("namespace", self.namespace),
             ("type", self.kind.as_str()),
-            ("resource", self.resource.as_str()),
+            ("resource", self.resource),
         ]
         .encode(encoder)
     }
@@ -370,12 +380,4 @@ impl EncodeLabelSet for BuildInfo {
         ]
         .encode(encoder)
     }
-}
-
-/// The object a set of per-scaler series belongs to, for deleting them when it goes.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(super) struct Owner {
-    pub(super) namespace: Arc<str>,
-    pub(super) name: Arc<str>,
-    pub(super) kind: ResourceKind,
 }

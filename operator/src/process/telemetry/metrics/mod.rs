@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -23,16 +23,17 @@ use keda_scalers::request_metrics::{RequestLabels, RequestObserver, RequestOutco
 
 mod labels;
 mod objects;
+mod per_object;
 mod scalers;
 mod service;
 mod shards;
 
 pub use labels::{BuildInfo, CustomResourceKind, ResourceKind, ScalerLabels};
 use labels::{
-    EmptyUpstreamLabels, GrpcCodeLabels, GrpcLabels, HttpRequestLabels, LoopLabels,
-    METRIC_SERVICE_GRPC_METHOD, ObjectLabels, Owner, PanicLabels, ResourceLabels, TriggerLabels,
-    VerbLabels,
+    EmptyUpstreamLabels, GrpcCodeLabels, GrpcLabels, HttpRequestLabels, METRIC_SERVICE_GRPC_METHOD,
+    PanicLabels, ResourceLabels, TriggerLabels, VerbLabels,
 };
+use per_object::PerObject;
 
 /// The `Content-Type` of [`Metrics::encode`]'s output (OpenMetrics text, which Prometheus
 /// scrapes natively).
@@ -43,8 +44,6 @@ const NAMESPACE: &str = "keda";
 
 /// KEDA reports cluster-scoped resources under this namespace label.
 const CLUSTER_SCOPE_NAMESPACE: &str = "default";
-
-type FloatGauge = Gauge<f64, AtomicU64>;
 
 /// Buckets of `rest_client_rate_limiter_duration_seconds`, client-go's (seconds).
 const RATE_LIMITER_BUCKETS: [f64; 12] = [
@@ -82,16 +81,11 @@ fn metric_service_histogram() -> Histogram {
 }
 
 struct Families {
-    scaler_value: Family<ScalerLabels, FloatGauge>,
-    scaler_latency: Family<ScalerLabels, FloatGauge>,
-    scaler_active: Family<ScalerLabels, FloatGauge>,
-    scaler_errors: Family<ScalerLabels, Counter>,
-    scaled_object_errors: Family<ObjectLabels, Counter>,
-    scaled_job_errors: Family<ObjectLabels, Counter>,
-    scaled_object_paused: Family<ObjectLabels, FloatGauge>,
+    /// The per-scaler and per-object families (values, latency, activity, errors, paused, loop
+    /// lag), kept per object and encoded at scrape time.
+    per_object: Arc<PerObject>,
     trigger_registered: Family<TriggerLabels, Gauge>,
     resource_registered: Family<ResourceLabels, Gauge>,
-    loop_latency: Family<LoopLabels, FloatGauge>,
     internal_panics: Family<PanicLabels, Counter>,
     build_info: Family<BuildInfo, Gauge>,
     rate_limiter_wait: WaitHistograms,
@@ -112,11 +106,6 @@ struct Inner {
     /// The Kubernetes client's families, named as client-go names them (`rest_client_`).
     client_registry: Registry,
     families: Families,
-    /// Per-scaler label sets recorded so far, by owner, so [`Metrics::forget_scalers`] can
-    /// delete them (KEDA's `DeletePartialMatch`).
-    /// A vector per owner: an object has a label set per trigger, most often one, and a hash
-    /// set would allocate room for several (about 600 bytes per object at 100,000 objects).
-    recorded: Mutex<HashMap<Owner, Vec<ScalerLabels>>>,
     /// The custom resources counted in `keda_resource_registered_total` (and their triggers in
     /// `keda_trigger_registered_total`), so that counting one again replaces what it counted
     /// before: KEDA's `*PromMetricsMap` of its controllers.
@@ -124,23 +113,37 @@ struct Inner {
     /// `--enable-high-cardinality-metrics-labels`: the HTTP duration histogram gets every
     /// label of the request counter.
     high_cardinality: AtomicBool,
+    /// The length of the last exposition [`Metrics::encode`] wrote: the next one starts with
+    /// room for it. Grown by doubling, the text of 100,000 objects (about 150 MB) went through
+    /// a series of ever larger buffers, and the allocator kept the smaller ones' memory after
+    /// the scrape; allocated at its size at once, it is one mapping, returned when it is freed.
+    last_len: AtomicUsize,
     /// The `keda_rs_shard_*` families, registered on first use (only with `--shards=auto`).
     shards: std::sync::OnceLock<shards::ShardFamilies>,
 }
 
-/// A custom resource counted in `keda_resource_registered_total`.
+/// A custom resource counted in `keda_resource_registered_total`: its kind and
+/// `namespace/name` in one text (neither part can hold a `/`), one allocation per resource.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct RegisteredKey {
     kind: CustomResourceKind,
-    namespace: String,
-    name: String,
+    path: Box<str>,
+}
+
+impl RegisteredKey {
+    fn new(kind: CustomResourceKind, namespace: &str, name: &str) -> Self {
+        Self {
+            kind,
+            path: format!("{namespace}/{name}").into(),
+        }
+    }
 }
 
 /// What one counted custom resource contributes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Registration {
-    uid: Option<String>,
-    trigger_types: Vec<String>,
+    uid: Option<Box<str>>,
+    trigger_types: Box<[Box<str>]>,
 }
 
 /// The operator's metrics registry and its typed recording API. Cheap to clone; clones share
@@ -196,16 +199,9 @@ impl Metrics {
     /// As [`new`](Self::new), with the given build information.
     pub fn with_build_info(build: BuildInfo) -> Self {
         let families = Families {
-            scaler_value: Family::default(),
-            scaler_latency: Family::default(),
-            scaler_active: Family::default(),
-            scaler_errors: Family::default(),
-            scaled_object_errors: Family::default(),
-            scaled_job_errors: Family::default(),
-            scaled_object_paused: Family::default(),
+            per_object: Arc::default(),
             trigger_registered: Family::default(),
             resource_registered: Family::default(),
-            loop_latency: Family::default(),
             internal_panics: Family::default(),
             build_info: Family::default(),
             rate_limiter_wait: Family::new_with_constructor(rate_limiter_histogram),
@@ -230,49 +226,6 @@ impl Metrics {
         );
         register(
             r,
-            "scaler_metrics_value",
-            "The current value for each scaler's metric that would be used by the HPA in computing the target average.",
-            f.scaler_value.clone(),
-        );
-        register(
-            r,
-            "scaler_metrics_latency_seconds",
-            "The latency of retrieving current metric from each scaler, in seconds.",
-            f.scaler_latency.clone(),
-        );
-        register(
-            r,
-            "scaler_active",
-            "Indicates whether a scaler is active (1), or not (0).",
-            f.scaler_active.clone(),
-        );
-        register(
-            r,
-            "scaled_object_paused",
-            "Indicates whether a ScaledObject is paused (1), or not (0).",
-            f.scaled_object_paused.clone(),
-        );
-        // Counters get their `_total` suffix from the encoder.
-        register(
-            r,
-            "scaler_detail_errors",
-            "The total number of errors encountered for each scaler.",
-            f.scaler_errors.clone(),
-        );
-        register(
-            r,
-            "scaled_object_errors",
-            "The number of errors that have occurred for each ScaledObject.",
-            f.scaled_object_errors.clone(),
-        );
-        register(
-            r,
-            "scaled_job_errors",
-            "Number of scaled job errors",
-            f.scaled_job_errors.clone(),
-        );
-        register(
-            r,
             "trigger_registered_total",
             "Total number of triggers per trigger type registered.",
             f.trigger_registered.clone(),
@@ -282,12 +235,6 @@ impl Metrics {
             "resource_registered_total",
             "Total number of KEDA custom resources per namespace for each custom resource type (CRD) registered.",
             f.resource_registered.clone(),
-        );
-        register(
-            r,
-            "internal_scale_loop_latency_seconds",
-            "Total deviation (in seconds) between the expected execution time and the actual execution time for the scaling loop.",
-            f.loop_latency.clone(),
         );
         // KEDA's gRPC server metrics of its metric service (`newPromServerMetrics`: namespace
         // `keda_internal_metricsservice`, go-grpc-middleware's names and help texts).
@@ -348,6 +295,8 @@ impl Metrics {
             "Panics caught while reconciling or polling one ScaledObject or ScaledJob, by the component that caught them.",
             f.internal_panics.clone(),
         );
+        // `keda_scaler_*`, `keda_scaled_object_*`, `keda_scaled_job_errors` and the loop lag.
+        r.register_collector(Box::new(f.per_object.clone()));
         let mut client_registry = Registry::default();
         register(
             &mut client_registry,
@@ -367,9 +316,9 @@ impl Metrics {
                 registry: RwLock::new(registry),
                 client_registry,
                 families,
-                recorded: Mutex::new(HashMap::new()),
                 registered: Mutex::new(HashMap::new()),
                 high_cardinality: AtomicBool::new(false),
+                last_len: AtomicUsize::new(0),
                 shards: std::sync::OnceLock::new(),
             }),
         }
@@ -377,23 +326,6 @@ impl Metrics {
 
     fn families(&self) -> &Families {
         &self.inner.families
-    }
-
-    /// Records `labels` among its owner's series and returns the recorded copy: the families
-    /// store clones of it, which share its texts.
-    fn remember(&self, labels: &ScalerLabels) -> ScalerLabels {
-        let mut recorded = self
-            .inner
-            .recorded
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let set = recorded.entry(labels.owner()).or_default();
-        if let Some(known) = set.iter().find(|l| *l == labels) {
-            return known.clone();
-        }
-        set.reserve_exact(1);
-        set.push(labels.clone());
-        labels.clone()
     }
 
     /// Registers another metric in the same registry (for example the metric service's request
@@ -415,7 +347,9 @@ impl Metrics {
             .read()
             .unwrap_or_else(PoisonError::into_inner);
         use prometheus_client::encoding::text::{encode_eof, encode_registry};
-        let mut text = String::new();
+        let last = self.inner.last_len.load(Ordering::Relaxed);
+        // A little more than last time, for the series added since.
+        let mut text = String::with_capacity(last.saturating_add(last / 16));
         // Writing to a String cannot fail; an encoder error would mean a broken label set, and
         // a scrape still gets everything written before it.
         let encoded = encode_registry(&mut text, &registry)
@@ -424,6 +358,7 @@ impl Metrics {
         if encoded.is_err() {
             let _ = writeln!(text, "# EOF");
         }
+        self.inner.last_len.store(text.len(), Ordering::Relaxed);
         text
     }
 }

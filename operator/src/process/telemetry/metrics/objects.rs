@@ -6,43 +6,29 @@ use super::*;
 impl Metrics {
     /// `keda_scaled_object_errors_total`: an error of the ScaledObject (reconcile or loop).
     pub fn scaled_object_error(&self, namespace: &str, name: &str) {
-        let labels = object_labels(ResourceKind::ScaledObject, namespace, name);
         self.families()
-            .scaled_object_errors
-            .get_or_create(&labels)
-            .inc();
+            .per_object
+            .object_errors(ResourceKind::ScaledObject, namespace, name, 1);
     }
 
     /// `keda_scaled_job_errors_total`: an error of the ScaledJob.
     pub fn scaled_job_error(&self, namespace: &str, name: &str) {
-        let labels = object_labels(ResourceKind::ScaledJob, namespace, name);
         self.families()
-            .scaled_job_errors
-            .get_or_create(&labels)
-            .inc();
+            .per_object
+            .object_errors(ResourceKind::ScaledJob, namespace, name, 1);
     }
 
     /// `keda_scaled_object_paused`: 1 while the ScaledObject is paused, else 0.
     pub fn paused(&self, namespace: &str, name: &str, paused: bool) {
-        let labels = object_labels(ResourceKind::ScaledObject, namespace, name);
-        self.families()
-            .scaled_object_paused
-            .get_or_create(&labels)
-            .set(if paused { 1.0 } else { 0.0 });
+        self.families().per_object.paused(namespace, name, paused);
     }
 
     /// `keda_internal_scale_loop_latency_seconds`: how late the loop's tick ran compared with
     /// when it was due.
     pub fn loop_latency(&self, namespace: &str, name: &str, kind: ResourceKind, lag: Duration) {
-        let labels = LoopLabels {
-            namespace: namespace.to_string(),
-            kind,
-            resource: name.to_string(),
-        };
         self.families()
-            .loop_latency
-            .get_or_create(&labels)
-            .set(lag.as_secs_f64());
+            .per_object
+            .loop_lag(kind, namespace, name, lag.as_secs_f64());
     }
 
     /// `keda_internal_panics_total`: `component` caught a panic in the work of the
@@ -114,14 +100,10 @@ impl Metrics {
         uid: Option<&str>,
         trigger_types: &[&str],
     ) {
-        let key = RegisteredKey {
-            kind,
-            namespace: namespace.to_string(),
-            name: name.to_string(),
-        };
+        let key = RegisteredKey::new(kind, namespace, name);
         let registration = Registration {
-            uid: uid.map(str::to_string),
-            trigger_types: trigger_types.iter().map(|t| (*t).to_string()).collect(),
+            uid: uid.map(Box::from),
+            trigger_types: trigger_types.iter().map(|t| Box::from(*t)).collect(),
         };
         let mut registered = self
             .inner
@@ -157,11 +139,7 @@ impl Metrics {
         (namespace, name): (&str, &str),
         uid: Option<&str>,
     ) {
-        let key = RegisteredKey {
-            kind,
-            namespace: namespace.to_string(),
-            name: name.to_string(),
-        };
+        let key = RegisteredKey::new(kind, namespace, name);
         let mut registered = self
             .inner
             .registered
@@ -185,45 +163,7 @@ impl Metrics {
     /// trigger does not keep reporting stale values. The object's error counter is kept, as in
     /// KEDA.
     pub fn forget_scalers(&self, namespace: &str, name: &str, kind: ResourceKind) {
-        let owner = Owner {
-            namespace: namespace.into(),
-            name: name.into(),
-            kind,
-        };
-        let labels = self
-            .inner
-            .recorded
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&owner)
-            .unwrap_or_default();
-        let f = self.families();
-        for labels in &labels {
-            f.scaler_value.remove(labels);
-            f.scaler_active.remove(labels);
-            f.scaler_latency.remove(labels);
-            f.scaler_errors.remove(labels);
-        }
-        if kind == ResourceKind::ScaledObject {
-            f.scaled_object_paused
-                .remove(&object_labels(kind, namespace, name));
-        }
-        f.loop_latency.remove(&LoopLabels {
-            namespace: namespace.to_string(),
-            kind,
-            resource: name.to_string(),
-        });
-    }
-}
-
-pub(super) fn object_labels(kind: ResourceKind, namespace: &str, name: &str) -> ObjectLabels {
-    ObjectLabels {
-        namespace: namespace.to_string(),
-        name: name.to_string(),
-        key: match kind {
-            ResourceKind::ScaledObject => "scaledObject",
-            ResourceKind::ScaledJob => "scaledJob",
-        },
+        self.families().per_object.forget(kind, namespace, name);
     }
 }
 

@@ -1,7 +1,6 @@
 //! What the scalers' reads record: values, activity, latency, errors, and the HTTP requests of
 //! HTTP-based scalers (`keda_scaler_*`).
 
-use super::objects::object_labels;
 use super::*;
 
 impl Metrics {
@@ -58,62 +57,36 @@ impl Metrics {
 
     /// `keda_scaler_metrics_value`: the metric value the HPA would use.
     pub fn scaler_value(&self, labels: &ScalerLabels, value: f64) {
-        let labels = self.remember(labels);
-        self.families()
-            .scaler_value
-            .get_or_create(&labels)
-            .set(value);
+        self.families().per_object.scaler_value(labels, value);
     }
 
     /// `keda_scaler_active`: 1 when the scaler is active, else 0.
     pub fn scaler_active(&self, labels: &ScalerLabels, active: bool) {
-        let labels = self.remember(labels);
-        self.families()
-            .scaler_active
-            .get_or_create(&labels)
-            .set(if active { 1.0 } else { 0.0 });
+        self.families().per_object.scaler_active(labels, active);
     }
 
     /// `keda_scaler_metrics_latency_seconds`: how long reading the scaler's metric took.
     pub fn scaler_latency(&self, labels: &ScalerLabels, latency: Duration) {
-        let labels = self.remember(labels);
         self.families()
-            .scaler_latency
-            .get_or_create(&labels)
-            .set(latency.as_secs_f64());
+            .per_object
+            .scaler_latency(labels, latency.as_secs_f64());
     }
 
     /// A failed scaler read: increments `keda_scaler_detail_errors_total` for the scaler and
     /// the owner's `keda_scaled_object_errors_total` (or `keda_scaled_job_errors_total`), as
     /// KEDA does.
     pub fn scaler_error(&self, labels: &ScalerLabels) {
-        let labels = &self.remember(labels);
-        self.families().scaler_errors.get_or_create(labels).inc();
-        match labels.kind {
-            ResourceKind::ScaledObject => {
-                self.scaled_object_error(&labels.namespace, &labels.scaled_resource)
-            }
-            ResourceKind::ScaledJob => {
-                self.scaled_job_error(&labels.namespace, &labels.scaled_resource)
-            }
-        }
+        let per_object = &self.families().per_object;
+        per_object.scaler_errors(labels, 1);
+        per_object.object_errors(labels.kind, &labels.namespace, &labels.scaled_resource, 1);
     }
 
     /// A successful scaler read: makes sure the error counters exist at 0 so `rate()` works
     /// from the first error on, as KEDA does.
     pub fn scaler_ok(&self, labels: &ScalerLabels) {
-        let labels = &self.remember(labels);
-        // Creating the series is the point; the returned read guard is released at once.
-        let _ = self.families().scaler_errors.get_or_create(labels);
-        let object = object_labels(labels.kind, &labels.namespace, &labels.scaled_resource);
-        match labels.kind {
-            ResourceKind::ScaledObject => {
-                let _ = self.families().scaled_object_errors.get_or_create(&object);
-            }
-            ResourceKind::ScaledJob => {
-                let _ = self.families().scaled_job_errors.get_or_create(&object);
-            }
-        }
+        let per_object = &self.families().per_object;
+        per_object.scaler_errors(labels, 0);
+        per_object.object_errors(labels.kind, &labels.namespace, &labels.scaled_resource, 0);
     }
 }
 

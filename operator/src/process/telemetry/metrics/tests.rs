@@ -611,3 +611,94 @@ fn extra_metrics_share_the_registry_and_the_prefix() {
     assert!(text.contains("keda_internal_extra_total 1"), "{text}");
     assert!(text.contains("# HELP keda_internal_extra An extra counter.\n"));
 }
+
+#[test]
+fn forgetting_keeps_the_object_s_error_count_and_a_later_recording_starts_fresh_series() {
+    let metrics = Metrics::with_build_info(build());
+    metrics.scaler_error(&labels(0));
+    metrics.scaler_error(&labels(0));
+    metrics.scaler_value(&labels(0), 3.0);
+    metrics.loop_latency(
+        "shop",
+        "orders",
+        ResourceKind::ScaledObject,
+        Duration::from_millis(5),
+    );
+    metrics.forget_scalers("shop", "orders", ResourceKind::ScaledObject);
+    let text = metrics.encode();
+    assert_eq!(
+        line_value(
+            &text,
+            r#"keda_scaled_object_errors_total{namespace="shop",scaledObject="orders"}"#
+        )
+        .as_deref(),
+        Some("2"),
+        "{text}"
+    );
+    // Families left without a series are not exposed at all, as an empty `Family` is not.
+    for gone in [
+        "keda_scaler_detail_errors",
+        "keda_scaler_metrics_value",
+        "keda_internal_scale_loop_latency_seconds",
+    ] {
+        assert!(!text.contains(&format!("# TYPE {gone} ")), "{gone}: {text}");
+    }
+    metrics.scaler_error(&labels(0));
+    let text = metrics.encode();
+    assert_eq!(
+        line_value(
+            &text,
+            &format!("keda_scaler_detail_errors_total{SCALER_LABELS_0}")
+        )
+        .as_deref(),
+        Some("1"),
+        "{text}"
+    );
+    assert_eq!(
+        line_value(
+            &text,
+            r#"keda_scaled_object_errors_total{namespace="shop",scaledObject="orders"}"#
+        )
+        .as_deref(),
+        Some("3"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_scaled_job_and_a_scaled_object_of_one_name_keep_their_own_series() {
+    let metrics = Metrics::with_build_info(build());
+    let job = ScalerLabels {
+        kind: ResourceKind::ScaledJob,
+        ..labels(0)
+    };
+    metrics.scaler_value(&labels(0), 1.0);
+    metrics.scaler_value(&job, 2.0);
+    metrics.loop_latency(
+        "shop",
+        "orders",
+        ResourceKind::ScaledJob,
+        Duration::from_millis(250),
+    );
+    metrics.forget_scalers("shop", "orders", ResourceKind::ScaledObject);
+    let text = metrics.encode();
+    assert_eq!(
+        line_value(
+            &text,
+            r#"keda_scaler_metrics_value{namespace="shop",metric="s0-redis-orders",scaledObject="orders",scaler="redisScaler",triggerIndex="0",type="scaledjob"}"#
+        )
+        .as_deref(),
+        Some("2.0"),
+        "{text}"
+    );
+    assert!(!text.contains(r#"type="scaledobject""#), "{text}");
+    assert_eq!(
+        line_value(
+            &text,
+            r#"keda_internal_scale_loop_latency_seconds{namespace="shop",type="scaledjob",resource="orders"}"#
+        )
+        .as_deref(),
+        Some("0.25"),
+        "{text}"
+    );
+}
