@@ -146,6 +146,9 @@ struct Report {
     max_polls_per_second: u64,
     first_window_polls: u64,
     throttled: f64,
+    /// Failed scaler reads (`keda_scaler_detail_errors_total`) during the steady window: each
+    /// can flip a status condition, so they explain status writes there.
+    scaler_errors: f64,
     requests_per_minute: BTreeMap<String, f64>,
     writes_per_minute: f64,
     lag_p50: f64,
@@ -616,6 +619,8 @@ async fn run_population(
     // Every loop's latest lag at the end of the window too.
     lags.extend(samples(&after, "keda_internal_scale_loop_latency_seconds"));
     let throttled = throttled(&after) - throttled(&before);
+    let scaler_errors = samples(&after, "keda_scaler_detail_errors_total").sum::<f64>()
+        - samples(&before, "keda_scaler_detail_errors_total").sum::<f64>();
     let (_, hwm) = rss_mib(pid);
     peak_rss = peak_rss.max(hwm);
     counting.cancel();
@@ -694,6 +699,7 @@ async fn run_population(
         max_polls_per_second: first_window.iter().copied().max().unwrap_or(0),
         first_window_polls: first_window.iter().sum(),
         throttled,
+        scaler_errors,
         requests_per_minute,
         writes_per_minute: writes as f64 * per_minute,
         lag_p50: percentile(&lags, 50.0),
@@ -738,8 +744,8 @@ fn print(report: &Report, args: &Args) {
         report.first_window_polls, report.max_polls_per_second, report.metrics_api_objects
     );
     println!(
-        "steady state: throttled requests {:.0} (goal 0), writes {:.1}/min (goal 0)",
-        report.throttled, report.writes_per_minute
+        "steady state: throttled requests {:.0} (goal 0), writes {:.1}/min (goal 0), failed scaler reads {:.0}",
+        report.throttled, report.writes_per_minute, report.scaler_errors
     );
     for (kind, n) in &report.requests_per_minute {
         println!("  {kind}: {n:.1}/min");
