@@ -72,7 +72,15 @@ pub fn conditions_or_initial(status: Option<&ScaledObjectStatus>) -> Vec<Conditi
 /// The merge patch that turns `current` into `desired`: the top-level fields that differ
 /// (`null` for a field to remove). `None` when they are equal.
 /// Works for any status type (ScaledObject, ScaledJob).
-pub fn status_patch<S: serde::Serialize>(current: &S, desired: &S) -> Option<Value> {
+///
+/// Every poll of every loop asks, and in steady state the answer is nearly always "equal":
+/// that is settled by comparing the two values first, and only statuses that differ are
+/// serialized (both to JSON, about a seventh of the operator's CPU in steady state when every
+/// poll did it). Values that differ but serialize alike still give `None`.
+pub fn status_patch<S: serde::Serialize + PartialEq>(current: &S, desired: &S) -> Option<Value> {
+    if current == desired {
+        return None;
+    }
     let as_map = |s: &S| match serde_json::to_value(s) {
         Ok(Value::Object(m)) => m,
         _ => Map::new(),
