@@ -77,6 +77,12 @@ impl<const N: usize> Values<N> {
     }
 }
 
+/// Where a trigger's numbers are in its [`Values`] (an object's are `OBJECT_*`).
+const TRIGGER_VALUE: usize = 0;
+const TRIGGER_LATENCY: usize = 1;
+const TRIGGER_ACTIVE: usize = 2;
+const TRIGGER_ERRORS: usize = 3;
+
 /// One trigger's series: value, latency, active (gauges) and detail errors (counter).
 #[derive(Debug)]
 struct TriggerSeries {
@@ -197,21 +203,23 @@ impl PerObject {
     }
 
     pub(super) fn scaler_value(&self, labels: &ScalerLabels, value: f64) {
-        self.with_trigger(labels, |t| t.values.gauge(0, VALUE, value));
+        self.with_trigger(labels, |t| t.values.gauge(TRIGGER_VALUE, VALUE, value));
     }
 
     pub(super) fn scaler_latency(&self, labels: &ScalerLabels, seconds: f64) {
-        self.with_trigger(labels, |t| t.values.gauge(1, LATENCY, seconds));
+        self.with_trigger(labels, |t| {
+            t.values.gauge(TRIGGER_LATENCY, LATENCY, seconds)
+        });
     }
 
     pub(super) fn scaler_active(&self, labels: &ScalerLabels, active: bool) {
         let value = if active { 1.0 } else { 0.0 };
-        self.with_trigger(labels, |t| t.values.gauge(2, ACTIVE, value));
+        self.with_trigger(labels, |t| t.values.gauge(TRIGGER_ACTIVE, ACTIVE, value));
     }
 
     /// Adds `by` (0: makes the counter exist) to the trigger's detail errors.
     pub(super) fn scaler_errors(&self, labels: &ScalerLabels, by: u64) {
-        self.with_trigger(labels, |t| t.values.count(3, ERRORS, by));
+        self.with_trigger(labels, |t| t.values.count(TRIGGER_ERRORS, ERRORS, by));
     }
 
     /// Adds `by` (0: makes the counter exist) to the object's errors.
@@ -381,10 +389,10 @@ impl Which {
     /// The trigger slot and flag of a per-trigger family.
     fn trigger_slot(self) -> Option<(usize, u8)> {
         match self {
-            Which::Value => Some((0, VALUE)),
-            Which::Latency => Some((1, LATENCY)),
-            Which::Active => Some((2, ACTIVE)),
-            Which::DetailErrors => Some((3, ERRORS)),
+            Which::Value => Some((TRIGGER_VALUE, VALUE)),
+            Which::Latency => Some((TRIGGER_LATENCY, LATENCY)),
+            Which::Active => Some((TRIGGER_ACTIVE, ACTIVE)),
+            Which::DetailErrors => Some((TRIGGER_ERRORS, ERRORS)),
             _ => None,
         }
     }
