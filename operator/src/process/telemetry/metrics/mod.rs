@@ -115,8 +115,9 @@ struct Inner {
     high_cardinality: AtomicBool,
     /// The length of the last exposition [`Metrics::encode`] wrote: the next one starts with
     /// room for it. Grown by doubling, the text of 100,000 objects (about 150 MB) went through
-    /// a series of ever larger buffers, and the allocator kept the smaller ones' memory after
-    /// the scrape; allocated at its size at once, it is one mapping, returned when it is freed.
+    /// a series of ever larger buffers, the smaller of which glibc serves from its heaps and
+    /// may keep after the scrape; allocated at its size at once, it is one mapping, returned
+    /// when it is freed.
     last_len: AtomicUsize,
     /// The `keda_rs_shard_*` families, registered on first use (only with `--shards=auto`).
     shards: std::sync::OnceLock<shards::ShardFamilies>,
