@@ -690,25 +690,13 @@ impl Upstream {
     /// [`UpstreamError`]: the pod cannot be reached or the exchange failed.
     pub async fn send(
         &self,
-        mut request: Request<Incoming>,
+        request: Request<Incoming>,
     ) -> Result<(Response<Incoming>, Connection), UpstreamError> {
         if self.protocol == AppProtocol::Https {
             return self.send_tls(request.map(BodyExt::boxed_unsync)).await;
         }
-        if let Some(mut sender) = self.take_idle()
-            && sender.ready().await.is_ok()
-        {
-            match sender.try_send_request(request).await {
-                Ok(response) => return Ok((response, Connection::Plain(sender))),
-                Err(mut failed) => match failed.take_message() {
-                    // Never written: the pod closed the idle connection meanwhile.
-                    Some(unsent) => request = unsent,
-                    None => return Err(failed.into_error().into()),
-                },
-            }
-        }
-        let mut sender = Self::handshake(self.connect_tcp().await?).await?;
-        let response = sender.send_request(request).await?;
+        let (response, sender) =
+            Self::send_on(self.take_idle(), request, self.connect_tcp()).await?;
         Ok((response, Connection::Plain(sender)))
     }
 
@@ -722,13 +710,32 @@ impl Upstream {
     /// cannot be reached, its certificate is refused, or the exchange failed.
     pub async fn send_tls(
         &self,
-        mut request: Request<BoxedBody>,
+        request: Request<BoxedBody>,
     ) -> Result<(Response<Incoming>, Connection), UpstreamError> {
-        if let Some(mut sender) = self.take_idle_tls()
+        let (response, sender) =
+            Self::send_on(self.take_idle_tls(), request, self.connect_tls()).await?;
+        Ok((response, Connection::Tls(sender)))
+    }
+
+    /// Sends `request` on `idle` when it is ready, or on a new connection from `connect` (only
+    /// awaited then); a request the idle connection could not take because it was closing goes
+    /// on the new one. What [`send`](Self::send) and [`send_tls`](Self::send_tls) share.
+    async fn send_on<S, B>(
+        idle: Option<SendRequest<B>>,
+        mut request: Request<B>,
+        connect: impl std::future::Future<Output = Result<S, UpstreamError>>,
+    ) -> Result<(Response<Incoming>, SendRequest<B>), UpstreamError>
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+        B: hyper::body::Body + Send + 'static,
+        B::Data: Send,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        if let Some(mut sender) = idle
             && sender.ready().await.is_ok()
         {
             match sender.try_send_request(request).await {
-                Ok(response) => return Ok((response, Connection::Tls(sender))),
+                Ok(response) => return Ok((response, sender)),
                 Err(mut failed) => match failed.take_message() {
                     // Never written: the pod closed the idle connection meanwhile.
                     Some(unsent) => request = unsent,
@@ -736,9 +743,9 @@ impl Upstream {
                 },
             }
         }
-        let mut sender = Self::handshake(self.connect_tls().await?).await?;
+        let mut sender = Self::handshake(connect.await?).await?;
         let response = sender.send_request(request).await?;
-        Ok((response, Connection::Tls(sender)))
+        Ok((response, sender))
     }
 }
 
