@@ -413,7 +413,7 @@ async fn grpc_held_at_zero_reaches_a_tls_pod_checked_for_its_service_name() {
 
 #[tokio::test]
 async fn without_a_pod_ca_a_tls_pod_gets_no_request() {
-    let ca = keda_tls::pki::CertificateAuthority::new("pods").expect("CA");
+    let (logs, _logging) = Logs::capture();
     let act = activator().await;
     let cfg = config(
         "secure",
@@ -422,16 +422,38 @@ async fn without_a_pod_ca_a_tls_pod_gets_no_request() {
     let key = cfg.key.clone();
     act.targets.apply(vec![cfg]);
     act.targets.set_protocol(&key, AppProtocol::H2);
-    act.targets
-        .set_ready(&key, vec![tls_pod(&ca, &["secure.shop.svc"]).await]);
+    // A pod that only counts the connections it is offered: without --pod-ca-file the
+    // activator cannot check an h2 pod's certificate, so it must not connect at all.
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("pod");
+    let pod = listener.local_addr().expect("pod");
+    let seen = Arc::new(TlsSeen::default());
+    {
+        let seen = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, peer)) = listener.accept().await {
+                seen.accepted.lock().expect("peers").push(peer);
+                drop(stream);
+            }
+        });
+    }
+    act.targets.set_ready(&key, vec![pod]);
     let client = common::client();
-    let (status, _) = within(
+    let (status, body) = within(
         10,
         "the answer",
         common::get(&client, act.addr, "secure.example.com", "/hello"),
     )
     .await;
-    assert_eq!(status, 502);
+    assert_eq!((status, body), (502, public_502_body("shop/secure")));
+    assert_eq!(
+        tcp_accepted_before_now(pod, &seen).await,
+        0,
+        "not even connected"
+    );
+    let logs = logs.text();
+    let logged = logged_502s(&logs, "shop/secure");
+    assert_eq!(logged.len(), 1, "{logs}");
+    assert!(logged[0].contains("no --pod-ca-file is given"), "{logs}");
 }
 
 /// What an HTTP/1.1-over-TLS pod saw.
