@@ -437,23 +437,16 @@ async fn without_a_pod_ca_a_tls_pod_gets_no_request() {
         });
     }
     act.targets.set_ready(&key, vec![pod]);
-    let client = common::client();
-    let (status, body) = within(
-        10,
-        "the answer",
-        common::get(&client, act.addr, "secure.example.com", "/hello"),
+    let logged = refused_unconnected(
+        act.addr,
+        "secure.example.com",
+        "shop/secure",
+        pod,
+        &seen,
+        &logs,
     )
     .await;
-    assert_eq!((status, body), (502, public_502_body("shop/secure")));
-    assert_eq!(
-        tcp_accepted_before_now(pod, &seen).await,
-        0,
-        "not even connected"
-    );
-    let logs = logs.text();
-    let logged = logged_502s(&logs, "shop/secure");
-    assert_eq!(logged.len(), 1, "{logs}");
-    assert!(logged[0].contains("no --pod-ca-file is given"), "{logs}");
+    assert!(logged.contains("no --pod-ca-file is given"), "{logged}");
 }
 
 /// What an HTTP/1.1-over-TLS pod saw.
@@ -575,6 +568,31 @@ async fn tcp_accepted_before_now(pod: SocketAddr, seen: &TlsSeen) -> usize {
         .iter()
         .position(|peer| *peer == me)
         .expect("the probe was accepted")
+}
+
+/// A GET of `/hello` for `host` through the activator at `addr` is answered with the public
+/// 502 of `target` (`namespace/name`), the pod at `pod` is not even connected to, and one 502 is
+/// logged for the target: its line, for the caller to check the cause.
+async fn refused_unconnected(
+    addr: SocketAddr,
+    host: &str,
+    target: &str,
+    pod: SocketAddr,
+    seen: &TlsSeen,
+    logs: &Logs,
+) -> String {
+    let client = common::client();
+    let (status, body) = within(10, "the answer", common::get(&client, addr, host, "/hello")).await;
+    assert_eq!((status, body), (502, public_502_body(target)));
+    assert_eq!(
+        tcp_accepted_before_now(pod, seen).await,
+        0,
+        "not even connected"
+    );
+    let logs = logs.text();
+    let logged = logged_502s(&logs, target);
+    assert_eq!(logged.len(), 1, "{logs}");
+    logged[0].to_string()
 }
 
 /// The body of every 502 for `target` (`namespace/name`): the target and the reason only,
@@ -981,27 +999,19 @@ async fn an_https_pod_whose_service_name_is_no_tls_name_gets_no_request_and_the_
     act.targets.apply(vec![cfg]);
     act.targets.set_protocol(&key, AppProtocol::Https);
     act.targets.set_ready(&key, vec![pod]);
-    let client = common::client();
-    let (status, body) = within(
-        10,
-        "the answer",
-        common::get(&client, act.addr, "badname.example.com", "/hello"),
+    let logged = refused_unconnected(
+        act.addr,
+        "badname.example.com",
+        "shop/badname",
+        pod,
+        &seen,
+        &logs,
     )
     .await;
-    assert_eq!((status, body), (502, public_502_body("shop/badname")));
-    assert_eq!(
-        tcp_accepted_before_now(pod, &seen).await,
-        0,
-        "not even connected"
-    );
-    let logs = logs.text();
-    let logged = logged_502s(&logs, "shop/badname");
-    assert_eq!(logged.len(), 1, "{logs}");
     assert!(
-        logged[0].contains(
+        logged.contains(
             r#""bad name.shop.svc" (<service>.<namespace>.svc) cannot be a TLS server name"#
-        ) && !logged[0].contains("--pod-ca-file"),
-        "{}",
-        logged[0]
+        ) && !logged.contains("--pod-ca-file"),
+        "{logged}"
     );
 }
