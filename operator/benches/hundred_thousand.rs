@@ -157,6 +157,8 @@ struct Report {
     read_p50: f64,
     read_p99: f64,
     read_errors: usize,
+    /// p50 and p99 of the reads by event source, and how many.
+    reads_by_source: Vec<(&'static str, f64, f64, usize)>,
 }
 
 fn free_addr() -> SocketAddr {
@@ -419,16 +421,31 @@ fn metric_path(hpa: &serde_json::Value) -> Option<String> {
     ))
 }
 
+/// The event source a read's metric comes from, by its name (`s0-redis-...`, `s0-cron-...`,
+/// else the metrics-api source in this process).
+fn source_of(path: &str) -> &'static str {
+    if path.contains("-redis-") {
+        "redis"
+    } else if path.contains("-cron-") {
+        "cron"
+    } else {
+        "metrics-api"
+    }
+}
+
+/// Reads' latencies (seconds, sorted) by event source.
+type BySource = BTreeMap<&'static str, Vec<f64>>;
+
 /// `reads` GETs of `paths` (round robin from a per-reader offset) by 4 readers, each on its own
 /// kept-alive TLS connection to the metrics-apiserver as the aggregator holds one: the latency
-/// of every read and how many did not answer 200.
+/// of every read, the same by event source, and how many did not answer 200.
 async fn hpa_reads(
     address: SocketAddr,
     serving: &CertificateAuthority,
     client: &PemPair,
     paths: Arc<Vec<String>>,
     reads: usize,
-) -> anyhow::Result<(Vec<f64>, usize)> {
+) -> anyhow::Result<(Vec<f64>, BySource, usize)> {
     use rustls_pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
     roots.add(rustls_pki_types::CertificateDer::from_pem_slice(
@@ -474,21 +491,28 @@ async fn hpa_reads(
                 let response = sender.send_request(request).await?;
                 let ok = response.status() == 200;
                 response.into_body().collect().await?;
-                latencies.push(sent.elapsed().as_secs_f64());
+                latencies.push((sent.elapsed().as_secs_f64(), source_of(path)));
                 errors += usize::from(!ok);
             }
             anyhow::Ok((latencies, errors))
         }));
     }
     let mut all = Vec::with_capacity(reads);
+    let mut by_source = BySource::new();
     let mut errors = 0;
     for task in tasks {
         let (latencies, e) = task.await??;
-        all.extend(latencies);
+        for (latency, source) in latencies {
+            all.push(latency);
+            by_source.entry(source).or_default().push(latency);
+        }
         errors += e;
     }
     all.sort_by(f64::total_cmp);
-    Ok((all, errors))
+    for latencies in by_source.values_mut() {
+        latencies.sort_by(f64::total_cmp);
+    }
+    Ok((all, by_source, errors))
 }
 
 async fn run_population(
@@ -677,7 +701,7 @@ async fn run_population(
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let (reads, read_errors) =
+    let (reads, by_source, read_errors) =
         hpa_reads(apiserver, &serving, &proxy_client, paths, args.reads).await?;
     cancel.cancel();
     operator.stop().await;
@@ -708,6 +732,10 @@ async fn run_population(
         read_p50: percentile(&reads, 50.0),
         read_p99: percentile(&reads, 99.0),
         read_errors,
+        reads_by_source: by_source
+            .iter()
+            .map(|(source, l)| (*source, percentile(l, 50.0), percentile(l, 99.0), l.len()))
+            .collect(),
     })
 }
 
@@ -763,6 +791,9 @@ fn print(report: &Report, args: &Args) {
         args.reads,
         report.read_errors
     );
+    for (source, p50, p99, n) in &report.reads_by_source {
+        println!("  {source}: p50 {} p99 {} ({n} reads)", ms(*p50), ms(*p99));
+    }
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
