@@ -413,6 +413,7 @@ async fn grpc_held_at_zero_reaches_a_tls_pod_checked_for_its_service_name() {
 
 #[tokio::test]
 async fn without_a_pod_ca_a_tls_pod_gets_no_request() {
+    let ca = keda_tls::pki::CertificateAuthority::new("pods").expect("CA");
     let (logs, _logging) = Logs::capture();
     let act = activator().await;
     let cfg = config(
@@ -422,20 +423,9 @@ async fn without_a_pod_ca_a_tls_pod_gets_no_request() {
     let key = cfg.key.clone();
     act.targets.apply(vec![cfg]);
     act.targets.set_protocol(&key, AppProtocol::H2);
-    // A pod that only counts the connections it is offered: without --pod-ca-file the
-    // activator cannot check an h2 pod's certificate, so it must not connect at all.
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("pod");
-    let pod = listener.local_addr().expect("pod");
-    let seen = Arc::new(TlsSeen::default());
-    {
-        let seen = seen.clone();
-        tokio::spawn(async move {
-            while let Ok((stream, peer)) = listener.accept().await {
-                seen.accepted.lock().expect("peers").push(peer);
-                drop(stream);
-            }
-        });
-    }
+    // A TLS pod (ALPN h2 offered) that counts the connections it is offered: without
+    // --pod-ca-file the activator cannot check its certificate, so it must not connect at all.
+    let (pod, seen) = https_pod(&ca, &["secure.shop.svc"]).await;
     act.targets.set_ready(&key, vec![pod]);
     let logged = refused_unconnected(
         act.addr,
