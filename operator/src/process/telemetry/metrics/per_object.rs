@@ -6,7 +6,8 @@
 //!
 //! A prometheus-client `Family` per metric kept a hash-table entry, a copy of the label set and
 //! an `Arc` per series, and a record of each object's label sets beside them so they could be
-//! deleted: about 1.5 KB per object at 100,000 objects, for eight numbers. Here an object is one
+//! deleted: about 1.2 KB more per object than this (measured at 100,000 objects,
+//! docs/benchmarks.md "Fifth round"), for eight numbers. Here an object is one
 //! entry (its name) in the map of its namespace, with its triggers' series in an exact-size
 //! vector; a series that was never recorded is not exposed, as a `Family` exposes only the label
 //! sets it was asked for.
