@@ -137,10 +137,14 @@ impl Default for CacheTtl {
 /// The most decisions kept; past it, expired ones are dropped, then all.
 const MAX_CACHED: usize = 10_000;
 
+/// The resource a SubjectAccessReview names for every resource of the group.
+const EVERY_RESOURCE: &str = "*";
+
 /// A reviewer in front of which decisions are cached for their TTL. Failures are never cached.
 pub struct CachedAuthorizer {
     reviewer: Arc<dyn AccessReviewer>,
     ttl: CacheTtl,
+    namespace_wide: bool,
     cache: Mutex<HashMap<AccessRequest, (Decision, Instant)>>,
 }
 
@@ -148,6 +152,7 @@ impl std::fmt::Debug for CachedAuthorizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CachedAuthorizer")
             .field("ttl", &self.ttl)
+            .field("namespace_wide", &self.namespace_wide)
             .finish_non_exhaustive()
     }
 }
@@ -158,15 +163,50 @@ impl CachedAuthorizer {
         Self {
             reviewer,
             ttl,
+            namespace_wide: false,
             cache: Mutex::new(HashMap::new()),
         }
     }
 
-    /// The decision for `request`, from the cache while it is fresh.
+    /// First asks whether the user may `list` every resource of the group in the namespace
+    /// (resource `*`), and asks about the one metric only when not.
+    ///
+    /// Each metric is its own resource, and the HPA reads each about every 15 s, longer than
+    /// a decision is cached: asked metric by metric, every read costs a SubjectAccessReview
+    /// (100,000 objects: ~6,700 a second against the API server). Asked once per user and
+    /// namespace, it costs one per TTL. The answer is the same under RBAC and ABAC, where only
+    /// a rule for every resource allows `*`, and that rule allows each one; it differs only
+    /// under an authorization webhook that allows `*` yet denies one metric by name
+    /// (`--authorization-namespace-wide=false` then).
+    #[must_use]
+    pub fn namespace_wide(mut self, on: bool) -> Self {
+        self.namespace_wide = on;
+        self
+    }
+
+    /// The decision for `request`, from the cache while it is fresh: allowed when the user may
+    /// list every metric of the namespace ([`namespace_wide`](Self::namespace_wide)), else the
+    /// decision about the metric itself.
     ///
     /// # Errors
     /// [`AuthzError`] from the reviewer.
     pub async fn authorize(&self, request: &AccessRequest) -> Result<Decision, AuthzError> {
+        if self.namespace_wide && request.metric != EVERY_RESOURCE {
+            let every = AccessRequest {
+                user: request.user.clone(),
+                namespace: request.namespace.clone(),
+                metric: EVERY_RESOURCE.to_string(),
+            };
+            let decision = self.decide(&every).await?;
+            if decision.allowed {
+                return Ok(decision);
+            }
+        }
+        self.decide(request).await
+    }
+
+    /// The reviewer's decision for `request`, cached for its TTL.
+    async fn decide(&self, request: &AccessRequest) -> Result<Decision, AuthzError> {
         let now = Instant::now();
         if let Some(decision) = self.cached(request, now) {
             return Ok(decision);
@@ -289,6 +329,123 @@ mod tests {
         assert!(authz.authorize(&request("bob")).await.is_err());
         assert!(authz.authorize(&request("bob")).await.is_err());
         assert_eq!(counting.calls.load(Ordering::SeqCst), 2);
+    }
+
+    /// Allows what `allows` allows, and records every request it was asked.
+    struct Policy {
+        allows: fn(&AccessRequest) -> bool,
+        asked: Mutex<Vec<(String, String)>>,
+    }
+
+    #[async_trait]
+    impl AccessReviewer for Policy {
+        async fn review(&self, request: &AccessRequest) -> Result<Decision, AuthzError> {
+            self.asked
+                .lock()
+                .expect("lock")
+                .push((request.namespace.clone(), request.metric.clone()));
+            Ok(Decision {
+                allowed: (self.allows)(request),
+                reason: format!("asked about {}", request.metric),
+            })
+        }
+    }
+
+    fn policy(allows: fn(&AccessRequest) -> bool) -> Arc<Policy> {
+        Arc::new(Policy {
+            allows,
+            asked: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn read(namespace: &str, metric: &str) -> AccessRequest {
+        AccessRequest {
+            namespace: namespace.into(),
+            metric: metric.into(),
+            ..request("system:serviceaccount:kube-system:horizontal-pod-autoscaler")
+        }
+    }
+
+    fn asked(policy: &Policy) -> Vec<(String, String)> {
+        policy.asked.lock().expect("lock").clone()
+    }
+
+    fn pair(namespace: &str, metric: &str) -> (String, String) {
+        (namespace.to_string(), metric.to_string())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_namespace_wide_grant_answers_every_metric_of_the_namespace_with_one_review() {
+        let policy = policy(|r| r.metric == "*");
+        let authz = CachedAuthorizer::new(policy.clone(), CacheTtl::default()).namespace_wide(true);
+        for metric in ["s0-redis-a", "s0-redis-b", "s1-cron-c"] {
+            let decision = authz
+                .authorize(&read("apps", metric))
+                .await
+                .expect("decision");
+            assert!(decision.allowed, "{metric}: {decision:?}");
+        }
+        assert!(
+            authz
+                .authorize(&read("web", "s0-redis-a"))
+                .await
+                .expect("decision")
+                .allowed
+        );
+        assert_eq!(asked(&policy), vec![pair("apps", "*"), pair("web", "*")]);
+        // The grant is asked again once its decision expires.
+        tokio::time::advance(Duration::from_secs(11)).await;
+        assert!(
+            authz
+                .authorize(&read("apps", "s0-redis-a"))
+                .await
+                .expect("decision")
+                .allowed
+        );
+        assert_eq!(asked(&policy).len(), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_a_namespace_wide_grant_each_metric_is_asked_about() {
+        let policy = policy(|r| r.metric == "s0-redis-a");
+        let authz = CachedAuthorizer::new(policy.clone(), CacheTtl::default()).namespace_wide(true);
+        assert!(
+            authz
+                .authorize(&read("apps", "s0-redis-a"))
+                .await
+                .expect("decision")
+                .allowed
+        );
+        let denied = authz
+            .authorize(&read("apps", "s0-redis-b"))
+            .await
+            .expect("decision");
+        assert!(!denied.allowed);
+        // The refusal is the metric's own, not the namespace-wide question's.
+        assert_eq!(denied.reason, "asked about s0-redis-b");
+        assert_eq!(
+            asked(&policy),
+            vec![
+                pair("apps", "*"),
+                pair("apps", "s0-redis-a"),
+                pair("apps", "s0-redis-b")
+            ]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn switched_off_only_the_metric_is_asked_about() {
+        let policy = policy(|r| r.metric == "*");
+        let authz =
+            CachedAuthorizer::new(policy.clone(), CacheTtl::default()).namespace_wide(false);
+        assert!(
+            !authz
+                .authorize(&read("apps", "s0-redis-a"))
+                .await
+                .expect("decision")
+                .allowed
+        );
+        assert_eq!(asked(&policy), vec![pair("apps", "s0-redis-a")]);
     }
 
     #[test]

@@ -98,6 +98,14 @@ pub struct Args {
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub authorization_webhook_cache_unauthorized_ttl: Duration,
 
+    /// Authorize a metric read by first asking whether the user may `list` every resource of
+    /// `external.metrics.k8s.io` in the namespace (one SubjectAccessReview per user, namespace
+    /// and TTL instead of one per metric); `false` asks about each metric only, as KEDA does.
+    /// The answers differ only under an authorization webhook that allows `*` yet denies a
+    /// metric by name.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_value_t = true, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub authorization_namespace_wide: bool,
+
     /// `host:port` of the keda-rs operator's metric service.
     #[arg(long, default_value = "keda-operator.keda.svc.cluster.local:9666")]
     pub metrics_service_address: String,
@@ -341,6 +349,18 @@ mod tests {
         );
         assert_eq!(args.requestheader_username_headers, vec!["X-Remote-User"]);
         assert_eq!(args.metrics_service_timeout, Duration::from_secs(3));
+    }
+
+    #[test]
+    fn reads_are_authorized_namespace_wide_unless_switched_off() {
+        let parse = |extra: &[&str]| {
+            let mut argv = vec!["keda-metrics-apiserver"];
+            argv.extend_from_slice(extra);
+            Args::try_parse_from(argv).expect("parses")
+        };
+        assert!(parse(&[]).authorization_namespace_wide);
+        assert!(parse(&["--authorization-namespace-wide"]).authorization_namespace_wide);
+        assert!(!parse(&["--authorization-namespace-wide=false"]).authorization_namespace_wide);
     }
 
     #[test]

@@ -276,13 +276,16 @@ pub async fn run(args: Args, cancel: CancellationToken) -> Result<(), StartError
         args.kubeconfig.as_deref(),
     )
     .await?;
-    let authorizer = Arc::new(CachedAuthorizer::new(
-        Arc::new(SubjectAccessReviewer::new(authz_client)),
-        CacheTtl {
-            allowed: args.authorization_webhook_cache_authorized_ttl,
-            denied: args.authorization_webhook_cache_unauthorized_ttl,
-        },
-    ));
+    let authorizer = Arc::new(
+        CachedAuthorizer::new(
+            Arc::new(SubjectAccessReviewer::new(authz_client)),
+            CacheTtl {
+                allowed: args.authorization_webhook_cache_authorized_ttl,
+                denied: args.authorization_webhook_cache_unauthorized_ttl,
+            },
+        )
+        .namespace_wide(args.authorization_namespace_wide),
+    );
 
     // The operator: our identity from the files, or, when none of them exists, from our
     // Secret (which the operator creates), followed as it changes.
