@@ -91,19 +91,54 @@ pub fn start_offset(k: u64, interval: Duration) -> Duration {
 /// bench, docs/benchmarks.md). With a sequence per group, each group is within its share of
 /// about two loops in any second; a source that several groups read (objects with different
 /// intervals, or other triggers beside it) gets the sum of evenly spread groups.
-#[derive(Debug, Default)]
+///
+/// A place is a time within the interval counted from one epoch (when the `Spread` was made),
+/// not from each loop's start: loops start over seconds (the reconciles of thousands of
+/// objects take a while), and places counted from their own starts would be as uneven as the
+/// starts. From the epoch, every first poll is on its place whenever its loop started (a loop
+/// that starts after its place in the current interval waits for it in the next), so the
+/// first polls are as even as the places.
+#[derive(Debug)]
 pub struct Spread {
+    /// Where the places are counted from.
+    epoch: tokio::time::Instant,
     /// The next index of each group, by (interval, sorted trigger types joined with `,`).
     next: Mutex<HashMap<(Duration, String), u64>>,
 }
 
+impl Default for Spread {
+    /// Places counted from now.
+    fn default() -> Self {
+        Self::from_epoch(tokio::time::Instant::now())
+    }
+}
+
 impl Spread {
+    /// Places counted from `epoch`.
+    pub fn from_epoch(epoch: tokio::time::Instant) -> Self {
+        Self {
+            epoch,
+            next: Mutex::default(),
+        }
+    }
+
     /// The wait before the first poll of the next loop polling every `interval` with triggers
-    /// of `trigger_types` (order and repetition do not matter).
+    /// of `trigger_types` (order and repetition do not matter), starting now.
     pub fn offset<'a>(
         &self,
         interval: Duration,
         trigger_types: impl IntoIterator<Item = &'a str>,
+    ) -> Duration {
+        self.offset_at(interval, trigger_types, tokio::time::Instant::now())
+    }
+
+    /// [`offset`](Self::offset) for a loop starting at `now`: the time from `now` until its
+    /// place comes next.
+    pub fn offset_at<'a>(
+        &self,
+        interval: Duration,
+        trigger_types: impl IntoIterator<Item = &'a str>,
+        now: tokio::time::Instant,
     ) -> Duration {
         let mut types: Vec<&str> = trigger_types.into_iter().collect();
         types.sort_unstable();
@@ -114,7 +149,16 @@ impl Spread {
             *n += 1;
             *n - 1
         };
-        start_offset(k, interval)
+        let place = start_offset(k, interval).as_nanos();
+        let period = interval.as_nanos();
+        if period == 0 {
+            return Duration::ZERO;
+        }
+        // Where in the interval `now` is, counted from the epoch.
+        let into = now.saturating_duration_since(self.epoch).as_nanos() % period;
+        let wait = (place + period - into) % period;
+        // Below `interval`, which is a Duration: it fits.
+        Duration::from_nanos(u64::try_from(wait).unwrap_or(u64::MAX))
     }
 }
 
@@ -196,7 +240,8 @@ mod tests {
     /// spread evenly on its own, not only the three together.
     #[test]
     fn each_group_is_spread_evenly_whatever_the_others_in_between() {
-        let spread = Spread::default();
+        let epoch = tokio::time::Instant::now();
+        let spread = Spread::from_epoch(epoch);
         let interval = Duration::from_secs(30);
         let sources = ["redis", "metrics-api", "cron"];
         let mut per_second = [[0u64; 30]; 3];
@@ -208,7 +253,7 @@ mod tests {
             x ^= x >> 7;
             x ^= x << 17;
             let s = usize::try_from(x % 3).expect("small");
-            let offset = spread.offset(interval, [sources[s]]);
+            let offset = spread.offset_at(interval, [sources[s]], epoch);
             per_second[s][usize::try_from(offset.as_secs()).expect("small")] += 1;
             count[s] += 1;
         }
@@ -225,26 +270,60 @@ mod tests {
 
     #[test]
     fn a_group_is_an_interval_and_a_set_of_trigger_types() {
-        let spread = Spread::default();
+        let epoch = tokio::time::Instant::now();
+        let spread = Spread::from_epoch(epoch);
+        let offset =
+            |interval, types: &[&str]| spread.offset_at(interval, types.iter().copied(), epoch);
         let (thirty, sixty) = (Duration::from_secs(30), Duration::from_secs(60));
-        assert_eq!(
-            spread.offset(thirty, ["kafka", "cron"]),
-            start_offset(0, thirty)
-        );
+        assert_eq!(offset(thirty, &["kafka", "cron"]), start_offset(0, thirty));
         // Order and repetition do not matter...
         assert_eq!(
-            spread.offset(thirty, ["cron", "kafka", "cron"]),
+            offset(thirty, &["cron", "kafka", "cron"]),
             start_offset(1, thirty)
         );
         // ... the interval and the set do.
-        assert_eq!(
-            spread.offset(sixty, ["cron", "kafka"]),
-            start_offset(0, sixty)
-        );
-        assert_eq!(spread.offset(thirty, ["kafka"]), start_offset(0, thirty));
-        assert_eq!(
-            spread.offset(thirty, ["cron", "kafka"]),
-            start_offset(2, thirty)
-        );
+        assert_eq!(offset(sixty, &["cron", "kafka"]), start_offset(0, sixty));
+        assert_eq!(offset(thirty, &["kafka"]), start_offset(0, thirty));
+        assert_eq!(offset(thirty, &["cron", "kafka"]), start_offset(2, thirty));
+    }
+
+    /// Loops that start over 45 s (longer than their interval) poll first on their places
+    /// counted from the epoch, not from their starts: the first polls are as even as the
+    /// places, however uneven the starts.
+    #[test]
+    fn first_polls_are_on_places_counted_from_the_epoch_whatever_the_starts() {
+        let epoch = tokio::time::Instant::now();
+        let spread = Spread::from_epoch(epoch);
+        let interval = Duration::from_secs(30);
+        let n = 3_333u64;
+        let mut per_second = [0u64; 30];
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for k in 0..n {
+            // Uneven starts: most in the first 2 s, the rest over 45 s.
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let started = if x % 4 == 0 {
+                Duration::from_millis(x % 45_000)
+            } else {
+                Duration::from_millis(x % 2_000)
+            };
+            let wait = spread.offset_at(interval, ["metrics-api"], epoch + started);
+            assert!(wait < interval, "{wait:?}");
+            // The first poll, counted from the epoch, is on the loop's place.
+            let first = started + wait;
+            let into = Duration::from_nanos(
+                u64::try_from(first.as_nanos() % interval.as_nanos()).expect("small"),
+            );
+            let place = start_offset(k, interval);
+            let off = into.abs_diff(place);
+            assert!(
+                off < Duration::from_micros(1),
+                "loop {k}: {into:?} vs {place:?}"
+            );
+            per_second[usize::try_from(into.as_secs()).expect("small")] += 1;
+        }
+        let most = *per_second.iter().max().expect("seconds");
+        assert!(most <= n.div_ceil(30) + 2, "{most} of {n} in one second");
     }
 }
