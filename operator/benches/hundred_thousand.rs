@@ -26,7 +26,9 @@
 //! - scale-loop tick lag p50/p99 (`keda_internal_scale_loop_latency_seconds`);
 //! - the HPA's reads through the metrics-apiserver (in process, as the aggregator sends them,
 //!   over one kept-alive TLS connection per reader): p50/p99 over `--reads` reads of random
-//!   objects (goal: p99 <= 5 ms).
+//!   objects (goal: p99 <= 5 ms), by event source, and the SubjectAccessReviews they cost;
+//!   then the same reads through a second metrics-apiserver that asks about each metric
+//!   (`--authorization-namespace-wide=false`, KEDA's way) beside them.
 //!
 //! memkube and the metrics-apiserver run in this process; the operator's RSS and CPU are its
 //! own process's. `OPBENCH_OPERATOR_LOG` sets the operator's `RUST_LOG` (default `warn`);
@@ -159,6 +161,13 @@ struct Report {
     read_errors: usize,
     /// p50 and p99 of the reads by event source, and how many.
     reads_by_source: Vec<(&'static str, f64, f64, usize)>,
+    /// SubjectAccessReviews the metrics-apiserver sent during the reads.
+    reviews: u64,
+    /// p50 and p99 of the same reads through a metrics-apiserver that asks about each
+    /// metric (`--authorization-namespace-wide=false`, KEDA's way), and its reviews.
+    per_metric_p50: f64,
+    per_metric_p99: f64,
+    per_metric_reviews: u64,
 }
 
 fn free_addr() -> SocketAddr {
@@ -678,31 +687,49 @@ async fn run_population(
     let front_proxy = CertificateAuthority::new("bench-front-proxy-ca")?;
     let proxy_client = front_proxy.issue_client("front-proxy-client")?;
     let cancel = CancellationToken::new();
-    let apiserver = aggregator::start_metrics_apiserver(
-        &cluster,
-        operator.metric_service,
-        &serving,
-        &front_proxy,
-        CERTS_NAMESPACE,
-        cancel.clone(),
-    )
-    .secure;
-    // Warm: the metrics-apiserver reads its certificates from the operator's Secret.
     let paths = Arc::new(paths);
-    let warm = Instant::now();
-    loop {
-        let answer = aggregator::get_as_hpa(apiserver, &serving, &proxy_client, &paths[0]).await;
-        if matches!(answer, Some((200, _))) {
-            break;
+    let read_as = async |extra: &[&str]| -> anyhow::Result<_> {
+        let apiserver = aggregator::start_metrics_apiserver_with(
+            &cluster,
+            operator.metric_service,
+            &serving,
+            &front_proxy,
+            CERTS_NAMESPACE,
+            extra,
+            cancel.clone(),
+        )
+        .secure;
+        // Warm: the metrics-apiserver reads its certificates from the operator's Secret.
+        let warm = Instant::now();
+        loop {
+            let answer =
+                aggregator::get_as_hpa(apiserver, &serving, &proxy_client, &paths[0]).await;
+            if matches!(answer, Some((200, _))) {
+                break;
+            }
+            anyhow::ensure!(
+                warm.elapsed() < Duration::from_secs(60),
+                "the metrics-apiserver serves no metric after 60 s: {answer:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        anyhow::ensure!(
-            warm.elapsed() < Duration::from_secs(60),
-            "the metrics-apiserver serves no metric after 60 s: {answer:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let (reads, by_source, read_errors) =
-        hpa_reads(apiserver, &serving, &proxy_client, paths, args.reads).await?;
+        cluster.server.reset_request_counts();
+        let (reads, by_source, errors) = hpa_reads(
+            apiserver,
+            &serving,
+            &proxy_client,
+            paths.clone(),
+            args.reads,
+        )
+        .await?;
+        let reviews = reviews(&cluster.server.request_counts());
+        anyhow::Ok((reads, by_source, errors, reviews))
+    };
+    let (reads, by_source, read_errors, reviews) = read_as(&[]).await?;
+    // The same reads through a metrics-apiserver that asks about each metric, as KEDA's
+    // adapter does.
+    let (per_metric, _, _, per_metric_reviews) =
+        read_as(&["--authorization-namespace-wide=false"]).await?;
     cancel.cancel();
     operator.stop().await;
 
@@ -736,6 +763,10 @@ async fn run_population(
             .iter()
             .map(|(source, l)| (*source, percentile(l, 50.0), percentile(l, 99.0), l.len()))
             .collect(),
+        reviews,
+        per_metric_p50: percentile(&per_metric, 50.0),
+        per_metric_p99: percentile(&per_metric, 99.0),
+        per_metric_reviews,
     })
 }
 
@@ -794,6 +825,18 @@ fn print(report: &Report, args: &Args) {
     for (source, p50, p99, n) in &report.reads_by_source {
         println!("  {source}: p50 {} p99 {} ({n} reads)", ms(*p50), ms(*p99));
     }
+    println!(
+        "  SubjectAccessReviews sent for them: {}; the same reads asking about each metric (--authorization-namespace-wide=false, as KEDA): p50 {} p99 {}, {} reviews",
+        report.reviews,
+        ms(report.per_metric_p50),
+        ms(report.per_metric_p99),
+        report.per_metric_reviews
+    );
+}
+
+/// SubjectAccessReviews among `counts`.
+fn reviews(counts: &memkube::RequestCounts) -> u64 {
+    counts.get(memkube::Verb::Create, "subjectaccessreviews")
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

@@ -45,6 +45,27 @@ pub fn start_metrics_apiserver(
     certs_namespace: &str,
     cancel: CancellationToken,
 ) -> MetricsApiserver {
+    start_metrics_apiserver_with(
+        cluster,
+        operator,
+        serving,
+        front_proxy,
+        certs_namespace,
+        &[],
+        cancel,
+    )
+}
+
+/// [`start_metrics_apiserver`] with `extra` arguments after the others.
+pub fn start_metrics_apiserver_with(
+    cluster: &Cluster,
+    operator: SocketAddr,
+    serving: &CertificateAuthority,
+    front_proxy: &CertificateAuthority,
+    certs_namespace: &str,
+    extra: &[&str],
+    cancel: CancellationToken,
+) -> MetricsApiserver {
     let dir = cluster.dir.path();
     let pair = serving
         .issue_server("keda-metrics-apiserver", &["localhost"])
@@ -56,7 +77,7 @@ pub fn start_metrics_apiserver(
     let metrics_port = free_port();
     let path = |name: &str| dir.join(name).display().to_string();
     let absent = |name: &str| dir.join("no-such-dir").join(name).display().to_string();
-    let args = <keda_metrics_apiserver::Args as clap::Parser>::parse_from([
+    let fixed = [
         "keda-metrics-apiserver".to_string(),
         "--bind-address=127.0.0.1".to_string(),
         format!("--secure-port={secure_port}"),
@@ -76,7 +97,12 @@ pub fn start_metrics_apiserver(
         format!("--certs-namespace={certs_namespace}"),
         "--cert-reload-interval=200ms".to_string(),
         "--workers=1".to_string(),
-    ]);
+    ];
+    let args = <keda_metrics_apiserver::Args as clap::Parser>::parse_from(
+        fixed
+            .into_iter()
+            .chain(extra.iter().map(|arg| (*arg).to_string())),
+    );
     tokio::spawn(async move {
         if let Err(error) = keda_metrics_apiserver::run(args, cancel).await {
             panic!("the metrics-apiserver stopped: {error}");
