@@ -7,7 +7,7 @@ use std::time::Duration;
 use tracing::{error, trace};
 
 use crate::process::telemetry::{
-    CustomResourceKind, Metrics, ResourceKind, ScalerLabels as Series,
+    CustomResourceKind, Metrics, ResourceKind, ScalerName, TriggerKey,
 };
 use crate::shared::isolation::InternalError;
 
@@ -31,88 +31,50 @@ pub struct ScalerLabels<'a> {
     pub trigger_index: usize,
 }
 
-impl ScalerLabels<'_> {
-    fn series(&self) -> Series {
-        Series {
-            namespace: self.namespace.into(),
-            scaled_resource: self.scaled_object.into(),
-            scaler: scaler_label(self.scaler, self.trigger_name).into(),
-            trigger_index: self.trigger_index,
-            metric: self.metric.into(),
+impl<'a> ScalerLabels<'a> {
+    /// The series these labels name, borrowed: recording allocates nothing once it exists.
+    fn key(&self) -> TriggerKey<'a> {
+        TriggerKey {
             kind: self.kind,
+            namespace: self.namespace,
+            scaled_resource: self.scaled_object,
+            scaler: ScalerName::Trigger {
+                trigger_type: self.scaler,
+                name: self.trigger_name,
+            },
+            trigger_index: self.trigger_index,
+            metric: self.metric,
         }
     }
-}
-
-/// The `scaler` label KEDA reports: the trigger's name when it has one, else the Go type name
-/// of the scaler (`redisScaler`; one type serves several trigger types, e.g. `redis-cluster`).
-pub fn scaler_label(trigger_type: &str, trigger_name: &str) -> String {
-    if !trigger_name.is_empty() {
-        return trigger_name.to_string();
-    }
-    let known = match trigger_type {
-        "redis" | "redis-cluster" | "redis-sentinel" => Some("redisScaler"),
-        "redis-streams" | "redis-cluster-streams" | "redis-sentinel-streams" => {
-            Some("redisStreamsScaler")
-        }
-        "cpu" | "memory" => Some("cpuMemoryScaler"),
-        "rabbitmq" => Some("rabbitMQScaler"),
-        "metrics-api" => Some("metricsAPIScaler"),
-        "external-push" => Some("externalPushScaler"),
-        "activemq" => Some("activeMQScaler"),
-        // Exported in KEDA (`pkg/scalers/beanstalkd_scaler.go`).
-        "beanstalkd" => Some("BeanstalkdScaler"),
-        // Exported too (`pkg/scalers/predictkube_scaler.go`).
-        "predictkube" => Some("PredictKubeScaler"),
-        _ => None,
-    };
-    if let Some(name) = known {
-        return name.to_string();
-    }
-    // Go's names are the trigger type in lower camel case: `kafka` -> `kafkaScaler`.
-    let mut name = String::with_capacity(trigger_type.len() + 6);
-    let mut upper = false;
-    for c in trigger_type.chars() {
-        if c == '-' || c == '_' {
-            upper = true;
-        } else if upper {
-            name.extend(c.to_uppercase());
-            upper = false;
-        } else {
-            name.push(c);
-        }
-    }
-    name.push_str("Scaler");
-    name
 }
 
 /// `keda_scaler_metrics_value`.
 pub fn scaler_metrics_value(metrics: &Metrics, l: ScalerLabels<'_>, value: f64) {
     trace!(metric = "keda_scaler_metrics_value", ?l, value);
-    metrics.scaler_value(&l.series(), value);
+    metrics.scaler_value(l.key(), value);
 }
 
 /// `keda_scaler_active`.
 pub fn scaler_active(metrics: &Metrics, l: ScalerLabels<'_>, active: bool) {
     trace!(metric = "keda_scaler_active", ?l, active);
-    metrics.scaler_active(&l.series(), active);
+    metrics.scaler_active(l.key(), active);
 }
 
 /// `keda_scaler_metrics_latency_seconds`.
 pub fn scaler_metrics_latency(metrics: &Metrics, l: ScalerLabels<'_>, latency: Duration) {
     trace!(metric = "keda_scaler_metrics_latency_seconds", ?l, ?latency);
-    metrics.scaler_latency(&l.series(), latency);
+    metrics.scaler_latency(l.key(), latency);
 }
 
 /// `keda_scaler_detail_errors_total` (and the object's `keda_scaled_object_errors_total`).
 pub fn scaler_error(metrics: &Metrics, l: ScalerLabels<'_>) {
     trace!(metric = "keda_scaler_detail_errors_total", ?l);
-    metrics.scaler_error(&l.series());
+    metrics.scaler_error(l.key());
 }
 
 /// A successful read: the error counters exist at 0 from then on.
 pub fn scaler_ok(metrics: &Metrics, l: ScalerLabels<'_>) {
-    metrics.scaler_ok(&l.series());
+    metrics.scaler_ok(l.key());
 }
 
 /// `keda_scaled_object_errors_total`.
@@ -218,6 +180,7 @@ pub fn scaled_object_deleted(metrics: &Metrics, namespace: &str, scaled_object: 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::process::telemetry::scaler_label;
 
     #[test]
     fn the_scaler_label_is_the_trigger_name_or_keda_s_go_type_name() {

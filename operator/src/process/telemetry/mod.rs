@@ -9,4 +9,5 @@ pub mod otel;
 pub use logging::{LogFormat, LoggingError, TimeEncoding, init_logging};
 pub use metrics::{
     BuildInfo, CustomResourceKind, METRICS_CONTENT_TYPE, Metrics, ResourceKind, ScalerLabels,
+    ScalerName, TriggerKey, scaler_label,
 };

@@ -133,6 +133,137 @@ pub struct ScalerLabels {
     pub kind: ResourceKind,
 }
 
+/// Which trigger's series a recording is for, borrowed from the caller: recording into a series
+/// that exists allocates nothing; its texts are copied only when it is first made.
+#[derive(Debug, Clone, Copy)]
+pub struct TriggerKey<'a> {
+    /// ScaledObject or ScaledJob.
+    pub kind: ResourceKind,
+    /// The namespace of the ScaledObject or ScaledJob.
+    pub namespace: &'a str,
+    /// The name of the ScaledObject or ScaledJob.
+    pub scaled_resource: &'a str,
+    /// The `scaler` label.
+    pub scaler: ScalerName<'a>,
+    /// The trigger's position in `spec.triggers`.
+    pub trigger_index: usize,
+    /// The external metric name (`s0-redis-mylist`).
+    pub metric: &'a str,
+}
+
+impl<'a> From<&'a ScalerLabels> for TriggerKey<'a> {
+    fn from(labels: &'a ScalerLabels) -> Self {
+        Self {
+            kind: labels.kind,
+            namespace: &labels.namespace,
+            scaled_resource: &labels.scaled_resource,
+            scaler: ScalerName::Label(&labels.scaler),
+            trigger_index: labels.trigger_index,
+            metric: &labels.metric,
+        }
+    }
+}
+
+/// The `scaler` label of a [`TriggerKey`]: given, or made from the trigger ([`scaler_label`]).
+#[derive(Debug, Clone, Copy)]
+pub enum ScalerName<'a> {
+    /// The label itself.
+    Label(&'a str),
+    /// A trigger's `type` and `name`.
+    Trigger {
+        /// `triggers[].type`.
+        trigger_type: &'a str,
+        /// `triggers[].name` (may be empty).
+        name: &'a str,
+    },
+}
+
+impl ScalerName<'_> {
+    /// Whether the label is `label`, without making it.
+    pub(super) fn is(&self, label: &str) -> bool {
+        match *self {
+            Self::Label(own) => own == label,
+            Self::Trigger { trigger_type, name } => {
+                let mut rest = Rest(label);
+                write_scaler_label(trigger_type, name, &mut rest).is_ok() && rest.0.is_empty()
+            }
+        }
+    }
+
+    /// The label, as a record keeps it.
+    pub(super) fn to_arc(self) -> Arc<str> {
+        match self {
+            Self::Label(own) => Arc::from(own),
+            Self::Trigger { trigger_type, name } => scaler_label(trigger_type, name).into(),
+        }
+    }
+}
+
+/// A writer that checks what is written against a text, consuming it: `Err` at the first
+/// difference, and what is left of the text is what was not written.
+struct Rest<'a>(&'a str);
+
+impl std::fmt::Write for Rest<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0 = self.0.strip_prefix(s).ok_or(std::fmt::Error)?;
+        Ok(())
+    }
+}
+
+/// The `scaler` label KEDA reports: the trigger's name when it has one, else the Go type name
+/// of the scaler (`redisScaler`; one type serves several trigger types, e.g. `redis-cluster`).
+pub fn scaler_label(trigger_type: &str, trigger_name: &str) -> String {
+    let mut label = String::with_capacity(trigger_type.len().max(trigger_name.len()) + 6);
+    // Writing to a String does not fail.
+    let _ = write_scaler_label(trigger_type, trigger_name, &mut label);
+    label
+}
+
+/// Writes [`scaler_label`] to `out`.
+fn write_scaler_label(
+    trigger_type: &str,
+    trigger_name: &str,
+    out: &mut impl std::fmt::Write,
+) -> std::fmt::Result {
+    if !trigger_name.is_empty() {
+        return out.write_str(trigger_name);
+    }
+    let known = match trigger_type {
+        "redis" | "redis-cluster" | "redis-sentinel" => Some("redisScaler"),
+        "redis-streams" | "redis-cluster-streams" | "redis-sentinel-streams" => {
+            Some("redisStreamsScaler")
+        }
+        "cpu" | "memory" => Some("cpuMemoryScaler"),
+        "rabbitmq" => Some("rabbitMQScaler"),
+        "metrics-api" => Some("metricsAPIScaler"),
+        "external-push" => Some("externalPushScaler"),
+        "activemq" => Some("activeMQScaler"),
+        // Exported in KEDA (`pkg/scalers/beanstalkd_scaler.go`).
+        "beanstalkd" => Some("BeanstalkdScaler"),
+        // Exported too (`pkg/scalers/predictkube_scaler.go`).
+        "predictkube" => Some("PredictKubeScaler"),
+        _ => None,
+    };
+    if let Some(name) = known {
+        return out.write_str(name);
+    }
+    // Go's names are the trigger type in lower camel case: `kafka` -> `kafkaScaler`.
+    let mut upper = false;
+    for c in trigger_type.chars() {
+        if c == '-' || c == '_' {
+            upper = true;
+        } else if upper {
+            for u in c.to_uppercase() {
+                out.write_char(u)?;
+            }
+            upper = false;
+        } else {
+            out.write_char(c)?;
+        }
+    }
+    out.write_str("Scaler")
+}
+
 /// A series' [`ScalerLabels`] as they are encoded, borrowed from the record that keeps them.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct ScalerSet<'a> {

@@ -28,7 +28,9 @@ mod scalers;
 mod service;
 mod shards;
 
-pub use labels::{BuildInfo, CustomResourceKind, ResourceKind, ScalerLabels};
+pub use labels::{
+    BuildInfo, CustomResourceKind, ResourceKind, ScalerLabels, ScalerName, TriggerKey, scaler_label,
+};
 use labels::{
     EmptyUpstreamLabels, GrpcCodeLabels, GrpcLabels, HttpRequestLabels, METRIC_SERVICE_GRPC_METHOD,
     PanicLabels, ResourceLabels, TriggerLabels, VerbLabels,

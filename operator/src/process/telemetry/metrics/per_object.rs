@@ -21,7 +21,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 
-use super::labels::{LoopLabels, ObjectLabels, ResourceKind, ScalerLabels, ScalerSet};
+use super::labels::{LoopLabels, ObjectLabels, ResourceKind, ScalerSet, TriggerKey};
 
 /// Which of a record's numbers have been recorded (bits of [`Values::set`]).
 const VALUE: u8 = 1;
@@ -94,10 +94,10 @@ struct TriggerSeries {
 }
 
 impl TriggerSeries {
-    fn matches(&self, labels: &ScalerLabels) -> bool {
-        self.trigger_index == labels.trigger_index
-            && *self.metric == *labels.metric
-            && *self.scaler == *labels.scaler
+    fn matches(&self, key: &TriggerKey<'_>) -> bool {
+        self.trigger_index == key.trigger_index
+            && *self.metric == *key.metric
+            && key.scaler.is(&self.scaler)
     }
 }
 
@@ -159,43 +159,37 @@ impl PerObject {
         f(objects.entry(Box::from(name)).or_default())
     }
 
-    /// Runs `f` on the series of the trigger `labels` names, made first if it does not exist.
-    fn with_trigger(&self, labels: &ScalerLabels, f: impl Fn(&TriggerSeries)) {
-        let found = self.with_object(
-            labels.kind,
-            &labels.namespace,
-            &labels.scaled_resource,
-            |object| {
-                object
-                    .triggers
-                    .iter()
-                    .find(|t| t.matches(labels))
-                    .map(&f)
-                    .is_some()
-            },
-        );
+    /// Runs `f` on the series of the trigger `key` names, made first if it does not exist.
+    /// Only making it copies the key's texts.
+    fn with_trigger(&self, key: TriggerKey<'_>, f: impl Fn(&TriggerSeries)) {
+        let found = self.with_object(key.kind, key.namespace, key.scaled_resource, |object| {
+            object
+                .triggers
+                .iter()
+                .find(|t| t.matches(&key))
+                .map(&f)
+                .is_some()
+        });
         if found {
             return;
         }
-        let mut kinds = self.kinds[slot(labels.kind)]
+        let mut kinds = self.kinds[slot(key.kind)]
             .write()
             .unwrap_or_else(PoisonError::into_inner);
-        let objects = match kinds.get_mut(&*labels.namespace) {
+        let objects = match kinds.get_mut(key.namespace) {
             Some(objects) => objects,
-            None => kinds.entry(labels.namespace.clone()).or_default(),
+            None => kinds.entry(Arc::from(key.namespace)).or_default(),
         };
-        let object = objects
-            .entry(Box::from(&*labels.scaled_resource))
-            .or_default();
+        let object = objects.entry(Box::from(key.scaled_resource)).or_default();
         // Another recorder may have added it between the two locks.
-        if let Some(known) = object.triggers.iter().find(|t| t.matches(labels)) {
+        if let Some(known) = object.triggers.iter().find(|t| t.matches(&key)) {
             return f(known);
         }
         object.triggers.reserve_exact(1);
         object.triggers.push(TriggerSeries {
-            scaler: labels.scaler.clone(),
-            metric: labels.metric.clone(),
-            trigger_index: labels.trigger_index,
+            scaler: key.scaler.to_arc(),
+            metric: Arc::from(key.metric),
+            trigger_index: key.trigger_index,
             values: Values::default(),
         });
         if let Some(added) = object.triggers.last() {
@@ -203,24 +197,22 @@ impl PerObject {
         }
     }
 
-    pub(super) fn scaler_value(&self, labels: &ScalerLabels, value: f64) {
-        self.with_trigger(labels, |t| t.values.gauge(TRIGGER_VALUE, VALUE, value));
+    pub(super) fn scaler_value(&self, key: TriggerKey<'_>, value: f64) {
+        self.with_trigger(key, |t| t.values.gauge(TRIGGER_VALUE, VALUE, value));
     }
 
-    pub(super) fn scaler_latency(&self, labels: &ScalerLabels, seconds: f64) {
-        self.with_trigger(labels, |t| {
-            t.values.gauge(TRIGGER_LATENCY, LATENCY, seconds)
-        });
+    pub(super) fn scaler_latency(&self, key: TriggerKey<'_>, seconds: f64) {
+        self.with_trigger(key, |t| t.values.gauge(TRIGGER_LATENCY, LATENCY, seconds));
     }
 
-    pub(super) fn scaler_active(&self, labels: &ScalerLabels, active: bool) {
+    pub(super) fn scaler_active(&self, key: TriggerKey<'_>, active: bool) {
         let value = if active { 1.0 } else { 0.0 };
-        self.with_trigger(labels, |t| t.values.gauge(TRIGGER_ACTIVE, ACTIVE, value));
+        self.with_trigger(key, |t| t.values.gauge(TRIGGER_ACTIVE, ACTIVE, value));
     }
 
     /// Adds `by` (0: makes the counter exist) to the trigger's detail errors.
-    pub(super) fn scaler_errors(&self, labels: &ScalerLabels, by: u64) {
-        self.with_trigger(labels, |t| t.values.count(TRIGGER_ERRORS, ERRORS, by));
+    pub(super) fn scaler_errors(&self, key: TriggerKey<'_>, by: u64) {
+        self.with_trigger(key, |t| t.values.count(TRIGGER_ERRORS, ERRORS, by));
     }
 
     /// Adds `by` (0: makes the counter exist) to the object's errors.

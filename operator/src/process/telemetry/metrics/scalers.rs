@@ -56,37 +56,43 @@ impl Metrics {
     }
 
     /// `keda_scaler_metrics_value`: the metric value the HPA would use.
-    pub fn scaler_value(&self, labels: &ScalerLabels, value: f64) {
-        self.families().per_object.scaler_value(labels, value);
+    pub fn scaler_value<'a>(&self, labels: impl Into<TriggerKey<'a>>, value: f64) {
+        self.families()
+            .per_object
+            .scaler_value(labels.into(), value);
     }
 
     /// `keda_scaler_active`: 1 when the scaler is active, else 0.
-    pub fn scaler_active(&self, labels: &ScalerLabels, active: bool) {
-        self.families().per_object.scaler_active(labels, active);
+    pub fn scaler_active<'a>(&self, labels: impl Into<TriggerKey<'a>>, active: bool) {
+        self.families()
+            .per_object
+            .scaler_active(labels.into(), active);
     }
 
     /// `keda_scaler_metrics_latency_seconds`: how long reading the scaler's metric took.
-    pub fn scaler_latency(&self, labels: &ScalerLabels, latency: Duration) {
+    pub fn scaler_latency<'a>(&self, labels: impl Into<TriggerKey<'a>>, latency: Duration) {
         self.families()
             .per_object
-            .scaler_latency(labels, latency.as_secs_f64());
+            .scaler_latency(labels.into(), latency.as_secs_f64());
     }
 
     /// A failed scaler read: increments `keda_scaler_detail_errors_total` for the scaler and
     /// the owner's `keda_scaled_object_errors_total` (or `keda_scaled_job_errors_total`), as
     /// KEDA does.
-    pub fn scaler_error(&self, labels: &ScalerLabels) {
+    pub fn scaler_error<'a>(&self, labels: impl Into<TriggerKey<'a>>) {
+        let key = labels.into();
         let per_object = &self.families().per_object;
-        per_object.scaler_errors(labels, 1);
-        per_object.object_errors(labels.kind, &labels.namespace, &labels.scaled_resource, 1);
+        per_object.scaler_errors(key, 1);
+        per_object.object_errors(key.kind, key.namespace, key.scaled_resource, 1);
     }
 
     /// A successful scaler read: makes sure the error counters exist at 0 so `rate()` works
     /// from the first error on, as KEDA does.
-    pub fn scaler_ok(&self, labels: &ScalerLabels) {
+    pub fn scaler_ok<'a>(&self, labels: impl Into<TriggerKey<'a>>) {
+        let key = labels.into();
         let per_object = &self.families().per_object;
-        per_object.scaler_errors(labels, 0);
-        per_object.object_errors(labels.kind, &labels.namespace, &labels.scaled_resource, 0);
+        per_object.scaler_errors(key, 0);
+        per_object.object_errors(key.kind, key.namespace, key.scaled_resource, 0);
     }
 }
 

@@ -702,3 +702,73 @@ fn a_scaled_job_and_a_scaled_object_of_one_name_keep_their_own_series() {
         "{text}"
     );
 }
+
+#[test]
+fn a_trigger_s_scaler_name_is_its_label_without_making_it() {
+    for (trigger_type, name) in [
+        ("redis", ""),
+        ("kafka", ""),
+        ("aws-sqs-queue", ""),
+        ("metrics-api", ""),
+        ("kafka", "orders"),
+    ] {
+        let scaler = ScalerName::Trigger { trigger_type, name };
+        let label = scaler_label(trigger_type, name);
+        assert!(scaler.is(&label), "{trigger_type}/{name}: {label}");
+        assert_eq!(&*scaler.to_arc(), label);
+        // Neither a prefix nor a longer text.
+        assert!(!scaler.is(&label[..label.len() - 1]), "{label}");
+        assert!(!scaler.is(&format!("{label}s")), "{label}");
+    }
+    assert_eq!(scaler_label("aws-sqs-queue", ""), "awsSqsQueueScaler");
+    assert!(
+        !ScalerName::Trigger {
+            trigger_type: "kafka",
+            name: ""
+        }
+        .is("")
+    );
+    assert!(ScalerName::Label("x").is("x"));
+    assert!(!ScalerName::Label("x").is("y"));
+}
+
+/// A loop records by trigger type (no label made) and a caller by the label itself: both are
+/// the same series, exposed once.
+#[test]
+fn recordings_by_trigger_and_by_label_reach_one_series() {
+    let metrics = Metrics::new();
+    let owned = ScalerLabels {
+        scaler: "kafkaScaler".into(),
+        metric: "s0-kafka-orders".into(),
+        ..labels(0)
+    };
+    metrics.scaler_value(&owned, 3.0);
+    metrics.scaler_error(TriggerKey {
+        kind: ResourceKind::ScaledObject,
+        namespace: "shop",
+        scaled_resource: "orders",
+        scaler: ScalerName::Trigger {
+            trigger_type: "kafka",
+            name: "",
+        },
+        trigger_index: 0,
+        metric: "s0-kafka-orders",
+    });
+    let text = metrics.encode();
+    let series = r#"{namespace="shop",metric="s0-kafka-orders",scaledObject="orders",scaler="kafkaScaler",triggerIndex="0",type="scaledobject"}"#;
+    assert_eq!(
+        line_value(&text, &format!("keda_scaler_metrics_value{series}")).as_deref(),
+        Some("3.0"),
+        "{text}"
+    );
+    assert_eq!(
+        line_value(&text, &format!("keda_scaler_detail_errors_total{series}")).as_deref(),
+        Some("1"),
+        "{text}"
+    );
+    assert_eq!(
+        text.matches("keda_scaler_metrics_value{").count(),
+        1,
+        "{text}"
+    );
+}
