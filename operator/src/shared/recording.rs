@@ -176,27 +176,3 @@ pub fn internal_panic(
 pub fn scaled_object_deleted(metrics: &Metrics, namespace: &str, scaled_object: &str) {
     metrics.forget_scalers(namespace, scaled_object, ResourceKind::ScaledObject);
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::process::telemetry::scaler_label;
-
-    #[test]
-    fn the_scaler_label_is_the_trigger_name_or_keda_s_go_type_name() {
-        assert_eq!(scaler_label("redis", ""), "redisScaler");
-        assert_eq!(scaler_label("redis-cluster", ""), "redisScaler");
-        assert_eq!(scaler_label("redis-streams", ""), "redisStreamsScaler");
-        assert_eq!(scaler_label("memory", ""), "cpuMemoryScaler");
-        assert_eq!(scaler_label("rabbitmq", ""), "rabbitMQScaler");
-        assert_eq!(scaler_label("kafka", ""), "kafkaScaler");
-        assert_eq!(scaler_label("metrics-api", ""), "metricsAPIScaler");
-        assert_eq!(scaler_label("prometheus", ""), "prometheusScaler");
-        assert_eq!(scaler_label("cron", ""), "cronScaler");
-        assert_eq!(scaler_label("activemq", ""), "activeMQScaler");
-        assert_eq!(scaler_label("beanstalkd", ""), "BeanstalkdScaler");
-        assert_eq!(scaler_label("predictkube", ""), "PredictKubeScaler");
-        assert_eq!(scaler_label("etcd", ""), "etcdScaler");
-        assert_eq!(scaler_label("redis", "orders"), "orders");
-    }
-}

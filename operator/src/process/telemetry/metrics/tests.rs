@@ -772,3 +772,21 @@ fn recordings_by_trigger_and_by_label_reach_one_series() {
         "{text}"
     );
 }
+
+#[test]
+fn the_scaler_label_is_the_trigger_name_or_keda_s_go_type_name() {
+    assert_eq!(scaler_label("redis", ""), "redisScaler");
+    assert_eq!(scaler_label("redis-cluster", ""), "redisScaler");
+    assert_eq!(scaler_label("redis-streams", ""), "redisStreamsScaler");
+    assert_eq!(scaler_label("memory", ""), "cpuMemoryScaler");
+    assert_eq!(scaler_label("rabbitmq", ""), "rabbitMQScaler");
+    assert_eq!(scaler_label("kafka", ""), "kafkaScaler");
+    assert_eq!(scaler_label("metrics-api", ""), "metricsAPIScaler");
+    assert_eq!(scaler_label("prometheus", ""), "prometheusScaler");
+    assert_eq!(scaler_label("cron", ""), "cronScaler");
+    assert_eq!(scaler_label("activemq", ""), "activeMQScaler");
+    assert_eq!(scaler_label("beanstalkd", ""), "BeanstalkdScaler");
+    assert_eq!(scaler_label("predictkube", ""), "PredictKubeScaler");
+    assert_eq!(scaler_label("etcd", ""), "etcdScaler");
+    assert_eq!(scaler_label("redis", "orders"), "orders");
+}
