@@ -303,7 +303,7 @@ mod tests {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            let started = if x % 4 == 0 {
+            let started = if x.is_multiple_of(4) {
                 Duration::from_millis(x % 45_000)
             } else {
                 Duration::from_millis(x % 2_000)
