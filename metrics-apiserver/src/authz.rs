@@ -366,6 +366,15 @@ mod tests {
         }
     }
 
+    /// Whether `authz` allows the HPA's read of `metric` in `namespace`.
+    async fn allows(authz: &CachedAuthorizer, namespace: &str, metric: &str) -> bool {
+        authz
+            .authorize(&read(namespace, metric))
+            .await
+            .expect("decision")
+            .allowed
+    }
+
     fn asked(policy: &Policy) -> Vec<(String, String)> {
         policy.asked.lock().expect("lock").clone()
     }
@@ -379,29 +388,13 @@ mod tests {
         let policy = policy(|r| r.metric == "*");
         let authz = CachedAuthorizer::new(policy.clone(), CacheTtl::default()).namespace_wide(true);
         for metric in ["s0-redis-a", "s0-redis-b", "s1-cron-c"] {
-            let decision = authz
-                .authorize(&read("apps", metric))
-                .await
-                .expect("decision");
-            assert!(decision.allowed, "{metric}: {decision:?}");
+            assert!(allows(&authz, "apps", metric).await, "{metric}");
         }
-        assert!(
-            authz
-                .authorize(&read("web", "s0-redis-a"))
-                .await
-                .expect("decision")
-                .allowed
-        );
+        assert!(allows(&authz, "web", "s0-redis-a").await);
         assert_eq!(asked(&policy), vec![pair("apps", "*"), pair("web", "*")]);
         // The grant is asked again once its decision expires.
         tokio::time::advance(Duration::from_secs(11)).await;
-        assert!(
-            authz
-                .authorize(&read("apps", "s0-redis-a"))
-                .await
-                .expect("decision")
-                .allowed
-        );
+        assert!(allows(&authz, "apps", "s0-redis-a").await);
         assert_eq!(asked(&policy).len(), 3);
     }
 
@@ -409,13 +402,7 @@ mod tests {
     async fn without_a_namespace_wide_grant_each_metric_is_asked_about() {
         let policy = policy(|r| r.metric == "s0-redis-a");
         let authz = CachedAuthorizer::new(policy.clone(), CacheTtl::default()).namespace_wide(true);
-        assert!(
-            authz
-                .authorize(&read("apps", "s0-redis-a"))
-                .await
-                .expect("decision")
-                .allowed
-        );
+        assert!(allows(&authz, "apps", "s0-redis-a").await);
         let denied = authz
             .authorize(&read("apps", "s0-redis-b"))
             .await
@@ -438,13 +425,7 @@ mod tests {
         let policy = policy(|r| r.metric == "*");
         let authz =
             CachedAuthorizer::new(policy.clone(), CacheTtl::default()).namespace_wide(false);
-        assert!(
-            !authz
-                .authorize(&read("apps", "s0-redis-a"))
-                .await
-                .expect("decision")
-                .allowed
-        );
+        assert!(!allows(&authz, "apps", "s0-redis-a").await);
         assert_eq!(asked(&policy), vec![pair("apps", "s0-redis-a")]);
     }
 
