@@ -492,14 +492,105 @@ pub fn known_media_type(media: &str) -> Option<&'static str> {
 }
 
 /// Why `error` (decoding an answer) failed, without the text serde quotes from the answer:
-/// `not valid JSON (line 1, column 7)` or `not of the expected shape (line 1, column 7)`.
+/// `not valid JSON (line 1, column 7)` or `not of the expected shape (line 1, column 7)`; a
+/// limit of keda-rs' own ([`AtMost`]) says which: `an array of more than 10000 elements (line 1,
+/// column 30007)`.
 pub fn json_error(error: &serde_json::Error) -> String {
     use serde_json::error::Category;
-    let what = match error.classify() {
-        Category::Syntax | Category::Eof | Category::Io => "not valid JSON",
-        Category::Data => "not of the expected shape",
-    };
-    format!("{what} (line {}, column {})", error.line(), error.column())
+    let (line, column) = (error.line(), error.column());
+    match error.classify() {
+        Category::Syntax | Category::Eof | Category::Io => {
+            format!("not valid JSON (line {line}, column {column})")
+        }
+        Category::Data => match over_limit(error) {
+            Some(limit) => format!("{OVER_LIMIT}{limit} elements (line {line}, column {column})"),
+            None => format!("not of the expected shape (line {line}, column {column})"),
+        },
+    }
+}
+
+/// The limit in an error of [`AtMost`]'s, which is all digits; `None` for any other error.
+fn over_limit(error: &serde_json::Error) -> Option<String> {
+    let text = error.to_string();
+    // serde_json appends " at line L column C" to the message.
+    let limit = text.strip_prefix(OVER_LIMIT)?.split(" at line").next()?;
+    (!limit.is_empty() && limit.bytes().all(|b| b.is_ascii_digit())).then(|| limit.to_string())
+}
+
+/// The start of [`AtMost`]'s error: written by keda-rs (the rest is the limit), so
+/// [`json_error`] shows it.
+const OVER_LIMIT: &str = "an array of more than ";
+
+/// A JSON array of at most `MAX` elements. Read element by element, and an element past `MAX`
+/// is an error before it is made, so an answer cannot make a parse allocate for more than
+/// `MAX`, however small each element is in the answer (`[{},{},...]`: an 8 MiB answer holds 2.8
+/// million, each of which would become a whole value).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AtMost<T, const MAX: usize>(pub Vec<T>);
+
+impl<'de, T: serde::Deserialize<'de>, const MAX: usize> serde::Deserialize<'de> for AtMost<T, MAX> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Elements<T, const MAX: usize>(std::marker::PhantomData<T>);
+
+        impl<'de, T: serde::Deserialize<'de>, const MAX: usize> serde::de::Visitor<'de>
+            for Elements<T, MAX>
+        {
+            type Value = AtMost<T, MAX>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "an array of at most {MAX} elements")
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut items = Vec::new();
+                while items.len() < MAX {
+                    match seq.next_element()? {
+                        Some(item) => items.push(item),
+                        None => return Ok(AtMost(items)),
+                    }
+                }
+                if seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
+                    return Err(serde::de::Error::custom(format_args!("{OVER_LIMIT}{MAX}")));
+                }
+                Ok(AtMost(items))
+            }
+        }
+
+        deserializer.deserialize_seq(Elements(std::marker::PhantomData))
+    }
+}
+
+/// A JSON array of which only the first element is made; the others are checked to be JSON and
+/// dropped as they are read, so their number costs no memory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct First<T>(pub Option<T>);
+
+impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for First<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Elements<T>(std::marker::PhantomData<T>);
+
+        impl<'de, T: serde::Deserialize<'de>> serde::de::Visitor<'de> for Elements<T> {
+            type Value = First<T>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an array")
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                let first = seq.next_element()?;
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(First(first))
+            }
+        }
+
+        deserializer.deserialize_seq(Elements(std::marker::PhantomData))
+    }
 }
 
 /// What a JSON value is, in words: `a string`, `an object`, ...
@@ -530,6 +621,61 @@ pub fn truncate(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn at_most_keeps_up_to_its_bound_and_refuses_more_in_its_own_words() {
+        let parse = |text: &str| serde_json::from_str::<AtMost<u32, 3>>(text);
+        assert_eq!(parse("[]").expect("empty").0, Vec::<u32>::new());
+        assert_eq!(parse("[1, 2, 3]").expect("three").0, vec![1, 2, 3]);
+        let error = parse("[1, 2, 3, 4]").expect_err("four");
+        assert!(
+            json_error(&error).starts_with("an array of more than 3 elements (line 1, column "),
+            "{}",
+            json_error(&error)
+        );
+        // An answer's own text is never shown, even in an array.
+        let error = parse(r#"["do not show this"]"#).expect_err("a string");
+        let shown = json_error(&error);
+        assert!(
+            shown.starts_with("not of the expected shape (line 1, column "),
+            "{shown}"
+        );
+        assert!(!shown.contains("show this"), "{shown}");
+    }
+
+    #[test]
+    fn at_most_stops_reading_a_long_array_of_tiny_elements_at_its_bound() {
+        let mut text = String::from("[");
+        for _ in 0..200_000 {
+            text.push_str("{},");
+        }
+        text.push_str("{}]");
+        type Maps = AtMost<serde_json::Map<String, serde_json::Value>, 10>;
+        let error = serde_json::from_str::<Maps>(&text).expect_err("too many");
+        assert!(
+            json_error(&error).starts_with("an array of more than 10 elements"),
+            "{}",
+            json_error(&error)
+        );
+        // The error comes at the 11th element, not at the end of the answer.
+        assert!(error.column() < 40, "column {}", error.column());
+    }
+
+    #[test]
+    fn first_makes_only_the_first_element() {
+        let parse = |text: &str| serde_json::from_str::<First<u32>>(text);
+        assert_eq!(parse("[]").expect("empty").0, None);
+        assert_eq!(
+            parse(r#"[7, {"a": [1, 2]}, "x", null, [[]]]"#)
+                .expect("first and others")
+                .0,
+            Some(7)
+        );
+        // The others must still be JSON.
+        assert!(parse("[7, {]").is_err());
+        // The first must be of the type.
+        assert!(parse(r#"["7"]"#).is_err());
+    }
 
     const MARKER: &str = "SECRET-MARKER-7f3a";
 

@@ -100,7 +100,8 @@ pub const MAX_PAGES: usize = 50;
 
 /// The most entries of one IAM list kept over its pages (a real catalog has hundreds): the
 /// pages come from the tenant's identity server, and 50 pages of empty entries would otherwise
-/// pile up gigabytes.
+/// pile up gigabytes. One page is held to it while it is read, so a page of tiny entries is
+/// refused before they are made.
 pub const MAX_LIST_ENTRIES: usize = 10_000;
 
 /// Appends a page's `items` to `all`, or says the list is too long.

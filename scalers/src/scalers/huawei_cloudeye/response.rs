@@ -2,7 +2,12 @@
 //! (Keystone v3's shapes, which Huawei IAM keeps) and Cloud Eye's batch query of metric data.
 //! Messages say what is wrong in keda-rs' words, never quoting the answer.
 
-use crate::remote::json_error;
+use super::MAX_LIST_ENTRIES;
+use crate::remote::{AtMost, First, json_error};
+
+/// The most versions, and links of a version, read from a version document (a real one has
+/// two or three).
+const MAX_VERSIONS: usize = 64;
 
 /// The `(id, type)` of each service of a page, and the next page's URL.
 pub type ServicesPage = (Vec<(String, String)>, Option<String>);
@@ -14,7 +19,7 @@ pub type ServicesPage = (Vec<(String, String)>, Option<String>);
 pub fn services_page(body: &[u8]) -> Result<ServicesPage, String> {
     #[derive(serde::Deserialize)]
     struct Page {
-        services: Vec<Service>,
+        services: AtMost<Service, MAX_LIST_ENTRIES>,
         #[serde(default)]
         links: Option<Links>,
     }
@@ -32,7 +37,11 @@ pub fn services_page(body: &[u8]) -> Result<ServicesPage, String> {
         )
     })?;
     Ok((
-        page.services.into_iter().map(|s| (s.id, s.type_)).collect(),
+        page.services
+            .0
+            .into_iter()
+            .map(|s| (s.id, s.type_))
+            .collect(),
         page.links.and_then(|l| l.next).filter(|n| !n.is_empty()),
     ))
 }
@@ -65,7 +74,7 @@ struct Links {
 pub fn endpoints_page(body: &[u8]) -> Result<(Vec<Endpoint>, Option<String>), String> {
     #[derive(serde::Deserialize)]
     struct Page {
-        endpoints: Vec<Endpoint>,
+        endpoints: AtMost<Endpoint, MAX_LIST_ENTRIES>,
         #[serde(default)]
         links: Option<Links>,
     }
@@ -76,7 +85,7 @@ pub fn endpoints_page(body: &[u8]) -> Result<(Vec<Endpoint>, Option<String>), St
         )
     })?;
     Ok((
-        page.endpoints,
+        page.endpoints.0,
         page.links.and_then(|l| l.next).filter(|n| !n.is_empty()),
     ))
 }
@@ -95,8 +104,11 @@ pub fn choose_version(body: &[u8], identity: &str) -> Result<String, String> {
     }
     #[derive(serde::Deserialize)]
     struct Values {
-        #[serde(default)]
-        values: Vec<Version>,
+        #[serde(default = "no_versions")]
+        values: AtMost<Version, MAX_VERSIONS>,
+    }
+    fn no_versions() -> AtMost<Version, MAX_VERSIONS> {
+        AtMost(Vec::new())
     }
     #[derive(serde::Deserialize)]
     struct Version {
@@ -104,8 +116,11 @@ pub fn choose_version(body: &[u8], identity: &str) -> Result<String, String> {
         id: String,
         #[serde(default)]
         status: String,
-        #[serde(default)]
-        links: Vec<Link>,
+        #[serde(default = "no_links")]
+        links: AtMost<Link, MAX_VERSIONS>,
+    }
+    fn no_links() -> AtMost<Link, MAX_VERSIONS> {
+        AtMost(Vec::new())
     }
     #[derive(serde::Deserialize)]
     struct Link {
@@ -128,9 +143,10 @@ pub fn choose_version(body: &[u8], identity: &str) -> Result<String, String> {
         }
     };
     let mut highest: Option<(u8, String)> = None;
-    for version in &document.versions.values {
+    for version in &document.versions.values.0 {
         let href = version
             .links
+            .0
             .iter()
             .rev()
             .find(|l| l.rel == "self")
@@ -169,14 +185,27 @@ pub fn choose_version(body: &[u8], identity: &str) -> Result<String, String> {
 /// Not that shape, no metric, no datapoint (KEDA: "metric Data not received"), or the field is
 /// not a finite number.
 pub fn first_datapoint(body: &[u8], filter: &str) -> Result<f64, String> {
+    // Only the first metric and its first datapoint are made, and of the datapoint only the
+    // four values a filter names: the rest of the answer is read and dropped.
     #[derive(serde::Deserialize)]
     struct Answer {
-        metrics: Vec<Metric>,
+        metrics: First<Metric>,
     }
     #[derive(serde::Deserialize)]
     struct Metric {
         #[serde(default)]
-        datapoints: Option<Vec<serde_json::Map<String, serde_json::Value>>>,
+        datapoints: Option<First<Point>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Point {
+        #[serde(default)]
+        average: Datum,
+        #[serde(default)]
+        max: Datum,
+        #[serde(default)]
+        min: Datum,
+        #[serde(default)]
+        sum: Datum,
     }
     let answer: Answer = serde_json::from_slice(body).map_err(|e| {
         format!(
@@ -186,20 +215,95 @@ pub fn first_datapoint(body: &[u8], filter: &str) -> Result<f64, String> {
     })?;
     let metric = answer
         .metrics
-        .first()
+        .0
         .ok_or("the Cloud Eye answer holds no metric")?;
     let point = metric
         .datapoints
-        .as_deref()
-        .and_then(<[_]>::first)
+        .and_then(|d| d.0)
         .ok_or("Cloud Eye returned no datapoint for the metric in the collection time")?;
-    match point.get(filter) {
-        Some(serde_json::Value::Number(n)) => n
+    let datum = match filter {
+        "average" => point.average,
+        "max" => point.max,
+        "min" => point.min,
+        "sum" => point.sum,
+        _ => Datum::Absent,
+    };
+    match datum {
+        Datum::Number(n) => n
             .as_f64()
             .filter(|v| v.is_finite())
             .ok_or_else(|| format!("the datapoint's \"{filter}\" is not a finite number")),
-        Some(_) => Err(format!("the datapoint's \"{filter}\" is not a number")),
-        None => Err(format!("the datapoint has no \"{filter}\" value")),
+        Datum::Other => Err(format!("the datapoint's \"{filter}\" is not a number")),
+        Datum::Absent => Err(format!("the datapoint has no \"{filter}\" value")),
+    }
+}
+
+/// A datapoint's value as far as it is read: a number, something else (read and dropped), or
+/// no such field.
+#[derive(Debug, Default)]
+enum Datum {
+    #[default]
+    Absent,
+    Number(serde_json::Number),
+    Other,
+}
+
+impl<'de> serde::Deserialize<'de> for Datum {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Value;
+
+        impl<'de> serde::de::Visitor<'de> for Value {
+            type Value = Datum;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+
+            fn visit_i64<E>(self, v: i64) -> Result<Datum, E> {
+                Ok(Datum::Number(v.into()))
+            }
+
+            fn visit_u64<E>(self, v: u64) -> Result<Datum, E> {
+                Ok(Datum::Number(v.into()))
+            }
+
+            fn visit_f64<E>(self, v: f64) -> Result<Datum, E> {
+                Ok(serde_json::Number::from_f64(v).map_or(Datum::Other, Datum::Number))
+            }
+
+            fn visit_bool<E>(self, _: bool) -> Result<Datum, E> {
+                Ok(Datum::Other)
+            }
+
+            fn visit_str<E>(self, _: &str) -> Result<Datum, E> {
+                Ok(Datum::Other)
+            }
+
+            fn visit_unit<E>(self) -> Result<Datum, E> {
+                Ok(Datum::Other)
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Datum, A::Error> {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(Datum::Other)
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Datum, A::Error> {
+                while map
+                    .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                    .is_some()
+                {}
+                Ok(Datum::Other)
+            }
+        }
+
+        deserializer.deserialize_any(Value)
     }
 }
 

@@ -416,3 +416,74 @@ fn a_collection_time_of_zero_or_less_is_refused_naming_it() {
         60
     );
 }
+
+/// An IAM page of many tiny entries (`{},` is 3 bytes: an 8 MiB answer holds 2.8 million) is
+/// refused at the list's bound while it is read, not made whole first.
+#[test]
+fn an_iam_page_past_the_list_bound_is_refused_while_it_is_read() {
+    let page = |kind: &str, entries: usize| {
+        let mut text = format!(r#"{{"{kind}":["#);
+        text.push_str(&vec!["{}"; entries].join(","));
+        text.push_str("]}");
+        text.into_bytes()
+    };
+    let (services, _) =
+        response::services_page(&page("services", MAX_LIST_ENTRIES)).expect("at the bound");
+    assert_eq!(services.len(), MAX_LIST_ENTRIES);
+    let error = response::services_page(&page("services", 3 * MAX_LIST_ENTRIES))
+        .expect_err("past the bound");
+    assert!(
+        error.contains(&format!(
+            "an array of more than {MAX_LIST_ENTRIES} elements"
+        )),
+        "{error}"
+    );
+    let error = response::endpoints_page(&page("endpoints", MAX_LIST_ENTRIES + 1))
+        .expect_err("past the bound");
+    assert!(error.contains("more than"), "{error}");
+}
+
+/// Of Cloud Eye's answer only the first metric's first datapoint is made: the rest may be long
+/// and is dropped as it is read; a value that is not a number is not shown.
+#[test]
+fn only_the_first_datapoint_of_the_first_metric_is_made() {
+    let mut body = String::from(r#"{"metrics":[{"datapoints":[{"average":4,"extra":[[[1]]]}"#);
+    for _ in 0..50_000 {
+        body.push_str(r#",{"average":1}"#);
+    }
+    body.push_str("]}");
+    for _ in 0..50_000 {
+        body.push_str(",{}");
+    }
+    body.push_str("]}");
+    assert_eq!(
+        response::first_datapoint(body.as_bytes(), "average"),
+        Ok(4.0)
+    );
+    for (value, expected) in [
+        ("null", "is not a number"),
+        (r#"[1, 2]"#, "is not a number"),
+        (r#"{"SECRETSECRET": 1}"#, "is not a number"),
+        ("true", "is not a number"),
+    ] {
+        let body = format!(r#"{{"metrics":[{{"datapoints":[{{"sum":{value}}}]}}]}}"#);
+        let error = response::first_datapoint(body.as_bytes(), "sum").expect_err(value);
+        assert!(error.contains(expected), "{value}: {error}");
+        assert!(!error.contains("SECRETSECRET"), "{error}");
+    }
+    let body = br#"{"metrics":[{"datapoints":[{"sum":-2}]}]}"#;
+    assert_eq!(response::first_datapoint(body, "sum"), Ok(-2.0));
+    assert!(
+        response::first_datapoint(body, "average")
+            .expect_err("no average")
+            .contains("has no \"average\" value")
+    );
+}
+
+#[test]
+fn a_version_document_of_too_many_versions_is_refused() {
+    let versions = vec![r#"{"id":"v3","status":"stable","links":[]}"#; 65].join(",");
+    let doc = format!(r#"{{"versions":{{"values":[{versions}]}}}}"#);
+    let error = response::choose_version(doc.as_bytes(), "https://iam.x/").expect_err("65");
+    assert!(error.contains("more than 64"), "{error}");
+}
