@@ -290,7 +290,7 @@ async fn each_source_s_first_polls_are_spread_over_the_interval() {
         metrics: w.metrics.clone(),
         ..ControllerConfig::default()
     };
-    // The places are counted from the controller's start: from about now.
+    // The places are counted from the start of each group's first loop, a little after now.
     let epoch = Instant::now();
     let controller = ScaledObjectController::new(w.client.clone(), config);
     let shutdown = CancellationToken::new();
@@ -328,9 +328,9 @@ async fn each_source_s_first_polls_are_spread_over_the_interval() {
     let share = PER_SOURCE.div_ceil(SOURCE_INTERVAL_SECS);
     let interval = Duration::from_secs(u64::try_from(SOURCE_INTERVAL_SECS).expect("small"));
     for (s, source) in SOURCES.iter().enumerate() {
-        // Where in the interval each first poll falls, counted from about the epoch (the
-        // controller's start comes a little after `epoch`: any one-second window is checked,
-        // not only whole seconds from it).
+        // Where in the interval each first poll falls, counted from `epoch` (the group's own
+        // epoch comes a little after it: any one-second window is checked, not only whole
+        // seconds from it).
         let places: Vec<Duration> = objects
             .iter()
             .filter(|(of, _)| *of == s)

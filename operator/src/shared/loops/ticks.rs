@@ -92,36 +92,21 @@ pub fn start_offset(k: u64, interval: Duration) -> Duration {
 /// about two loops in any second; a source that several groups read (objects with different
 /// intervals, or other triggers beside it) gets the sum of evenly spread groups.
 ///
-/// A place is a time within the interval counted from one epoch (when the `Spread` was made),
-/// not from each loop's start: loops start over seconds (the reconciles of thousands of
-/// objects take a while), and places counted from their own starts would be as uneven as the
-/// starts. From the epoch, every first poll is on its place whenever its loop started (a loop
-/// that starts after its place in the current interval waits for it in the next), so the
-/// first polls are as even as the places.
-#[derive(Debug)]
+/// A place is a time within the interval counted from the start of the group's first loop (its
+/// epoch), not from each loop's own start: loops start over seconds (the reconciles of
+/// thousands of objects take a while), and places counted from their own starts would be as
+/// uneven as the starts. From the epoch, every first poll is on its place whenever its loop
+/// started (a loop that starts after its place in the current interval waits for it in the
+/// next), so the first polls are as even as the places; and the group's first loop, whose place
+/// is 0, polls at once, as it did when places were counted from each loop's start.
+#[derive(Debug, Default)]
 pub struct Spread {
-    /// Where the places are counted from.
-    epoch: tokio::time::Instant,
-    /// The next index of each group, by (interval, sorted trigger types joined with `,`).
-    next: Mutex<HashMap<(Duration, String), u64>>,
-}
-
-impl Default for Spread {
-    /// Places counted from now.
-    fn default() -> Self {
-        Self::from_epoch(tokio::time::Instant::now())
-    }
+    /// The next index and the epoch of each group, by (interval, sorted trigger types joined
+    /// with `,`).
+    next: Mutex<HashMap<(Duration, String), (u64, tokio::time::Instant)>>,
 }
 
 impl Spread {
-    /// Places counted from `epoch`.
-    pub fn from_epoch(epoch: tokio::time::Instant) -> Self {
-        Self {
-            epoch,
-            next: Mutex::default(),
-        }
-    }
-
     /// The wait before the first poll of the next loop polling every `interval` with triggers
     /// of `trigger_types` (order and repetition do not matter), starting now.
     pub fn offset<'a>(
@@ -143,19 +128,19 @@ impl Spread {
         let mut types: Vec<&str> = trigger_types.into_iter().collect();
         types.sort_unstable();
         types.dedup();
-        let k = {
+        let (k, epoch) = {
             let mut next = self.next.lock().unwrap_or_else(PoisonError::into_inner);
-            let n = next.entry((interval, types.join(","))).or_default();
+            let (n, epoch) = next.entry((interval, types.join(","))).or_insert((0, now));
             *n += 1;
-            *n - 1
+            (*n - 1, *epoch)
         };
         let place = start_offset(k, interval).as_nanos();
         let period = interval.as_nanos();
         if period == 0 {
             return Duration::ZERO;
         }
-        // Where in the interval `now` is, counted from the epoch.
-        let into = now.saturating_duration_since(self.epoch).as_nanos() % period;
+        // Where in the interval `now` is, counted from the group's epoch.
+        let into = now.saturating_duration_since(epoch).as_nanos() % period;
         let wait = (place + period - into) % period;
         // Below `interval`, which is a Duration: it fits.
         Duration::from_nanos(u64::try_from(wait).unwrap_or(u64::MAX))
@@ -241,7 +226,7 @@ mod tests {
     #[test]
     fn each_group_is_spread_evenly_whatever_the_others_in_between() {
         let epoch = tokio::time::Instant::now();
-        let spread = Spread::from_epoch(epoch);
+        let spread = Spread::default();
         let interval = Duration::from_secs(30);
         let sources = ["redis", "metrics-api", "cron"];
         let mut per_second = [[0u64; 30]; 3];
@@ -271,7 +256,7 @@ mod tests {
     #[test]
     fn a_group_is_an_interval_and_a_set_of_trigger_types() {
         let epoch = tokio::time::Instant::now();
-        let spread = Spread::from_epoch(epoch);
+        let spread = Spread::default();
         let offset =
             |interval, types: &[&str]| spread.offset_at(interval, types.iter().copied(), epoch);
         let (thirty, sixty) = (Duration::from_secs(30), Duration::from_secs(60));
@@ -288,28 +273,33 @@ mod tests {
     }
 
     /// Loops that start over 45 s (longer than their interval) poll first on their places
-    /// counted from the epoch, not from their starts: the first polls are as even as the
-    /// places, however uneven the starts.
+    /// counted from the group's first loop's start, not from their own starts: the first polls
+    /// are as even as the places, however uneven the starts; and the first loop polls at once.
     #[test]
     fn first_polls_are_on_places_counted_from_the_epoch_whatever_the_starts() {
         let epoch = tokio::time::Instant::now();
-        let spread = Spread::from_epoch(epoch);
+        let spread = Spread::default();
         let interval = Duration::from_secs(30);
         let n = 3_333u64;
         let mut per_second = [0u64; 30];
         let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
         for k in 0..n {
-            // Uneven starts: most in the first 2 s, the rest over 45 s.
+            // Uneven starts: the first at the epoch, most in the first 2 s, the rest over 45 s.
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            let started = if x.is_multiple_of(4) {
+            let started = if k == 0 {
+                Duration::ZERO
+            } else if x.is_multiple_of(4) {
                 Duration::from_millis(x % 45_000)
             } else {
                 Duration::from_millis(x % 2_000)
             };
             let wait = spread.offset_at(interval, ["metrics-api"], epoch + started);
             assert!(wait < interval, "{wait:?}");
+            if k == 0 {
+                assert_eq!(wait, Duration::ZERO, "the first loop polls at once");
+            }
             // The first poll, counted from the epoch, is on the loop's place.
             let first = started + wait;
             let into = Duration::from_nanos(
@@ -325,5 +315,8 @@ mod tests {
         }
         let most = *per_second.iter().max().expect("seconds");
         assert!(most <= n.div_ceil(30) + 2, "{most} of {n} in one second");
+        // Another group's epoch is its own first loop's start: it polls at once too.
+        let later = epoch + Duration::from_millis(1_234);
+        assert_eq!(spread.offset_at(interval, ["redis"], later), Duration::ZERO);
     }
 }
