@@ -119,7 +119,7 @@ impl Spread {
 
     /// [`offset`](Self::offset) for a loop starting at `now`: the time from `now` until its
     /// place comes next.
-    pub fn offset_at<'a>(
+    fn offset_at<'a>(
         &self,
         interval: Duration,
         trigger_types: impl IntoIterator<Item = &'a str>,
