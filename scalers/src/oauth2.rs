@@ -291,7 +291,7 @@ impl TokenSource {
             return Err(TokenError::Refused {
                 url: self.shown_url(),
                 status,
-                code: serde_json::from_str::<serde_json::Value>(&text)
+                code: crate::remote::from_json::<serde_json::Value>(text.as_bytes())
                     .ok()
                     .and_then(|v| {
                         let code = v.get("error")?.as_str()?.to_string();
@@ -425,13 +425,8 @@ pub fn parse_answer(body: &str, content_type: &str) -> Result<TokenAnswer, Strin
             }
             (access_token, token_type, expires_in)
         } else {
-            let value: serde_json::Value = serde_json::from_str(body).map_err(|e| {
-                format!(
-                    "the answer is not JSON (line {}, column {})",
-                    e.line(),
-                    e.column()
-                )
-            })?;
+            let value: serde_json::Value = crate::remote::from_json(body.as_bytes())
+                .map_err(|e| format!("the answer is {e}"))?;
             // Go decodes it as a `json.Number` taken as an integer: a number or a string
             // holding one; anything else fails the answer.
             let expires_in = match &value["expires_in"] {

@@ -233,7 +233,7 @@ pub fn token_answer(body: &[u8]) -> Result<(Option<i64>, Vec<CatalogService>), S
         #[serde(default)]
         catalog: Option<Vec<CatalogService>>,
     }
-    let answer: Answer = serde_json::from_slice(body).map_err(|e| {
+    let answer: Answer = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the Keystone token answer is not a token: {}",
             crate::remote::json_error(&e)

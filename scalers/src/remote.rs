@@ -495,7 +495,29 @@ pub fn known_media_type(media: &str) -> Option<&'static str> {
 /// `not valid JSON (line 1, column 7)` or `not of the expected shape (line 1, column 7)`; a
 /// limit of keda-rs' own ([`AtMost`]) says which: `an array of more than 10000 elements (line 1,
 /// column 30007)`.
-pub fn json_error(error: &serde_json::Error) -> String {
+pub fn json_error(error: &impl JsonFailure) -> String {
+    error.shown()
+}
+
+/// A JSON decoding error, as [`json_error`] shows it.
+pub trait JsonFailure {
+    /// What went wrong, in keda-rs' words.
+    fn shown(&self) -> String;
+}
+
+impl JsonFailure for serde_json::Error {
+    fn shown(&self) -> String {
+        decode_error(self)
+    }
+}
+
+impl JsonFailure for JsonError {
+    fn shown(&self) -> String {
+        self.to_string()
+    }
+}
+
+fn decode_error(error: &serde_json::Error) -> String {
     use serde_json::error::Category;
     let (line, column) = (error.line(), error.column());
     match error.classify() {
@@ -590,6 +612,183 @@ impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for First<T> {
         }
 
         deserializer.deserialize_seq(Elements(std::marker::PhantomData))
+    }
+}
+
+/// The most values an answer is decoded into: JSON and YAML values, XML nodes (1,048,576, an
+/// eighth of [`MAX_BODY_BYTES`](crate::http_client::MAX_BODY_BYTES)). An answer is bounded in
+/// bytes, but a decoded value takes far more memory than its text: `[[],[],...]` is 3 bytes an
+/// element in the answer and at least 32 in a `serde_json::Value` tree (64 with the array's
+/// growth), so an 8 MiB answer of tiny values would cost about 180 MiB to decode, and whoever
+/// writes a trigger chooses the server. An answer of real values (numbers, names, timestamps)
+/// averages well over 8 bytes a value, so only an answer that holds next to nothing but
+/// structure is refused below the byte limit; the largest tree decoded is then about 64 MiB.
+pub const MAX_ANSWER_VALUES: usize = 1 << 20;
+
+/// Where an answer passed [`MAX_ANSWER_VALUES`] (1-based line and column); it shows as `a
+/// document of more than 1048576 values (line 1, column 3145730)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TooManyValues {
+    /// The line of the value past the limit.
+    pub line: usize,
+    /// Its column, in bytes.
+    pub column: usize,
+}
+
+impl fmt::Display for TooManyValues {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "a document of more than {MAX_ANSWER_VALUES} values (line {}, column {})",
+            self.line, self.column
+        )
+    }
+}
+
+impl TooManyValues {
+    fn at(text: &[u8], offset: usize) -> Self {
+        let before = text.get(..offset).unwrap_or(text);
+        let line_start = before
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |newline| newline + 1);
+        Self {
+            line: before.iter().filter(|&&b| b == b'\n').count() + 1,
+            column: offset - line_start + 1,
+        }
+    }
+}
+
+/// Whether the JSON text `body` holds more than `max` values, and where, read before decoding
+/// it: an array or object counts once, and each element or member after its first once more
+/// (the `[`, `{` and `,` outside strings). Invalid JSON is counted as far as it goes; the decoder
+/// says what is wrong with it.
+fn json_past(body: &[u8], max: usize) -> Option<TooManyValues> {
+    let mut values = 1usize;
+    let (mut in_string, mut escaped) = (false, false);
+    for (offset, &byte) in body.iter().enumerate() {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' | b',' => {
+                values += 1;
+                if values > max {
+                    return Some(TooManyValues::at(body, offset));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Whether the YAML text `body` may hold more than [`MAX_ANSWER_VALUES`] values, and where: every
+/// byte that can start a value or separate two (`[`, `{`, `,`, `-`, `:`, a line break) is
+/// counted, quoted or not, so the count is an upper bound: a YAML answer of real values stays far
+/// below it.
+pub fn yaml_past_limit(body: &[u8]) -> Option<TooManyValues> {
+    let mut values = 1usize;
+    for (offset, &byte) in body.iter().enumerate() {
+        if matches!(byte, b'[' | b'{' | b',' | b'-' | b':' | b'\n') {
+            values += 1;
+            if values > MAX_ANSWER_VALUES {
+                return Some(TooManyValues::at(body, offset));
+            }
+        }
+    }
+    None
+}
+
+/// Why a JSON answer could not be decoded by [`from_json`]. Its `Display` (and `Debug`) is in
+/// keda-rs' words ([`json_error`]'s, or [`TooManyValues`]'); the decoder's own text, which
+/// quotes the answer, is never shown.
+pub enum JsonError {
+    /// The decoder refused the answer.
+    Decode(serde_json::Error),
+    /// The answer holds more than [`MAX_ANSWER_VALUES`] values; nothing was decoded.
+    TooMany(TooManyValues),
+}
+
+impl JsonError {
+    /// The line where decoding stopped (1-based).
+    pub fn line(&self) -> usize {
+        match self {
+            Self::Decode(error) => error.line(),
+            Self::TooMany(at) => at.line,
+        }
+    }
+
+    /// The column where decoding stopped (1-based, in bytes).
+    pub fn column(&self) -> usize {
+        match self {
+            Self::Decode(error) => error.column(),
+            Self::TooMany(at) => at.column,
+        }
+    }
+}
+
+impl fmt::Display for JsonError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Decode(error) => f.write_str(&decode_error(error)),
+            Self::TooMany(at) => at.fmt(f),
+        }
+    }
+}
+
+impl fmt::Debug for JsonError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "JsonError({self})")
+    }
+}
+
+impl StdError for JsonError {}
+
+/// Decodes the JSON answer `body` as `T`, after checking that it holds at most
+/// [`MAX_ANSWER_VALUES`] values: every JSON answer of an event source is decoded here, so none can
+/// make a decode allocate many times its own size.
+///
+/// # Errors
+/// The answer holds too many values, or does not decode as `T`.
+pub fn from_json<'a, T: serde::Deserialize<'a>>(body: &'a [u8]) -> Result<T, JsonError> {
+    if let Some(at) = json_past(body, MAX_ANSWER_VALUES) {
+        return Err(JsonError::TooMany(at));
+    }
+    serde_json::from_slice(body).map_err(JsonError::Decode)
+}
+
+/// Parses the XML answer `text` with at most [`MAX_ANSWER_VALUES`] nodes; past them the parse
+/// stops, and [`xml_error`] says `an XML document of more than 1048576 nodes`.
+///
+/// # Errors
+/// The answer is not XML, or holds too many nodes.
+pub fn xml(text: &str) -> Result<roxmltree::Document<'_>, roxmltree::Error> {
+    roxmltree::Document::parse_with_options(
+        text,
+        roxmltree::ParsingOptions {
+            nodes_limit: u32::try_from(MAX_ANSWER_VALUES).unwrap_or(u32::MAX),
+            ..roxmltree::ParsingOptions::default()
+        },
+    )
+}
+
+/// Why an XML answer did not parse, in keda-rs' words: `invalid XML (at 3:7)` or `an XML
+/// document of more than 1048576 nodes`; roxmltree's own text can quote the answer (an entity's
+/// name).
+pub fn xml_error(error: &roxmltree::Error) -> String {
+    match error {
+        roxmltree::Error::NodesLimitReached => {
+            format!("an XML document of more than {MAX_ANSWER_VALUES} nodes")
+        }
+        other => format!("invalid XML (at {})", other.pos()),
     }
 }
 
@@ -718,6 +917,129 @@ mod tests {
         assert_eq!(e.classify().to_string(), "connection refused");
         let e = io::Error::other(MARKER);
         assert_eq!(e.classify().to_string(), "I/O error (other error)");
+    }
+
+    #[test]
+    fn values_are_counted_outside_strings_only() {
+        // 1 for the document, 1 for the array, 1 for each comma.
+        assert_eq!(json_past(b"[1,2,3]", 4), None);
+        assert_eq!(
+            json_past(b"[1,2,3]", 3),
+            Some(TooManyValues { line: 1, column: 5 })
+        );
+        // Brackets, braces and commas in strings (and escaped quotes) are text, not values.
+        assert_eq!(json_past(br#"{"a,[{":"\"[,{\\"}"#, 2), None);
+        assert_eq!(
+            json_past(br#"{"a,[{":"\"[,{\\",}"#, 2).map(|at| at.column),
+            Some(18)
+        );
+        // Lines and columns are 1-based, columns in bytes.
+        assert_eq!(
+            json_past(b"[\n  1,\n  2\n]", 2),
+            Some(TooManyValues { line: 2, column: 4 })
+        );
+    }
+
+    #[test]
+    fn an_answer_of_tiny_values_is_refused_before_it_is_decoded() {
+        // `[[],[],...]`: two values an element.
+        let dense = |elements: usize| {
+            let mut text = b"[".to_vec();
+            for _ in 0..elements {
+                text.extend_from_slice(b"[],");
+            }
+            text.extend_from_slice(b"[]]");
+            text
+        };
+        let within = dense(MAX_ANSWER_VALUES / 2 - 2);
+        let value: serde_json::Value = from_json(&within).expect("within the limit");
+        assert_eq!(
+            value.as_array().map(Vec::len),
+            Some(MAX_ANSWER_VALUES / 2 - 1)
+        );
+        let past = dense(MAX_ANSWER_VALUES / 2);
+        let error = from_json::<serde_json::Value>(&past).expect_err("past the limit");
+        assert!(matches!(error, JsonError::TooMany(_)), "{error}");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "a document of more than 1048576 values (line 1, column {})",
+                error.column()
+            )
+        );
+        assert_eq!(json_error(&error), error.to_string());
+        // Typed decodes are bounded the same way.
+        assert!(matches!(
+            from_json::<Vec<Vec<u8>>>(&past),
+            Err(JsonError::TooMany(_))
+        ));
+    }
+
+    #[test]
+    fn an_answer_of_real_values_as_large_as_the_client_reads_is_decoded() {
+        // 8-digit numbers: the densest real answer, 9 bytes a value.
+        let mut text = b"[".to_vec();
+        while text.len() + 9 < crate::http_client::MAX_BODY_BYTES {
+            text.extend_from_slice(b"12345678,");
+        }
+        text.extend_from_slice(b"1]");
+        let numbers: Vec<u32> = from_json(&text).expect("a full answer of numbers");
+        assert!(numbers.len() > 900_000, "{}", numbers.len());
+    }
+
+    #[test]
+    fn json_errors_never_show_the_answer() {
+        let error = from_json::<u32>(format!("\"{MARKER}\"").as_bytes()).expect_err("a string");
+        assert!(
+            error
+                .to_string()
+                .starts_with("not of the expected shape (line 1, column "),
+            "{error}"
+        );
+        assert!(!format!("{error:?}").contains(MARKER));
+        let error =
+            from_json::<serde_json::Value>(format!("[{MARKER}]").as_bytes()).expect_err("not JSON");
+        assert_eq!(error.to_string(), "not valid JSON (line 1, column 2)");
+        assert_eq!((error.line(), error.column()), (1, 2));
+    }
+
+    #[test]
+    fn yaml_answers_are_counted_from_above() {
+        assert_eq!(yaml_past_limit(b"a:\n  - 1\n  - 2\n"), None);
+        let items = "-\n".repeat(MAX_ANSWER_VALUES);
+        let at = yaml_past_limit(items.as_bytes()).expect("past the limit");
+        assert_eq!(at.column, 2);
+        assert_eq!(
+            at.to_string(),
+            format!(
+                "a document of more than 1048576 values (line {}, column 2)",
+                at.line
+            )
+        );
+    }
+
+    #[test]
+    fn xml_answers_stop_at_the_node_limit() {
+        let doc = |nodes: usize| format!("<a>{}</a>", "<b/>".repeat(nodes));
+        let within = doc(MAX_ANSWER_VALUES - 2);
+        let parsed = xml(&within).expect("within the limit");
+        assert_eq!(
+            parsed.root_element().children().count(),
+            MAX_ANSWER_VALUES - 2
+        );
+        let past = doc(MAX_ANSWER_VALUES);
+        let error = xml(&past).expect_err("past the limit");
+        assert_eq!(
+            xml_error(&error),
+            "an XML document of more than 1048576 nodes"
+        );
+        let error = xml(&format!("<a>&{MARKER};</a>")).expect_err("an unknown entity");
+        assert!(
+            xml_error(&error).starts_with("invalid XML (at 1:"),
+            "{}",
+            xml_error(&error)
+        );
+        assert!(!xml_error(&error).contains(MARKER));
     }
 
     #[test]

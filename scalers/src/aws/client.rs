@@ -503,7 +503,7 @@ async fn send(
 pub fn error_details(body: &[u8]) -> (Option<String>, String) {
     let text = String::from_utf8_lossy(body);
     let text = text.trim();
-    if let Ok(json) = serde_json::from_str::<serde_json::Value>(text) {
+    if let Ok(json) = crate::remote::from_json::<serde_json::Value>(text.as_bytes()) {
         let code = json
             .get("__type")
             .or_else(|| json.get("code"))
@@ -519,7 +519,7 @@ pub fn error_details(body: &[u8]) -> (Option<String>, String) {
             .to_string();
         return (code, message);
     }
-    if let Ok(doc) = roxmltree::Document::parse(text) {
+    if let Ok(doc) = crate::remote::xml(text) {
         let find = |name: &str| {
             doc.descendants()
                 .find(|n| n.has_tag_name(name))
@@ -535,8 +535,12 @@ pub fn error_details(body: &[u8]) -> (Option<String>, String) {
 pub(crate) fn parse_assume_role(body: &[u8]) -> Result<Assumed, AwsError> {
     let text = std::str::from_utf8(body)
         .map_err(|_| AwsError::Decode("AssumeRole answered no UTF-8 text".into()))?;
-    let doc = roxmltree::Document::parse(text)
-        .map_err(|e| AwsError::Decode(format!("AssumeRole answered no XML (at {})", e.pos())))?;
+    let doc = crate::remote::xml(text).map_err(|e| {
+        AwsError::Decode(format!(
+            "AssumeRole answered {}",
+            crate::remote::xml_error(&e)
+        ))
+    })?;
     let credentials = doc
         .descendants()
         .find(|n| n.has_tag_name("Credentials"))

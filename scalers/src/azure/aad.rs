@@ -624,7 +624,7 @@ pub fn azure_error(body: &[u8]) -> Option<(String, String)> {
         #[serde(default)]
         message: String,
     }
-    let answer: Answer = serde_json::from_slice(body).ok()?;
+    let answer: Answer = crate::remote::from_json(body).ok()?;
     let text = |v: Option<serde_json::Value>| match v {
         Some(serde_json::Value::String(s)) => s,
         _ => String::new(),
@@ -651,7 +651,7 @@ fn token_failure(e: &HttpGetError) -> Failure {
             #[serde(default)]
             error_codes: Vec<serde_json::Value>,
         }
-        if let Ok(answer) = serde_json::from_slice::<Answer>(body) {
+        if let Ok(answer) = crate::remote::from_json::<Answer>(body) {
             let oauth = crate::oauth2::OAUTH_ERROR_CODES
                 .iter()
                 .find(|c| c.eq_ignore_ascii_case(&answer.error))

@@ -297,7 +297,7 @@ impl StorageClient {
 /// The `<Code>` and the first line of the `<Message>` of an Azure Storage error body.
 pub fn error_details(body: &[u8]) -> (Option<String>, String) {
     let text = String::from_utf8_lossy(body);
-    let Ok(doc) = roxmltree::Document::parse(text.trim()) else {
+    let Ok(doc) = crate::remote::xml(text.trim()) else {
         return (None, text.trim().chars().take(300).collect());
     };
     let find = |name: &str| {

@@ -461,7 +461,7 @@ pub fn google_error(body: &[u8]) -> Option<(String, String)> {
         #[serde(default)]
         message: String,
     }
-    let answer: Answer = serde_json::from_slice(body).ok()?;
+    let answer: Answer = crate::remote::from_json(body).ok()?;
     (!answer.error.status.is_empty()).then_some((answer.error.status, answer.error.message))
 }
 
@@ -474,7 +474,7 @@ fn oauth_failure(e: &HttpGetError) -> Failure {
             #[serde(default)]
             error_description: String,
         }
-        if let Ok(answer) = serde_json::from_slice::<Answer>(body) {
+        if let Ok(answer) = crate::remote::from_json::<Answer>(body) {
             return Failure::server(
                 "Google OAuth 2.0",
                 Some(&answer.error),

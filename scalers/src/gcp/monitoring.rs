@@ -291,7 +291,7 @@ pub fn list_page(body: &[u8]) -> Result<(Option<f64>, Option<String>), String> {
         #[serde(default)]
         value: serde_json::Value,
     }
-    let answer: Answer = serde_json::from_slice(body).map_err(|e| {
+    let answer: Answer = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the Cloud Monitoring answer is not a ListTimeSeriesResponse: {}",
             crate::remote::json_error(&e)
@@ -330,7 +330,7 @@ pub fn query_answer(body: &[u8]) -> Result<Option<f64>, String> {
         #[serde(default)]
         values: Option<Vec<serde_json::Value>>,
     }
-    let answer: Answer = serde_json::from_slice(body).map_err(|e| {
+    let answer: Answer = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the Cloud Monitoring answer is not a QueryTimeSeriesResponse: {}",
             crate::remote::json_error(&e)

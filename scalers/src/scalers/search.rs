@@ -218,7 +218,7 @@ pub fn value_at(
     location: &str,
     ignore_null_values: bool,
 ) -> Result<f64, String> {
-    let root: Value = serde_json::from_slice(body)
+    let root: Value = crate::remote::from_json(body)
         .map_err(|e| format!("the search answer is {}", crate::remote::json_error(&e)))?;
     let null = |why: String| {
         if ignore_null_values {
@@ -283,7 +283,7 @@ pub fn error_answer(system: &'static str, error: &HttpGetError) -> Failure {
         }
         _ => {}
     }
-    let shown = serde_json::from_slice::<Value>(body).ok().and_then(|v| {
+    let shown = crate::remote::from_json::<Value>(body).ok().and_then(|v| {
         let t = v["error"]["type"].as_str()?.to_string();
         ERROR_TYPES.iter().find(|known| **known == t).copied()
     });

@@ -379,7 +379,7 @@ async fn refused_signatures_missing_hubs_and_bad_checkpoints_are_named() {
         .await;
     let text = h.expect_error().await.to_string();
     assert!(
-        text.contains("checkpoint \"0\"") && text.contains("not JSON"),
+        text.contains("checkpoint \"0\"") && text.contains("not valid JSON"),
         "{text}"
     );
     // An empty partition is not read from storage: 0 for it.

@@ -296,7 +296,7 @@ enum Unusable {
 impl ActiveMq {
     /// The queue size in a Jolokia answer.
     fn queue_size(body: &[u8]) -> Result<i64, Unusable> {
-        let answer: Monitoring = serde_json::from_slice(body).map_err(|e| {
+        let answer: Monitoring = crate::remote::from_json(body).map_err(|e| {
             Unusable::NotJson(format!("the answer is {}", crate::remote::json_error(&e)))
         })?;
         if answer.status != 200 {

@@ -182,7 +182,7 @@ pub fn cursor_value(body: &[u8]) -> Result<f64, String> {
         #[serde(default)]
         count: Option<i64>,
     }
-    let cursor: Cursor = serde_json::from_slice(body).map_err(|e| {
+    let cursor: Cursor = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the ArangoDB answer is not a cursor: {}",
             crate::remote::json_error(&e)

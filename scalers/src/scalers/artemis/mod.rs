@@ -221,7 +221,7 @@ pub fn message_count(body: &[u8]) -> Result<i64, String> {
         #[serde(default)]
         status: i64,
     }
-    let answer: Answer = serde_json::from_slice(body).map_err(|e| {
+    let answer: Answer = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the Jolokia answer is not a read response: {}",
             crate::remote::json_error(&e)

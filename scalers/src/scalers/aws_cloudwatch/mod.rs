@@ -325,7 +325,7 @@ fn metric_query(p: &MetadataParser<'_>) -> Result<Query, MetadataError> {
 pub(crate) fn result_values(body: &[u8]) -> Result<Vec<Vec<f64>>, String> {
     let text = std::str::from_utf8(body)
         .map_err(|e| format!("no text (not UTF-8 at byte {})", e.valid_up_to()))?;
-    let doc = roxmltree::Document::parse(text).map_err(|e| format!("no XML (at {})", e.pos()))?;
+    let doc = crate::remote::xml(text).map_err(|e| crate::remote::xml_error(&e))?;
     let Some(results) = doc
         .descendants()
         .find(|n| n.has_tag_name("MetricDataResults"))

@@ -243,7 +243,7 @@ impl AwsApi for DynamoDbConfig {
                 &format!("table \"{table}\" (tableName)"),
             )
             .await?;
-        let answer: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let answer: Value = crate::remote::from_json(&body).unwrap_or(Value::Null);
         let count = answer.get("Count").and_then(Value::as_i64).ok_or_else(|| {
             call.read.unexpected(format!(
                 "DynamoDB answered the Query of table \"{table}\" without a Count"

@@ -101,7 +101,7 @@ impl DynamoDbStreamsConfig {
 /// (<https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_DescribeTable.html>);
 /// `None` when the table has no stream or the answer is not one.
 pub fn latest_stream_arn(body: &[u8]) -> Option<String> {
-    let answer: Value = serde_json::from_slice(body).ok()?;
+    let answer: Value = crate::remote::from_json(body).ok()?;
     answer
         .get("Table")?
         .get("LatestStreamArn")?
@@ -115,7 +115,7 @@ pub fn latest_stream_arn(body: &[u8]) -> Option<String> {
 /// the number of shards listed and `LastEvaluatedShardId` (`None` on the last page). `None`
 /// when the answer has no `StreamDescription.Shards` list.
 pub fn shard_page(body: &[u8]) -> Option<(usize, Option<String>)> {
-    let answer: Value = serde_json::from_slice(body).ok()?;
+    let answer: Value = crate::remote::from_json(body).ok()?;
     let description = answer.get("StreamDescription")?;
     let shards = description.get("Shards")?.as_array()?.len();
     let last = description

@@ -88,7 +88,7 @@ impl KinesisConfig {
 /// (<https://docs.aws.amazon.com/kinesis/latest/APIReference/API_DescribeStreamSummary.html>):
 /// a non-negative integer, anything else is `None`.
 pub fn open_shard_count(body: &[u8]) -> Option<i64> {
-    let answer: Value = serde_json::from_slice(body).ok()?;
+    let answer: Value = crate::remote::from_json(body).ok()?;
     answer
         .get("StreamDescriptionSummary")?
         .get("OpenShardCount")?

@@ -128,7 +128,7 @@ fn queue_name(p: &MetadataParser<'_>, queue_url: &str) -> Result<String, Metadat
 /// The sum of `attributes` in a `GetQueueAttributes` answer.
 pub(crate) fn sum_attributes(body: &[u8], attributes: &[&str]) -> Result<i64, String> {
     let answer: serde_json::Value =
-        serde_json::from_slice(body).map_err(|e| crate::remote::json_error(&e))?;
+        crate::remote::from_json(body).map_err(|e| crate::remote::json_error(&e))?;
     let mut total: i64 = 0;
     for name in attributes {
         let raw = answer

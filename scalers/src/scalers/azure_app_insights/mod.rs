@@ -226,7 +226,7 @@ pub fn metric_value(body: &[u8], metric_id: &str, aggregation: &str) -> Result<f
         #[serde(default)]
         value: serde_json::Map<String, serde_json::Value>,
     }
-    let answer: Answer = serde_json::from_slice(body).map_err(|e| {
+    let answer: Answer = crate::remote::from_json(body).map_err(|e| {
         AnswerError::Shape(format!(
             "the Application Insights answer is not a metrics result: {}",
             crate::remote::json_error(&e)

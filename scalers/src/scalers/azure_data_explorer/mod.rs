@@ -177,12 +177,8 @@ struct Table {
 /// `long`; a value that is not a number or is below 0. Messages never quote the answer's
 /// values.
 pub fn query_value(body: &[u8]) -> Result<f64, String> {
-    let answer: serde_json::Value = serde_json::from_slice(body).map_err(|e| {
-        format!(
-            "the Kusto answer is not JSON: {}",
-            crate::remote::json_error(&e)
-        )
-    })?;
+    let answer: serde_json::Value = crate::remote::from_json(body)
+        .map_err(|e| format!("the Kusto answer is {}", crate::remote::json_error(&e)))?;
     let table = match &answer {
         serde_json::Value::Array(frames) => v2_primary_table(frames)?,
         serde_json::Value::Object(o) => match o.get("Tables").and_then(|t| t.as_array()) {

@@ -98,13 +98,8 @@ fn int64(value: Option<&serde_json::Value>, name: &str) -> Result<i64, String> {
 /// # Errors
 /// The body is not JSON, or the sequence number is not a 64-bit integer.
 pub fn sequence_number(strategy: Strategy, body: &[u8]) -> Result<i64, String> {
-    let json: serde_json::Value = serde_json::from_slice(body).map_err(|e| {
-        format!(
-            "a checkpoint blob that is not JSON (line {}, column {})",
-            e.line(),
-            e.column()
-        )
-    })?;
+    let json: serde_json::Value =
+        crate::remote::from_json(body).map_err(|e| format!("a checkpoint blob that is {e}"))?;
     match strategy {
         Strategy::GoSdk | Strategy::Dapr => int64(
             field(&json, "checkpoint").and_then(|c| field(c, "sequenceNumber")),

@@ -185,7 +185,7 @@ pub fn table_value(body: &[u8]) -> Result<f64, String> {
         #[serde(default, rename = "type")]
         type_: Option<String>,
     }
-    let answer: Answer = serde_json::from_slice(body).map_err(|e| {
+    let answer: Answer = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the Log Analytics answer is not a query Response: {}",
             crate::remote::json_error(&e)

@@ -314,7 +314,7 @@ pub fn metric_value(body: &[u8], aggregation: &str) -> Result<f64, String> {
         #[serde(default)]
         count: Option<f64>,
     }
-    let answer: Answer = serde_json::from_slice(body).map_err(|e| {
+    let answer: Answer = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the Azure Monitor answer is not a metrics Response: {}",
             crate::remote::json_error(&e)

@@ -12,8 +12,8 @@ use super::Matching;
 /// # Errors
 /// Not the documented JSON, no pool of that name, or several.
 pub fn pool_id(body: &[u8], name: &str) -> Result<i64, String> {
-    let json: Value = serde_json::from_slice(body)
-        .map_err(|_| "the agent pools answer is not JSON".to_string())?;
+    let json: Value =
+        crate::remote::from_json(body).map_err(|e| format!("the agent pools answer is {e}"))?;
     let pools = json
         .get("value")
         .and_then(Value::as_array)
@@ -98,8 +98,8 @@ fn demands_match(
 /// # Errors
 /// Not the documented JSON.
 pub fn queued_jobs(body: &[u8], matching: &Matching) -> Result<i64, String> {
-    let json: Value = serde_json::from_slice(body)
-        .map_err(|_| "the job requests answer is not JSON".to_string())?;
+    let json: Value =
+        crate::remote::from_json(body).map_err(|e| format!("the job requests answer is {e}"))?;
     let jobs = json
         .get("value")
         .and_then(Value::as_array)

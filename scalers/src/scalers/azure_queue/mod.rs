@@ -224,8 +224,8 @@ impl AzureQueueConfig {
 /// The number of `QueueMessage` elements of a Peek Messages answer.
 pub(crate) fn count_messages(body: &[u8]) -> Result<usize, String> {
     let text = std::str::from_utf8(body).map_err(|_| "a body that is not UTF-8".to_string())?;
-    let doc = roxmltree::Document::parse(text.trim_start_matches('\u{feff}').trim())
-        .map_err(|e| format!("invalid XML (at {})", e.pos()))?;
+    let doc = crate::remote::xml(text.trim_start_matches('\u{feff}').trim())
+        .map_err(|e| crate::remote::xml_error(&e))?;
     let root = doc.root_element();
     if !root.has_tag_name("QueueMessagesList") {
         // The element's name is the server's text: not shown.

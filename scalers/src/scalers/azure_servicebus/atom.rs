@@ -20,8 +20,8 @@ pub struct Entity {
 
 fn parse(body: &[u8]) -> Result<roxmltree::Document<'_>, String> {
     let text = std::str::from_utf8(body).map_err(|_| "a body that is not UTF-8".to_string())?;
-    roxmltree::Document::parse(text.trim_start_matches('\u{feff}').trim())
-        .map_err(|e| format!("invalid XML (at {})", e.pos()))
+    crate::remote::xml(text.trim_start_matches('\u{feff}').trim())
+        .map_err(|e| crate::remote::xml_error(&e))
 }
 
 fn child<'a, 'input>(

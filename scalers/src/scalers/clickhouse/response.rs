@@ -19,7 +19,7 @@ pub fn first_value(body: &[u8]) -> Result<f64, String> {
     struct Answer {
         data: Vec<Vec<Value>>,
     }
-    let answer: Answer = serde_json::from_slice(body).map_err(|e| {
+    let answer: Answer = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the ClickHouse answer is not in the JSONCompact format (a FORMAT clause in the query overrides it): {}",
             crate::remote::json_error(&e)

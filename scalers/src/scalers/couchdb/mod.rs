@@ -199,7 +199,7 @@ pub fn doc_count(body: &[u8]) -> Result<usize, String> {
     struct Answer {
         docs: Vec<serde_json::Value>,
     }
-    let answer: Answer = serde_json::from_slice(body).map_err(|e| {
+    let answer: Answer = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the CouchDB answer is not a _find response: {}",
             crate::remote::json_error(&e)

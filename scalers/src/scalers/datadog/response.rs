@@ -56,7 +56,7 @@ struct Series {
 /// The body is not a Datadog query answer, says `"status": "error"`, or holds no usable value
 /// (see the module docs). Messages never quote the answer.
 pub fn query_value(body: &[u8], reading: &Reading) -> Result<f64, String> {
-    let response: QueryResponse = serde_json::from_slice(body).map_err(|e| {
+    let response: QueryResponse = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the answer is not a Datadog query response: {}",
             crate::remote::json_error(&e)
@@ -135,7 +135,7 @@ pub fn cluster_agent_value(body: &[u8]) -> Result<f64, String> {
     struct Item {
         value: Option<serde_json::Value>,
     }
-    let list: List = serde_json::from_slice(body).map_err(|e| {
+    let list: List = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the Cluster Agent answer is not an ExternalMetricValueList: {}",
             crate::remote::json_error(&e)

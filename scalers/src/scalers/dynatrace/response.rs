@@ -41,7 +41,7 @@ struct MetricSeries {
 /// # Errors
 /// Not the documented shape, or no result, series or value.
 pub fn metrics_value(body: &[u8]) -> Result<f64, String> {
-    let response: MetricsResponse = serde_json::from_slice(body).map_err(|e| {
+    let response: MetricsResponse = crate::remote::from_json(body).map_err(|e| {
         format!(
             "unable to parse the Dynatrace Metric Data Points API response: {}",
             crate::remote::json_error(&e)
@@ -87,7 +87,7 @@ struct Record {
 }
 
 fn query_response(body: &[u8], what: &str) -> Result<QueryResponse, String> {
-    serde_json::from_slice(body).map_err(|e| {
+    crate::remote::from_json(body).map_err(|e| {
         format!(
             "unable to parse the Dynatrace DQL {what} response: {}",
             crate::remote::json_error(&e)

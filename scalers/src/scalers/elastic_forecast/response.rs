@@ -17,7 +17,7 @@ pub fn forecast_id(body: &[u8]) -> Result<String, String> {
         #[serde(default)]
         forecast_id: Option<Value>,
     }
-    let answer: Answer = serde_json::from_slice(body).map_err(|e| {
+    let answer: Answer = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the forecast API's answer is not a forecast response: {}",
             crate::remote::json_error(&e)
@@ -40,7 +40,7 @@ pub fn forecast_id(body: &[u8]) -> Result<String, String> {
 /// Not JSON, a prediction of another type, a string without a leading number, or a value that
 /// is not finite. Messages never quote the answer.
 pub fn prediction(body: &[u8]) -> Result<Option<f64>, String> {
-    let root: Value = serde_json::from_slice(body).map_err(|e| {
+    let root: Value = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the forecast search answer is not a search response: {}",
             crate::remote::json_error(&e)

@@ -170,7 +170,7 @@ pub fn jobs_url(server: &url::Url, scope: &Scope, labels: &str) -> url::Url {
 /// The body is not a JSON array of objects.
 pub fn job_count(body: &[u8]) -> Result<usize, String> {
     let jobs: Option<Vec<serde_json::Map<String, serde_json::Value>>> =
-        serde_json::from_slice(body)
+        crate::remote::from_json(body)
             .map_err(|_| "the Forgejo answer is not a JSON list of jobs".to_string())?;
     Ok(jobs.map_or(0, |jobs| jobs.len()))
 }

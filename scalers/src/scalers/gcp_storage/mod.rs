@@ -174,7 +174,7 @@ pub fn objects_page(body: &[u8]) -> Result<(Vec<u64>, Option<String>), String> {
         #[serde(default)]
         size: Option<serde_json::Value>,
     }
-    let page: Page = serde_json::from_slice(body).map_err(|e| {
+    let page: Page = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the Cloud Storage answer is not an objects list: {}",
             crate::remote::json_error(&e)

@@ -100,7 +100,7 @@ pub fn installation_token(body: &[u8]) -> Result<(Secret, jiff::Timestamp), Stri
         token: String,
         expires_at: String,
     }
-    let answer: Answer = serde_json::from_slice(body).map_err(|e| {
+    let answer: Answer = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the GitHub answer is not an installation token: {}",
             crate::remote::json_error(&e)

@@ -656,7 +656,7 @@ pub fn repo_names(body: &[u8]) -> Result<Vec<String>, String> {
         #[serde(default)]
         name: String,
     }
-    let repos: Option<Vec<Repo>> = serde_json::from_slice(body).map_err(|e| {
+    let repos: Option<Vec<Repo>> = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the GitHub answer is not a list of repositories: {}",
             crate::remote::json_error(&e)
@@ -695,7 +695,7 @@ pub fn live_runs(body: &[u8]) -> Result<Vec<(i64, String)>, String> {
         #[serde(default)]
         name: String,
     }
-    let runs: Runs = serde_json::from_slice(body).map_err(|e| {
+    let runs: Runs = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the GitHub answer is not a list of workflow runs: {}",
             crate::remote::json_error(&e)
@@ -728,7 +728,7 @@ pub fn matching_jobs(body: &[u8], labels: &LabelMatch) -> Result<i64, String> {
         #[serde(default)]
         labels: Option<Vec<String>>,
     }
-    let jobs: Jobs = serde_json::from_slice(body).map_err(|e| {
+    let jobs: Jobs = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the GitHub answer is not a list of jobs: {}",
             crate::remote::json_error(&e)

@@ -28,7 +28,7 @@ struct Series {
 /// The body is not a render API JSON answer, holds several series, or no usable datapoint
 /// (see the module docs); the message names the query and never quotes the answer.
 pub fn render_value(body: &[u8], query: &str) -> Result<f64, String> {
-    let series: Vec<Series> = serde_json::from_slice(body).map_err(|e| {
+    let series: Vec<Series> = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the answer to graphite query `{query}` is not a render API JSON answer: {}",
             crate::remote::json_error(&e)

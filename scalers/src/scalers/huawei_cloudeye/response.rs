@@ -30,7 +30,7 @@ pub fn services_page(body: &[u8]) -> Result<ServicesPage, String> {
         #[serde(default, rename = "type")]
         type_: String,
     }
-    let page: Page = serde_json::from_slice(body).map_err(|e| {
+    let page: Page = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the IAM service list is not {{\"services\": [...]}}: {}",
             json_error(&e)
@@ -78,7 +78,7 @@ pub fn endpoints_page(body: &[u8]) -> Result<(Vec<Endpoint>, Option<String>), St
         #[serde(default)]
         links: Option<Links>,
     }
-    let page: Page = serde_json::from_slice(body).map_err(|e| {
+    let page: Page = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the IAM endpoint list is not {{\"endpoints\": [...]}}: {}",
             json_error(&e)
@@ -129,7 +129,7 @@ pub fn choose_version(body: &[u8], identity: &str) -> Result<String, String> {
         #[serde(default)]
         rel: String,
     }
-    let document: Document = serde_json::from_slice(body).map_err(|e| {
+    let document: Document = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the identity endpoint's version document is not {{\"versions\": {{\"values\": [...]}}}}: {}",
             json_error(&e)
@@ -207,7 +207,7 @@ pub fn first_datapoint(body: &[u8], filter: &str) -> Result<f64, String> {
         #[serde(default)]
         sum: Datum,
     }
-    let answer: Answer = serde_json::from_slice(body).map_err(|e| {
+    let answer: Answer = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the Cloud Eye answer is not {{\"metrics\": [...]}}: {}",
             json_error(&e)
@@ -311,7 +311,7 @@ impl<'de> serde::Deserialize<'de> for Datum {
 /// (`{"error_code": "APIGW.0301", "error_msg": ...}`) or Cloud Eye's `details.code`
 /// (`{"details": {"code": "ces.0014", "details": ...}}`).
 pub fn error_code(body: &[u8]) -> Option<String> {
-    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let value: serde_json::Value = crate::remote::from_json(body).ok()?;
     let code = value
         .get("error_code")
         .or_else(|| value.get("details").and_then(|d| d.get("code")))?;

@@ -204,7 +204,7 @@ pub fn current_depth(body: &[u8]) -> Result<i64, String> {
     struct Parameters {
         curdepth: i64,
     }
-    let answer: Answer = serde_json::from_slice(body).map_err(|e| {
+    let answer: Answer = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the IBM MQ answer is not an MQSC command response: {}",
             crate::remote::json_error(&e)
@@ -261,7 +261,7 @@ impl HttpApi for IbmMqConfig {
         let queue = request
             .body
             .as_ref()
-            .and_then(|b| serde_json::from_slice::<serde_json::Value>(b).ok())
+            .and_then(|b| crate::remote::from_json::<serde_json::Value>(b).ok())
             .and_then(|v| v["name"].as_str().map(str::to_string))
             .unwrap_or_default();
         format!(

@@ -234,7 +234,7 @@ fn coded_answer(status: StatusCode, body: &[u8]) -> Option<Failure> {
         #[serde(default)]
         code: String,
     }
-    let code = serde_json::from_slice::<ErrorBody>(body)
+    let code = crate::remote::from_json::<ErrorBody>(body)
         .ok()
         .and_then(|b| ERROR_CODES.iter().find(|c| **c == b.code).copied())?;
     Some(Failure::new(

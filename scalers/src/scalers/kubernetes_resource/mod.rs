@@ -250,16 +250,14 @@ fn leading_int(text: &str) -> Result<f64, String> {
 fn integer_at(location: &ValueLocation, raw: &[u8]) -> Result<f64, String> {
     let found = match location {
         ValueLocation::Json(path) => {
-            let doc: serde_json::Value = serde_json::from_slice(raw).map_err(|e| {
-                format!(
-                    "the value is not valid JSON (line {}, column {})",
-                    e.line(),
-                    e.column()
-                )
-            })?;
+            let doc: serde_json::Value =
+                crate::remote::from_json(raw).map_err(|e| format!("the value is {e}"))?;
             path.resolve(&doc)?
         }
         ValueLocation::Yaml(parts) => {
+            if let Some(at) = crate::remote::yaml_past_limit(raw) {
+                return Err(format!("the value is {at}"));
+            }
             // The parser's own message quotes the text: only say that it is not YAML.
             let doc: serde_json::Value = serde_yaml::from_slice(raw)
                 .map_err(|_| "the value is not valid YAML (with string keys)".to_string())?;

@@ -40,7 +40,7 @@ struct Series {
 /// The body is not a successful Loki answer, or not a single usable value (see the module
 /// docs); the message names the query and never quotes the answer.
 pub fn query_value(body: &[u8], query: &str, ignore_null_values: bool) -> Result<f64, String> {
-    let response: QueryResponse = serde_json::from_slice(body).map_err(|e| {
+    let response: QueryResponse = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the answer to loki query `{query}` is not a Loki API response: {}",
             crate::remote::json_error(&e)

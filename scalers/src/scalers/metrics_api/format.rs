@@ -86,11 +86,12 @@ impl ValueLocation {
     pub fn value(&self, body: &[u8]) -> Result<f64, String> {
         match self {
             Self::Json(path) => {
-                let doc: Json = serde_json::from_slice(body).map_err(|e| {
-                    not_format(
+                let doc: Json = crate::remote::from_json(body).map_err(|e| match e {
+                    crate::remote::JsonError::TooMany(at) => format!("the response is {at}"),
+                    e => not_format(
                         Format::Json,
                         &format_args!("line {}, column {}", e.line(), e.column()),
-                    )
+                    ),
                 })?;
                 match path.resolve(&doc)? {
                     Json::Number(n) => Ok(n.as_f64().unwrap_or(f64::NAN)),
@@ -99,6 +100,9 @@ impl ValueLocation {
                 }
             }
             Self::Yaml(path) => {
+                if let Some(at) = crate::remote::yaml_past_limit(body) {
+                    return Err(format!("the response is {at}"));
+                }
                 let doc: serde_yaml::Value = serde_yaml::from_slice(body).map_err(|e| {
                     let at = e.location().map_or_else(
                         || "no position".to_string(),
@@ -115,8 +119,12 @@ impl ValueLocation {
                         &format_args!("not UTF-8 at byte {}", e.valid_up_to()),
                     )
                 })?;
-                let doc = roxmltree::Document::parse(text)
-                    .map_err(|e| not_format(Format::Xml, &format_args!("at {}", e.pos())))?;
+                let doc = crate::remote::xml(text).map_err(|e| match e {
+                    roxmltree::Error::NodesLimitReached => {
+                        format!("the response is {}", crate::remote::xml_error(&e))
+                    }
+                    e => not_format(Format::Xml, &format_args!("at {}", e.pos())),
+                })?;
                 xml_value(&doc, path)
             }
             Self::Prometheus(selector) => {
@@ -453,6 +461,43 @@ mod tests {
                     .into()
             )
         );
+    }
+
+    #[test]
+    fn answers_of_more_values_than_the_bound_are_refused_in_every_format() {
+        use crate::remote::MAX_ANSWER_VALUES;
+        // Within 8 MiB, made of next to nothing but structure.
+        let json = format!(
+            r#"{{"a": 1, "b": [{}]}}"#,
+            "[],".repeat(MAX_ANSWER_VALUES / 2)
+        );
+        let yaml = format!("a: 1\nb:\n{}", "- 0\n".repeat(MAX_ANSWER_VALUES / 2));
+        let xml = format!("<r><a>1</a>{}</r>", "<b/>".repeat(MAX_ANSWER_VALUES));
+        for (format, body, error) in [
+            (
+                Format::Json,
+                json,
+                "the response is a document of more than 1048576 values (line 1, column ",
+            ),
+            (
+                Format::Yaml,
+                yaml,
+                "the response is a document of more than 1048576 values (line ",
+            ),
+            (
+                Format::Xml,
+                xml,
+                "the response is an XML document of more than 1048576 nodes",
+            ),
+        ] {
+            assert!(body.len() < crate::http_client::MAX_BODY_BYTES);
+            let found = value(format, "a", &body).expect_err("past the bound");
+            assert!(found.starts_with(error), "{format:?}: {found}");
+        }
+        // The same location in a short answer of each format reads.
+        assert_eq!(value(Format::Json, "a", r#"{"a": 1, "b": [[]]}"#), Ok(1.0));
+        assert_eq!(value(Format::Yaml, "a", "a: 1\nb:\n- 0\n"), Ok(1.0));
+        assert_eq!(value(Format::Xml, "r.a", "<r><a>1</a><b/></r>"), Ok(1.0));
     }
 
     #[test]

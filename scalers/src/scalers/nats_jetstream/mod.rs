@@ -352,7 +352,7 @@ async fn get_json<T: DeserializeOwned>(client: &HttpClient, url: &Url) -> Result
         .get(url.clone(), &HeaderMap::new())
         .await
         .map_err(|e| e.classify())?;
-    serde_json::from_slice(&body).map_err(|e| {
+    crate::remote::from_json(&body).map_err(|e| {
         Failure::answer(
             format!(
                 "the answer of {} is not the monitoring JSON expected: {}",

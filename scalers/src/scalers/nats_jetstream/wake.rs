@@ -410,7 +410,7 @@ async fn run(
 /// errors; this path only degrades to polling).
 async fn get_json<T: serde::de::DeserializeOwned>(http: &HttpClient, url: url::Url) -> Option<T> {
     let body = http.get(url, &HeaderMap::new()).await.ok()?;
-    serde_json::from_slice(&body).ok()
+    crate::remote::from_json(&body).ok()
 }
 
 /// The subjects of the streams of `names`, one `/jsz` per account. A name whose stream is not
@@ -608,7 +608,7 @@ async fn connect(
     let Ok(Op::Info(json)) = parse_op(&line, 0) else {
         return Err(lost);
     };
-    let Ok(info) = serde_json::from_str::<Info>(&json) else {
+    let Ok(info) = crate::remote::from_json::<Info>(json.as_bytes()) else {
         return Err(lost);
     };
     if info.auth_required || info.tls_required {

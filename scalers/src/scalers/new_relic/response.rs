@@ -75,7 +75,7 @@ struct Nrql {
 /// The body is not a NerdGraph answer, holds GraphQL errors, or (with `no_data_error`) no
 /// row or no number in the first row. Messages name the NRQL, never the answer's text.
 pub fn nrql_value(body: &[u8], nrql: &str, no_data_error: bool) -> Result<f64, String> {
-    let response: GraphQlResponse = serde_json::from_slice(body).map_err(|e| {
+    let response: GraphQlResponse = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the answer to NRQL `{nrql}` is not a NerdGraph response: {}",
             crate::remote::json_error(&e)

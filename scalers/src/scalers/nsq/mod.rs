@@ -195,7 +195,7 @@ pub fn producers(body: &[u8]) -> Result<Vec<String>, String> {
         #[serde(default)]
         http_port: u16,
     }
-    let answer: Answer = serde_json::from_slice(body).map_err(|e| {
+    let answer: Answer = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the nsqlookupd answer is not a lookup response: {}",
             crate::remote::json_error(&e)
@@ -247,7 +247,7 @@ pub fn depth(body: &[u8], topic: &str, channel: &str) -> Result<i64, String> {
         #[serde(default)]
         paused: bool,
     }
-    let answer: Answer = serde_json::from_slice(body).map_err(|e| {
+    let answer: Answer = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the nsqd answer is not a stats response: {}",
             crate::remote::json_error(&e)

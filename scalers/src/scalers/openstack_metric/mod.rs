@@ -147,7 +147,7 @@ impl MetricConfig {
 /// Not a list of lists, a last entry that is not a triple, a value that is not a finite
 /// number. Messages never quote the answer.
 pub fn last_measure(body: &[u8]) -> Result<f64, String> {
-    let measures: Vec<Vec<serde_json::Value>> = serde_json::from_slice(body).map_err(|e| {
+    let measures: Vec<Vec<serde_json::Value>> = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the Gnocchi answer is not a list of measures: {}",
             crate::remote::json_error(&e)

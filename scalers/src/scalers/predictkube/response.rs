@@ -78,7 +78,7 @@ struct VectorElement {
 /// not finite, or its time is outside what a protobuf timestamp holds; the result is of
 /// another type. The message names the query and says why in our words.
 pub fn samples(body: &[u8], query: &str) -> Result<Vec<Sample>, String> {
-    let response: RangeResponse = serde_json::from_slice(body).map_err(|e| {
+    let response: RangeResponse = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the answer to prometheus range query `{query}` is not a Prometheus API response: {}",
             crate::remote::json_error(&e)

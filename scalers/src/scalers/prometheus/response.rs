@@ -59,7 +59,7 @@ pub fn error_type_shown(error_type: &str) -> &'static str {
 /// The Prometheus error message of a non-2xx answer's body (`errorType: error`), if the body is
 /// a Prometheus API error.
 pub fn api_error(body: &[u8]) -> Option<&'static str> {
-    let response: QueryResponse = serde_json::from_slice(body).ok()?;
+    let response: QueryResponse = crate::remote::from_json(body).ok()?;
     (response.status == "error").then(|| error_type_shown(&response.error_type))
 }
 
@@ -85,7 +85,7 @@ pub fn query_value_reporting_empty(
     ignore_null_values: bool,
     on_empty: impl FnOnce(),
 ) -> Result<f64, String> {
-    let response: QueryResponse = serde_json::from_slice(body).map_err(|e| {
+    let response: QueryResponse = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the answer to prometheus query `{query}` is not a Prometheus API response: {}",
             crate::remote::json_error(&e)

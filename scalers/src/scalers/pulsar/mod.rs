@@ -187,7 +187,7 @@ pub fn msg_backlog(body: &[u8], subscription: &str) -> Result<Option<i64>, Strin
         #[serde(default, rename = "msgBacklog")]
         msg_backlog: i64,
     }
-    let stats: Option<Stats> = serde_json::from_slice(body).map_err(|e| {
+    let stats: Option<Stats> = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the Pulsar answer is not topic stats: {}",
             crate::remote::json_error(&e)

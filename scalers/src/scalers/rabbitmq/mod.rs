@@ -281,7 +281,7 @@ impl RabbitMqScaler {
             return Err(answered);
         }
         let ready_only = c.exclude_unacknowledged;
-        let not_json = |e: serde_json::Error| {
+        let not_json = |e: crate::remote::JsonError| {
             Failure::answer(
                 format!(
                     "the management API's answer is {}",
@@ -291,7 +291,7 @@ impl RabbitMqScaler {
             )
         };
         if c.use_regex {
-            let page: QueuePage = serde_json::from_slice(&body).map_err(not_json)?;
+            let page: QueuePage = crate::remote::from_json(&body).map_err(not_json)?;
             if page.page_count > 1 {
                 return Err(Failure::local(format!(
                     "regex matches more queues than can be recovered at once (more than pageSize {}); raise \"pageSize\" or narrow the regex",
@@ -300,7 +300,7 @@ impl RabbitMqScaler {
             }
             Ok(http::compose(&page.items, c.operation, ready_only))
         } else {
-            let info: QueueInfo = serde_json::from_slice(&body).map_err(not_json)?;
+            let info: QueueInfo = crate::remote::from_json(&body).map_err(not_json)?;
             Ok(info.status(ready_only))
         }
     }

@@ -375,7 +375,9 @@ impl Matcher {
         let count = sessions
             .into_iter()
             .flatten()
-            .filter_map(|s| serde_json::from_str::<Map<String, Value>>(&s.slot.stereotype).ok())
+            .filter_map(|s| {
+                crate::remote::from_json::<Map<String, Value>>(s.slot.stereotype.as_bytes()).ok()
+            })
             .filter(|caps| self.stereotype_matches(caps))
             .count();
         i64::try_from(count).unwrap_or(i64::MAX)
@@ -416,7 +418,7 @@ fn reserve(reserved: &mut Vec<Reserved>, id: &str, slots: i64) {
 /// # Errors
 /// The body is not the GraphQL answer's shape. Messages never quote it.
 pub fn session_count(body: &[u8], matcher: &Matcher) -> Result<i64, String> {
-    let answer: Option<Answer> = serde_json::from_slice(body).map_err(|e| {
+    let answer: Option<Answer> = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the Selenium Grid answer is not the GraphQL answer KEDA's query expects: {}",
             crate::remote::json_error(&e)
@@ -432,7 +434,7 @@ pub fn session_count(body: &[u8], matcher: &Matcher) -> Result<i64, String> {
     let mut reserved: Vec<Reserved> = Vec::new();
     let mut new_nodes: Vec<Reserved> = Vec::new();
     for (index, request) in requests.iter().enumerate() {
-        let matched = serde_json::from_str::<Map<String, Value>>(request)
+        let matched = crate::remote::from_json::<Map<String, Value>>(request.as_bytes())
             .is_ok_and(|caps| matcher.request_matches(&caps));
         if !matched {
             continue;
@@ -445,14 +447,15 @@ pub fn session_count(body: &[u8], matcher: &Matcher) -> Result<i64, String> {
             {
                 continue;
             }
-            let matching_slots: i64 = serde_json::from_str::<Vec<Stereotype>>(&node.stereotypes)
-                .map(|stereotypes| {
-                    stereotypes
-                        .iter()
-                        .filter(|s| matcher.stereotype_matches(&s.stereotype))
-                        .fold(0i64, |sum, s| sum.saturating_add(s.slots))
-                })
-                .unwrap_or(0);
+            let matching_slots: i64 =
+                crate::remote::from_json::<Vec<Stereotype>>(node.stereotypes.as_bytes())
+                    .map(|stereotypes| {
+                        stereotypes
+                            .iter()
+                            .filter(|s| matcher.stereotype_matches(&s.stereotype))
+                            .fold(0i64, |sum, s| sum.saturating_add(s.slots))
+                    })
+                    .unwrap_or(0);
             if matching_slots == 0 {
                 continue;
             }

@@ -258,8 +258,7 @@ fn semp_ok(answer: &Value) -> Result<(), String> {
 /// # Errors
 /// Not JSON, not a successful SEMP answer, no state.
 pub fn vpn_state(body: &[u8]) -> Result<String, String> {
-    let answer: Value =
-        serde_json::from_slice(body).map_err(|_| "the answer is not JSON".to_string())?;
+    let answer: Value = crate::remote::from_json(body).map_err(|e| format!("the answer is {e}"))?;
     semp_ok(&answer)?;
     answer
         .get("data")
@@ -274,8 +273,7 @@ pub fn vpn_state(body: &[u8]) -> Result<String, String> {
 /// # Errors
 /// Not JSON, not a successful SEMP answer, a figure that is not an integer.
 pub fn queue_figures(body: &[u8]) -> Result<QueueFigures, String> {
-    let answer: Value =
-        serde_json::from_slice(body).map_err(|_| "the answer is not JSON".to_string())?;
+    let answer: Value = crate::remote::from_json(body).map_err(|e| format!("the answer is {e}"))?;
     semp_ok(&answer)?;
     let int = |v: Option<&Value>, what: &str| -> Result<i64, String> {
         match v {

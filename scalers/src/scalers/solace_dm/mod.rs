@@ -296,7 +296,7 @@ fn number(node: roxmltree::Node<'_, '_>, name: &str) -> Result<i64, String> {
 fn document(body: &[u8]) -> Result<roxmltree::Document<'_>, String> {
     let text =
         std::str::from_utf8(body).map_err(|_| "the SEMP answer is not UTF-8 text".to_string())?;
-    roxmltree::Document::parse(text.trim_start_matches('\u{feff}'))
+    crate::remote::xml(text.trim_start_matches('\u{feff}'))
         .map_err(|e| format!("the SEMP answer is not XML (at {})", e.pos()))
 }
 

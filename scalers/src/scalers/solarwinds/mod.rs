@@ -169,7 +169,7 @@ pub fn first_measurement(body: &[u8]) -> Result<f64, String> {
         #[serde(default)]
         value: Option<f64>,
     }
-    let answer: Answer = serde_json::from_slice(body).map_err(|e| {
+    let answer: Answer = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the SolarWinds answer is not a list of measurements: {}",
             crate::remote::json_error(&e)

@@ -139,7 +139,7 @@ pub fn num_found(body: &[u8]) -> Result<f64, String> {
         #[serde(default, rename = "numFound")]
         num_found: Option<i64>,
     }
-    let answer: Option<Answer> = serde_json::from_slice(body).map_err(|e| {
+    let answer: Option<Answer> = crate::remote::from_json(body).map_err(|e| {
         format!(
             "the Solr answer is not a select response: {}",
             crate::remote::json_error(&e)

@@ -191,12 +191,13 @@ pub fn stream_values(body: &[u8]) -> Result<Vec<f64>, String> {
             if !data.is_empty() {
                 match event.as_str() {
                     "data" => {
-                        let message: Data = serde_json::from_str(&data).map_err(|e| {
-                            format!(
-                                "a SignalFlow data message is not the documented JSON: {}",
-                                crate::remote::json_error(&e)
-                            )
-                        })?;
+                        let message: Data =
+                            crate::remote::from_json(data.as_bytes()).map_err(|e| {
+                                format!(
+                                    "a SignalFlow data message is not the documented JSON: {}",
+                                    crate::remote::json_error(&e)
+                                )
+                            })?;
                         for point in message.data {
                             let value = point.value.as_f64().ok_or_else(|| {
                                 "a SignalFlow data point's value is not a number".to_string()
@@ -211,7 +212,8 @@ pub fn stream_values(body: &[u8]) -> Result<Vec<f64>, String> {
                         );
                     }
                     "control-message" => {
-                        let control: Option<Control> = serde_json::from_str(&data).ok();
+                        let control: Option<Control> =
+                            crate::remote::from_json(data.as_bytes()).ok();
                         if control.is_some_and(|c| c.event == "ABORT_CHANNEL") {
                             return Err("the SignalFlow computation was aborted".into());
                         }

@@ -56,7 +56,7 @@ pub fn aggregate(values: &[f64], aggregator: Aggregator) -> Result<f64, String> 
     })
 }
 
-fn not(what: &str, e: &serde_json::Error) -> String {
+fn not(what: &str, e: &crate::remote::JsonError) -> String {
     format!(
         "the Sumo Logic answer is not {what}: {}",
         crate::remote::json_error(e)
@@ -110,7 +110,7 @@ pub fn metrics_values(body: &[u8], row: &str) -> Result<Vec<f64>, String> {
         values: Option<Vec<Option<f64>>>,
     }
     let answer: Answer =
-        serde_json::from_slice(body).map_err(|e| not("a metrics query result", &e))?;
+        crate::remote::from_json(body).map_err(|e| not("a metrics query result", &e))?;
     if let Some(errors) = answer.errors.and_then(|e| e.errors)
         && !errors.is_empty()
     {
@@ -168,7 +168,7 @@ pub fn job_id(body: &[u8]) -> Result<String, String> {
         #[serde(default)]
         id: String,
     }
-    let created: Created = serde_json::from_slice(body).map_err(|e| not("a search job", &e))?;
+    let created: Created = crate::remote::from_json(body).map_err(|e| not("a search job", &e))?;
     if created.id.is_empty()
         || !created
             .id
@@ -213,7 +213,7 @@ pub fn job_state(body: &[u8]) -> Result<JobState, String> {
         message_count: i64,
     }
     let status: Status =
-        serde_json::from_slice(body).map_err(|e| not("a search job status", &e))?;
+        crate::remote::from_json(body).map_err(|e| not("a search job status", &e))?;
     Ok(match status.state.as_str() {
         "DONE GATHERING RESULTS" => JobState::Done {
             records: u64::try_from(status.record_count).unwrap_or(0),
@@ -241,7 +241,7 @@ pub fn record_values(body: &[u8], field: &str) -> Result<Option<Vec<f64>>, Strin
         #[serde(default)]
         map: HashMap<String, String>,
     }
-    let page: Page = serde_json::from_slice(body).map_err(|e| not("a page of records", &e))?;
+    let page: Page = crate::remote::from_json(body).map_err(|e| not("a page of records", &e))?;
     let records = page.records.unwrap_or_default();
     if records.is_empty() {
         return Ok(None);
