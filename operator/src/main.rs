@@ -171,7 +171,8 @@ async fn operate(settings: &Settings) -> Result<(), MainError> {
         ),
         None => None,
     };
-    let pools = ClientPools::new();
+    let pools =
+        ClientPools::new().with_answer_bytes_per_namespace(settings.answer_bytes_per_namespace);
     let mut controller = ControllerConfig {
         events_client: Some(events_client),
         shards: membership

@@ -284,6 +284,55 @@ async fn event_source_down(outage: Outage) {
     op.stop().await;
 }
 
+/// Every answer a poll reads counts against its namespace's budget
+/// (`--answer-bytes-per-namespace`, `keda_scalers::answers`): with a budget smaller than the
+/// source's answer, each poll fails, and the `KEDAScalerFailed` Event says why, naming the flag;
+/// the source's text is never shown.
+#[tokio::test]
+async fn a_poll_s_answers_count_against_its_namespace_s_budget() {
+    let Some((_server, mut w)) = world("answer-budget", keda_scalers::Registry::builtin()).await
+    else {
+        return;
+    };
+    w.pools = keda_scalers::pool::ClientPools::new().with_answer_bytes_per_namespace(8);
+    let source = Source::start().await;
+    let name = "orders";
+    let metric = "s0-metric-api-value";
+    source.set_body(name, r#"{"value": 10, "said": "SOURCE-TEXT"}"#);
+    w.deployment(name, 2).await;
+    let op = w.start_operator();
+    let so = w.create(&source_object(name, &source.url(name))).await;
+    w.polls_reach(&op, &so, 1).await;
+    let status = w.get(name).await;
+    assert_eq!(health(&status, metric), Some(("Failing".into(), 1)));
+    let notes = eventually("a KEDAScalerFailed Event", || async {
+        let events: Api<k8s_openapi::api::events::v1::Event> =
+            Api::namespaced(w.client.clone(), NS);
+        let notes: Vec<String> = events
+            .list(&Default::default())
+            .await
+            .expect("list Events")
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("KEDAScalerFailed"))
+            .filter_map(|e| e.note)
+            .collect();
+        (!notes.is_empty()).then_some(notes)
+    })
+    .await;
+    for note in &notes {
+        assert!(
+            note.contains(
+                "would hold more than 8 bytes (the operator's --answer-bytes-per-namespace)"
+            ),
+            "{note}"
+        );
+        assert!(!note.contains("SOURCE-TEXT"), "{note}");
+    }
+    assert_eq!(w.replicas(name).await, 2, "nothing scales on a failed poll");
+    op.stop().await;
+}
+
 #[tokio::test]
 async fn an_event_source_refusing_connections_falls_back_after_failure_threshold_and_recovers_in_one_poll()
  {

@@ -117,6 +117,10 @@ pub enum HttpGetError {
         "the {MAX_IN_FLIGHT} requests this client may have in flight to the server were all busy for longer than the timeout ({0:?})"
     )]
     Busy(Duration),
+    /// The namespace's reads would hold more answer bytes than its budget
+    /// ([`crate::answers`]).
+    #[error(transparent)]
+    Budget(#[from] crate::answers::Exhausted),
 }
 
 impl Classify for HttpGetError {
@@ -242,12 +246,14 @@ impl HttpClient {
         let status = response.status();
         let response_headers = response.headers().clone();
         let mut body = Vec::new();
+        let mut reading = crate::answers::Reading::new();
         loop {
             match response.chunk().await {
                 Ok(Some(chunk)) => {
                     if body.len().saturating_add(chunk.len()) > MAX_BODY_BYTES {
                         return Err(HttpGetError::TooLarge);
                     }
+                    reading.add(chunk.len())?;
                     body.extend_from_slice(&chunk);
                 }
                 Ok(None) => break,

@@ -7,6 +7,7 @@
 //! typed config, leases a shared client from [`pool::ClientPools`] if it needs one, and
 //! returns a [`BuiltScaler`]. See `docs/writing-a-scaler.md` for a complete custom scaler.
 
+pub mod answers;
 pub mod authentication;
 pub mod aws;
 pub mod azure;

@@ -355,12 +355,15 @@ fn form_encode(s: &str) -> String {
 /// The first [`MAX_TOKEN_RESPONSE`] bytes of the answer (Go's `io.LimitReader`).
 async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, String> {
     let mut body = Vec::new();
+    let mut reading = crate::answers::Reading::new();
     while let Some(chunk) = response.chunk().await.map_err(|e| {
         use crate::remote::Classify;
         e.without_url().classify().to_string()
     })? {
         let room = MAX_TOKEN_RESPONSE.saturating_sub(body.len());
-        body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        let kept = chunk.len().min(room);
+        reading.add(kept).map_err(|e| e.to_string())?;
+        body.extend_from_slice(&chunk[..kept]);
         if body.len() >= MAX_TOKEN_RESPONSE {
             break;
         }

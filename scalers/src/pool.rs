@@ -19,12 +19,28 @@ use tokio::sync::OnceCell;
 #[derive(Clone, Default)]
 pub struct ClientPools {
     pools: Arc<Mutex<HashMap<TypeId, Box<dyn Any + Send + Sync>>>>,
+    answers: crate::answers::AnswerBudgets,
 }
 
 impl ClientPools {
-    /// Empty pools.
+    /// Empty pools, with answer budgets of
+    /// [`DEFAULT_ANSWER_BYTES_PER_NAMESPACE`](crate::answers::DEFAULT_ANSWER_BYTES_PER_NAMESPACE).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// These pools with budgets of `bytes` of answers a namespace ([`crate::answers`]); set
+    /// before the pools are cloned.
+    #[must_use]
+    pub fn with_answer_bytes_per_namespace(mut self, bytes: usize) -> Self {
+        self.answers = crate::answers::AnswerBudgets::new(bytes);
+        self
+    }
+
+    /// The budgets of answer bytes, one per namespace: the operator runs each poll of an object
+    /// within its namespace's ([`crate::answers::Budget::within`]).
+    pub fn answer_budgets(&self) -> &crate::answers::AnswerBudgets {
+        &self.answers
     }
 
     /// The pool of clients `C` keyed by `K`. Each scaler module defines its own key type, so

@@ -148,6 +148,7 @@ impl RestClient {
         })?;
         let status = response.status();
         let mut body = Vec::new();
+        let mut reading = crate::answers::Reading::new();
         loop {
             match response.chunk().await {
                 Ok(Some(chunk)) => {
@@ -156,6 +157,9 @@ impl RestClient {
                             "the response is larger than {MAX_BODY_BYTES} bytes"
                         ))));
                     }
+                    reading
+                        .add(chunk.len())
+                        .map_err(|e| RestError::Body(Failure::local(e.to_string())))?;
                     body.extend_from_slice(&chunk);
                 }
                 Ok(None) => break,

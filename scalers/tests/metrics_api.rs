@@ -531,6 +531,119 @@ async fn a_slow_endpoint_fails_at_the_timeout_parameter() {
     h.expect(6.0, true).await;
 }
 
+/// A namespace's reads hold at most its budget of answer bytes at once
+/// (`keda_scalers::answers`, the operator's `--answer-bytes-per-namespace`): while one trigger's
+/// answer arrives slowly, a second trigger of the same namespace reading a large answer is
+/// refused, saying why; a trigger of another namespace reads the same answer; once the slow
+/// answer is read, the first namespace reads it too.
+#[tokio::test]
+async fn a_namespace_s_answers_in_flight_are_bounded_and_other_namespaces_read_on() {
+    use keda_scalers::answers::AnswerBudgets;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    const LIMIT: usize = 1 << 20;
+    // 700 KB: one fits in the budget, one and the slow answer's first 400 KB do not.
+    let answer = format!(
+        r#"{{"components":{{"worker":{{"tasks":6}}}},"pad":"{}"}}"#,
+        "x".repeat(700_000)
+    );
+    let go_on = Arc::new(tokio::sync::Notify::new());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let server = {
+        let (answer, go_on) = (answer.clone(), Arc::clone(&go_on));
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut socket, _)) = listener.accept().await else {
+                    return;
+                };
+                let (answer, go_on) = (answer.clone(), Arc::clone(&go_on));
+                tokio::spawn(async move {
+                    // One request a connection: read its head, answer, close.
+                    let mut head = Vec::new();
+                    let mut buffer = [0u8; 4096];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match socket.read(&mut buffer).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buffer[..n]),
+                        }
+                    }
+                    let slow = head.starts_with(b"GET /slow");
+                    let start = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                        answer.len()
+                    );
+                    let body = answer.as_bytes();
+                    let first = if slow { 400_000 } else { body.len() };
+                    let _ = socket.write_all(start.as_bytes()).await;
+                    let _ = socket.write_all(&body[..first]).await;
+                    if slow {
+                        go_on.notified().await;
+                    }
+                    let _ = socket.write_all(&body[first..]).await;
+                    let _ = socket.shutdown().await;
+                });
+            }
+        })
+    };
+    let url = |path: &str| format!("http://127.0.0.1:{port}{path}");
+    let slow = example(
+        &url("/slow"),
+        &[("authMode", ""), ("timeout", "20000")],
+        &[],
+    )
+    .await;
+    let fast = example(
+        &url("/fast"),
+        &[("authMode", ""), ("timeout", "20000")],
+        &[],
+    )
+    .await;
+    let budgets = AnswerBudgets::new(LIMIT);
+
+    let slow_read = tokio::spawn(budgets.budget("tenant-a").within(async move {
+        slow.expect(6.0, true).await;
+    }));
+    // Until the slow answer's first 400 KB are held.
+    let held = budgets.budget("tenant-a");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while LIMIT - held.available() < 390_000 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the slow answer never arrived"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let refused = budgets
+        .budget("tenant-a")
+        .within(fast.expect_error())
+        .await
+        .to_string();
+    assert!(
+        refused.contains(
+            "would hold more than 1048576 bytes (the operator's --answer-bytes-per-namespace)"
+        ),
+        "{refused}"
+    );
+    // Another namespace has a budget of its own.
+    budgets
+        .budget("tenant-b")
+        .within(fast.expect(6.0, true))
+        .await;
+
+    go_on.notify_one();
+    slow_read.await.expect("the slow read ends");
+    drop(held);
+    budgets
+        .budget("tenant-a")
+        .within(fast.expect(6.0, true))
+        .await;
+    assert_eq!(budgets.budget("tenant-a").available(), LIMIT);
+    server.abort();
+}
+
 /// `aggregateFromKubeServiceEndpoints`: the endpoints are real servers on 127.0.0.2, .3 and .4,
 /// all on one port number (every 127.x address is on the loopback interface), so one
 /// EndpointSlice port serves them all as it would for pods. The EndpointSlices are fed to an

@@ -99,6 +99,8 @@ pub struct Settings {
     pub identity: keda_api::identity::IdentityPolicy,
     /// `--trigger-file-root` (default [`keda_scalers::files::DEFAULT_TRIGGER_FILE_ROOT`]).
     pub trigger_file_root: PathBuf,
+    /// `--answer-bytes-per-namespace` ([`keda_scalers::answers`]).
+    pub answer_bytes_per_namespace: usize,
     /// Lifetime of `boundServiceAccountToken` tokens (`KEDA_BOUND_SERVICE_ACCOUNT_TOKEN_EXPIRY`,
     /// default 1h, 1h to 6h).
     pub bound_service_account_token_expiry: Duration,
@@ -408,6 +410,8 @@ impl Settings {
                 })
                 .filter(|p| !p.as_os_str().is_empty())
                 .unwrap_or_else(|| PathBuf::from(keda_scalers::files::DEFAULT_TRIGGER_FILE_ROOT)),
+            answer_bytes_per_namespace: usize::try_from(flags.answer_bytes_per_namespace)
+                .unwrap_or(usize::MAX),
             bound_service_account_token_expiry: bound_token_expiry(env)?,
             check_unexpected_scalers_params,
             keda: KedaFlagSettings {

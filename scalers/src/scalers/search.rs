@@ -308,7 +308,7 @@ fn retried(error: &HttpGetError) -> bool {
     match error {
         HttpGetError::Send(_) | HttpGetError::TimedOut(_) | HttpGetError::Busy(_) => true,
         HttpGetError::Status { status, .. } => matches!(status.as_u16(), 502..=504),
-        HttpGetError::Body(_) | HttpGetError::TooLarge => false,
+        HttpGetError::Body(_) | HttpGetError::TooLarge | HttpGetError::Budget(_) => false,
     }
 }
 

@@ -194,6 +194,15 @@ pub struct Flags {
     /// path, as KEDA (`KEDA_RS_TRIGGER_FILE_ROOT`).
     #[arg(long, value_name = "DIR")]
     pub trigger_file_root: Option<PathBuf>,
+    /// The bytes of answers the reads of one namespace's triggers may hold at once (default
+    /// 67108864, 64 MiB); a read that would hold more fails, for that namespace only.
+    #[arg(
+        long,
+        value_name = "BYTES",
+        default_value_t = 67_108_864,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub answer_bytes_per_namespace: u64,
     /// Directory under which a ClusterTriggerAuthentication's `filePath` is read (KEDA's flag);
     /// unset, `filePath` is refused with a message naming this flag.
     #[arg(long, value_name = "DIR")]

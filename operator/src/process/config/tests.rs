@@ -42,6 +42,29 @@ fn no_flags_and_no_environment_give_keda_s_defaults() {
     assert!(!settings.check_unexpected_scalers_params);
 }
 
+#[test]
+fn answer_bytes_per_namespace_default_to_the_scalers_budget_and_refuse_zero() {
+    let settings = parse(&[], &MapEnv::default()).expect("defaults");
+    assert_eq!(
+        settings.answer_bytes_per_namespace,
+        keda_scalers::answers::DEFAULT_ANSWER_BYTES_PER_NAMESPACE
+    );
+    let settings = parse(
+        &["--answer-bytes-per-namespace", "1048576"],
+        &MapEnv::default(),
+    )
+    .expect("a number of bytes");
+    assert_eq!(settings.answer_bytes_per_namespace, 1 << 20);
+    assert!(parse(&["--answer-bytes-per-namespace", "0"], &MapEnv::default()).is_err());
+    assert!(
+        parse(
+            &["--answer-bytes-per-namespace", "64Mi"],
+            &MapEnv::default()
+        )
+        .is_err()
+    );
+}
+
 /// KEDA's `KEDA_CHECK_UNEXPECTED_SCALERS_PARAMS` is on only for the exact value `enabled`
 /// (`os.Getenv(...) == "enabled"`), and reaches the scalers the controllers build; another
 /// value leaves it off, with a warning line.

@@ -249,6 +249,7 @@ impl RabbitMqScaler {
         let status = response.status();
         // The answer, at most MAX_BODY_BYTES (a larger one is an error, not a large operator).
         let mut body = Vec::new();
+        let mut reading = crate::answers::Reading::new();
         while let Some(chunk) = response.chunk().await.map_err(failed)? {
             if body.len() + chunk.len() > crate::http_client::MAX_BODY_BYTES {
                 return Err(Failure::local(format!(
@@ -256,6 +257,9 @@ impl RabbitMqScaler {
                     crate::http_client::MAX_BODY_BYTES
                 )));
             }
+            reading
+                .add(chunk.len())
+                .map_err(|e| Failure::local(e.to_string()))?;
             body.extend_from_slice(&chunk);
         }
         if !status.is_success() {
