@@ -690,21 +690,128 @@ fn json_past(body: &[u8], max: usize) -> Option<TooManyValues> {
     None
 }
 
-/// Whether the YAML text `body` may hold more than [`MAX_ANSWER_VALUES`] values, and where: every
-/// byte that can start a value or separate two (`[`, `{`, `,`, `-`, `:`, a line break) is
-/// counted, quoted or not, so the count is an upper bound: a YAML answer of real values stays far
-/// below it.
+/// Whether the YAML text `body` holds more than [`MAX_ANSWER_VALUES`] values, and where (the
+/// position is the parser's, when it has one). The values are counted as a decoder would make
+/// them, by reading the document once without keeping anything: an alias (`*a`) counts every
+/// value of the node it repeats, each time, so `b: [*a, *a, ...]` over a large `&a` is refused
+/// before it is made (the parser's own guard counts repetitions, not what they repeat). Text that
+/// is not YAML is not refused here: decoding it says what is wrong.
 pub fn yaml_past_limit(body: &[u8]) -> Option<TooManyValues> {
-    let mut values = 1usize;
-    for (offset, &byte) in body.iter().enumerate() {
-        if matches!(byte, b'[' | b'{' | b',' | b'-' | b':' | b'\n') {
-            values += 1;
-            if values > MAX_ANSWER_VALUES {
-                return Some(TooManyValues::at(body, offset));
+    use serde::de::DeserializeSeed;
+    let left = std::cell::Cell::new(MAX_ANSWER_VALUES);
+    let counted = Nodes(&left).deserialize(serde_yaml::Deserializer::from_slice(body));
+    match counted {
+        Err(error) if left.get() == 0 => {
+            let (line, column) = error
+                .location()
+                .map_or((0, 0), |at| (at.line(), at.column()));
+            Some(TooManyValues { line, column })
+        }
+        _ => None,
+    }
+}
+
+/// Reads one value, counting it and every value in it against `left`, and keeps nothing.
+struct Nodes<'a>(&'a std::cell::Cell<usize>);
+
+impl Nodes<'_> {
+    fn take<E: serde::de::Error>(&self) -> Result<(), E> {
+        match self.0.get().checked_sub(1) {
+            Some(left) => {
+                self.0.set(left);
+                Ok(())
             }
+            None => Err(E::custom(format_args!(
+                "more than {MAX_ANSWER_VALUES} values"
+            ))),
         }
     }
-    None
+
+    fn again(&self) -> Self {
+        Nodes(self.0)
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Nodes<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Nodes<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any value")
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<(), E> {
+        self.take()
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<(), E> {
+        self.take()
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<(), E> {
+        self.take()
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<(), E> {
+        self.take()
+    }
+
+    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<(), E> {
+        self.take()
+    }
+
+    fn visit_bytes<E: serde::de::Error>(self, _: &[u8]) -> Result<(), E> {
+        self.take()
+    }
+
+    fn visit_none<E: serde::de::Error>(self) -> Result<(), E> {
+        self.take()
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<(), E> {
+        self.take()
+    }
+
+    fn visit_some<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        self.take()?;
+        serde::de::DeserializeSeed::deserialize(self, deserializer)
+    }
+
+    fn visit_newtype_struct<D: serde::Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<(), D::Error> {
+        self.take()?;
+        serde::de::DeserializeSeed::deserialize(self, deserializer)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        self.take()?;
+        while seq.next_element_seed(self.again())?.is_some() {}
+        Ok(())
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        self.take()?;
+        while map.next_key_seed(self.again())?.is_some() {
+            map.next_value_seed(self.again())?;
+        }
+        Ok(())
+    }
+
+    fn visit_enum<A: serde::de::EnumAccess<'de>>(self, data: A) -> Result<(), A::Error> {
+        use serde::de::VariantAccess;
+        // A tagged value (`!tag value`): the tag, then the value.
+        let ((), variant) = data.variant_seed(self.again())?;
+        variant.newtype_variant_seed(self)
+    }
 }
 
 /// Why a JSON answer could not be decoded by [`from_json`]. Its `Display` (and `Debug`) is in
@@ -1004,18 +1111,34 @@ mod tests {
     }
 
     #[test]
-    fn yaml_answers_are_counted_from_above() {
+    fn yaml_answers_are_counted_as_they_would_be_decoded_aliases_included() {
         assert_eq!(yaml_past_limit(b"a:\n  - 1\n  - 2\n"), None);
-        let items = "-\n".repeat(MAX_ANSWER_VALUES);
+        // Dates, times and URLs are single values.
+        let dates = "- 2026-11-30T01:00:00Z http://a.example:80/x\n".repeat(10_000);
+        assert_eq!(yaml_past_limit(dates.as_bytes()), None);
+        // Not YAML: left to the decoder.
+        assert_eq!(yaml_past_limit(b"a: [1, 2"), None);
+        let items = "- 0\n".repeat(MAX_ANSWER_VALUES);
         let at = yaml_past_limit(items.as_bytes()).expect("past the limit");
-        assert_eq!(at.column, 2);
+        assert!(at.line >= MAX_ANSWER_VALUES - 1, "{at}");
         assert_eq!(
             at.to_string(),
             format!(
-                "a document of more than 1048576 values (line {}, column 2)",
-                at.line
+                "a document of more than 1048576 values (line {}, column {})",
+                at.line, at.column
             )
         );
+        // 1,000 values repeated by 2,000 aliases: 2 million values from 11 KB of text.
+        let bomb = format!(
+            "a: &a [{}0]\nb: [{}*a]\n",
+            "0,".repeat(999),
+            "*a,".repeat(1_999)
+        );
+        assert!(bomb.len() < 12_000, "{}", bomb.len());
+        assert!(yaml_past_limit(bomb.as_bytes()).is_some());
+        // The same aliases over a small node are fine.
+        let few = format!("a: &a [0]\nb: [{}*a]\n", "*a,".repeat(1_999));
+        assert_eq!(yaml_past_limit(few.as_bytes()), None);
     }
 
     #[test]

@@ -471,7 +471,13 @@ mod tests {
             r#"{{"a": 1, "b": [{}]}}"#,
             "[],".repeat(MAX_ANSWER_VALUES / 2)
         );
-        let yaml = format!("a: 1\nb:\n{}", "- 0\n".repeat(MAX_ANSWER_VALUES / 2));
+        let yaml = format!("a: 1\nb:\n{}", "- 0\n".repeat(MAX_ANSWER_VALUES));
+        // 11 KB: 2,000 aliases of a 1,000-element node.
+        let aliases = format!(
+            "a: 1\nc: &c [{}0]\nb: [{}*c]\n",
+            "0,".repeat(999),
+            "*c,".repeat(1_999)
+        );
         let xml = format!("<r><a>1</a>{}</r>", "<b/>".repeat(MAX_ANSWER_VALUES));
         for (format, body, error) in [
             (
@@ -482,6 +488,11 @@ mod tests {
             (
                 Format::Yaml,
                 yaml,
+                "the response is a document of more than 1048576 values (line ",
+            ),
+            (
+                Format::Yaml,
+                aliases,
                 "the response is a document of more than 1048576 values (line ",
             ),
             (
