@@ -305,6 +305,15 @@ async fn a_poll_s_answers_count_against_its_namespace_s_budget() {
     w.polls_reach(&op, &so, 1).await;
     let status = w.get(name).await;
     assert_eq!(health(&status, metric), Some(("Failing".into(), 1)));
+    // The HPA's read of the metric reads the source again, within the same budget.
+    let read = op.loops.metric_values(NS, name, metric).await;
+    let error = format!("{:?}", read.expect_err("the HPA's read fails too"));
+    assert!(
+        error
+            .contains("would hold more than 8 bytes (the operator's --answer-bytes-per-namespace)"),
+        "{error}"
+    );
+    assert!(!error.contains("SOURCE-TEXT"), "{error}");
     let notes = eventually("a KEDAScalerFailed Event", || async {
         let events: Api<k8s_openapi::api::events::v1::Event> =
             Api::namespaced(w.client.clone(), NS);

@@ -4,7 +4,8 @@
 //! read holds its answer while it arrives, and whoever writes a ScaledObject chooses the server
 //! and, for some triggers, the timeout (up to an hour for `metrics-api`): a server of theirs that
 //! sends 8 MiB slowly to each of a thousand triggers would make the operator hold 8 GiB. So the
-//! operator runs each poll of an object within its namespace's [`Budget`] ([`Budget::within`]),
+//! operator runs each poll of an object, and each read the HPA's metric requests make, within
+//! its namespace's [`Budget`] ([`Budget::within`]),
 //! and the HTTP clients count every chunk of an answer against it as it arrives
 //! ([`Reading::add`]). Past the budget the read fails at once ([`Exhausted`]); the reads of other
 //! namespaces go on, so one namespace cannot stop another's scaling this way either. A read
