@@ -37,8 +37,9 @@ impl ClientPools {
         self
     }
 
-    /// The budgets of answer bytes, one per namespace: the operator runs each poll of an object
-    /// within its namespace's ([`crate::answers::Budget::within`]).
+    /// The budgets of answer bytes, one per namespace: the operator runs each poll of an object,
+    /// and each read the HPA's metric requests make, within its namespace's
+    /// ([`crate::answers::Budget::within`]).
     pub fn answer_budgets(&self) -> &crate::answers::AnswerBudgets {
         &self.answers
     }
