@@ -171,7 +171,7 @@ pub fn jobs_url(server: &url::Url, scope: &Scope, labels: &str) -> url::Url {
 pub fn job_count(body: &[u8]) -> Result<usize, String> {
     let jobs: Option<Vec<serde_json::Map<String, serde_json::Value>>> =
         crate::remote::from_json(body)
-            .map_err(|_| "the Forgejo answer is not a JSON list of jobs".to_string())?;
+            .map_err(|e| format!("the Forgejo answer is not a JSON list of jobs: {e}"))?;
     Ok(jobs.map_or(0, |jobs| jobs.len()))
 }
 
