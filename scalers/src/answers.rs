@@ -106,6 +106,17 @@ pub struct Budget {
     limit: usize,
 }
 
+impl fmt::Debug for Budget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Budget({} of {} bytes free)",
+            self.available(),
+            self.limit
+        )
+    }
+}
+
 impl Budget {
     /// Runs `read` with every answer it reads counted against this budget (on the task that
     /// runs `read`; a task it spawns is not counted).

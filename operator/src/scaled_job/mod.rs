@@ -163,6 +163,10 @@ pub async fn scalers_for_job(sj: &ScaledJob, env: &ScalerEnv) -> Result<ObjectSc
     Ok(ObjectScalers {
         triggers: build_triggers(&sj.spec.triggers, &source, false, env).await?,
         modifiers: None,
+        answers: env
+            .pools
+            .answer_budgets()
+            .budget(sj.metadata.namespace.as_deref().unwrap_or_default()),
     })
 }
 

@@ -322,6 +322,7 @@ mod tests {
                     Ok::<_, ()>(ObjectScalers {
                         triggers: Vec::new(),
                         modifiers: None,
+                        answers: keda_scalers::answers::AnswerBudgets::default().budget("ns"),
                     })
                 },
                 |start| tokio::spawn(async move { start.token.cancelled().await }),
@@ -382,6 +383,7 @@ mod tests {
                 Ok::<_, ()>(ObjectScalers {
                     triggers: Vec::new(),
                     modifiers: None,
+                    answers: keda_scalers::answers::AnswerBudgets::default().budget("ns"),
                 })
             },
             |start| {

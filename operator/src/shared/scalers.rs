@@ -170,6 +170,9 @@ pub struct ObjectScalers {
     pub triggers: Vec<TriggerScaler>,
     /// The compiled formula, when the object uses `scalingModifiers`.
     pub modifiers: Option<CompiledModifiers>,
+    /// The budget of answer bytes of the object's namespace, which every read of these scalers
+    /// counts against ([`keda_scalers::answers`]); held here, so it is looked up once per build.
+    pub answers: keda_scalers::answers::Budget,
 }
 
 impl ObjectScalers {
@@ -280,6 +283,10 @@ pub async fn scalers_for(so: &ScaledObject, env: &ScalerEnv) -> Result<ObjectSca
     Ok(ObjectScalers {
         triggers: triggers.await?,
         modifiers,
+        answers: env
+            .pools
+            .answer_budgets()
+            .budget(so.metadata.namespace.as_deref().unwrap_or_default()),
     })
 }
 

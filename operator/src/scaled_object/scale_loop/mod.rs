@@ -339,9 +339,7 @@ impl ScaleLoops {
         name: &str,
         metric_name: &str,
     ) -> Result<Vec<MetricValue>, MetricQueryError> {
-        // A read for the HPA counts its answers against the namespace's budget, as a poll does.
-        let answers = self.config().env.pools.answer_budgets().budget(namespace);
-        let read = answers.within(self.read_metric_values(namespace, name, metric_name));
+        let read = self.read_metric_values(namespace, name, metric_name);
         match catch_panic(read).await {
             Ok(values) => values,
             Err(panic) => {

@@ -63,7 +63,8 @@ pub async fn read_metric(
         trigger_index: trigger.index,
     };
     // The scaler's outbound HTTP requests during the read are counted under these labels
-    // (keda_scaler_http_*), as KEDA's request context does.
+    // (keda_scaler_http_*), as KEDA's request context does; the answers it reads count against
+    // the namespace's budget, whether a poll or the HPA's metric request reads.
     let request_labels = RequestLabels {
         namespace: ctx.namespace.to_string(),
         scaled_resource: ctx.name.to_string(),
@@ -78,7 +79,10 @@ pub async fn read_metric(
         catch_panic(request_metrics::scope(
             Arc::new(ctx.metrics.clone()),
             request_labels,
-            trigger.scaler.scaler().metrics_and_activity(&metric),
+            scalers
+                .answers
+                .clone()
+                .within(trigger.scaler.scaler().metrics_and_activity(&metric)),
         )),
     )
     .await;

@@ -836,15 +836,7 @@ impl<K: LoopKind> LoopTask<K> {
             debug!(namespace, name, "shards: not owned here; poll skipped");
             return;
         }
-        // The answers this poll reads count against its namespace's budget.
-        let answers = self
-            .loops
-            .config()
-            .env
-            .pools
-            .answer_budgets()
-            .budget(namespace);
-        let Err(panic) = catch_panic(answers.within(K::poll(self))).await else {
+        let Err(panic) = catch_panic(K::poll(self)).await else {
             return;
         };
         let (namespace, name) = self.names();

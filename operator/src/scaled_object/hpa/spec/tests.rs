@@ -88,6 +88,7 @@ fn metrics_are_sorted_by_type_and_select_the_object() {
             trigger(1, "cpu", vec![cpu()]),
         ],
         modifiers: None,
+        answers: keda_scalers::answers::AnswerBudgets::default().budget("ns"),
     };
     let m = metric_specs("worker", &scalers).expect("specs");
     let types: Vec<&str> = m.specs.iter().map(|s| s.type_.as_str()).collect();
@@ -111,6 +112,7 @@ fn duplicate_external_metric_names_are_an_error_in_keda_words() {
             trigger(0, "redis", vec![external("s0-redis-a")]),
         ],
         modifiers: None,
+        answers: keda_scalers::answers::AnswerBudgets::default().budget("ns"),
     };
     let err = metric_specs("worker", &scalers).unwrap_err();
     assert_eq!(
